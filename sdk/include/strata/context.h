@@ -1,0 +1,265 @@
+// strata/context.h — one agent's layered context and its byte-stable rendering.
+//
+// A Context holds an agent's segments in six layers (strata/segment.h) and renders them into an
+// OpenAI Chat Completions request body. Rendering follows the prefix contract of docs/concepts.md:
+// the same segments give the same bytes on every call, in every process; stable layers come first;
+// history only grows at its end; the volatile layer is the last message. So a model server's prefix
+// (KV) cache is reused from one request to the next.
+//
+//   strata::ContextOptions options;
+//   options.agent.id = "agent-1";
+//   auto context = strata::Context::Create(options).value();
+//   STRATA_RETURN_IF_ERROR(context->SetSystemPrompt("You are a coding agent."));
+//   STRATA_RETURN_IF_ERROR(context->SetTools(R"([{"type":"function","function":{"name":"bash"}}])"));
+//   STRATA_RETURN_IF_ERROR(context->AppendUser("Fix the failing test.").status());
+//   STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest request, context->Build());
+//   send(request.body);
+//
+// Errors: every operation validates its input first and refuses bad input whole: on a non-OK
+// Status the context is exactly as it was before the call.
+//
+// Thread safety: a Context is not thread-safe. Use it from one thread at a time (const methods
+// included); distinct Contexts may be used concurrently. The Tokenizer it is given must outlive it.
+#ifndef STRATA_CONTEXT_H_
+#define STRATA_CONTEXT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "strata/segment.h"
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+
+namespace strata {
+
+// Who the agent is. (tenant, model_version, template_version, scope) is the isolation key: prefix
+// caches are never shared across different keys.
+struct AgentIdentity {
+  std::string id;                // required, non-empty; unique per store
+  std::string tenant;            // default "": single-tenant deployment
+  std::string scope;             // permission scope, default ""
+  std::string model_version;     // default "": the model's own name is used
+  std::string template_version;  // prompt-template version of the application, default ""
+};
+
+// Append-time hygiene of tool results (DESIGN.md section 4, first part). Each step only touches the
+// bytes being appended, so it never invalidates any cached prefix. Originals are kept for Recall.
+struct HygieneOptions {
+  // Tool outputs above this many tokens keep a head and a tail around a marker that says how much
+  // was cut and the recall id. 0 turns truncation off. Default 8192 tokens: large enough for a
+  // whole source file, small enough that one `cat` of a log cannot take a 32K budget.
+  size_t max_segment_tokens = 8192;
+  // Share of the kept tokens taken from the head (the rest from the tail). Default 0.5.
+  double head_share = 0.5;
+  // Outputs identical to an earlier output of the same tool with the same arguments are rendered
+  // as a one-line reference to the earlier call. Default on.
+  bool deduplicate = true;
+  // Tool results that look like error logs (a traceback, or many repeated lines) are folded:
+  // runs of identical lines collapse into one line with a count; stack traces keep the error line
+  // and the first and last frames. Default on.
+  bool fold_error_logs = true;
+  // Runs of at least this many identical consecutive lines are collapsed. Default 3.
+  size_t min_repeat_run = 3;
+  // Outputs shorter than this many bytes are never deduplicated or folded (a reference would not
+  // be much shorter). Default 256.
+  size_t min_bytes = 256;
+};
+
+enum class SystemLayout : int {
+  // All stable layers (system, index, docs) in one leading system message, joined by fixed
+  // separators. Default.
+  kSingleMessage = 0,
+  // One system message per stable segment.
+  kMessagePerSegment = 1,
+};
+
+struct RenderOptions {
+  // The request's "model" field. Default "glm-5.3-flash".
+  std::string model = "glm-5.3-flash";
+  SystemLayout system_layout = SystemLayout::kSingleMessage;
+  // Name of the assistant message field that replays past reasoning; "" drops past reasoning from
+  // requests. Default "reasoning_content" (GLM, SGLang, vLLM chat templates read it).
+  std::string reasoning_field = "reasoning_content";
+  // Role of the volatile message. Default "user": every chat template accepts a trailing user
+  // message; some reject a system message after the first.
+  std::string volatile_role = "user";
+};
+
+struct ContextOptions {
+  AgentIdentity agent;
+  RenderOptions render;
+  HygieneOptions hygiene;
+  // Counts segment tokens. Not owned; must outlive the context. nullptr: a built-in estimator
+  // (4 bytes per token), flagged as an estimate in every count.
+  const Tokenizer* tokenizer = nullptr;
+  // Keep originals of altered segments for Recall. Default true. When false, hygiene still
+  // applies but the originals are dropped (the agent opted out of recall, DESIGN.md I5).
+  bool keep_originals = true;
+};
+
+// A document in the index or docs layer.
+struct Document {
+  std::string name;     // required; unique within its layer
+  std::string content;  // valid UTF-8
+  std::string version;  // the application's version label, e.g. a commit or a date; may be empty
+  // Declared order within the layer, ascending; documents with equal order keep insertion order.
+  // Put rarely-changing documents first, so that an update invalidates only itself and what follows.
+  int64_t order = 0;
+};
+
+struct AssistantMessage {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;
+};
+
+struct ToolResult {
+  std::string tool_call_id;  // must name an open call of the last assistant message
+  std::string content;
+  // Force classification as an error log (e.g. non-zero exit status). Otherwise it is detected.
+  bool is_error = false;
+};
+
+// A volatile-looking value found in a stable layer (rendering rule 8).
+struct LintWarning {
+  std::string segment_id;
+  Layer layer = Layer::kSystem;
+  std::string what;     // "timestamp", "uuid" or "date phrase"
+  size_t offset = 0;    // byte offset in the segment content
+  std::string excerpt;  // the matched text
+  std::string ToString() const;
+};
+
+// Per-call options of Build().
+struct BuildOptions {
+  // Extra top-level request fields, each a (name, JSON value text) pair, rendered after "messages"
+  // in the given order, canonicalized. E.g. {"max_completion_tokens", "4096"}, {"stream", "true"}.
+  // Names must not be "model", "tools" or "messages".
+  std::vector<std::pair<std::string, std::string>> extra_fields;
+};
+
+struct LayerUsage {
+  size_t segments = 0;
+  size_t bytes = 0;   // rendered content bytes
+  size_t tokens = 0;  // content tokens counted by the context's tokenizer
+};
+
+struct BuiltRequest {
+  std::string body;  // the Chat Completions request body (canonical JSON)
+  // body[0, stable_prefix_bytes) holds the model, the tools and the stable system message(s).
+  size_t stable_prefix_bytes = 0;
+  // body[0, history_end_bytes) ends with the last history message: a later Build() after appends
+  // starts with exactly these bytes. What follows is the volatile message and extra fields.
+  size_t history_end_bytes = 0;
+  // SHA-256 (hex) of body[0, stable_prefix_bytes), for prefix-affinity routing.
+  std::string stable_prefix_hash;
+  size_t message_count = 0;
+  LayerUsage layers[kLayerCount];
+  size_t total_tokens = 0;      // sum of layers[].tokens (content only; templates add overhead)
+  bool tokens_estimated = true;  // counts came from an estimator
+  std::vector<LintWarning> warnings;
+};
+
+// Counters of what the context did, for observability.
+struct ContextStats {
+  size_t segments = 0;
+  size_t turns = 0;
+  size_t truncated = 0;
+  size_t deduplicated = 0;
+  size_t folded = 0;
+  size_t bytes_saved_by_hygiene = 0;
+  LayerUsage layers[kLayerCount];
+};
+
+class Context {
+ public:
+  // Validates `options` (agent.id non-empty, valid UTF-8 names, head_share in [0,1], known
+  // volatile role) and returns an empty context.
+  static StatusOr<std::unique_ptr<Context>> Create(ContextOptions options);
+
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const ContextOptions& options() const;
+
+  // --- Stable layers ------------------------------------------------------------------------
+
+  // Replaces the system prompt(s) with `prompts` (each one pinned segment, in order). An empty
+  // list removes the system layer.
+  Status SetSystemPrompts(std::vector<std::string> prompts);
+  Status SetSystemPrompt(std::string prompt) { return SetSystemPrompts({std::move(prompt)}); }
+
+  // Replaces the tool schemas. `tools_json` is a JSON array of OpenAI tool objects
+  // ({"type":"function","function":{"name":...,"description":...,"parameters":{...}}}); it is
+  // canonicalized once here (sorted keys, compact), so re-ordered keys give the same bytes.
+  // Errors: INVALID_ARGUMENT for malformed JSON, a non-array, a tool without a function name, or
+  // duplicate names.
+  Status SetTools(std::string_view tools_json);
+
+  // Adds a document to the index or docs layer. ALREADY_EXISTS if the name is taken (use
+  // UpdateDocument); INVALID_ARGUMENT for another layer, an empty name or invalid UTF-8.
+  StatusOr<std::string> AddDocument(Layer layer, Document document);
+  // Replaces a document's content and version, keeping its id; its order may change.
+  // NOT_FOUND for an unknown name (the message lists the known ones).
+  Status UpdateDocument(Layer layer, Document document);
+  // Adds or updates.
+  StatusOr<std::string> PutDocument(Layer layer, Document document);
+  Status RemoveDocument(Layer layer, std::string_view name);
+
+  // --- History --------------------------------------------------------------------------------
+
+  // Appends a user message; returns its segment id. FAILED_PRECONDITION while the last assistant
+  // message has unanswered tool calls.
+  StatusOr<std::string> AppendUser(std::string content);
+  // Appends an assistant message (content, reasoning, tool calls with their exact arguments).
+  // Starts a new turn. INVALID_ARGUMENT for empty or duplicate call ids or an empty function name;
+  // FAILED_PRECONDITION while earlier tool calls are unanswered.
+  StatusOr<std::string> AppendAssistant(AssistantMessage message);
+  // Appends the result of an open tool call, after append-time hygiene. INVALID_ARGUMENT when the
+  // id matches no open call (the message lists the open ones).
+  StatusOr<std::string> AppendToolResult(ToolResult result);
+
+  // Ids of the last assistant message's tool calls that have no result yet, in call order.
+  std::vector<std::string> OpenToolCalls() const;
+
+  // --- Volatile layer -------------------------------------------------------------------------
+
+  // Sets (or replaces) a volatile item; items render as "key: value" lines, in insertion order, in
+  // one final message. Not part of history, not kept across restarts.
+  Status SetVolatile(std::string key, std::string value);
+  Status RemoveVolatile(std::string_view key);
+  void ClearVolatile();
+
+  // --- Rendering ------------------------------------------------------------------------------
+
+  // Renders the request body. FAILED_PRECONDITION when there is nothing to send (no message) or
+  // tool calls are unanswered; INVALID_ARGUMENT for bad extra fields.
+  StatusOr<BuiltRequest> Build(const BuildOptions& options = {}) const;
+
+  // --- Inspection -----------------------------------------------------------------------------
+
+  // All segments in render order (volatile items last).
+  std::vector<Segment> Segments() const;
+  // The segment with `id`, or nullptr. The pointer is valid until the next mutation.
+  const Segment* Find(std::string_view id) const;
+  // The original content kept under `recall_id`. NOT_FOUND if unknown or not kept.
+  StatusOr<std::string> Recall(std::string_view recall_id) const;
+  ContextStats Stats() const;
+  // Lint warnings of the stable layers (also reported by Build()).
+  std::vector<LintWarning> Lint() const;
+
+ private:
+  class Impl;
+  explicit Context(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_CONTEXT_H_

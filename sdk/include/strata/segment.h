@@ -1,0 +1,103 @@
+// strata/segment.h — the unit of context: layers, kinds, states and the Segment value type.
+//
+// A Context (strata/context.h) is an ordered list of Segments grouped into six Layers, rendered most
+// stable first. Segments are created by Context operations; applications read them through
+// Context::Segments() and Context::Find().
+//
+// Thread safety: plain value types.
+#ifndef STRATA_SEGMENT_H_
+#define STRATA_SEGMENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+// Where a segment lives in the request. Rendered in this order, most stable first.
+enum class Layer : int {
+  kSystem = 0,    // system prompts; pinned
+  kTools = 1,     // tool schemas (the request's `tools` array)
+  kIndex = 2,     // repository indexes, API specs; versioned documents
+  kDocs = 3,      // knowledge documents; versioned, declared order
+  kHistory = 4,   // the conversation; append-only between compactions
+  kVolatile = 5,  // per-request data; always the last message, never persisted into history
+};
+inline constexpr int kLayerCount = 6;
+
+enum class SegmentKind : int {
+  kSystem = 0,
+  kTools = 1,
+  kIndex = 2,
+  kDoc = 3,
+  kUser = 4,
+  kAssistant = 5,   // an assistant message without tool calls
+  kToolCall = 6,    // an assistant message that carries tool calls
+  kToolResult = 7,
+  kErrorLog = 8,    // a tool result recognised as an error log (see HygieneOptions)
+  kSummary = 9,
+  kVolatile = 10,
+};
+
+enum class SegmentState : int {
+  kLive = 0,        // rendered as it was appended (after append-time hygiene)
+  kMasked = 1,      // replaced by a placeholder; original recallable
+  kSummarized = 2,  // folded into a summary segment; original recallable
+  kEvicted = 3,     // no longer rendered; original recallable
+};
+
+// What append-time hygiene did to a tool result (DESIGN.md section 4).
+enum class HygieneAction : int {
+  kNone = 0,
+  kTruncated = 1,     // head and tail kept, middle cut; original recallable
+  kDeduplicated = 2,  // identical to an earlier output; rendered as a reference
+  kFolded = 3,        // error log folded; original recallable
+};
+
+// "system", "tools", "index", "docs", "history", "volatile".
+std::string_view LayerName(Layer layer);
+// "system", "tools", "index", "doc", "user", "assistant", "tool_call", "tool_result", "error_log",
+// "summary", "volatile".
+std::string_view SegmentKindName(SegmentKind kind);
+std::string_view SegmentStateName(SegmentState state);
+std::string_view HygieneActionName(HygieneAction action);
+// Inverse of LayerName; std::nullopt for an unknown name.
+std::optional<Layer> ParseLayer(std::string_view name);
+
+// One tool call made by the assistant, kept exactly as the server produced it.
+struct ToolCall {
+  std::string id;         // the server's tool_call id, e.g. "call_7"
+  std::string name;       // function name
+  std::string arguments;  // the arguments string, byte for byte; never re-serialized
+};
+
+struct Segment {
+  std::string id;  // stable within its context: "s1", "s2", ... in creation order
+  SegmentKind kind = SegmentKind::kUser;
+  Layer layer = Layer::kHistory;
+  // The text as rendered (after hygiene). For kTools: the canonical JSON of one tool schema.
+  std::string content;
+  std::string reasoning;             // assistant reasoning, if any
+  std::vector<ToolCall> tool_calls;  // kToolCall only
+  std::string tool_call_id;          // kToolResult / kErrorLog: the call this answers
+  std::string name;                  // documents: the document name; tool results: the tool name
+  std::string version;               // documents: the version the application declared
+  int64_t order = 0;                 // documents: the declared order key
+  int64_t turn = 0;  // turn in which it was added (turn t starts with the t-th assistant message)
+  size_t tokens = 0;  // tokens of the rendered content, counted by the context's tokenizer
+  bool pinned = false;
+  bool sensitive = false;  // never logged or exported in clear by strata
+  SegmentState state = SegmentState::kLive;
+  HygieneAction hygiene = HygieneAction::kNone;
+  // Non-empty when the original content is kept in the recall store (Context::Recall).
+  std::string recall_id;
+  // kDeduplicated: the id of the tool call whose identical output this repeats.
+  std::string duplicate_of;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SEGMENT_H_

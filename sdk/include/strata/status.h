@@ -1,0 +1,171 @@
+// strata/status.h — error handling for the whole strata API.
+//
+// Every fallible strata call returns a `strata::Status` or a `strata::StatusOr<T>`; no exception
+// crosses the public API. The codes are the canonical set shared by gRPC and abseil, so they map one
+// to one onto gRPC status codes (sidecar) and Python exceptions (bindings).
+//
+//   strata::StatusOr<std::string> id = context.AppendUser("hello");
+//   if (!id.ok()) { std::cerr << id.status() << "\n"; return; }
+//   use(*id);
+//
+// Inside functions that themselves return Status or StatusOr:
+//   STRATA_RETURN_IF_ERROR(context.SetSystemPrompt(prompt));
+//   STRATA_ASSIGN_OR_RETURN(auto request, context.Build());
+//
+// Thread safety: Status and StatusOr are value types; distinct objects may be used from distinct
+// threads, and const methods of one object may be called concurrently.
+#ifndef STRATA_STATUS_H_
+#define STRATA_STATUS_H_
+
+#include <cstdlib>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace strata {
+
+// Canonical codes; the numeric values equal grpc::StatusCode and absl::StatusCode.
+enum class StatusCode : int {
+  kOk = 0,
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
+};
+
+// "INVALID_ARGUMENT", "NOT_FOUND", ...; "UNKNOWN_CODE_<n>" for values outside the enum.
+std::string StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  // An OK status.
+  Status() = default;
+  // A status with `code` and `message`; a kOk code ignores the message.
+  Status(StatusCode code, std::string message);
+
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "OK" or "<CODE_NAME>: <message>".
+  std::string ToString() const;
+
+  // Explicitly ignores this status (documents that a failure is acceptable at the call site).
+  void IgnoreError() const {}
+
+  friend bool operator==(const Status& a, const Status& b) {
+    return a.code_ == b.code_ && a.message_ == b.message_;
+  }
+  friend bool operator!=(const Status& a, const Status& b) { return !(a == b); }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Status& status);
+
+// Constructors for each non-OK code.
+Status CancelledError(std::string message);
+Status UnknownError(std::string message);
+Status InvalidArgumentError(std::string message);
+Status DeadlineExceededError(std::string message);
+Status NotFoundError(std::string message);
+Status AlreadyExistsError(std::string message);
+Status PermissionDeniedError(std::string message);
+Status ResourceExhaustedError(std::string message);
+Status FailedPreconditionError(std::string message);
+Status AbortedError(std::string message);
+Status OutOfRangeError(std::string message);
+Status UnimplementedError(std::string message);
+Status InternalError(std::string message);
+Status UnavailableError(std::string message);
+Status DataLossError(std::string message);
+Status UnauthenticatedError(std::string message);
+
+namespace internal {
+[[noreturn]] void DieOnBadStatusAccess(const Status& status);
+}  // namespace internal
+
+// Holds either a T or a non-OK Status. Accessing the value of a non-OK StatusOr aborts the process
+// with the status message (a programming error, like dereferencing an empty std::optional).
+template <typename T>
+class [[nodiscard]] StatusOr {
+ public:
+  static_assert(!std::is_same_v<std::decay_t<T>, Status>, "StatusOr<Status> is not allowed");
+
+  // A non-OK status; passing an OK status is a programming error and becomes kInternal.
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
+    if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr constructed from OK status");
+  }
+  StatusOr(const T& value) : value_(value) {}       // NOLINT: implicit by design
+  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                    !std::is_same_v<std::decay_t<U>, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status>>>
+  StatusOr(U&& value) : value_(std::forward<U>(value)) {}  // NOLINT: implicit by design
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const& { return status_; }
+  Status status() && { return std::move(status_); }
+
+  const T& value() const& {
+    if (!ok()) internal::DieOnBadStatusAccess(status_);
+    return *value_;
+  }
+  T& value() & {
+    if (!ok()) internal::DieOnBadStatusAccess(status_);
+    return *value_;
+  }
+  T&& value() && {
+    if (!ok()) internal::DieOnBadStatusAccess(status_);
+    return std::move(*value_);
+  }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace strata
+
+#define STRATA_STATUS_CONCAT_INNER_(a, b) a##b
+#define STRATA_STATUS_CONCAT_(a, b) STRATA_STATUS_CONCAT_INNER_(a, b)
+
+// Returns the status from the enclosing function when `expr` (a Status) is not OK.
+#define STRATA_RETURN_IF_ERROR(expr)                          \
+  do {                                                        \
+    ::strata::Status strata_status_tmp_ = (expr);             \
+    if (!strata_status_tmp_.ok()) return strata_status_tmp_;  \
+  } while (0)
+
+// `lhs` = value of `rexpr` (a StatusOr), or returns its status from the enclosing function.
+#define STRATA_ASSIGN_OR_RETURN(lhs, rexpr) \
+  STRATA_ASSIGN_OR_RETURN_IMPL_(STRATA_STATUS_CONCAT_(strata_statusor_, __LINE__), lhs, rexpr)
+#define STRATA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
+  auto tmp = (rexpr);                                  \
+  if (!tmp.ok()) return std::move(tmp).status();       \
+  lhs = std::move(tmp).value()
+
+#endif  // STRATA_STATUS_H_
