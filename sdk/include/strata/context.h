@@ -90,6 +90,32 @@ struct RenderOptions {
   std::string volatile_role = "user";
 };
 
+// One change to a context, as handed to a ContextJournal: segments created or altered (their full new
+// value), segments removed, and originals newly kept for recall. Volatile items never appear here.
+struct ContextChange {
+  std::vector<Segment> upserted;
+  std::vector<std::string> removed_ids;
+  // (recall_id, original content) pairs kept by this change.
+  std::vector<std::pair<std::string, std::string>> originals;
+  int64_t turn = 0;  // the context's turn counter after the change
+};
+
+// Receives every change before the mutating call returns (the durable store implements it). If
+// Record fails, the context rolls the change back and the mutating call returns that status.
+// Called on the context's thread; must not call back into the context.
+class ContextJournal {
+ public:
+  virtual ~ContextJournal() = default;
+  virtual Status Record(const ContextChange& change) = 0;
+};
+
+// Everything needed to recreate a context exactly (Context::Restore), e.g. from a store.
+struct ContextSnapshot {
+  std::vector<Segment> segments;  // non-volatile segments, any order (they carry their ordering)
+  std::vector<std::pair<std::string, std::string>> originals;  // (recall_id, content)
+  int64_t turn = 0;
+};
+
 struct ContextOptions {
   AgentIdentity agent;
   RenderOptions render;
@@ -100,6 +126,8 @@ struct ContextOptions {
   // Keep originals of altered segments for Recall. Default true. When false, hygiene still
   // applies but the originals are dropped (the agent opted out of recall, DESIGN.md I5).
   bool keep_originals = true;
+  // Receives every change (see ContextJournal). Not owned; must outlive the context. nullptr: none.
+  ContextJournal* journal = nullptr;
 };
 
 // A document in the index or docs layer.
@@ -181,6 +209,10 @@ class Context {
   // Validates `options` (agent.id non-empty, valid UTF-8 names, head_share in [0,1], known
   // volatile role) and returns an empty context.
   static StatusOr<std::unique_ptr<Context>> Create(ContextOptions options);
+  // Recreates a context from a snapshot; it renders byte-identically to the context that produced
+  // the snapshot's segments. INVALID_ARGUMENT for an inconsistent snapshot (duplicate ids, a tool
+  // result without its call, ...). The journal is not called for the restored segments.
+  static StatusOr<std::unique_ptr<Context>> Restore(ContextOptions options, ContextSnapshot snapshot);
 
   ~Context();
   Context(const Context&) = delete;
@@ -251,6 +283,8 @@ class Context {
   // The original content kept under `recall_id`. NOT_FOUND if unknown or not kept.
   StatusOr<std::string> Recall(std::string_view recall_id) const;
   ContextStats Stats() const;
+  // The snapshot Restore() takes: every non-volatile segment and every kept original.
+  ContextSnapshot Snapshot() const;
   // Lint warnings of the stable layers (also reported by Build()).
   std::vector<LintWarning> Lint() const;
 

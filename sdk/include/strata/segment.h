@@ -75,7 +75,11 @@ struct ToolCall {
 };
 
 struct Segment {
-  std::string id;  // stable within its context: "s1", "s2", ... in creation order
+  std::string id;  // stable within its context: "s<seq>"
+  uint64_t seq = 0;  // creation sequence number within the context, from 1
+  // Render order within the layer: segments sort by (order, position, seq). History segments get
+  // increasing positions on append; a summary takes the position of the first segment it replaces.
+  int64_t position = 0;
   SegmentKind kind = SegmentKind::kUser;
   Layer layer = Layer::kHistory;
   // The text as rendered (after hygiene). For kTools: the canonical JSON of one tool schema.
