@@ -1,0 +1,164 @@
+// `strata replay TRACE.jsonl`: renders, for each assistant message of a trajectory, the request strata
+// would have sent at that point (DESIGN.md section 11).
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "strata/trace.h"
+#include "strata/context.h"
+
+namespace strata::cli {
+namespace {
+
+struct ReplayArgs {
+  std::string trace;
+  std::string out;
+  std::string summary_json;
+  std::string model = "glm-5.3-flash";
+  size_t max_segment_tokens = HygieneOptions{}.max_segment_tokens;
+  bool no_hygiene = false;
+  bool quiet = false;
+};
+
+size_t CommonPrefix(const std::string& a, const std::string& b) {
+  const size_t n = std::min(a.size(), b.size());
+  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+}
+
+template <typename T>
+T Median(std::vector<T> values) {
+  if (values.empty()) return T{};
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void Run(const ReplayArgs& args) {
+  StatusOr<std::vector<TraceMessage>> trace = ReadTrace(args.trace);
+  if (!trace.ok()) throw CommandFailed{trace.status().message()};
+
+  ContextOptions options;
+  options.agent.id = TraceAgentId(args.trace);
+  options.render.model = args.model;
+  options.hygiene.max_segment_tokens = args.max_segment_tokens;
+  if (args.no_hygiene) {
+    options.hygiene.max_segment_tokens = 0;
+    options.hygiene.deduplicate = false;
+    options.hygiene.fold_error_logs = false;
+  }
+  StatusOr<std::unique_ptr<Context>> created = Context::Create(options);
+  if (!created.ok()) throw CommandFailed{created.status().ToString()};
+  Context& context = **created;
+
+  std::ofstream out;
+  if (!args.out.empty()) {
+    out.open(args.out, std::ios::binary | std::ios::trunc);
+    if (!out) throw CommandFailed{"cannot write --out file \"" + args.out + "\""};
+  }
+
+  std::vector<size_t> request_tokens;
+  size_t total_bytes = 0, total_reused = 0, turns = 0;
+  std::string previous;
+  Status status = ReplayTrace(
+      *trace, context, [&](const TraceMessage& message, const BuiltRequest& request) -> Status {
+        const size_t reused = CommonPrefix(previous, request.body);
+        ContextStats stats = context.Stats();
+        nlohmann::ordered_json j;
+        j["messages"] = request.message_count;
+        j["request_bytes"] = request.body.size();
+        j["reused_bytes"] = reused;
+        j["input_tokens"] = request.total_tokens;
+        j["tokens_estimated"] = request.tokens_estimated;
+        nlohmann::ordered_json layers;
+        for (int i = 0; i < kLayerCount; ++i) {
+          layers[std::string(LayerName(static_cast<Layer>(i)))] = request.layers[i].tokens;
+        }
+        j["layer_tokens"] = layers;
+        j["hygiene"] = {{"truncated", stats.truncated},
+                        {"deduplicated", stats.deduplicated},
+                        {"folded", stats.folded},
+                        {"bytes_saved", stats.bytes_saved_by_hygiene}};
+        j["lint_warnings"] = request.warnings.size();
+        j["trace_line"] = message.line;
+        if (out.is_open()) {
+          // The request body is written verbatim: it is already canonical JSON.
+          out << "{\"turn\":" << turns << ",\"request\":" << request.body
+              << ",\"stats\":" << j.dump() << "}\n";
+          if (!out) return UnavailableError("write to \"" + args.out + "\" failed");
+        }
+        request_tokens.push_back(request.total_tokens);
+        total_bytes += request.body.size();
+        total_reused += reused;
+        previous = request.body;
+        ++turns;
+        return Status::Ok();
+      });
+  if (!status.ok()) throw CommandFailed{status.message()};
+  if (out.is_open()) {
+    out.close();
+    if (!out) throw CommandFailed{"closing --out file \"" + args.out + "\" failed"};
+  }
+
+  ContextStats stats = context.Stats();
+  nlohmann::ordered_json summary;
+  summary["trace"] = args.trace;
+  summary["turns"] = turns;
+  summary["tokens_estimated"] = true;
+  summary["tokens_per_request"] = {
+      {"min", request_tokens.empty() ? 0 : *std::min_element(request_tokens.begin(), request_tokens.end())},
+      {"median", Median(request_tokens)},
+      {"max", request_tokens.empty() ? 0 : *std::max_element(request_tokens.begin(), request_tokens.end())}};
+  summary["request_bytes_total"] = total_bytes;
+  summary["reused_bytes_total"] = total_reused;
+  summary["reused_share"] = total_bytes ? static_cast<double>(total_reused) / total_bytes : 0.0;
+  summary["hygiene"] = {{"truncated", stats.truncated},
+                        {"deduplicated", stats.deduplicated},
+                        {"folded", stats.folded},
+                        {"bytes_saved", stats.bytes_saved_by_hygiene}};
+  if (!args.summary_json.empty()) {
+    std::ofstream file(args.summary_json, std::ios::binary | std::ios::trunc);
+    file << summary.dump(2) << "\n";
+    if (!file) throw CommandFailed{"cannot write --summary-json file \"" + args.summary_json + "\""};
+  }
+  if (!args.quiet) {
+    std::cout << "replayed " << turns << " turns of " << args.trace << "\n"
+              << "  tokens per request (estimated): min " << summary["tokens_per_request"]["min"]
+              << ", median " << summary["tokens_per_request"]["median"] << ", max "
+              << summary["tokens_per_request"]["max"] << "\n"
+              << "  bytes reused from the previous request: " << total_reused << " of "
+              << total_bytes << " (" << static_cast<int>(100.0 * summary["reused_share"].get<double>() + 0.5)
+              << "%)\n"
+              << "  hygiene: " << stats.truncated << " truncated, " << stats.deduplicated
+              << " deduplicated, " << stats.folded << " folded, " << stats.bytes_saved_by_hygiene
+              << " bytes saved\n";
+  }
+}
+
+}  // namespace
+
+void RegisterReplay(CLI::App& app) {
+  auto args = std::make_shared<ReplayArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay", "Render the request strata would send before each assistant message of a trace");
+  cmd->add_option("trace", args->trace, "Trajectory file (JSON lines, OpenAI chat messages)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--out", args->out,
+                  "Write one line per turn: {\"turn\": n, \"request\": {...}, \"stats\": {...}}");
+  cmd->add_option("--summary-json", args->summary_json, "Write the summary as JSON to this file");
+  cmd->add_option("--model", args->model, "The request's model field")->capture_default_str();
+  cmd->add_option("--max-segment-tokens", args->max_segment_tokens,
+                  "Tool outputs above this many tokens keep head and tail (0 = off)")
+      ->capture_default_str();
+  cmd->add_flag("--no-hygiene", args->no_hygiene,
+                "Turn off append-time truncation, deduplication and error-log folding");
+  cmd->add_flag("-q,--quiet", args->quiet, "Print no summary");
+  cmd->callback([args] { Run(*args); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,78 @@
+#include "core/json_text.h"
+
+#include <nlohmann/json.hpp>
+
+namespace strata::internal {
+namespace {
+
+// Escape class of each byte: 0 = pass through, 1 = two-character escape, 2 = \u00xx.
+struct EscapeTable {
+  unsigned char kind[256];
+  char short_form[256];
+  constexpr EscapeTable() : kind(), short_form() {
+    for (int c = 0; c < 0x20; ++c) kind[c] = 2;
+    kind['"'] = 1, short_form['"'] = '"';
+    kind['\\'] = 1, short_form['\\'] = '\\';
+    kind['\b'] = 1, short_form['\b'] = 'b';
+    kind['\f'] = 1, short_form['\f'] = 'f';
+    kind['\n'] = 1, short_form['\n'] = 'n';
+    kind['\r'] = 1, short_form['\r'] = 'r';
+    kind['\t'] = 1, short_form['\t'] = 't';
+  }
+};
+constexpr EscapeTable kEscapes;
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view text) {
+  out.push_back('"');
+  const char* run = text.data();
+  const char* end = text.data() + text.size();
+  for (const char* p = run; p != end; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (kEscapes.kind[c] == 0) continue;
+    out.append(run, p - run);
+    if (kEscapes.kind[c] == 1) {
+      out.push_back('\\');
+      out.push_back(kEscapes.short_form[c]);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(esc, 6);
+    }
+    run = p + 1;
+  }
+  out.append(run, end - run);
+  out.push_back('"');
+}
+
+size_t JsonStringSize(std::string_view text) {
+  size_t size = 2 + text.size();
+  for (unsigned char c : text) {
+    if (kEscapes.kind[c] == 1) size += 1;
+    else if (kEscapes.kind[c] == 2) size += 5;
+  }
+  return size;
+}
+
+StatusOr<std::string> CanonicalizeJson(std::string_view json_text, std::string_view what) {
+  nlohmann::json value = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr,
+                                               /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    // Re-parse with exceptions only to obtain the position for the message.
+    std::string detail = "malformed JSON";
+    try {
+      nlohmann::json probe = nlohmann::json::parse(json_text.begin(), json_text.end());
+      (void)probe;
+    } catch (const nlohmann::json::parse_error& e) {
+      detail = "malformed JSON at byte " + std::to_string(e.byte);
+    }
+    return InvalidArgumentError(std::string(what) + ": " + detail +
+                                "; pass one complete JSON value");
+  }
+  // nlohmann::json keeps object keys in a std::map (sorted by bytes) and prints numbers in
+  // shortest round-trip form; its string escaping matches AppendJsonString (lowercase \u00xx).
+  return value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::strict);
+}
+
+}  // namespace strata::internal

@@ -1,0 +1,35 @@
+// Text helpers of strata::core: UTF-8 validation, SHA-256, volatile-content lint.
+#ifndef STRATA_CORE_TEXT_UTIL_H_
+#define STRATA_CORE_TEXT_UTIL_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/status.h"
+
+namespace strata::internal {
+
+// OK if `text` is valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF);
+// otherwise INVALID_ARGUMENT naming `what`, the offending byte and its offset.
+Status ValidateUtf8(std::string_view text, std::string_view what);
+
+// Largest n <= pos such that text[0, n) ends on a UTF-8 character boundary.
+size_t Utf8FloorBoundary(std::string_view text, size_t pos);
+
+// Lowercase hex SHA-256 of `data`.
+std::string Sha256Hex(std::string_view data);
+
+// A volatile-looking value in text meant to be stable (rendering rule 8).
+struct LintHit {
+  std::string what;  // "timestamp", "uuid" or "date phrase"
+  size_t offset = 0;
+  std::string excerpt;
+};
+// Scans for ISO-8601 date-times, UUIDs and phrases such as "today is". At most `max_hits` hits.
+std::vector<LintHit> ScanVolatileLooking(std::string_view text, size_t max_hits = 8);
+
+}  // namespace strata::internal
+
+#endif  // STRATA_CORE_TEXT_UTIL_H_
