@@ -1,0 +1,1 @@
+#include "strata/tokenize.h"

@@ -1,0 +1,36 @@
+// Internal base of strata's exact tokenizers: adds Decode and token lookup to the public Tokenizer
+// interface without widening it (strata/tokenizer.h is shared by every component).
+#ifndef STRATA_SRC_TOKENIZE_EXACT_TOKENIZER_H_
+#define STRATA_SRC_TOKENIZE_EXACT_TOKENIZER_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+
+namespace strata::tokenize_internal {
+
+class ExactTokenizer : public Tokenizer {
+ public:
+  bool IsEstimate() const override { return false; }
+  virtual StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const = 0;
+  virtual StatusOr<int32_t> TokenId(std::string_view token) const = 0;
+};
+
+// Hex SHA-256 of `data` (names tokenizers after the model file they were built from).
+std::string Sha256Hex(std::string_view data);
+
+// Reads a whole file; NOT_FOUND / DATA_LOSS with the path in the message.
+StatusOr<std::string> ReadFile(const std::string& path);
+
+// hf_bpe.cc
+StatusOr<std::unique_ptr<ExactTokenizer>> MakeHfBpe(std::string_view json_text, std::string name);
+// sentencepiece_tokenizer.cc
+StatusOr<std::unique_ptr<ExactTokenizer>> MakeSentencePiece(const std::string& path);
+
+}  // namespace strata::tokenize_internal
+
+#endif  // STRATA_SRC_TOKENIZE_EXACT_TOKENIZER_H_

@@ -1,0 +1,845 @@
+// Hugging Face tokenizer.json byte-level BPE, implemented after the reference `tokenizers` crate
+// (tokenizers/src/models/bpe/word.rs for the merge loop, normalizer.rs Split behaviors,
+// pre_tokenizers/byte_level.rs for the GPT-2 byte map, added_vocabulary.rs for added tokens).
+//
+// Pipeline of Encode(text):
+//   1. split on added tokens (leftmost-longest), each match is one id;
+//   2. each remaining span: normalizer, then the pre-tokenizer steps, each narrowing a list of pieces;
+//   3. each piece: BPE over its bytes (byte-level: one initial symbol per byte), cached per piece.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tokenize/exact_tokenizer.h"
+
+namespace strata::tokenize_internal {
+namespace {
+
+using json = nlohmann::json;
+
+// A piece of the text being pre-tokenized: a byte range of the (normalized) span.
+struct Piece {
+  size_t begin;
+  size_t end;
+};
+
+// ---------------------------------------------------------------------------------------------
+// GPT-2 byte <-> unicode map (bytes_to_unicode in byte_level.rs).
+
+struct ByteMap {
+  std::string byte_to_utf8[256];
+  std::unordered_map<uint32_t, uint8_t> codepoint_to_byte;
+  ByteMap() {
+    std::vector<int> bs;
+    for (int b = '!'; b <= '~'; ++b) bs.push_back(b);
+    for (int b = 0xA1; b <= 0xAC; ++b) bs.push_back(b);
+    for (int b = 0xAE; b <= 0xFF; ++b) bs.push_back(b);
+    std::vector<int> cs = bs;
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      if (std::find(bs.begin(), bs.end(), b) == bs.end()) {
+        bs.push_back(b);
+        cs.push_back(256 + n++);
+      }
+    }
+    for (size_t i = 0; i < bs.size(); ++i) {
+      uint32_t cp = static_cast<uint32_t>(cs[i]);
+      std::string s;
+      if (cp < 0x80) {
+        s.push_back(static_cast<char>(cp));
+      } else {
+        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      }
+      byte_to_utf8[bs[i]] = s;
+      codepoint_to_byte[cp] = static_cast<uint8_t>(bs[i]);
+    }
+  }
+};
+
+const ByteMap& GetByteMap() {
+  static const ByteMap* map = new ByteMap();
+  return *map;
+}
+
+// Decodes one UTF-8 sequence at s[i]; returns its length (0 if invalid) and the code point.
+size_t Utf8Decode(std::string_view s, size_t i, uint32_t* cp) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t len;
+  uint32_t v;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  } else if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    v = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    v = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    v = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    unsigned char cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (cc & 0x3F);
+  }
+  if ((len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
+      (v >= 0xD800 && v <= 0xDFFF))
+    return 0;
+  *cp = v;
+  return len;
+}
+
+// Byte-level token text (GPT-2 mapped characters) -> raw bytes; false if a character is not in the map.
+bool ByteLevelToBytes(std::string_view token, std::string* out) {
+  const ByteMap& map = GetByteMap();
+  out->clear();
+  for (size_t i = 0; i < token.size();) {
+    uint32_t cp;
+    size_t len = Utf8Decode(token, i, &cp);
+    if (len == 0) return false;
+    auto it = map.codepoint_to_byte.find(cp);
+    if (it == map.codepoint_to_byte.end()) return false;
+    out->push_back(static_cast<char>(it->second));
+    i += len;
+  }
+  return true;
+}
+
+// Replaces invalid UTF-8 with U+FFFD (what a UTF-8 decoder with replacement produces per bad byte).
+std::string SanitizeUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    size_t len = Utf8Decode(s, i, &cp);
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.data() + i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    uint32_t cp;
+    size_t len = Utf8Decode(s, i, &cp);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PCRE2 regex, compiled once, matched from any thread.
+
+class Regex {
+ public:
+  static StatusOr<std::unique_ptr<Regex>> Compile(const std::string& pattern) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                     PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+    if (code == nullptr) {
+      PCRE2_UCHAR buf[256];
+      pcre2_get_error_message(error, buf, sizeof buf);
+      return InvalidArgumentError("tokenizer.json: pre-tokenizer regex \"" + pattern +
+                                  "\" does not compile with PCRE2 at offset " +
+                                  std::to_string(offset) + ": " + reinterpret_cast<char*>(buf));
+    }
+    auto regex = std::unique_ptr<Regex>(new Regex());
+    regex->code_ = code;
+    regex->jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+    return regex;
+  }
+  ~Regex() { pcre2_code_free(code_); }
+
+  // Appends (begin, end) of every non-overlapping match in subject[0, size) to `matches`.
+  void FindAll(const char* subject, size_t size, std::vector<Piece>* matches) const {
+    thread_local MatchState state;
+    pcre2_match_data* md = state.Get(code_);
+    size_t start = 0;
+    while (start <= size) {
+      int rc = jit_ ? pcre2_jit_match(code_, reinterpret_cast<PCRE2_SPTR>(subject), size, start, 0,
+                                      md, state.context)
+                    : pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(subject), size, start,
+                                  PCRE2_NO_UTF_CHECK, md, state.context);
+      if (rc < 0) break;  // no match (or a resource limit: the rest stays one piece)
+      PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      size_t b = ov[0], e = ov[1];
+      matches->push_back({b, e});
+      if (e > b) {
+        start = e;
+      } else {
+        // Empty match: continue after the next character.
+        if (b >= size) break;
+        size_t step = 1;
+        while (b + step < size && (static_cast<unsigned char>(subject[b + step]) & 0xC0) == 0x80) ++step;
+        start = b + step;
+      }
+    }
+  }
+
+ private:
+  Regex() = default;
+  struct MatchState {
+    pcre2_match_data* data = nullptr;
+    uint32_t capacity = 0;
+    pcre2_match_context* context = nullptr;
+    pcre2_jit_stack* stack = nullptr;
+    MatchState() {
+      context = pcre2_match_context_create(nullptr);
+      stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+      if (stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
+    }
+    ~MatchState() {
+      if (data != nullptr) pcre2_match_data_free(data);
+      if (stack != nullptr) pcre2_jit_stack_free(stack);
+      pcre2_match_context_free(context);
+    }
+    pcre2_match_data* Get(const pcre2_code* code) {
+      uint32_t groups = 0;
+      pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &groups);
+      if (data == nullptr || capacity < groups + 1) {
+        if (data != nullptr) pcre2_match_data_free(data);
+        capacity = std::max<uint32_t>(groups + 1, 16);
+        data = pcre2_match_data_create(capacity, nullptr);
+      }
+      return data;
+    }
+  };
+  pcre2_code* code_ = nullptr;
+  bool jit_ = false;
+};
+
+// Escapes a literal for use inside a PCRE2 pattern.
+std::string QuoteRegex(std::string_view s) { return "\\Q" + std::string(s) + "\\E"; }
+
+// ---------------------------------------------------------------------------------------------
+// Normalizers.
+
+enum class NormKind { kNfc, kNfd, kNfkc, kNfkd, kLowercase };
+
+StatusOr<std::vector<NormKind>> ParseNormalizer(const json& j) {
+  std::vector<NormKind> out;
+  if (j.is_null()) return out;
+  std::string type = j.value("type", "");
+  if (type == "Sequence") {
+    for (const json& sub : j.at("normalizers")) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<NormKind> part, ParseNormalizer(sub));
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+  }
+  if (type == "NFC") return std::vector<NormKind>{NormKind::kNfc};
+  if (type == "NFD") return std::vector<NormKind>{NormKind::kNfd};
+  if (type == "NFKC") return std::vector<NormKind>{NormKind::kNfkc};
+  if (type == "NFKD") return std::vector<NormKind>{NormKind::kNfkd};
+  if (type == "Lowercase") return std::vector<NormKind>{NormKind::kLowercase};
+  return InvalidArgumentError("tokenizer.json: unsupported normalizer \"" + type +
+                              "\" (strata supports NFC, NFD, NFKC, NFKD, Lowercase and Sequence); "
+                              "use a byte-level BPE file such as GLM's, Qwen's or DeepSeek's, or the "
+                              "estimator (--tokenizer estimate)");
+}
+
+bool IsAscii(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
+std::u16string ToUtf16(std::string_view s) {
+  std::u16string out(s.size() + 1, u'\0');
+  int32_t len = 0;
+  UErrorCode err = U_ZERO_ERROR;
+  u_strFromUTF8WithSub(reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &len,
+                       s.data(), static_cast<int32_t>(s.size()), 0xFFFD, nullptr, &err);
+  out.resize(U_SUCCESS(err) ? len : 0);
+  return out;
+}
+
+std::string ToUtf8(const std::u16string& s) {
+  std::string out(s.size() * 3 + 1, '\0');
+  int32_t len = 0;
+  UErrorCode err = U_ZERO_ERROR;
+  u_strToUTF8WithSub(out.data(), static_cast<int32_t>(out.size()), &len,
+                     reinterpret_cast<const UChar*>(s.data()), static_cast<int32_t>(s.size()), 0xFFFD,
+                     nullptr, &err);
+  out.resize(U_SUCCESS(err) ? len : 0);
+  return out;
+}
+
+std::string ApplyNormalizer(NormKind kind, const std::string& text) {
+  if (IsAscii(text)) {
+    if (kind != NormKind::kLowercase) return text;
+    std::string out = text;
+    for (char& c : out)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+  }
+  std::u16string src = ToUtf16(text);
+  UErrorCode err = U_ZERO_ERROR;
+  if (kind == NormKind::kLowercase) {
+    std::u16string dst(src.size() * 2 + 4, u'\0');
+    int32_t len = u_strToLower(reinterpret_cast<UChar*>(dst.data()), static_cast<int32_t>(dst.size()),
+                               reinterpret_cast<const UChar*>(src.data()),
+                               static_cast<int32_t>(src.size()), "", &err);
+    if (U_FAILURE(err)) return text;
+    dst.resize(len);
+    return ToUtf8(dst);
+  }
+  const UNormalizer2* norm = nullptr;
+  switch (kind) {
+    case NormKind::kNfc: norm = unorm2_getNFCInstance(&err); break;
+    case NormKind::kNfd: norm = unorm2_getNFDInstance(&err); break;
+    case NormKind::kNfkc: norm = unorm2_getNFKCInstance(&err); break;
+    case NormKind::kNfkd: norm = unorm2_getNFKDInstance(&err); break;
+    default: break;
+  }
+  if (U_FAILURE(err) || norm == nullptr) return text;
+  const UChar* usrc = reinterpret_cast<const UChar*>(src.data());
+  int32_t yes = unorm2_spanQuickCheckYes(norm, usrc, static_cast<int32_t>(src.size()), &err);
+  if (U_SUCCESS(err) && yes == static_cast<int32_t>(src.size())) return text;
+  err = U_ZERO_ERROR;
+  std::u16string dst(src.size() * 4 + 16, u'\0');
+  int32_t len = unorm2_normalize(norm, usrc, static_cast<int32_t>(src.size()),
+                                 reinterpret_cast<UChar*>(dst.data()), static_cast<int32_t>(dst.size()),
+                                 &err);
+  if (U_FAILURE(err)) return text;
+  dst.resize(len);
+  return ToUtf8(dst);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pre-tokenizer steps.
+
+enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+StatusOr<SplitBehavior> ParseBehavior(const std::string& s) {
+  if (s == "Removed") return SplitBehavior::kRemoved;
+  if (s == "Isolated") return SplitBehavior::kIsolated;
+  if (s == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (s == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (s == "Contiguous") return SplitBehavior::kContiguous;
+  return InvalidArgumentError("tokenizer.json: unsupported Split behavior \"" + s + "\"");
+}
+
+struct PreStep {
+  std::unique_ptr<Regex> regex;  // null: no split (ByteLevel without use_regex)
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
+  bool add_prefix_space = false;  // ByteLevel only
+};
+
+constexpr const char* kGpt2Pattern =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+Status ParsePreTokenizer(const json& j, std::vector<PreStep>* steps, bool* has_byte_level) {
+  if (j.is_null()) return Status::Ok();
+  std::string type = j.value("type", "");
+  if (type == "Sequence") {
+    for (const json& sub : j.at("pretokenizers"))
+      STRATA_RETURN_IF_ERROR(ParsePreTokenizer(sub, steps, has_byte_level));
+    return Status::Ok();
+  }
+  PreStep step;
+  if (type == "Split") {
+    const json& pattern = j.at("pattern");
+    std::string regex;
+    if (pattern.contains("Regex")) {
+      regex = pattern.at("Regex").get<std::string>();
+    } else if (pattern.contains("String")) {
+      regex = QuoteRegex(pattern.at("String").get<std::string>());
+    } else {
+      return InvalidArgumentError("tokenizer.json: Split pre-tokenizer pattern is neither Regex nor String");
+    }
+    STRATA_ASSIGN_OR_RETURN(step.regex, Regex::Compile(regex));
+    STRATA_ASSIGN_OR_RETURN(step.behavior, ParseBehavior(j.value("behavior", "Isolated")));
+    step.invert = j.value("invert", false);
+  } else if (type == "ByteLevel") {
+    *has_byte_level = true;
+    step.add_prefix_space = j.value("add_prefix_space", false);
+    if (j.value("use_regex", true)) {
+      STRATA_ASSIGN_OR_RETURN(step.regex, Regex::Compile(kGpt2Pattern));
+    }
+    step.behavior = SplitBehavior::kIsolated;
+  } else if (type == "Digits") {
+    bool individual = j.value("individual_digits", false);
+    STRATA_ASSIGN_OR_RETURN(step.regex, Regex::Compile("\\p{N}"));
+    step.behavior = individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous;
+  } else {
+    return InvalidArgumentError("tokenizer.json: unsupported pre-tokenizer \"" + type +
+                                "\" (strata supports Split, ByteLevel, Digits and Sequence, as used by "
+                                "byte-level BPE files: GLM, Qwen, DeepSeek, Llama-3)");
+  }
+  steps->push_back(std::move(step));
+  return Status::Ok();
+}
+
+// Splits piece `p` of `text` with the step's regex and behavior (NormalizedString::split).
+void SplitPiece(const PreStep& step, const std::string& text, Piece p, std::vector<Piece>* out,
+                std::vector<Piece>* scratch_matches, std::vector<std::pair<Piece, bool>>* scratch) {
+  scratch_matches->clear();
+  step.regex->FindAll(text.data() + p.begin, p.end - p.begin, scratch_matches);
+  // The whole piece as (range, is_match) segments.
+  auto& segs = *scratch;
+  segs.clear();
+  size_t prev = 0, len = p.end - p.begin;
+  for (const Piece& m : *scratch_matches) {
+    if (m.begin > prev) segs.push_back({{prev, m.begin}, false});
+    segs.push_back({{m.begin, m.end}, true});
+    prev = m.end;
+  }
+  if (prev < len) segs.push_back({{prev, len}, false});
+  if (step.invert)
+    for (auto& s : segs) s.second = !s.second;
+  std::vector<Piece> result;
+  switch (step.behavior) {
+    case SplitBehavior::kRemoved:
+      for (auto& s : segs)
+        if (!s.second) result.push_back(s.first);
+      break;
+    case SplitBehavior::kIsolated:
+      for (auto& s : segs) result.push_back(s.first);
+      break;
+    case SplitBehavior::kMergedWithPrevious: {
+      bool previous_match = false;
+      for (auto& s : segs) {
+        if (s.second && !previous_match && !result.empty()) {
+          result.back().end = s.first.end;
+        } else {
+          result.push_back(s.first);
+        }
+        previous_match = s.second;
+      }
+      break;
+    }
+    case SplitBehavior::kMergedWithNext: {
+      bool previous_match = false;
+      for (size_t k = segs.size(); k-- > 0;) {
+        auto& s = segs[k];
+        if (s.second && !previous_match && !result.empty()) {
+          result.back().begin = s.first.begin;
+        } else {
+          result.push_back(s.first);
+        }
+        previous_match = s.second;
+      }
+      std::reverse(result.begin(), result.end());
+      break;
+    }
+    case SplitBehavior::kContiguous: {
+      bool previous_match = false;
+      bool first = true;
+      for (auto& s : segs) {
+        if (!first && s.second == previous_match) {
+          result.back().end = s.first.end;
+        } else {
+          result.push_back(s.first);
+        }
+        previous_match = s.second;
+        first = false;
+      }
+      break;
+    }
+  }
+  for (const Piece& r : result)
+    if (r.end > r.begin) out->push_back({p.begin + r.begin, p.begin + r.end});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merge table: open addressing, key (left id, right id) -> (rank, merged id).
+
+class MergeTable {
+ public:
+  void Reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < n * 2) cap <<= 1;
+    slots_.assign(cap, Slot{kEmpty, 0, 0});
+    mask_ = cap - 1;
+  }
+  // Keeps the first (lowest-rank) merge of a pair, as the reference does.
+  void Insert(int32_t a, int32_t b, int32_t rank, int32_t id) {
+    uint64_t key = Key(a, b);
+    for (size_t i = Hash(key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == kEmpty) {
+        slots_[i] = Slot{key, rank, id};
+        return;
+      }
+      if (slots_[i].key == key) return;
+    }
+  }
+  // Rank and merged id of (a, b), or false.
+  bool Find(int32_t a, int32_t b, int32_t* rank, int32_t* id) const {
+    uint64_t key = Key(a, b);
+    for (size_t i = Hash(key) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) {
+        *rank = s.rank;
+        *id = s.id;
+        return true;
+      }
+      if (s.key == kEmpty) return false;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  struct Slot {
+    uint64_t key;
+    int32_t rank;
+    int32_t id;
+  };
+  static uint64_t Key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  static size_t Hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<size_t>(k);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct AddedToken {
+  std::string content;
+  int32_t id;
+};
+
+class HfBpeTokenizer final : public ExactTokenizer {
+ public:
+  static StatusOr<std::unique_ptr<ExactTokenizer>> Load(std::string_view json_text, std::string name);
+
+  std::string Name() const override { return "hf-bpe:" + name_; }
+
+  std::vector<int32_t> Encode(std::string_view text) const override {
+    std::vector<int32_t> ids;
+    ids.reserve(text.size() / 3 + 4);
+    if (IsValidUtf8(text)) {
+      EncodeValid(text, &ids);
+    } else {
+      EncodeValid(SanitizeUtf8(text), &ids);
+    }
+    return ids;
+  }
+
+  size_t Count(std::string_view text) const override { return Encode(text).size(); }
+
+  StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override {
+    std::string out;
+    for (int32_t id : ids) {
+      if (id < 0 || static_cast<size_t>(id) >= id_to_bytes_.size() || !id_known_[id])
+        return OutOfRangeError("token id " + std::to_string(id) + " is not in the vocabulary of " +
+                               Name() + " (ids 0.." + std::to_string(id_to_bytes_.size() - 1) + ")");
+      out += id_to_bytes_[id];
+    }
+    return out;
+  }
+
+  StatusOr<int32_t> TokenId(std::string_view token) const override {
+    for (const AddedToken& t : added_)
+      if (t.content == token) return t.id;
+    auto it = bytes_to_id_.find(std::string(token));
+    if (it != bytes_to_id_.end()) return it->second;
+    return NotFoundError("no token \"" + std::string(token) + "\" in " + Name());
+  }
+
+ private:
+  void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
+    size_t start = 0;
+    for (size_t i = 0; i < text.size();) {
+      unsigned char c = static_cast<unsigned char>(text[i]);
+      if (added_first_byte_[c]) {
+        const AddedToken* match = nullptr;
+        for (const AddedToken* t : added_by_first_byte_[c]) {  // longest first
+          if (text.size() - i >= t->content.size() &&
+              std::memcmp(text.data() + i, t->content.data(), t->content.size()) == 0) {
+            match = t;
+            break;
+          }
+        }
+        if (match != nullptr) {
+          if (i > start) EncodeSpan(text.substr(start, i - start), ids);
+          ids->push_back(match->id);
+          i += match->content.size();
+          start = i;
+          continue;
+        }
+      }
+      ++i;
+    }
+    if (start < text.size()) EncodeSpan(text.substr(start), ids);
+  }
+
+  void EncodeSpan(std::string_view span, std::vector<int32_t>* ids) const {
+    std::string text(span);
+    for (NormKind k : normalizers_) text = ApplyNormalizer(k, text);
+    std::vector<Piece> pieces{{0, text.size()}}, next, matches;
+    std::vector<std::pair<Piece, bool>> segs;
+    for (const PreStep& step : pre_steps_) {
+      if (step.add_prefix_space) {
+        // ByteLevel(add_prefix_space) prepends a space to every piece that lacks one: rebuild the text.
+        std::string rebuilt;
+        std::vector<Piece> moved;
+        for (const Piece& p : pieces) {
+          size_t b = rebuilt.size();
+          if (text[p.begin] != ' ') rebuilt.push_back(' ');
+          rebuilt.append(text, p.begin, p.end - p.begin);
+          moved.push_back({b, rebuilt.size()});
+        }
+        text.swap(rebuilt);
+        pieces.swap(moved);
+      }
+      if (!step.regex) continue;
+      next.clear();
+      for (const Piece& p : pieces) SplitPiece(step, text, p, &next, &matches, &segs);
+      pieces.swap(next);
+    }
+    for (const Piece& p : pieces) EncodeWord(std::string_view(text).substr(p.begin, p.end - p.begin), ids);
+  }
+
+  void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
+    if (word.size() == 1) {
+      ids->push_back(byte_to_id_[static_cast<unsigned char>(word[0])]);
+      return;
+    }
+    std::string key(word);
+    if (ignore_merges_) {
+      auto it = bytes_to_id_.find(key);
+      if (it != bytes_to_id_.end()) {
+        ids->push_back(it->second);
+        return;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        ids->insert(ids->end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    size_t before = ids->size();
+    MergeWord(word, ids);
+    if (word.size() <= kMaxCachedWordBytes) {
+      std::vector<int32_t> value(ids->begin() + before, ids->end());
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+      cache_.emplace(std::move(key), std::move(value));
+    }
+  }
+
+  // The BPE merge loop of word.rs: repeatedly merge the adjacent pair with the lowest rank (leftmost
+  // first among equal ranks), symbols kept in a doubly linked list, candidates in a min-heap.
+  void MergeWord(std::string_view word, std::vector<int32_t>* ids) const {
+    const int n = static_cast<int>(word.size());
+    std::vector<int32_t> sym(n);
+    std::vector<int> prev(n), next(n);
+    for (int i = 0; i < n; ++i) {
+      sym[i] = byte_to_id_[static_cast<unsigned char>(word[i])];
+      prev[i] = i - 1;
+      next[i] = i + 1 < n ? i + 1 : -1;
+    }
+    struct Cand {
+      int32_t rank;
+      int pos;
+      int32_t left, right, merged;
+      bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::vector<Cand> heap_storage;
+    heap_storage.reserve(n);
+    std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap(std::greater<Cand>(),
+                                                                          std::move(heap_storage));
+    auto consider = [&](int pos) {
+      int nx = next[pos];
+      if (pos < 0 || nx < 0) return;
+      int32_t rank, merged;
+      if (merges_.Find(sym[pos], sym[nx], &rank, &merged)) heap.push({rank, pos, sym[pos], sym[nx], merged});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i);
+    while (!heap.empty()) {
+      Cand c = heap.top();
+      heap.pop();
+      if (sym[c.pos] != c.left || next[c.pos] < 0 || sym[next[c.pos]] != c.right) continue;
+      int right = next[c.pos];
+      sym[c.pos] = c.merged;
+      sym[right] = -1;
+      next[c.pos] = next[right];
+      if (next[right] >= 0) prev[next[right]] = c.pos;
+      if (prev[c.pos] >= 0) consider(prev[c.pos]);
+      consider(c.pos);
+    }
+    for (int i = 0; i >= 0; i = next[i]) ids->push_back(sym[i]);
+  }
+
+  static constexpr size_t kMaxCachedWordBytes = 256;
+  static constexpr size_t kMaxCacheEntries = 200000;
+
+  std::string name_;
+  std::vector<NormKind> normalizers_;
+  std::vector<PreStep> pre_steps_;
+  bool ignore_merges_ = false;
+  int32_t byte_to_id_[256];
+  MergeTable merges_;
+  std::unordered_map<std::string, int32_t> bytes_to_id_;  // raw bytes of a vocabulary entry -> id
+  std::vector<std::string> id_to_bytes_;
+  std::vector<bool> id_known_;
+  std::vector<AddedToken> added_;
+  bool added_first_byte_[256] = {};
+  std::vector<const AddedToken*> added_by_first_byte_[256];
+
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // guarded by cache_mutex_
+};
+
+StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view json_text,
+                                                               std::string name) {
+  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object())
+    return DataLossError("tokenizer.json " + name + " is not valid JSON");
+  auto tok = std::unique_ptr<HfBpeTokenizer>(new HfBpeTokenizer());
+  tok->name_ = std::move(name);
+  try {
+    const json& model = doc.at("model");
+    std::string model_type = model.value("type", model.contains("merges") ? "BPE" : "");
+    if (model_type != "BPE")
+      return InvalidArgumentError("tokenizer.json: unsupported model \"" + model_type +
+                                  "\" (strata implements byte-level BPE only; for SentencePiece "
+                                  "models use --tokenizer spm:PATH/model.model)");
+    if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
+      return InvalidArgumentError("tokenizer.json: BPE dropout is not supported (counts must be exact)");
+    if (model.value("byte_fallback", false))
+      return InvalidArgumentError(
+          "tokenizer.json: BPE byte_fallback (a SentencePiece-converted model) is not supported; use "
+          "the model's tokenizer.model with --tokenizer spm:PATH");
+    for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      if (model.contains(field) && model[field].is_string() && !model[field].get<std::string>().empty())
+        return InvalidArgumentError(std::string("tokenizer.json: BPE ") + field +
+                                    " is not supported (not a byte-level BPE file)");
+    }
+    tok->ignore_merges_ = model.value("ignore_merges", false);
+
+    STRATA_ASSIGN_OR_RETURN(tok->normalizers_, ParseNormalizer(doc.value("normalizer", json())));
+    bool has_byte_level = false;
+    STRATA_RETURN_IF_ERROR(ParsePreTokenizer(doc.value("pre_tokenizer", json()), &tok->pre_steps_,
+                                             &has_byte_level));
+    if (!has_byte_level)
+      return InvalidArgumentError(
+          "tokenizer.json: the pre-tokenizer has no ByteLevel step, so this is not a byte-level BPE "
+          "file (strata supports GLM/Qwen/DeepSeek/Llama-3/GPT-2 style files)");
+
+    // Vocabulary: byte-level strings -> ids.
+    std::unordered_map<std::string, int32_t> vocab;
+    const json& jvocab = model.at("vocab");
+    vocab.reserve(jvocab.size());
+    int32_t max_id = -1;
+    for (auto it = jvocab.begin(); it != jvocab.end(); ++it) {
+      int32_t id = it.value().get<int32_t>();
+      vocab.emplace(it.key(), id);
+      max_id = std::max(max_id, id);
+    }
+    const json& jadded = doc.value("added_tokens", json::array());
+    for (const json& t : jadded) max_id = std::max(max_id, t.at("id").get<int32_t>());
+    tok->id_to_bytes_.assign(max_id + 1, std::string());
+    tok->id_known_.assign(max_id + 1, false);
+    tok->bytes_to_id_.reserve(vocab.size());
+    std::string raw;
+    for (const auto& [text, id] : vocab) {
+      if (!ByteLevelToBytes(text, &raw)) raw = text;
+      tok->id_to_bytes_[id] = raw;
+      tok->id_known_[id] = true;
+      tok->bytes_to_id_.emplace(raw, id);
+    }
+    const ByteMap& bm = GetByteMap();
+    for (int b = 0; b < 256; ++b) {
+      auto it = vocab.find(bm.byte_to_utf8[b]);
+      if (it == vocab.end())
+        return InvalidArgumentError("tokenizer.json: byte-level vocabulary lacks the symbol for byte " +
+                                    std::to_string(b) + "; not a byte-level BPE file");
+      tok->byte_to_id_[b] = it->second;
+    }
+
+    // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position.
+    const json& jmerges = model.at("merges");
+    tok->merges_.Reserve(jmerges.size());
+    int32_t rank = 0;
+    for (const json& m : jmerges) {
+      std::string a, b;
+      if (m.is_string()) {
+        const std::string& s = m.get_ref<const std::string&>();
+        size_t sp = s.find(' ', 1);
+        if (sp == std::string::npos)
+          return DataLossError("tokenizer.json: merge \"" + s + "\" is not \"left right\"");
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else {
+        a = m.at(0).get<std::string>();
+        b = m.at(1).get<std::string>();
+      }
+      auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
+      if (ia != vocab.end() && ib != vocab.end() && im != vocab.end())
+        tok->merges_.Insert(ia->second, ib->second, rank, im->second);
+      ++rank;
+    }
+
+    for (const json& t : jadded) {
+      AddedToken at{t.at("content").get<std::string>(), t.at("id").get<int32_t>()};
+      if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
+        return InvalidArgumentError("tokenizer.json: added token \"" + at.content +
+                                    "\" uses lstrip/rstrip/single_word, which strata does not support");
+      if (at.content.empty()) continue;
+      tok->id_to_bytes_[at.id] = at.content;
+      tok->id_known_[at.id] = true;
+      tok->added_.push_back(std::move(at));
+    }
+    for (const AddedToken& t : tok->added_) {
+      unsigned char c = static_cast<unsigned char>(t.content[0]);
+      tok->added_first_byte_[c] = true;
+      tok->added_by_first_byte_[c].push_back(&t);
+    }
+    for (auto& list : tok->added_by_first_byte_)
+      std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
+        return x->content.size() > y->content.size();
+      });
+  } catch (const json::exception& e) {
+    return DataLossError("tokenizer.json " + tok->name_ + " is malformed: " + e.what());
+  }
+  return std::unique_ptr<ExactTokenizer>(std::move(tok));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ExactTokenizer>> MakeHfBpe(std::string_view json_text, std::string name) {
+  return HfBpeTokenizer::Load(json_text, std::move(name));
+}
+
+}  // namespace strata::tokenize_internal

