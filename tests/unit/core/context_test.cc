@@ -1,0 +1,344 @@
+#include "strata/context.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "testing/context_testing.h"
+
+namespace strata {
+namespace {
+
+using testing::MustBuild;
+using testing::NewContext;
+using testing::PairingError;
+
+size_t CommonPrefix(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+TEST_CASE("a built request has the layers in order and is valid JSON", "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are a coding agent.").ok());
+  REQUIRE(context->SetTools(R"([{"type":"function","function":{"name":"bash","parameters":{}}}])").ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"guide.md", "Use pytest.", "v1", 0}).ok());
+  REQUIRE(context->AddDocument(Layer::kIndex, {"repo", "src/a.py\nsrc/b.py", "abc123", 0}).ok());
+  REQUIRE(context->AppendUser("Fix the test.").ok());
+  REQUIRE(context->AppendAssistant({"Looking.", "I should list files.",
+                                    {{"call_1", "bash", R"({"command": "ls"})"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_1", "a.py\nb.py", false}).ok());
+  REQUIRE(context->SetVolatile("time", "18:30").ok());
+
+  BuiltRequest request = MustBuild(*context);
+  nlohmann::json j = nlohmann::json::parse(request.body);
+  CHECK(j["model"] == "glm-5.3-flash");
+  CHECK(j["tools"][0]["function"]["name"] == "bash");
+  const auto& messages = j["messages"];
+  REQUIRE(messages.size() == 5);
+  CHECK(messages[0]["role"] == "system");
+  const std::string system = messages[0]["content"];
+  // system, then index, then docs.
+  CHECK(system.find("You are a coding agent.") < system.find("name=\"repo\""));
+  CHECK(system.find("name=\"repo\"") < system.find("name=\"guide.md\""));
+  CHECK(messages[2]["reasoning_content"] == "I should list files.");
+  CHECK(messages[2]["tool_calls"][0]["function"]["arguments"] == R"({"command": "ls"})");
+  CHECK(messages[3] == nlohmann::json({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "a.py\nb.py"}}));
+  CHECK(messages[4] == nlohmann::json({{"role", "user"}, {"content", "time: 18:30"}}));
+  CHECK(request.message_count == 5);
+  CHECK(request.body.compare(0, request.stable_prefix_bytes,
+                             request.body.substr(0, request.body.find("{\"role\":\"user\""))) < 0);
+  CHECK(request.body.substr(request.history_end_bytes, 2) == ",{");
+  CHECK(request.layers[static_cast<int>(Layer::kHistory)].segments == 3);
+  CHECK(request.total_tokens > 0);
+  CHECK(request.tokens_estimated);
+  CHECK(PairingError(request.body).empty());
+}
+
+TEST_CASE("tool call arguments are replayed byte for byte", "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->AppendUser("go").ok());
+  const std::string arguments = "{ \"b\" :2,\n\"a\":\"\\u00e9\" , \"x\": 1.50 }";
+  REQUIRE(context->AppendAssistant({"", "", {{"c", "f", arguments}}}).ok());
+  REQUIRE(context->AppendToolResult({"c", "ok", false}).ok());
+  nlohmann::json j = nlohmann::json::parse(MustBuild(*context).body);
+  CHECK(j["messages"][1]["tool_calls"][0]["function"]["arguments"] == arguments);
+}
+
+TEST_CASE("tool schemas are canonical: re-ordered keys and whitespace give the same bytes",
+          "[core][context]") {
+  auto a = NewContext();
+  auto b = NewContext();
+  REQUIRE(a->SetTools(R"([{"type":"function","function":{"name":"bash","description":"Run",
+      "parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}])").ok());
+  REQUIRE(b->SetTools(R"([ { "function" : { "parameters" : { "properties" : { "command" : {
+      "type" : "string" } }, "type" : "object" }, "description" : "Run", "name" : "bash" },
+      "type" : "function" } ])").ok());
+  REQUIRE(a->AppendUser("x").ok());
+  REQUIRE(b->AppendUser("x").ok());
+  CHECK(MustBuild(*a).body == MustBuild(*b).body);
+}
+
+TEST_CASE("invalid tool schemas are refused and change nothing", "[core][context][errors]") {
+  auto context = NewContext();
+  REQUIRE(context->SetTools(R"([{"type":"function","function":{"name":"keep"}}])").ok());
+  REQUIRE(context->AppendUser("x").ok());
+  const std::string before = MustBuild(*context).body;
+  struct Case {
+    const char* json;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"[{\"type\":", "malformed JSON"},
+                        Case{R"({"type":"function"})", "must be an array"},
+                        Case{R"([{"type":"function","function":{}}])", "name"},
+                        Case{R"([{"type":"retrieval"}])", "\"type\": \"function\""},
+                        Case{R"([{"type":"function","function":{"name":"a"}},
+                                 {"type":"function","function":{"name":"a"}}])", "duplicate tool name"}}) {
+    Status s = context->SetTools(c.json);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains(c.expect));
+  }
+  CHECK(MustBuild(*context).body == before);
+}
+
+TEST_CASE("bad history input gets a clear error and changes nothing", "[core][context][errors]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("sys").ok());
+  REQUIRE(context->AppendUser("go").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"call_5", "bash", "{}"}, {"call_6", "bash", "{}"}}}).ok());
+  const ContextSnapshot before = context->Snapshot();
+
+  Status orphan = context->AppendToolResult({"call_7", "x", false}).status();
+  CHECK(orphan.code() == StatusCode::kInvalidArgument);
+  CHECK(orphan.message() ==
+        "tool result for unknown tool_call_id \"call_7\" (open: call_5, call_6); a tool result "
+        "must answer a call of the last assistant message");
+
+  Status user = context->AppendUser("interrupt").status();
+  CHECK(user.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(user.message(), Catch::Contains("call_5, call_6"));
+  CHECK(context->AppendAssistant({"again", "", {}}).status().code() == StatusCode::kFailedPrecondition);
+  CHECK(context->Build().status().code() == StatusCode::kFailedPrecondition);
+
+  Status utf8 = context->AppendToolResult({"call_5", "bad \xC3", false}).status();
+  CHECK(utf8.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(utf8.message(), Catch::Contains("not valid UTF-8") && Catch::Contains("byte 4"));
+
+  CHECK(context->AppendAssistant({"", "", {{"", "bash", "{}"}}}).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(context->SetSystemPrompt("bad \xFF").code() == StatusCode::kInvalidArgument);
+
+  const ContextSnapshot after = context->Snapshot();
+  REQUIRE(after.segments.size() == before.segments.size());
+  for (size_t i = 0; i < after.segments.size(); ++i) {
+    CHECK(after.segments[i].id == before.segments[i].id);
+    CHECK(after.segments[i].content == before.segments[i].content);
+  }
+  CHECK(context->OpenToolCalls() == std::vector<std::string>{"call_5", "call_6"});
+
+  REQUIRE(context->AppendToolResult({"call_6", "six", false}).ok());
+  Status twice = context->AppendToolResult({"call_6", "again", false}).status();
+  CHECK_THAT(twice.message(), Catch::Contains("already answered") && Catch::Contains("open: call_5"));
+  REQUIRE(context->AppendToolResult({"call_5", "five", false}).ok());
+  CHECK(PairingError(MustBuild(*context).body).empty());
+}
+
+TEST_CASE("documents: add, update, remove, declared order, clear errors", "[core][context][docs]") {
+  auto context = NewContext();
+  REQUIRE(context->AddDocument(Layer::kDocs, {"late", "L", "1", 20}).ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"early", "E", "1", 10}).ok());
+  REQUIRE(context->AppendUser("go").ok());
+  std::string system = nlohmann::json::parse(MustBuild(*context).body)["messages"][0]["content"];
+  CHECK(system.find("name=\"early\"") < system.find("name=\"late\""));
+
+  Status unknown = context->UpdateDocument(Layer::kDocs, {"missing", "x", "", 0});
+  CHECK(unknown.code() == StatusCode::kNotFound);
+  CHECK_THAT(unknown.message(), Catch::Contains("known: early, late"));
+  CHECK(context->AddDocument(Layer::kDocs, {"early", "x", "", 0}).status().code() ==
+        StatusCode::kAlreadyExists);
+  CHECK(context->AddDocument(Layer::kHistory, {"x", "x", "", 0}).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(context->AddDocument(Layer::kDocs, {"", "x", "", 0}).status().code() ==
+        StatusCode::kInvalidArgument);
+
+  auto id = context->PutDocument(Layer::kDocs, {"early", "E2", "2", 10});
+  REQUIRE(id.ok());
+  CHECK(context->Find(*id)->content == "E2");
+  CHECK(context->Find(*id)->version == "2");
+  REQUIRE(context->RemoveDocument(Layer::kDocs, "late").ok());
+  CHECK(context->RemoveDocument(Layer::kDocs, "late").code() == StatusCode::kNotFound);
+  system = nlohmann::json::parse(MustBuild(*context).body)["messages"][0]["content"];
+  CHECK(system == "<document layer=\"docs\" name=\"early\" version=\"2\">\nE2\n</document>");
+}
+
+TEST_CASE("a document update invalidates from that document on and nothing before it",
+          "[core][context][prefix]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("system prompt").ok());
+  REQUIRE(context->SetTools(R"([{"type":"function","function":{"name":"bash"}}])").ok());
+  REQUIRE(context->AddDocument(Layer::kIndex, {"index", std::string(2000, 'i'), "1", 0}).ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"a", std::string(1000, 'a'), "1", 1}).ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"b", std::string(1000, 'b'), "1", 2}).ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"c", std::string(1000, 'c'), "1", 3}).ok());
+  REQUIRE(context->AppendUser("go").ok());
+  const std::string before = MustBuild(*context).body;
+  REQUIRE(context->UpdateDocument(Layer::kDocs, {"b", std::string(1000, 'B'), "2", 2}).ok());
+  const std::string after = MustBuild(*context).body;
+  const size_t doc_b = before.find("<document layer=\\\"docs\\\" name=\\\"b\\\"");
+  REQUIRE(doc_b != std::string::npos);
+  const size_t common = CommonPrefix(before, after);
+  // Everything before document b is unchanged; the difference starts inside b's block.
+  CHECK(common >= doc_b);
+  CHECK(common < doc_b + 100);
+  CHECK(before.size() == after.size());
+}
+
+TEST_CASE("lint reports volatile-looking content in stable layers with the segment id",
+          "[core][context][lint]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are helpful. Current session started 2026-11-29 18:30:00.").ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"ids", "request 123e4567-e89b-12d3-a456-426614174000", "", 0}).ok());
+  REQUIRE(context->AppendUser("What time is it? today is not in a stable layer").ok());
+  BuiltRequest request = MustBuild(*context);
+  REQUIRE(request.warnings.size() == 2);
+  const Segment system = context->Segments().front();
+  CHECK(request.warnings[0].segment_id == system.id);
+  CHECK(request.warnings[0].layer == Layer::kSystem);
+  CHECK(request.warnings[0].what == "timestamp");
+  CHECK(request.warnings[1].what == "uuid");
+  CHECK(request.warnings[1].layer == Layer::kDocs);
+  CHECK_THAT(request.warnings[0].ToString(), Catch::Contains(system.id) && Catch::Contains("SetVolatile"));
+  REQUIRE(context->SetSystemPrompt("You are helpful.").ok());
+  CHECK(MustBuild(*context).warnings.size() == 1);
+}
+
+TEST_CASE("the volatile layer is the last message and never enters history", "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->AppendUser("hi").ok());
+  REQUIRE(context->SetVolatile("now", "t1").ok());
+  REQUIRE(context->SetVolatile("request", "r1").ok());
+  BuiltRequest first = MustBuild(*context);
+  REQUIRE(context->SetVolatile("now", "t2").ok());
+  REQUIRE(context->AppendAssistant({"hello", "", {}}).ok());
+  BuiltRequest second = MustBuild(*context);
+  CHECK(second.body.compare(0, first.history_end_bytes, first.body, 0, first.history_end_bytes) == 0);
+  nlohmann::json j = nlohmann::json::parse(second.body);
+  CHECK(j["messages"].back()["content"] == "now: t2\nrequest: r1");
+  CHECK(j["messages"].size() == 3);
+  REQUIRE(context->RemoveVolatile("now").ok());
+  CHECK(context->RemoveVolatile("now").code() == StatusCode::kNotFound);
+  context->ClearVolatile();
+  CHECK(nlohmann::json::parse(MustBuild(*context).body)["messages"].size() == 2);
+}
+
+TEST_CASE("extra fields are canonical and cannot override the context's own", "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->AppendUser("hi").ok());
+  BuildOptions options;
+  options.extra_fields = {{"stream", "true"}, {"stream_options", R"({ "include_usage" : true })"}};
+  BuiltRequest request = MustBuild(*context, options);
+  CHECK_THAT(request.body, Catch::EndsWith(R"(],"stream":true,"stream_options":{"include_usage":true}})"));
+  options.extra_fields = {{"messages", "[]"}};
+  CHECK(context->Build(options).status().code() == StatusCode::kInvalidArgument);
+  options.extra_fields = {{"x", "{bad"}};
+  CHECK(context->Build(options).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("an empty context cannot be built", "[core][context][errors]") {
+  auto context = NewContext();
+  Status s = context->Build().status();
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(s.message(), Catch::Contains("no messages"));
+}
+
+TEST_CASE("options are validated", "[core][context][errors]") {
+  ContextOptions options;
+  CHECK(Context::Create(options).status().code() == StatusCode::kInvalidArgument);
+  options.agent.id = "a";
+  options.render.volatile_role = "robot";
+  CHECK_THAT(Context::Create(options).status().message(), Catch::Contains("volatile_role"));
+  options.render.volatile_role = "user";
+  options.hygiene.head_share = 1.5;
+  CHECK(Context::Create(options).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("one system message per segment when asked", "[core][context]") {
+  ContextOptions options;
+  options.render.system_layout = SystemLayout::kMessagePerSegment;
+  auto context = NewContext(options);
+  REQUIRE(context->SetSystemPrompts({"one", "two"}).ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"d", "doc", "", 0}).ok());
+  REQUIRE(context->AppendUser("hi").ok());
+  nlohmann::json j = nlohmann::json::parse(MustBuild(*context).body);
+  REQUIRE(j["messages"].size() == 4);
+  CHECK(j["messages"][1] == nlohmann::json({{"role", "system"}, {"content", "two"}}));
+}
+
+// A journal that keeps every change, and can be told to fail.
+class RecordingJournal : public ContextJournal {
+ public:
+  Status Record(const ContextChange& change) override {
+    if (fail) return UnavailableError("disk full");
+    changes.push_back(change);
+    return Status::Ok();
+  }
+  bool fail = false;
+  std::vector<ContextChange> changes;
+};
+
+TEST_CASE("every change reaches the journal; a failed journal write rolls the change back",
+          "[core][context][journal]") {
+  RecordingJournal journal;
+  ContextOptions options;
+  options.journal = &journal;
+  auto context = NewContext(options);
+  REQUIRE(context->SetSystemPrompt("sys").ok());
+  REQUIRE(context->AppendUser("go").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{}"}}}).ok());
+  CHECK(journal.changes.size() == 3);
+  CHECK(journal.changes.back().turn == 1);
+
+  const std::string before_open = testing::PairingError("{\"messages\":[]}");
+  journal.fail = true;
+  Status failed = context->AppendToolResult({"c1", std::string(100000, 'x'), false}).status();
+  CHECK(failed.code() == StatusCode::kUnavailable);
+  CHECK(context->OpenToolCalls() == std::vector<std::string>{"c1"});
+  CHECK(context->SetSystemPrompt("other").code() == StatusCode::kUnavailable);
+  journal.fail = false;
+  CHECK(context->Segments().front().content == "sys");
+  auto id = context->AppendToolResult({"c1", std::string(100000, 'x'), false});
+  REQUIRE(id.ok());
+  // The truncated result carries its original for recall.
+  REQUIRE(journal.changes.back().originals.size() == 1);
+  CHECK(journal.changes.back().originals[0].second.size() == 100000);
+}
+
+TEST_CASE("a restored snapshot renders byte-identically and keeps working", "[core][context][restore]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("sys").ok());
+  REQUIRE(context->SetTools(R"([{"type":"function","function":{"name":"bash"}}])").ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"d", "doc", "1", 0}).ok());
+  REQUIRE(context->AppendUser("go").ok());
+  std::string big;
+  for (int i = 0; i < 5000; ++i) big += "row " + std::to_string(i) + "\n";
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{\"command\":\"seq\"}"}}}).ok());
+  REQUIRE(context->AppendToolResult({"c1", big, false}).ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c2", "bash", "{\"command\":\"seq\"}"}}}).ok());
+
+  auto restored = Context::Restore(context->options(), context->Snapshot());
+  REQUIRE(restored.ok());
+  CHECK((*restored)->OpenToolCalls() == std::vector<std::string>{"c2"});
+  for (Context* c : {context.get(), restored->get()}) {
+    REQUIRE(c->AppendToolResult({"c2", big, false}).ok());
+  }
+  CHECK(MustBuild(**restored).body == MustBuild(*context).body);
+  CHECK((*restored)->Stats().deduplicated == 1);
+  CHECK((*restored)->Stats().truncated == 1);
+
+  ContextSnapshot broken = context->Snapshot();
+  broken.segments.push_back(broken.segments.back());
+  CHECK(Context::Restore(context->options(), broken).status().code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata
