@@ -1,0 +1,242 @@
+// strata/store.h — durable agent state: contexts, recall blobs, request records, events and growth.
+//
+// A Store keeps many agents in one file. For each agent it holds the identity and the options needed
+// to reopen it, every non-volatile segment (with layer, state, version, token counts, ordering),
+// the originals kept for recall (deduplicated by SHA-256 content hash, zstd-compressed above a size
+// threshold), the turns, the request records (strata/record.h), events (compactions, prefix breaks,
+// any application type with a JSON payload) and the growth curve (tokens per layer per turn).
+// OpenSqliteStore() is the implementation over SQLite (WAL mode, one transaction per mutation).
+//
+//   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Store> store,
+//                           strata::OpenSqliteStore("agents.db"));
+//   strata::ContextOptions options;
+//   options.agent.id = "agent-1";
+//   STRATA_ASSIGN_OR_RETURN(auto context, strata::CreateContext(*store, options));
+//   STRATA_RETURN_IF_ERROR(context->AppendUser("Fix the failing test.").status());  // durable now
+//   ...  // after a restart:
+//   STRATA_ASSIGN_OR_RETURN(auto again, strata::OpenContext(*store, "agent-1"));
+//   // again->Build() renders byte-identically to what context->Build() rendered.
+//
+// Durability: every mutation is one transaction. Once a call returns OK its change survives a crash
+// of the process (and, with the default StoreOptions::synchronous == kFull, of the machine); a call
+// that fails or is interrupted leaves nothing behind. A Context attached to a store (CreateContext,
+// OpenContext) persists each change before its mutating call returns; if the store refuses the
+// change (disk full, lock timeout) the context rolls it back and the call returns the store's error.
+//
+// Thread safety: a Store is thread-safe: its methods may be called from several threads at once
+// (calls are serialized on one connection). Contexts attached to it keep their own contract (one
+// thread at a time per Context); distinct contexts of one store may be used from distinct threads.
+// Several processes may open the same file: SQLite's locking lets readers run alongside one
+// writer; a second writer waits up to StoreOptions::busy_timeout_ms and then gets UNAVAILABLE.
+// The Store must outlive every Context attached to it.
+#ifndef STRATA_STORE_H_
+#define STRATA_STORE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/context.h"
+#include "strata/record.h"
+#include "strata/segment.h"
+#include "strata/status.h"
+
+namespace strata {
+
+enum class StoreSync : int {
+  // fsync the WAL at every commit: an acknowledged change survives power loss. Default.
+  kFull = 0,
+  // fsync only at checkpoints: an acknowledged change survives a crash of the process, but the
+  // last commits may be lost on power loss or an OS crash. Several times faster (docs/benchmarks.md).
+  kNormal = 1,
+};
+
+struct StoreOptions {
+  // Create the file (and the schema) when it does not exist. Default true. When false, a missing
+  // file is NOT_FOUND.
+  bool create_if_missing = true;
+  // Open without writing anything (inspection tools). Mutations return FAILED_PRECONDITION.
+  // Default false.
+  bool read_only = false;
+  // How long a writer waits for another connection's write lock before UNAVAILABLE. Default 5000 ms.
+  int busy_timeout_ms = 5000;
+  StoreSync synchronous = StoreSync::kFull;
+  // Deduplicate recall originals and large segment contents by SHA-256 of their bytes: identical
+  // contents are stored once per file. Default true. When false every content is stored inline.
+  bool deduplicate = true;
+  // Contents at least this many bytes long go to the blob table (deduplicated, compressed); smaller
+  // ones stay inline in their row. Default 512 bytes.
+  size_t blob_min_bytes = 512;
+  // zstd compression level for blobs at least compress_min_bytes long; 0 stores them raw.
+  // Default 3 (fast; about 3-5x on tool outputs).
+  int compression_level = 3;
+  size_t compress_min_bytes = 1024;
+  // Upper bound of the database size in pages of 4096 bytes (SQLite max_page_count); 0: no limit.
+  // A mutation that would exceed it fails with RESOURCE_EXHAUSTED and changes nothing. Default 0.
+  int64_t max_pages = 0;
+  // Wall clock in milliseconds since the Unix epoch, for created/updated times. Default
+  // (empty): the system clock. Tests inject a fake.
+  std::function<int64_t()> now_unix_ms;
+};
+
+// An agent as stored: its options (tokenizer and journal pointers are null; the tokenizer's Name()
+// is kept in tokenizer_name) and a summary of its state.
+struct StoredAgent {
+  ContextOptions options;
+  std::string tokenizer_name;  // Tokenizer::Name() of the tokenizer that counted its tokens
+  int64_t created_unix_ms = 0;
+  int64_t updated_unix_ms = 0;
+  int64_t turn = 0;        // the context's turn counter
+  int64_t segments = 0;    // stored non-volatile segments (all states)
+  int64_t tokens = 0;      // sum of the live segments' token counts
+  int64_t requests = 0;    // stored request records
+  int64_t compactions = 0; // events of type "compaction"
+};
+
+// A timestamped fact about an agent. Well-known types: "compaction" (payload: {"boundary":...,
+// "tokens_before":...,"tokens_after":...,"invalidated_tokens":...}) and "prefix_break" (payload:
+// {"segment_id":...,"reason":...}); applications may add their own.
+struct StoredEvent {
+  int64_t id = 0;  // assigned by the store
+  std::string agent_id;
+  int64_t turn = 0;
+  int64_t unix_ms = 0;  // 0 on append: now
+  std::string type;
+  std::string payload_json = "{}";  // a JSON object; validated on append
+};
+
+// One point of an agent's growth curve: its size after a turn.
+struct GrowthPoint {
+  std::string agent_id;
+  int64_t turn = 0;
+  int64_t unix_ms = 0;                        // 0 on append: now
+  std::array<int64_t, kLayerCount> layer_tokens{};  // indexed by Layer
+  int64_t compactions = 0;         // compactions performed during this turn
+  int64_t invalidated_tokens = 0;  // cached tokens the turn's compactions invalidated
+  int64_t TotalTokens() const;
+};
+
+// Which request records PruneRequests deletes. Zero fields do not limit.
+struct RetentionPolicy {
+  int64_t max_age_ms = 0;          // delete records started before now - max_age_ms
+  int64_t max_records_per_agent = 0;  // keep only each agent's newest records
+};
+
+struct StoreStats {
+  int64_t schema_version = 0;
+  int64_t file_bytes = 0;   // page_count * page_size (WAL not included)
+  int64_t agents = 0;
+  int64_t segments = 0;
+  int64_t blobs = 0;
+  int64_t blob_raw_bytes = 0;     // uncompressed size of the stored blobs
+  int64_t blob_stored_bytes = 0;  // their size on disk (compressed)
+  int64_t requests = 0;
+  int64_t events = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // The file this store was opened on.
+  virtual const std::string& path() const = 0;
+
+  // --- Agents ---------------------------------------------------------------------------------
+
+  // Registers a new agent with its options (identity, render, hygiene, keep_originals and the
+  // tokenizer's name; the pointers are not stored). ALREADY_EXISTS if the id is taken;
+  // INVALID_ARGUMENT for an empty id.
+  virtual Status CreateAgent(const ContextOptions& options) = 0;
+  // NOT_FOUND (listing a few known ids) for an unknown agent.
+  virtual StatusOr<StoredAgent> GetAgent(std::string_view agent_id) = 0;
+  // Every agent, ordered by id.
+  virtual StatusOr<std::vector<StoredAgent>> ListAgents() = 0;
+  // Deletes an agent and everything stored for it (blobs no other agent uses included).
+  virtual Status DeleteAgent(std::string_view agent_id) = 0;
+
+  // --- Context data ---------------------------------------------------------------------------
+
+  // Applies one ContextChange in one transaction: upserts segments, deletes removed ones, stores
+  // new originals, advances the turn counter (a new turn gets a row in the turns table).
+  // NOT_FOUND for an unknown agent; RESOURCE_EXHAUSTED when the disk or max_pages is full;
+  // UNAVAILABLE when another writer holds the lock beyond the busy timeout. On error nothing changed.
+  virtual Status ApplyChange(std::string_view agent_id, const ContextChange& change) = 0;
+  // Everything Context::Restore needs for this agent.
+  virtual StatusOr<ContextSnapshot> LoadSnapshot(std::string_view agent_id) = 0;
+  // The original content kept under `recall_id` (works after the segment itself was removed).
+  virtual StatusOr<std::string> LoadOriginal(std::string_view agent_id,
+                                             std::string_view recall_id) = 0;
+  // A journal that writes every change of `agent_id` with ApplyChange. Owned by the store and
+  // valid as long as it; the same pointer is returned for the same id.
+  virtual ContextJournal* Journal(std::string_view agent_id) = 0;
+
+  // --- Observability --------------------------------------------------------------------------
+
+  // Appends a request record. NOT_FOUND for an unknown agent_id.
+  virtual Status AppendRequest(const RequestRecord& record) = 0;
+  // The agent's newest `limit` records, newest first.
+  virtual StatusOr<std::vector<RequestRecord>> RecentRequests(std::string_view agent_id,
+                                                              size_t limit) = 0;
+  // Appends an event; returns its id. INVALID_ARGUMENT for an empty type or a payload that is not
+  // a JSON object.
+  virtual StatusOr<int64_t> AppendEvent(const StoredEvent& event) = 0;
+  // The agent's events in append order; `type` "" for every type.
+  virtual StatusOr<std::vector<StoredEvent>> Events(std::string_view agent_id,
+                                                    std::string_view type = "") = 0;
+  // Records (or replaces) the growth point of (agent_id, turn).
+  virtual Status RecordGrowth(const GrowthPoint& point) = 0;
+  // The agent's growth curve ordered by turn.
+  virtual StatusOr<std::vector<GrowthPoint>> Growth(std::string_view agent_id) = 0;
+
+  // Deletes request records per `policy` relative to `now_unix_ms`; returns how many. Never
+  // touches segments, originals, events or growth points (what a context needs to reopen).
+  virtual StatusOr<int64_t> PruneRequests(const RetentionPolicy& policy, int64_t now_unix_ms) = 0;
+
+  // --- Maintenance ----------------------------------------------------------------------------
+
+  virtual StatusOr<StoreStats> Stats() = 0;
+  // Writes a consistent copy of the whole database to `destination` (a new file) while the store
+  // stays usable (SQLite's VACUUM INTO). ALREADY_EXISTS if the file exists.
+  virtual Status Backup(const std::string& destination) = 0;
+};
+
+// Opens (creating if allowed) the SQLite store at `path`.
+// Errors: NOT_FOUND (missing file, create_if_missing false); PERMISSION_DENIED (read-only
+// directory or file); FAILED_PRECONDITION (written by a newer strata schema: upgrade strata;
+// or a SQLite file of another application); DATA_LOSS (not a database, or corrupt);
+// RESOURCE_EXHAUSTED (disk full); UNAVAILABLE (locked by another writer beyond the busy timeout).
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreOptions options = {});
+
+// The newest schema version this build writes and reads.
+int64_t StoreSchemaVersion();
+
+// --- Contexts attached to a store -------------------------------------------------------------
+
+// Registers `options.agent.id` in `store` and returns an empty context whose every change is
+// persisted (options.journal is replaced by store.Journal(id)). ALREADY_EXISTS if the agent exists.
+StatusOr<std::unique_ptr<Context>> CreateContext(Store& store, ContextOptions options);
+
+// Restores a stored agent with the options it was created with; `tokenizer` (not owned, may be
+// null for the estimator) should be the one it was created with, whose Name() the store kept.
+// The context renders byte-identically to the one that wrote the store and stays attached to it.
+// NOT_FOUND for an unknown agent; DATA_LOSS if the stored segments are inconsistent.
+StatusOr<std::unique_ptr<Context>> OpenContext(Store& store, std::string_view agent_id,
+                                               const Tokenizer* tokenizer = nullptr);
+
+// Restores with caller-given options (agent.id must equal agent_id or be empty). Render and hygiene
+// options that differ from the stored ones change the rendering; use the overload above to keep it.
+StatusOr<std::unique_ptr<Context>> OpenContext(Store& store, std::string_view agent_id,
+                                               ContextOptions options);
+
+// The growth point of `context` now (layer tokens from Context::Stats(), its turn counter).
+GrowthPoint GrowthPointOf(const Context& context, int64_t compactions = 0,
+                          int64_t invalidated_tokens = 0);
+
+}  // namespace strata
+
+#endif  // STRATA_STORE_H_

@@ -1,0 +1,49 @@
+#include "store/blob_codec.h"
+
+#include <openssl/evp.h>
+#include <zstd.h>
+
+namespace strata::store_internal {
+
+std::string Sha256(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), length);
+}
+
+std::string Hex(std::string_view raw) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+StatusOr<std::string> ZstdCompress(std::string_view data, int level) {
+  std::string out(ZSTD_compressBound(data.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), level);
+  if (ZSTD_isError(n)) {
+    return InternalError(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
+  }
+  out.resize(n);
+  return out;
+}
+
+StatusOr<std::string> ZstdDecompress(std::string_view frame, size_t raw_size) {
+  std::string out(raw_size, '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
+  if (ZSTD_isError(n)) {
+    return DataLossError(std::string("stored blob does not decompress: ") + ZSTD_getErrorName(n));
+  }
+  if (n != raw_size) {
+    return DataLossError("stored blob decompresses to " + std::to_string(n) + " bytes, expected " +
+                         std::to_string(raw_size));
+  }
+  return out;
+}
+
+}  // namespace strata::store_internal
