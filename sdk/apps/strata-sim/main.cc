@@ -1,0 +1,59 @@
+// strata-sim: a prefix-caching OpenAI Chat Completions / SGLang gRPC endpoint simulator.
+//
+//   strata-sim --port 0 --grpc-port 0 --block-size 16 --prefill-us 20 --decode-us 2000
+// prints "strata-sim http=127.0.0.1:<port> grpc=127.0.0.1:<port>" once it is serving, then runs
+// until SIGINT/SIGTERM. See sim_server.h for the fault specs.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "sim_server.h"
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::sim::SimOptions options;
+  std::string cached = "present";
+  CLI::App app{"strata-sim: an OpenAI Chat Completions and SGLang gRPC endpoint simulator"};
+  app.add_option("--host", options.host, "IPv4 address to bind")->capture_default_str();
+  app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")->capture_default_str();
+  app.add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port, -1: no gRPC)")->capture_default_str();
+  app.add_option("--block-size", options.cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
+  app.add_option("--capacity-blocks", options.cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
+  app.add_option("--bytes-per-token", options.cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
+  app.add_option("--flavor", options.flavor, "vllm | sglang | openai (reasoning field, error shape)")
+      ->check(CLI::IsMember({"vllm", "sglang", "openai"}))->capture_default_str();
+  app.add_option("--cached-tokens", cached, "present | null | absent (usage.prompt_tokens_details)")
+      ->check(CLI::IsMember({"present", "null", "absent"}))->capture_default_str();
+  app.add_option("--max-context", options.max_context_tokens, "context length in tokens")->capture_default_str();
+  app.add_option("--prefill-us", options.prefill_us_per_token, "prefill microseconds per uncached token")->capture_default_str();
+  app.add_option("--decode-us", options.decode_us_per_token, "decode microseconds per output token")->capture_default_str();
+  app.add_option("--concurrency", options.max_concurrency, "requests in progress at once (0: unlimited)")->capture_default_str();
+  app.add_option("--trajectory", options.trajectory_path, "JSON lines trajectory whose assistant messages are the replies");
+  app.add_option("--output-tokens", options.generated_output_tokens, "tokens of a generated reply")->capture_default_str();
+  app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
+  app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
+  CLI11_PARSE(app, argc, argv);
+  options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
+                          : cached == "null"  ? strata::sim::CachedReport::kNull
+                                              : strata::sim::CachedReport::kAbsent;
+  auto server = strata::sim::SimServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "strata-sim: " << server.status() << "\n";
+    return 1;
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::cout << "strata-sim";
+  if ((*server)->http_port() > 0) std::cout << " http=" << options.host << ":" << (*server)->http_port();
+  if (options.grpc_port >= 0) std::cout << " grpc=" << (*server)->grpc_target();
+  std::cout << std::endl;
+  while (!g_stop) pause();
+  (*server)->Stop();
+  return 0;
+}

@@ -1,0 +1,116 @@
+// strata-sim as a library: an endpoint simulator that speaks OpenAI Chat Completions over HTTP/1.1
+// (SSE and non-streaming, keep-alive) and SGLang's gRPC service, with a block-hash prefix cache
+// keyed by cache_salt, a timing model and fault injection. Tests start it in-process on port 0.
+//
+//   strata::sim::SimOptions options;            // 127.0.0.1, port 0, 16-token blocks
+//   auto sim = strata::sim::SimServer::Start(options).value();
+//   std::string base = sim->base_url();         // "http://127.0.0.1:<port>/v1"
+//   sim->InjectFault("503", 1);                 // the next request gets a 503
+//
+// Faults (flag --fault, InjectFault(), or per request the header "X-Strata-Sim-Fault: <spec>"):
+//   spec = kind[,key=value...]; kinds:
+//     429              429 with Retry-After (retry_after=S, default 1)
+//     500, 503, 400    that status with an error body (shape=flat|nested, default by flavor)
+//     slow-first-byte  nothing is sent for delay_ms (default 2000) before the answer
+//     stall            after `after` chunks (default 2) nothing is sent for delay_ms
+//     reset            after `after` chunks the connection is reset (RST)
+//     malformed-sse    after `after` chunks an event with broken JSON is sent
+//     oversize         400 like vLLM's context-length error
+//   times=N (header only) applies the fault to the first N attempts of the same request
+//   (same X-Request-Id, else the same body); default: every attempt.
+// Per-request reply and chunking: "X-Strata-Sim-Reply: <assistant message JSON>" and
+// "X-Strata-Sim-Chunk: <bytes per delta>".
+//
+// Thread safety: SimServer is thread-safe; it serves each connection on its own thread.
+#ifndef STRATA_APPS_STRATA_SIM_SIM_SERVER_H_
+#define STRATA_APPS_STRATA_SIM_SIM_SERVER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/prefix_cache.h"
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+
+namespace strata::sim {
+
+enum class CachedReport : int {
+  kPresent = 0,  // usage.prompt_tokens_details.cached_tokens (vLLM --enable-prompt-tokens-details)
+  kNull = 1,     // "prompt_tokens_details": null
+  kAbsent = 2,   // no prompt_tokens_details
+};
+
+struct SimOptions {
+  std::string host = "127.0.0.1";
+  int http_port = 0;   // 0: any free port; -1: no HTTP server
+  int grpc_port = -1;  // 0: any free port; -1: no gRPC server (default)
+  // Counts prompt tokens; not owned. nullptr: an estimator with cache.bytes_per_token bytes/token.
+  const Tokenizer* tokenizer = nullptr;
+  PrefixCacheOptions cache;  // block size, capacity (LRU), bytes per token
+  // "vllm" (reasoning in "reasoning", flat errors) or "sglang" ("reasoning_content", flat errors)
+  // or "openai" (nested errors).
+  std::string flavor = "vllm";
+  CachedReport cached_report = CachedReport::kPresent;
+  int64_t max_context_tokens = 1048576;
+  // Timing model: prefill time per uncached prompt token, decode time per output token, and at
+  // most `max_concurrency` requests in progress (0: unlimited; others queue).
+  double prefill_us_per_token = 0;
+  double decode_us_per_token = 0;
+  int max_concurrency = 0;
+  // Replies: from this trajectory (JSON lines, one chat message per line): a request holding k
+  // assistant messages gets the trajectory's k-th assistant message (0-based). Else generated.
+  std::string trajectory_path;
+  int64_t generated_output_tokens = 16;
+  size_t chunk_bytes = 16;  // bytes per streamed delta
+  std::string default_fault;  // applied to every request, e.g. "503"; "" none
+  size_t max_logged_requests = 10000;
+};
+
+// What the simulator received and answered, per request.
+struct SimRequestLog {
+  std::string protocol;  // "http" or "grpc"
+  std::string path;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string fault;  // the fault applied, "" none
+  std::string cache_salt;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int status = 0;
+};
+
+class SimServer {
+ public:
+  // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a bad
+  // trajectory or fault spec.
+  static StatusOr<std::unique_ptr<SimServer>> Start(SimOptions options);
+  ~SimServer();  // Stop()s
+
+  int http_port() const;
+  int grpc_port() const;
+  std::string base_url() const;     // "http://127.0.0.1:<port>/v1"
+  std::string grpc_target() const;  // "127.0.0.1:<port>"
+
+  // The next `count` requests (any protocol) get `spec` (see the file comment).
+  Status InjectFault(const std::string& spec, int count);
+  std::vector<SimRequestLog> requests() const;
+  void ClearRequests();
+  PrefixCacheModel& cache();
+
+  // Stops accepting, closes every connection and joins the serving threads. Idempotent.
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit SimServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::sim
+
+#endif  // STRATA_APPS_STRATA_SIM_SIM_SERVER_H_

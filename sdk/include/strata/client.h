@@ -1,0 +1,211 @@
+// strata/client.h — one call does it all: build, predict, send, append, record.
+//
+// Client::Complete(context) builds the context's request with the fields the backend expects
+// (backend profile, cache_salt from the isolation key, request id), predicts the cached tokens with
+// a prefix-cache model (strata/prefix_cache.h), sends it through a Transport, appends the assistant
+// reply to the context (nothing is appended on failure) and writes one RequestRecord to the
+// record sink. When the server reports fewer cached tokens than predicted by more than one block,
+// or the request's reusable prefix is shorter than the previous request's, a PrefixBreakEvent names
+// the first segment that differs.
+//
+//   auto transport = strata::MakeHttpTransport({.base_url = "http://127.0.0.1:8000/v1"}).value();
+//   strata::JsonLinesRecordSink sink(std::cout);
+//   strata::ClientOptions options;
+//   options.transport = transport.get();
+//   options.backend = strata::Backend::kVllm;
+//   options.deployment_secret = secret;
+//   options.record_sink = &sink;
+//   auto client = strata::Client::Create(options).value();
+//   STRATA_ASSIGN_OR_RETURN(strata::Completion done, client->Complete(*context));
+//   // done.response.content; context now ends with the assistant message.
+//
+// Thread safety: a Client is thread-safe; Complete() may run concurrently for distinct contexts
+// (a Context itself is used by one thread at a time). Sinks must be thread-safe.
+#ifndef STRATA_CLIENT_H_
+#define STRATA_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/context.h"
+#include "strata/prefix_cache.h"
+#include "strata/record.h"
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+#include "strata/transport.h"
+
+namespace strata {
+
+// Which server the requests go to; selects the request fields (DESIGN.md section 6).
+enum class Backend : int {
+  kOpenAI = 0,  // generic OpenAI-compatible: max_completion_tokens, stream_options
+  kVllm = 1,    // + cache_salt, request_id, chat_template_kwargs.enable_thinking, priority
+  kSglang = 2,  // + cache_salt, rid, chat_template_kwargs.enable_thinking
+  kZai = 3,     // max_tokens, thinking {type, clear_thinking:false}, request_id; no cache_salt
+};
+// "openai", "vllm", "sglang", "zai".
+std::string_view BackendName(Backend backend);
+// Inverse of BackendName; INVALID_ARGUMENT lists the known names.
+StatusOr<Backend> ParseBackend(std::string_view name);
+
+// Per-request values the profile renders.
+struct RequestFields {
+  bool stream = true;
+  int64_t max_output_tokens = 0;  // 0: not sent
+  std::string cache_salt;         // "": not sent
+  std::string request_id;         // "": not sent
+  std::optional<bool> thinking;   // unset: the server's default
+  std::string reasoning_effort;   // "": not sent. Keep it fixed per agent (GLM puts it first).
+  std::optional<int> priority;    // vLLM only
+};
+
+// The top-level fields `backend` expects, in a fixed order, as BuildOptions::extra_fields
+// (name, JSON value text). Passing them to Context::Build() makes the sent body byte-identical to
+// the built one.
+std::vector<std::pair<std::string, std::string>> ProfileFields(Backend backend,
+                                                               const RequestFields& fields);
+
+// Why a request reused less of the server's prefix cache than expected.
+struct PrefixBreakEvent {
+  enum class Kind : int {
+    // The rendered prompt diverged from the previous request's before its end.
+    kPrefixChanged = 0,
+    // The server reported fewer cached tokens than predicted by more than one block (eviction,
+    // another replica, a different template or tokenizer).
+    kServerShortfall = 1,
+  };
+  Kind kind = Kind::kPrefixChanged;
+  std::string agent_id;
+  std::string request_id;
+  int64_t predicted_cached_tokens = 0;
+  std::optional<int64_t> reported_cached_tokens;
+  int64_t previous_prompt_tokens = 0;  // cacheable tokens of the previous request of this agent
+  // The first segment that differs from the previous request (kPrefixChanged), or the segment the
+  // server's cache stopped in (kServerShortfall); "" when unknown.
+  std::string segment_id;
+  std::string layer;   // LayerName of that segment, or "tools"
+  // "tools changed", "doc version change", "compaction", "system prompt changed", "lint hit",
+  // "server evicted or mismatched", "unknown".
+  std::string reason;
+  std::string ToString() const;
+};
+std::string_view PrefixBreakKindName(PrefixBreakEvent::Kind kind);
+
+// Where RequestRecords and events go (the SQLite store implements it later).
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // Must be thread-safe. A failing sink is reported by Complete() only through its return
+  // value being logged in the record's error field; it never fails the request.
+  virtual Status Write(const RequestRecord& record) = 0;
+  virtual Status WriteEvent(const PrefixBreakEvent& /*event*/) { return Status(); }
+};
+
+// One JSON object per line: {"type":"request",...fields of RequestRecord...} and
+// {"type":"prefix_break",...}. Thread-safe. The stream must outlive the sink.
+class JsonLinesRecordSink : public RecordSink {
+ public:
+  explicit JsonLinesRecordSink(std::ostream& out) : out_(out) {}
+  Status Write(const RequestRecord& record) override;
+  Status WriteEvent(const PrefixBreakEvent& event) override;
+
+ private:
+  std::mutex mu_;
+  std::ostream& out_;  // guarded by mu_
+};
+
+// A record as one JSON object (no trailing newline); the format JsonLinesRecordSink writes.
+std::string RecordToJson(const RequestRecord& record);
+std::string PrefixBreakToJson(const PrefixBreakEvent& event);
+
+struct ClientOptions {
+  // Not owned; required; must outlive the client.
+  Transport* transport = nullptr;
+  Backend backend = Backend::kVllm;
+  // Default true: SSE streaming with stream_options.include_usage.
+  bool stream = true;
+  // Output token cap sent with each request (max_completion_tokens / max_tokens). Default 4096.
+  int64_t max_output_tokens = 4096;
+  std::optional<bool> thinking;
+  std::string reasoning_effort;
+  // Per-deployment secret for cache_salt (strata/isolation.h). Default "": salts are still
+  // distinct per isolation key but guessable.
+  std::string deployment_secret;
+  // Send cache_salt (ignored for kZai). Default true.
+  bool send_cache_salt = true;
+  // Agents whose id is listed here get a per-agent salt (sensitive agents).
+  std::vector<std::string> per_agent_salt_agents;
+  // The prefix-cache model used for predictions; options.block_tokens should equal the server's
+  // block size. Counting uses `tokenizer` (not owned; nullptr: byte blocks).
+  PrefixCacheOptions cache;
+  const Tokenizer* tokenizer = nullptr;
+  // Receives a record per request and the prefix-break events. Not owned; nullptr: none.
+  RecordSink* record_sink = nullptr;
+  // Called with each prefix-break event (also sent to the sink). May be empty.
+  std::function<void(const PrefixBreakEvent&)> on_prefix_break;
+  // KV-cache estimate of a request: per-token bytes and a per-sequence constant. Defaults are
+  // GLM-5.3-Flash's (DESIGN.md section 6): 7,600 B/token and 136 MiB of linear-attention state.
+  int64_t kv_bytes_per_token = 7600;
+  int64_t kv_bytes_per_sequence = 136LL << 20;
+  // Recorded in RequestRecord::pool. Default "".
+  std::string pool;
+  // Per-call deadline (0: the transport's total timeout).
+  std::chrono::milliseconds deadline{0};
+};
+
+struct CompleteOptions {
+  const CancellationToken* cancel = nullptr;
+  // Extra headers for this call (e.g. tracing, or strata-sim's X-Strata-Sim-Fault in tests).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Overrides the generated request id when non-empty.
+  std::string request_id;
+};
+
+struct Completion {
+  Response response;
+  RequestRecord record;
+  std::string assistant_segment_id;  // the appended assistant message
+  std::optional<PrefixBreakEvent> prefix_break;
+  std::string body;  // the request body that was sent
+};
+
+class Client {
+ public:
+  // INVALID_ARGUMENT when the transport is missing or the cache options are invalid.
+  static StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Builds, predicts, sends, appends and records. On failure the context is unchanged, the
+  // record (with code and error) is written to the sink and, when `record` is non-null, to
+  // *record; the Status says what failed (see strata/transport.h for transport codes;
+  // FAILED_PRECONDITION from Build, or when the reply cannot be appended).
+  StatusOr<Completion> Complete(Context& context, const CompleteOptions& options = {},
+                                RequestRecord* record = nullptr);
+
+  // The request body Complete() would send now (same fields, a fresh request id).
+  StatusOr<BuiltRequest> BuildRequest(const Context& context, const std::string& request_id) const;
+
+  // The cache_salt used for `agent`.
+  std::string CacheSaltFor(const AgentIdentity& agent) const;
+
+  // The shared prefix-cache model (predictions of every agent of this client).
+  PrefixCacheModel& cache_model();
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_CLIENT_H_

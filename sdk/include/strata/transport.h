@@ -1,0 +1,198 @@
+// strata/transport.h — sending a Chat Completions request to a model endpoint.
+//
+// A Transport sends one OpenAI Chat Completions request body (as built by Context::Build()) to an
+// endpoint and returns the parsed Response: content, reasoning, tool calls, finish reason, usage
+// (with the server's cached-token count when it reports one) and timings. Two implementations:
+// HTTP over libcurl (vLLM, SGLang, Z.ai, any OpenAI-compatible server; SSE streaming or not) and
+// gRPC to SGLang's native `sglang.runtime.v1.SglangService`. Both share one response parser, so a
+// body gives the same Response over either.
+//
+//   strata::HttpTransportOptions options;
+//   options.base_url = "http://127.0.0.1:8000/v1";
+//   options.api_key = getenv("API_KEY");
+//   std::unique_ptr<strata::Transport> transport = strata::MakeHttpTransport(options).value();
+//   strata::Response response;
+//   strata::CallOptions call;
+//   call.deadline = std::chrono::seconds(60);
+//   strata::Status status = transport->Send(request.body, call, &response);
+//   if (status.ok()) use(response.content, response.usage.cached_tokens);
+//
+// The body is sent byte for byte: the transport never rewrites it (backend-specific fields are
+// added when the body is built, see strata/client.h ProfileFields()). Streaming or not is read from
+// the response (text/event-stream or JSON), so the body's own "stream" field decides.
+//
+// Errors (Status codes): CANCELLED (CallOptions::cancel), DEADLINE_EXCEEDED (a timeout or the
+// deadline), UNAVAILABLE (connection failed, 5xx after retries, connection lost mid-stream),
+// RESOURCE_EXHAUSTED (429 after retries, or a prompt over the endpoint's context length),
+// INVALID_ARGUMENT (other 400s), UNAUTHENTICATED / PERMISSION_DENIED (401 / 403), NOT_FOUND (404),
+// DATA_LOSS (malformed or truncated stream). The message quotes the server's error message.
+//
+// Thread safety: every Transport is thread-safe; one instance may serve concurrent Send() calls
+// from many threads (connections are pooled and reused).
+#ifndef STRATA_TRANSPORT_H_
+#define STRATA_TRANSPORT_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "strata/segment.h"
+#include "strata/status.h"
+
+namespace strata {
+
+// Token usage as reported by the server.
+struct Usage {
+  bool reported = false;  // the response carried a usage object
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t total_tokens = 0;
+  // prompt_tokens_details.cached_tokens; std::nullopt when absent or null (vLLM without
+  // --enable-prompt-tokens-details, SGLang without --enable-cache-report).
+  std::optional<int64_t> cached_tokens;
+  int64_t reasoning_tokens = 0;  // completion_tokens_details.reasoning_tokens, 0 if absent
+};
+
+// Wall-clock measurements of one Send(), in milliseconds (steady clock).
+struct Timings {
+  double ttft_ms = 0;         // start of the successful attempt to the first generated token
+  double decode_ms = 0;       // first token to the last one
+  double total_ms = 0;        // the whole call, retries and backoff included
+  double retry_wait_ms = 0;   // time spent in backoff between attempts
+};
+
+struct Response {
+  std::string id;     // the server's completion id
+  std::string model;  // the model that answered
+  std::string content;
+  std::string reasoning;  // from "reasoning" or "reasoning_content"
+  std::vector<ToolCall> tool_calls;  // in index order; arguments exactly as streamed
+  std::string finish_reason;  // stop, length, tool_calls, content_filter, abort
+  Usage usage;
+  Timings timings;
+  bool streamed = false;  // the answer came as a stream of chunks
+  // Filled on success and on failure, so that a record can say what happened:
+  int attempts = 0;       // 1 + retries
+  int http_status = 0;    // last HTTP status; 0 for gRPC or when no response arrived
+};
+
+// Cancels in-flight calls that were given this token. Thread-safe; may be cancelled from any thread.
+class CancellationToken {
+ public:
+  void Cancel() { cancelled_.store(true, std::memory_order_release); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+struct CallOptions {
+  // Total time budget of the call including retries; 0 uses the transport's total timeout.
+  std::chrono::milliseconds deadline{0};
+  // Not owned; may be nullptr. Cancel() makes Send() return CANCELLED promptly (within ~50 ms).
+  const CancellationToken* cancel = nullptr;
+  // Sent as the X-Request-Id header (HTTP) and used by Abort(); "" sends none.
+  std::string request_id;
+  // Extra request headers (HTTP) or metadata (gRPC, lower-cased names), e.g. tracing headers.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMicros() = 0;  // monotonic
+  virtual void SleepForMicros(int64_t micros) = 0;
+};
+// The process's steady clock and std::this_thread::sleep_for. Never null; not owned by callers.
+Clock* SystemClock();
+
+struct RetryPolicy {
+  // Attempts in total (1 = no retry). Default 4.
+  int max_attempts = 4;
+  // Backoff before retry n (n = 1, 2, ...) is min(max_backoff, initial_backoff * 2^(n-1)), of which
+  // a random half is jitter: delay = d/2 + U[0,1) * d/2. Defaults 200 ms and 10 s.
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{10000};
+  // A server's Retry-After (seconds) replaces the backoff, capped at this. Default 60 s.
+  std::chrono::milliseconds max_retry_after{60000};
+  // Retry on connection failures, 429 and 500/502/503/504. Never after the first byte of a
+  // successful (2xx) response body: a broken stream is returned, not re-sent. Default true.
+  bool retry_enabled = true;
+  // Returns U[0,1) for the jitter. nullptr: a generator seeded with `seed` (0: random_device).
+  std::function<double()> uniform01;
+  uint64_t seed = 0;
+};
+
+// Transfer timeouts. Measured on the steady clock (they bound real network waits).
+struct Timeouts {
+  std::chrono::milliseconds connect{10000};      // TCP (+TLS) connect; default 10 s
+  std::chrono::milliseconds first_byte{300000};  // request sent -> first response byte; 5 min
+                                                 // (prefill of 1M tokens can take minutes)
+  std::chrono::milliseconds idle{60000};         // gap between two received chunks; 60 s
+  std::chrono::milliseconds total{900000};       // one attempt, default 15 min
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // "http" or "grpc".
+  virtual std::string Name() const = 0;
+  // The base URL or gRPC target, for records.
+  virtual std::string Endpoint() const = 0;
+
+  // Sends `body` (a Chat Completions request, UTF-8 JSON) and parses the answer into *response.
+  // *response is reset first; on error its attempts, http_status and timings still say what
+  // happened, and its content is unspecified. See the file comment for the error codes.
+  virtual Status Send(std::string_view body, const CallOptions& options, Response* response) = 0;
+
+  // OK when the endpoint answers its health check (HTTP GET {base}/models, gRPC HealthCheck).
+  virtual Status HealthCheck(std::chrono::milliseconds timeout) = 0;
+
+  // Asks the server to abort the request with `request_id` (gRPC Abort; HTTP: UNIMPLEMENTED, the
+  // in-flight call is cancelled with a CancellationToken instead).
+  virtual Status Abort(const std::string& request_id) = 0;
+};
+
+struct HttpTransportOptions {
+  // Base URL up to and excluding /chat/completions, e.g. "http://127.0.0.1:8000/v1" (vLLM,
+  // SGLang) or "https://api.z.ai/api/paas/v4". Required.
+  std::string base_url;
+  // Sent as "Authorization: Bearer <api_key>" when non-empty. Never logged.
+  std::string api_key;
+  Timeouts timeouts;
+  RetryPolicy retry;
+  // Idle connections kept for reuse. Default 64.
+  size_t max_idle_connections = 64;
+  // Backoff sleeps and the deadline accounting of retries. Not owned; nullptr: SystemClock().
+  Clock* clock = nullptr;
+  // Extra headers on every request.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://.
+StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions options);
+
+struct GrpcTransportOptions {
+  // "host:port" of an SGLang gRPC server (or strata-sim --grpc-port). Required.
+  std::string target;
+  Timeouts timeouts;  // connect and total apply; first_byte and idle between chunks too
+  RetryPolicy retry;  // retried on UNAVAILABLE / RESOURCE_EXHAUSTED before the first chunk
+  Clock* clock = nullptr;
+};
+
+// A client of sglang.runtime.v1.SglangService (insecure channel). INVALID_ARGUMENT for an
+// empty target.
+StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions options);
+
+}  // namespace strata
+
+#endif  // STRATA_TRANSPORT_H_

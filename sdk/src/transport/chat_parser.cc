@@ -1,0 +1,218 @@
+#include "transport/chat_parser.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+namespace strata::transport_internal {
+namespace {
+
+using nlohmann::json;
+
+std::string Str(const json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+int64_t Int(const json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || !it->is_number()) return 0;
+  return it->get<int64_t>();
+}
+
+void ParseUsage(const json& usage, Usage* out) {
+  if (!usage.is_object()) return;
+  out->reported = true;
+  out->prompt_tokens = Int(usage, "prompt_tokens");
+  out->completion_tokens = Int(usage, "completion_tokens");
+  out->total_tokens = Int(usage, "total_tokens");
+  out->cached_tokens.reset();
+  auto details = usage.find("prompt_tokens_details");
+  if (details != usage.end() && details->is_object()) {
+    auto cached = details->find("cached_tokens");
+    if (cached != details->end() && cached->is_number()) out->cached_tokens = cached->get<int64_t>();
+  }
+  auto completion = usage.find("completion_tokens_details");
+  if (completion != usage.end() && completion->is_object()) {
+    out->reasoning_tokens = Int(*completion, "reasoning_tokens");
+  }
+}
+
+// True for an error payload: {"error": ...} or {"object":"error", ...}.
+bool IsError(const json& payload) {
+  if (!payload.is_object()) return false;
+  if (payload.contains("error") && !payload["error"].is_null()) return true;
+  return Str(payload, "object") == "error";
+}
+
+std::string MessageOf(const json& payload) {
+  if (payload.contains("error")) {
+    const json& error = payload["error"];
+    if (error.is_object()) {
+      std::string m = Str(error, "message");
+      if (!m.empty()) return m;
+      return error.dump();
+    }
+    if (error.is_string()) return error.get<std::string>();
+  }
+  std::string m = Str(payload, "message");
+  if (!m.empty()) return m;
+  m = Str(payload, "detail");
+  if (!m.empty()) return m;
+  return payload.dump();
+}
+
+int CodeOf(const json& payload) {
+  const json* object = &payload;
+  if (payload.contains("error") && payload["error"].is_object()) object = &payload["error"];
+  auto it = object->find("code");
+  if (it != object->end() && it->is_number_integer()) return it->get<int>();
+  if (it != object->end() && it->is_string()) return std::atoi(it->get<std::string>().c_str());
+  return 0;
+}
+
+bool LooksLikeContextLength(std::string_view message) {
+  std::string lower(message);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("context length") != std::string::npos ||
+         lower.find("context_length") != std::string::npos ||
+         lower.find("maximum context") != std::string::npos ||
+         lower.find("too long") != std::string::npos;
+}
+
+}  // namespace
+
+Status ChatAssembler::AddJson(std::string_view payload) {
+  last_had_token_ = false;
+  json j = json::parse(payload.begin(), payload.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    std::string excerpt(payload.substr(0, 120));
+    return DataLossError("malformed JSON in the server's answer: \"" + excerpt + "\"");
+  }
+  if (IsError(j)) {
+    int code = CodeOf(j);
+    Status s = StatusFromHttp(code >= 400 ? code : 500, payload);
+    return Status(s.code(), "server error in stream: " + MessageOf(j));
+  }
+  if (response_.id.empty()) response_.id = Str(j, "id");
+  if (response_.model.empty()) response_.model = Str(j, "model");
+  auto usage = j.find("usage");
+  if (usage != j.end() && usage->is_object()) ParseUsage(*usage, &response_.usage);
+  auto choices = j.find("choices");
+  if (choices == j.end() || !choices->is_array()) return Status();
+  for (const json& choice : *choices) {
+    if (!choice.is_object()) continue;
+    if (Int(choice, "index") != 0) continue;  // n > 1 is not used by strata
+    const json* part = nullptr;
+    bool whole = false;
+    if (choice.contains("delta") && choice["delta"].is_object()) {
+      part = &choice["delta"];
+      response_.streamed = true;
+    } else if (choice.contains("message") && choice["message"].is_object()) {
+      part = &choice["message"];
+      whole = true;
+    }
+    if (part != nullptr) {
+      std::string content = Str(*part, "content");
+      std::string reasoning = Str(*part, "reasoning_content");
+      if (reasoning.empty()) reasoning = Str(*part, "reasoning");
+      if (!content.empty() || !reasoning.empty()) has_token_ = last_had_token_ = true;
+      response_.content += content;
+      response_.reasoning += reasoning;
+      auto calls = part->find("tool_calls");
+      if (calls != part->end() && calls->is_array()) {
+        int position = 0;
+        for (const json& call : *calls) {
+          if (!call.is_object()) continue;
+          int index = call.contains("index") && call["index"].is_number_integer()
+                          ? call["index"].get<int>()
+                          : (whole ? position : 0);
+          ++position;
+          PartialCall& partial = calls_[index];
+          std::string id = Str(call, "id");
+          if (!id.empty()) partial.id = id;
+          auto function = call.find("function");
+          if (function != call.end() && function->is_object()) {
+            partial.name += Str(*function, "name");
+            auto args = function->find("arguments");
+            if (args != function->end()) {
+              partial.arguments += args->is_string() ? args->get<std::string>() : args->dump();
+            }
+          }
+          has_token_ = last_had_token_ = true;
+        }
+      }
+    }
+    auto finish = choice.find("finish_reason");
+    if (finish != choice.end() && finish->is_string()) response_.finish_reason = finish->get<std::string>();
+  }
+  return Status();
+}
+
+void ChatAssembler::Finish(Response* out) {
+  out->id = std::move(response_.id);
+  out->model = std::move(response_.model);
+  out->content = std::move(response_.content);
+  out->reasoning = std::move(response_.reasoning);
+  out->finish_reason = std::move(response_.finish_reason);
+  out->usage = response_.usage;
+  out->streamed = response_.streamed;
+  out->tool_calls.clear();
+  for (auto& [index, call] : calls_) {
+    out->tool_calls.push_back(ToolCall{std::move(call.id), std::move(call.name), std::move(call.arguments)});
+  }
+}
+
+std::string ErrorMessageFromBody(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (!j.is_discarded() && j.is_object()) return MessageOf(j);
+  std::string text(body.substr(0, 300));
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  return text.empty() ? "(empty body)" : text;
+}
+
+Status StatusFromHttp(int http_status, std::string_view body) {
+  std::string message = ErrorMessageFromBody(body);
+  std::string prefix = "HTTP " + std::to_string(http_status) + ": ";
+  switch (http_status) {
+    case 400:
+    case 413:
+    case 422:
+      if (LooksLikeContextLength(message)) {
+        return ResourceExhaustedError(prefix + "prompt exceeds the endpoint's context length; "
+                                      "compact the context or use a longer pool (server: " +
+                                      message + ")");
+      }
+      return InvalidArgumentError(prefix + "the server rejected the request: " + message);
+    case 401:
+      return UnauthenticatedError(prefix + "check the API key: " + message);
+    case 403:
+      return PermissionDeniedError(prefix + message);
+    case 404:
+      return NotFoundError(prefix + "check the base URL and model name: " + message);
+    case 408:
+      return DeadlineExceededError(prefix + message);
+    case 429:
+      return ResourceExhaustedError(prefix + "rate limited or overloaded: " + message);
+    default:
+      break;
+  }
+  if (http_status >= 500) return UnavailableError(prefix + "server error: " + message);
+  return UnknownError(prefix + message);
+}
+
+double ParseRetryAfterSeconds(std::string_view value) {
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
+  if (value.empty()) return -1;
+  std::string text(value);
+  char* end = nullptr;
+  double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || seconds < 0) return -1;  // HTTP-date: not honoured
+  return seconds;
+}
+
+}  // namespace strata::transport_internal
