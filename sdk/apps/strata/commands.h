@@ -18,6 +18,7 @@ struct CommandFailed {
 };
 
 void RegisterReplay(CLI::App& app);
+void RegisterTokens(CLI::App& app);
 
 }  // namespace strata::cli
 

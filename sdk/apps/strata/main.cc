@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   CLI::App app{"strata: context manager for LLM agents"};
   app.require_subcommand(1);
   strata::cli::RegisterReplay(app);
+  strata::cli::RegisterTokens(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
