@@ -457,6 +457,7 @@ class SimServer::Impl {
         }
         break;
       }
+      ++connections_;
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       std::lock_guard<std::mutex> lock(conn_mu_);
@@ -754,6 +755,7 @@ class SimServer::Impl {
   std::vector<Reply> script_;                 // immutable after Init
   std::atomic<uint64_t> generated_{0};
   std::atomic<uint64_t> completions_{0};
+  std::atomic<uint64_t> connections_{0};
 
  private:
   std::atomic<bool> stopping_{false};
@@ -824,6 +826,7 @@ void SimServer::ClearRequests() {
 }
 
 PrefixCacheModel& SimServer::cache() { return impl_->cache_; }
+uint64_t SimServer::connections_accepted() const { return impl_->connections_.load(); }
 
 void SimServer::Stop() { impl_->Stop(); }
 

@@ -100,6 +100,8 @@ class SimServer {
   std::vector<SimRequestLog> requests() const;
   void ClearRequests();
   PrefixCacheModel& cache();
+  // HTTP connections accepted so far (keep-alive reuse shows as fewer connections than requests).
+  uint64_t connections_accepted() const;
 
   // Stops accepting, closes every connection and joins the serving threads. Idempotent.
   void Stop();

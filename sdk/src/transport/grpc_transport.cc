@@ -27,6 +27,18 @@ Status FromGrpc(const grpc::Status& status, const std::string& target) {
                 "gRPC " + target + ": " + status.error_message());
 }
 
+// gRPC's rules for ASCII metadata: keys [0-9a-z-_.], not starting with "grpc-"; values printable.
+bool ValidMetadata(const std::string& key, const std::string& value) {
+  if (key.empty() || key.rfind("grpc-", 0) == 0) return false;
+  for (char c : key) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '_' || c == '.')) return false;
+  }
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 // Cancels `context` when the token is cancelled or the stream is idle too long. Runs until Stop().
 class Watchdog {
  public:
@@ -165,7 +177,9 @@ class GrpcTransport : public Transport {
     for (const auto& [name, value] : call.headers) {
       std::string lower = name;
       for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      context.AddMetadata(lower, value);
+      // gRPC aborts the process on an invalid metadata key or value; such headers still travel
+      // in OpenAIRequest.trace_headers.
+      if (ValidMetadata(lower, value)) context.AddMetadata(lower, value);
     }
     ChatAssembler assembler;
     const double start = SteadyMillis();

@@ -1,0 +1,114 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "transport/chat_parser.h"
+#include "transport/retry.h"
+
+namespace strata::transport_internal {
+namespace {
+
+TEST_CASE("SSE framing: events split anywhere across feeds, LF or CRLF, multi-line data", "[transport]") {
+  std::string stream = "data: one\n\n: comment\n\ndata: two\r\n\r\nevent: x\ndata: a\ndata: b\n\ndata: [DONE]\n\n";
+  for (size_t split = 0; split <= stream.size(); ++split) {
+    SseParser parser;
+    std::vector<std::string> got;
+    auto on = [&](std::string_view d) {
+      got.emplace_back(d);
+      return Status();
+    };
+    REQUIRE(parser.Feed(stream.substr(0, split), on).ok());
+    REQUIRE(parser.Feed(stream.substr(split), on).ok());
+    REQUIRE(got == std::vector<std::string>{"one", "two", "a\nb", "[DONE]"});
+  }
+}
+
+TEST_CASE("tool-call deltas are assembled by index; reasoning from either field", "[transport]") {
+  ChatAssembler a;
+  REQUIRE(a.AddJson(R"({"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"th"}}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{"reasoning":"ink"}}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","function":{"name":"ls","arguments":""}}]}}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","function":{"name":"bash","arguments":"{\"cm"}}]}}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"d\":\"ls\"}"}}]}}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})").ok());
+  REQUIRE(a.AddJson(R"({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":null}})").ok());
+  Response r;
+  a.Finish(&r);
+  CHECK(r.id == "c1");
+  CHECK(r.reasoning == "think");
+  REQUIRE(r.tool_calls.size() == 2);
+  CHECK(r.tool_calls[0].id == "call_a");
+  CHECK(r.tool_calls[0].name == "bash");
+  CHECK(r.tool_calls[0].arguments == R"({"cmd":"ls"})");
+  CHECK(r.tool_calls[1].id == "call_b");
+  CHECK(r.tool_calls[1].arguments == "{}");
+  CHECK(r.finish_reason == "tool_calls");
+  CHECK(r.usage.reported);
+  CHECK(r.usage.prompt_tokens == 10);
+  CHECK_FALSE(r.usage.cached_tokens.has_value());
+}
+
+TEST_CASE("usage cached_tokens: absent, null and present", "[transport]") {
+  auto parse = [](const std::string& usage) {
+    ChatAssembler a;
+    REQUIRE(a.AddJson(R"({"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":)" + usage + "}").ok());
+    Response r;
+    a.Finish(&r);
+    return r.usage.cached_tokens;
+  };
+  CHECK_FALSE(parse(R"({"prompt_tokens":5})").has_value());
+  CHECK_FALSE(parse(R"({"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":null}})").has_value());
+  CHECK_FALSE(parse(R"({"prompt_tokens":5,"prompt_tokens_details":null})").has_value());
+  CHECK(parse(R"({"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":0}})") == 0);
+  CHECK(parse(R"({"prompt_tokens":50,"prompt_tokens_details":{"cached_tokens":32}})") == 32);
+}
+
+TEST_CASE("both error shapes give the server's message; status codes map to canonical codes", "[transport]") {
+  CHECK(ErrorMessageFromBody(R"({"error":{"message":"bad thing","type":"x","code":400}})") == "bad thing");
+  CHECK(ErrorMessageFromBody(R"({"object":"error","message":"flat thing","type":"BadRequestError","code":400})") == "flat thing");
+  CHECK(ErrorMessageFromBody("plain text\n") == "plain text");
+  CHECK(StatusFromHttp(400, R"({"message":"This model's maximum context length is 100 tokens."})").code() ==
+        StatusCode::kResourceExhausted);
+  CHECK(StatusFromHttp(400, R"({"message":"bad role"})").code() == StatusCode::kInvalidArgument);
+  CHECK(StatusFromHttp(401, "").code() == StatusCode::kUnauthenticated);
+  CHECK(StatusFromHttp(404, "").code() == StatusCode::kNotFound);
+  CHECK(StatusFromHttp(429, "").code() == StatusCode::kResourceExhausted);
+  CHECK(StatusFromHttp(503, "").code() == StatusCode::kUnavailable);
+  Status s = StatusFromHttp(500, R"({"error":{"message":"boom"}})");
+  CHECK(s.message().find("boom") != std::string::npos);
+  // An error object inside a stream.
+  ChatAssembler a;
+  Status in_stream = a.AddJson(R"({"object":"error","message":"overloaded","code":503})");
+  CHECK(in_stream.code() == StatusCode::kUnavailable);
+  CHECK(in_stream.message().find("overloaded") != std::string::npos);
+  CHECK(a.AddJson("{not json").code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("Retry-After in seconds; HTTP dates are not honoured", "[transport]") {
+  CHECK(ParseRetryAfterSeconds(" 3 ") == 3);
+  CHECK(ParseRetryAfterSeconds("0.5") == 0.5);
+  CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT") < 0);
+  CHECK(ParseRetryAfterSeconds("") < 0);
+}
+
+TEST_CASE("backoff doubles up to the cap with injected jitter; Retry-After replaces it", "[transport]") {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(100);
+  policy.max_backoff = std::chrono::milliseconds(350);
+  policy.max_retry_after = std::chrono::milliseconds(2000);
+  double u = 0;
+  policy.uniform01 = [&u] { return u; };
+  Backoff backoff(policy);
+  CHECK(backoff.DelayMicros(1, -1) == 50000);   // d = 100 ms, half of it
+  CHECK(backoff.DelayMicros(2, -1) == 100000);  // d = 200 ms
+  CHECK(backoff.DelayMicros(3, -1) == 175000);  // d = 350 ms (capped)
+  u = 1.0;
+  CHECK(backoff.DelayMicros(1, -1) == 100000);
+  CHECK(backoff.DelayMicros(1, 1.5) == 1500000);
+  CHECK(backoff.DelayMicros(1, 30) == 2000000);  // capped at max_retry_after
+}
+
+}  // namespace
+}  // namespace strata::transport_internal
