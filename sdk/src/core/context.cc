@@ -11,6 +11,7 @@
 #include "strata/context.h"
 
 #include <algorithm>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
@@ -362,12 +363,12 @@ class Context::Impl {
     STRATA_RETURN_IF_ERROR(ValidateUtf8(result.content, "tool result for \"" + result.tool_call_id + "\""));
     if (std::find(open_calls_.begin(), open_calls_.end(), result.tool_call_id) == open_calls_.end()) {
       std::string known = open_calls_.empty() ? "no call is open" : "open: " + JoinNames(open_calls_);
-      std::string why = calls_.count(result.tool_call_id) ? " (that call was already answered)" : "";
+      std::string why = FindLastCall(result.tool_call_id) ? " (that call was already answered)" : "";
       return InvalidArgumentError("tool result for unknown tool_call_id \"" + result.tool_call_id +
                                   "\"" + why + " (" + known +
                                   "); a tool result must answer a call of the last assistant message");
     }
-    const CallInfo& call = calls_.at(result.tool_call_id);
+    const ToolCall& call = *FindLastCall(result.tool_call_id);
     Segment s = NewHistorySegment(SegmentKind::kToolResult, turn_);
     s.tool_call_id = result.tool_call_id;
     s.name = call.name;
@@ -610,7 +611,7 @@ class Context::Impl {
         }
         open_calls_.erase(open);
         if (s.hygiene != HygieneAction::kDeduplicated && s.state == SegmentState::kLive) {
-          const CallInfo& call = calls_.at(s.tool_call_id);
+          const ToolCall& call = *FindLastCall(s.tool_call_id);
           auto original = s.recall_id.empty() ? recall_.end() : recall_.find(s.recall_id);
           output_index_.emplace(
               OutputKey(call.name, call.arguments,
@@ -630,10 +631,14 @@ class Context::Impl {
   }
 
  private:
-  struct CallInfo {
-    std::string name;
-    std::string arguments;
-  };
+  // The call `id` of the last assistant message that made tool calls, or nullptr.
+  const ToolCall* FindLastCall(std::string_view id) const {
+    if (last_call_segment_ == kNoOffset) return nullptr;
+    for (const ToolCall& call : history_[last_call_segment_].tool_calls) {
+      if (call.id == id) return &call;
+    }
+    return nullptr;
+  }
 
   Segment NewSegment(uint64_t seq, SegmentKind kind, Layer layer) const {
     Segment s;
@@ -673,9 +678,10 @@ class Context::Impl {
   }
 
   void RegisterCalls(const Segment& s) {
+    // `s` is about to be appended at history_.size().
     open_calls_.clear();
+    last_call_segment_ = s.tool_calls.empty() ? kNoOffset : history_.size();
     for (const ToolCall& call : s.tool_calls) {
-      calls_[call.id] = CallInfo{call.name, call.arguments};
       open_calls_.push_back(call.id);
     }
   }
@@ -698,7 +704,7 @@ class Context::Impl {
   // Decides what a tool result renders as. Fills s.content, s.kind, s.hygiene, s.recall_id,
   // s.duplicate_of; adds the kept original to change.originals; sets output_key when this output
   // should be indexed for later deduplication.
-  void ApplyHygiene(Segment& s, std::string content, bool is_error, const CallInfo& call,
+  void ApplyHygiene(Segment& s, std::string content, bool is_error, const ToolCall& call,
                     ContextChange& change, std::string& output_key) const {
     const HygieneOptions& h = options_.hygiene;
     const bool error_log = is_error || internal::LooksLikeErrorLog(content);
@@ -801,10 +807,36 @@ class Context::Impl {
     }
   }
 
+  // An upper bound of the bytes RenderHistoryMessage adds for `s` (plus the separator).
+  size_t RenderedSizeBound(const Segment& s) const {
+    size_t bytes = 128 + options_.render.reasoning_field.size() +
+                   internal::JsonStringSize(s.content) + internal::JsonStringSize(s.reasoning) +
+                   internal::JsonStringSize(s.tool_call_id);
+    for (const ToolCall& call : s.tool_calls) {
+      bytes += 64 + internal::JsonStringSize(call.id) + internal::JsonStringSize(call.name) +
+               internal::JsonStringSize(call.arguments);
+    }
+    return bytes;
+  }
+
+  // Grows the history buffer by a quarter at a time instead of std::string's doubling: a 1M-token
+  // history holds at most 25% slack instead of up to 100%, and appends stay amortized O(1).
+  void ReserveHistory(size_t extra) {
+    const size_t needed = history_buf_.size() + extra;
+    if (needed <= history_buf_.capacity()) return;
+    // libstdc++'s reserve() on a non-empty string grows to at least twice the old capacity, so
+    // grow into a fresh string, whose reserve() is exact.
+    std::string grown;
+    grown.reserve(std::max(needed, history_buf_.size() + history_buf_.size() / 4 + 4096));
+    grown.append(history_buf_);
+    history_buf_.swap(grown);
+  }
+
   std::string ApplyHistoryAppend(Segment s) {
     if (s.seq >= next_seq_) next_seq_ = s.seq + 1;
     if (s.position >= next_position_) next_position_ = s.position + 1;
     if (IsRendered(s)) {
+      ReserveHistory(RenderedSizeBound(s));
       history_offsets_.push_back(history_buf_.size());
       if (!history_buf_.empty()) history_buf_.push_back(',');
       RenderHistoryMessage(history_buf_, s);
@@ -913,7 +945,9 @@ class Context::Impl {
   const Tokenizer* tokenizer_ = nullptr;
 
   std::vector<Segment> stable_[4];  // system, tools, index, docs; each in render order
-  std::vector<Segment> history_;    // render order
+  // Render order. A deque: no reallocation slack or moves as a long history grows, and pointers
+  // returned by Find() stay valid across appends.
+  std::deque<Segment> history_;
   std::vector<size_t> history_offsets_;  // start of each segment's JSON in history_buf_, or kNoOffset
   std::string history_buf_;
   size_t rendered_history_messages_ = 0;
@@ -924,7 +958,7 @@ class Context::Impl {
   std::string stable_prefix_hash_;
   std::vector<LintWarning> lint_;
 
-  std::unordered_map<std::string, CallInfo> calls_;           // by tool call id
+  size_t last_call_segment_ = kNoOffset;  // history index of the last assistant message with calls
   std::vector<std::string> open_calls_;                       // of the last assistant message
   std::unordered_map<std::string, std::string> output_index_;  // OutputKey -> first call id
   std::unordered_map<std::string, std::string> recall_;        // recall id -> original
