@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "strata/trace.h"
 #include "strata/context.h"
+#include "replay_store.h"
 
 namespace strata::cli {
 namespace {
@@ -24,6 +25,8 @@ struct ReplayArgs {
   size_t max_segment_tokens = HygieneOptions{}.max_segment_tokens;
   bool no_hygiene = false;
   bool quiet = false;
+  std::string db;     // --db: persist the replayed agent to this store
+  std::string agent;  // --agent: its id (default: the trace file name without .jsonl)
 };
 
 size_t CommonPrefix(const std::string& a, const std::string& b) {
@@ -43,7 +46,7 @@ void Run(const ReplayArgs& args) {
   if (!trace.ok()) throw CommandFailed{trace.status().message()};
 
   ContextOptions options;
-  options.agent.id = TraceAgentId(args.trace);
+  options.agent.id = args.agent.empty() ? TraceAgentId(args.trace) : args.agent;
   options.render.model = args.model;
   options.hygiene.max_segment_tokens = args.max_segment_tokens;
   if (args.no_hygiene) {
@@ -51,9 +54,18 @@ void Run(const ReplayArgs& args) {
     options.hygiene.deduplicate = false;
     options.hygiene.fold_error_logs = false;
   }
-  StatusOr<std::unique_ptr<Context>> created = Context::Create(options);
-  if (!created.ok()) throw CommandFailed{created.status().ToString()};
-  Context& context = **created;
+  std::unique_ptr<ReplayPersistence> persisted;
+  std::unique_ptr<Context> in_memory;
+  if (!args.db.empty()) {
+    StatusOr<std::unique_ptr<ReplayPersistence>> opened = ReplayPersistence::Open(args.db, options);
+    if (!opened.ok()) throw CommandFailed{opened.status().ToString()};
+    persisted = std::move(*opened);
+  } else {
+    StatusOr<std::unique_ptr<Context>> created = Context::Create(options);
+    if (!created.ok()) throw CommandFailed{created.status().ToString()};
+    in_memory = std::move(*created);
+  }
+  Context& context = persisted ? persisted->context() : *in_memory;
 
   std::ofstream out;
   if (!args.out.empty()) {
@@ -66,6 +78,7 @@ void Run(const ReplayArgs& args) {
   std::string previous;
   Status status = ReplayTrace(
       *trace, context, [&](const TraceMessage& message, const BuiltRequest& request) -> Status {
+        if (persisted) STRATA_RETURN_IF_ERROR(persisted->OnTurn(request));
         const size_t reused = CommonPrefix(previous, request.body);
         ContextStats stats = context.Stats();
         nlohmann::ordered_json j;
@@ -157,6 +170,8 @@ void RegisterReplay(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-hygiene", args->no_hygiene,
                 "Turn off append-time truncation, deduplication and error-log folding");
+  cmd->add_option("--db", args->db, "Persist the replayed agent to this store (SQLite; created if missing)");
+  cmd->add_option("--agent", args->agent, "Agent id in the store (default: trace file name without .jsonl)");
   cmd->add_flag("-q,--quiet", args->quiet, "Print no summary");
   cmd->callback([args] { Run(*args); });
 }

@@ -19,6 +19,8 @@ struct CommandFailed {
 
 void RegisterReplay(CLI::App& app);
 void RegisterTokens(CLI::App& app);
+void RegisterInspect(CLI::App& app);
+void RegisterGrowth(CLI::App& app);
 
 }  // namespace strata::cli
 

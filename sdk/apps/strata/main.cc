@@ -8,6 +8,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   strata::cli::RegisterReplay(app);
   strata::cli::RegisterTokens(app);
+  strata::cli::RegisterInspect(app);
+  strata::cli::RegisterGrowth(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

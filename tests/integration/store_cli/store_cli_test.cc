@@ -1,0 +1,111 @@
+// `strata replay --db`, `strata inspect` and `strata growth` run as a user would run them.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "strata/store.h"
+#include "unit/store/store_test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::TempDir;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result Run(const std::string& args) {
+  std::string command = std::string(STRATA_CLI_PATH) + " " + args + " 2>&1";
+  Result result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::string kTrace =
+    std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/sympy__sympy-15976.jsonl";
+
+TEST_CASE("replay --db persists the agent; inspect and growth read it back", "[store][cli]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  Result replay = Run("replay " + kTrace + " --db " + db + " -q");
+  INFO(replay.output);
+  REQUIRE(replay.exit_code == 0);
+  // Replaying again under another id adds a second agent; the same id would be replaced.
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " --agent second -q").exit_code == 0);
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " --agent second -q").exit_code == 0);
+
+  Result list = Run("inspect --db " + db);
+  INFO(list.output);
+  CHECK(list.exit_code == 0);
+  CHECK_THAT(list.output, Catch::Contains("2 agents") && Catch::Contains("sympy__sympy-15976") &&
+                              Catch::Contains("second"));
+
+  Result show = Run("inspect --db " + db + " --agent sympy__sympy-15976");
+  INFO(show.output);
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.output, Catch::Contains("LAYER") && Catch::Contains("history") &&
+                              Catch::Contains("compactions: 0") &&
+                              Catch::Contains("recent requests"));
+
+  // The stored context is the replayed one.
+  auto store = OpenSqliteStore(db);
+  REQUIRE(store.ok());
+  auto growth = (*store)->Growth("sympy__sympy-15976");
+  REQUIRE(growth.ok());
+  REQUIRE(growth->size() > 20);
+  auto context = OpenContext(**store, "second");
+  REQUIRE(context.ok());
+  CHECK((*context)->Stats().turns > 20);
+  store->reset();
+
+  const std::string svg = dir.File("growth.svg"), csv = dir.File("growth.csv");
+  Result chart = Run("growth --db " + db + " --agent sympy__sympy-15976 --svg " + svg + " --csv " + csv);
+  INFO(chart.output);
+  CHECK(chart.exit_code == 0);
+  std::string svg_text = ReadFile(svg);
+  CHECK_THAT(svg_text, Catch::StartsWith("<svg") && Catch::Contains("Context growth: sympy__sympy-15976") &&
+                           Catch::Contains("<polygon") && Catch::Contains(">history</text>") &&
+                           Catch::Contains(">turn</text>") && Catch::EndsWith("</svg>\n"));
+  std::string csv_text = ReadFile(csv);
+  CHECK_THAT(csv_text, Catch::StartsWith("turn,unix_ms,system,tools,index,docs,history,volatile,total"));
+  CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') == static_cast<long>(growth->size() + 1));
+}
+
+TEST_CASE("the store commands exit 2 on usage errors and 1 on failures", "[store][cli]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " -q").exit_code == 0);
+  CHECK(Run("inspect").exit_code == 2);
+  CHECK(Run("inspect --db " + dir.File("missing.db")).exit_code == 2);
+  CHECK(Run("growth --db " + db).exit_code == 2);
+  CHECK(Run("growth --db " + db + " --agent sympy__sympy-15976").exit_code == 2);  // no output
+  Result unknown = Run("growth --db " + db + " --agent nobody --svg " + dir.File("x.svg"));
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.output, Catch::Contains("nobody") && Catch::Contains("sympy__sympy-15976"));
+  std::ofstream(dir.File("junk.db")) << "this is not a database, just some text padding it out. "
+                                        "SQLite needs at least a header's worth of bytes to complain.";
+  Result junk = Run("inspect --db " + dir.File("junk.db"));
+  CHECK(junk.exit_code == 1);
+  CHECK_THAT(junk.output, Catch::Contains("DATA_LOSS"));
+  CHECK(Run("inspect --help").exit_code == 0);
+  CHECK(Run("growth --help").exit_code == 0);
+}
+
+}  // namespace
+}  // namespace strata
