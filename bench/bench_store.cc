@@ -1,0 +1,221 @@
+// Store benchmarks (issue 5), on the shared traces:
+//   BM_DurableAppend/<sync>     one context append persisted through the store (one WAL transaction);
+//                               sync 0 = FULL (fsync per commit), 1 = NORMAL (fsync at checkpoints)
+//   BM_Reopen1MTokens           open the store, restore an agent holding >= 1M tokens of history
+//                               (the traces replayed until that size) and render its request
+//   BM_BytesPer1MTokens/<mode>  database bytes per 1M tokens of content for every trace replayed
+//                               once, then the whole corpus again as a second set of agents
+//                               (mode 0 = dedup + zstd, 1 = dedup only, 2 = neither, all inline)
+// Tokens are counted by the 4-bytes-per-token estimator. Databases live in $TMPDIR (or /tmp).
+//
+//   build/bench/bench_store --benchmark_min_time=1
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/store.h"
+#include "strata/trace.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempPath(const std::string& name) {
+  const char* base = std::getenv("TMPDIR");
+  std::string dir = std::string(base != nullptr ? base : "/tmp") + "/strata-bench-store-" +
+                    std::to_string(::getpid());
+  fs::create_directories(dir);
+  return dir + "/" + name;
+}
+
+void RemoveDb(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+}
+
+std::vector<std::vector<strata::TraceMessage>> LoadTraces() {
+  std::vector<std::vector<strata::TraceMessage>> traces;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(STRATA_TRACES_DIR)) {
+    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& file : files) {
+    auto trace = strata::ReadTrace(file.string());
+    if (trace.ok()) traces.push_back(std::move(*trace));
+  }
+  return traces;
+}
+
+const std::vector<std::vector<strata::TraceMessage>>& Traces() {
+  static const auto* traces = new std::vector<std::vector<strata::TraceMessage>>(LoadTraces());
+  return *traces;
+}
+
+// The trace with tool call ids made unique for repetition `rep`, without system messages after the
+// first repetition (a context takes system prompts only before the conversation).
+std::vector<strata::TraceMessage> Repeated(const std::vector<strata::TraceMessage>& trace, int rep) {
+  std::vector<strata::TraceMessage> out;
+  for (strata::TraceMessage m : trace) {
+    if (rep > 0 && m.role == strata::TraceRole::kSystem) continue;
+    std::string suffix = "_r" + std::to_string(rep);
+    for (strata::ToolCall& call : m.tool_calls) call.id += suffix;
+    if (!m.tool_call_id.empty()) m.tool_call_id += suffix;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+strata::ContextOptions AgentOptions(const std::string& id) {
+  strata::ContextOptions options;
+  options.agent.id = id;
+  options.hygiene.deduplicate = false;  // keep repeated outputs whole: measure the store, not hygiene
+  return options;
+}
+
+strata::Status Feed(const std::vector<strata::TraceMessage>& messages, strata::Context& context) {
+  return strata::ReplayTrace(messages, context,
+                             [](const strata::TraceMessage&, const strata::BuiltRequest&) {
+                               return strata::Status::Ok();
+                             });
+}
+
+void BM_DurableAppend(benchmark::State& state) {
+  const std::string path = TempPath("append.db");
+  RemoveDb(path);
+  strata::StoreOptions options;
+  options.synchronous = state.range(0) == 0 ? strata::StoreSync::kFull : strata::StoreSync::kNormal;
+  auto store = strata::OpenSqliteStore(path, options);
+  if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
+  auto context = strata::CreateContext(**store, AgentOptions("append"));
+  if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
+  // Message contents of the corpus, in order (tool outputs included), appended as user messages.
+  std::vector<std::string> contents;
+  for (const auto& trace : Traces()) {
+    for (const auto& m : trace) {
+      if (!m.content.empty()) contents.push_back(m.content);
+    }
+  }
+  size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& content = contents[i++ % contents.size()];
+    auto id = (*context)->AppendUser(content);
+    if (!id.ok()) return state.SkipWithError(id.status().ToString().c_str());
+    bytes += content.size();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetLabel(state.range(0) == 0 ? "synchronous=FULL" : "synchronous=NORMAL");
+  context->reset();
+  store->reset();
+  RemoveDb(path);
+}
+BENCHMARK(BM_DurableAppend)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Replays the traces (repeated) into agent `id` until it holds `tokens` tokens.
+strata::Status FillAgent(strata::Store& store, const std::string& id, size_t tokens) {
+  STRATA_ASSIGN_OR_RETURN(auto context, strata::CreateContext(store, AgentOptions(id)));
+  for (int rep = 0; context->Stats().layers[4].tokens + context->Stats().layers[0].tokens < tokens;
+       ++rep) {
+    for (const auto& trace : Traces()) {
+      std::vector<strata::TraceMessage> messages = Repeated(trace, rep);
+      // Only the very first trace may set the system prompt.
+      if (rep > 0 || &trace != &Traces().front()) {
+        messages.erase(std::remove_if(messages.begin(), messages.end(),
+                                      [](const strata::TraceMessage& m) {
+                                        return m.role == strata::TraceRole::kSystem;
+                                      }),
+                       messages.end());
+      }
+      for (auto& m : messages) {  // unique call ids across traces too
+        for (auto& call : m.tool_calls) call.id += "_" + std::to_string(&trace - &Traces().front());
+        if (!m.tool_call_id.empty()) m.tool_call_id += "_" + std::to_string(&trace - &Traces().front());
+      }
+      STRATA_RETURN_IF_ERROR(Feed(messages, *context));
+      if (context->Stats().layers[4].tokens >= tokens) break;
+    }
+  }
+  return strata::Status::Ok();
+}
+
+void BM_Reopen1MTokens(benchmark::State& state) {
+  const std::string path = TempPath("reopen.db");
+  RemoveDb(path);
+  {
+    auto store = strata::OpenSqliteStore(path);
+    if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
+    strata::Status filled = FillAgent(**store, "big", 1000000);
+    if (!filled.ok()) return state.SkipWithError(filled.ToString().c_str());
+  }
+  size_t tokens = 0, segments = 0, body_bytes = 0;
+  for (auto _ : state) {
+    auto store = strata::OpenSqliteStore(path);
+    if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
+    auto context = strata::OpenContext(**store, "big");
+    if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
+    auto built = (*context)->Build();
+    if (!built.ok()) return state.SkipWithError(built.status().ToString().c_str());
+    tokens = built->total_tokens;
+    body_bytes = built->body.size();
+    segments = (*context)->Stats().segments;
+    benchmark::DoNotOptimize(built->body.data());
+  }
+  state.counters["tokens"] = static_cast<double>(tokens);
+  state.counters["segments"] = static_cast<double>(segments);
+  state.counters["body_MB"] = static_cast<double>(body_bytes) / 1e6;
+  state.counters["file_MB"] = static_cast<double>(fs::file_size(path)) / 1e6;
+  RemoveDb(path);
+}
+BENCHMARK(BM_Reopen1MTokens)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void BM_BytesPer1MTokens(benchmark::State& state) {
+  const std::string path = TempPath("bytes.db");
+  strata::StoreOptions options;
+  options.synchronous = strata::StoreSync::kNormal;
+  if (state.range(0) >= 1) options.compression_level = 0;
+  if (state.range(0) >= 2) options.deduplicate = false;
+  for (auto _ : state) {
+    state.PauseTiming();
+    RemoveDb(path);
+    state.ResumeTiming();
+    auto store = strata::OpenSqliteStore(path, options);
+    if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
+    double tokens = 0, once_bytes = 0, once_tokens = 0;
+    for (int copy = 0; copy < 2; ++copy) {
+      for (size_t t = 0; t < Traces().size(); ++t) {
+        auto context = strata::CreateContext(
+            **store, AgentOptions("trace-" + std::to_string(t) + "-copy-" + std::to_string(copy)));
+        if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
+        strata::Status fed = Feed(Traces()[t], **context);
+        if (!fed.ok()) return state.SkipWithError(fed.ToString().c_str());
+        for (const auto& layer : (*context)->Stats().layers) tokens += static_cast<double>(layer.tokens);
+      }
+      if (copy == 0) {
+        once_tokens = tokens;
+        once_bytes = static_cast<double>((*store)->Stats()->file_bytes);
+      }
+    }
+    auto stats = (*store)->Stats();
+    state.counters["MB_per_1M_tokens_once"] = once_bytes / once_tokens;  // bytes/token = MB/1M tokens
+    state.counters["MB_per_1M_tokens_twice"] = static_cast<double>(stats->file_bytes) / tokens;
+    state.counters["corpus_tokens"] = once_tokens;
+    state.counters["blob_ratio"] =
+        stats->blob_stored_bytes > 0
+            ? static_cast<double>(stats->blob_raw_bytes) / static_cast<double>(stats->blob_stored_bytes)
+            : 0;
+  }
+  state.SetLabel(state.range(0) == 0 ? "dedup+zstd" : state.range(0) == 1 ? "dedup" : "inline");
+  RemoveDb(path);
+}
+BENCHMARK(BM_BytesPer1MTokens)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
