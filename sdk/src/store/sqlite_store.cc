@@ -274,7 +274,7 @@ class SqliteStore final : public Store {
 
   Status DeleteAgent(std::string_view agent_id) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Status status = Transaction("deleting agent \"" + std::string(agent_id) + "\"", [&]() -> Status {
+    return Transaction("deleting agent \"" + std::string(agent_id) + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
       std::set<std::string> hashes;
       for (const char* sql : {"SELECT content_hash FROM segments WHERE agent = ?1 AND "
@@ -300,8 +300,6 @@ class SqliteStore final : public Store {
       for (const std::string& hash : hashes) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
       return Status::Ok();
     });
-    agent_rows_.erase(std::string(agent_id));
-    return status;
   }
 
   Status ApplyChange(std::string_view agent_id, const ContextChange& change) override {
@@ -726,8 +724,6 @@ class SqliteStore final : public Store {
     }
     if (!status.ok()) {
       if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      // A failed transaction may have cached agent rows that no longer exist.
-      agent_rows_.clear();
     }
     return status;
   }
@@ -757,20 +753,15 @@ class SqliteStore final : public Store {
                          " (known: " + (known.empty() ? "none" : known) + ")");
   }
 
+  // Looked up inside every transaction, never cached: another process may delete and re-create
+  // an agent under the same id (a new row), and a stale row number would write to nowhere.
   StatusOr<int64_t> AgentRow(std::string_view agent_id) {
-    auto it = agent_rows_.find(std::string(agent_id));
-    if (it != agent_rows_.end()) return it->second;
-    int64_t row = 0;
-    {
-      STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
-      find.Text(1, agent_id);
-      int rc = find.Step();
-      if (rc == SQLITE_DONE) return UnknownAgent(agent_id);
-      if (rc != SQLITE_ROW) return Error(rc, "looking up an agent");
-      row = find.ColInt(0);
-    }
-    agent_rows_.emplace(std::string(agent_id), row);
-    return row;
+    STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
+    find.Text(1, agent_id);
+    int rc = find.Step();
+    if (rc == SQLITE_DONE) return UnknownAgent(agent_id);
+    if (rc != SQLITE_ROW) return Error(rc, "looking up an agent");
+    return find.ColInt(0);
   }
 
   StatusOr<std::vector<StoredAgent>> ReadAgents(std::string_view only, bool filter) {
@@ -908,7 +899,6 @@ class SqliteStore final : public Store {
   std::mutex mu_;
   sqlite3* const db_;                                   // guarded by mu_
   std::unordered_map<std::string, sqlite3_stmt*> statements_;  // guarded by mu_; key: SQL text
-  std::unordered_map<std::string, int64_t> agent_rows_;        // guarded by mu_; id -> agents.agent
   std::map<std::string, std::unique_ptr<StoreJournal>, std::less<>> journals_;  // guarded by mu_
 };
 

@@ -627,3 +627,32 @@ TEST_CASE("a backup is a consistent copy that opens as a store", "[store]") {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("an agent re-created by another connection receives the next change", "[store]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  auto first = OpenSqliteStore(path);
+  auto second = OpenSqliteStore(path);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  REQUIRE((*first)->CreateAgent(Options("x")).ok());
+  REQUIRE((*first)->CreateAgent(Options("y")).ok());
+  ContextChange change;
+  change.upserted = {MakeSegment(1, Layer::kHistory, SegmentKind::kUser, "before")};
+  REQUIRE((*first)->ApplyChange("x", change).ok());
+  // Another process starts agent x over.
+  REQUIRE((*second)->DeleteAgent("x").ok());
+  REQUIRE((*second)->CreateAgent(Options("x")).ok());
+  change.upserted = {MakeSegment(1, Layer::kHistory, SegmentKind::kUser, "after")};
+  REQUIRE((*first)->ApplyChange("x", change).ok());
+  auto snapshot = (*second)->LoadSnapshot("x");
+  REQUIRE(snapshot.ok());
+  REQUIRE(snapshot->segments.size() == 1);
+  CHECK(snapshot->segments[0].content == "after");
+}
+
+}  // namespace
+}  // namespace strata
