@@ -93,7 +93,7 @@ struct StoredAgent {
   int64_t updated_unix_ms = 0;
   int64_t turn = 0;        // the context's turn counter
   int64_t segments = 0;    // stored non-volatile segments (all states)
-  int64_t tokens = 0;      // sum of the live segments' token counts
+  int64_t tokens = 0;      // sum of the rendered (live or masked) segments' token counts
   int64_t requests = 0;    // stored request records
   int64_t compactions = 0; // events of type "compaction"
 };
