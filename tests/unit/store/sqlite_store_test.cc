@@ -656,3 +656,30 @@ TEST_CASE("an agent re-created by another connection receives the next change", 
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("a damaged strata store reports DATA_LOSS instead of wrong data", "[store]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  std::mt19937 rng(9);
+  {
+    auto store = OpenSqliteStore(path);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->CreateAgent(Options("a")).ok());
+    for (int i = 0; i < 5; ++i) REQUIRE((*store)->ApplyChange("a", RichChange(rng)).ok());
+  }
+  std::string bytes = ReadFile(path);
+  REQUIRE(bytes.size() > 8 * 4096);
+  for (size_t i = 2 * 4096; i < bytes.size(); ++i) bytes[i] = static_cast<char>(rng());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  auto store = OpenSqliteStore(path);
+  Status status = store.status();
+  if (store.ok()) status = (*store)->LoadSnapshot("a").status();
+  CHECK(status.code() == StatusCode::kDataLoss);
+  CHECK_THAT(status.message(), Catch::Contains(path));
+}
+
+}  // namespace
+}  // namespace strata
