@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--trajectory", options.trajectory_path, "JSON lines trajectory whose assistant messages are the replies");
   app.add_option("--output-tokens", options.generated_output_tokens, "tokens of a generated reply")->capture_default_str();
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
+  app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
   CLI11_PARSE(app, argc, argv);
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent

@@ -599,13 +599,24 @@ class SimServer::Impl {
     std::string head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "Transfer-Encoding: chunked\r\n\r\n";
-    if (!WriteAll(fd, head)) return false;
+    // Events due at the same time are written together (one send), unless flush_each_event.
+    std::string pending = head;
+    auto flush = [&]() {
+      if (pending.empty()) return true;
+      bool ok = WriteAll(fd, pending);
+      pending.clear();
+      return ok;
+    };
     auto write_chunk = [&](const std::string& data) {
       char size[32];
       std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-      return WriteAll(fd, std::string(size) + data + "\r\n");
+      pending += std::string(size) + data + "\r\n";
+      return options_.flush_each_event ? flush() : true;
     };
     for (size_t i = 0; i < plan.payloads.size(); ++i) {
+      if ((plan.fault && static_cast<int>(i) == plan.fault->after) || plan.delay_us[i] > 0) {
+        if (!flush()) return false;
+      }
       if (plan.fault && static_cast<int>(i) == plan.fault->after) {
         if (plan.fault->kind == "stall") {
           if (!Sleep(int64_t{plan.fault->delay_ms} * 1000)) return false;
@@ -616,12 +627,14 @@ class SimServer::Impl {
           return false;
         } else if (plan.fault->kind == "malformed-sse") {
           if (!write_chunk("data: {\"id\": \"chatcmpl-sim\", \"choices\": [{\"delta\": {\"content\": \"x\"\n\n")) return false;
+          if (!flush()) return false;
         }
       }
       if (!Sleep(plan.delay_us[i])) return false;
       if (!write_chunk("data: " + plan.payloads[i] + "\n\n")) return false;
     }
-    return WriteAll(fd, "0\r\n\r\n");
+    pending += "0\r\n\r\n";
+    return flush();
   }
 
   // ---- gRPC ------------------------------------------------------------------------------

@@ -66,6 +66,9 @@ struct SimOptions {
   std::string trajectory_path;
   int64_t generated_output_tokens = 16;
   size_t chunk_bytes = 16;  // bytes per streamed delta
+  // Write every SSE event with its own send(). Default false: events due at the same time (no
+  // decode delay between them) are written together, which keeps the simulator's own cost low.
+  bool flush_each_event = false;
   std::string default_fault;  // applied to every request, e.g. "503"; "" none
   size_t max_logged_requests = 10000;
 };

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "strata/trace.h"
 #include "strata/context.h"
+#include "replay_send.h"
 #include "replay_store.h"
 
 namespace strata::cli {
@@ -173,7 +174,17 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_option("--db", args->db, "Persist the replayed agent to this store (SQLite; created if missing)");
   cmd->add_option("--agent", args->agent, "Agent id in the store (default: trace file name without .jsonl)");
   cmd->add_flag("-q,--quiet", args->quiet, "Print no summary");
-  cmd->callback([args] { Run(*args); });
+  auto send = std::make_shared<ReplaySendArgs>();
+  AddReplaySendOptions(cmd, send.get());  // --send --endpoint URL [--grpc] ... (replay_send.cc)
+  cmd->callback([args, send] {
+    if (send->send) {
+      RunReplaySend({args->trace, args->model, args->max_segment_tokens, args->no_hygiene, args->summary_json,
+                     args->quiet},
+                    *send);
+      return;
+    }
+    Run(*args);
+  });
 }
 
 }  // namespace strata::cli

@@ -166,6 +166,9 @@ struct CompleteOptions {
   std::vector<std::pair<std::string, std::string>> headers;
   // Overrides the generated request id when non-empty.
   std::string request_id;
+  // Append the reply to the context. Default true. False lets a caller append something else
+  // (e.g. `strata replay --send` appends the trajectory's own message to keep replaying it).
+  bool append_reply = true;
 };
 
 struct Completion {

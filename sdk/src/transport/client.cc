@@ -190,16 +190,18 @@ class Client::Impl {
     rec.kv_cache_bytes = (rec.input_tokens + rec.output_tokens) * options_.kv_bytes_per_token +
                          options_.kv_bytes_per_sequence;
 
-    AssistantMessage message;
-    message.content = resp.content;
-    message.reasoning = resp.reasoning;
-    message.tool_calls = resp.tool_calls;
-    StatusOr<std::string> appended = context.AppendAssistant(std::move(message));
-    if (!appended.ok()) {
-      return fail(Status(appended.status().code(),
-                         "the server's reply could not be appended: " + appended.status().message()));
+    if (copt.append_reply) {
+      AssistantMessage message;
+      message.content = resp.content;
+      message.reasoning = resp.reasoning;
+      message.tool_calls = resp.tool_calls;
+      StatusOr<std::string> appended = context.AppendAssistant(std::move(message));
+      if (!appended.ok()) {
+        return fail(Status(appended.status().code(),
+                           "the server's reply could not be appended: " + appended.status().message()));
+      }
+      done.assistant_segment_id = *appended;
     }
-    done.assistant_segment_id = *appended;
     rec.total_ms = transport_internal::SteadyMillis() - start_ms;
 
     // The server served less than the model predicted, by more than one block.
