@@ -1,5 +1,6 @@
 // Store benchmarks (issue 5), on the shared traces:
-//   BM_DurableAppend/<sync>     one context append persisted through the store (one WAL transaction);
+//   BM_DurableAppend/<sync>     one context append persisted through the store (one WAL
+//   transaction);
 //                               sync 0 = FULL (fsync per commit), 1 = NORMAL (fsync at checkpoints)
 //   BM_Reopen1MTokens           open the store, restore an agent holding >= 1M tokens of history
 //                               (the traces replayed until that size) and render its request
@@ -61,7 +62,8 @@ const std::vector<std::vector<strata::TraceMessage>>& Traces() {
 
 // The trace with tool call ids made unique for repetition `rep`, without system messages after the
 // first repetition (a context takes system prompts only before the conversation).
-std::vector<strata::TraceMessage> Repeated(const std::vector<strata::TraceMessage>& trace, int rep) {
+std::vector<strata::TraceMessage> Repeated(const std::vector<strata::TraceMessage>& trace,
+                                           int rep) {
   std::vector<strata::TraceMessage> out;
   for (strata::TraceMessage m : trace) {
     if (rep > 0 && m.role == strata::TraceRole::kSystem) continue;
@@ -76,7 +78,8 @@ std::vector<strata::TraceMessage> Repeated(const std::vector<strata::TraceMessag
 strata::ContextOptions AgentOptions(const std::string& id) {
   strata::ContextOptions options;
   options.agent.id = id;
-  options.hygiene.deduplicate = false;  // keep repeated outputs whole: measure the store, not hygiene
+  options.hygiene.deduplicate =
+      false;  // keep repeated outputs whole: measure the store, not hygiene
   return options;
 }
 
@@ -136,7 +139,8 @@ strata::Status FillAgent(strata::Store& store, const std::string& id, size_t tok
       }
       for (auto& m : messages) {  // unique call ids across traces too
         for (auto& call : m.tool_calls) call.id += "_" + std::to_string(&trace - &Traces().front());
-        if (!m.tool_call_id.empty()) m.tool_call_id += "_" + std::to_string(&trace - &Traces().front());
+        if (!m.tool_call_id.empty())
+          m.tool_call_id += "_" + std::to_string(&trace - &Traces().front());
       }
       STRATA_RETURN_IF_ERROR(Feed(messages, *context));
       if (context->Stats().layers[4].tokens >= tokens) break;
@@ -195,7 +199,8 @@ void BM_BytesPer1MTokens(benchmark::State& state) {
         if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
         strata::Status fed = Feed(Traces()[t], **context);
         if (!fed.ok()) return state.SkipWithError(fed.ToString().c_str());
-        for (const auto& layer : (*context)->Stats().layers) tokens += static_cast<double>(layer.tokens);
+        for (const auto& layer : (*context)->Stats().layers)
+          tokens += static_cast<double>(layer.tokens);
       }
       if (copy == 0) {
         once_tokens = tokens;
@@ -203,13 +208,14 @@ void BM_BytesPer1MTokens(benchmark::State& state) {
       }
     }
     auto stats = (*store)->Stats();
-    state.counters["MB_per_1M_tokens_once"] = once_bytes / once_tokens;  // bytes/token = MB/1M tokens
+    state.counters["MB_per_1M_tokens_once"] =
+        once_bytes / once_tokens;  // bytes/token = MB/1M tokens
     state.counters["MB_per_1M_tokens_twice"] = static_cast<double>(stats->file_bytes) / tokens;
     state.counters["corpus_tokens"] = once_tokens;
-    state.counters["blob_ratio"] =
-        stats->blob_stored_bytes > 0
-            ? static_cast<double>(stats->blob_raw_bytes) / static_cast<double>(stats->blob_stored_bytes)
-            : 0;
+    state.counters["blob_ratio"] = stats->blob_stored_bytes > 0
+                                       ? static_cast<double>(stats->blob_raw_bytes) /
+                                             static_cast<double>(stats->blob_stored_bytes)
+                                       : 0;
   }
   state.SetLabel(state.range(0) == 0 ? "dedup+zstd" : state.range(0) == 1 ? "dedup" : "inline");
   RemoveDb(path);

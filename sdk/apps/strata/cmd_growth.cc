@@ -1,5 +1,5 @@
-// `strata growth --db FILE --agent ID --svg OUT.svg [--csv OUT.csv]`: draws an agent's context growth
-// (tokens per layer over turns, compactions marked) from a store.
+// `strata growth --db FILE --agent ID --svg OUT.svg [--csv OUT.csv]`: draws an agent's context
+// growth (tokens per layer over turns, compactions marked) from a store.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -59,7 +59,8 @@ void Run(const GrowthArgs& args) {
 void RegisterGrowth(CLI::App& app) {
   auto args = std::make_shared<GrowthArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "growth", "Draw an agent's context growth (tokens per layer per turn, compactions) from a store");
+      "growth",
+      "Draw an agent's context growth (tokens per layer per turn, compactions) from a store");
   cmd->add_option("--db", args->db, "Store file (SQLite) written by strata")
       ->required()
       ->check(CLI::ExistingFile);

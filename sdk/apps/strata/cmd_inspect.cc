@@ -45,7 +45,8 @@ void ListAgents(Store& store) {
   if (agents.empty()) return;
   std::cout << std::left << std::setw(40) << "AGENT" << std::right << std::setw(7) << "TURNS"
             << std::setw(10) << "SEGMENTS" << std::setw(10) << "TOKENS" << std::setw(10)
-            << "REQUESTS" << std::setw(12) << "COMPACTIONS" << "  UPDATED\n";
+            << "REQUESTS" << std::setw(12) << "COMPACTIONS"
+            << "  UPDATED\n";
   for (const StoredAgent& a : agents) {
     std::cout << std::left << std::setw(40) << a.options.agent.id << std::right << std::setw(7)
               << a.turn << std::setw(10) << a.segments << std::setw(10) << a.tokens << std::setw(10)
@@ -119,10 +120,10 @@ void ShowAgent(Store& store, const InspectArgs& args) {
   if (!growth.empty()) {
     int64_t peak = 0;
     for (const GrowthPoint& p : growth) peak = std::max(peak, p.TotalTokens());
-    std::cout << "growth: " << growth.size() << " points, last " << HumanTokens(static_cast<double>(
-                     growth.back().TotalTokens()))
-              << " tokens, peak " << HumanTokens(static_cast<double>(peak))
-              << " (strata growth --db ... --agent " << args.agent << " --svg growth.svg)\n";
+    std::cout << "growth: " << growth.size() << " points, last "
+              << HumanTokens(static_cast<double>(growth.back().TotalTokens())) << " tokens, peak "
+              << HumanTokens(static_cast<double>(peak)) << " (strata growth --db ... --agent "
+              << args.agent << " --svg growth.svg)\n";
   }
   std::cout << "\n";
 
@@ -132,8 +133,8 @@ void ShowAgent(Store& store, const InspectArgs& args) {
   if (requests.empty()) return;
   std::cout << std::left << std::setw(22) << "STARTED" << std::setw(24) << "REQUEST" << std::right
             << std::setw(9) << "INPUT" << std::setw(9) << "CACHED" << std::setw(9) << "PREDICT"
-            << std::setw(8) << "OUTPUT" << std::setw(10) << "TTFT ms" << std::setw(10)
-            << "TOTAL ms" << "  OUTCOME\n";
+            << std::setw(8) << "OUTPUT" << std::setw(10) << "TTFT ms" << std::setw(10) << "TOTAL ms"
+            << "  OUTCOME\n";
   for (const RequestRecord& r : requests) {
     std::cout << std::left << std::setw(22) << Time(r.started_unix_ms) << std::setw(24)
               << r.request_id.substr(0, 23) << std::right << std::setw(9) << r.input_tokens

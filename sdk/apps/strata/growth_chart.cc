@@ -17,11 +17,20 @@ std::string Escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -79,9 +88,13 @@ std::string RenderGrowthSvg(const GrowthChartInput& input) {
   }
   compactions = std::max<int64_t>(compactions, static_cast<int64_t>(input.compaction_turns.size()));
   const double y_step = NiceStep(max_total > 0 ? max_total : 1000, 5);
-  const double y_max = std::max(y_step, std::ceil((max_total > 0 ? max_total : 1000) / y_step) * y_step);
-  const double x_step = std::max(1.0, std::round(NiceStep(static_cast<double>(last_turn - first_turn), 8)));
-  auto X = [&](double turn) { return kLeft + (turn - first_turn) / (last_turn - first_turn) * plot_w; };
+  const double y_max =
+      std::max(y_step, std::ceil((max_total > 0 ? max_total : 1000) / y_step) * y_step);
+  const double x_step =
+      std::max(1.0, std::round(NiceStep(static_cast<double>(last_turn - first_turn), 8)));
+  auto X = [&](double turn) {
+    return kLeft + (turn - first_turn) / (last_turn - first_turn) * plot_w;
+  };
   auto Y = [&](double tokens) { return kTop + plot_h - tokens / y_max * plot_h; };
 
   std::ostringstream svg;
@@ -89,12 +102,14 @@ std::string RenderGrowthSvg(const GrowthChartInput& input) {
       << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"Helvetica, Arial, "
       << "sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-  svg << "<text x=\"" << kLeft << "\" y=\"28\" font-size=\"18\" font-weight=\"bold\">Context growth: "
+  svg << "<text x=\"" << kLeft
+      << "\" y=\"28\" font-size=\"18\" font-weight=\"bold\">Context growth: "
       << Escape(input.agent_id) << "</text>\n";
-  svg << "<text x=\"" << kLeft << "\" y=\"48\" fill=\"#555555\">" << points.size() << " turns, peak "
-      << HumanTokens(max_total) << " tokens" << (input.tokens_estimated ? " (estimated)" : "") << ", "
-      << compactions << " compaction" << (compactions == 1 ? "" : "s") << ", "
-      << HumanTokens(static_cast<double>(invalidated)) << " cached tokens invalidated</text>\n";
+  svg << "<text x=\"" << kLeft << "\" y=\"48\" fill=\"#555555\">" << points.size()
+      << " turns, peak " << HumanTokens(max_total) << " tokens"
+      << (input.tokens_estimated ? " (estimated)" : "") << ", " << compactions << " compaction"
+      << (compactions == 1 ? "" : "s") << ", " << HumanTokens(static_cast<double>(invalidated))
+      << " cached tokens invalidated</text>\n";
 
   // Grid and y axis labels.
   for (double v = 0; v <= y_max + y_step / 2; v += y_step) {
@@ -106,8 +121,8 @@ std::string RenderGrowthSvg(const GrowthChartInput& input) {
   for (double t = std::ceil(first_turn / x_step) * x_step; t <= last_turn; t += x_step) {
     svg << "<line x1=\"" << Num(X(t)) << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << Num(X(t))
         << "\" y2=\"" << kTop + plot_h + 5 << "\" stroke=\"#333333\"/>\n";
-    svg << "<text x=\"" << Num(X(t)) << "\" y=\"" << kTop + plot_h + 20 << "\" text-anchor=\"middle\">"
-        << static_cast<int64_t>(t) << "</text>\n";
+    svg << "<text x=\"" << Num(X(t)) << "\" y=\"" << kTop + plot_h + 20
+        << "\" text-anchor=\"middle\">" << static_cast<int64_t>(t) << "</text>\n";
   }
 
   // Stacked areas, bottom layer first (the most stable layer at the bottom).
@@ -155,8 +170,8 @@ std::string RenderGrowthSvg(const GrowthChartInput& input) {
   const double lx = kLeft + plot_w + 20;
   for (int layer = kLayerCount - 1; layer >= 0; --layer) {
     if (!layer_used[layer]) continue;
-    svg << "<rect x=\"" << lx << "\" y=\"" << Num(ly - 10) << "\" width=\"14\" height=\"14\" fill=\""
-        << kLayerColors[layer] << "\"/>\n";
+    svg << "<rect x=\"" << lx << "\" y=\"" << Num(ly - 10)
+        << "\" width=\"14\" height=\"14\" fill=\"" << kLayerColors[layer] << "\"/>\n";
     svg << "<text x=\"" << lx + 20 << "\" y=\"" << Num(ly + 2) << "\">"
         << LayerName(static_cast<Layer>(layer)) << "</text>\n";
     ly += 22;

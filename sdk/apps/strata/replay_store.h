@@ -1,6 +1,6 @@
-// Persistence for `strata replay --db FILE [--agent ID]`: the replayed agent is written to a store as
-// it goes (each appended message is durable before the next one), with its growth curve and prefix
-// breaks, so `strata inspect` and `strata growth` can read it afterwards.
+// Persistence for `strata replay --db FILE [--agent ID]`: the replayed agent is written to a store
+// as it goes (each appended message is durable before the next one), with its growth curve and
+// prefix breaks, so `strata inspect` and `strata growth` can read it afterwards.
 //
 //   auto persisted = ReplayPersistence::Open(db_path, options).value();  // replaces the agent
 //   ReplayTrace(trace, persisted->context(), [&](const TraceMessage&, const BuiltRequest& r) {

@@ -1,11 +1,12 @@
 // strata/store.h — durable agent state: contexts, recall blobs, request records, events and growth.
 //
-// A Store keeps many agents in one file. For each agent it holds the identity and the options needed
-// to reopen it, every non-volatile segment (with layer, state, version, token counts, ordering),
-// the originals kept for recall (deduplicated by SHA-256 content hash, zstd-compressed above a size
-// threshold), the turns, the request records (strata/record.h), events (compactions, prefix breaks,
-// any application type with a JSON payload) and the growth curve (tokens per layer per turn).
-// OpenSqliteStore() is the implementation over SQLite (WAL mode, one transaction per mutation).
+// A Store keeps many agents in one file. For each agent it holds the identity and the options
+// needed to reopen it, every non-volatile segment (with layer, state, version, token counts,
+// ordering), the originals kept for recall (deduplicated by SHA-256 content hash, zstd-compressed
+// above a size threshold), the turns, the request records (strata/record.h), events (compactions,
+// prefix breaks, any application type with a JSON payload) and the growth curve (tokens per layer
+// per turn). OpenSqliteStore() is the implementation over SQLite (WAL mode, one transaction per
+// mutation).
 //
 //   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Store> store,
 //                           strata::OpenSqliteStore("agents.db"));
@@ -21,7 +22,8 @@
 // of the process (and, with the default StoreOptions::synchronous == kFull, of the machine); a call
 // that fails or is interrupted leaves nothing behind. A Context attached to a store (CreateContext,
 // OpenContext) persists each change before its mutating call returns; if the store refuses the
-// change (disk full, lock timeout) the context rolls it back and the call returns the store's error.
+// change (disk full, lock timeout) the context rolls it back and the call returns the store's
+// error.
 //
 // Thread safety: a Store is thread-safe: its methods may be called from several threads at once
 // (calls are serialized on one connection). Contexts attached to it keep their own contract (one
@@ -52,7 +54,8 @@ enum class StoreSync : int {
   // fsync the WAL at every commit: an acknowledged change survives power loss. Default.
   kFull = 0,
   // fsync only at checkpoints: an acknowledged change survives a crash of the process, but the
-  // last commits may be lost on power loss or an OS crash. Several times faster (docs/benchmarks.md).
+  // last commits may be lost on power loss or an OS crash. Several times faster
+  // (docs/benchmarks.md).
   kNormal = 1,
 };
 
@@ -63,7 +66,8 @@ struct StoreOptions {
   // Open without writing anything (inspection tools). Mutations return FAILED_PRECONDITION.
   // Default false.
   bool read_only = false;
-  // How long a writer waits for another connection's write lock before UNAVAILABLE. Default 5000 ms.
+  // How long a writer waits for another connection's write lock before UNAVAILABLE. Default 5000
+  // ms.
   int busy_timeout_ms = 5000;
   StoreSync synchronous = StoreSync::kFull;
   // Deduplicate recall originals and large segment contents by SHA-256 of their bytes: identical
@@ -91,11 +95,11 @@ struct StoredAgent {
   std::string tokenizer_name;  // Tokenizer::Name() of the tokenizer that counted its tokens
   int64_t created_unix_ms = 0;
   int64_t updated_unix_ms = 0;
-  int64_t turn = 0;        // the context's turn counter
-  int64_t segments = 0;    // stored non-volatile segments (all states)
-  int64_t tokens = 0;      // sum of the rendered (live or masked) segments' token counts
-  int64_t requests = 0;    // stored request records
-  int64_t compactions = 0; // events of type "compaction"
+  int64_t turn = 0;         // the context's turn counter
+  int64_t segments = 0;     // stored non-volatile segments (all states)
+  int64_t tokens = 0;       // sum of the rendered (live or masked) segments' token counts
+  int64_t requests = 0;     // stored request records
+  int64_t compactions = 0;  // events of type "compaction"
 };
 
 // A timestamped fact about an agent. Well-known types: "compaction" (payload: {"boundary":...,
@@ -114,22 +118,22 @@ struct StoredEvent {
 struct GrowthPoint {
   std::string agent_id;
   int64_t turn = 0;
-  int64_t unix_ms = 0;                        // 0 on append: now
+  int64_t unix_ms = 0;                              // 0 on append: now
   std::array<int64_t, kLayerCount> layer_tokens{};  // indexed by Layer
-  int64_t compactions = 0;         // compactions performed during this turn
+  int64_t compactions = 0;                          // compactions performed during this turn
   int64_t invalidated_tokens = 0;  // cached tokens the turn's compactions invalidated
   int64_t TotalTokens() const;
 };
 
 // Which request records PruneRequests deletes. Zero fields do not limit.
 struct RetentionPolicy {
-  int64_t max_age_ms = 0;          // delete records started before now - max_age_ms
+  int64_t max_age_ms = 0;             // delete records started before now - max_age_ms
   int64_t max_records_per_agent = 0;  // keep only each agent's newest records
 };
 
 struct StoreStats {
   int64_t schema_version = 0;
-  int64_t file_bytes = 0;   // page_count * page_size (WAL not included)
+  int64_t file_bytes = 0;  // page_count * page_size (WAL not included)
   int64_t agents = 0;
   int64_t segments = 0;
   int64_t blobs = 0;
@@ -164,7 +168,8 @@ class Store {
   // Applies one ContextChange in one transaction: upserts segments, deletes removed ones, stores
   // new originals, advances the turn counter (a new turn gets a row in the turns table).
   // NOT_FOUND for an unknown agent; RESOURCE_EXHAUSTED when the disk or max_pages is full;
-  // UNAVAILABLE when another writer holds the lock beyond the busy timeout. On error nothing changed.
+  // UNAVAILABLE when another writer holds the lock beyond the busy timeout. On error nothing
+  // changed.
   virtual Status ApplyChange(std::string_view agent_id, const ContextChange& change) = 0;
   // Everything Context::Restore needs for this agent.
   virtual StatusOr<ContextSnapshot> LoadSnapshot(std::string_view agent_id) = 0;
@@ -210,7 +215,8 @@ class Store {
 // directory or file); FAILED_PRECONDITION (written by a newer strata schema: upgrade strata;
 // or a SQLite file of another application); DATA_LOSS (not a database, or corrupt);
 // RESOURCE_EXHAUSTED (disk full); UNAVAILABLE (locked by another writer beyond the busy timeout).
-StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreOptions options = {});
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                 StoreOptions options = {});
 
 // The newest schema version this build writes and reads.
 int64_t StoreSchemaVersion();
@@ -232,6 +238,14 @@ StatusOr<std::unique_ptr<Context>> OpenContext(Store& store, std::string_view ag
 // options that differ from the stored ones change the rendering; use the overload above to keep it.
 StatusOr<std::unique_ptr<Context>> OpenContext(Store& store, std::string_view agent_id,
                                                ContextOptions options);
+
+class RecordSink;  // strata/client.h
+
+// A RecordSink for strata::Client (strata/client.h) that writes every RequestRecord to `store`
+// (AppendRequest) and every PrefixBreakEvent as an event of type "prefix_break" whose payload holds
+// the event's fields. The agent must exist in the store (CreateContext). Thread-safe; `store` must
+// outlive the sink. Include strata/client.h where the sink is used or destroyed.
+std::unique_ptr<RecordSink> MakeStoreRecordSink(Store& store);
 
 // The growth point of `context` now (layer tokens from Context::Stats(), its turn counter).
 GrowthPoint GrowthPointOf(const Context& context, int64_t compactions = 0,

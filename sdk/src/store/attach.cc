@@ -45,8 +45,7 @@ StatusOr<std::unique_ptr<Context>> OpenContext(Store& store, std::string_view ag
   return OpenContext(store, agent_id, std::move(options));
 }
 
-GrowthPoint GrowthPointOf(const Context& context, int64_t compactions,
-                          int64_t invalidated_tokens) {
+GrowthPoint GrowthPointOf(const Context& context, int64_t compactions, int64_t invalidated_tokens) {
   ContextStats stats = context.Stats();
   GrowthPoint point;
   point.agent_id = context.options().agent.id;

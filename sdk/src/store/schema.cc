@@ -137,7 +137,8 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what, const std::strin
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return UnavailableError(message + "; another connection holds the write lock and it was not "
+      return UnavailableError(message +
+                              "; another connection holds the write lock and it was not "
                               "released within the busy timeout (" +
                               std::to_string(busy_timeout_ms) +
                               " ms, StoreOptions::busy_timeout_ms); retry later");
@@ -155,10 +156,11 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what, const std::strin
       if (os_error == ENOENT) {
         return NotFoundError(message + " (" + std::strerror(os_error) + ")");
       }
-      return UnavailableError(message + (os_error ? std::string(" (") + std::strerror(os_error) + ")"
-                                                  : std::string()));
+      return UnavailableError(
+          message + (os_error ? std::string(" (") + std::strerror(os_error) + ")" : std::string()));
     case SQLITE_NOTADB:
-      return DataLossError(message + "; the file is not a SQLite database (foreign or damaged file)");
+      return DataLossError(message +
+                           "; the file is not a SQLite database (foreign or damaged file)");
     case SQLITE_CORRUPT:
       return DataLossError(message + "; the database is damaged; restore it from a backup");
     case SQLITE_IOERR:
@@ -169,8 +171,8 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what, const std::strin
       if (os_error == EROFS || os_error == EACCES) {
         return PermissionDeniedError(message + " (" + std::strerror(os_error) + ")");
       }
-      return UnavailableError(message + (os_error ? std::string(" (") + std::strerror(os_error) + ")"
-                                                  : std::string()));
+      return UnavailableError(
+          message + (os_error ? std::string(" (") + std::strerror(os_error) + ")" : std::string()));
     case SQLITE_CONSTRAINT:
       return AlreadyExistsError(message);
     default:

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -43,7 +42,8 @@ void PutU32(std::string& out, uint32_t v) {
 bool GetU32(std::string_view& in, uint32_t& v) {
   if (in.size() < 4) return false;
   v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
   in.remove_prefix(4);
   return true;
 }
@@ -213,8 +213,11 @@ class SqliteStore;
 
 class StoreJournal final : public ContextJournal {
  public:
-  StoreJournal(Store* store, std::string agent_id) : store_(store), agent_id_(std::move(agent_id)) {}
-  Status Record(const ContextChange& change) override { return store_->ApplyChange(agent_id_, change); }
+  StoreJournal(Store* store, std::string agent_id)
+      : store_(store), agent_id_(std::move(agent_id)) {}
+  Status Record(const ContextChange& change) override {
+    return store_->ApplyChange(agent_id_, change);
+  }
 
  private:
   Store* const store_;
@@ -251,8 +254,12 @@ class SqliteStore final : public Store {
       STRATA_ASSIGN_OR_RETURN(
           Stmt insert, Prepare("INSERT INTO agents(id, options, tokenizer, created_ms, updated_ms, "
                                "turn) VALUES(?1, ?2, ?3, ?4, ?4, 0)"));
-      std::string tokenizer = options.tokenizer != nullptr ? options.tokenizer->Name() : "estimate:4";
-      insert.Text(1, options.agent.id).Text(2, OptionsToJson(options)).Text(3, tokenizer).Int(4, Now());
+      std::string tokenizer =
+          options.tokenizer != nullptr ? options.tokenizer->Name() : "estimate:4";
+      insert.Text(1, options.agent.id)
+          .Text(2, OptionsToJson(options))
+          .Text(3, tokenizer)
+          .Int(4, Now());
       rc = insert.Step();
       if (rc != SQLITE_DONE) return Error(rc, "inserting an agent");
       return Status::Ok();
@@ -304,77 +311,93 @@ class SqliteStore final : public Store {
 
   Status ApplyChange(std::string_view agent_id, const ContextChange& change) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Transaction("persisting a change of agent \"" + std::string(agent_id) + "\"",
-                       [&]() -> Status {
-      STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-      std::set<std::string> released;  // blob hashes that may have lost their last reference
-      for (const std::string& id : change.removed_ids) {
-        STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, id, released));
-        STRATA_ASSIGN_OR_RETURN(Stmt del, Prepare("DELETE FROM segments WHERE agent = ?1 AND id = ?2"));
-        del.Int(1, agent).Text(2, id);
-        int rc = del.Step();
-        if (rc != SQLITE_DONE) return Error(rc, "deleting a segment");
-      }
-      for (const Segment& s : change.upserted) {
-        if (s.layer == Layer::kVolatile) continue;  // never persisted (DESIGN.md section 2)
-        STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, s.id, released));
-        STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-            "INSERT OR REPLACE INTO segments(agent, id, seq, position, kind, layer, state, hygiene, "
-            "turn, tokens, pinned, sensitive, ord, version, name, tool_call_id, recall_id, "
-            "duplicate_of, reasoning, tool_calls, content, content_hash) VALUES(?1, ?2, ?3, ?4, ?5, "
-            "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"));
-        insert.Int(1, agent).Text(2, s.id).Int(3, static_cast<int64_t>(s.seq)).Int(4, s.position);
-        insert.Int(5, static_cast<int>(s.kind)).Int(6, static_cast<int>(s.layer));
-        insert.Int(7, static_cast<int>(s.state)).Int(8, static_cast<int>(s.hygiene));
-        insert.Int(9, s.turn).Int(10, static_cast<int64_t>(s.tokens)).Int(11, s.pinned);
-        insert.Int(12, s.sensitive).Int(13, s.order).Text(14, s.version).Text(15, s.name);
-        insert.Text(16, s.tool_call_id).Text(17, s.recall_id).Text(18, s.duplicate_of);
-        insert.Text(19, s.reasoning).Blob(20, EncodeToolCalls(s.tool_calls));
-        STRATA_RETURN_IF_ERROR(BindContent(insert, 21, 22, s.content));
-        int rc = insert.Step();
-        if (rc != SQLITE_DONE) return Error(rc, "writing a segment");
-      }
-      for (const auto& [recall_id, content] : change.originals) {
-        {
-          STRATA_ASSIGN_OR_RETURN(Stmt old, Prepare(
-              "SELECT content_hash FROM originals WHERE agent = ?1 AND recall_id = ?2"));
-          old.Int(1, agent).Text(2, recall_id);
-          if (old.Step() == SQLITE_ROW && !old.ColNull(0)) released.insert(old.ColText(0));
-        }
-        STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-            "INSERT OR REPLACE INTO originals(agent, recall_id, content, content_hash) "
-            "VALUES(?1, ?2, ?3, ?4)"));
-        insert.Int(1, agent).Text(2, recall_id);
-        STRATA_RETURN_IF_ERROR(BindContent(insert, 3, 4, content));
-        int rc = insert.Step();
-        if (rc != SQLITE_DONE) return Error(rc, "writing a recall original");
-      }
-      int64_t old_turn = 0;
-      {
-        STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare("SELECT turn FROM agents WHERE agent = ?1"));
-        select.Int(1, agent);
-        int rc = select.Step();
-        if (rc != SQLITE_ROW) return Error(rc, "reading an agent's turn");
-        old_turn = select.ColInt(0);
-      }
-      int64_t now = Now();
-      if (change.turn > old_turn) {
-        STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-            "INSERT OR REPLACE INTO turns(agent, turn, started_ms) VALUES(?1, ?2, ?3)"));
-        insert.Int(1, agent).Int(2, change.turn).Int(3, now);
-        int rc = insert.Step();
-        if (rc != SQLITE_DONE) return Error(rc, "recording a turn");
-      }
-      {
-        STRATA_ASSIGN_OR_RETURN(Stmt update, Prepare(
-            "UPDATE agents SET turn = ?2, updated_ms = ?3 WHERE agent = ?1"));
-        update.Int(1, agent).Int(2, change.turn).Int(3, now);
-        int rc = update.Step();
-        if (rc != SQLITE_DONE) return Error(rc, "updating an agent");
-      }
-      for (const std::string& hash : released) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
-      return Status::Ok();
-    });
+    return Transaction(
+        "persisting a change of agent \"" + std::string(agent_id) + "\"", [&]() -> Status {
+          STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
+          std::set<std::string> released;  // blob hashes that may have lost their last reference
+          for (const std::string& id : change.removed_ids) {
+            STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, id, released));
+            STRATA_ASSIGN_OR_RETURN(Stmt del,
+                                    Prepare("DELETE FROM segments WHERE agent = ?1 AND id = ?2"));
+            del.Int(1, agent).Text(2, id);
+            int rc = del.Step();
+            if (rc != SQLITE_DONE) return Error(rc, "deleting a segment");
+          }
+          for (const Segment& s : change.upserted) {
+            if (s.layer == Layer::kVolatile) continue;  // never persisted (DESIGN.md section 2)
+            STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, s.id, released));
+            STRATA_ASSIGN_OR_RETURN(
+                Stmt insert,
+                Prepare(
+                    "INSERT OR REPLACE INTO segments(agent, id, seq, position, kind, layer, state, "
+                    "hygiene, "
+                    "turn, tokens, pinned, sensitive, ord, version, name, tool_call_id, recall_id, "
+                    "duplicate_of, reasoning, tool_calls, content, content_hash) VALUES(?1, ?2, "
+                    "?3, ?4, ?5, "
+                    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
+                    "?22)"));
+            insert.Int(1, agent)
+                .Text(2, s.id)
+                .Int(3, static_cast<int64_t>(s.seq))
+                .Int(4, s.position);
+            insert.Int(5, static_cast<int>(s.kind)).Int(6, static_cast<int>(s.layer));
+            insert.Int(7, static_cast<int>(s.state)).Int(8, static_cast<int>(s.hygiene));
+            insert.Int(9, s.turn).Int(10, static_cast<int64_t>(s.tokens)).Int(11, s.pinned);
+            insert.Int(12, s.sensitive).Int(13, s.order).Text(14, s.version).Text(15, s.name);
+            insert.Text(16, s.tool_call_id).Text(17, s.recall_id).Text(18, s.duplicate_of);
+            insert.Text(19, s.reasoning).Blob(20, EncodeToolCalls(s.tool_calls));
+            STRATA_RETURN_IF_ERROR(BindContent(insert, 21, 22, s.content));
+            int rc = insert.Step();
+            if (rc != SQLITE_DONE) return Error(rc, "writing a segment");
+          }
+          for (const auto& [recall_id, content] : change.originals) {
+            {
+              STRATA_ASSIGN_OR_RETURN(
+                  Stmt old,
+                  Prepare(
+                      "SELECT content_hash FROM originals WHERE agent = ?1 AND recall_id = ?2"));
+              old.Int(1, agent).Text(2, recall_id);
+              if (old.Step() == SQLITE_ROW && !old.ColNull(0)) released.insert(old.ColText(0));
+            }
+            STRATA_ASSIGN_OR_RETURN(
+                Stmt insert,
+                Prepare("INSERT OR REPLACE INTO originals(agent, recall_id, content, content_hash) "
+                        "VALUES(?1, ?2, ?3, ?4)"));
+            insert.Int(1, agent).Text(2, recall_id);
+            STRATA_RETURN_IF_ERROR(BindContent(insert, 3, 4, content));
+            int rc = insert.Step();
+            if (rc != SQLITE_DONE) return Error(rc, "writing a recall original");
+          }
+          int64_t old_turn = 0;
+          {
+            STRATA_ASSIGN_OR_RETURN(Stmt select,
+                                    Prepare("SELECT turn FROM agents WHERE agent = ?1"));
+            select.Int(1, agent);
+            int rc = select.Step();
+            if (rc != SQLITE_ROW) return Error(rc, "reading an agent's turn");
+            old_turn = select.ColInt(0);
+          }
+          int64_t now = Now();
+          if (change.turn > old_turn) {
+            STRATA_ASSIGN_OR_RETURN(
+                Stmt insert,
+                Prepare(
+                    "INSERT OR REPLACE INTO turns(agent, turn, started_ms) VALUES(?1, ?2, ?3)"));
+            insert.Int(1, agent).Int(2, change.turn).Int(3, now);
+            int rc = insert.Step();
+            if (rc != SQLITE_DONE) return Error(rc, "recording a turn");
+          }
+          {
+            STRATA_ASSIGN_OR_RETURN(
+                Stmt update,
+                Prepare("UPDATE agents SET turn = ?2, updated_ms = ?3 WHERE agent = ?1"));
+            update.Int(1, agent).Int(2, change.turn).Int(3, now);
+            int rc = update.Step();
+            if (rc != SQLITE_DONE) return Error(rc, "updating an agent");
+          }
+          for (const std::string& hash : released) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
+          return Status::Ok();
+        });
   }
 
   StatusOr<ContextSnapshot> LoadSnapshot(std::string_view agent_id) override {
@@ -389,10 +412,14 @@ class SqliteStore final : public Store {
         if (rc != SQLITE_ROW) return Error(rc, "reading an agent");
         snapshot.turn = select.ColInt(0);
       }
-      STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-          "SELECT id, seq, position, kind, layer, state, hygiene, turn, tokens, pinned, sensitive, "
-          "ord, version, name, tool_call_id, recall_id, duplicate_of, reasoning, tool_calls, "
-          "content, content_hash FROM segments WHERE agent = ?1 ORDER BY layer, ord, position, seq"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt select,
+          Prepare(
+              "SELECT id, seq, position, kind, layer, state, hygiene, turn, tokens, pinned, "
+              "sensitive, "
+              "ord, version, name, tool_call_id, recall_id, duplicate_of, reasoning, tool_calls, "
+              "content, content_hash FROM segments WHERE agent = ?1 ORDER BY layer, ord, position, "
+              "seq"));
       select.Int(1, agent);
       int rc;
       while ((rc = select.Step()) == SQLITE_ROW) {
@@ -423,9 +450,10 @@ class SqliteStore final : public Store {
         snapshot.segments.push_back(std::move(s));
       }
       if (rc != SQLITE_DONE) return Error(rc, "reading segments");
-      STRATA_ASSIGN_OR_RETURN(Stmt originals, Prepare(
-          "SELECT recall_id, content, content_hash FROM originals WHERE agent = ?1 "
-          "ORDER BY recall_id"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt originals,
+          Prepare("SELECT recall_id, content, content_hash FROM originals WHERE agent = ?1 "
+                  "ORDER BY recall_id"));
       originals.Int(1, agent);
       while ((rc = originals.Step()) == SQLITE_ROW) {
         std::string recall_id = originals.ColText(0);
@@ -442,9 +470,10 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return ReadTransaction<std::string>([&]() -> StatusOr<std::string> {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-      STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-          "SELECT recall_id, content, content_hash FROM originals WHERE agent = ?1 AND "
-          "recall_id = ?2"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt select,
+          Prepare("SELECT recall_id, content, content_hash FROM originals WHERE agent = ?1 AND "
+                  "recall_id = ?2"));
       select.Int(1, agent).Text(2, recall_id);
       int rc = select.Step();
       if (rc == SQLITE_DONE) {
@@ -472,12 +501,15 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("recording a request of agent \"" + r.agent_id + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(r.agent_id));
-      STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-          "INSERT INTO requests(agent, request_id, pool, endpoint, model, started_ms, "
-          "input_tokens, cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
-          "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, attempts, "
-          "http_status, code, error) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-          "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt insert,
+          Prepare(
+              "INSERT INTO requests(agent, request_id, pool, endpoint, model, started_ms, "
+              "input_tokens, cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
+              "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, "
+              "attempts, "
+              "http_status, code, error) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+              "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"));
       insert.Int(1, agent).Text(2, r.request_id).Text(3, r.pool).Text(4, r.endpoint);
       insert.Text(5, r.model).Int(6, r.started_unix_ms).Int(7, r.input_tokens);
       if (r.cached_tokens_reported) {
@@ -500,11 +532,14 @@ class SqliteStore final : public Store {
                                                       size_t limit) override {
     std::lock_guard<std::mutex> lock(mu_);
     STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-    STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-        "SELECT request_id, pool, endpoint, model, started_ms, input_tokens, cached_reported, "
-        "cached_predicted, output_tokens, reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, "
-        "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error FROM requests "
-        "WHERE agent = ?1 ORDER BY id DESC LIMIT ?2"));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt select,
+        Prepare(
+            "SELECT request_id, pool, endpoint, model, started_ms, input_tokens, cached_reported, "
+            "cached_predicted, output_tokens, reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, "
+            "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error FROM "
+            "requests "
+            "WHERE agent = ?1 ORDER BY id DESC LIMIT ?2"));
     select.Int(1, agent).Int(2, static_cast<int64_t>(limit));
     std::vector<RequestRecord> records;
     int rc;
@@ -546,18 +581,21 @@ class SqliteStore final : public Store {
     }
     std::lock_guard<std::mutex> lock(mu_);
     int64_t id = 0;
-    STRATA_RETURN_IF_ERROR(Transaction("recording an event of agent \"" + event.agent_id + "\"",
-                                       [&]() -> Status {
-      STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(event.agent_id));
-      STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-          "INSERT INTO events(agent, turn, unix_ms, type, payload) VALUES(?1, ?2, ?3, ?4, ?5)"));
-      insert.Int(1, agent).Int(2, event.turn).Int(3, event.unix_ms != 0 ? event.unix_ms : Now());
-      insert.Text(4, event.type).Text(5, event.payload_json);
-      int rc = insert.Step();
-      if (rc != SQLITE_DONE) return Error(rc, "writing an event");
-      id = sqlite3_last_insert_rowid(db_);
-      return Status::Ok();
-    }));
+    STRATA_RETURN_IF_ERROR(
+        Transaction("recording an event of agent \"" + event.agent_id + "\"", [&]() -> Status {
+          STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(event.agent_id));
+          STRATA_ASSIGN_OR_RETURN(Stmt insert,
+                                  Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
+                                          "VALUES(?1, ?2, ?3, ?4, ?5)"));
+          insert.Int(1, agent)
+              .Int(2, event.turn)
+              .Int(3, event.unix_ms != 0 ? event.unix_ms : Now());
+          insert.Text(4, event.type).Text(5, event.payload_json);
+          int rc = insert.Step();
+          if (rc != SQLITE_DONE) return Error(rc, "writing an event");
+          id = sqlite3_last_insert_rowid(db_);
+          return Status::Ok();
+        }));
     return id;
   }
 
@@ -565,9 +603,10 @@ class SqliteStore final : public Store {
                                             std::string_view type) override {
     std::lock_guard<std::mutex> lock(mu_);
     STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-    STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-        "SELECT id, turn, unix_ms, type, payload FROM events WHERE agent = ?1 AND "
-        "(?2 = '' OR type = ?2) ORDER BY id"));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt select,
+        Prepare("SELECT id, turn, unix_ms, type, payload FROM events WHERE agent = ?1 AND "
+                "(?2 = '' OR type = ?2) ORDER BY id"));
     select.Int(1, agent).Text(2, type);
     std::vector<StoredEvent> events;
     int rc;
@@ -589,10 +628,12 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("recording growth of agent \"" + p.agent_id + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(p.agent_id));
-      STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-          "INSERT OR REPLACE INTO growth(agent, turn, unix_ms, system_tokens, tools_tokens, "
-          "index_tokens, docs_tokens, history_tokens, volatile_tokens, compactions, "
-          "invalidated_tokens) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt insert,
+          Prepare(
+              "INSERT OR REPLACE INTO growth(agent, turn, unix_ms, system_tokens, tools_tokens, "
+              "index_tokens, docs_tokens, history_tokens, volatile_tokens, compactions, "
+              "invalidated_tokens) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
       insert.Int(1, agent).Int(2, p.turn).Int(3, p.unix_ms != 0 ? p.unix_ms : Now());
       for (int i = 0; i < kLayerCount; ++i) insert.Int(4 + i, p.layer_tokens[i]);
       insert.Int(10, p.compactions).Int(11, p.invalidated_tokens);
@@ -605,10 +646,11 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<GrowthPoint>> Growth(std::string_view agent_id) override {
     std::lock_guard<std::mutex> lock(mu_);
     STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-    STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-        "SELECT turn, unix_ms, system_tokens, tools_tokens, index_tokens, docs_tokens, "
-        "history_tokens, volatile_tokens, compactions, invalidated_tokens FROM growth "
-        "WHERE agent = ?1 ORDER BY turn"));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt select,
+        Prepare("SELECT turn, unix_ms, system_tokens, tools_tokens, index_tokens, docs_tokens, "
+                "history_tokens, volatile_tokens, compactions, invalidated_tokens FROM growth "
+                "WHERE agent = ?1 ORDER BY turn"));
     select.Int(1, agent);
     std::vector<GrowthPoint> points;
     int rc;
@@ -638,9 +680,11 @@ class SqliteStore final : public Store {
         deleted += sqlite3_changes(db_);
       }
       if (policy.max_records_per_agent > 0) {
-        STRATA_ASSIGN_OR_RETURN(Stmt del, Prepare(
-            "DELETE FROM requests WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
-            "(PARTITION BY agent ORDER BY id DESC) AS n FROM requests) WHERE n > ?1)"));
+        STRATA_ASSIGN_OR_RETURN(
+            Stmt del,
+            Prepare(
+                "DELETE FROM requests WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
+                "(PARTITION BY agent ORDER BY id DESC) AS n FROM requests) WHERE n > ?1)"));
         del.Int(1, policy.max_records_per_agent);
         int rc = del.Step();
         if (rc != SQLITE_DONE) return Error(rc, "pruning request records by count");
@@ -657,13 +701,16 @@ class SqliteStore final : public Store {
       StoreStats stats;
       stats.schema_version = kSchemaVersion;
       STRATA_ASSIGN_OR_RETURN(int64_t pages, store_internal::PragmaInt(db_, "page_count", path_));
-      STRATA_ASSIGN_OR_RETURN(int64_t page_size, store_internal::PragmaInt(db_, "page_size", path_));
+      STRATA_ASSIGN_OR_RETURN(int64_t page_size,
+                              store_internal::PragmaInt(db_, "page_size", path_));
       stats.file_bytes = pages * page_size;
-      STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-          "SELECT (SELECT count(*) FROM agents), (SELECT count(*) FROM segments), "
-          "(SELECT count(*) FROM blobs), (SELECT coalesce(sum(raw_size), 0) FROM blobs), "
-          "(SELECT coalesce(sum(length(data)), 0) FROM blobs), (SELECT count(*) FROM requests), "
-          "(SELECT count(*) FROM events)"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt select,
+          Prepare("SELECT (SELECT count(*) FROM agents), (SELECT count(*) FROM segments), "
+                  "(SELECT count(*) FROM blobs), (SELECT coalesce(sum(raw_size), 0) FROM blobs), "
+                  "(SELECT coalesce(sum(length(data)), 0) FROM blobs), (SELECT count(*) FROM "
+                  "requests), "
+                  "(SELECT count(*) FROM events)"));
       int rc = select.Step();
       if (rc != SQLITE_ROW) return Error(rc, "reading store statistics");
       stats.agents = select.ColInt(0);
@@ -803,8 +850,8 @@ class SqliteStore final : public Store {
   }
 
   Status OldSegmentHash(int64_t agent, const std::string& id, std::set<std::string>& released) {
-    STRATA_ASSIGN_OR_RETURN(Stmt old, Prepare(
-        "SELECT content_hash FROM segments WHERE agent = ?1 AND id = ?2"));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt old, Prepare("SELECT content_hash FROM segments WHERE agent = ?1 AND id = ?2"));
     old.Int(1, agent).Text(2, id);
     int rc = old.Step();
     if (rc == SQLITE_ROW) {
@@ -842,12 +889,13 @@ class SqliteStore final : public Store {
                                 store_internal::ZstdCompress(content, options_.compression_level));
         if (compressed.size() < content.size()) codec = BlobCodec::kZstd;
       }
-      STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(
-          "INSERT INTO blobs(hash, raw_size, codec, data) VALUES(?1, ?2, ?3, ?4)"));
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt insert,
+          Prepare("INSERT INTO blobs(hash, raw_size, codec, data) VALUES(?1, ?2, ?3, ?4)"));
       insert.Blob(1, hash).Int(2, static_cast<int64_t>(content.size()));
       insert.Int(3, static_cast<int>(codec));
-      insert.Blob(4, codec == BlobCodec::kZstd ? std::string_view(compressed)
-                                               : std::string_view(content));
+      insert.Blob(
+          4, codec == BlobCodec::kZstd ? std::string_view(compressed) : std::string_view(content));
       int rc = insert.Step();
       if (rc != SQLITE_DONE) return Error(rc, "writing a blob");
     }
@@ -858,8 +906,8 @@ class SqliteStore final : public Store {
   StatusOr<std::string> ReadContent(const Stmt& row, int inline_col, int hash_col) {
     if (row.ColNull(hash_col)) return row.ColText(inline_col);
     std::string hash = row.ColText(hash_col);
-    STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare(
-        "SELECT raw_size, codec, data FROM blobs WHERE hash = ?1"));
+    STRATA_ASSIGN_OR_RETURN(Stmt select,
+                            Prepare("SELECT raw_size, codec, data FROM blobs WHERE hash = ?1"));
     select.Blob(1, hash);
     int rc = select.Step();
     if (rc == SQLITE_DONE) {
@@ -884,9 +932,11 @@ class SqliteStore final : public Store {
 
   // Deletes the blob `hash` if no segment or original refers to it any more.
   Status CollectBlob(const std::string& hash) {
-    STRATA_ASSIGN_OR_RETURN(Stmt del, Prepare(
-        "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM segments WHERE "
-        "content_hash = ?1) AND NOT EXISTS (SELECT 1 FROM originals WHERE content_hash = ?1)"));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt del,
+        Prepare(
+            "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM segments WHERE "
+            "content_hash = ?1) AND NOT EXISTS (SELECT 1 FROM originals WHERE content_hash = ?1)"));
     del.Blob(1, hash);
     int rc = del.Step();
     if (rc != SQLITE_DONE) return Error(rc, "collecting an unused blob");
@@ -897,7 +947,7 @@ class SqliteStore final : public Store {
   const StoreOptions options_;
 
   std::mutex mu_;
-  sqlite3* const db_;                                   // guarded by mu_
+  sqlite3* const db_;                                          // guarded by mu_
   std::unordered_map<std::string, sqlite3_stmt*> statements_;  // guarded by mu_; key: SQL text
   std::map<std::string, std::unique_ptr<StoreJournal>, std::less<>> journals_;  // guarded by mu_
 };
@@ -909,8 +959,8 @@ Status CheckApplication(sqlite3* db, const std::string& path, int busy_timeout_m
   if (application_id == kApplicationId) return Status::Ok();
   // An empty database (new file) becomes a strata store; anything else is foreign.
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
-                              -1, &stmt, nullptr);
+  int rc = sqlite3_prepare_v2(
+      db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", -1, &stmt, nullptr);
   if (rc != SQLITE_OK) return SqliteStatus(db, rc, "reading the schema", path, busy_timeout_ms);
   std::string tables;
   int count = 0;
@@ -925,10 +975,10 @@ Status CheckApplication(sqlite3* db, const std::string& path, int busy_timeout_m
   if (count == 0 && application_id == 0) return Status::Ok();
   char id_hex[16];
   std::snprintf(id_hex, sizeof id_hex, "0x%08llx", static_cast<unsigned long long>(application_id));
-  return FailedPreconditionError(path + " is a SQLite database of another application (application_id " +
-                                 id_hex + ", tables: " + (tables.empty() ? "none" : tables) +
-                                 (count > 5 ? ", ..." : "") +
-                                 "), not a strata store; it was not modified");
+  return FailedPreconditionError(
+      path + " is a SQLite database of another application (application_id " + id_hex +
+      ", tables: " + (tables.empty() ? "none" : tables) + (count > 5 ? ", ..." : "") +
+      "), not a strata store; it was not modified");
 }
 
 }  // namespace
@@ -969,8 +1019,8 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
                                    "); open it read_only to inspect it");
     }
   }
-  int flags = options.read_only ? SQLITE_OPEN_READONLY
-                                : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int flags =
+      options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   flags |= SQLITE_OPEN_NOMUTEX;  // the store serializes access itself
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
@@ -991,15 +1041,16 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
     StatusOr<int64_t> version = store_internal::PragmaInt(db, "user_version", path);
     if (!version.ok()) return close_with(version.status());
     if (*version > kSchemaVersion) {
-      return close_with(FailedPreconditionError(
-          path + " was written by a newer strata (store schema version " +
-          std::to_string(*version) + "; this build reads up to " + std::to_string(kSchemaVersion) +
-          "); upgrade strata to open it"));
+      return close_with(
+          FailedPreconditionError(path + " was written by a newer strata (store schema version " +
+                                  std::to_string(*version) + "; this build reads up to " +
+                                  std::to_string(kSchemaVersion) + "); upgrade strata to open it"));
     }
     if (*version < kSchemaVersion) {
-      return close_with(FailedPreconditionError(
-          path + " has store schema version " + std::to_string(*version) + " and needs an upgrade to " +
-          std::to_string(kSchemaVersion) + "; open it once read-write"));
+      return close_with(
+          FailedPreconditionError(path + " has store schema version " + std::to_string(*version) +
+                                  " and needs an upgrade to " + std::to_string(kSchemaVersion) +
+                                  "; open it once read-write"));
     }
   } else {
     // journal_mode=WAL is persistent in the file; it needs the write lock briefly.
@@ -1015,11 +1066,13 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
     }
     sqlite3_finalize(stmt);
     if (rc != SQLITE_OK) {
-      return close_with(SqliteStatus(db, rc, "switching to WAL mode", path, options.busy_timeout_ms));
+      return close_with(
+          SqliteStatus(db, rc, "switching to WAL mode", path, options.busy_timeout_ms));
     }
     if (mode != "wal") {
-      return close_with(UnavailableError("could not switch " + path + " to WAL mode (got journal mode \"" +
-                                         mode + "\"); is it on a filesystem without shared memory?"));
+      return close_with(UnavailableError("could not switch " + path +
+                                         " to WAL mode (got journal mode \"" + mode +
+                                         "\"); is it on a filesystem without shared memory?"));
     }
     std::string pragmas = std::string("PRAGMA synchronous = ") +
                           (options.synchronous == StoreSync::kFull ? "FULL" : "NORMAL") + ";";

@@ -75,16 +75,20 @@ TEST_CASE("replay --db persists the agent; inspect and growth read it back", "[s
   store->reset();
 
   const std::string svg = dir.File("growth.svg"), csv = dir.File("growth.csv");
-  Result chart = Run("growth --db " + db + " --agent sympy__sympy-15976 --svg " + svg + " --csv " + csv);
+  Result chart =
+      Run("growth --db " + db + " --agent sympy__sympy-15976 --svg " + svg + " --csv " + csv);
   INFO(chart.output);
   CHECK(chart.exit_code == 0);
   std::string svg_text = ReadFile(svg);
-  CHECK_THAT(svg_text, Catch::StartsWith("<svg") && Catch::Contains("Context growth: sympy__sympy-15976") &&
+  CHECK_THAT(svg_text, Catch::StartsWith("<svg") &&
+                           Catch::Contains("Context growth: sympy__sympy-15976") &&
                            Catch::Contains("<polygon") && Catch::Contains(">history</text>") &&
                            Catch::Contains(">turn</text>") && Catch::EndsWith("</svg>\n"));
   std::string csv_text = ReadFile(csv);
-  CHECK_THAT(csv_text, Catch::StartsWith("turn,unix_ms,system,tools,index,docs,history,volatile,total"));
-  CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') == static_cast<long>(growth->size() + 1));
+  CHECK_THAT(csv_text,
+             Catch::StartsWith("turn,unix_ms,system,tools,index,docs,history,volatile,total"));
+  CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') ==
+        static_cast<long>(growth->size() + 1));
 }
 
 TEST_CASE("the store commands exit 2 on usage errors and 1 on failures", "[store][cli]") {
@@ -98,8 +102,9 @@ TEST_CASE("the store commands exit 2 on usage errors and 1 on failures", "[store
   Result unknown = Run("growth --db " + db + " --agent nobody --svg " + dir.File("x.svg"));
   CHECK(unknown.exit_code == 1);
   CHECK_THAT(unknown.output, Catch::Contains("nobody") && Catch::Contains("sympy__sympy-15976"));
-  std::ofstream(dir.File("junk.db")) << "this is not a database, just some text padding it out. "
-                                        "SQLite needs at least a header's worth of bytes to complain.";
+  std::ofstream(dir.File("junk.db"))
+      << "this is not a database, just some text padding it out. "
+         "SQLite needs at least a header's worth of bytes to complain.";
   Result junk = Run("inspect --db " + dir.File("junk.db"));
   CHECK(junk.exit_code == 1);
   CHECK_THAT(junk.output, Catch::Contains("DATA_LOSS"));

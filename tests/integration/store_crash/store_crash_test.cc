@@ -2,14 +2,14 @@
 // with SIGKILL at random (seeded) moments. After every kill the database must pass
 // PRAGMA integrity_check, reopen, hold every change whose call had returned (the child reports
 // them through a pipe as it goes), hold no partial change, and restore a context that renders
-// byte-identically to an in-memory context given the same operations. Also: a context written by one
-// process restores byte-identically in another.
+// byte-identically to an in-memory context given the same operations. Also: a context written by
+// one process restores byte-identically in another.
 #include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sqlite3.h>
-#include <sys/wait.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -38,8 +38,9 @@ ContextOptions CrashOptions() {
 }
 
 std::string Text(std::mt19937& rng, size_t bytes, uint64_t op) {
-  static const char* kWords[] = {"def", "return", "assert", "error:", "line", "File", "x = 1",
-                                 "pytest", "passed", "failed", "é", "→", "{\"k\": 2}"};
+  static const char* kWords[] = {"def",  "return", "assert",    "error:", "line",
+                                 "File", "x = 1",  "pytest",    "passed", "failed",
+                                 "é",    "→",      "{\"k\": 2}"};
   std::string out = "op " + std::to_string(op) + ":";
   while (out.size() < bytes) {
     out += kWords[rng() % (sizeof kWords / sizeof kWords[0])];
@@ -64,7 +65,8 @@ Status ApplyOp(Context& context, uint64_t op) {
       AssistantMessage m;
       m.content = Text(rng, 100, op);
       m.reasoning = Text(rng, 200, op);
-      m.tool_calls = {{call_id, "bash", "{\"command\": \"cat file_" + std::to_string(k) + ".py\"}"}};
+      m.tool_calls = {
+          {call_id, "bash", "{\"command\": \"cat file_" + std::to_string(k) + ".py\"}"}};
       return context.AppendAssistant(std::move(m)).status();
     }
     case 2:
@@ -200,7 +202,8 @@ TEST_CASE("SIGKILL at random points loses no acknowledged change and leaves no p
     REQUIRE(restored.ok());
     const uint64_t held = OpsIn(**restored);
     INFO("acknowledged " << acknowledged << ", held " << held);
-    // Every acknowledged op is there; at most the one in flight at the kill committed unacknowledged.
+    // Every acknowledged op is there; at most the one in flight at the kill committed
+    // unacknowledged.
     REQUIRE(held >= acknowledged);
     REQUIRE(held <= acknowledged + 1);
     acknowledged = held;
@@ -286,7 +289,8 @@ TEST_CASE("a really full disk (small tmpfs) refuses the change and keeps everyth
       ::_exit(code);
     };
     // A private mount namespace: the tmpfs disappears with this process whatever happens.
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
         ::mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=768k") != 0) {
       report("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)", 2);
     }
@@ -304,7 +308,8 @@ TEST_CASE("a really full disk (small tmpfs) refuses the change and keeps everyth
         if (!status.ok()) break;
         last_body = Render(**context);
       }
-      if (status.code() != StatusCode::kResourceExhausted) report("append: " + status.ToString(), 1);
+      if (status.code() != StatusCode::kResourceExhausted)
+        report("append: " + status.ToString(), 1);
       if (Render(**context) != last_body) report("the refused change stayed in the context", 1);
       if (op < 10) report("disk full after only " + std::to_string(op) + " ops", 1);
     }
@@ -313,7 +318,8 @@ TEST_CASE("a really full disk (small tmpfs) refuses the change and keeps everyth
     if (!store.ok()) report("reopen: " + store.status().ToString(), 1);
     auto restored = OpenContext(**store, kAgent);
     if (!restored.ok()) report("restore: " + restored.status().ToString(), 1);
-    if (Render(**restored) != last_body) report("restored context differs from the last acknowledged", 1);
+    if (Render(**restored) != last_body)
+      report("restored context differs from the last acknowledged", 1);
     report("ok", 0);
   }
   ::close(fds[1]);

@@ -53,11 +53,11 @@ std::string Render(const Context& context) {
 // Replays `messages` into `context`, returning every request body rendered on the way.
 std::vector<std::string> Replay(const std::vector<TraceMessage>& messages, Context& context) {
   std::vector<std::string> bodies;
-  Status status = ReplayTrace(messages, context,
-                              [&](const TraceMessage&, const BuiltRequest& request) {
-                                bodies.push_back(request.body);
-                                return Status::Ok();
-                              });
+  Status status =
+      ReplayTrace(messages, context, [&](const TraceMessage&, const BuiltRequest& request) {
+        bodies.push_back(request.body);
+        return Status::Ok();
+      });
   REQUIRE(status.ok());
   return bodies;
 }
@@ -69,7 +69,8 @@ TEST_CASE("a restored context renders byte-identically and continues identically
   std::vector<TraceMessage> trace = LoadTrace(kTrace);
   REQUIRE(trace.size() > 20);
   size_t half = trace.size() / 2;
-  while (half < trace.size() && trace[half].role != TraceRole::kAssistant) ++half;  // a buildable point
+  while (half < trace.size() && trace[half].role != TraceRole::kAssistant)
+    ++half;  // a buildable point
   REQUIRE(half < trace.size());
   std::vector<TraceMessage> first(trace.begin(), trace.begin() + half);
   std::vector<TraceMessage> rest(trace.begin() + half, trace.end());
@@ -105,7 +106,8 @@ TEST_CASE("a restored context renders byte-identically and continues identically
   }
 
   // Continuing after the restore gives the same bytes as never stopping.
-  auto continued_reference = ReplayTrace(rest, **reference, [](auto&, auto&) { return Status::Ok(); });
+  auto continued_reference =
+      ReplayTrace(rest, **reference, [](auto&, auto&) { return Status::Ok(); });
   REQUIRE(continued_reference.ok());
   REQUIRE(ReplayTrace(rest, **restored, [](auto&, auto&) { return Status::Ok(); }).ok());
   CHECK(Render(**restored) == Render(**reference));
@@ -177,10 +179,10 @@ TEST_CASE("growth points follow the context's layers", "[store]") {
   REQUIRE(store.ok());
   auto context = CreateContext(**store, Options("a"));
   REQUIRE(context.ok());
-  Status status = ReplayTrace(LoadTrace(kTrace), **context,
-                              [&](const TraceMessage&, const BuiltRequest&) {
-                                return (*store)->RecordGrowth(GrowthPointOf(**context));
-                              });
+  Status status =
+      ReplayTrace(LoadTrace(kTrace), **context, [&](const TraceMessage&, const BuiltRequest&) {
+        return (*store)->RecordGrowth(GrowthPointOf(**context));
+      });
   REQUIRE(status.ok());
   auto curve = (*store)->Growth("a");
   REQUIRE(curve.ok());

@@ -28,8 +28,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::string RandomText(std::mt19937& rng, size_t bytes) {
-  static const char* kWords[] = {"error", "file", "line", "test", "def ", "return", "\n", "  ",
-                                 "assert", "import", "0x1f", "passed", "{", "}", "é", "→"};
+  static const char* kWords[] = {"error",  "file",   "line", "test",   "def ", "return", "\n", "  ",
+                                 "assert", "import", "0x1f", "passed", "{",    "}",      "é",  "→"};
   std::string out;
   while (out.size() < bytes) out += kWords[rng() % (sizeof kWords / sizeof kWords[0])];
   return out;
@@ -313,8 +313,9 @@ TEST_CASE("events are validated, typed and ordered", "[store]") {
   CHECK((*store)->AppendEvent(bad).status().code() == StatusCode::kInvalidArgument);
   bad.payload_json = "{";
   CHECK((*store)->AppendEvent(bad).status().code() == StatusCode::kInvalidArgument);
-  StoredEvent compaction{0, "a", 7, 123, "compaction",
-                         R"({"boundary":"s12","tokens_before":9000,"tokens_after":4000})"};
+  StoredEvent compaction{
+      0,   "a",          7,
+      123, "compaction", R"({"boundary":"s12","tokens_before":9000,"tokens_after":4000})"};
   StoredEvent prefix_break{0, "a", 8, 0, "prefix_break", R"({"segment_id":"s3","reason":"doc"})"};
   REQUIRE((*store)->AppendEvent(compaction).ok());
   REQUIRE((*store)->AppendEvent(prefix_break).ok());
@@ -362,8 +363,7 @@ TEST_CASE("growth points are recorded per turn and replaced on re-record", "[sto
   CHECK((*store)->Growth("b").status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("a file that is not a database is refused with DATA_LOSS and left untouched",
-          "[store]") {
+TEST_CASE("a file that is not a database is refused with DATA_LOSS and left untouched", "[store]") {
   TempDir dir;
   std::string path = dir.File("garbage.db");
   std::string garbage(8192, '\0');
@@ -389,8 +389,8 @@ TEST_CASE("a SQLite file of another application is refused and left untouched", 
   auto store = OpenSqliteStore(path);
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().code() == StatusCode::kFailedPrecondition);
-  CHECK_THAT(store.status().message(), Catch::Contains("another application") &&
-                                           Catch::Contains("invoices"));
+  CHECK_THAT(store.status().message(),
+             Catch::Contains("another application") && Catch::Contains("invoices"));
   CHECK(ReadFile(path) == before);
 }
 
@@ -493,8 +493,7 @@ TEST_CASE("a store in a read-only directory is refused with PERMISSION_DENIED", 
   CHECK(::stat((ro + "/a.db").c_str(), &st) != 0);
 }
 
-TEST_CASE("a full database refuses the change whole and keeps everything acknowledged",
-          "[store]") {
+TEST_CASE("a full database refuses the change whole and keeps everything acknowledged", "[store]") {
   TempDir dir;
   std::string path = dir.File("a.db");
   StoreOptions options;
@@ -508,7 +507,8 @@ TEST_CASE("a full database refuses the change whole and keeps everything acknowl
   Status status;
   for (uint64_t seq = 1; seq < 1000; ++seq) {
     ContextChange change;
-    change.upserted = {MakeSegment(seq, Layer::kHistory, SegmentKind::kUser, RandomText(rng, 6000))};
+    change.upserted = {
+        MakeSegment(seq, Layer::kHistory, SegmentKind::kUser, RandomText(rng, 6000))};
     change.turn = static_cast<int64_t>(seq);
     status = (*store)->ApplyChange("a", change);
     if (!status.ok()) break;

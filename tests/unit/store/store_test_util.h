@@ -37,10 +37,12 @@ inline std::string Describe(const Segment& s) {
   std::ostringstream out;
   out << s.id << "|" << s.seq << "|" << s.position << "|" << static_cast<int>(s.kind) << "|"
       << static_cast<int>(s.layer) << "|" << s.content << "|" << s.reasoning << "|";
-  for (const ToolCall& c : s.tool_calls) out << "[" << c.id << "," << c.name << "," << c.arguments << "]";
-  out << "|" << s.tool_call_id << "|" << s.name << "|" << s.version << "|" << s.order << "|" << s.turn
-      << "|" << s.tokens << "|" << s.pinned << s.sensitive << "|" << static_cast<int>(s.state) << "|"
-      << static_cast<int>(s.hygiene) << "|" << s.recall_id << "|" << s.duplicate_of;
+  for (const ToolCall& c : s.tool_calls)
+    out << "[" << c.id << "," << c.name << "," << c.arguments << "]";
+  out << "|" << s.tool_call_id << "|" << s.name << "|" << s.version << "|" << s.order << "|"
+      << s.turn << "|" << s.tokens << "|" << s.pinned << s.sensitive << "|"
+      << static_cast<int>(s.state) << "|" << static_cast<int>(s.hygiene) << "|" << s.recall_id
+      << "|" << s.duplicate_of;
   return out.str();
 }
 
