@@ -18,6 +18,14 @@ inline std::unique_ptr<Context> NewContext(ContextOptions options = {}) {
   return std::move(created).value();
 }
 
+// Builds through the non-const Build(), which compacts when a budget and policy are set.
+inline BuiltRequest MustBuild(Context& context, const BuildOptions& options = {}) {
+  auto built = context.Build(options);
+  if (!built.ok()) throw std::runtime_error(built.status().ToString());
+  return std::move(built).value();
+}
+
+// Renders through the const Build(), which never compacts.
 inline BuiltRequest MustBuild(const Context& context, const BuildOptions& options = {}) {
   auto built = context.Build(options);
   if (!built.ok()) throw std::runtime_error(built.status().ToString());

@@ -84,6 +84,11 @@ struct RequestTokenCount {
 StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                                                std::string_view request_json);
 
+// A RequestTokenCounter (strata/tokenizer.h) that counts CountRequestTokens(chat_template, tokenizer,
+// body). Neither argument is owned; both must outlive the counter.
+std::unique_ptr<RequestTokenCounter> MakeRequestTokenCounter(const ChatTemplate& chat_template,
+                                                             const Tokenizer& tokenizer);
+
 }  // namespace strata
 
 #endif  // STRATA_CHAT_TEMPLATE_H_

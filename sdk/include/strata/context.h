@@ -26,11 +26,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "strata/budget.h"
+#include "strata/compaction.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -98,6 +101,8 @@ struct ContextChange {
   // (recall_id, original content) pairs kept by this change.
   std::vector<std::pair<std::string, std::string>> originals;
   int64_t turn = 0;  // the context's turn counter after the change
+  // Set when the change is a compaction: what it did and cost.
+  std::optional<CompactionReport> compaction;
 };
 
 // Receives every change before the mutating call returns (the durable store implements it). If
@@ -128,6 +133,18 @@ struct ContextOptions {
   bool keep_originals = true;
   // Receives every change (see ContextJournal). Not owned; must outlive the context. nullptr: none.
   ContextJournal* journal = nullptr;
+  // The token budget. std::nullopt (default): no limit is enforced.
+  std::optional<Budget> budget;
+  // Plans compactions when the budget requires (strata/compaction.h). Not owned; must outlive the
+  // context. nullptr: Build() fails with RESOURCE_EXHAUSTED instead of compacting.
+  CompactionPolicy* compaction = nullptr;
+  // Counts whole requests exactly (chat template + tokenizer) for budget decisions. Not owned; must
+  // outlive the context. nullptr: the budget is enforced on the context's own incremental count
+  // (content tokens plus message_overhead_tokens per message), which is cheaper but approximate.
+  const RequestTokenCounter* request_counter = nullptr;
+  // Tokens each rendered message costs beyond its content (role markers, separators), counted into
+  // input tokens. Default 6: GLM's `<|role|>` plus newlines; the tools block counts the same per tool.
+  size_t message_overhead_tokens = 6;
 };
 
 // A document in the index or docs layer.
@@ -189,8 +206,16 @@ struct BuiltRequest {
   size_t message_count = 0;
   LayerUsage layers[kLayerCount];
   size_t total_tokens = 0;      // sum of layers[].tokens (content only; templates add overhead)
+  // Input tokens: counted by the request counter when one is set, else the context's own count
+  // (content plus message_overhead_tokens per message).
+  size_t input_tokens = 0;
+  bool input_tokens_exact = false;  // input_tokens came from the request counter
+  // The budget's usable input (0 when no budget is set); input_tokens never exceeds it.
+  size_t limit_tokens = 0;
   bool tokens_estimated = true;  // counts came from an estimator
   std::vector<LintWarning> warnings;
+  // Set when Build() compacted the history before rendering this request.
+  std::optional<CompactionReport> compaction;
 };
 
 // Counters of what the context did, for observability.
@@ -257,6 +282,11 @@ class Context {
   // id matches no open call (the message lists the open ones).
   StatusOr<std::string> AppendToolResult(ToolResult result);
 
+  // Pins (or unpins) a history segment: compaction never alters a pinned segment. Stable-layer
+  // segments are always pinned. NOT_FOUND for an unknown id; INVALID_ARGUMENT for a segment outside
+  // the history.
+  Status SetPinned(std::string_view segment_id, bool pinned);
+
   // Ids of the last assistant message's tool calls that have no result yet, in call order.
   std::vector<std::string> OpenToolCalls() const;
 
@@ -270,9 +300,40 @@ class Context {
 
   // --- Rendering ------------------------------------------------------------------------------
 
-  // Renders the request body. FAILED_PRECONDITION when there is nothing to send (no message) or
-  // tool calls are unanswered; INVALID_ARGUMENT for bad extra fields.
+  // Renders the request body, compacting the history first when a budget and a compaction policy
+  // are set and the policy says so (above the trigger, or above the limit). Never returns a request
+  // above the budget: RESOURCE_EXHAUSTED names the layers and their sizes when what cannot be
+  // compacted (stable layers, volatile layer, pinned and protected history) does not fit.
+  // FAILED_PRECONDITION when there is nothing to send (no message) or tool calls are unanswered;
+  // INVALID_ARGUMENT for bad extra fields.
+  StatusOr<BuiltRequest> Build(const BuildOptions& options = {});
+  // Renders without compacting (for inspection and for const access). Fails with
+  // RESOURCE_EXHAUSTED where the non-const Build() would have to compact.
   StatusOr<BuiltRequest> Build(const BuildOptions& options = {}) const;
+
+  // --- Compaction (strata/compaction.h) ------------------------------------------------------
+
+  // Input tokens of the request Build() would render now (content plus message overheads).
+  size_t InputTokens() const;
+  // Asks the policy for an edit and applies it: when `force` is false only if the policy's
+  // ShouldCompact says so. Returns the report, or std::nullopt when nothing was done.
+  // FAILED_PRECONDITION without a policy.
+  StatusOr<std::optional<CompactionReport>> Compact(bool force = false);
+  // Validates and applies one edit (atomically: all of it or, on error, none of it). The edit is
+  // refused with INVALID_ARGUMENT if it names unknown, non-history, pinned or non-rendered
+  // segments, masks a segment that is not a tool result, replaces a non-contiguous run, or would
+  // leave a tool call without its result or a result without its call. Originals of everything it
+  // alters are kept for Recall unless keep_originals is false. `policy` ("name@version") and
+  // `reason` are recorded in the report and on the altered segments.
+  StatusOr<CompactionReport> ApplyEdit(const HistoryEdit& edit, std::string policy, std::string reason);
+  // Every compaction applied so far, oldest first.
+  const std::vector<CompactionReport>& Compactions() const;
+
+  // Answers an open `context_recall` call (RecallToolSchema()) by appending, as its tool result,
+  // the original kept under the recall id named in the call's arguments ({"recall_id": "r-..."}),
+  // or a short explanation when there is none. Recall never breaks the prefix: it only appends.
+  // INVALID_ARGUMENT when `tool_call_id` is not an open context_recall call.
+  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id);
 
   // --- Inspection -----------------------------------------------------------------------------
 

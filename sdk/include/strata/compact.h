@@ -1,0 +1,114 @@
+// strata/compact.h — compaction policies and summarizers (component strata::compact).
+//
+// The strata policy keeps an agent inside its budget at the lowest cache cost:
+//   - it runs rarely: only above the budget's trigger, and then brings the input down to the target
+//     (hysteresis), so each invalidation of the server's prefix cache is amortized over many turns;
+//   - it picks the latest boundary that reaches the target, so the fewest cached tokens are lost;
+//   - within what it must re-render, it alters the least useful content first: stale outputs
+//     (superseded error logs, ephemeral tools, old reasoning), then observation masking of old tool
+//     results with informative placeholders (tool, arguments, size, exit status, identifiers the
+//     output mentioned, recall id), and only when masking cannot reach the target, a summary of
+//     the oldest turns (the task's first user message is kept).
+// Never touched: pinned segments, the last `keep_turns` turns, the last `keep_tool_results` tool
+// results (unless the hard limit requires), results of `exclude_tools`.
+//
+// Baselines for comparison (what peers do): none (full history), sliding (drop the oldest turns
+// until the request fits), last-n (mask all but the last n tool results every turn, then slide).
+//
+//   std::unique_ptr<strata::CompactionPolicy> policy = strata::MakeStrataPolicy();
+//   options.compaction = policy.get();
+//
+// Thread safety: the built-in policies and the extractive summarizer hold no mutable state and may
+// be shared by contexts on different threads. The LLM summarizer is as thread-safe as its Transport.
+#ifndef STRATA_COMPACT_H_
+#define STRATA_COMPACT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "strata/compaction.h"
+#include "strata/segment.h"
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+
+namespace strata {
+
+class Transport;  // strata/transport.h
+
+// Turns a span of history into one summary text.
+class Summarizer {
+ public:
+  virtual ~Summarizer() = default;
+  // "name@version", recorded with the summaries it writes.
+  virtual std::string Name() const = 0;
+  // A summary of `span` (rendered history segments, oldest first) of at most `max_tokens` tokens
+  // counted with `tokenizer`.
+  virtual StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t max_tokens,
+                                          const Tokenizer& tokenizer) = 0;
+};
+
+// Deterministic extractive summary: the user requests, the assistant's stated decisions, every
+// tool call with its exit status and recall id, the file paths mentioned and the error lines.
+std::unique_ptr<Summarizer> MakeExtractiveSummarizer();
+
+struct LlmSummarizerOptions {
+  std::string model = "glm-5.3-flash";  // may name a cheaper endpoint's model
+  size_t max_output_tokens = 1024;
+  int attempts = 2;                       // tries before falling back
+  std::chrono::milliseconds deadline{60000};  // per attempt
+  // Instruction placed before the span. Default: keep decisions, file paths, errors and open tasks.
+  std::string instruction;
+};
+
+// Summarizes through `transport` (not owned; must outlive the summarizer). Each answer is
+// validated (non-empty, within max_tokens, valid UTF-8); after `attempts` failures the extractive
+// summary is used instead, so compaction never fails because the summarizer did.
+std::unique_ptr<Summarizer> MakeLlmSummarizer(Transport* transport, LlmSummarizerOptions options = {});
+
+struct StrataPolicyOptions {
+  // The last `keep_turns` turns are never altered. Default 2.
+  size_t keep_turns = 2;
+  // The last `keep_tool_results` tool results are never masked (unless the hard limit requires).
+  // Default 3.
+  size_t keep_tool_results = 3;
+  // Keep the first user message (usually the task) when summarizing. Default true.
+  bool keep_first_user = true;
+  // Results of these tools are never altered.
+  std::set<std::string> exclude_tools;
+  // Results of these tools are stale once their turn is over: masked first.
+  std::set<std::string> ephemeral_tools;
+  // Identifiers (paths, names) listed in a masked output's placeholder. Default 10.
+  size_t placeholder_identifiers = 10;
+  // Summaries are at most this many tokens. Default 1024.
+  size_t max_summary_tokens = 1024;
+  // Writes summaries; nullptr: the built-in extractive summarizer. Not owned.
+  Summarizer* summarizer = nullptr;
+};
+
+std::unique_ptr<CompactionPolicy> MakeStrataPolicy(StrataPolicyOptions options = {});
+
+// Baselines.
+std::unique_ptr<CompactionPolicy> MakeNoCompactionPolicy();
+std::unique_ptr<CompactionPolicy> MakeSlidingWindowPolicy();
+std::unique_ptr<CompactionPolicy> MakeLastNPolicy(size_t n = 5);
+
+// "strata", "none", "sliding", "last-n" -> a policy; INVALID_ARGUMENT naming the known ones.
+StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& name);
+
+// The one-line placeholder the strata policy renders for a masked tool result: tool, arguments
+// digest, size, exit status (when the output shows one), up to `max_identifiers` identifiers the
+// output mentioned, and the recall id.
+std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
+                            size_t max_identifiers);
+
+// Code identifiers and file paths in `text` (snake_case, CamelCase, dotted.names, paths/with.ext),
+// most frequent first (paths before names), at most `limit`.
+std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit);
+
+}  // namespace strata
+
+#endif  // STRATA_COMPACT_H_

@@ -1,0 +1,121 @@
+// strata/compaction.h — planned edits of an agent's history that keep it inside a token budget.
+//
+// A CompactionPolicy looks at a context's history and returns a HistoryEdit: tool results to mask
+// (replace by a one-line placeholder), reasoning to drop, spans to replace by a summary, segments
+// to evict. The Context validates and applies the edit (Context::ApplyEdit) and reports what it
+// cost: everything before the edit's *boundary* (its earliest touched segment) renders
+// byte-identically afterwards, so the server's prefix cache keeps serving it.
+//
+// Policies ship in strata::compact (strata/compact.h): the strata policy (stale first, observation
+// masking, summarization, eviction; trigger/target hysteresis; latest boundary) and the baselines
+// none, sliding and last-n. Attach one with ContextOptions::compaction and a ContextOptions::budget;
+// Context::Build() then compacts before rendering whenever the policy says so, and never returns a
+// request above the budget.
+//
+//   strata::ContextOptions options;
+//   options.budget = budget;                        // strata/budget.h
+//   options.compaction = policy.get();              // e.g. strata::MakeStrataPolicy()
+//   auto context = strata::Context::Create(options).value();
+//   ...
+//   auto request = context->Build();                // compacts first when needed
+//   if (request->compaction) log(request->compaction->invalidated_tokens);
+//
+// Thread safety: policies are called on the context's thread; a policy instance may be shared by
+// contexts only if its implementation says so (the built-in ones are stateless and may).
+#ifndef STRATA_COMPACTION_H_
+#define STRATA_COMPACTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/segment.h"
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+
+namespace strata {
+
+// One change to one history segment.
+struct SegmentEdit {
+  enum class Action {
+    kMask,           // tool results only: render `placeholder` instead of the content
+    kEvict,          // stop rendering the segment
+    kDropReasoning,  // assistant messages only: stop replaying the reasoning
+  };
+  std::string segment_id;
+  Action action = Action::kMask;
+  std::string placeholder;  // kMask: the text rendered instead (non-empty)
+};
+
+// Replaces a contiguous run of rendered history segments by one summary segment, rendered where the
+// first of them was.
+struct SummaryEdit {
+  std::vector<std::string> replaces;  // segment ids, in render order, contiguous
+  std::string content;                // the summary text (non-empty)
+};
+
+struct HistoryEdit {
+  std::vector<SegmentEdit> edits;
+  std::vector<SummaryEdit> summaries;
+  bool empty() const { return edits.empty() && summaries.empty(); }
+};
+
+// What one compaction did and cost.
+struct CompactionReport {
+  std::string policy;  // "name@version" of the policy that planned it
+  std::string reason;  // why it ran, e.g. "input 30,112 tokens above trigger 27,200"
+  int64_t turn = 0;
+  size_t tokens_before = 0;  // input tokens of the request before the edit
+  size_t tokens_after = 0;
+  std::string boundary_segment_id;  // earliest segment the edit touched
+  size_t boundary_index = 0;        // its index among the history's segments
+  // Tokens of the rendered history from the boundary on, before the edit: what the server has
+  // cached and must now compute again.
+  size_t invalidated_tokens = 0;
+  size_t masked = 0;
+  size_t evicted = 0;
+  size_t summarized = 0;  // segments folded into summaries
+  size_t reasoning_dropped = 0;
+};
+
+// What a policy sees. Token figures are the context's own counts (its tokenizer plus
+// message_overhead_tokens per message).
+struct CompactionInput {
+  std::vector<const Segment*> history;  // rendered history segments (live or masked), in order
+  size_t stable_tokens = 0;             // system, tools, index, docs
+  size_t volatile_tokens = 0;
+  size_t history_tokens = 0;
+  size_t total_tokens = 0;  // everything the request holds, overheads included
+  size_t limit_tokens = 0;  // the budget's usable input: a request must not exceed it
+  size_t trigger_tokens = 0;
+  size_t target_tokens = 0;
+  size_t message_overhead_tokens = 0;  // counted per rendered message
+  int64_t turn = 0;                    // the context's current turn
+  bool forced = false;                 // Context::Compact(force=true)
+  const Tokenizer* tokenizer = nullptr;
+  // Tokens `text` would count as a message's content.
+  size_t Count(const std::string& text) const { return tokenizer ? tokenizer->Count(text) : text.size() / 4; }
+};
+
+class CompactionPolicy {
+ public:
+  virtual ~CompactionPolicy() = default;
+  // "name@version", persisted with every segment the policy altered or produced.
+  virtual std::string Name() const = 0;
+  // Whether to compact before this build. Usually: above the trigger (or forced).
+  virtual bool ShouldCompact(const CompactionInput& input) const = 0;
+  // The edit to apply; an empty edit when nothing can be done. It must leave tool calls paired
+  // (Context::ApplyEdit refuses edits that would not).
+  virtual StatusOr<HistoryEdit> Plan(const CompactionInput& input) = 0;
+};
+
+// The `context_recall` tool an application may expose so the model can get back the original of a
+// masked, truncated, summarized or evicted segment by its recall id. Canonical JSON of one OpenAI
+// tool object; answer its calls with Context::AnswerRecall.
+std::string RecallToolSchema();
+inline constexpr char kRecallToolName[] = "context_recall";
+
+}  // namespace strata
+
+#endif  // STRATA_COMPACTION_H_

@@ -1,0 +1,104 @@
+// strata/eval.h — replaying trajectories under a token budget with a compaction policy, and measuring
+// what it costs (component strata::eval; used by `strata replay --budget` and bench/bench_compaction).
+//
+// For each assistant message of a trace, the context (managed by the policy) is built into the
+// request that would be sent; the request is rendered through the chat template and tokenized with
+// the given tokenizer, which gives its exact input tokens; a prefix-cache model fed with every request
+// sent so far gives the tokens a server would reuse (block granularity).
+//
+//   strata::EvalOptions options;
+//   options.policy = "strata";
+//   options.budget_tokens = 32000;
+//   options.tokenizer = tokenizer.get();
+//   STRATA_ASSIGN_OR_RETURN(strata::EvalResult result, strata::EvaluateTrace(messages, options));
+//   std::cout << result.summary.cost << "\n";
+//
+// Thread safety: EvaluateTrace may run concurrently on different traces with shared tokenizer and
+// template (they are thread-safe).
+#ifndef STRATA_EVAL_H_
+#define STRATA_EVAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/compaction.h"
+#include "strata/context.h"
+#include "strata/status.h"
+#include "strata/tokenizer.h"
+#include "strata/trace.h"
+
+namespace strata {
+
+class ChatTemplate;  // strata/chat_template.h
+
+struct EvalOptions {
+  std::string policy = "strata";  // strata, none, sliding, last-n
+  // Input tokens a request may hold (exact count through the template). 0: no budget.
+  size_t budget_tokens = 0;
+  // Trigger and target of the strata policy, as fractions of the budget. Defaults 0.9 and 0.55.
+  double trigger = 0.9;
+  double target = 0.55;
+  const Tokenizer* tokenizer = nullptr;         // required
+  const ChatTemplate* chat_template = nullptr;  // nullptr: the GLM-5 template
+  size_t block_tokens = 16;                     // prefix-cache block size
+  // Price of a cached input token relative to an uncached one. Default 0.1.
+  double cached_price = 0.1;
+  // Turns after which an identifier learned from a tool output counts as "old" for retention.
+  int64_t retention_age = 5;
+  // Append-time hygiene for the strata policy; baselines get the same truncation but no
+  // deduplication or folding (what peers do). max_segment_tokens 0: a quarter of the budget, at most
+  // 8192.
+  HygieneOptions hygiene;
+  // Called with each turn's stats and request body (e.g. to write `--out`); may be empty.
+  std::function<void(const struct EvalTurn&, const std::string& body)> on_turn;
+};
+
+struct EvalTurn {
+  size_t turn = 0;
+  size_t input_tokens = 0;     // exact: tokenizer(template(request))
+  size_t counted_tokens = 0;   // the context's own count
+  size_t reused_tokens = 0;    // served from the prefix-cache model
+  bool violation = false;      // input_tokens > budget
+  bool pairing_error = false;  // a tool message without its call or the reverse
+  size_t old_identifiers = 0;       // identifiers the next message uses, learned > age turns ago
+  size_t old_identifiers_kept = 0;  // of those, still present in the request
+  std::optional<CompactionReport> compaction;
+  std::string error;  // why the request could not be built (RESOURCE_EXHAUSTED), if it could not
+};
+
+struct EvalSummary {
+  size_t requests = 0;
+  size_t violations = 0;
+  size_t pairing_errors = 0;
+  size_t failed_builds = 0;  // requests the context refused to build (RESOURCE_EXHAUSTED)
+  size_t peak_tokens = 0;
+  double mean_tokens = 0;
+  uint64_t input_tokens = 0;
+  uint64_t reused_tokens = 0;
+  uint64_t uncached_tokens = 0;
+  double reuse_share = 0;  // reused / input
+  double cost = 0;         // uncached + cached_price * reused
+  size_t compactions = 0;
+  uint64_t invalidated_tokens = 0;
+  size_t old_identifiers = 0;
+  size_t old_identifiers_kept = 0;
+  double retention = 1;  // kept / old (1 when none)
+  // Adds `other` (another trace's summary) into this one and recomputes the ratios.
+  void Add(const EvalSummary& other);
+  void Finish(double cached_price);
+};
+
+struct EvalResult {
+  EvalSummary summary;
+  std::vector<EvalTurn> turns;
+};
+
+StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, const EvalOptions& options);
+
+}  // namespace strata
+
+#endif  // STRATA_EVAL_H_

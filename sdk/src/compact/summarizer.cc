@@ -1,0 +1,227 @@
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "strata/compact.h"
+#include "strata/transport.h"
+
+namespace strata {
+namespace {
+
+std::string FirstLine(const std::string& text, size_t max_bytes) {
+  size_t start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos) return "";
+  size_t end = text.find('\n', start);
+  std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  if (line.size() > max_bytes) {
+    size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    line = line.substr(0, cut) + "...";
+  }
+  return line;
+}
+
+// The assistant's stated decision: the first line after a "THOUGHT:" marker, else its first line.
+std::string Decision(const std::string& content) {
+  size_t thought = content.find("THOUGHT:");
+  if (thought != std::string::npos) return FirstLine(content.substr(thought + 8), 200);
+  return FirstLine(content, 200);
+}
+
+std::vector<std::string> ErrorLines(const std::string& text, size_t limit) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size() && lines.size() < limit) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (line.find("Error") != std::string::npos || line.find("error:") != std::string::npos ||
+        line.find("Exception") != std::string::npos || line.find("FAILED") != std::string::npos) {
+      lines.push_back(FirstLine(line, 160));
+    }
+    start = end + 1;
+  }
+  return lines;
+}
+
+class ExtractiveSummarizer final : public Summarizer {
+ public:
+  std::string Name() const override { return "extractive@1"; }
+
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t max_tokens,
+                                  const Tokenizer& tokenizer) override {
+    if (span.empty()) return InvalidArgumentError("nothing to summarize");
+    std::vector<std::string> items;
+    std::set<std::string> files, errors;
+    size_t tokens = 0;
+    int64_t first_turn = span.front()->turn, last_turn = span.back()->turn;
+    // Calls by id, to pair results with what produced them.
+    std::vector<const ToolCall*> calls;
+    for (const Segment* s : span) {
+      tokens += s->tokens;
+      switch (s->kind) {
+        case SegmentKind::kUser:
+          items.push_back("- user: " + FirstLine(s->content, 300));
+          break;
+        case SegmentKind::kSummary:
+          items.push_back("- earlier: " + FirstLine(s->content, 300));
+          break;
+        case SegmentKind::kAssistant:
+        case SegmentKind::kToolCall: {
+          std::string decision = Decision(s->content);
+          std::string line = "- turn " + std::to_string(s->turn) + ": " + decision;
+          for (const ToolCall& call : s->tool_calls) {
+            calls.push_back(&call);
+            std::string arguments = call.arguments;
+            nlohmann::json args = nlohmann::json::parse(arguments, nullptr, false);
+            if (args.is_object() && args.size() == 1 && args.begin()->is_string()) {
+              arguments = args.begin()->get<std::string>();
+            }
+            line += (decision.empty() ? "" : " ") + std::string("-> ") + call.name + ": " +
+                    FirstLine(arguments, 160);
+          }
+          items.push_back(line);
+          break;
+        }
+        case SegmentKind::kToolResult:
+        case SegmentKind::kErrorLog: {
+          std::string result = "  result (" + std::to_string(s->content.size()) + " bytes";
+          if (!s->recall_id.empty()) result += ", recall " + s->recall_id;
+          result += ")";
+          if (s->state == SegmentState::kMasked) result += ": " + FirstLine(s->content, 200);
+          items.push_back(result);
+          for (const std::string& id : ExtractIdentifiers(s->content, 8)) {
+            if (id.find('/') != std::string::npos) files.insert(id);
+          }
+          for (const std::string& line : ErrorLines(s->content, 3)) errors.insert(line);
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    std::string header = "[strata: summary of turns " + std::to_string(first_turn) + "-" +
+                         std::to_string(last_turn) + " (" + std::to_string(span.size()) +
+                         " messages, about " + std::to_string(tokens) +
+                         " tokens); originals are recallable by their recall ids]";
+    std::string tail;
+    if (!files.empty()) {
+      tail += "\nfiles seen:";
+      size_t n = 0;
+      for (const std::string& f : files) {
+        if (n++ == 25) break;
+        tail += " " + f;
+      }
+    }
+    if (!errors.empty()) {
+      tail += "\nerrors seen:";
+      size_t n = 0;
+      for (const std::string& e : errors) {
+        if (n++ == 8) break;
+        tail += "\n  " + e;
+      }
+    }
+    // Drop items from the middle (keeping the oldest and the latest) until the summary fits.
+    std::vector<bool> keep(items.size(), true);
+    auto render = [&]() {
+      std::string out = header;
+      size_t omitted = 0;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (keep[i]) {
+          if (omitted) out += "\n- ... (" + std::to_string(omitted) + " items omitted)";
+          omitted = 0;
+          out += "\n" + items[i];
+        } else {
+          ++omitted;
+        }
+      }
+      if (omitted) out += "\n- ... (" + std::to_string(omitted) + " items omitted)";
+      return out + tail;
+    };
+    std::string out = render();
+    size_t kept = items.size();
+    while (kept > 0 && tokenizer.Count(out) > max_tokens) {
+      // Remove the kept item nearest the middle; drop several at once when far over.
+      const size_t over = tokenizer.Count(out) - max_tokens;
+      size_t drop = std::max<size_t>(1, std::min(kept, over / 64));
+      for (; drop > 0 && kept > 0; --drop) {
+        size_t middle = items.size() / 2, best = items.size();
+        for (size_t d = 0; d <= items.size(); ++d) {
+          if (middle >= d && keep[middle - d]) { best = middle - d; break; }
+          if (middle + d < items.size() && keep[middle + d]) { best = middle + d; break; }
+        }
+        if (best == items.size()) break;
+        keep[best] = false;
+        --kept;
+      }
+      out = render();
+    }
+    if (tokenizer.Count(out) > max_tokens) {
+      out = header;  // the header alone always fits any sensible limit
+      if (!tail.empty() && tokenizer.Count(out + tail) <= max_tokens) out += tail;
+    }
+    return out;
+  }
+};
+
+class LlmSummarizer final : public Summarizer {
+ public:
+  LlmSummarizer(Transport* transport, LlmSummarizerOptions options)
+      : transport_(transport), options_(std::move(options)), fallback_(MakeExtractiveSummarizer()) {
+    if (options_.instruction.empty()) {
+      options_.instruction =
+          "Summarize this part of an agent's conversation for the agent itself. Keep every decision "
+          "and its reason, the files and functions involved, commands run and their outcomes, errors "
+          "still unresolved, and open tasks. Be terse. Keep recall ids (r-...) verbatim.";
+    }
+  }
+
+  std::string Name() const override { return "llm@1(" + options_.model + ")"; }
+
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t max_tokens,
+                                  const Tokenizer& tokenizer) override {
+    const size_t limit = std::min(max_tokens, options_.max_output_tokens);
+    if (transport_ != nullptr) {
+      std::string transcript;
+      for (const Segment* s : span) {
+        transcript += "\n[" + std::string(SegmentKindName(s->kind)) + "] " + s->content;
+        for (const ToolCall& call : s->tool_calls) transcript += "\n  call " + call.name + " " + call.arguments;
+      }
+      nlohmann::json request = {
+          {"model", options_.model},
+          {"messages", {{{"role", "system"}, {"content", options_.instruction}},
+                        {{"role", "user"}, {"content", transcript}}}},
+          {"max_tokens", limit},
+          {"stream", false}};
+      const std::string body = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      for (int attempt = 0; attempt < std::max(1, options_.attempts); ++attempt) {
+        Response response;
+        CallOptions call;
+        call.deadline = options_.deadline;
+        Status sent = transport_->Send(body, call, &response);
+        if (!sent.ok()) continue;
+        const std::string& text = response.content;
+        // Validation: non-empty, bounded, not cut off.
+        if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+        if (response.finish_reason == "length" || tokenizer.Count(text) > limit) continue;
+        return "[strata: summary by " + options_.model + "]\n" + text;
+      }
+    }
+    return fallback_->Summarize(span, max_tokens, tokenizer);
+  }
+
+ private:
+  Transport* transport_;
+  LlmSummarizerOptions options_;
+  std::unique_ptr<Summarizer> fallback_;
+};
+
+}  // namespace
+
+std::unique_ptr<Summarizer> MakeExtractiveSummarizer() { return std::make_unique<ExtractiveSummarizer>(); }
+
+std::unique_ptr<Summarizer> MakeLlmSummarizer(Transport* transport, LlmSummarizerOptions options) {
+  return std::make_unique<LlmSummarizer>(transport, std::move(options));
+}
+
+}  // namespace strata

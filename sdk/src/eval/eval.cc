@@ -1,0 +1,204 @@
+#include "strata/eval.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "strata/chat_template.h"
+#include "strata/compact.h"
+#include "strata/prefix_cache.h"
+
+namespace strata {
+namespace {
+
+// True when the request's messages pair tool calls and results (DESIGN.md rule 7).
+bool PairingOk(const std::string& body) {
+  nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
+  if (!request.is_object() || !request.contains("messages")) return false;
+  std::vector<std::string> open;
+  bool after_calls = false;
+  for (const auto& message : request["messages"]) {
+    const std::string role = message.value("role", "");
+    if (role == "tool") {
+      auto it = std::find(open.begin(), open.end(), message.value("tool_call_id", ""));
+      if (!after_calls || it == open.end()) return false;
+      open.erase(it);
+      continue;
+    }
+    if (!open.empty()) return false;
+    after_calls = false;
+    if (role == "assistant" && message.contains("tool_calls")) {
+      for (const auto& call : message["tool_calls"]) open.push_back(call.value("id", ""));
+      after_calls = true;
+    }
+  }
+  return open.empty();
+}
+
+constexpr size_t kAllIdentifiers = 1 << 20;
+
+}  // namespace
+
+void EvalSummary::Add(const EvalSummary& o) {
+  requests += o.requests;
+  violations += o.violations;
+  pairing_errors += o.pairing_errors;
+  failed_builds += o.failed_builds;
+  peak_tokens = std::max(peak_tokens, o.peak_tokens);
+  input_tokens += o.input_tokens;
+  reused_tokens += o.reused_tokens;
+  uncached_tokens += o.uncached_tokens;
+  compactions += o.compactions;
+  invalidated_tokens += o.invalidated_tokens;
+  old_identifiers += o.old_identifiers;
+  old_identifiers_kept += o.old_identifiers_kept;
+}
+
+void EvalSummary::Finish(double cached_price) {
+  mean_tokens = requests ? static_cast<double>(input_tokens) / requests : 0;
+  reuse_share = input_tokens ? static_cast<double>(reused_tokens) / input_tokens : 0;
+  cost = static_cast<double>(uncached_tokens) + cached_price * static_cast<double>(reused_tokens);
+  retention = old_identifiers ? static_cast<double>(old_identifiers_kept) / old_identifiers : 1.0;
+}
+
+StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, const EvalOptions& options) {
+  if (options.tokenizer == nullptr) return InvalidArgumentError("EvalOptions.tokenizer is required");
+  std::unique_ptr<ChatTemplate> owned_template;
+  const ChatTemplate* chat_template = options.chat_template;
+  if (chat_template == nullptr) {
+    owned_template = MakeGlm5ChatTemplate();
+    chat_template = owned_template.get();
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy, MakePolicyByName(options.policy));
+  std::unique_ptr<RequestTokenCounter> counter = MakeRequestTokenCounter(*chat_template, *options.tokenizer);
+  const bool is_strata = options.policy == "strata";
+
+  ContextOptions context_options;
+  context_options.agent.id = "eval";
+  context_options.tokenizer = options.tokenizer;
+  // Budget decisions on exact counts (template + tokenizer), as the server counts.
+  context_options.request_counter = counter.get();
+  context_options.hygiene = options.hygiene;
+  if (context_options.hygiene.max_segment_tokens == 0) {
+    context_options.hygiene.max_segment_tokens =
+        options.budget_tokens ? std::clamp<size_t>(options.budget_tokens / 4, 64, 8192) : 8192;
+  }
+  if (!is_strata) {
+    context_options.hygiene.deduplicate = false;
+    context_options.hygiene.fold_error_logs = false;
+  }
+  if (options.budget_tokens && options.policy != "none") {
+    Budget budget;
+    budget.window = static_cast<int64_t>(options.budget_tokens);
+    budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+    budget.trigger = BudgetLimit::Fraction(is_strata ? options.trigger : 1.0);
+    budget.target = BudgetLimit::Fraction(is_strata ? options.target : 1.0);
+    context_options.budget = budget;
+    context_options.compaction = policy.get();
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> context, Context::Create(context_options));
+
+  PrefixCacheOptions cache_options;
+  cache_options.block_tokens = options.block_tokens;
+  cache_options.capacity_blocks = static_cast<size_t>(-1) / 2;
+  PrefixCacheModel cache(cache_options);
+
+  std::unordered_map<std::string, int64_t> learned;  // identifier -> turn it first appeared in a tool output
+  std::unordered_set<std::string> known;             // identifiers the user or system gave
+  EvalResult result;
+  std::vector<std::string> system_prompts;
+  bool started = false;
+  int64_t turn = 0;
+
+  for (const TraceMessage& m : messages) {
+    auto at = [&](const Status& s) {
+      return Status(s.code(), "line " + std::to_string(m.line) + ": " + s.message());
+    };
+    if (m.role == TraceRole::kSystem && !started) {
+      system_prompts.push_back(m.content);
+      for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) known.insert(id);
+      continue;
+    }
+    if (!started) {
+      started = true;
+      if (!system_prompts.empty()) {
+        Status s = context->SetSystemPrompts(system_prompts);
+        if (!s.ok()) return at(s);
+      }
+    }
+    switch (m.role) {
+      case TraceRole::kSystem:
+        return at(InvalidArgumentError("system message after the conversation started"));
+      case TraceRole::kUser: {
+        for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) {
+          if (!learned.count(id)) known.insert(id);
+        }
+        Status s = context->AppendUser(m.content).status();
+        if (!s.ok()) return at(s);
+        break;
+      }
+      case TraceRole::kAssistant: {
+        EvalTurn stats;
+        stats.turn = result.turns.size();
+        StatusOr<BuiltRequest> built = context->Build();
+        if (!built.ok()) {
+          if (built.status().code() != StatusCode::kResourceExhausted) return at(built.status());
+          stats.violation = true;
+          ++result.summary.failed_builds;
+          stats.error = built.status().message();
+        } else {
+          STRATA_ASSIGN_OR_RETURN(std::string prompt, chat_template->Render(built->body));
+          PromptBlocks blocks = HashPrompt(prompt, "", options.tokenizer, cache_options);
+          stats.input_tokens = static_cast<size_t>(blocks.prompt_tokens);
+          stats.counted_tokens = built->input_tokens;
+          stats.reused_tokens = static_cast<size_t>(cache.LookupAndInsert(blocks));
+          stats.violation = options.budget_tokens && stats.input_tokens > options.budget_tokens;
+          stats.pairing_error = !PairingOk(built->body);
+          stats.compaction = built->compaction;
+          // Retention: identifiers this message uses that were learned from old tool outputs.
+          std::string used_text = m.content;
+          for (const ToolCall& call : m.tool_calls) used_text += "\n" + call.arguments;
+          for (const std::string& id : ExtractIdentifiers(used_text, kAllIdentifiers)) {
+            auto it = learned.find(id);
+            if (it == learned.end() || known.count(id) || it->second > turn - options.retention_age) continue;
+            ++stats.old_identifiers;
+            if (built->body.find(id) != std::string::npos) ++stats.old_identifiers_kept;
+          }
+          if (options.on_turn) options.on_turn(stats, built->body);
+        }
+        EvalSummary& sum = result.summary;
+        ++sum.requests;
+        sum.violations += stats.violation;
+        sum.pairing_errors += stats.pairing_error;
+        sum.peak_tokens = std::max(sum.peak_tokens, stats.input_tokens);
+        sum.input_tokens += stats.input_tokens;
+        sum.reused_tokens += stats.reused_tokens;
+        sum.uncached_tokens += stats.input_tokens - std::min(stats.input_tokens, stats.reused_tokens);
+        if (stats.compaction) {
+          ++sum.compactions;
+          sum.invalidated_tokens += stats.compaction->invalidated_tokens;
+        }
+        sum.old_identifiers += stats.old_identifiers;
+        sum.old_identifiers_kept += stats.old_identifiers_kept;
+        result.turns.push_back(std::move(stats));
+        ++turn;
+        Status s = context->AppendAssistant(AssistantMessage{m.content, m.reasoning, m.tool_calls}).status();
+        if (!s.ok()) return at(s);
+        break;
+      }
+      case TraceRole::kTool: {
+        for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) {
+          if (!known.count(id)) learned.emplace(id, turn - 1);
+        }
+        Status s = context->AppendToolResult(ToolResult{m.tool_call_id, m.content, false}).status();
+        if (!s.ok()) return at(s);
+        break;
+      }
+    }
+  }
+  result.summary.Finish(options.cached_price);
+  return result;
+}
+
+}  // namespace strata

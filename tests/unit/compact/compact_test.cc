@@ -1,0 +1,381 @@
+#include "strata/compact.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "testing/context_testing.h"
+
+namespace strata {
+namespace {
+
+using testing::MustBuild;
+using testing::PairingError;
+
+// A context with a 4-bytes-per-token estimator, a budget of `limit` tokens and the given policy.
+std::unique_ptr<Context> BudgetedContext(CompactionPolicy* policy, int64_t limit, double trigger = 0.9,
+                                         double target = 0.5, HygieneOptions hygiene = {}) {
+  ContextOptions options;
+  options.agent.id = "compact-test";
+  Budget budget;
+  budget.window = limit;
+  budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+  budget.trigger = BudgetLimit::Fraction(trigger);
+  budget.target = BudgetLimit::Fraction(target);
+  options.budget = budget;
+  options.compaction = policy;
+  options.hygiene = hygiene;
+  options.hygiene.deduplicate = false;
+  return testing::NewContext(options);
+}
+
+std::string Output(int turn, size_t lines) {
+  std::string out = "<returncode>1</returncode>\n";
+  for (size_t i = 0; i < lines; ++i) {
+    out += "src/module_" + std::to_string(turn) + ".py:" + std::to_string(i) + ": def helper_function_" +
+           std::to_string(turn) + "(value): return value\n";
+  }
+  return out;
+}
+
+void Turn(Context& context, int turn, size_t lines = 20) {
+  const std::string id = "call_" + std::to_string(turn);
+  REQUIRE(context.AppendAssistant({"THOUGHT: look at module " + std::to_string(turn), "",
+                                   {{id, "bash", R"({"command": "grep -n def src/module_)" +
+                                                     std::to_string(turn) + R"(.py"})"}}})
+              .ok());
+  REQUIRE(context.AppendToolResult({id, Output(turn, lines), false}).ok());
+}
+
+size_t CommonPrefix(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+TEST_CASE("the strata policy masks old tool results with informative placeholders", "[compact]") {
+  auto policy = MakeStrataPolicy();
+  auto context = BudgetedContext(policy.get(), 8000);
+  REQUIRE(context->SetSystemPrompt("You are a coding agent.").ok());
+  REQUIRE(context->AppendUser("Fix the bug in src/.").ok());
+  for (int t = 1; t <= 30; ++t) {
+    Turn(*context, t);
+    BuiltRequest request = MustBuild(*context);
+    CHECK(request.input_tokens <= 8000);
+    CHECK(PairingError(request.body).empty());
+  }
+  REQUIRE_FALSE(context->Compactions().empty());
+  const CompactionReport& report = context->Compactions().front();
+  CHECK(report.policy == "strata@1");
+  CHECK(report.masked > 0);
+  CHECK(report.tokens_before > 0.9 * 8000);
+  CHECK_THAT(report.reason, Catch::Contains("above the trigger"));
+
+  // The last three tool results are intact; masked ones carry a placeholder and a recall id.
+  std::vector<Segment> results;
+  for (const Segment& s : context->Segments()) {
+    if (s.kind == SegmentKind::kToolResult || s.kind == SegmentKind::kErrorLog) results.push_back(s);
+  }
+  REQUIRE(results.size() == 30);
+  for (size_t i = results.size() - 3; i < results.size(); ++i) CHECK(results[i].state == SegmentState::kLive);
+  const Segment* masked = nullptr;
+  for (const Segment& s : results) {
+    if (s.state == SegmentState::kMasked) {
+      masked = &s;
+      break;
+    }
+  }
+  REQUIRE(masked != nullptr);
+  CHECK(masked->policy == "strata@1");
+  CHECK_THAT(masked->content, Catch::StartsWith("[strata: masked output of bash(command=\"grep -n def src/module_"));
+  CHECK_THAT(masked->content, Catch::Contains("exit 1") && Catch::Contains("mentions: src/module_") &&
+                                  Catch::Contains("helper_function_") && Catch::Contains(masked->recall_id));
+  auto original = context->Recall(masked->recall_id);
+  REQUIRE(original.ok());
+  CHECK_THAT(*original, Catch::StartsWith("<returncode>1</returncode>"));
+}
+
+TEST_CASE("compaction runs rarely: above the trigger, down to the target", "[compact]") {
+  auto policy = MakeStrataPolicy();
+  auto context = BudgetedContext(policy.get(), 10000, 0.9, 0.5);
+  REQUIRE(context->AppendUser("task").ok());
+  size_t builds = 0;
+  for (int t = 1; t <= 60; ++t) {
+    Turn(*context, t);
+    BuiltRequest request = MustBuild(*context);
+    ++builds;
+    if (request.compaction) {
+      CHECK(request.compaction->tokens_before > 9000);
+      CHECK(request.input_tokens <= 5000 + 200);  // the target, up to one placeholder's rounding
+    }
+  }
+  const size_t compactions = context->Compactions().size();
+  CHECK(compactions >= 2);
+  CHECK(compactions * 5 < builds);  // hysteresis: far fewer compactions than requests
+}
+
+TEST_CASE("between compactions the history only grows; a compaction keeps everything before its boundary",
+          "[compact]") {
+  auto policy = MakeStrataPolicy();
+  auto context = BudgetedContext(policy.get(), 8000);
+  REQUIRE(context->SetSystemPrompt("sys").ok());
+  REQUIRE(context->AppendUser("task").ok());
+  std::string previous;
+  size_t previous_end = 0;
+  for (int t = 1; t <= 40; ++t) {
+    Turn(*context, t);
+    BuiltRequest request = MustBuild(*context);
+    if (!previous.empty()) {
+      if (!request.compaction) {
+        CHECK(request.body.compare(0, previous_end, previous, 0, previous_end) == 0);  // I7
+      } else {
+        // I3: the bytes before the boundary are unchanged; the change starts at the boundary.
+        nlohmann::json old_request = nlohmann::json::parse(previous);
+        const std::string& boundary = request.compaction->boundary_segment_id;
+        CHECK_FALSE(boundary.empty());
+        const size_t common = CommonPrefix(previous, request.body);
+        CHECK(common >= request.stable_prefix_bytes);
+        CHECK(request.compaction->invalidated_tokens > 0);
+      }
+    }
+    previous = request.body;
+    previous_end = request.history_end_bytes;
+  }
+}
+
+TEST_CASE("the boundary is the latest one that reaches the target", "[compact]") {
+  auto policy = MakeStrataPolicy();
+  // Trigger at the limit: only Compact(force) compacts here.
+  auto context = BudgetedContext(policy.get(), 20000, 1.0, 0.5);
+  REQUIRE(context->AppendUser("task").ok());
+  for (int t = 1; t <= 14; ++t) Turn(*context, t, 45 + t % 4);
+  const size_t before = context->InputTokens();
+  REQUIRE(before > 10000);
+  REQUIRE(before < 20000);
+  auto report = context->Compact(/*force=*/true);
+  REQUIRE(report.ok());
+  REQUIRE(report->has_value());
+  const CompactionReport& r = **report;
+  CHECK(r.tokens_after <= 10000);
+  // Everything before the boundary is untouched...
+  bool at_or_after = false;
+  for (const Segment& s : context->Segments()) {
+    if (s.id == r.boundary_segment_id) at_or_after = true;
+    if (!at_or_after) CHECK(s.state == SegmentState::kLive);
+  }
+  // ...and the boundary could not have been later: without masking the boundary segment the
+  // target would not have been reached (masks are chosen oldest first from the boundary on).
+  const Segment* boundary = context->Find(r.boundary_segment_id);
+  REQUIRE(boundary != nullptr);
+  REQUIRE(boundary->state == SegmentState::kMasked);
+  auto original = context->Recall(boundary->recall_id);
+  REQUIRE(original.ok());
+  const size_t saving = (original->size() + 3) / 4 - boundary->tokens;
+  CHECK(r.tokens_after + saving > 10000);
+  // Re-forcing does nothing: already at the target.
+  auto again = context->Compact(/*force=*/true);
+  REQUIRE(again.ok());
+  CHECK_FALSE(again->has_value());
+}
+
+TEST_CASE("pinned content that cannot fit fails with RESOURCE_EXHAUSTED naming the layers", "[compact]") {
+  auto policy = MakeStrataPolicy();
+  auto context = BudgetedContext(policy.get(), 2000);
+  REQUIRE(context->SetSystemPrompt(std::string(12000, 'x')).ok());  // ~3,000 tokens, pinned
+  REQUIRE(context->AppendUser("task").ok());
+  Status s = context->Build().status();
+  CHECK(s.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(s.message(), Catch::Contains("budget allows 2,000") && Catch::Contains("system 3,000"));
+  // The const Build never returns an over-budget request either.
+  const Context& view = *context;
+  CHECK(view.Build().status().code() == StatusCode::kResourceExhausted);
+}
+
+TEST_CASE("without a policy an over-budget Build fails instead of sending", "[compact]") {
+  auto context = BudgetedContext(nullptr, 1000);
+  REQUIRE(context->AppendUser(std::string(8000, 'y')).ok());
+  Status s = context->Build().status();
+  CHECK(s.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(s.message(), Catch::Contains("ContextOptions::compaction"));
+  CHECK(context->Compact().status().code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("when masking is not enough the oldest turns become a summary; the task stays", "[compact]") {
+  auto policy = MakeStrataPolicy();
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  REQUIRE(context->SetSystemPrompt("sys").ok());
+  REQUIRE(context->AppendUser("TASK: fix module parsing").ok());
+  for (int t = 1; t <= 40; ++t) {
+    // Long assistant messages: masking tool results alone cannot keep up.
+    const std::string id = "call_" + std::to_string(t);
+    REQUIRE(context->AppendAssistant({"THOUGHT: " + std::string(600, 'a' + t % 26), "",
+                                      {{id, "bash", R"({"command": "ls"})"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, "file_" + std::to_string(t) + ".py", false}).ok());
+    BuiltRequest request = MustBuild(*context);
+    CHECK(request.input_tokens <= 6000);
+    CHECK(PairingError(request.body).empty());
+  }
+  bool summarized = false;
+  for (const CompactionReport& r : context->Compactions()) summarized |= r.summarized > 0;
+  CHECK(summarized);
+  const std::vector<Segment> segments = context->Segments();
+  const auto task = std::find_if(segments.begin(), segments.end(), [](const Segment& s) {
+    return s.content == "TASK: fix module parsing";
+  });
+  REQUIRE(task != segments.end());
+  CHECK(task->state == SegmentState::kLive);
+  const auto summary = std::find_if(segments.begin(), segments.end(), [](const Segment& s) {
+    return s.kind == SegmentKind::kSummary && s.state == SegmentState::kLive;
+  });
+  REQUIRE(summary != segments.end());
+  CHECK_THAT(summary->content, Catch::StartsWith("[strata: summary of turns"));
+  CHECK(summary->policy == "strata@1");
+  // Summarized segments keep their originals.
+  for (const Segment& s : segments) {
+    if (s.state == SegmentState::kSummarized && s.kind == SegmentKind::kToolCall) {
+      CHECK(context->Recall(s.recall_id).ok());
+    }
+  }
+}
+
+TEST_CASE("a compacted context restores byte-identically", "[compact][restore]") {
+  auto policy = MakeStrataPolicy();
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  REQUIRE(context->AppendUser("task").ok());
+  for (int t = 1; t <= 30; ++t) {
+    Turn(*context, t, 10);
+    (void)MustBuild(*context);
+  }
+  REQUIRE_FALSE(context->Compactions().empty());
+  auto restored = Context::Restore(context->options(), context->Snapshot());
+  REQUIRE(restored.ok());
+  const Context& a = *context;
+  const Context& b = **restored;
+  CHECK(MustBuild(a).body == MustBuild(b).body);
+}
+
+TEST_CASE("ApplyEdit refuses edits that break pairing, touch pins or name unknown segments", "[compact]") {
+  auto context = testing::NewContext();
+  REQUIRE(context->AppendUser("task").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{}"}}}).ok());
+  auto result = context->AppendToolResult({"c1", "output", false});
+  REQUIRE(result.ok());
+  const std::string assistant = context->Segments()[1].id;
+  const std::string before = MustBuild(*context).body;
+
+  HistoryEdit orphan;
+  orphan.edits.push_back({assistant, SegmentEdit::Action::kEvict, ""});
+  Status s = context->ApplyEdit(orphan, "test@1", "test").status();
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("without its assistant tool call"));
+
+  HistoryEdit unknown;
+  unknown.edits.push_back({"s999", SegmentEdit::Action::kEvict, ""});
+  CHECK_THAT(context->ApplyEdit(unknown, "test@1", "").status().message(), Catch::Contains("s999"));
+
+  HistoryEdit mask_user;
+  mask_user.edits.push_back({context->Segments()[0].id, SegmentEdit::Action::kMask, "x"});
+  CHECK_THAT(context->ApplyEdit(mask_user, "test@1", "").status().message(), Catch::Contains("only tool results"));
+
+  HistoryEdit twice;
+  twice.edits.push_back({*result, SegmentEdit::Action::kMask, "x"});
+  twice.edits.push_back({*result, SegmentEdit::Action::kMask, "y"});
+  CHECK_THAT(context->ApplyEdit(twice, "test@1", "").status().message(), Catch::Contains("twice"));
+  CHECK(MustBuild(*context).body == before);  // refused whole
+
+  // Evicting the call with its result is fine.
+  HistoryEdit pair;
+  pair.edits.push_back({assistant, SegmentEdit::Action::kEvict, ""});
+  pair.edits.push_back({*result, SegmentEdit::Action::kEvict, ""});
+  auto report = context->ApplyEdit(pair, "test@1", "manual");
+  REQUIRE(report.ok());
+  CHECK(report->evicted == 2);
+  CHECK(report->boundary_segment_id == assistant);
+  nlohmann::json j = nlohmann::json::parse(MustBuild(*context).body);
+  CHECK(j["messages"].size() == 1);
+}
+
+TEST_CASE("context_recall: the schema is a valid tool and recall appends the original", "[compact][recall]") {
+  auto context = testing::NewContext();
+  REQUIRE(context->SetTools("[" + RecallToolSchema() + "]").ok());
+  REQUIRE(context->AppendUser("task").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{}"}}}).ok());
+  auto result = context->AppendToolResult({"c1", Output(1, 30), false});
+  REQUIRE(result.ok());
+  HistoryEdit mask;
+  mask.edits.push_back({*result, SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context->ApplyEdit(mask, "test@1", "").ok());
+  const std::string recall_id = context->Find(*result)->recall_id;
+  const std::string before = MustBuild(*context).body;
+
+  REQUIRE(context->AppendAssistant({"", "", {{"c2", kRecallToolName, "{\"recall_id\": \"" + recall_id + "\"}"}}}).ok());
+  CHECK(context->AnswerRecall("c9").status().code() == StatusCode::kInvalidArgument);
+  auto answer = context->AnswerRecall("c2");
+  REQUIRE(answer.ok());
+  CHECK(context->Find(*answer)->content == Output(1, 30));
+  const std::string after = MustBuild(*context).body;
+  const size_t end = before.rfind(']');
+  CHECK(after.compare(0, end, before, 0, end) == 0);  // recall only appends
+
+  REQUIRE(context->AppendAssistant({"", "", {{"c3", kRecallToolName, R"({"recall_id": "r-nothing"})"}}}).ok());
+  auto missing = context->AnswerRecall("c3");
+  REQUIRE(missing.ok());
+  CHECK_THAT(context->Find(*missing)->content, Catch::Contains("nothing is kept under recall id r-nothing"));
+}
+
+TEST_CASE("baselines: sliding drops the oldest turns, last-n masks all but the last n", "[compact][baselines]") {
+  auto sliding = MakeSlidingWindowPolicy();
+  auto context = BudgetedContext(sliding.get(), 3000, 1.0, 1.0);
+  REQUIRE(context->AppendUser("task").ok());
+  for (int t = 1; t <= 30; ++t) {
+    Turn(*context, t, 10);
+    BuiltRequest request = MustBuild(*context);
+    CHECK(request.input_tokens <= 3000);
+    CHECK(PairingError(request.body).empty());
+  }
+  REQUIRE_FALSE(context->Compactions().empty());
+  CHECK(context->Compactions().front().policy == "sliding@1");
+  CHECK(context->Segments()[0].state == SegmentState::kEvicted);  // the task went first
+
+  auto last_n = MakeLastNPolicy(5);
+  auto masked = BudgetedContext(last_n.get(), 100000, 1.0, 1.0);
+  REQUIRE(masked->AppendUser("task").ok());
+  for (int t = 1; t <= 12; ++t) {
+    Turn(*masked, t, 5);
+    (void)MustBuild(*masked);
+  }
+  size_t live = 0, omitted = 0;
+  for (const Segment& s : masked->Segments()) {
+    if (s.kind != SegmentKind::kToolResult && s.kind != SegmentKind::kErrorLog) continue;
+    if (s.state == SegmentState::kLive) ++live;
+    if (s.state == SegmentState::kMasked) {
+      ++omitted;
+      CHECK_THAT(s.content, Catch::StartsWith("[Old tool output omitted:"));
+    }
+  }
+  CHECK(live == 5);
+  CHECK(omitted == 7);
+  CHECK(MakePolicyByName("strata").ok());
+  CHECK_THAT(MakePolicyByName("lru").status().message(), Catch::Contains("known: strata, none, sliding, last-n"));
+}
+
+TEST_CASE("exclude_tools results and the last turns are never altered", "[compact]") {
+  StrataPolicyOptions options;
+  options.exclude_tools = {"read_spec"};
+  auto policy = MakeStrataPolicy(options);
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  REQUIRE(context->AppendUser("task").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"spec", "read_spec", "{}"}}}).ok());
+  const std::string spec = std::string("SPEC: ") + std::string(2000, 's');
+  REQUIRE(context->AppendToolResult({"spec", spec, false}).ok());
+  for (int t = 1; t <= 30; ++t) {
+    Turn(*context, t, 10);
+    (void)MustBuild(*context);
+  }
+  REQUIRE_FALSE(context->Compactions().empty());
+  for (const Segment& s : context->Segments()) {
+    if (s.tool_call_id == "spec") CHECK(s.content == spec);
+  }
+}
+
+}  // namespace
+}  // namespace strata
