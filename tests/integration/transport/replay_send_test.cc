@@ -1,0 +1,72 @@
+// `strata replay TRACE --send --endpoint URL [--grpc]` against strata-sim scripted with the same trace.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "sim_server.h"
+
+namespace strata {
+namespace {
+
+#ifdef STRATA_CLI_PATH
+std::string Run(const std::string& command, int* exit_code) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+TEST_CASE("strata replay --send sends every turn and predicts the simulator's cached tokens", "[transport][cli]") {
+  const std::string trace = std::string(STRATA_TRACES_DIR) + "/swe-agent/ctf-crypto-BabyEncryption.jsonl";
+  if (!std::ifstream(trace)) {
+    WARN("trace not available: " << trace);
+    return;
+  }
+  for (bool grpc : {false, true}) {
+    sim::SimOptions options;
+    options.trajectory_path = trace;
+    options.grpc_port = 0;
+    auto sim = sim::SimServer::Start(options).value();
+    const std::string records = std::string(STRATA_BINARY_DIR) + "/replay_send_records.jsonl";
+    const std::string summary = std::string(STRATA_BINARY_DIR) + "/replay_send_summary.json";
+    std::string command = std::string(STRATA_CLI_PATH) + " replay " + trace + " --send --records " + records +
+                          " --summary-json " + summary + " --block-size 16 " +
+                          (grpc ? "--grpc --endpoint " + sim->grpc_target() : "--endpoint " + sim->base_url());
+    int code = -1;
+    std::string output = Run(command, &code);
+    INFO(command << "\n" << output);
+    REQUIRE(code == 0);
+    nlohmann::json s = nlohmann::json::parse(std::ifstream(summary));
+    CHECK(s["failed"] == 0);
+    CHECK(s["turns"].get<int>() > 5);
+    CHECK(s["turns_with_prediction_mismatch"] == 0);
+    CHECK(s["cached_tokens_reported"] == s["cached_tokens_predicted"]);
+    CHECK(s["cached_tokens_reported"].get<int64_t>() > 0);
+    CHECK(static_cast<int>(sim->requests().size()) == s["turns"].get<int>());
+    CHECK(sim->requests().back().protocol == (grpc ? "grpc" : "http"));
+    std::ifstream in(records);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      auto r = nlohmann::json::parse(line);
+      if (r["type"] == "request") {
+        CHECK(r["code"] == "OK");
+        ++lines;
+      }
+    }
+    CHECK(lines == s["turns"].get<int>());
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace strata
