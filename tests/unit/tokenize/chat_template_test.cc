@@ -36,7 +36,7 @@ const strata::Tokenizer& GlmLikeTokenizer() {
   static auto* tok = [] {
     std::ifstream in(STRATA_TOK_QWEN3_JSON, std::ios::binary);
     if (!in) FAIL("missing " << STRATA_TOK_QWEN3_JSON << " (run scripts/setup)");
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(in);
+    nlohmann::json j = nlohmann::json::parse(in);  // not ordered_json: its linear-time inserts make a 150k-entry vocab take a minute
     int next_id = 200000;
     for (const std::string& s : GlmSpecials()) {
       bool present = false;
