@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "sim_server.h"
+#include "strata/tokenize.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -19,10 +20,14 @@ void OnSignal(int) { g_stop = 1; }
 int main(int argc, char** argv) {
   strata::sim::SimOptions options;
   std::string cached = "present";
+  std::string tokenizer_spec;
   CLI::App app{"strata-sim: an OpenAI Chat Completions and SGLang gRPC endpoint simulator"};
   app.add_option("--host", options.host, "IPv4 address to bind")->capture_default_str();
   app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")->capture_default_str();
   app.add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port, -1: no gRPC)")->capture_default_str();
+  app.add_option("--tokenizer", tokenizer_spec,
+                 "count prompt tokens with this tokenizer spec (strata/tokenize.h, e.g. hf:tokenizer.json); "
+                 "default: the bytes-per-token estimator");
   app.add_option("--block-size", options.cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
   app.add_option("--capacity-blocks", options.cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
   app.add_option("--bytes-per-token", options.cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
@@ -43,6 +48,16 @@ int main(int argc, char** argv) {
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull
                                               : strata::sim::CachedReport::kAbsent;
+  std::unique_ptr<strata::Tokenizer> tokenizer;
+  if (!tokenizer_spec.empty()) {
+    auto made = strata::MakeTokenizer(tokenizer_spec);
+    if (!made.ok()) {
+      std::cerr << "strata-sim: " << made.status() << "\n";
+      return 2;
+    }
+    tokenizer = std::move(made).value();
+    options.tokenizer = tokenizer.get();
+  }
   auto server = strata::sim::SimServer::Start(options);
   if (!server.ok()) {
     std::cerr << "strata-sim: " << server.status() << "\n";

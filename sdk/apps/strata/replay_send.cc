@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "strata/client.h"
 #include "strata/context.h"
+#include "strata/tokenize.h"
 #include "strata/trace.h"
 #include "strata/transport.h"
 
@@ -36,6 +37,8 @@ void AddReplaySendOptions(CLI::App* cmd, ReplaySendArgs* args) {
   cmd->add_option("--records", args->records, "With --send: write RequestRecords as JSON lines here");
   cmd->add_option("--block-size", args->block_size, "Prefix-cache block size in tokens (the server's)")
       ->capture_default_str();
+  cmd->add_option("--cache-tokenizer", args->tokenizer,
+                  "With --send: predict cached tokens in token blocks of this tokenizer (the server's)");
   cmd->add_option("--max-output-tokens", args->max_output_tokens, "Output cap sent with each request")
       ->capture_default_str();
   cmd->add_option("--api-key-env", args->api_key_env, "Environment variable holding the API key")
@@ -76,6 +79,13 @@ void RunReplaySend(const ReplayBasics& basics, const ReplaySendArgs& args) {
   client_options.backend = *backend;
   client_options.max_output_tokens = args.max_output_tokens;
   client_options.cache.block_tokens = args.block_size;
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!args.tokenizer.empty()) {
+    StatusOr<std::unique_ptr<Tokenizer>> made = MakeTokenizer(args.tokenizer);
+    if (!made.ok()) throw CommandFailed{made.status().ToString()};
+    tokenizer = std::move(made).value();
+    client_options.tokenizer = tokenizer.get();
+  }
   client_options.record_sink = sink.get();
   client_options.deadline = deadline;
   if (const char* secret = std::getenv("STRATA_CACHE_SECRET")) client_options.deployment_secret = secret;

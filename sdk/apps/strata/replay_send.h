@@ -18,6 +18,7 @@ struct ReplaySendArgs {
   std::string backend = "sglang";
   std::string records;  // JSON lines of RequestRecords and prefix-break events; "" none
   size_t block_size = 16;
+  std::string tokenizer;  // spec for exact token blocks (strata/tokenize.h); "" byte blocks
   int64_t max_output_tokens = 4096;
   std::string api_key_env = "STRATA_API_KEY";
   double timeout_s = 600;
@@ -33,7 +34,8 @@ struct ReplayBasics {
   bool quiet = false;
 };
 
-// Adds --endpoint, --grpc, --send, --backend, --records, --block-size, --max-output-tokens,
+// Adds --endpoint, --grpc, --send, --backend, --records, --block-size, --cache-tokenizer,
+// --max-output-tokens,
 // --api-key-env, --timeout to `cmd`.
 void AddReplaySendOptions(CLI::App* cmd, ReplaySendArgs* args);
 

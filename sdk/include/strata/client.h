@@ -8,7 +8,9 @@
 // or the request's reusable prefix is shorter than the previous request's, a PrefixBreakEvent names
 // the first segment that differs.
 //
-//   auto transport = strata::MakeHttpTransport({.base_url = "http://127.0.0.1:8000/v1"}).value();
+//   strata::HttpTransportOptions http;
+//   http.base_url = "http://127.0.0.1:8000/v1";
+//   auto transport = strata::MakeHttpTransport(http).value();
 //   strata::JsonLinesRecordSink sink(std::cout);
 //   strata::ClientOptions options;
 //   options.transport = transport.get();

@@ -6,9 +6,8 @@
 // two scopes never share cache blocks, and the salt reveals nothing about the key without the
 // secret. A sensitive agent may get a salt of its own (the agent id joins the key).
 //
-//   strata::IsolationKey key{.tenant = "acme", .model_version = "glm-5.3-flash",
-//                            .template_version = "v3", .scope = "repo:rw"};
-//   std::string salt = strata::DeriveCacheSalt(secret, key);  // 64 hex digits
+//   strata::IsolationKey key = strata::IsolationKeyOf(agent);  // or fill the fields yourself
+//   std::string salt = strata::DeriveCacheSalt(secret, key);   // 64 hex digits
 //
 // Thread safety: pure functions.
 #ifndef STRATA_ISOLATION_H_

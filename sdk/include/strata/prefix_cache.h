@@ -12,7 +12,9 @@
 // The prompt text is an approximation of the chat template (PromptText()) until the exact GLM
 // template is configured.
 //
-//   strata::PrefixCacheModel model({.block_tokens = 16});
+//   strata::PrefixCacheOptions options;
+//   options.block_tokens = 16;
+//   strata::PrefixCacheModel model(options);
 //   strata::PromptBlocks blocks = strata::HashPrompt(prompt_text, salt, nullptr, model.options());
 //   int64_t predicted = model.Lookup(blocks);
 //   ... send ...

@@ -184,13 +184,14 @@ StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions opti
 struct GrpcTransportOptions {
   // "host:port" of an SGLang gRPC server (or strata-sim --grpc-port). Required.
   std::string target;
-  Timeouts timeouts;  // connect and total apply; first_byte and idle between chunks too
+  Timeouts timeouts;  // connect, first byte, idle between messages and total, as for HTTP
   RetryPolicy retry;  // retried on UNAVAILABLE / RESOURCE_EXHAUSTED before the first chunk
   Clock* clock = nullptr;
 };
 
-// A client of sglang.runtime.v1.SglangService (insecure channel). INVALID_ARGUMENT for an
-// empty target.
+// A client of sglang.runtime.v1.SglangService over HTTP/2 cleartext (libcurl; no gRPC++ or
+// libprotobuf is linked). Each call opens its own connection. INVALID_ARGUMENT for an empty
+// target or one with a scheme.
 StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions options);
 
 }  // namespace strata

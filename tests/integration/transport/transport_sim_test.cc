@@ -13,6 +13,7 @@
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/isolation.h"
+#include "strata/tokenize.h"
 #include "strata/trace.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
@@ -480,6 +481,56 @@ TEST_CASE("gRPC transport: same Response as HTTP, retries, health and abort", "[
   CHECK(failed.attempts == 1);
   CHECK(grpc->Abort("some-rid").ok());
   CHECK(http->Abort("some-rid").code() == StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("with an exact tokenizer on both sides, token-block predictions match the simulator", "[transport][sim]") {
+  const std::string path = std::string(STRATA_TRACES_DIR) + "/swe-agent/ctf-crypto-BabyEncryption.jsonl";
+  auto trace = ReadTrace(path);
+  if (!trace.ok()) {
+    WARN("trace not available: " << path);
+    return;
+  }
+  auto tokenizer = MakeTokenizer(std::string("spm:") + STRATA_SOURCE_DIR + "/tests/data/strata-test-spm.model");
+  REQUIRE(tokenizer.ok());
+  REQUIRE_FALSE((*tokenizer)->IsEstimate());
+  sim::SimOptions options;
+  options.trajectory_path = path;
+  options.tokenizer = tokenizer->get();
+  options.cache.block_tokens = 32;
+  auto sim = sim::SimServer::Start(options).value();
+  HttpTransportOptions http_options;
+  http_options.base_url = sim->base_url();
+  auto http = MakeHttpTransport(http_options).value();
+  ClientOptions copt;
+  copt.transport = http.get();
+  copt.tokenizer = tokenizer->get();
+  copt.cache.block_tokens = 32;
+  auto client = Client::Create(copt).value();
+  ContextOptions context_options;
+  context_options.agent.id = "spm-agent";
+  auto context = Context::Create(context_options).value();
+  int turns = 0;
+  Status replayed = ReplayTrace(*trace, *context, [&](const TraceMessage&, const BuiltRequest&) -> Status {
+    CompleteOptions complete;
+    complete.append_reply = false;  // ReplayTrace appends the trajectory's message
+    RequestRecord record;
+    auto done = client->Complete(*context, complete, &record);
+    if (!done.ok()) return done.status();
+    CHECK(record.cached_tokens_reported == record.cached_tokens_predicted);
+    CHECK(record.cached_tokens_predicted % 32 == 0);
+    CHECK(record.input_tokens == static_cast<int64_t>(sim->requests().back().prompt_tokens));
+    ++turns;
+    return Status::Ok();
+  });
+  REQUIRE(replayed.ok());
+  CHECK(turns > 5);
+  CHECK(sim->requests().back().cached_tokens > 0);
 }
 
 }  // namespace
