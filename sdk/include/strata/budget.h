@@ -13,7 +13,8 @@
 //   if (input_tokens > TriggerTokens(budget)) { /* compact down to TargetTokens(budget) */ }
 //
 //   // Per-agent overrides: only the fields set replace the base.
-//   strata::BudgetOverride small{.window = 131072};
+//   strata::BudgetOverride small;
+//   small.window = 131072;
 //   STRATA_ASSIGN_OR_RETURN(strata::Budget agent_budget, strata::ApplyOverride(budget, small));
 //
 // Thread safety: value types and pure functions; safe to use from any thread.
