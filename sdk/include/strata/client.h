@@ -189,7 +189,9 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Builds, predicts, sends, appends and records. On failure the context is unchanged, the
+  // Builds (the non-const Context::Build(), which may compact the history first when the context
+  // has a budget and a policy), predicts, sends, appends and records. On failure no assistant
+  // message is appended (a compaction done by Build() stays: it was due anyway), the
   // record (with code and error) is written to the sink and, when `record` is non-null, to
   // *record; the Status says what failed (see strata/transport.h for transport codes;
   // FAILED_PRECONDITION from Build, or when the reply cannot be appended).

@@ -113,6 +113,10 @@ class Client::Impl {
   }
 
   StatusOr<BuiltRequest> Build(const Context& context, const std::string& request_id) const {
+    return context.Build(Options(context, request_id));
+  }
+
+  BuildOptions Options(const Context& context, const std::string& request_id) const {
     RequestFields fields;
     fields.stream = options_.stream;
     fields.max_output_tokens = options_.max_output_tokens;
@@ -122,7 +126,7 @@ class Client::Impl {
     fields.reasoning_effort = options_.reasoning_effort;
     BuildOptions build;
     build.extra_fields = ProfileFields(options_.backend, fields);
-    return context.Build(build);
+    return build;
   }
 
   StatusOr<Completion> Complete(Context& context, const CompleteOptions& copt, RequestRecord* record_out) {
@@ -145,7 +149,8 @@ class Client::Impl {
       return status;
     };
 
-    StatusOr<BuiltRequest> built = Build(context, rec.request_id);
+    // The non-const Build() may compact the history first (budget and policy permitting).
+    StatusOr<BuiltRequest> built = context.Build(Options(context, rec.request_id));
     if (!built.ok()) return fail(built.status());
     const std::string salt = options_.send_cache_salt ? SaltFor(agent) : std::string();
     StatusOr<PromptText> prompt = RenderPromptText(built->body);
@@ -165,6 +170,7 @@ class Client::Impl {
     size_t history_blocks = std::min(blocks.cacheable_blocks, BlocksIn(prompt->text, history_end));
 
     std::optional<PrefixBreakEvent> changed = PredictBreak(agent.id, rec, blocks, sigs, built->warnings);
+    if (changed && built->compaction.has_value()) changed->reason = "compaction";
 
     Completion done;
     done.body = built->body;

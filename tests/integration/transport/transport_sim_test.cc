@@ -496,6 +496,11 @@ TEST_CASE("with an exact tokenizer on both sides, token-block predictions match 
     WARN("trace not available: " << path);
     return;
   }
+#if defined(__SANITIZE_ADDRESS__)
+  // strata::tokenize loads libsentencepiece with RTLD_DEEPBIND, which ASan refuses.
+  WARN("skipped in sanitizer builds");
+  return;
+#endif
   auto tokenizer = MakeTokenizer(std::string("spm:") + STRATA_SOURCE_DIR + "/tests/data/strata-test-spm.model");
   REQUIRE(tokenizer.ok());
   REQUIRE_FALSE((*tokenizer)->IsEstimate());
