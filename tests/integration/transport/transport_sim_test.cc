@@ -11,6 +11,7 @@
 
 #include "sim_server.h"
 #include "strata/client.h"
+#include "strata/compact.h"
 #include "strata/context.h"
 #include "strata/isolation.h"
 #include "strata/tokenize.h"
@@ -536,6 +537,63 @@ TEST_CASE("with an exact tokenizer on both sides, token-block predictions match 
   REQUIRE(replayed.ok());
   CHECK(turns > 5);
   CHECK(sim->requests().back().cached_tokens > 0);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("compactions in Complete keep predictions exact and are named as prefix breaks", "[transport][sim]") {
+  const std::string path = std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/django__django-11265.jsonl";
+  auto trace = ReadTrace(path);
+  if (!trace.ok()) {
+    WARN("trace not available: " << path);
+    return;
+  }
+  sim::SimOptions options;
+  options.trajectory_path = path;
+  auto sim = sim::SimServer::Start(options).value();
+  HttpTransportOptions http_options;
+  http_options.base_url = sim->base_url();
+  auto http = MakeHttpTransport(http_options).value();
+  std::vector<PrefixBreakEvent> events;
+  ClientOptions copt;
+  copt.transport = http.get();
+  copt.on_prefix_break = [&events](const PrefixBreakEvent& e) { events.push_back(e); };
+  auto client = Client::Create(copt).value();
+  auto policy = MakeStrataPolicy();
+  ContextOptions context_options;
+  context_options.agent.id = "compacting-agent";
+  Budget budget;
+  budget.window = 24000;
+  budget.reserve_output = 2000;
+  budget.reserve_reasoning = 0;
+  budget.reserve_headroom = 2000;
+  context_options.budget = budget;
+  context_options.compaction = policy.get();
+  auto context = Context::Create(context_options).value();
+  int turns = 0;
+  Status replayed = ReplayTrace(*trace, *context, [&](const TraceMessage&, const BuiltRequest&) -> Status {
+    CompleteOptions complete;
+    complete.append_reply = false;
+    RequestRecord record;
+    auto done = client->Complete(*context, complete, &record);
+    if (!done.ok()) return done.status();
+    CHECK(record.cached_tokens_reported == record.cached_tokens_predicted);
+    ++turns;
+    return Status::Ok();
+  });
+  INFO(replayed.ToString());
+  REQUIRE(replayed.ok());
+  CHECK(turns > 5);
+  bool compaction_named = false;
+  for (const PrefixBreakEvent& e : events) {
+    CHECK(e.kind == PrefixBreakEvent::Kind::kPrefixChanged);
+    if (e.reason == "compaction") compaction_named = true;
+  }
+  CHECK(compaction_named);
 }
 
 }  // namespace
