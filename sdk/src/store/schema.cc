@@ -113,6 +113,10 @@ CREATE TABLE growth(
   PRIMARY KEY(agent, turn)) WITHOUT ROWID;
 CREATE INDEX requests_by_start ON requests(started_ms);
 )sql",
+    // 2 -> 3: the compaction policy ("name@version") that altered or produced each segment.
+    R"sql(
+ALTER TABLE segments ADD COLUMN policy TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

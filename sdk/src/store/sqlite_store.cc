@@ -332,10 +332,10 @@ class SqliteStore final : public Store {
                     "INSERT OR REPLACE INTO segments(agent, id, seq, position, kind, layer, state, "
                     "hygiene, "
                     "turn, tokens, pinned, sensitive, ord, version, name, tool_call_id, recall_id, "
-                    "duplicate_of, reasoning, tool_calls, content, content_hash) VALUES(?1, ?2, "
+                    "duplicate_of, reasoning, tool_calls, content, content_hash, policy) VALUES(?1, ?2, "
                     "?3, ?4, ?5, "
                     "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-                    "?22)"));
+                    "?22, ?23)"));
             insert.Int(1, agent)
                 .Text(2, s.id)
                 .Int(3, static_cast<int64_t>(s.seq))
@@ -347,6 +347,7 @@ class SqliteStore final : public Store {
             insert.Text(16, s.tool_call_id).Text(17, s.recall_id).Text(18, s.duplicate_of);
             insert.Text(19, s.reasoning).Blob(20, EncodeToolCalls(s.tool_calls));
             STRATA_RETURN_IF_ERROR(BindContent(insert, 21, 22, s.content));
+            insert.Text(23, s.policy);
             int rc = insert.Step();
             if (rc != SQLITE_DONE) return Error(rc, "writing a segment");
           }
@@ -367,6 +368,26 @@ class SqliteStore final : public Store {
             STRATA_RETURN_IF_ERROR(BindContent(insert, 3, 4, content));
             int rc = insert.Step();
             if (rc != SQLITE_DONE) return Error(rc, "writing a recall original");
+          }
+          if (change.compaction) {
+            // A compaction is an event of the agent's history, written with the change itself.
+            const CompactionReport& c = *change.compaction;
+            nlohmann::ordered_json payload = {{"policy", c.policy},
+                                              {"reason", c.reason},
+                                              {"tokens_before", c.tokens_before},
+                                              {"tokens_after", c.tokens_after},
+                                              {"boundary", c.boundary_segment_id},
+                                              {"invalidated_tokens", c.invalidated_tokens},
+                                              {"masked", c.masked},
+                                              {"evicted", c.evicted},
+                                              {"summarized", c.summarized},
+                                              {"reasoning_dropped", c.reasoning_dropped}};
+            STRATA_ASSIGN_OR_RETURN(Stmt event,
+                                    Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
+                                            "VALUES(?1, ?2, ?3, 'compaction', ?4)"));
+            event.Int(1, agent).Int(2, c.turn).Int(3, Now()).Text(4, payload.dump());
+            int rc = event.Step();
+            if (rc != SQLITE_DONE) return Error(rc, "writing a compaction event");
           }
           int64_t old_turn = 0;
           {
@@ -418,7 +439,7 @@ class SqliteStore final : public Store {
               "SELECT id, seq, position, kind, layer, state, hygiene, turn, tokens, pinned, "
               "sensitive, "
               "ord, version, name, tool_call_id, recall_id, duplicate_of, reasoning, tool_calls, "
-              "content, content_hash FROM segments WHERE agent = ?1 ORDER BY layer, ord, position, "
+              "content, content_hash, policy FROM segments WHERE agent = ?1 ORDER BY layer, ord, position, "
               "seq"));
       select.Int(1, agent);
       int rc;
@@ -447,6 +468,7 @@ class SqliteStore final : public Store {
                                "\" has damaged tool calls in " + path_);
         }
         STRATA_ASSIGN_OR_RETURN(s.content, ReadContent(select, 19, 20));
+        s.policy = select.ColText(21);
         snapshot.segments.push_back(std::move(s));
       }
       if (rc != SQLITE_DONE) return Error(rc, "reading segments");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "strata/compact.h"
 #include "strata/store.h"
 #include "strata/trace.h"
 #include "unit/store/store_test_util.h"
@@ -193,6 +194,59 @@ TEST_CASE("growth points follow the context's layers", "[store]") {
           curve->at(i - 1).layer_tokens[static_cast<int>(Layer::kHistory)]);
   }
   CHECK(curve->back().layer_tokens[static_cast<int>(Layer::kSystem)] > 0);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("a compacting context stores its compactions as events and restores byte-identically",
+          "[store][compact]") {
+  testing::TempDir dir;
+  auto store = OpenSqliteStore(dir.File("compact.db"));
+  REQUIRE(store.ok());
+  auto policy = MakeStrataPolicy();
+  ContextOptions options = Options("compacting");
+  Budget budget;
+  budget.window = 3000;
+  budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+  options.budget = budget;
+  options.compaction = policy.get();
+  auto context = CreateContext(**store, options);
+  REQUIRE(context.ok());
+  REQUIRE((*context)->AppendUser("task: read the modules").ok());
+  for (int t = 1; t <= 25; ++t) {
+    const std::string id = "call_" + std::to_string(t);
+    REQUIRE((*context)->AppendAssistant({"reading", "", {{id, "bash", "{\"command\": \"cat m" + std::to_string(t) + ".py\"}"}}}).ok());
+    std::string output;
+    for (int line = 0; line < 25; ++line) output += "def function_" + std::to_string(t) + "_" + std::to_string(line) + "(): pass\n";
+    REQUIRE((*context)->AppendToolResult({id, output, false}).ok());
+    REQUIRE((*context)->Build().ok());
+  }
+  const size_t compactions = (*context)->Compactions().size();
+  REQUIRE(compactions > 0);
+  auto events = (*store)->Events("compacting", "compaction");
+  REQUIRE(events.ok());
+  CHECK(events->size() == compactions);
+  CHECK_THAT(events->front().payload_json, Catch::Contains("\"policy\":\"strata@1\"") &&
+                                               Catch::Contains("\"invalidated_tokens\""));
+
+  auto reopened = OpenContext(**store, "compacting", options);
+  REQUIRE(reopened.ok());
+  const Context& a = **context;
+  const Context& b = **reopened;
+  CHECK(b.Build()->body == a.Build()->body);
+  size_t masked = 0;
+  for (const Segment& s : b.Segments()) {
+    if (s.state == SegmentState::kMasked) {
+      ++masked;
+      CHECK(s.policy == "strata@1");
+      CHECK(b.Recall(s.recall_id).ok());
+    }
+  }
+  CHECK(masked > 0);
 }
 
 }  // namespace
