@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
   std::string traces_dir = STRATA_TRACES_DIR;
   unsigned threads = 2;
   double trigger = 0.9, target = 0.55;
+  size_t identifiers = strata::StrataPolicyOptions{}.placeholder_identifiers;
+  size_t keep_results = strata::StrataPolicyOptions{}.keep_tool_results;
+  size_t summary_tokens = strata::StrataPolicyOptions{}.max_summary_tokens;
+  size_t keep_turns = strata::StrataPolicyOptions{}.keep_turns;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -53,6 +57,10 @@ int main(int argc, char** argv) {
     else if (flag == "--threads") threads = static_cast<unsigned>(std::max(1, std::atoi(value.c_str())));
     else if (flag == "--trigger") trigger = std::atof(value.c_str());
     else if (flag == "--target") target = std::atof(value.c_str());
+    else if (flag == "--identifiers") identifiers = static_cast<size_t>(std::atol(value.c_str()));
+    else if (flag == "--keep-tool-results") keep_results = static_cast<size_t>(std::atol(value.c_str()));
+    else if (flag == "--summary-tokens") summary_tokens = static_cast<size_t>(std::atol(value.c_str()));
+    else if (flag == "--keep-turns") keep_turns = static_cast<size_t>(std::atol(value.c_str()));
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -102,6 +110,10 @@ int main(int argc, char** argv) {
           options.tokenizer = tokenizer->get();
           options.trigger = trigger;
           options.target = target;
+          options.strata.placeholder_identifiers = identifiers;
+          options.strata.keep_tool_results = keep_results;
+          options.strata.max_summary_tokens = summary_tokens;
+          options.strata.keep_turns = keep_turns;
           auto result = strata::EvaluateTrace(traces[i], options);
           std::lock_guard<std::mutex> lock(mu);
           if (!result.ok()) {

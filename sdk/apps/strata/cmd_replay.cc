@@ -11,7 +11,10 @@
 
 #include "commands.h"
 #include "strata/trace.h"
+#include "strata/chat_template.h"
 #include "strata/context.h"
+#include "strata/tokenize.h"
+#include "replay_budget.h"
 #include "replay_send.h"
 #include "replay_store.h"
 
@@ -28,6 +31,7 @@ struct ReplayArgs {
   bool quiet = false;
   std::string db;     // --db: persist the replayed agent to this store
   std::string agent;  // --agent: its id (default: the trace file name without .jsonl)
+  std::string tokenizer;  // --tokenizer: count tokens exactly (else the 4-bytes-per-token estimate)
 };
 
 size_t CommonPrefix(const std::string& a, const std::string& b) {
@@ -46,8 +50,20 @@ void Run(const ReplayArgs& args) {
   StatusOr<std::vector<TraceMessage>> trace = ReadTrace(args.trace);
   if (!trace.ok()) throw CommandFailed{trace.status().message()};
 
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::unique_ptr<RequestTokenCounter> counter;
+  if (!args.tokenizer.empty()) {
+    StatusOr<std::unique_ptr<Tokenizer>> made = MakeTokenizer(args.tokenizer);
+    if (!made.ok()) throw CommandFailed{made.status().ToString()};
+    tokenizer = std::move(made).value();
+    chat_template = MakeGlm5ChatTemplate();
+    counter = MakeRequestTokenCounter(*chat_template, *tokenizer);
+  }
   ContextOptions options;
   options.agent.id = args.agent.empty() ? TraceAgentId(args.trace) : args.agent;
+  options.tokenizer = tokenizer.get();
+  options.request_counter = counter.get();
   options.render.model = args.model;
   options.hygiene.max_segment_tokens = args.max_segment_tokens;
   if (args.no_hygiene) {
@@ -86,8 +102,8 @@ void Run(const ReplayArgs& args) {
         j["messages"] = request.message_count;
         j["request_bytes"] = request.body.size();
         j["reused_bytes"] = reused;
-        j["input_tokens"] = request.total_tokens;
-        j["tokens_estimated"] = request.tokens_estimated;
+        j["input_tokens"] = request.input_tokens;
+        j["tokens_estimated"] = !request.input_tokens_exact;
         nlohmann::ordered_json layers;
         for (int i = 0; i < kLayerCount; ++i) {
           layers[std::string(LayerName(static_cast<Layer>(i)))] = request.layers[i].tokens;
@@ -105,7 +121,7 @@ void Run(const ReplayArgs& args) {
               << ",\"stats\":" << j.dump() << "}\n";
           if (!out) return UnavailableError("write to \"" + args.out + "\" failed");
         }
-        request_tokens.push_back(request.total_tokens);
+        request_tokens.push_back(request.input_tokens);
         total_bytes += request.body.size();
         total_reused += reused;
         previous = request.body;
@@ -122,7 +138,8 @@ void Run(const ReplayArgs& args) {
   nlohmann::ordered_json summary;
   summary["trace"] = args.trace;
   summary["turns"] = turns;
-  summary["tokens_estimated"] = true;
+  summary["tokens_estimated"] = counter == nullptr;
+  if (tokenizer) summary["tokenizer"] = tokenizer->Name();
   summary["tokens_per_request"] = {
       {"min", request_tokens.empty() ? 0 : *std::min_element(request_tokens.begin(), request_tokens.end())},
       {"median", Median(request_tokens)},
@@ -141,7 +158,8 @@ void Run(const ReplayArgs& args) {
   }
   if (!args.quiet) {
     std::cout << "replayed " << turns << " turns of " << args.trace << "\n"
-              << "  tokens per request (estimated): min " << summary["tokens_per_request"]["min"]
+              << "  tokens per request" << (counter ? " (" + tokenizer->Name() + ", GLM-5 template)" : " (estimated)")
+              << ": min " << summary["tokens_per_request"]["min"]
               << ", median " << summary["tokens_per_request"]["median"] << ", max "
               << summary["tokens_per_request"]["max"] << "\n"
               << "  bytes reused from the previous request: " << total_reused << " of "
@@ -176,7 +194,14 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_flag("-q,--quiet", args->quiet, "Print no summary");
   auto send = std::make_shared<ReplaySendArgs>();
   AddReplaySendOptions(cmd, send.get());  // --send --endpoint URL [--grpc] ... (replay_send.cc)
-  cmd->callback([args, send] {
+  auto budget = std::make_shared<ReplayBudgetArgs>();
+  AddReplayBudgetOptions(cmd, budget.get());  // --budget N --policy ... --tokenizer (replay_budget.cc)
+  cmd->callback([args, send, budget] {
+    if (WantsBudgetReplay(*budget)) {
+      RunReplayBudget(args->trace, *budget, args->out, args->summary_json, args->quiet);
+      return;
+    }
+    args->tokenizer = budget->tokenizer;
     if (send->send) {
       RunReplaySend({args->trace, args->model, args->max_segment_tokens, args->no_hygiene, args->summary_json,
                      args->quiet},

@@ -81,8 +81,13 @@ struct StrataPolicyOptions {
   std::set<std::string> exclude_tools;
   // Results of these tools are stale once their turn is over: masked first.
   std::set<std::string> ephemeral_tools;
-  // Identifiers (paths, names) listed in a masked output's placeholder. Default 10.
-  size_t placeholder_identifiers = 10;
+  // Identifiers (names the output defines, paths, frequent names) listed in a masked output's
+  // placeholder: one per `tokens_per_identifier` tokens of the output, between 8 and
+  // `placeholder_identifiers`, skipping those the request keeps elsewhere (assistant and user
+  // messages, results that stay). Defaults 64 and 32: a placeholder costs at most about a sixth of
+  // the output it replaces and keeps the names an agent most often goes back to.
+  size_t placeholder_identifiers = 64;
+  size_t tokens_per_identifier = 32;
   // Summaries are at most this many tokens. Default 1024.
   size_t max_summary_tokens = 1024;
   // Writes summaries; nullptr: the built-in extractive summarizer. Not owned.
@@ -101,9 +106,10 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& 
 
 // The one-line placeholder the strata policy renders for a masked tool result: tool, arguments
 // digest, size, exit status (when the output shows one), up to `max_identifiers` identifiers the
-// output mentioned, and the recall id.
+// output mentioned (those in `already_present`, which the request keeps elsewhere, are skipped),
+// and the recall id.
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
-                            size_t max_identifiers);
+                            size_t max_identifiers, const std::set<std::string>& already_present = {});
 
 // Code identifiers and file paths in `text` (snake_case, CamelCase, dotted.names, paths/with.ext),
 // most frequent first (paths before names), at most `limit`.

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/compact.h"
 #include "strata/compaction.h"
 #include "strata/context.h"
 #include "strata/status.h"
@@ -53,6 +54,8 @@ struct EvalOptions {
   // deduplication or folding (what peers do). max_segment_tokens 0: a quarter of the budget, at most
   // 8192.
   HygieneOptions hygiene;
+  // Options of the strata policy (when policy == "strata").
+  StrataPolicyOptions strata;
   // Called with each turn's stats and request body (e.g. to write `--out`); may be empty.
   std::function<void(const struct EvalTurn&, const std::string& body)> on_turn;
 };

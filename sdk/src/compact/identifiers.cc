@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <unordered_map>
 
 #include "strata/compact.h"
@@ -109,6 +110,7 @@ std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limi
     size_t count = 0;
     size_t first = 0;
     bool path = false;
+    bool defined = false;  // follows "def ", "class ", "function ", "struct ", ...
   };
   std::unordered_map<std::string, Seen> seen;
   size_t order = 0;
@@ -124,17 +126,24 @@ std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limi
     while (!word.empty() && (word.back() == '.' || word.back() == '-' || word.back() == '/')) word.pop_back();
     while (!word.empty() && (word.front() == '.' || word.front() == '-')) word.erase(word.begin());
     bool is_path = false;
-    if (LooksLikeIdentifier(word, &is_path)) {
+    if (LooksLikeIdentifier(word, &is_path) || (i >= 4 && word.size() >= 4 && std::isalpha(static_cast<unsigned char>(word[0])) &&
+                                                 (text.compare(i - 4, 4, "def ") == 0 || (i >= 6 && text.compare(i - 6, 6, "class ") == 0)))) {
       Seen& s = seen[word];
       if (s.count++ == 0) s.first = order++;
       s.path = is_path;
+      static constexpr const char* kDefiners[] = {"def ", "class ", "function ", "func ", "fn ", "struct ", "interface "};
+      for (const char* definer : kDefiners) {
+        const size_t n = std::char_traits<char>::length(definer);
+        if (i >= n && text.compare(i - n, n, definer) == 0) s.defined = true;
+      }
     }
     i = j;
   }
+  // Rank: what the output defines, then paths, then by frequency; ties by first appearance.
+  auto score = [](const Seen& s) { return s.count + (s.defined ? 4 : 0) + (s.path ? 2 : 0); };
   std::vector<std::pair<std::string, Seen>> ranked(seen.begin(), seen.end());
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-    if (a.second.path != b.second.path) return a.second.path;
-    if (a.second.count != b.second.count) return a.second.count > b.second.count;
+  std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
+    if (score(a.second) != score(b.second)) return score(a.second) > score(b.second);
     return a.second.first < b.second.first;
   });
   std::vector<std::string> out;
@@ -143,22 +152,25 @@ std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limi
 }
 
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
-                            size_t max_identifiers) {
+                            size_t max_identifiers, const std::set<std::string>& already_present) {
   std::string text = "[strata: masked output of " + ArgumentsDigest(call) + ", " +
                      Thousands(result.content.size()) + " bytes";
   const std::string exit = ExitStatus(result.content);
   if (!exit.empty()) text += ", exit " + exit;
   if (max_identifiers > 0) {
-    std::vector<std::string> names = ExtractIdentifiers(result.content, max_identifiers);
-    if (!names.empty()) {
-      text += "; mentions: ";
-      size_t used = 0;
-      for (size_t i = 0; i < names.size(); ++i) {
-        if (used + names[i].size() > 400) break;
-        if (i) text += ", ";
-        text += names[i];
-        used += names[i].size() + 2;
+    std::vector<std::string> names;
+    for (std::string& name : ExtractIdentifiers(result.content, max_identifiers + already_present.size())) {
+      if (names.size() == max_identifiers) break;
+      if (already_present.count(name) == 0 && (call == nullptr || call->arguments.find(name) == std::string::npos)) {
+        names.push_back(std::move(name));
       }
+    }
+    const size_t max_bytes = 40 * max_identifiers;
+    size_t used = 0;
+    for (size_t i = 0; i < names.size() && used + names[i].size() <= max_bytes; ++i) {
+      text += i ? ", " : "; mentions: ";
+      text += names[i];
+      used += names[i].size() + 2;
     }
   }
   text += "; recall " + recall_id + "]";

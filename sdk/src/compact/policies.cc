@@ -1,11 +1,14 @@
 // Compaction policies: strata's (cache-aware, hysteresis, latest boundary) and the baselines.
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "strata/compact.h"
 
 namespace strata {
 namespace {
+
+constexpr size_t kAllIdentifiers = 1 << 20;
 
 bool IsToolResult(const Segment& s) {
   return s.kind == SegmentKind::kToolResult || s.kind == SegmentKind::kErrorLog;
@@ -155,10 +158,17 @@ class StrataPolicy final : public CompactionPolicy {
     const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
     if (goal == 0 || in.total_tokens <= goal) return HistoryEdit{};
     const size_t need = in.total_tokens - goal;
-    StatusOr<HistoryEdit> plan = PlanWith(in, need, /*relaxed=*/false);
+    StatusOr<HistoryEdit> plan = PlanWith(in, need, /*relax=*/0);
     if (!plan.ok() || !plan->empty()) return plan;
-    // Nothing could be done within the protections; above the hard limit, relax them.
-    if (in.limit_tokens && in.total_tokens > in.limit_tokens) return PlanWith(in, need, /*relaxed=*/true);
+    // Nothing could be done within the protections. Above the hard limit, relax them step by step:
+    // first the recent turns and results (keeping the latest result), then everything but pins
+    // and excluded tools, the task and the latest turn included (summarized, never dropped).
+    if (in.limit_tokens && in.total_tokens > in.limit_tokens) {
+      for (int relax = 1; relax <= 2; ++relax) {
+        plan = PlanWith(in, need, relax);
+        if (!plan.ok() || !plan->empty()) return plan;
+      }
+    }
     return plan;
   }
 
@@ -170,15 +180,17 @@ class StrataPolicy final : public CompactionPolicy {
     bool stale;
   };
 
-  StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, bool relaxed) {
+  StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, int relax) {
     const std::vector<const Segment*>& h = in.history;
     const size_t n = h.size();
     const auto calls = CallsById(h);
 
     // Protection.
-    const int64_t keep_turns = relaxed ? 0 : static_cast<int64_t>(options_.keep_turns);
+    const int64_t keep_turns = relax > 0 ? 0 : static_cast<int64_t>(options_.keep_turns);
     const int64_t recent_turn = in.turn - keep_turns + 1;  // turns >= this are protected
-    const size_t keep_results = relaxed ? std::min<size_t>(options_.keep_tool_results, 1) : options_.keep_tool_results;
+    const size_t keep_results =
+        relax == 0 ? options_.keep_tool_results : (relax == 1 ? std::min<size_t>(options_.keep_tool_results, 1) : 0);
+    const bool keep_first_user = options_.keep_first_user && relax < 2;
     std::vector<bool> protect(n, false);
     size_t first_user = n;
     for (size_t i = 0; i < n; ++i) {
@@ -198,6 +210,17 @@ class StrataPolicy final : public CompactionPolicy {
       protect[k] = p;
     }
 
+    // Identifiers the request keeps anyway (messages that are never masked, protected results):
+    // placeholders need not repeat them.
+    std::set<std::string> present;
+    for (size_t i = 0; i < n; ++i) {
+      const Segment& s = *h[i];
+      if (IsToolResult(s) && !protect[i]) continue;
+      std::string text = s.content;
+      for (const ToolCall& call : s.tool_calls) text += "\n" + call.arguments;
+      for (std::string& id : ExtractIdentifiers(text, kAllIdentifiers)) present.insert(std::move(id));
+    }
+
     // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
     std::vector<Candidate> candidates;
     for (size_t i = 0; i < n; ++i) {
@@ -205,8 +228,10 @@ class StrataPolicy final : public CompactionPolicy {
       if (protect[i]) continue;
       if (IsToolResult(s) && s.state == SegmentState::kLive) {
         const ToolCall* call = CallOf(calls, s);
-        std::string placeholder =
-            MaskPlaceholder(s, call, RecallIdOf(s), options_.placeholder_identifiers);
+        const size_t identifiers = std::clamp<size_t>(
+            s.tokens / std::max<size_t>(1, options_.tokens_per_identifier), std::min<size_t>(8, options_.placeholder_identifiers),
+            options_.placeholder_identifiers);
+        std::string placeholder = MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present);
         const size_t placeholder_tokens = in.Count(placeholder);
         if (placeholder_tokens + 8 >= s.tokens) continue;  // masking would not pay
         bool stale = options_.ephemeral_tools.count(s.name) > 0 ||
@@ -241,7 +266,7 @@ class StrataPolicy final : public CompactionPolicy {
     // from what follows, stale and oldest first.
     const std::vector<Unit> units = Units(h);
     auto unit_eligible = [&](const Unit& u) {
-      if (options_.keep_first_user && u.begin <= first_user && first_user < u.end) return false;
+      if (keep_first_user && u.begin <= first_user && first_user < u.end) return false;
       for (size_t i = u.begin; i < u.end; ++i) {
         if (protect[i] || h[i]->pinned) return false;
       }

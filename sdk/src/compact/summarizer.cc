@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -55,6 +56,9 @@ class ExtractiveSummarizer final : public Summarizer {
     std::set<std::string> files, errors;
     size_t tokens = 0;
     int64_t first_turn = span.front()->turn, last_turn = span.back()->turn;
+    for (const Segment* s : span) {
+      if (s->kind != SegmentKind::kSummary) first_turn = std::min(first_turn, s->turn);
+    }
     // Calls by id, to pair results with what produced them.
     std::vector<const ToolCall*> calls;
     for (const Segment* s : span) {
@@ -63,9 +67,24 @@ class ExtractiveSummarizer final : public Summarizer {
         case SegmentKind::kUser:
           items.push_back("- user: " + FirstLine(s->content, 300));
           break;
-        case SegmentKind::kSummary:
-          items.push_back("- earlier: " + FirstLine(s->content, 300));
+        case SegmentKind::kSummary: {
+          // Merge an earlier summary: keep its items, not just its header.
+          const size_t header_end = s->content.find('\n');
+          const size_t turns_at = s->content.find("summary of turns ");
+          if (turns_at != std::string::npos && turns_at < header_end) {
+            first_turn = std::min<int64_t>(first_turn, std::atoll(s->content.c_str() + turns_at + 17));
+          }
+          if (header_end == std::string::npos) break;
+          size_t start = header_end + 1;
+          while (start < s->content.size()) {
+            size_t end = s->content.find('\n', start);
+            if (end == std::string::npos) end = s->content.size();
+            std::string line = s->content.substr(start, end - start);
+            if (!line.empty() && line.rfind("- ... (", 0) != 0) items.push_back(std::move(line));
+            start = end + 1;
+          }
           break;
+        }
         case SegmentKind::kAssistant:
         case SegmentKind::kToolCall: {
           std::string decision = Decision(s->content);
@@ -85,10 +104,15 @@ class ExtractiveSummarizer final : public Summarizer {
         }
         case SegmentKind::kToolResult:
         case SegmentKind::kErrorLog: {
-          std::string result = "  result (" + std::to_string(s->content.size()) + " bytes";
-          if (!s->recall_id.empty()) result += ", recall " + s->recall_id;
-          result += ")";
-          if (s->state == SegmentState::kMasked) result += ": " + FirstLine(s->content, 200);
+          std::string result;
+          if (s->state == SegmentState::kMasked) {
+            result = "  " + FirstLine(s->content, 600);  // the placeholder already says it all
+          } else {
+            result = "  result (" + std::to_string(s->content.size()) + " bytes";
+            std::vector<std::string> names = ExtractIdentifiers(s->content, 12);
+            for (size_t k = 0; k < names.size(); ++k) result += (k ? ", " : "; mentions: ") + names[k];
+            result += "; recall " + (s->recall_id.empty() ? RecallIdFor(s->content) : s->recall_id) + ")";
+          }
           items.push_back(result);
           for (const std::string& id : ExtractIdentifiers(s->content, 8)) {
             if (id.find('/') != std::string::npos) files.insert(id);

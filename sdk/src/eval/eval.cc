@@ -70,7 +70,12 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
     owned_template = MakeGlm5ChatTemplate();
     chat_template = owned_template.get();
   }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy, MakePolicyByName(options.policy));
+  std::unique_ptr<CompactionPolicy> policy;
+  if (options.policy == "strata") {
+    policy = MakeStrataPolicy(options.strata);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(policy, MakePolicyByName(options.policy));
+  }
   std::unique_ptr<RequestTokenCounter> counter = MakeRequestTokenCounter(*chat_template, *options.tokenizer);
   const bool is_strata = options.policy == "strata";
 

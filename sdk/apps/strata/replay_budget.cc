@@ -1,0 +1,156 @@
+#include "replay_budget.h"
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "strata/eval.h"
+#include "strata/tokenize.h"
+
+namespace strata::cli {
+namespace {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+nlohmann::ordered_json SummaryJson(const EvalSummary& s) {
+  return {{"requests", s.requests},
+          {"budget_violations", s.violations},
+          {"pairing_errors", s.pairing_errors},
+          {"failed_builds", s.failed_builds},
+          {"peak_tokens", s.peak_tokens},
+          {"mean_tokens", s.mean_tokens},
+          {"input_tokens", s.input_tokens},
+          {"reused_tokens", s.reused_tokens},
+          {"uncached_tokens", s.uncached_tokens},
+          {"prefix_reuse_share", s.reuse_share},
+          {"cost", s.cost},
+          {"compactions", s.compactions},
+          {"invalidated_tokens", s.invalidated_tokens},
+          {"old_identifiers", s.old_identifiers},
+          {"old_identifiers_kept", s.old_identifiers_kept},
+          {"retention", s.retention}};
+}
+
+}  // namespace
+
+void AddReplayBudgetOptions(CLI::App* cmd, ReplayBudgetArgs* args) {
+  cmd->add_option("--budget", args->budget,
+                  "Input tokens a request may hold (counted with --tokenizer through the GLM-5 template)");
+  cmd->add_option("--policy", args->policies,
+                  "Compaction policies to compare, comma-separated: strata, none, sliding, last-n "
+                  "(default with --budget: all four)");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "Tokenizer spec: hf:PATH/tokenizer.json, spm:PATH/model.model or estimate[:BYTES_PER_TOKEN]");
+  cmd->add_option("--block-tokens", args->block_tokens, "Prefix-cache block size in tokens")->capture_default_str();
+  cmd->add_option("--trigger", args->trigger, "strata policy: compact above this fraction of the budget")
+      ->capture_default_str();
+  cmd->add_option("--target", args->target, "strata policy: compact down to this fraction of the budget")
+      ->capture_default_str();
+  cmd->add_option("--keep-turns", args->keep_turns, "strata policy: the last turns never altered")
+      ->capture_default_str();
+  cmd->add_option("--keep-tool-results", args->keep_tool_results,
+                  "strata policy: the last tool results never masked")
+      ->capture_default_str();
+  cmd->add_option("--exclude-tools", args->exclude_tools, "strata policy: tools whose results are never altered");
+  cmd->add_option("--ephemeral-tools", args->ephemeral_tools, "strata policy: tools whose results are masked first");
+}
+
+bool WantsBudgetReplay(const ReplayBudgetArgs& args) { return args.budget > 0 || !args.policies.empty(); }
+
+void RunReplayBudget(const std::string& trace_path, const ReplayBudgetArgs& args, const std::string& out_path,
+                     const std::string& summary_json, bool quiet) {
+  if (args.tokenizer.empty()) {
+    throw CLI::ValidationError("--tokenizer", "a budgeted replay needs --tokenizer SPEC to count tokens "
+                                              "(e.g. hf:PATH/tokenizer.json, or estimate)");
+  }
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = MakeTokenizer(args.tokenizer);
+  if (!tokenizer.ok()) throw CommandFailed{tokenizer.status().ToString()};
+  StatusOr<std::vector<TraceMessage>> trace = ReadTrace(trace_path);
+  if (!trace.ok()) throw CommandFailed{trace.status().message()};
+  std::vector<std::string> policies = SplitList(args.policies.empty() ? "strata,none,sliding,last-n" : args.policies);
+
+  std::ofstream out;
+  if (!out_path.empty()) {
+    out.open(out_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw CommandFailed{"cannot write --out file \"" + out_path + "\""};
+  }
+  nlohmann::ordered_json summaries;
+  std::vector<std::pair<std::string, EvalSummary>> rows;
+  for (const std::string& policy : policies) {
+    EvalOptions options;
+    options.policy = policy;
+    options.budget_tokens = args.budget;
+    options.tokenizer = tokenizer->get();
+    options.block_tokens = args.block_tokens;
+    options.trigger = args.trigger;
+    options.target = args.target;
+    options.strata.keep_turns = args.keep_turns;
+    options.strata.keep_tool_results = args.keep_tool_results;
+    for (const std::string& tool : SplitList(args.exclude_tools)) options.strata.exclude_tools.insert(tool);
+    for (const std::string& tool : SplitList(args.ephemeral_tools)) options.strata.ephemeral_tools.insert(tool);
+    if (out.is_open()) {
+      options.on_turn = [&](const EvalTurn& turn, const std::string& body) {
+        nlohmann::ordered_json stats = {{"policy", policy},
+                                        {"input_tokens", turn.input_tokens},
+                                        {"reused_tokens", turn.reused_tokens},
+                                        {"violation", turn.violation}};
+        if (turn.compaction) {
+          const CompactionReport& c = *turn.compaction;
+          stats["compaction"] = {{"policy", c.policy},
+                                 {"reason", c.reason},
+                                 {"tokens_before", c.tokens_before},
+                                 {"tokens_after", c.tokens_after},
+                                 {"boundary", c.boundary_segment_id},
+                                 {"invalidated_tokens", c.invalidated_tokens},
+                                 {"masked", c.masked},
+                                 {"summarized", c.summarized},
+                                 {"evicted", c.evicted}};
+        }
+        out << "{\"turn\":" << turn.turn << ",\"request\":" << body << ",\"stats\":" << stats.dump() << "}\n";
+      };
+    }
+    StatusOr<EvalResult> result = EvaluateTrace(*trace, options);
+    if (!result.ok()) throw CommandFailed{trace_path + ": " + result.status().message()};
+    summaries[policy] = SummaryJson(result->summary);
+    rows.emplace_back(policy, result->summary);
+  }
+  if (out.is_open()) {
+    out.close();
+    if (!out) throw CommandFailed{"writing --out file \"" + out_path + "\" failed"};
+  }
+  if (!summary_json.empty()) {
+    nlohmann::ordered_json doc = {{"trace", trace_path},
+                                  {"budget", args.budget},
+                                  {"tokenizer", args.tokenizer},
+                                  {"block_tokens", args.block_tokens},
+                                  {"policies", summaries}};
+    std::ofstream file(summary_json, std::ios::binary | std::ios::trunc);
+    file << doc.dump(2) << "\n";
+    if (!file) throw CommandFailed{"cannot write --summary-json file \"" + summary_json + "\""};
+  }
+  if (!quiet) {
+    std::printf("replayed %s with a budget of %zu tokens (%s, blocks of %zu tokens)\n", trace_path.c_str(),
+                args.budget, args.tokenizer.c_str(), args.block_tokens);
+    std::printf("%-8s %9s %10s %7s %7s %7s %10s %12s %10s %11s\n", "policy", "requests", "violations", "peak",
+                "mean", "reuse", "uncached", "cost", "retention", "compactions");
+    for (const auto& [policy, s] : rows) {
+      std::printf("%-8s %9zu %10zu %7zu %7.0f %7.3f %10llu %12.0f %10.3f %11zu\n", policy.c_str(), s.requests,
+                  s.violations, s.peak_tokens, s.mean_tokens, s.reuse_share,
+                  static_cast<unsigned long long>(s.uncached_tokens), s.cost, s.retention, s.compactions);
+    }
+  }
+  for (const auto& [policy, s] : rows) {
+    if (s.pairing_errors > 0) throw CommandFailed{"policy " + policy + " produced tool-call pairing errors"};
+  }
+}
+
+}  // namespace strata::cli
