@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "sim_server.h"
+#include "strata/chat_template.h"
 #include "strata/tokenize.h"
 
 namespace {
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   strata::sim::SimOptions options;
   std::string cached = "present";
   std::string tokenizer_spec;
+  std::string template_name = "approx";
   CLI::App app{"strata-sim: an OpenAI Chat Completions and SGLang gRPC endpoint simulator"};
   app.add_option("--host", options.host, "IPv4 address to bind")->capture_default_str();
   app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")->capture_default_str();
@@ -28,6 +30,10 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer_spec,
                  "count prompt tokens with this tokenizer spec (strata/tokenize.h, e.g. hf:tokenizer.json); "
                  "default: the bytes-per-token estimator");
+  app.add_option("--chat-template", template_name,
+                 "prompt text the cache blocks are cut from: approx (strata's approximation, what the "
+                 "Client uses by default) or glm5 (the exact GLM-5 template)")
+      ->check(CLI::IsMember({"approx", "glm5"}))->capture_default_str();
   app.add_option("--block-size", options.cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
   app.add_option("--capacity-blocks", options.cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
   app.add_option("--bytes-per-token", options.cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
@@ -57,6 +63,11 @@ int main(int argc, char** argv) {
     }
     tokenizer = std::move(made).value();
     options.tokenizer = tokenizer.get();
+  }
+  std::unique_ptr<strata::ChatTemplate> chat_template;
+  if (template_name == "glm5") {
+    chat_template = strata::MakeGlm5ChatTemplate();
+    options.chat_template = chat_template.get();
   }
   auto server = strata::sim::SimServer::Start(options);
   if (!server.ok()) {

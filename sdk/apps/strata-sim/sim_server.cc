@@ -215,7 +215,16 @@ class SimServer::Impl {
     if (request.is_discarded() || !request.is_object()) {
       return ErrorPlan(std::move(plan), 400, "request body is not valid JSON", shape, "BadRequestError");
     }
-    StatusOr<PromptText> prompt = RenderPromptText(body);
+    StatusOr<PromptText> prompt = Status(StatusCode::kUnknown, "");
+    if (options_.chat_template != nullptr) {
+      StatusOr<std::string> text = options_.chat_template->Render(body);
+      if (text.ok()) {
+        PromptText rendered;
+        rendered.text = std::move(text).value();
+        prompt = std::move(rendered);
+      }
+    }
+    if (!prompt.ok()) prompt = RenderPromptText(body);
     if (!prompt.ok()) return ErrorPlan(std::move(plan), 400, prompt.status().message(), shape, "BadRequestError");
     std::string salt;
     for (const char* key : {"cache_salt", "extra_key"}) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/chat_template.h"
 #include "strata/prefix_cache.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -50,6 +51,9 @@ struct SimOptions {
   int grpc_port = -1;  // 0: any free port; -1: no gRPC server (default)
   // Counts prompt tokens; not owned. nullptr: an estimator with cache.bytes_per_token bytes/token.
   const Tokenizer* tokenizer = nullptr;
+  // Renders the prompt the cache blocks are cut from; not owned. nullptr: RenderPromptText().
+  // (A body the template refuses falls back to RenderPromptText(), as in strata::Client.)
+  const ChatTemplate* chat_template = nullptr;
   PrefixCacheOptions cache;  // block size, capacity (LRU), bytes per token
   // "vllm" (reasoning in "reasoning", flat errors) or "sglang" ("reasoning_content", flat errors)
   // or "openai" (nested errors).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/tokenize.h"
@@ -39,6 +40,9 @@ void AddReplaySendOptions(CLI::App* cmd, ReplaySendArgs* args) {
       ->capture_default_str();
   cmd->add_option("--cache-tokenizer", args->tokenizer,
                   "With --send: predict cached tokens in token blocks of this tokenizer (the server's)");
+  cmd->add_option("--cache-template", args->chat_template,
+                  "With --send: prompt text for predictions: approx or glm5 (give strata-sim the same)")
+      ->check(CLI::IsMember({"approx", "glm5"}));
   cmd->add_option("--max-output-tokens", args->max_output_tokens, "Output cap sent with each request")
       ->capture_default_str();
   cmd->add_option("--api-key-env", args->api_key_env, "Environment variable holding the API key")
@@ -79,6 +83,11 @@ void RunReplaySend(const ReplayBasics& basics, const ReplaySendArgs& args) {
   client_options.backend = *backend;
   client_options.max_output_tokens = args.max_output_tokens;
   client_options.cache.block_tokens = args.block_size;
+  std::unique_ptr<ChatTemplate> chat_template;
+  if (args.chat_template == "glm5") {
+    chat_template = MakeGlm5ChatTemplate();
+    client_options.chat_template = chat_template.get();
+  }
   std::unique_ptr<Tokenizer> tokenizer;
   if (!args.tokenizer.empty()) {
     StatusOr<std::unique_ptr<Tokenizer>> made = MakeTokenizer(args.tokenizer);

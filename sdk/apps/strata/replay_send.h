@@ -19,6 +19,7 @@ struct ReplaySendArgs {
   std::string records;  // JSON lines of RequestRecords and prefix-break events; "" none
   size_t block_size = 16;
   std::string tokenizer;  // spec for exact token blocks (strata/tokenize.h); "" byte blocks
+  std::string chat_template = "approx";  // or "glm5" 
   int64_t max_output_tokens = 4096;
   std::string api_key_env = "STRATA_API_KEY";
   double timeout_s = 600;

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/chat_template.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/record.h"
@@ -148,6 +149,10 @@ struct ClientOptions {
   // block size. Counting uses `tokenizer` (not owned; nullptr: byte blocks).
   PrefixCacheOptions cache;
   const Tokenizer* tokenizer = nullptr;
+  // The server's chat template (strata/chat_template.h, e.g. MakeGlm5ChatTemplate()) for the prompt
+  // text the blocks are cut from. Not owned. nullptr: RenderPromptText()'s approximation. With
+  // an exact tokenizer and the deployed template, predictions follow a real server's blocks.
+  const ChatTemplate* chat_template = nullptr;
   // Receives a record per request and the prefix-break events. Not owned; nullptr: none.
   RecordSink* record_sink = nullptr;
   // Called with each prefix-break event (also sent to the sink). May be empty.

@@ -90,6 +90,20 @@ std::string ReasonFor(const SegmentSignature* now, const SegmentSignature* befor
   return "unknown";
 }
 
+// The prompt text of `body`: the chat template's when one is given and it renders the body, else
+// RenderPromptText()'s (which also knows where each message starts).
+StatusOr<PromptText> PromptFor(const ChatTemplate* chat_template, std::string_view body) {
+  if (chat_template != nullptr) {
+    StatusOr<std::string> text = chat_template->Render(body);
+    if (text.ok()) {
+      PromptText prompt;
+      prompt.text = std::move(text).value();
+      return prompt;
+    }
+  }
+  return RenderPromptText(body);
+}
+
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -153,7 +167,7 @@ class Client::Impl {
     StatusOr<BuiltRequest> built = context.Build(Options(context, rec.request_id));
     if (!built.ok()) return fail(built.status());
     const std::string salt = options_.send_cache_salt ? SaltFor(agent) : std::string();
-    StatusOr<PromptText> prompt = RenderPromptText(built->body);
+    StatusOr<PromptText> prompt = PromptFor(options_.chat_template, built->body);
     if (!prompt.ok()) return fail(prompt.status());
     PromptBlocks blocks = HashPrompt(prompt->text, salt, options_.tokenizer, model_.options());
     rec.cached_tokens_predicted = model_.Lookup(blocks);
@@ -164,10 +178,24 @@ class Client::Impl {
     std::vector<SegmentSignature> sigs = Signatures(context);
     std::vector<SegmentSignature> starts = MessageStarts(sigs, context.options().render.system_layout);
     size_t history_end = prompt->text.size() - std::string_view("<|assistant|>").size();
-    if (!starts.empty() && starts.back().layer == Layer::kVolatile && !prompt->message_offsets.empty()) {
+    if (options_.chat_template != nullptr || prompt->message_offsets.empty()) {
+      // The prompt of the body cut after the last history message: the common prefix with the full
+      // prompt ends where the history ends (whatever the template adds after it differs).
+      std::string cut = built->body.substr(0, built->history_end_bytes) + "]}";
+      StatusOr<PromptText> history = PromptFor(options_.chat_template, cut);
+      if (history.ok()) {
+        const std::string& a = prompt->text;
+        const std::string& b = history->text;
+        size_t n = std::min(a.size(), b.size());
+        history_end = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+      }
+    } else if (!starts.empty() && starts.back().layer == Layer::kVolatile) {
       history_end = prompt->message_offsets.back();
     }
     size_t history_blocks = std::min(blocks.cacheable_blocks, BlocksIn(prompt->text, history_end));
+    // With an exact tokenizer the tokens at the history end may merge with what follows it (the
+    // next message's role marker), so the block holding the boundary is not counted as stable.
+    if (options_.tokenizer != nullptr && !options_.tokenizer->IsEstimate() && history_blocks > 0) --history_blocks;
 
     std::optional<PrefixBreakEvent> changed = PredictBreak(agent.id, rec, blocks, sigs, built->warnings);
     if (changed && built->compaction.has_value()) changed->reason = "compaction";

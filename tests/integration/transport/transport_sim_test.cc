@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "sim_server.h"
+#include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/compact.h"
 #include "strata/context.h"
@@ -505,18 +506,25 @@ TEST_CASE("with an exact tokenizer on both sides, token-block predictions match 
   auto tokenizer = MakeTokenizer(std::string("spm:") + STRATA_SOURCE_DIR + "/tests/data/strata-test-spm.model");
   REQUIRE(tokenizer.ok());
   REQUIRE_FALSE((*tokenizer)->IsEstimate());
+  auto glm5 = MakeGlm5ChatTemplate();
+  for (const ChatTemplate* chat_template : {static_cast<const ChatTemplate*>(nullptr), static_cast<const ChatTemplate*>(glm5.get())}) {
+  INFO((chat_template ? chat_template->Name() : std::string("approx")));
   sim::SimOptions options;
   options.trajectory_path = path;
   options.tokenizer = tokenizer->get();
+  options.chat_template = chat_template;
   options.cache.block_tokens = 32;
   auto sim = sim::SimServer::Start(options).value();
   HttpTransportOptions http_options;
   http_options.base_url = sim->base_url();
   auto http = MakeHttpTransport(http_options).value();
+  std::vector<PrefixBreakEvent> events;
   ClientOptions copt;
   copt.transport = http.get();
   copt.tokenizer = tokenizer->get();
+  copt.chat_template = chat_template;
   copt.cache.block_tokens = 32;
+  copt.on_prefix_break = [&events](const PrefixBreakEvent& e) { events.push_back(e); };
   auto client = Client::Create(copt).value();
   ContextOptions context_options;
   context_options.agent.id = "spm-agent";
@@ -537,6 +545,11 @@ TEST_CASE("with an exact tokenizer on both sides, token-block predictions match 
   REQUIRE(replayed.ok());
   CHECK(turns > 5);
   CHECK(sim->requests().back().cached_tokens > 0);
+  std::string described;
+  for (const PrefixBreakEvent& e : events) described += e.ToString() + "\n";
+  INFO(described);
+  CHECK(events.empty());  // an append-only replay never breaks the prefix
+  }
 }
 
 }  // namespace
