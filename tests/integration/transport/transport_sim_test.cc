@@ -611,3 +611,34 @@ TEST_CASE("compactions in Complete keep predictions exact and are named as prefi
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("the simulator's timing model: prefill of uncached tokens shows in TTFT", "[transport][sim]") {
+  sim::SimOptions options;
+  options.prefill_us_per_token = 50;
+  options.decode_us_per_token = 100;
+  auto sim = sim::SimServer::Start(options).value();
+  HttpTransportOptions http_options;
+  http_options.base_url = sim->base_url();
+  auto http = MakeHttpTransport(http_options).value();
+  nlohmann::json body = {{"model", "m"},
+                         {"messages", nlohmann::json::array({{{"role", "user"}, {"content", std::string(12000, 'w')}}})},
+                         {"stream", true}};
+  Response cold, warm;
+  REQUIRE(http->Send(body.dump(), {}, &cold).ok());
+  REQUIRE(http->Send(body.dump(), {}, &warm).ok());
+  auto log = sim->requests();
+  REQUIRE(log.size() == 2);
+  const double cold_prefill_ms = static_cast<double>(log[0].prompt_tokens - log[0].cached_tokens) * 0.05;
+  CHECK(log[0].cached_tokens == 0);
+  CHECK(log[1].cached_tokens > 0);
+  CHECK(cold_prefill_ms > 100);
+  CHECK(cold.timings.ttft_ms >= cold_prefill_ms);  // sleeps last at least as long
+  CHECK(warm.timings.ttft_ms < cold.timings.ttft_ms);
+  CHECK(cold.timings.decode_ms > 0);
+}
+
+}  // namespace
+}  // namespace strata

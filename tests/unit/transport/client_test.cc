@@ -1,0 +1,99 @@
+// Client with a scripted transport (no network): appending, records, failures.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include "strata/client.h"
+#include "testing/scripted_transport.h"
+
+namespace strata {
+namespace {
+
+std::unique_ptr<Context> NewContext() {
+  ContextOptions options;
+  options.agent.id = "unit-agent";
+  options.agent.tenant = "t";
+  auto context = Context::Create(options).value();
+  REQUIRE(context->SetSystemPrompt("You are a unit test.").ok());
+  REQUIRE(context->AppendUser("Hello.").ok());
+  return context;
+}
+
+TEST_CASE("Complete appends the reply and writes one record per request", "[transport][client]") {
+  testing::ScriptedTransport transport;
+  Response tool_reply;
+  tool_reply.content = "";
+  tool_reply.tool_calls = {{"call_1", "bash", R"({"cmd": "ls"})"}};
+  tool_reply.finish_reason = "tool_calls";
+  tool_reply.usage.reported = true;
+  tool_reply.usage.prompt_tokens = 40;
+  tool_reply.usage.completion_tokens = 7;
+  tool_reply.usage.cached_tokens = 32;
+  transport.Respond(tool_reply);
+  transport.Fail(UnavailableError("HTTP 503: server error"), 503);
+  std::ostringstream lines;
+  JsonLinesRecordSink sink(lines);
+  ClientOptions options;
+  options.transport = &transport;
+  options.backend = Backend::kSglang;
+  options.record_sink = &sink;
+  auto client = Client::Create(options).value();
+  auto context = NewContext();
+
+  RequestRecord record;
+  auto done = client->Complete(*context, {}, &record);
+  REQUIRE(done.ok());
+  CHECK(context->OpenToolCalls() == std::vector<std::string>{"call_1"});
+  CHECK(record.input_tokens == 40);
+  CHECK(record.cached_tokens_reported == 32);
+  CHECK(record.output_tokens == 7);
+  CHECK(record.finish_reason == "tool_calls");
+  CHECK(record.kv_cache_bytes == 47 * options.kv_bytes_per_token + options.kv_bytes_per_sequence);
+  CHECK(transport.bodies()[0].find("\"rid\":\"" + record.request_id + "\"") != std::string::npos);
+  CHECK(transport.bodies()[0].find("\"cache_salt\":\"" + client->CacheSaltFor(context->options().agent) + "\"") !=
+        std::string::npos);
+
+  // A failure appends nothing and is recorded with its code.
+  REQUIRE(context->AppendToolResult({"call_1", "a\nb", false}).ok());
+  std::string before = context->Build()->body;
+  auto failed = client->Complete(*context, {}, &record);
+  CHECK(failed.status().code() == StatusCode::kUnavailable);
+  CHECK(record.code == StatusCode::kUnavailable);
+  CHECK(record.http_status == 503);
+  CHECK(context->Build()->body == before);
+  // Script exhausted: FAILED_PRECONDITION from the fake, still recorded.
+  CHECK(client->Complete(*context).status().code() == StatusCode::kFailedPrecondition);
+  std::string all = lines.str();
+  CHECK(std::count(all.begin(), all.end(), '\n') == 3);
+  CHECK(all.find("\"code\":\"UNAVAILABLE\"") != std::string::npos);
+}
+
+TEST_CASE("append_reply=false leaves the context to the caller", "[transport][client]") {
+  testing::ScriptedTransport transport;
+  transport.Reply("summary text");
+  ClientOptions options;
+  options.transport = &transport;
+  auto client = Client::Create(options).value();
+  auto context = NewContext();
+  std::string before = context->Build()->body;
+  CompleteOptions complete;
+  complete.append_reply = false;
+  auto done = client->Complete(*context, complete);
+  REQUIRE(done.ok());
+  CHECK(done->response.content == "summary text");
+  CHECK(done->assistant_segment_id.empty());
+  CHECK(context->Build()->body == before);
+}
+
+TEST_CASE("Client::Create refuses missing transport and bad cache options", "[transport][client]") {
+  CHECK(Client::Create({}).status().code() == StatusCode::kInvalidArgument);
+  testing::ScriptedTransport transport;
+  ClientOptions options;
+  options.transport = &transport;
+  options.cache.block_tokens = 0;
+  CHECK(Client::Create(options).status().code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata
