@@ -693,7 +693,14 @@ class SimServer::Impl {
         if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
         if (plan.fault && static_cast<int>(i) == plan.fault->after) {
           if (plan.fault->kind == "stall") {
-            if (!impl_->Sleep(int64_t{plan.fault->delay_ms} * 1000)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping");
+            // Stalls in slices so that an Abort or a cancelled call ends the stall early.
+            for (int64_t left = int64_t{plan.fault->delay_ms} * 1000; left > 0 && !impl_->Aborted(plan.rid) &&
+                                                                       !context->IsCancelled();
+                 left -= 10000) {
+              if (!impl_->Sleep(std::min<int64_t>(left, 10000))) {
+                return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping");
+              }
+            }
           } else if (plan.fault->kind == "reset") {
             return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset (simulated)");
           } else if (plan.fault->kind == "malformed-sse") {

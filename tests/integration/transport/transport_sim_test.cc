@@ -642,3 +642,37 @@ TEST_CASE("the simulator's timing model: prefill of uncached tokens shows in TTF
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[transport][sim][grpc]") {
+  sim::SimOptions options;
+  options.http_port = -1;
+  options.grpc_port = 0;
+  auto sim = sim::SimServer::Start(options).value();
+  GrpcTransportOptions gopt;
+  gopt.target = sim->grpc_target();
+  auto grpc = MakeGrpcTransport(gopt).value();
+  nlohmann::json body = {{"model", "m"},
+                         {"messages", nlohmann::json::array({{{"role", "user"}, {"content", "long task"}}})},
+                         {"stream", true},
+                         {"rid", "rid-abort-me"}};
+  CallOptions call;
+  call.request_id = "rid-abort-me";
+  call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=5000"}};
+  std::thread aborter([&grpc] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(grpc->Abort("rid-abort-me").ok());
+  });
+  Response response;
+  auto start = std::chrono::steady_clock::now();
+  Status s = grpc->Send(body.dump(), call, &response);
+  aborter.join();
+  REQUIRE(s.ok());
+  CHECK(response.finish_reason == "abort");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+}
+
+}  // namespace
+}  // namespace strata
