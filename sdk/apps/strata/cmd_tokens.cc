@@ -30,8 +30,9 @@ void Run(const TokensArgs& args) {
   }
   const Tokenizer& tokenizer = **made;
   if (args.ids && tokenizer.IsEstimate())
-    throw CLI::ValidationError("--ids", "tokenizer \"" + args.tokenizer +
-                                            "\" is an estimator and has no token ids; use hf: or spm:");
+    throw CLI::ValidationError("--ids",
+                               "tokenizer \"" + args.tokenizer +
+                                   "\" is an estimator and has no token ids; use hf: or spm:");
   for (const std::string& file : args.files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw CommandFailed{"cannot read \"" + file + "\""};
@@ -58,14 +59,18 @@ void Run(const TokensArgs& args) {
 void RegisterTokens(CLI::App& app) {
   auto args = std::make_shared<TokensArgs>();
   CLI::App* cmd = app.add_subcommand("tokens", "Count the tokens of files with a tokenizer");
-  cmd->add_option("--tokenizer", args->tokenizer,
-                  "hf:PATH/tokenizer.json, spm:PATH/model.model, estimate, estimate:BYTES_PER_TOKEN "
-                  "or estimate:FAMILY (qwen3, deepseek_v3, glm, spm-test)")
+  cmd->add_option(
+         "--tokenizer", args->tokenizer,
+         "hf:PATH/tokenizer.json, spm:PATH/model.model, estimate, estimate:BYTES_PER_TOKEN "
+         "or estimate:FAMILY (qwen3, deepseek_v3, glm, spm-test)")
       ->required();
   cmd->add_flag("--ids", args->ids, "Also print the token ids");
-  cmd->add_option("files", args->files, "Files to count (UTF-8 text)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("files", args->files, "Files to count (UTF-8 text)")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->footer(
-      "Prints one JSON line per file: {\"file\": ..., \"tokens\": N} (+ \"ids\"). Exit status: 0 ok, "
+      "Prints one JSON line per file: {\"file\": ..., \"tokens\": N} (+ \"ids\"). Exit status: 0 "
+      "ok, "
       "2 usage error, 1 failure (unreadable tokenizer or file).");
   cmd->callback([args] { Run(*args); });
 }

@@ -2,8 +2,8 @@
 //
 // usable input = window - reserve_output - reserve_reasoning - reserve_headroom
 // Compaction starts when the context's input tokens exceed TriggerTokens() and brings them down to
-// TargetTokens() (hysteresis: it happens rarely, so its prefix-cache cost is amortized). Trigger and
-// target are each a fraction of the usable input or an absolute number of tokens.
+// TargetTokens() (hysteresis: it happens rarely, so its prefix-cache cost is amortized). Trigger
+// and target are each a fraction of the usable input or an absolute number of tokens.
 //
 //   strata::Budget budget;                              // 1,048,576 window, defaults below
 //   budget.reserve_output = 32768;
@@ -42,7 +42,8 @@ struct BudgetLimit {
   std::string ToString() const;
 
   friend bool operator==(const BudgetLimit& a, const BudgetLimit& b) {
-    return a.kind == b.kind && (a.kind == Kind::kFraction ? a.fraction == b.fraction : a.tokens == b.tokens);
+    return a.kind == b.kind &&
+           (a.kind == Kind::kFraction ? a.fraction == b.fraction : a.tokens == b.tokens);
   }
 };
 
@@ -53,23 +54,26 @@ struct Budget {
   int64_t reserve_output = 32768;
   // Tokens kept free for thinking, on reasoning models. Default 16,384; 0 when thinking is off.
   int64_t reserve_reasoning = 16384;
-  // Tokens kept free for the next tool result, so that appending one does not overflow. Default 16,384.
+  // Tokens kept free for the next tool result, so that appending one does not overflow. Default
+  // 16,384.
   int64_t reserve_headroom = 16384;
   // Compaction starts when input tokens exceed this. Default: 0.85 of the usable input.
   BudgetLimit trigger = BudgetLimit::Fraction(0.85);
-  // Compaction brings input tokens down to at most this. Default: 0.60 of the usable input. Must not
-  // exceed the trigger (a lower target means rarer compactions, each dropping more).
+  // Compaction brings input tokens down to at most this. Default: 0.60 of the usable input. Must
+  // not exceed the trigger (a lower target means rarer compactions, each dropping more).
   BudgetLimit target = BudgetLimit::Fraction(0.60);
 
-  // OK, or INVALID_ARGUMENT naming the field and value: window <= 0, a negative reserve, reserves that
-  // leave no usable input, a fraction outside (0, 1], an absolute limit <= 0 or above the usable input,
-  // target above trigger.
+  // OK, or INVALID_ARGUMENT naming the field and value: window <= 0, a negative reserve, reserves
+  // that leave no usable input, a fraction outside (0, 1], an absolute limit <= 0 or above the
+  // usable input, target above trigger.
   Status Validate() const;
 };
 
-// window - reserve_output - reserve_reasoning - reserve_headroom (may be <= 0 for an invalid budget).
+// window - reserve_output - reserve_reasoning - reserve_headroom (may be <= 0 for an invalid
+// budget).
 int64_t UsableInputTokens(const Budget& budget);
-// The trigger in tokens: floor(fraction * usable) or the absolute value, capped at the usable input.
+// The trigger in tokens: floor(fraction * usable) or the absolute value, capped at the usable
+// input.
 int64_t TriggerTokens(const Budget& budget);
 // The target in tokens, computed like the trigger.
 int64_t TargetTokens(const Budget& budget);
@@ -84,8 +88,8 @@ struct BudgetOverride {
   std::optional<BudgetLimit> target;
 };
 
-// `base` with the fields of `override` applied, validated. Errors: INVALID_ARGUMENT from Validate(),
-// the message saying the budget came from an override.
+// `base` with the fields of `override` applied, validated. Errors: INVALID_ARGUMENT from
+// Validate(), the message saying the budget came from an override.
 StatusOr<Budget> ApplyOverride(const Budget& base, const BudgetOverride& override);
 
 }  // namespace strata

@@ -5,8 +5,8 @@
 //  - GLM-5 family (MakeGlm5ChatTemplate): renders the exact prompt of the public GLM-4.7 style
 //    chat_template.jinja (compact form: `[gMASK]<sop>`, `<|system|>`, `<|user|>`, `<|assistant|>`,
 //    `<|observation|>`, tools block in a leading system turn, `<tool_call>name<arg_key>k</arg_key>
-//    <arg_value>v</arg_value></tool_call>`, `<tool_response>`, `<think>` handling, generation prompt).
-//    docs/tokenizers.md lists the cases covered and what differs from the Jinja original.
+//    <arg_value>v</arg_value></tool_call>`, `<tool_response>`, `<think>` handling, generation
+//    prompt). docs/tokenizers.md lists the cases covered and what differs from the Jinja original.
 //  - Generic (MakeGenericChatTemplate): role + content text plus a fixed per-message overhead, for
 //    models whose template strata does not know.
 //
@@ -17,10 +17,11 @@
 //
 // The request is an OpenAI Chat Completions body: "messages" (roles system, developer, user,
 // assistant with optional "tool_calls" whose "arguments" is a JSON string, tool), optional "tools",
-// optional "reasoning_effort", optional "chat_template_kwargs" {"enable_thinking", "clear_thinking"}.
+// optional "reasoning_effort", optional "chat_template_kwargs" {"enable_thinking",
+// "clear_thinking"}.
 //
-// Thread safety: templates are immutable after creation; Render and the free functions may be called
-// concurrently.
+// Thread safety: templates are immutable after creation; Render and the free functions may be
+// called concurrently.
 #ifndef STRATA_CHAT_TEMPLATE_H_
 #define STRATA_CHAT_TEMPLATE_H_
 
@@ -42,9 +43,9 @@ class ChatTemplate {
   virtual std::string Name() const = 0;
 
   // The prompt text for `request_json` (a Chat Completions body), generation prompt included.
-  // Special tokens appear as text ("<|user|>"); an exact tokenizer whose file declares them as added
-  // tokens counts each as one token. Errors: INVALID_ARGUMENT for a body that is not JSON, lacks
-  // "messages", has an unknown role or tool-call arguments that are not a JSON object.
+  // Special tokens appear as text ("<|user|>"); an exact tokenizer whose file declares them as
+  // added tokens counts each as one token. Errors: INVALID_ARGUMENT for a body that is not JSON,
+  // lacks "messages", has an unknown role or tool-call arguments that are not a JSON object.
   virtual StatusOr<std::string> Render(std::string_view request_json) const = 0;
 
   // Tokens the server adds that the rendered text does not show (the generic template's per-message
@@ -81,11 +82,12 @@ struct RequestTokenCount {
 };
 
 // Input tokens of a whole request. Errors: those of Render.
-StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
+StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template,
+                                               const Tokenizer& tokenizer,
                                                std::string_view request_json);
 
-// A RequestTokenCounter (strata/tokenizer.h) that counts CountRequestTokens(chat_template, tokenizer,
-// body). Neither argument is owned; both must outlive the counter.
+// A RequestTokenCounter (strata/tokenizer.h) that counts CountRequestTokens(chat_template,
+// tokenizer, body). Neither argument is owned; both must outlive the counter.
 std::unique_ptr<RequestTokenCounter> MakeRequestTokenCounter(const ChatTemplate& chat_template,
                                                              const Tokenizer& tokenizer);
 

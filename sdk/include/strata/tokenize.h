@@ -1,14 +1,15 @@
-// strata/tokenize.h — exact tokenizers (Hugging Face tokenizer.json byte-level BPE, SentencePiece) and
-// the calibrated estimator, all created from one spec string.
+// strata/tokenize.h — exact tokenizers (Hugging Face tokenizer.json byte-level BPE, SentencePiece)
+// and the calibrated estimator, all created from one spec string.
 //
 // A spec names a tokenizer the way a user writes it on the command line or in a config file:
-//   hf:PATH/tokenizer.json      Hugging Face tokenizer.json with a byte-level BPE model (GLM-4/5,
-//                               Qwen2/3, DeepSeek-V3, Llama-3, GPT-2 style files), implemented by strata.
-//   spm:PATH/model.model        a SentencePiece model, through libsentencepiece.
-//   estimate                    bytes-per-token estimator, 4 bytes per token.
-//   estimate:3.5                estimator with an explicit ratio (> 0).
-//   estimate:FAMILY             estimator with a ratio measured on the project's traces for a tokenizer
-//                               family (see EstimateFamilies(): qwen3, deepseek_v3, glm, spm-test).
+//   hf:PATH/tokenizer.json   Hugging Face tokenizer.json with a byte-level BPE model (GLM-4/5,
+//                            Qwen2/3, DeepSeek-V3, Llama-3, GPT-2 style files), run by strata.
+//   spm:PATH/model.model     a SentencePiece model, through libsentencepiece.
+//   estimate                 bytes-per-token estimator, 4 bytes per token.
+//   estimate:3.5             estimator with an explicit ratio (> 0).
+//   estimate:FAMILY          estimator with a ratio measured on the project's traces for a
+//                            tokenizer family (EstimateFamilies(): qwen3, deepseek_v3, glm,
+//                            spm-test).
 //
 //   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Tokenizer> tok,
 //                           strata::MakeTokenizer("hf:models/glm/tokenizer.json"));
@@ -18,12 +19,12 @@
 // What the Hugging Face backend supports, and refuses with an error naming the component:
 //   model: BPE (byte-level; ignore_merges honoured). WordPiece, Unigram, WordLevel: refused.
 //   normalizer: null, NFC, NFD, NFKC, NFKD, Lowercase, Sequence of these. Others: refused.
-//   pre_tokenizer: Split (Regex or String pattern, every behavior, invert), ByteLevel (add_prefix_space,
-//     use_regex), Digits, Sequence of these; a ByteLevel step is required. Others (Metaspace,
-//     Whitespace, BertPreTokenizer, ...): refused.
-//   added tokens: matched leftmost-longest on the input text before normalization and pre-tokenization;
-//     lstrip / rstrip / single_word tokens are refused. The post-processor is not applied: Encode never
-//     adds BOS/EOS, chat templates put special tokens in the text instead.
+//   pre_tokenizer: Split (Regex or String pattern, every behavior, invert), ByteLevel
+//     (add_prefix_space, use_regex), Digits, Sequence of these; a ByteLevel step is required.
+//     Others (Metaspace, Whitespace, BertPreTokenizer, ...): refused.
+//   added tokens: matched leftmost-longest on the input text before normalization and
+//     pre-tokenization; lstrip / rstrip / single_word tokens are refused. The post-processor is
+//     not applied: Encode never adds BOS/EOS, chat templates put special tokens in the text.
 // Regexes run on PCRE2 (UTF + UCP, JIT when available). Invalid UTF-8 input bytes are replaced by
 // U+FFFD before encoding.
 //
@@ -43,8 +44,8 @@
 
 namespace strata {
 
-// Creates the tokenizer named by `spec` (see above). Errors: INVALID_ARGUMENT for a malformed spec or
-// an unsupported tokenizer.json component (the message names it), NOT_FOUND for a missing file,
+// Creates the tokenizer named by `spec` (see above). Errors: INVALID_ARGUMENT for a malformed spec
+// or an unsupported tokenizer.json component (the message names it), NOT_FOUND for a missing file,
 // DATA_LOSS for an unreadable or corrupt file.
 StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec);
 
@@ -56,16 +57,16 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeHfTokenizerFromJson(std::string_view js
 // Errors: UNIMPLEMENTED for the estimator, OUT_OF_RANGE for an id not in the vocabulary.
 StatusOr<std::string> Decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
 
-// The id of an added/special token (e.g. "<|user|>") or of a vocabulary entry with exactly this text,
-// or NOT_FOUND. Estimators: UNIMPLEMENTED.
+// The id of an added/special token (e.g. "<|user|>") or of a vocabulary entry with exactly this
+// text, or NOT_FOUND. Estimators: UNIMPLEMENTED.
 StatusOr<int32_t> TokenId(const Tokenizer& tokenizer, std::string_view token);
 
 // A calibrated bytes-per-token ratio for one tokenizer family, measured on ../shared/traces.
 struct EstimateFamily {
-  std::string name;          // "qwen3"
-  double bytes_per_token;    // UTF-8 bytes per token on the traces' message contents
-  double mean_abs_error;     // mean |estimate - exact| / exact per message (messages >= 64 bytes)
-  std::string measured_with; // the exact tokenizer the ratio was measured against
+  std::string name;           // "qwen3"
+  double bytes_per_token;     // UTF-8 bytes per token on the traces' message contents
+  double mean_abs_error;      // mean |estimate - exact| / exact per message (messages >= 64 bytes)
+  std::string measured_with;  // the exact tokenizer the ratio was measured against
 };
 
 // The families `estimate:FAMILY` accepts, with the figures docs/tokenizers.md reports.

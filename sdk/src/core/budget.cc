@@ -9,9 +9,10 @@ namespace {
 
 int64_t LimitTokens(const BudgetLimit& limit, int64_t usable) {
   if (usable <= 0) return 0;
-  int64_t tokens = limit.kind == BudgetLimit::Kind::kFraction
-                       ? static_cast<int64_t>(std::floor(limit.fraction * static_cast<double>(usable)))
-                       : limit.tokens;
+  int64_t tokens =
+      limit.kind == BudgetLimit::Kind::kFraction
+          ? static_cast<int64_t>(std::floor(limit.fraction * static_cast<double>(usable)))
+          : limit.tokens;
   return std::clamp<int64_t>(tokens, 0, usable);
 }
 
@@ -64,21 +65,24 @@ Status Budget::Validate() const {
   int64_t usable = UsableInputTokens(*this);
   if (usable <= 0)
     return InvalidArgumentError(
-        "budget reserves (reserve_output " + std::to_string(reserve_output) + " + reserve_reasoning " +
-        std::to_string(reserve_reasoning) + " + reserve_headroom " + std::to_string(reserve_headroom) +
-        " = " + std::to_string(reserve_output + reserve_reasoning + reserve_headroom) +
-        ") leave no input in the window of " + std::to_string(window) + " tokens; lower the reserves");
+        "budget reserves (reserve_output " + std::to_string(reserve_output) +
+        " + reserve_reasoning " + std::to_string(reserve_reasoning) + " + reserve_headroom " +
+        std::to_string(reserve_headroom) + " = " +
+        std::to_string(reserve_output + reserve_reasoning + reserve_headroom) +
+        ") leave no input in the window of " + std::to_string(window) +
+        " tokens; lower the reserves");
   STRATA_RETURN_IF_ERROR(ValidateLimit("trigger", trigger, usable));
   STRATA_RETURN_IF_ERROR(ValidateLimit("target", target, usable));
   int64_t trigger_tokens = TriggerTokens(*this), target_tokens = TargetTokens(*this);
   if (target_tokens > trigger_tokens)
-    return InvalidArgumentError("budget target " + target.ToString() + " (" + std::to_string(target_tokens) +
-                                " tokens) is above trigger " + trigger.ToString() + " (" +
-                                std::to_string(trigger_tokens) +
-                                " tokens); compaction would never reach its target: make target <= trigger");
+    return InvalidArgumentError(
+        "budget target " + target.ToString() + " (" + std::to_string(target_tokens) +
+        " tokens) is above trigger " + trigger.ToString() + " (" + std::to_string(trigger_tokens) +
+        " tokens); compaction would never reach its target: make target <= trigger");
   if (target_tokens <= 0)
-    return InvalidArgumentError("budget target " + target.ToString() + " is 0 tokens of a usable input of " +
-                                std::to_string(usable) + "; raise it");
+    return InvalidArgumentError("budget target " + target.ToString() +
+                                " is 0 tokens of a usable input of " + std::to_string(usable) +
+                                "; raise it");
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // Chat templates. The GLM-5 family template is a hand translation of the public GLM-4.7 style
 // chat_template.jinja (zai-org, Hugging Face), rendered the way transformers does it
-// (trim_blocks + lstrip_blocks; `tojson` = Python json.dumps(ensure_ascii=False), separators ", " and
+// (trim_blocks + lstrip_blocks; `tojson` = Python json.dumps(ensure_ascii=False), separators ", "
+// and
 // ": ") after vLLM's request preprocessing (tool-call "arguments" strings parsed into objects, null
 // content rendered as ""). docs/tokenizers.md lists the covered cases.
 #include "strata/chat_template.h"
@@ -47,13 +48,27 @@ void PyJson(const ojson& v, std::string* out) {
       out->push_back('"');
       for (char c : s) {
         switch (c) {
-          case '"': out->append("\\\""); break;
-          case '\\': out->append("\\\\"); break;
-          case '\n': out->append("\\n"); break;
-          case '\r': out->append("\\r"); break;
-          case '\t': out->append("\\t"); break;
-          case '\b': out->append("\\b"); break;
-          case '\f': out->append("\\f"); break;
+          case '"':
+            out->append("\\\"");
+            break;
+          case '\\':
+            out->append("\\\\");
+            break;
+          case '\n':
+            out->append("\\n");
+            break;
+          case '\r':
+            out->append("\\r");
+            break;
+          case '\t':
+            out->append("\\t");
+            break;
+          case '\b':
+            out->append("\\b");
+            break;
+          case '\f':
+            out->append("\\f");
+            break;
           default:
             if (static_cast<unsigned char>(c) < 0x20) {
               char buf[8];
@@ -67,9 +82,15 @@ void PyJson(const ojson& v, std::string* out) {
       out->push_back('"');
       return;
     }
-    case ojson::value_t::boolean: out->append(v.get<bool>() ? "true" : "false"); return;
-    case ojson::value_t::null: out->append("null"); return;
-    default: out->append(v.dump()); return;  // numbers: shortest round-trip, like Python's repr
+    case ojson::value_t::boolean:
+      out->append(v.get<bool>() ? "true" : "false");
+      return;
+    case ojson::value_t::null:
+      out->append("null");
+      return;
+    default:
+      out->append(v.dump());
+      return;  // numbers: shortest round-trip, like Python's repr
   }
 }
 
@@ -80,7 +101,9 @@ std::string PyJson(const ojson& v) {
 }
 
 // Python str.isspace for the characters that occur in practice (ASCII whitespace and separators).
-bool IsPySpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
+bool IsPySpace(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
 
 std::string Strip(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -106,7 +129,8 @@ std::string VisibleText(const ojson& content) {
   std::string out;
   if (content.is_array()) {
     for (const auto& item : content) {
-      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") && item["text"].is_string())
+      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") &&
+          item["text"].is_string())
         out += item["text"].get<std::string>();
       else if (item.is_string())
         out += item.get<std::string>();
@@ -145,11 +169,14 @@ StatusOr<ParsedRequest> Parse(std::string_view request_json) {
   for (size_t i = 0; i < r.messages.size(); ++i) {
     const ojson& m = r.messages[i];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return InvalidArgumentError("chat template: messages[" + std::to_string(i) + "] has no \"role\"");
+      return InvalidArgumentError("chat template: messages[" + std::to_string(i) +
+                                  "] has no \"role\"");
     std::string role = m["role"].get<std::string>();
-    if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
-      return InvalidArgumentError("chat template: messages[" + std::to_string(i) + "] has unknown role \"" +
-                                  role + "\" (expected system, developer, user, assistant or tool)");
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+        role != "tool")
+      return InvalidArgumentError("chat template: messages[" + std::to_string(i) +
+                                  "] has unknown role \"" + role +
+                                  "\" (expected system, developer, user, assistant or tool)");
   }
   return r;
 }
@@ -163,9 +190,9 @@ StatusOr<ojson> ToolCallArguments(const ojson& function, size_t message_index) {
     const std::string& text = args.get_ref<const std::string&>();
     ojson parsed = ojson::parse(text, nullptr, false);
     if (!parsed.is_discarded() && parsed.is_object()) return parsed;
-    return InvalidArgumentError("chat template: messages[" + std::to_string(message_index) +
-                                "] has tool-call arguments that are not a JSON object: " +
-                                text.substr(0, 80));
+    return InvalidArgumentError(
+        "chat template: messages[" + std::to_string(message_index) +
+        "] has tool-call arguments that are not a JSON object: " + text.substr(0, 80));
   }
   return InvalidArgumentError("chat template: messages[" + std::to_string(message_index) +
                               "] has tool-call arguments that are neither a string nor an object");
@@ -187,13 +214,15 @@ class Glm5ChatTemplate final : public ChatTemplate {
     std::string out = "[gMASK]<sop>";
     if (!r.tools.empty()) {
       out +=
-          "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+          "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
+          "query.\n\n"
           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n";
       for (const auto& tool : r.tools) out += PyJson(tool) + "\n";
       out +=
           "</tools>\n\nFor each function call, output the function name and arguments within the "
           "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
-          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}"
+          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</"
+          "arg_key><arg_value>{arg-value-2}"
           "</arg_value>...</tool_call>";
     }
     if (options_.reasoning_effort_line && !r.reasoning_effort.empty())
@@ -229,7 +258,8 @@ class Glm5ChatTemplate final : public ChatTemplate {
           size_t open = before.rfind("<think>");
           if (open != std::string_view::npos) before = before.substr(open + 7);
           reasoning = std::string(LStripChar(before, '\n'));
-          text = std::string(LStripChar(std::string_view(text).substr(text.rfind("</think>") + 8), '\n'));
+          text = std::string(
+              LStripChar(std::string_view(text).substr(text.rfind("</think>") + 8), '\n'));
         }
         bool keep = (r.clear_thinking.has_value() && !*r.clear_thinking) ||
                     static_cast<int>(i) > last_user_index;
@@ -242,8 +272,11 @@ class Glm5ChatTemplate final : public ChatTemplate {
         if (!stripped.empty()) out += stripped;
         if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
           for (const auto& tc : m["tool_calls"]) {
-            const ojson& fn = tc.contains("function") && tc["function"].is_object() ? tc["function"] : tc;
-            out += "<tool_call>" + (fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "");
+            const ojson& fn =
+                tc.contains("function") && tc["function"].is_object() ? tc["function"] : tc;
+            out += "<tool_call>" + (fn.contains("name") && fn["name"].is_string()
+                                        ? fn["name"].get<std::string>()
+                                        : "");
             STRATA_ASSIGN_OR_RETURN(ojson args, ToolCallArguments(fn, i));
             for (auto it = args.begin(); it != args.end(); ++it) {
               out += "<arg_key>" + it.key() + "</arg_key><arg_value>";
@@ -262,7 +295,8 @@ class Glm5ChatTemplate final : public ChatTemplate {
           for (const auto& tr : content) {
             std::string text;
             if (tr.is_object() && tr.contains("output")) {
-              text = tr["output"].is_string() ? tr["output"].get<std::string>() : PyJson(tr["output"]);
+              text =
+                  tr["output"].is_string() ? tr["output"].get<std::string>() : PyJson(tr["output"]);
             } else if (tr.is_object() && tr.contains("text") && tr["text"].is_string()) {
               text = tr["text"].get<std::string>();
             } else {
@@ -303,13 +337,18 @@ class GenericChatTemplate final : public ChatTemplate {
     std::string out;
     for (const auto& tool : r.tools) out += PyJson(tool) + "\n";
     for (const auto& m : r.messages) {
-      out += m["role"].get<std::string>() + "\n" + VisibleText(m.contains("content") ? m["content"] : ojson());
+      out += m["role"].get<std::string>() + "\n" +
+             VisibleText(m.contains("content") ? m["content"] : ojson());
       if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
         for (const auto& tc : m["tool_calls"]) {
-          const ojson& fn = tc.contains("function") && tc["function"].is_object() ? tc["function"] : tc;
-          out += "\n" + (fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "");
+          const ojson& fn =
+              tc.contains("function") && tc["function"].is_object() ? tc["function"] : tc;
+          out +=
+              "\n" +
+              (fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "");
           if (fn.contains("arguments"))
-            out += " " + (fn["arguments"].is_string() ? fn["arguments"].get<std::string>() : PyJson(fn["arguments"]));
+            out += " " + (fn["arguments"].is_string() ? fn["arguments"].get<std::string>()
+                                                      : PyJson(fn["arguments"]));
         }
       }
       out += "\n";
@@ -331,7 +370,8 @@ std::unique_ptr<ChatTemplate> MakeGenericChatTemplate(GenericTemplateOptions opt
   return std::make_unique<GenericChatTemplate>(options);
 }
 
-StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
+StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template,
+                                               const Tokenizer& tokenizer,
                                                std::string_view request_json) {
   STRATA_ASSIGN_OR_RETURN(std::string prompt, chat_template.Render(request_json));
   STRATA_ASSIGN_OR_RETURN(size_t overhead, chat_template.OverheadTokens(request_json));

@@ -4,7 +4,7 @@
 //
 // Pipeline of Encode(text):
 //   1. split on added tokens (leftmost-longest), each match is one id;
-//   2. each remaining span: normalizer, then the pre-tokenizer steps, each narrowing a list of pieces;
+//   2. each remaining span: normalizer, then the pre-tokenizer steps (each splits the pieces);
 //   3. each piece: BPE over its bytes (byte-level: one initial symbol per byte), cached per piece.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -99,14 +99,15 @@ size_t Utf8Decode(std::string_view s, size_t i, uint32_t* cp) {
     if ((cc & 0xC0) != 0x80) return 0;
     v = (v << 6) | (cc & 0x3F);
   }
-  if ((len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
-      (v >= 0xD800 && v <= 0xDFFF))
+  if ((len == 2 && v < 0x80) || (len == 3 && v < 0x800) ||
+      (len == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF))
     return 0;
   *cp = v;
   return len;
 }
 
-// Byte-level token text (GPT-2 mapped characters) -> raw bytes; false if a character is not in the map.
+// Byte-level token text (GPT-2 mapped characters) -> raw bytes; false if a character is not in the
+// map.
 bool ByteLevelToBytes(std::string_view token, std::string* out) {
   const ByteMap& map = GetByteMap();
   out->clear();
@@ -199,7 +200,8 @@ class Regex {
         // Empty match: continue after the next character.
         if (b >= size) break;
         size_t step = 1;
-        while (b + step < size && (static_cast<unsigned char>(subject[b + step]) & 0xC0) == 0x80) ++step;
+        while (b + step < size && (static_cast<unsigned char>(subject[b + step]) & 0xC0) == 0x80)
+          ++step;
         start = b + step;
       }
     }
@@ -261,10 +263,11 @@ StatusOr<std::vector<NormKind>> ParseNormalizer(const json& j) {
   if (type == "NFKC") return std::vector<NormKind>{NormKind::kNfkc};
   if (type == "NFKD") return std::vector<NormKind>{NormKind::kNfkd};
   if (type == "Lowercase") return std::vector<NormKind>{NormKind::kLowercase};
-  return InvalidArgumentError("tokenizer.json: unsupported normalizer \"" + type +
-                              "\" (strata supports NFC, NFD, NFKC, NFKD, Lowercase and Sequence); "
-                              "use a byte-level BPE file such as GLM's, Qwen's or DeepSeek's, or the "
-                              "estimator (--tokenizer estimate)");
+  return InvalidArgumentError(
+      "tokenizer.json: unsupported normalizer \"" + type +
+      "\" (strata supports NFC, NFD, NFKC, NFKD, Lowercase and Sequence); "
+      "use a byte-level BPE file such as GLM's, Qwen's or DeepSeek's, or the "
+      "estimator (--tokenizer estimate)");
 }
 
 bool IsAscii(std::string_view s) {
@@ -288,8 +291,8 @@ std::string ToUtf8(const std::u16string& s) {
   int32_t len = 0;
   UErrorCode err = U_ZERO_ERROR;
   u_strToUTF8WithSub(out.data(), static_cast<int32_t>(out.size()), &len,
-                     reinterpret_cast<const UChar*>(s.data()), static_cast<int32_t>(s.size()), 0xFFFD,
-                     nullptr, &err);
+                     reinterpret_cast<const UChar*>(s.data()), static_cast<int32_t>(s.size()),
+                     0xFFFD, nullptr, &err);
   out.resize(U_SUCCESS(err) ? len : 0);
   return out;
 }
@@ -306,20 +309,29 @@ std::string ApplyNormalizer(NormKind kind, const std::string& text) {
   UErrorCode err = U_ZERO_ERROR;
   if (kind == NormKind::kLowercase) {
     std::u16string dst(src.size() * 2 + 4, u'\0');
-    int32_t len = u_strToLower(reinterpret_cast<UChar*>(dst.data()), static_cast<int32_t>(dst.size()),
-                               reinterpret_cast<const UChar*>(src.data()),
-                               static_cast<int32_t>(src.size()), "", &err);
+    int32_t len = u_strToLower(
+        reinterpret_cast<UChar*>(dst.data()), static_cast<int32_t>(dst.size()),
+        reinterpret_cast<const UChar*>(src.data()), static_cast<int32_t>(src.size()), "", &err);
     if (U_FAILURE(err)) return text;
     dst.resize(len);
     return ToUtf8(dst);
   }
   const UNormalizer2* norm = nullptr;
   switch (kind) {
-    case NormKind::kNfc: norm = unorm2_getNFCInstance(&err); break;
-    case NormKind::kNfd: norm = unorm2_getNFDInstance(&err); break;
-    case NormKind::kNfkc: norm = unorm2_getNFKCInstance(&err); break;
-    case NormKind::kNfkd: norm = unorm2_getNFKDInstance(&err); break;
-    default: break;
+    case NormKind::kNfc:
+      norm = unorm2_getNFCInstance(&err);
+      break;
+    case NormKind::kNfd:
+      norm = unorm2_getNFDInstance(&err);
+      break;
+    case NormKind::kNfkc:
+      norm = unorm2_getNFKCInstance(&err);
+      break;
+    case NormKind::kNfkd:
+      norm = unorm2_getNFKDInstance(&err);
+      break;
+    default:
+      break;
   }
   if (U_FAILURE(err) || norm == nullptr) return text;
   const UChar* usrc = reinterpret_cast<const UChar*>(src.data());
@@ -328,8 +340,8 @@ std::string ApplyNormalizer(NormKind kind, const std::string& text) {
   err = U_ZERO_ERROR;
   std::u16string dst(src.size() * 4 + 16, u'\0');
   int32_t len = unorm2_normalize(norm, usrc, static_cast<int32_t>(src.size()),
-                                 reinterpret_cast<UChar*>(dst.data()), static_cast<int32_t>(dst.size()),
-                                 &err);
+                                 reinterpret_cast<UChar*>(dst.data()),
+                                 static_cast<int32_t>(dst.size()), &err);
   if (U_FAILURE(err)) return text;
   dst.resize(len);
   return ToUtf8(dst);
@@ -376,7 +388,8 @@ Status ParsePreTokenizer(const json& j, std::vector<PreStep>* steps, bool* has_b
     } else if (pattern.contains("String")) {
       regex = QuoteRegex(pattern.at("String").get<std::string>());
     } else {
-      return InvalidArgumentError("tokenizer.json: Split pre-tokenizer pattern is neither Regex nor String");
+      return InvalidArgumentError(
+          "tokenizer.json: Split pre-tokenizer pattern is neither Regex nor String");
     }
     STRATA_ASSIGN_OR_RETURN(step.regex, Regex::Compile(regex));
     STRATA_ASSIGN_OR_RETURN(step.behavior, ParseBehavior(j.value("behavior", "Isolated")));
@@ -393,9 +406,10 @@ Status ParsePreTokenizer(const json& j, std::vector<PreStep>* steps, bool* has_b
     STRATA_ASSIGN_OR_RETURN(step.regex, Regex::Compile("\\p{N}"));
     step.behavior = individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous;
   } else {
-    return InvalidArgumentError("tokenizer.json: unsupported pre-tokenizer \"" + type +
-                                "\" (strata supports Split, ByteLevel, Digits and Sequence, as used by "
-                                "byte-level BPE files: GLM, Qwen, DeepSeek, Llama-3)");
+    return InvalidArgumentError(
+        "tokenizer.json: unsupported pre-tokenizer \"" + type +
+        "\" (strata supports Split, ByteLevel, Digits and Sequence, as used by "
+        "byte-level BPE files: GLM, Qwen, DeepSeek, Llama-3)");
   }
   steps->push_back(std::move(step));
   return Status::Ok();
@@ -537,7 +551,8 @@ struct AddedToken {
 
 class HfBpeTokenizer final : public ExactTokenizer {
  public:
-  static StatusOr<std::unique_ptr<ExactTokenizer>> Load(std::string_view json_text, std::string name);
+  static StatusOr<std::unique_ptr<ExactTokenizer>> Load(std::string_view json_text,
+                                                        std::string name);
 
   std::string Name() const override { return "hf-bpe:" + name_; }
 
@@ -559,7 +574,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
     for (int32_t id : ids) {
       if (id < 0 || static_cast<size_t>(id) >= id_to_bytes_.size() || !id_known_[id])
         return OutOfRangeError("token id " + std::to_string(id) + " is not in the vocabulary of " +
-                               Name() + " (ids 0.." + std::to_string(id_to_bytes_.size() - 1) + ")");
+                               Name() + " (ids 0.." + std::to_string(id_to_bytes_.size() - 1) +
+                               ")");
       out += id_to_bytes_[id];
     }
     return out;
@@ -607,7 +623,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
     std::vector<std::pair<Piece, bool>> segs;
     for (const PreStep& step : pre_steps_) {
       if (step.add_prefix_space) {
-        // ByteLevel(add_prefix_space) prepends a space to every piece that lacks one: rebuild the text.
+        // ByteLevel(add_prefix_space) prepends a space to every piece that lacks one: rebuild the
+        // text.
         std::string rebuilt;
         std::vector<Piece> moved;
         for (const Piece& p : pieces) {
@@ -624,7 +641,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
       for (const Piece& p : pieces) SplitPiece(step, text, p, &next, &matches, &segs);
       pieces.swap(next);
     }
-    for (const Piece& p : pieces) EncodeWord(std::string_view(text).substr(p.begin, p.end - p.begin), ids);
+    for (const Piece& p : pieces)
+      EncodeWord(std::string_view(text).substr(p.begin, p.end - p.begin), ids);
   }
 
   void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
@@ -658,8 +676,9 @@ class HfBpeTokenizer final : public ExactTokenizer {
     }
   }
 
-  // The BPE merge loop of word.rs: repeatedly merge the adjacent pair with the lowest rank (leftmost
-  // first among equal ranks), symbols kept in a doubly linked list, candidates in a min-heap.
+  // The BPE merge loop of word.rs: repeatedly merge the adjacent pair with the lowest rank
+  // (leftmost first among equal ranks), symbols kept in a doubly linked list, candidates in a
+  // min-heap.
   void MergeWord(std::string_view word, std::vector<int32_t>* ids) const {
     const int n = static_cast<int>(word.size());
     std::vector<int32_t> sym(n);
@@ -683,7 +702,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
       int nx = next[pos];
       if (pos < 0 || nx < 0) return;
       int32_t rank, merged;
-      if (merges_.Find(sym[pos], sym[nx], &rank, &merged)) heap.push({rank, pos, sym[pos], sym[nx], merged});
+      if (merges_.Find(sym[pos], sym[nx], &rank, &merged))
+        heap.push({rank, pos, sym[pos], sym[nx], merged});
     };
     for (int i = 0; i + 1 < n; ++i) consider(i);
     while (!heap.empty()) {
@@ -735,14 +755,18 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
       return InvalidArgumentError("tokenizer.json: unsupported model \"" + model_type +
                                   "\" (strata implements byte-level BPE only; for SentencePiece "
                                   "models use --tokenizer spm:PATH/model.model)");
-    if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
-      return InvalidArgumentError("tokenizer.json: BPE dropout is not supported (counts must be exact)");
+    if (model.contains("dropout") && !model["dropout"].is_null() &&
+        model["dropout"].get<double>() != 0.0)
+      return InvalidArgumentError(
+          "tokenizer.json: BPE dropout is not supported (counts must be exact)");
     if (model.value("byte_fallback", false))
       return InvalidArgumentError(
-          "tokenizer.json: BPE byte_fallback (a SentencePiece-converted model) is not supported; use "
+          "tokenizer.json: BPE byte_fallback (a SentencePiece-converted model) is not supported; "
+          "use "
           "the model's tokenizer.model with --tokenizer spm:PATH");
     for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      if (model.contains(field) && model[field].is_string() && !model[field].get<std::string>().empty())
+      if (model.contains(field) && model[field].is_string() &&
+          !model[field].get<std::string>().empty())
         return InvalidArgumentError(std::string("tokenizer.json: BPE ") + field +
                                     " is not supported (not a byte-level BPE file)");
     }
@@ -750,11 +774,12 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
 
     STRATA_ASSIGN_OR_RETURN(tok->normalizers_, ParseNormalizer(doc.value("normalizer", json())));
     bool has_byte_level = false;
-    STRATA_RETURN_IF_ERROR(ParsePreTokenizer(doc.value("pre_tokenizer", json()), &tok->pre_steps_,
-                                             &has_byte_level));
+    STRATA_RETURN_IF_ERROR(
+        ParsePreTokenizer(doc.value("pre_tokenizer", json()), &tok->pre_steps_, &has_byte_level));
     if (!has_byte_level)
       return InvalidArgumentError(
-          "tokenizer.json: the pre-tokenizer has no ByteLevel step, so this is not a byte-level BPE "
+          "tokenizer.json: the pre-tokenizer has no ByteLevel step, so this is not a byte-level "
+          "BPE "
           "file (strata supports GLM/Qwen/DeepSeek/Llama-3/GPT-2 style files)");
 
     // Vocabulary: byte-level strings -> ids.
@@ -783,8 +808,9 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
     for (int b = 0; b < 256; ++b) {
       auto it = vocab.find(bm.byte_to_utf8[b]);
       if (it == vocab.end())
-        return InvalidArgumentError("tokenizer.json: byte-level vocabulary lacks the symbol for byte " +
-                                    std::to_string(b) + "; not a byte-level BPE file");
+        return InvalidArgumentError(
+            "tokenizer.json: byte-level vocabulary lacks the symbol for byte " + std::to_string(b) +
+            "; not a byte-level BPE file");
       tok->byte_to_id_[b] = it->second;
     }
 
@@ -814,8 +840,9 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
     for (const json& t : jadded) {
       AddedToken at{t.at("content").get<std::string>(), t.at("id").get<int32_t>()};
       if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
-        return InvalidArgumentError("tokenizer.json: added token \"" + at.content +
-                                    "\" uses lstrip/rstrip/single_word, which strata does not support");
+        return InvalidArgumentError(
+            "tokenizer.json: added token \"" + at.content +
+            "\" uses lstrip/rstrip/single_word, which strata does not support");
       if (at.content.empty()) continue;
       tok->id_to_bytes_[at.id] = at.content;
       tok->id_known_[at.id] = true;

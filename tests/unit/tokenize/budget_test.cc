@@ -79,5 +79,6 @@ TEST_CASE("per-agent override replaces only the fields it sets", "[budget]") {
   bad.window = 10000;
   auto refused = strata::ApplyOverride(base, bad);
   REQUIRE(!refused.ok());
-  CHECK_THAT(refused.status().message(), Catch::StartsWith("budget after per-agent override: budget reserves"));
+  CHECK_THAT(refused.status().message(),
+             Catch::StartsWith("budget after per-agent override: budget reserves"));
 }

@@ -15,7 +15,8 @@
 namespace {
 
 std::string ReadTestData(const std::string& name) {
-  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/unit/tokenize/testdata/" + name, std::ios::binary);
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/unit/tokenize/testdata/" + name,
+                   std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -24,9 +25,10 @@ std::string ReadTestData(const std::string& name) {
 // GLM's special tokens (added tokens of the GLM-4.5+ tokenizer.json files).
 const std::vector<std::string>& GlmSpecials() {
   static const std::vector<std::string> specials = {
-      "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<think>", "</think>",
-      "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<arg_key>", "</arg_key>",
-      "<arg_value>", "</arg_value>"};
+      "[gMASK]",       "<sop>",           "<|system|>",      "<|user|>",
+      "<|assistant|>", "<|observation|>", "<think>",         "</think>",
+      "<tool_call>",   "</tool_call>",    "<tool_response>", "</tool_response>",
+      "<arg_key>",     "</arg_key>",      "<arg_value>",     "</arg_value>"};
   return specials;
 }
 
@@ -36,14 +38,20 @@ const strata::Tokenizer& GlmLikeTokenizer() {
   static auto* tok = [] {
     std::ifstream in(STRATA_TOK_QWEN3_JSON, std::ios::binary);
     if (!in) FAIL("missing " << STRATA_TOK_QWEN3_JSON << " (run scripts/setup)");
-    nlohmann::json j = nlohmann::json::parse(in);  // not ordered_json: its linear-time inserts make a 150k-entry vocab take a minute
+    nlohmann::json j = nlohmann::json::parse(
+        in);  // not ordered_json: its linear-time inserts make a 150k-entry vocab take a minute
     int next_id = 200000;
     for (const std::string& s : GlmSpecials()) {
       bool present = false;
       for (const auto& t : j["added_tokens"]) present = present || t["content"] == s;
       if (present) continue;
-      j["added_tokens"].push_back({{"id", next_id++}, {"content", s}, {"single_word", false}, {"lstrip", false},
-                                   {"rstrip", false}, {"normalized", false}, {"special", true}});
+      j["added_tokens"].push_back({{"id", next_id++},
+                                   {"content", s},
+                                   {"single_word", false},
+                                   {"lstrip", false},
+                                   {"rstrip", false},
+                                   {"normalized", false},
+                                   {"special", true}});
     }
     auto made = strata::MakeHfTokenizerFromJson(j.dump(), "qwen3+glm-specials");
     if (!made.ok()) FAIL(made.status().ToString());
@@ -81,12 +89,14 @@ TEST_CASE("GLM-5 template keeps reasoning after the last user turn and honours e
   auto prompt = glm->Render(request);
   REQUIRE(prompt.ok());
   CHECK(*prompt ==
-        "[gMASK]<sop><|user|>hi<|assistant|><think>think hard</think>hello<|observation|><tool_response>r1"
+        "[gMASK]<sop><|user|>hi<|assistant|><think>think "
+        "hard</think>hello<|observation|><tool_response>r1"
         "</tool_response><tool_response>r2</tool_response><|assistant|></think>");
 
   strata::Glm5TemplateOptions no_prompt;
   no_prompt.add_generation_prompt = false;
-  auto bare = strata::MakeGlm5ChatTemplate(no_prompt)->Render(R"({"messages": [{"role": "user", "content": "x"}]})");
+  auto bare = strata::MakeGlm5ChatTemplate(no_prompt)->Render(
+      R"({"messages": [{"role": "user", "content": "x"}]})");
   REQUIRE(bare.ok());
   CHECK(*bare == "[gMASK]<sop><|user|>x");
 }
@@ -104,7 +114,8 @@ TEST_CASE("chat templates refuse malformed requests with the reason", "[chat_tem
              Catch::Contains("not a JSON object"));
 }
 
-TEST_CASE("request tokens equal the sum over special tokens and the text between them", "[chat_template]") {
+TEST_CASE("request tokens equal the sum over special tokens and the text between them",
+          "[chat_template]") {
   const strata::Tokenizer& tok = GlmLikeTokenizer();
   auto glm = strata::MakeGlm5ChatTemplate();
   std::string request = ReadTestData("glm5_request.json");
@@ -118,7 +129,8 @@ TEST_CASE("request tokens equal the sum over special tokens and the text between
   for (size_t i = 0; i < prompt.size();) {
     const std::string* hit = nullptr;
     for (const std::string& s : GlmSpecials())
-      if (prompt.compare(i, s.size(), s) == 0 && (hit == nullptr || s.size() > hit->size())) hit = &s;
+      if (prompt.compare(i, s.size(), s) == 0 && (hit == nullptr || s.size() > hit->size()))
+        hit = &s;
     if (hit == nullptr) {
       ++i;
       continue;
@@ -140,7 +152,8 @@ TEST_CASE("request tokens equal the sum over special tokens and the text between
 }
 
 TEST_CASE("generic template adds a per-message overhead", "[chat_template]") {
-  auto generic = strata::MakeGenericChatTemplate({/*per_message_tokens=*/5, /*per_request_tokens=*/2});
+  auto generic =
+      strata::MakeGenericChatTemplate({/*per_message_tokens=*/5, /*per_request_tokens=*/2});
   CHECK(generic->Name() == "generic:5/2");
   const char* request = R"({"messages": [{"role": "user", "content": "abcd"},
       {"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "ls", "arguments": "{}"}}]}]})";

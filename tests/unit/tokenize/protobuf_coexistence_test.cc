@@ -1,6 +1,6 @@
-// Regression test: Debian's libsentencepiece.so exports a bundled protobuf-lite. A process that links
-// libprotobuf (gRPC: the sidecar, the CLI, the Python module) and had libsentencepiece linked too
-// crashed in protobuf's static initializers before main(). strata now loads libsentencepiece in
+// Regression test: Debian's libsentencepiece.so exports a bundled protobuf-lite. A process that
+// links libprotobuf (gRPC: the sidecar, the CLI, the Python module) and had libsentencepiece linked
+// too crashed in protobuf's static initializers before main(). strata now loads libsentencepiece in
 // isolation (dlopen RTLD_LOCAL | RTLD_DEEPBIND); this binary links libprotobuf and uses both.
 #include <google/protobuf/stubs/common.h>
 
@@ -9,7 +9,8 @@
 
 #include "strata/tokenize.h"
 
-TEST_CASE("the SentencePiece backend works in a process that also links libprotobuf", "[tokenize][spm]") {
+TEST_CASE("the SentencePiece backend works in a process that also links libprotobuf",
+          "[tokenize][spm]") {
   GOOGLE_PROTOBUF_VERIFY_VERSION;  // makes libprotobuf a real dependency of this binary
   auto tok = strata::MakeTokenizer(std::string("spm:") + STRATA_TOK_SPM_MODEL);
   if (!tok.ok()) FAIL(tok.status().ToString());

@@ -1,9 +1,10 @@
 // SentencePiece backend: ids equal Debian's spm_encode on the traces' text lines.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -57,7 +58,8 @@ void CheckAgainstSpmEncode(size_t max_lines) {
   std::string cmd = std::string("spm_encode --model='") + STRATA_TOK_SPM_MODEL +
                     "' --output_format=id < '" + (dir / "in.txt").string() + "' > '" +
                     (dir / "out.txt").string() + "'";
-  if (std::system(cmd.c_str()) != 0) FAIL("spm_encode failed or is missing (apt-get install sentencepiece): " << cmd);
+  if (std::system(cmd.c_str()) != 0)
+    FAIL("spm_encode failed or is missing (apt-get install sentencepiece): " << cmd);
   std::ifstream in(dir / "out.txt");
   std::string out_line;
   size_t n = 0, mismatches = 0;
@@ -71,7 +73,8 @@ void CheckAgainstSpmEncode(size_t max_lines) {
     if (actual != expected && mismatches++ == 0) {
       size_t pos = 0;
       while (pos < actual.size() && pos < expected.size() && actual[pos] == expected[pos]) ++pos;
-      first = "line " + std::to_string(n) + " differs at token " + std::to_string(pos) + ": " + lines[n];
+      first = "line " + std::to_string(n) + " differs at token " + std::to_string(pos) + ": " +
+              lines[n];
     }
     ++n;
   }
