@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   size_t keep_results = strata::StrataPolicyOptions{}.keep_tool_results;
   size_t summary_tokens = strata::StrataPolicyOptions{}.max_summary_tokens;
   size_t keep_turns = strata::StrataPolicyOptions{}.keep_turns;
+  size_t tokens_per_identifier = strata::StrataPolicyOptions{}.tokens_per_identifier;
+  bool fold = true, dedupe = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -61,6 +63,9 @@ int main(int argc, char** argv) {
     else if (flag == "--keep-tool-results") keep_results = static_cast<size_t>(std::atol(value.c_str()));
     else if (flag == "--summary-tokens") summary_tokens = static_cast<size_t>(std::atol(value.c_str()));
     else if (flag == "--keep-turns") keep_turns = static_cast<size_t>(std::atol(value.c_str()));
+    else if (flag == "--fold") fold = value == "on";
+    else if (flag == "--dedupe") dedupe = value == "on";
+    else if (flag == "--tokens-per-identifier") tokens_per_identifier = static_cast<size_t>(std::atol(value.c_str()));
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -114,6 +119,9 @@ int main(int argc, char** argv) {
           options.strata.keep_tool_results = keep_results;
           options.strata.max_summary_tokens = summary_tokens;
           options.strata.keep_turns = keep_turns;
+          options.strata.tokens_per_identifier = tokens_per_identifier;
+          options.hygiene.fold_error_logs = fold;
+          options.hygiene.deduplicate = dedupe;
           auto result = strata::EvaluateTrace(traces[i], options);
           std::lock_guard<std::mutex> lock(mu);
           if (!result.ok()) {

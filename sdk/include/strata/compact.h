@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "strata/compaction.h"
+#include "strata/identifiers.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -88,8 +89,8 @@ struct StrataPolicyOptions {
   // the output it replaces and keeps the names an agent most often goes back to.
   size_t placeholder_identifiers = 64;
   size_t tokens_per_identifier = 32;
-  // Summaries are at most this many tokens. Default 1024.
-  size_t max_summary_tokens = 1024;
+  // Summaries are at most this many tokens. Default 1536.
+  size_t max_summary_tokens = 1536;
   // Writes summaries; nullptr: the built-in extractive summarizer. Not owned.
   Summarizer* summarizer = nullptr;
 };
@@ -111,9 +112,6 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& 
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
                             size_t max_identifiers, const std::set<std::string>& already_present = {});
 
-// Code identifiers and file paths in `text` (snake_case, CamelCase, dotted.names, paths/with.ext),
-// most frequent first (paths before names), at most `limit`.
-std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit);
 
 }  // namespace strata
 

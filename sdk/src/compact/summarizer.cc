@@ -137,6 +137,32 @@ class ExtractiveSummarizer final : public Summarizer {
         tail += " " + f;
       }
     }
+    {
+      // The names the span's messages and outputs mention, most defined/frequent first, in up to
+      // 40% of the summary's bound: what an agent most often needs again.
+      std::string all_text;
+      for (const Segment* s : span) {
+        all_text += s->content;
+        all_text.push_back('\n');
+        for (const ToolCall& call : s->tool_calls) {
+          all_text += call.arguments;
+          all_text.push_back('\n');
+        }
+      }
+      const size_t names_budget = max_tokens * 2 / 5;
+      std::string names_line;
+      size_t added = 0;
+      for (const std::string& name : ExtractIdentifiers(all_text, 2000)) {
+        if (files.count(name)) continue;
+        std::string candidate = names_line + (names_line.empty() ? "\nnames seen: " : ", ") + name;
+        if (++added % 16 == 0 && tokenizer.Count(candidate) > names_budget) break;
+        names_line = std::move(candidate);
+      }
+      while (!names_line.empty() && tokenizer.Count(names_line) > names_budget) {
+        names_line.resize(names_line.rfind(", "));
+      }
+      tail += names_line;
+    }
     if (!errors.empty()) {
       tail += "\nerrors seen:";
       size_t n = 0;

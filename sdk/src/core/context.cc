@@ -1133,7 +1133,7 @@ class Context::Impl {
         s.hygiene = HygieneAction::kDeduplicated;
         s.duplicate_of = earlier->second;
         s.recall_id = recall_id;
-        s.content = internal::DuplicateReference(earlier->second, call.name, content.size(), recall_id);
+        s.content = internal::DuplicateReference(earlier->second, call.name, content, recall_id);
         KeepOriginal(recall_id, std::move(content), change);
         return;
       }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/text_util.h"
+#include "strata/identifiers.h"
 
 namespace strata::internal {
 namespace {
@@ -83,8 +84,18 @@ std::optional<std::string> FoldErrorLog(std::string_view text, const HygieneOpti
       if (frames.size() > 2) {
         for (size_t k = frames.front().first; k < frames.front().second; ++k)
           out.emplace_back(lines[k]);
-        out.push_back("  [strata: " + std::to_string(frames.size() - 2) +
-                      " frames omitted; recall id " + std::string(recall_id) + "]");
+        // Name the omitted frames (file:function), so their identifiers stay in the request.
+        std::string omitted;
+        for (size_t f = 1; f + 1 < frames.size() && f <= 12; ++f) {
+          std::string_view frame = lines[frames[f].first];
+          const size_t file_begin = frame.find('"') + 1, file_end = frame.find('"', file_begin);
+          const size_t in_at = frame.rfind(", in ");
+          if (file_end == std::string_view::npos || in_at == std::string_view::npos) continue;
+          omitted += (omitted.empty() ? "" : ", ") + std::string(frame.substr(file_begin, file_end - file_begin)) +
+                     ":" + std::string(frame.substr(in_at + 5));
+        }
+        out.push_back("  [strata: " + std::to_string(frames.size() - 2) + " frames omitted" +
+                      (omitted.empty() ? "" : " (" + omitted + ")") + "; recall id " + std::string(recall_id) + "]");
         for (size_t k = frames.back().first; k < frames.back().second; ++k)
           out.emplace_back(lines[k]);
       } else {
@@ -154,10 +165,12 @@ std::string KeepHeadAndTail(std::string_view text, size_t head_bytes, size_t tai
 }
 
 std::string DuplicateReference(std::string_view earlier_call_id, std::string_view tool_name,
-                               size_t bytes, std::string_view recall_id) {
-  return "[strata: output identical to the result of call " + std::string(earlier_call_id) + " (" +
-         std::string(tool_name) + ", same arguments, " + WithThousands(bytes) +
-         " bytes); recall id " + std::string(recall_id) + "]";
+                               std::string_view output, std::string_view recall_id) {
+  std::string text = "[strata: output identical to the result of call " + std::string(earlier_call_id) + " (" +
+                     std::string(tool_name) + ", same arguments, " + WithThousands(output.size()) + " bytes";
+  const std::vector<std::string> names = ExtractIdentifiers(std::string(output), 16);
+  for (size_t i = 0; i < names.size(); ++i) text += (i ? ", " : "; mentions: ") + names[i];
+  return text + "); recall id " + std::string(recall_id) + "]";
 }
 
 }  // namespace strata::internal

@@ -31,8 +31,10 @@ std::string KeepHeadAndTail(std::string_view text, size_t head_bytes, size_t tai
                             double bytes_per_token, std::string_view recall_id);
 
 // The one-line reference rendered in place of an output identical to an earlier call's.
+// It names what the output mentions, so that the names survive if the earlier output is later
+// masked.
 std::string DuplicateReference(std::string_view earlier_call_id, std::string_view tool_name,
-                               size_t bytes, std::string_view recall_id);
+                               std::string_view output, std::string_view recall_id);
 
 // "1,234,567".
 std::string WithThousands(size_t n);

@@ -1,11 +1,21 @@
 // A program outside the strata tree that uses an installed strata.
 #include <iostream>
 
+#include "strata/compact.h"
 #include "strata/context.h"
+#include "strata/tokenize.h"
 
 int main() {
+  // Use more than the core: a tokenizer and a compaction policy from other components.
+  auto tokenizer = strata::MakeTokenizer("estimate:3.5");
+  if (!tokenizer.ok()) return 1;
+  auto policy = strata::MakeStrataPolicy();
   strata::ContextOptions options;
   options.agent.id = "consumer";
+  options.tokenizer = tokenizer->get();
+  strata::Budget budget;
+  options.budget = budget;
+  options.compaction = policy.get();
   options.render.model = "consumer-model";
   auto context = strata::Context::Create(options);
   if (!context.ok()) return 1;

@@ -125,7 +125,8 @@ TEST_CASE("error logs fold repeated lines and keep first and last stack frames",
   CHECK_THAT(folded, Catch::Contains("File \"/repo/run.py\", line 10, in <module>"));
   CHECK_THAT(folded, Catch::Contains("File \"/repo/lib.py\", line 50, in deeper"));
   CHECK_THAT(folded, !Catch::Contains("line 30, in helper"));
-  CHECK_THAT(folded, Catch::Contains("[strata: 3 frames omitted; recall id " + s->recall_id + "]"));
+  CHECK_THAT(folded, Catch::Contains("[strata: 3 frames omitted (/repo/run.py:main, /repo/lib.py:helper, "
+                                     "/repo/lib.py:inner); recall id " + s->recall_id + "]"));
   CHECK_THAT(folded, Catch::Contains("ValueError: bad value 42"));
   CHECK_THAT(folded, Catch::Contains("WARNING: deprecated call\n[strata: previous line repeated 19 more times]\ndone"));
   CHECK(*context->Recall(s->recall_id) == log);
