@@ -513,6 +513,7 @@ class SimServer::Impl {
       case 200: return "OK";
       case 400: return "Bad Request";
       case 404: return "Not Found";
+      case 411: return "Length Required";
       case 429: return "Too Many Requests";
       case 500: return "Internal Server Error";
       case 503: return "Service Unavailable";
@@ -558,6 +559,13 @@ class SimServer::Impl {
         headers[Lower(line.substr(0, colon))] = value;
       }
       size_t length = headers.count("content-length") ? std::strtoull(headers["content-length"].c_str(), nullptr, 10) : 0;
+      if (Lower(headers["expect"]) == "100-continue" && buffer.size() < length) {
+        if (!WriteAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) return;
+      }
+      if (headers.count("transfer-encoding") > 0) {
+        WriteAll(fd, SimpleResponse(411, R"({"object":"error","message":"strata-sim needs Content-Length","code":411})"));
+        return;
+      }
       while (buffer.size() < length) {
         ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
         if (n <= 0) return;

@@ -266,7 +266,15 @@ class HttpTransport : public Transport {
                                        std::to_string(attempt) + " within the deadline)");
       }
       if (call.cancel != nullptr && call.cancel->cancelled()) return CancelledError("call cancelled");
-      clock_->SleepForMicros(delay);
+      if (call.cancel == nullptr) {
+        clock_->SleepForMicros(delay);
+      } else {
+        // Slices, so that a cancellation during a long Retry-After is honoured promptly.
+        for (int64_t left = delay; left > 0; left -= 50000) {
+          if (call.cancel->cancelled()) return CancelledError("call cancelled during retry backoff");
+          clock_->SleepForMicros(std::min<int64_t>(left, 50000));
+        }
+      }
       response->timings.retry_wait_ms += static_cast<double>(delay) / 1000.0;
     }
   }
@@ -517,7 +525,7 @@ class HttpTransport : public Transport {
     }
     curl_multi_remove_handle(conn->multi, easy);
     curl_slist_free_all(headers);
-    response->http_status = t.http_status;
+    response->http_status = t.grpc ? 0 : t.http_status;
     if (!aborted.ok()) {
       // The connection is mid-transfer; drop it rather than reuse it.
       result.status = aborted;
