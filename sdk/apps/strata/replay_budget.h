@@ -15,8 +15,8 @@ struct ReplayBudgetArgs {
   std::string policies;             // --policy: comma-separated
   std::string tokenizer;            // --tokenizer SPEC (shared with the plain replay)
   size_t block_tokens = 16;         // --block-tokens
-  double trigger = 0.9;             // --trigger (strata policy)
-  double target = 0.55;             // --target (strata policy)
+  double trigger = 0.95;            // --trigger (strata policy)
+  double target = 0.7;              // --target (strata policy)
   size_t keep_turns = 2;            // --keep-turns
   size_t keep_tool_results = 3;     // --keep-tool-results
   std::string exclude_tools;        // --exclude-tools a,b

@@ -89,7 +89,8 @@ struct StrataPolicyOptions {
   // the output it replaces and keeps the names an agent most often goes back to.
   size_t placeholder_identifiers = 64;
   size_t tokens_per_identifier = 32;
-  // Summaries are at most this many tokens. Default 1536.
+  // Summaries are at most this many tokens, and at most a quarter of the budget's target.
+  // Default 1536.
   size_t max_summary_tokens = 1536;
   // Writes summaries; nullptr: the built-in extractive summarizer. Not owned.
   Summarizer* summarizer = nullptr;

@@ -40,9 +40,10 @@ struct EvalOptions {
   std::string policy = "strata";  // strata, none, sliding, last-n
   // Input tokens a request may hold (exact count through the template). 0: no budget.
   size_t budget_tokens = 0;
-  // Trigger and target of the strata policy, as fractions of the budget. Defaults 0.9 and 0.55.
-  double trigger = 0.9;
-  double target = 0.55;
+  // Trigger and target of the strata policy, as fractions of the budget. Defaults 0.95 and 0.7:
+  // compact rarely, and keep most of the budget in use after a compaction.
+  double trigger = 0.95;
+  double target = 0.7;
   const Tokenizer* tokenizer = nullptr;         // required
   const ChatTemplate* chat_template = nullptr;  // nullptr: the GLM-5 template
   size_t block_tokens = 16;                     // prefix-cache block size
@@ -69,6 +70,7 @@ struct EvalTurn {
   bool pairing_error = false;  // a tool message without its call or the reverse
   size_t old_identifiers = 0;       // identifiers the next message uses, learned > age turns ago
   size_t old_identifiers_kept = 0;  // of those, still present in the request
+  std::vector<std::string> lost_identifiers;  // the old identifiers the request no longer holds
   std::optional<CompactionReport> compaction;
   std::string error;  // why the request could not be built (RESOURCE_EXHAUSTED), if it could not
 };

@@ -278,7 +278,10 @@ class StrataPolicy final : public CompactionPolicy {
       SelectFrom(candidates, 0, need, edit);  // free what masking can
       return edit;
     }
-    const size_t summary_estimate = options_.max_summary_tokens + in.message_overhead_tokens;
+    // A summary takes at most a quarter of the target, so that small budgets keep room for turns.
+    const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
+    const size_t summary_limit = std::min(options_.max_summary_tokens, std::max<size_t>(64, goal / 4));
+    const size_t summary_estimate = summary_limit + in.message_overhead_tokens;
     size_t span_tokens = 0, last_unit = first_unit;
     size_t c_after = 0;  // first candidate after the span
     for (; last_unit < units.size() && unit_eligible(units[last_unit]); ++last_unit) {
@@ -303,7 +306,7 @@ class StrataPolicy final : public CompactionPolicy {
         tokenizer = fallback.get();
       }
       STRATA_ASSIGN_OR_RETURN(std::string summary,
-                              summarizer->Summarize(span, options_.max_summary_tokens, *tokenizer));
+                              summarizer->Summarize(span, summary_limit, *tokenizer));
       SummaryEdit summary_edit;
       for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
       summary_edit.content = std::move(summary);

@@ -94,8 +94,20 @@ std::optional<std::string> FoldErrorLog(std::string_view text, const HygieneOpti
           omitted += (omitted.empty() ? "" : ", ") + std::string(frame.substr(file_begin, file_end - file_begin)) +
                      ":" + std::string(frame.substr(in_at + 5));
         }
+        // ...and the names their source lines mention.
+        std::string omitted_text;
+        for (size_t f = 1; f + 1 < frames.size(); ++f) {
+          for (size_t k = frames[f].first + 1; k < frames[f].second; ++k) {
+            omitted_text.append(lines[k]).push_back('\n');
+          }
+        }
+        std::string names;
+        for (const std::string& name : ExtractIdentifiers(omitted_text, 16)) {
+          names += (names.empty() ? "; mentions: " : ", ") + name;
+        }
         out.push_back("  [strata: " + std::to_string(frames.size() - 2) + " frames omitted" +
-                      (omitted.empty() ? "" : " (" + omitted + ")") + "; recall id " + std::string(recall_id) + "]");
+                      (omitted.empty() ? "" : " (" + omitted + ")") + names + "; recall id " +
+                      std::string(recall_id) + "]");
         for (size_t k = frames.back().first; k < frames.back().second; ++k)
           out.emplace_back(lines[k]);
       } else {

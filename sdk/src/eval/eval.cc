@@ -168,7 +168,11 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
             auto it = learned.find(id);
             if (it == learned.end() || known.count(id) || it->second > turn - options.retention_age) continue;
             ++stats.old_identifiers;
-            if (built->body.find(id) != std::string::npos) ++stats.old_identifiers_kept;
+            if (built->body.find(id) != std::string::npos) {
+              ++stats.old_identifiers_kept;
+            } else {
+              stats.lost_identifiers.push_back(id);
+            }
           }
           if (options.on_turn) options.on_turn(stats, built->body);
         }
