@@ -3,7 +3,7 @@
 // `context_recall` tool.
 //
 // The "model" here is scripted (no server needed): it reads files for a while, then asks to
-// recall the first file it read. Run it:
+// recall one whose output was masked. Run it:
 //
 //   build/examples/example_agent_loop
 #include <iostream>
@@ -50,7 +50,6 @@ strata::Status Run() {
           "properties":{"path":{"type":"string"}}}}}])"));
   STRATA_RETURN_IF_ERROR(context->AppendUser("Find where requests are routed.").status());
 
-  std::string first_file_result;
   for (int turn = 1; turn <= 14; ++turn) {
     // Build before every model call: compacts first when the budget requires.
     STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest request, context->Build());
@@ -68,17 +67,23 @@ strata::Status Run() {
     STRATA_RETURN_IF_ERROR(context->AppendAssistant({"Reading the next module.", "",
                                                      {{id, "read_file", "{\"path\":\"module_" + std::to_string(turn) + ".py\"}"}}})
                                .status());
-    STRATA_ASSIGN_OR_RETURN(std::string result_id, context->AppendToolResult({id, ReadFile(turn, 40), false}));
-    if (turn == 1) first_file_result = result_id;
+    STRATA_RETURN_IF_ERROR(context->AppendToolResult({id, ReadFile(turn, 40), false}).status());
   }
 
-  // 4. The first file's output was masked; its placeholder names the recall id.
-  const strata::Segment* first = context->Find(first_file_result);
-  std::cout << "\nfirst result is now " << strata::SegmentStateName(first->state) << ":\n  " << first->content << "\n";
-  const std::string recall_id = first->recall_id;
+  // 4. Compaction masked some results (the latest ones that reach the target, so that the cached
+  //    prefix before them survives). A placeholder names the recall id.
+  std::string recall_id;
+  for (const strata::Segment& s : context->Segments()) {
+    if (s.state == strata::SegmentState::kMasked) {
+      std::cout << "\na masked result now reads:\n  " << s.content << "\n";
+      recall_id = s.recall_id;
+      break;
+    }
+  }
+  if (recall_id.empty()) return strata::InternalError("expected a masked result");
 
   // 5. The model asks for it back: the original is appended as a new tool result (the prefix stays).
-  STRATA_RETURN_IF_ERROR(context->AppendAssistant({"I need module_1 again.", "",
+  STRATA_RETURN_IF_ERROR(context->AppendAssistant({"I need that module again.", "",
                                                    {{"recall_1", strata::kRecallToolName,
                                                      "{\"recall_id\":\"" + recall_id + "\"}"}}})
                              .status());
