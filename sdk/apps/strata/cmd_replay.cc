@@ -13,6 +13,7 @@
 #include "strata/trace.h"
 #include "strata/chat_template.h"
 #include "strata/context.h"
+#include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
 #include "replay_budget.h"
 #include "replay_send.h"
@@ -90,6 +91,10 @@ void Run(const ReplayArgs& args) {
     if (!out) throw CommandFailed{"cannot write --out file \"" + args.out + "\""};
   }
 
+  // With a tokenizer, reuse is measured in tokens: a prefix-cache model (blocks of 16 tokens) fed
+  // with every request sent before.
+  PrefixCacheModel cache;
+  uint64_t total_tokens = 0, reused_tokens_total = 0;
   std::vector<size_t> request_tokens;
   size_t total_bytes = 0, total_reused = 0, turns = 0;
   std::string previous;
@@ -103,6 +108,14 @@ void Run(const ReplayArgs& args) {
         j["request_bytes"] = request.body.size();
         j["reused_bytes"] = reused;
         j["input_tokens"] = request.input_tokens;
+        if (chat_template) {
+          STRATA_ASSIGN_OR_RETURN(std::string prompt, chat_template->Render(request.body));
+          const PromptBlocks blocks = HashPrompt(prompt, "", tokenizer.get(), cache.options());
+          const int64_t reused_tokens = cache.LookupAndInsert(blocks);
+          j["reused_tokens"] = reused_tokens;
+          total_tokens += static_cast<uint64_t>(blocks.prompt_tokens);
+          reused_tokens_total += static_cast<uint64_t>(reused_tokens);
+        }
         j["tokens_estimated"] = !request.input_tokens_exact;
         nlohmann::ordered_json layers;
         for (int i = 0; i < kLayerCount; ++i) {
@@ -147,6 +160,11 @@ void Run(const ReplayArgs& args) {
   summary["request_bytes_total"] = total_bytes;
   summary["reused_bytes_total"] = total_reused;
   summary["reused_share"] = total_bytes ? static_cast<double>(total_reused) / total_bytes : 0.0;
+  if (chat_template) {
+    summary["input_tokens_total"] = total_tokens;
+    summary["reused_tokens_total"] = reused_tokens_total;
+    summary["reused_token_share"] = total_tokens ? static_cast<double>(reused_tokens_total) / total_tokens : 0.0;
+  }
   summary["hygiene"] = {{"truncated", stats.truncated},
                         {"deduplicated", stats.deduplicated},
                         {"folded", stats.folded},
@@ -164,8 +182,13 @@ void Run(const ReplayArgs& args) {
               << summary["tokens_per_request"]["max"] << "\n"
               << "  bytes reused from the previous request: " << total_reused << " of "
               << total_bytes << " (" << static_cast<int>(100.0 * summary["reused_share"].get<double>() + 0.5)
-              << "%)\n"
-              << "  hygiene: " << stats.truncated << " truncated, " << stats.deduplicated
+              << "%)\n";
+    if (chat_template) {
+      std::cout << "  tokens served from the prefix cache (blocks of 16): " << reused_tokens_total << " of "
+                << total_tokens << " ("
+                << static_cast<int>(100.0 * summary["reused_token_share"].get<double>() + 0.5) << "%)\n";
+    }
+    std::cout << "  hygiene: " << stats.truncated << " truncated, " << stats.deduplicated
               << " deduplicated, " << stats.folded << " folded, " << stats.bytes_saved_by_hygiene
               << " bytes saved\n";
   }
