@@ -103,18 +103,7 @@ void RunReplayBudget(const std::string& trace_path, const ReplayBudgetArgs& args
                                         {"input_tokens", turn.input_tokens},
                                         {"reused_tokens", turn.reused_tokens},
                                         {"violation", turn.violation}};
-        if (turn.compaction) {
-          const CompactionReport& c = *turn.compaction;
-          stats["compaction"] = {{"policy", c.policy},
-                                 {"reason", c.reason},
-                                 {"tokens_before", c.tokens_before},
-                                 {"tokens_after", c.tokens_after},
-                                 {"boundary", c.boundary_segment_id},
-                                 {"invalidated_tokens", c.invalidated_tokens},
-                                 {"masked", c.masked},
-                                 {"summarized", c.summarized},
-                                 {"evicted", c.evicted}};
-        }
+        if (turn.compaction) stats["compaction"] = nlohmann::json::parse(CompactionReportJson(*turn.compaction));
         out << "{\"turn\":" << turn.turn << ",\"request\":" << body << ",\"stats\":" << stats.dump() << "}\n";
       };
     }

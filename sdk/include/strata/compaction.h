@@ -79,6 +79,11 @@ struct CompactionReport {
   size_t reasoning_dropped = 0;
 };
 
+// The report as a compact JSON object (keys: policy, reason, turn, tokens_before, tokens_after,
+// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped): the payload of the
+// store's "compaction" events and of `strata replay` stats.
+std::string CompactionReportJson(const CompactionReport& report);
+
 // What a policy sees. Token figures are the context's own counts (its tokenizer plus
 // message_overhead_tokens per message).
 struct CompactionInput {

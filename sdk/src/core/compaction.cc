@@ -1,5 +1,7 @@
 #include "strata/compaction.h"
 
+#include <nlohmann/json.hpp>
+
 namespace strata {
 
 std::string RecallToolSchema() {
@@ -9,6 +11,21 @@ std::string RecallToolSchema() {
          R"("name":"context_recall","parameters":{"properties":{"recall_id":{"description":"The )"
          R"(recall id, e.g. r-0123456789abcdef","type":"string"}},"required":["recall_id"],"type":"object"}},)"
          R"("type":"function"})";
+}
+
+std::string CompactionReportJson(const CompactionReport& c) {
+  nlohmann::ordered_json j = {{"policy", c.policy},
+                              {"reason", c.reason},
+                              {"turn", c.turn},
+                              {"tokens_before", c.tokens_before},
+                              {"tokens_after", c.tokens_after},
+                              {"boundary", c.boundary_segment_id},
+                              {"invalidated_tokens", c.invalidated_tokens},
+                              {"masked", c.masked},
+                              {"evicted", c.evicted},
+                              {"summarized", c.summarized},
+                              {"reasoning_dropped", c.reasoning_dropped}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace strata

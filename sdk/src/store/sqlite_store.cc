@@ -372,20 +372,10 @@ class SqliteStore final : public Store {
           if (change.compaction) {
             // A compaction is an event of the agent's history, written with the change itself.
             const CompactionReport& c = *change.compaction;
-            nlohmann::ordered_json payload = {{"policy", c.policy},
-                                              {"reason", c.reason},
-                                              {"tokens_before", c.tokens_before},
-                                              {"tokens_after", c.tokens_after},
-                                              {"boundary", c.boundary_segment_id},
-                                              {"invalidated_tokens", c.invalidated_tokens},
-                                              {"masked", c.masked},
-                                              {"evicted", c.evicted},
-                                              {"summarized", c.summarized},
-                                              {"reasoning_dropped", c.reasoning_dropped}};
             STRATA_ASSIGN_OR_RETURN(Stmt event,
                                     Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
                                             "VALUES(?1, ?2, ?3, 'compaction', ?4)"));
-            event.Int(1, agent).Int(2, c.turn).Int(3, Now()).Text(4, payload.dump());
+            event.Int(1, agent).Int(2, c.turn).Int(3, Now()).Text(4, CompactionReportJson(c));
             int rc = event.Step();
             if (rc != SQLITE_DONE) return Error(rc, "writing a compaction event");
           }
