@@ -220,17 +220,20 @@ void RegisterReplay(CLI::App& app) {
   auto budget = std::make_shared<ReplayBudgetArgs>();
   AddReplayBudgetOptions(cmd, budget.get());  // --budget N --policy ... --tokenizer (replay_budget.cc)
   cmd->callback([args, send, budget] {
+    if (send->send) {
+      if (budget->policies.find(',') != std::string::npos) {
+        throw CLI::ValidationError("--policy", "--send takes one policy (it sends one conversation)");
+      }
+      RunReplaySend({args->trace, args->model, args->max_segment_tokens, args->no_hygiene, args->summary_json,
+                     args->quiet, budget->budget, budget->policies, budget->tokenizer},
+                    *send);
+      return;
+    }
     if (WantsBudgetReplay(*budget)) {
       RunReplayBudget(args->trace, *budget, args->out, args->summary_json, args->quiet);
       return;
     }
     args->tokenizer = budget->tokenizer;
-    if (send->send) {
-      RunReplaySend({args->trace, args->model, args->max_segment_tokens, args->no_hygiene, args->summary_json,
-                     args->quiet},
-                    *send);
-      return;
-    }
     Run(*args);
   });
 }

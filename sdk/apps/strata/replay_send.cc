@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
+#include "strata/compact.h"
 #include "strata/context.h"
 #include "strata/tokenize.h"
 #include "strata/trace.h"
@@ -114,6 +115,34 @@ void RunReplaySend(const ReplayBasics& basics, const ReplaySendArgs& args) {
     options.hygiene.max_segment_tokens = 0;
     options.hygiene.deduplicate = false;
     options.hygiene.fold_error_logs = false;
+  }
+  std::unique_ptr<CompactionPolicy> policy;
+  std::unique_ptr<Tokenizer> budget_tokenizer;
+  std::unique_ptr<ChatTemplate> budget_template;
+  std::unique_ptr<RequestTokenCounter> budget_counter;
+  if (basics.budget > 0) {
+    Budget budget;
+    budget.window = static_cast<int64_t>(basics.budget);
+    budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+    budget.trigger = BudgetLimit::Fraction(0.95);
+    budget.target = BudgetLimit::Fraction(0.7);
+    StatusOr<std::unique_ptr<CompactionPolicy>> made = MakePolicyByName(basics.policy.empty() ? "strata" : basics.policy);
+    if (!made.ok()) throw CommandFailed{made.status().message()};
+    policy = std::move(made).value();
+    options.budget = budget;
+    options.compaction = policy.get();
+    if (!basics.tokenizer.empty()) {
+      StatusOr<std::unique_ptr<Tokenizer>> tokenizer_made = MakeTokenizer(basics.tokenizer);
+      if (!tokenizer_made.ok()) throw CommandFailed{tokenizer_made.status().ToString()};
+      budget_tokenizer = std::move(tokenizer_made).value();
+      budget_template = MakeGlm5ChatTemplate();
+      budget_counter = MakeRequestTokenCounter(*budget_template, *budget_tokenizer);
+      options.tokenizer = budget_tokenizer.get();
+      options.request_counter = budget_counter.get();
+    }
+    if (options.hygiene.max_segment_tokens > basics.budget / 4) {
+      options.hygiene.max_segment_tokens = std::max<size_t>(64, basics.budget / 4);
+    }
   }
   StatusOr<std::unique_ptr<Context>> created = Context::Create(options);
   if (!created.ok()) throw CommandFailed{created.status().ToString()};

@@ -33,6 +33,12 @@ struct ReplayBasics {
   bool no_hygiene = false;
   std::string summary_json;
   bool quiet = false;
+  // --budget N [--policy P] [--tokenizer SPEC]: keep every sent request within N input tokens,
+  // compacting with policy P (default strata), counted exactly with SPEC through the GLM-5 template
+  // (the 4-bytes-per-token estimate without it).
+  size_t budget = 0;
+  std::string policy;
+  std::string tokenizer;
 };
 
 // Adds --endpoint, --grpc, --send, --backend, --records, --block-size, --cache-tokenizer,

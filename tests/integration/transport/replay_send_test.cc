@@ -66,7 +66,41 @@ TEST_CASE("strata replay --send sends every turn and predicts the simulator's ca
     CHECK(lines == s["turns"].get<int>());
   }
 }
+TEST_CASE("strata replay --send --budget compacts before sending and keeps predictions exact", "[transport][cli][compact]") {
+  const std::string trace = std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/astropy__astropy-14182.jsonl";
+  if (!std::ifstream(trace)) {
+    WARN("trace not available: " << trace);
+    return;
+  }
+  sim::SimOptions options;
+  options.trajectory_path = trace;
+  auto sim = sim::SimServer::Start(options).value();
+  const std::string summary = std::string(STRATA_BINARY_DIR) + "/replay_send_budget_summary.json";
+  const std::string command = std::string(STRATA_CLI_PATH) + " replay " + trace + " --send --endpoint " +
+                              sim->base_url() + " --budget 6000 --tokenizer estimate --summary-json " + summary;
+  int code = -1;
+  std::string output = Run(command, &code);
+  INFO(command << "\n" << output);
+  REQUIRE(code == 0);
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(summary));
+  CHECK(s["failed"] == 0);
+  CHECK(s["turns"] == 25);
+  CHECK(s["cached_tokens_reported"] == s["cached_tokens_predicted"]);
+  CHECK(s["prefix_breaks"].get<int>() > 0);  // each compaction is reported as one
+  // The last request the server saw carries compacted history and stays far below the full trace.
+  const std::string& last = sim->requests().back().body;
+  CHECK((last.find("[strata: masked output of") != std::string::npos ||
+         last.find("[strata: summary of turns") != std::string::npos));
+  CHECK(last.size() < 6000 * 4 + 4096);
+  // One policy only: the conversation is really sent.
+  CHECK(Run(std::string(STRATA_CLI_PATH) + " replay " + trace + " --send --endpoint " + sim->base_url() +
+                " --budget 6000 --policy strata,sliding",
+            &code)
+            .find("one policy") != std::string::npos);
+  CHECK(code == 2);
+}
 #endif
+
 
 }  // namespace
 }  // namespace strata
