@@ -16,6 +16,7 @@
 #include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
 #include "replay_budget.h"
+#include "replay_common.h"
 #include "replay_send.h"
 #include "replay_store.h"
 
@@ -51,27 +52,17 @@ void Run(const ReplayArgs& args) {
   StatusOr<std::vector<TraceMessage>> trace = ReadTrace(args.trace);
   if (!trace.ok()) throw CommandFailed{trace.status().message()};
 
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<ChatTemplate> chat_template;
-  std::unique_ptr<RequestTokenCounter> counter;
-  if (!args.tokenizer.empty()) {
-    StatusOr<std::unique_ptr<Tokenizer>> made = MakeTokenizer(args.tokenizer);
-    if (!made.ok()) throw CommandFailed{made.status().ToString()};
-    tokenizer = std::move(made).value();
-    chat_template = MakeGlm5ChatTemplate();
-    counter = MakeRequestTokenCounter(*chat_template, *tokenizer);
-  }
+  ExactCounting counting;
+  if (!args.tokenizer.empty()) counting = MakeExactCounting(args.tokenizer);
+  const std::unique_ptr<Tokenizer>& tokenizer = counting.tokenizer;
+  const std::unique_ptr<ChatTemplate>& chat_template = counting.chat_template;
+  const std::unique_ptr<RequestTokenCounter>& counter = counting.counter;
   ContextOptions options;
   options.agent.id = args.agent.empty() ? TraceAgentId(args.trace) : args.agent;
   options.tokenizer = tokenizer.get();
   options.request_counter = counter.get();
   options.render.model = args.model;
-  options.hygiene.max_segment_tokens = args.max_segment_tokens;
-  if (args.no_hygiene) {
-    options.hygiene.max_segment_tokens = 0;
-    options.hygiene.deduplicate = false;
-    options.hygiene.fold_error_logs = false;
-  }
+  options.hygiene = ReplayHygiene(args.max_segment_tokens, args.no_hygiene);
   std::unique_ptr<ReplayPersistence> persisted;
   std::unique_ptr<Context> in_memory;
   if (!args.db.empty()) {

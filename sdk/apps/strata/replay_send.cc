@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "replay_common.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/compact.h"
@@ -110,16 +111,9 @@ void RunReplaySend(const ReplayBasics& basics, const ReplaySendArgs& args) {
   ContextOptions options;
   options.agent.id = TraceAgentId(basics.trace);
   options.render.model = basics.model;
-  options.hygiene.max_segment_tokens = basics.max_segment_tokens;
-  if (basics.no_hygiene) {
-    options.hygiene.max_segment_tokens = 0;
-    options.hygiene.deduplicate = false;
-    options.hygiene.fold_error_logs = false;
-  }
+  options.hygiene = ReplayHygiene(basics.max_segment_tokens, basics.no_hygiene);
   std::unique_ptr<CompactionPolicy> policy;
-  std::unique_ptr<Tokenizer> budget_tokenizer;
-  std::unique_ptr<ChatTemplate> budget_template;
-  std::unique_ptr<RequestTokenCounter> budget_counter;
+  ExactCounting budget_counting;
   if (basics.budget > 0) {
     Budget budget;
     budget.window = static_cast<int64_t>(basics.budget);
@@ -132,13 +126,9 @@ void RunReplaySend(const ReplayBasics& basics, const ReplaySendArgs& args) {
     options.budget = budget;
     options.compaction = policy.get();
     if (!basics.tokenizer.empty()) {
-      StatusOr<std::unique_ptr<Tokenizer>> tokenizer_made = MakeTokenizer(basics.tokenizer);
-      if (!tokenizer_made.ok()) throw CommandFailed{tokenizer_made.status().ToString()};
-      budget_tokenizer = std::move(tokenizer_made).value();
-      budget_template = MakeGlm5ChatTemplate();
-      budget_counter = MakeRequestTokenCounter(*budget_template, *budget_tokenizer);
-      options.tokenizer = budget_tokenizer.get();
-      options.request_counter = budget_counter.get();
+      budget_counting = MakeExactCounting(basics.tokenizer);
+      options.tokenizer = budget_counting.tokenizer.get();
+      options.request_counter = budget_counting.counter.get();
     }
     if (options.hygiene.max_segment_tokens > basics.budget / 4) {
       options.hygiene.max_segment_tokens = std::max<size_t>(64, basics.budget / 4);
