@@ -2,7 +2,6 @@
 #include "sim_server.h"
 
 #include <arpa/inet.h>
-#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -25,14 +24,13 @@
 #include <sstream>
 #include <thread>
 
-#include "sglang/runtime/v1/sglang.grpc.pb.h"
+#include "sim_grpc.h"
 #include "strata/segment.h"
 
 namespace strata::sim {
 namespace {
 
 using nlohmann::json;
-namespace pb = ::sglang::runtime::v1;
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -127,6 +125,8 @@ struct Plan {
   int status = 200;
   std::string error_body;
   std::string error_message;
+  std::string error_type;
+  bool serving_error = false;  // found while serving (context length), not a malformed request
   double retry_after = -1;
   bool stream = false;
   std::vector<std::string> payloads;  // stream: SSE data payloads ("[DONE]" last); else one JSON body
@@ -139,7 +139,7 @@ struct Plan {
 
 }  // namespace
 
-class SimServer::Impl {
+class SimServer::Impl : public GrpcEngine {
  public:
   explicit Impl(SimOptions options) : options_(std::move(options)), cache_(options_.cache) {}
 
@@ -254,6 +254,7 @@ class SimServer::Impl {
                             " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
                             std::to_string(max_out) + " in the completion). Please reduce the length of the "
                             "messages or completion.";
+      plan.serving_error = true;
       return ErrorPlan(std::move(plan), 400, message, shape, "BadRequestError");
     }
     const int64_t cached = cache_.LookupAndInsert(blocks);
@@ -375,6 +376,7 @@ class SimServer::Impl {
   Plan ErrorPlan(Plan plan, int status, const std::string& message, const std::string& shape, const std::string& type) {
     plan.status = status;
     plan.error_message = message;
+    plan.error_type = type;
     json error = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
     if (shape == "nested") {
       plan.error_body = json({{"error", error}}).dump();
@@ -396,20 +398,20 @@ class SimServer::Impl {
   // ---- Timing and stopping ----------------------------------------------------------------
 
   // Sleeps `us` unless the server stops first. False when stopping.
-  bool Sleep(int64_t us) {
+  bool Sleep(int64_t us) override {
     if (us <= 0) return !stopping_.load();
     std::unique_lock<std::mutex> lock(stop_mu_);
     return !stop_cv_.wait_for(lock, std::chrono::microseconds(us), [this] { return stopping_.load(); });
   }
 
   // Concurrency limit: a counting semaphore with a FIFO-ish queue.
-  void AcquireSlot() {
+  void AcquireSlot() override {
     if (options_.max_concurrency <= 0) return;
     std::unique_lock<std::mutex> lock(slot_mu_);
     slot_cv_.wait(lock, [this] { return in_flight_ < options_.max_concurrency || stopping_.load(); });
     ++in_flight_;
   }
-  void ReleaseSlot() {
+  void ReleaseSlot() override {
     if (options_.max_concurrency <= 0) return;
     {
       std::lock_guard<std::mutex> lock(slot_mu_);
@@ -418,11 +420,11 @@ class SimServer::Impl {
     slot_cv_.notify_one();
   }
 
-  bool Aborted(const std::string& rid) {
+  bool Aborted(const std::string& rid) override {
     std::lock_guard<std::mutex> lock(mu_);
     return abort_all_ || (!rid.empty() && aborted_.count(rid) > 0);
   }
-  bool Abort(const std::string& rid, bool all) {
+  bool Abort(const std::string& rid, bool all) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (all) abort_all_ = true;
     else aborted_.insert(rid);
@@ -654,102 +656,36 @@ class SimServer::Impl {
     return flush();
   }
 
-  // ---- gRPC ------------------------------------------------------------------------------
+  // ---- gRPC (sim_grpc.cc) -----------------------------------------------------------------
 
-  class GrpcService final : public pb::SglangService::Service {
-   public:
-    explicit GrpcService(Impl* impl) : impl_(impl) {}
-
-    grpc::Status HealthCheck(grpc::ServerContext*, const pb::HealthCheckRequest*,
-                             pb::HealthCheckResponse* reply) override {
-      reply->set_healthy(true);
-      return grpc::Status::OK;
+  GrpcPlan PlanGrpc(const std::string& body, const std::map<std::string, std::string>& headers,
+                    const std::string& peer) override {
+    Plan plan = MakePlan("grpc", "/sglang.runtime.v1.SglangService/ChatComplete", body, headers);
+    plan.log.peer = peer;
+    Log(plan.log);
+    GrpcPlan out;
+    out.status = plan.status;
+    out.error_message = plan.error_message;
+    out.error_type = plan.error_type;
+    out.serving_error = plan.serving_error || plan.log.fault.rfind("400", 0) == 0;
+    out.stream = plan.stream;
+    out.payloads = std::move(plan.payloads);
+    out.delay_us = std::move(plan.delay_us);
+    out.prefill_us = plan.prefill_us;
+    if (plan.fault) {
+      out.fault_kind = plan.fault->kind;
+      out.fault_after = plan.fault->after;
+      out.fault_delay_ms = plan.fault->delay_ms;
     }
-
-    grpc::Status Abort(grpc::ServerContext*, const pb::AbortRequest* request, pb::AbortResponse* reply) override {
-      reply->set_success(impl_->Abort(request->rid(), request->abort_all()));
-      return grpc::Status::OK;
-    }
-
-    grpc::Status ChatComplete(grpc::ServerContext* context, const pb::OpenAIRequest* request,
-                              grpc::ServerWriter<pb::OpenAIStreamChunk>* writer) override {
-      std::map<std::string, std::string> headers;
-      for (const auto& [k, v] : request->trace_headers()) headers[Lower(k)] = v;
-      for (const auto& [k, v] : context->client_metadata()) {
-        headers[Lower(std::string(k.data(), k.size()))] = std::string(v.data(), v.size());
-      }
-      Plan plan = impl_->MakePlan("grpc", "/sglang.runtime.v1.SglangService/ChatComplete", request->json_body(), headers);
-      impl_->Log(plan.log);
-      if (plan.status != 200) {
-        grpc::StatusCode code = plan.status == 429   ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                : plan.status == 503 ? grpc::StatusCode::UNAVAILABLE
-                                : plan.status == 400 ? grpc::StatusCode::INVALID_ARGUMENT
-                                                     : grpc::StatusCode::INTERNAL;
-        return grpc::Status(code, plan.error_message);
-      }
-      impl_->AcquireSlot();
-      struct SlotGuard {
-        Impl* impl;
-        ~SlotGuard() { impl->ReleaseSlot(); }
-      } guard{impl_};
-      if (!impl_->Sleep(plan.prefill_us)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopping");
-      std::vector<std::string> payloads;
-      for (const std::string& p : plan.payloads) {
-        if (p != "[DONE]") payloads.push_back(p);
-      }
-      for (size_t i = 0; i < payloads.size(); ++i) {
-        if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-        if (plan.fault && static_cast<int>(i) == plan.fault->after) {
-          if (plan.fault->kind == "stall") {
-            // Stalls in slices so that an Abort or a cancelled call ends the stall early.
-            for (int64_t left = int64_t{plan.fault->delay_ms} * 1000; left > 0 && !impl_->Aborted(plan.rid) &&
-                                                                       !context->IsCancelled();
-                 left -= 10000) {
-              if (!impl_->Sleep(std::min<int64_t>(left, 10000))) {
-                return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping");
-              }
-            }
-          } else if (plan.fault->kind == "reset") {
-            return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset (simulated)");
-          } else if (plan.fault->kind == "malformed-sse") {
-            pb::OpenAIStreamChunk bad;
-            bad.set_json_chunk("{\"id\": \"chatcmpl-sim\", \"choices\": [");
-            writer->Write(bad);
-          }
-        }
-        if (impl_->Aborted(plan.rid)) {
-          pb::OpenAIStreamChunk last;
-          json abort = {{"id", "chatcmpl-sim-abort"}, {"object", "chat.completion.chunk"},
-                        {"choices", json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "abort"}}})}};
-          last.set_json_chunk(abort.dump());
-          last.set_finished(true);
-          writer->Write(last);
-          return grpc::Status::OK;
-        }
-        if (!impl_->Sleep(plan.delay_us[i])) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping");
-        pb::OpenAIStreamChunk chunk;
-        chunk.set_json_chunk(payloads[i]);
-        chunk.set_finished(i + 1 == payloads.size());
-        if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-      }
-      return grpc::Status::OK;
-    }
-
-   private:
-    Impl* impl_;
-  };
+    out.rid = plan.rid;
+    return out;
+  }
 
   Status StartGrpc() {
-    grpc_service_ = std::make_unique<GrpcService>(this);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.host + ":" + std::to_string(options_.grpc_port),
-                             grpc::InsecureServerCredentials(), &grpc_port_);
-    builder.RegisterService(grpc_service_.get());
-    builder.SetMaxReceiveMessageSize(256 << 20);
-    grpc_server_ = builder.BuildAndStart();
-    if (grpc_server_ == nullptr || grpc_port_ == 0) {
-      return UnavailableError("cannot bind gRPC on " + options_.host + ":" + std::to_string(options_.grpc_port));
-    }
+    StatusOr<std::unique_ptr<SimGrpcServer>> server = SimGrpcServer::Start(this, options_.host, options_.grpc_port);
+    if (!server.ok()) return server.status();
+    grpc_server_ = std::move(server).value();
+    grpc_port_ = grpc_server_->port();
     return Status();
   }
 
@@ -775,7 +711,7 @@ class SimServer::Impl {
       // Wait for it to finish (it reaps itself into finished_).
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (grpc_server_) grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    if (grpc_server_) grpc_server_->Stop();
   }
 
   SimOptions options_;
@@ -809,8 +745,7 @@ class SimServer::Impl {
   std::list<std::thread> conn_threads_;                          // guarded by conn_mu_
   std::vector<std::list<std::thread>::iterator> finished_;       // guarded by conn_mu_
 
-  std::unique_ptr<GrpcService> grpc_service_;
-  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<SimGrpcServer> grpc_server_;
 
   friend class SimServer;
 };
@@ -864,6 +799,9 @@ void SimServer::ClearRequests() {
 
 PrefixCacheModel& SimServer::cache() { return impl_->cache_; }
 uint64_t SimServer::connections_accepted() const { return impl_->connections_.load(); }
+uint64_t SimServer::grpc_cancelled_calls() const {
+  return impl_->grpc_server_ ? impl_->grpc_server_->cancelled_calls() : 0;
+}
 
 void SimServer::Stop() { impl_->Stop(); }
 

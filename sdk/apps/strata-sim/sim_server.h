@@ -88,6 +88,7 @@ struct SimRequestLog {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   int status = 0;
+  std::string peer;  // gRPC: the client's address (one per connection)
 };
 
 class SimServer {
@@ -109,6 +110,8 @@ class SimServer {
   PrefixCacheModel& cache();
   // HTTP connections accepted so far (keep-alive reuse shows as fewer connections than requests).
   uint64_t connections_accepted() const;
+  // gRPC ChatComplete calls ended by the client (cancel) or by their deadline (see sim_grpc.h).
+  uint64_t grpc_cancelled_calls() const;
 
   // Stops accepting, closes every connection and joins the serving threads. Idempotent.
   void Stop();

@@ -15,6 +15,7 @@
 #include "strata/client.h"
 #include "strata/compact.h"
 #include "strata/context.h"
+#include "strata/grpc_transport.h"
 #include "strata/tokenize.h"
 #include "strata/trace.h"
 #include "strata/transport.h"

@@ -102,6 +102,9 @@ struct CallOptions {
   std::string request_id;
   // Extra request headers (HTTP) or metadata (gRPC, lower-cased names), e.g. tracing headers.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Prompt size hint for the first-byte timeout (Timeouts::prefill_per_100k_tokens); 0 = estimated
+  // from the body as bytes/4.
+  int64_t prompt_tokens = 0;
 };
 
 // Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).
@@ -138,6 +141,8 @@ struct Timeouts {
                                                  // (prefill of 1M tokens can take minutes)
   std::chrono::milliseconds idle{60000};         // gap between two received chunks; 60 s
   std::chrono::milliseconds total{900000};       // one attempt, default 15 min
+  // The first-byte timeout grows by this per 100K prompt tokens; `first_byte` becomes the floor.
+  std::chrono::milliseconds prefill_per_100k_tokens{60000};
 };
 
 class Transport {
@@ -181,18 +186,6 @@ struct HttpTransportOptions {
 // An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://.
 StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions options);
 
-struct GrpcTransportOptions {
-  // "host:port" of an SGLang gRPC server (or strata-sim --grpc-port). Required.
-  std::string target;
-  Timeouts timeouts;  // connect, first byte, idle between messages and total, as for HTTP
-  RetryPolicy retry;  // retried on UNAVAILABLE / RESOURCE_EXHAUSTED before the first chunk
-  Clock* clock = nullptr;
-};
-
-// A client of sglang.runtime.v1.SglangService over HTTP/2 cleartext (libcurl; no gRPC++ or
-// libprotobuf is linked). Each call opens its own connection. INVALID_ARGUMENT for an empty
-// target or one with a scheme.
-StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions options);
 
 }  // namespace strata
 

@@ -9,12 +9,25 @@
 #define STRATA_SRC_TRANSPORT_GRPC_WIRE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "strata/transport.h"
+
 namespace strata::transport_internal {
+
+// The hand-encoded gRPC client over libcurl HTTP/2 that strata::transport_grpc replaces; kept only
+// until the benchmark (bench/bench_grpc_transport.cc) has measured both side by side.
+struct CurlGrpcOptions {
+  std::string target;  // host:port
+  Timeouts timeouts;
+  RetryPolicy retry;
+  Clock* clock = nullptr;
+};
+StatusOr<std::unique_ptr<Transport>> MakeCurlGrpcTransport(CurlGrpcOptions options);
 
 // OpenAIRequest{json_body = 1 (bytes), trace_headers = 2 (map<string,string>)}.
 std::string EncodeOpenAIRequest(std::string_view json_body,

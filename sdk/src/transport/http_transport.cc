@@ -624,7 +624,9 @@ StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions opti
   return std::unique_ptr<Transport>(new HttpTransport(std::move(options), ""));
 }
 
-StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions options) {
+namespace transport_internal {
+
+StatusOr<std::unique_ptr<Transport>> MakeCurlGrpcTransport(CurlGrpcOptions options) {
   if (options.target.empty()) return InvalidArgumentError("gRPC target is empty; expected host:port");
   if (options.target.find("://") != std::string::npos) {
     return InvalidArgumentError("gRPC target \"" + options.target + "\" must be host:port, without a scheme");
@@ -636,5 +638,7 @@ StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions opti
   http.clock = options.clock;
   return std::unique_ptr<Transport>(new HttpTransport(std::move(http), options.target));
 }
+
+}  // namespace transport_internal
 
 }  // namespace strata

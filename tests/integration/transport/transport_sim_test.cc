@@ -17,6 +17,7 @@
 #include "strata/isolation.h"
 #include "strata/tokenize.h"
 #include "strata/trace.h"
+#include "strata/grpc_transport.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
 
