@@ -1,10 +1,9 @@
-// gRPC transport benchmark: the gRPC++ transport (strata::transport_grpc) against the hand-encoded
-// gRPC-over-libcurl-HTTP/2 client it replaces, side by side in one run, against a strata-sim that
-// runs in its own process (so that getrusage() counts the client only):
-//   requests/s at concurrency 1, 16 and 64 (threads sharing one Transport), and the client's CPU
-//   time (user + system) per request.
-// The two are interleaved cell by cell and each cell is repeated --rounds times; the table gives
-// the median of the rounds.
+// gRPC transport benchmark: the gRPC++ transport (strata::transport_grpc) against a strata-sim that
+// runs in its own process (so that getrusage() counts the client only): requests/s at concurrency
+// 1, 16 and 64 (threads sharing one Transport), and the client's CPU time (user + system) per
+// request. Each cell is repeated --rounds times; the table gives the median of the rounds. (The
+// first version of this file also ran the hand-encoded libcurl HTTP/2 client that the gRPC++
+// transport replaced, side by side; its figures are in docs/benchmarks.md.)
 //
 //   build/sdk/apps/strata-sim/strata-sim --port -1 --grpc-port 0 &   # prints grpc=127.0.0.1:PORT
 //   build/bench/bench_grpc_transport --target=127.0.0.1:PORT --seconds=2 --rounds=3
@@ -25,7 +24,6 @@
 
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
-#include "transport/grpc_wire.h"
 
 namespace {
 
@@ -110,12 +108,8 @@ int main(int argc, char** argv) {
   strata::GrpcTransportOptions grpcpp;
   grpcpp.target = target;
   grpcpp.retry.retry_enabled = false;
-  strata::transport_internal::CurlGrpcOptions curl;
-  curl.target = target;
-  curl.retry.retry_enabled = false;
   std::map<std::string, std::unique_ptr<strata::Transport>> transports;
   transports["grpc++"] = strata::MakeGrpcTransport(grpcpp).value();
-  transports["curl-h2 (hand-encoded)"] = strata::transport_internal::MakeCurlGrpcTransport(curl).value();
   for (auto& [name, t] : transports) {
     strata::Status health = t->HealthCheck(std::chrono::seconds(5));
     if (!health.ok()) {

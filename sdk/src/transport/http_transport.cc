@@ -1,9 +1,7 @@
 // HTTP transport over libcurl's multi interface: one (multi, easy) pair per concurrent call, pooled
 // so that keep-alive connections are reused; the transfer loop polls in short slices so that
-// first-byte and idle timeouts and cancellation are exact to a few milliseconds.
-//
-// The same engine carries SGLang's gRPC service: gRPC is HTTP/2 (h2c here) with length-prefixed
-// protobuf messages and a grpc-status trailer (see grpc_wire.h for why no gRPC++ is linked).
+// first-byte and idle timeouts and cancellation are exact to a few milliseconds. (SGLang's gRPC
+// service has its own transport: sdk/src/transport_grpc.)
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -15,7 +13,6 @@
 
 #include "strata/transport.h"
 #include "transport/chat_parser.h"
-#include "transport/grpc_wire.h"
 #include "transport/retry.h"
 
 namespace strata {
@@ -23,7 +20,6 @@ namespace {
 
 using transport_internal::Backoff;
 using transport_internal::ChatAssembler;
-using transport_internal::GrpcFrameReader;
 using transport_internal::SseParser;
 using transport_internal::SteadyMillis;
 
@@ -76,12 +72,6 @@ struct Transfer {
   double first_token_ms = -1;
   double last_token_ms = -1;
   size_t body_bytes = 0;
-  // gRPC mode.
-  bool grpc = false;
-  GrpcFrameReader frames;
-  int grpc_status = -1;  // from the headers (trailers-only) or the trailers
-  std::string grpc_message;
-  bool grpc_finished = false;  // an OpenAIStreamChunk with finished = true arrived
 };
 
 size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
@@ -104,8 +94,6 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
   std::string value = Trim(line.substr(colon + 1));
   if (name == "content-type") t->content_type = Lower(value);
   if (name == "retry-after") t->retry_after = transport_internal::ParseRetryAfterSeconds(value);
-  if (name == "grpc-status") t->grpc_status = std::atoi(value.c_str());
-  if (name == "grpc-message") t->grpc_message = transport_internal::DecodeGrpcMessage(value);
   return n;
 }
 
@@ -119,31 +107,6 @@ size_t WriteCallback(char* data, size_t size, size_t count, void* user) {
   bool success = t->http_status >= 200 && t->http_status < 300;
   if (!success) {
     if (t->body.size() < kMaxErrorBody) t->body.append(data, std::min(n, kMaxErrorBody - t->body.size()));
-    return n;
-  }
-  if (t->grpc) {
-    t->frames.Append(std::string_view(data, n));
-    std::string message, json_chunk;
-    bool compressed = false, finished = false;
-    while (t->frames.Next(&message, &compressed)) {
-      t->body_started = true;  // a message arrived: the answer has started
-      if (compressed || !transport_internal::DecodeOpenAIStreamChunk(message, &json_chunk, &finished)) {
-        t->parse_error = DataLossError(compressed ? "gRPC message is compressed; strata does not negotiate compression"
-                                                  : "malformed OpenAIStreamChunk from the gRPC server");
-        return 0;
-      }
-      if (finished) t->grpc_finished = true;
-      if (json_chunk.empty()) continue;
-      Status st = t->assembler.AddJson(json_chunk);
-      if (!st.ok()) {
-        t->parse_error = st;
-        return 0;
-      }
-      if (t->assembler.last_had_token()) {
-        if (t->first_token_ms < 0) t->first_token_ms = now;
-        t->last_token_ms = now;
-      }
-    }
     return n;
   }
   if (!t->body_started) {
@@ -203,41 +166,16 @@ bool IsConnectError(CURLcode code) {
   }
 }
 
-constexpr char kGrpcService[] = "/sglang.runtime.v1.SglangService/";
-
-// gRPC status codes equal StatusCode values.
-Status FromGrpcStatus(int code, const std::string& message, const std::string& target) {
-  if (code < 0) return UnavailableError("gRPC " + target + ": the answer carried no grpc-status");
-  if (code > 16) code = static_cast<int>(StatusCode::kUnknown);
-  return Status(static_cast<StatusCode>(code), "gRPC " + target + ": " + message);
-}
-
-// gRPC metadata keys are [0-9a-z-_.] (not "grpc-"), values printable ASCII; other headers only go
-// in OpenAIRequest.trace_headers.
-bool ValidMetadata(const std::string& key, const std::string& value) {
-  if (key.empty() || key.rfind("grpc-", 0) == 0) return false;
-  for (char c : key) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '_' || c == '.')) return false;
-  }
-  for (char c : value) {
-    if (c < 0x20 || c > 0x7e) return false;
-  }
-  return true;
-}
-
 class HttpTransport : public Transport {
  public:
-  // `grpc_target` non-empty: speak sglang.runtime.v1.SglangService over h2c to it.
-  HttpTransport(HttpTransportOptions options, std::string grpc_target)
-      : options_(std::move(options)), grpc_target_(std::move(grpc_target)), backoff_(options_.retry) {
+  explicit HttpTransport(HttpTransportOptions options) : options_(std::move(options)), backoff_(options_.retry) {
     while (!options_.base_url.empty() && options_.base_url.back() == '/') options_.base_url.pop_back();
-    url_ = grpc_target_.empty() ? options_.base_url + "/chat/completions"
-                                : "http://" + grpc_target_ + kGrpcService + "ChatComplete";
+    url_ = options_.base_url + "/chat/completions";
     clock_ = options_.clock != nullptr ? options_.clock : SystemClock();
   }
 
-  std::string Name() const override { return grpc_target_.empty() ? "http" : "grpc"; }
-  std::string Endpoint() const override { return grpc_target_.empty() ? options_.base_url : grpc_target_; }
+  std::string Name() const override { return "http"; }
+  std::string Endpoint() const override { return options_.base_url; }
 
   Status Send(std::string_view body, const CallOptions& call, Response* response) override {
     *response = Response();
@@ -280,16 +218,6 @@ class HttpTransport : public Transport {
   }
 
   Status HealthCheck(std::chrono::milliseconds timeout) override {
-    if (!grpc_target_.empty()) {
-      std::string reply;
-      STRATA_RETURN_IF_ERROR(Unary("HealthCheck", "", timeout, &reply));
-      bool healthy = false;
-      if (!transport_internal::DecodeBoolField1(reply, &healthy)) {
-        return DataLossError("gRPC " + grpc_target_ + ": malformed HealthCheckResponse");
-      }
-      if (!healthy) return UnavailableError("gRPC " + grpc_target_ + " reports unhealthy");
-      return Status();
-    }
     GlobalInit();
     CURL* easy = curl_easy_init();
     if (easy == nullptr) return InternalError("curl_easy_init failed");
@@ -318,64 +246,11 @@ class HttpTransport : public Transport {
   }
 
   Status Abort(const std::string& request_id) override {
-    if (!grpc_target_.empty()) {
-      std::string reply;
-      STRATA_RETURN_IF_ERROR(Unary("Abort", transport_internal::EncodeAbortRequest(request_id, false),
-                                   std::chrono::seconds(10), &reply));
-      bool success = false;
-      transport_internal::DecodeBoolField1(reply, &success);
-      if (!success) return NotFoundError("no request \"" + request_id + "\" to abort on " + grpc_target_);
-      return Status();
-    }
     return UnimplementedError("HTTP endpoints have no abort call; cancel request \"" + request_id +
                               "\" with its CancellationToken");
   }
 
  private:
-  // One unary gRPC call (blocking): request message bytes in, response message bytes out.
-  Status Unary(const std::string& method, const std::string& request, std::chrono::milliseconds timeout,
-               std::string* reply) {
-    GlobalInit();
-    CURL* easy = curl_easy_init();
-    if (easy == nullptr) return InternalError("curl_easy_init failed");
-    std::string url = "http://" + grpc_target_ + kGrpcService + method;
-    std::string body = transport_internal::FrameGrpcMessage(request);
-    Transfer t;
-    t.grpc = true;
-    std::string raw;
-    struct curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, "Content-Type: application/grpc");
-    headers = curl_slist_append(headers, "TE: trailers");
-    curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, HeaderCallback);
-    curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-      static_cast<std::string*>(u)->append(d, s * n);
-      return s * n;
-    });
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &raw);
-    CURLcode code = curl_easy_perform(easy);
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(easy);
-    if (code != CURLE_OK) {
-      return UnavailableError("gRPC " + grpc_target_ + " " + method + ": " + curl_easy_strerror(code));
-    }
-    if (t.grpc_status != 0) return FromGrpcStatus(t.grpc_status, t.grpc_message, grpc_target_);
-    GrpcFrameReader frames;
-    frames.Append(raw);
-    bool compressed = false;
-    if (!frames.Next(reply, &compressed) || compressed) {
-      return DataLossError("gRPC " + grpc_target_ + " " + method + ": no response message");
-    }
-    return Status();
-  }
-
   struct curl_slist* AuthHeaders(struct curl_slist* list) {
     if (!options_.api_key.empty()) {
       list = curl_slist_append(list, ("Authorization: Bearer " + options_.api_key).c_str());
@@ -415,41 +290,21 @@ class HttpTransport : public Transport {
     }
     CURL* easy = conn->easy;
     curl_easy_reset(easy);
-    if (!grpc_target_.empty()) {
-      // curl 7.88 fails the next stream on a reused h2c connection to a gRPC server ("Error in the
-      // HTTP2 framing layer"), so gRPC calls use one connection each (a loopback or LAN connect).
-      curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
-      curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
-    }
     Transfer t;
     t.cancel = call.cancel;
-    t.grpc = !grpc_target_.empty();
     struct curl_slist* headers = nullptr;
-    std::string grpc_body;
-    if (t.grpc) {
-      headers = curl_slist_append(headers, "Content-Type: application/grpc");
-      headers = curl_slist_append(headers, "TE: trailers");
-      if (!call.request_id.empty()) headers = curl_slist_append(headers, ("x-request-id: " + call.request_id).c_str());
-      for (const auto& [name, value] : call.headers) {
-        std::string key = Lower(name);
-        if (ValidMetadata(key, value)) headers = curl_slist_append(headers, (key + ": " + value).c_str());
-      }
-      grpc_body = transport_internal::FrameGrpcMessage(transport_internal::EncodeOpenAIRequest(body, call.headers));
-      body = grpc_body;
-    } else {
-      headers = curl_slist_append(headers, "Content-Type: application/json");
-      headers = curl_slist_append(headers, "Accept: text/event-stream, application/json");
-      headers = curl_slist_append(headers, "Expect:");
-      headers = AuthHeaders(headers);
-      if (!call.request_id.empty()) {
-        headers = curl_slist_append(headers, ("X-Request-Id: " + call.request_id).c_str());
-      }
-      for (const auto& [name, value] : options_.headers) {
-        headers = curl_slist_append(headers, (name + ": " + value).c_str());
-      }
-      for (const auto& [name, value] : call.headers) {
-        headers = curl_slist_append(headers, (name + ": " + value).c_str());
-      }
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Accept: text/event-stream, application/json");
+    headers = curl_slist_append(headers, "Expect:");
+    headers = AuthHeaders(headers);
+    if (!call.request_id.empty()) {
+      headers = curl_slist_append(headers, ("X-Request-Id: " + call.request_id).c_str());
+    }
+    for (const auto& [name, value] : options_.headers) {
+      headers = curl_slist_append(headers, (name + ": " + value).c_str());
+    }
+    for (const auto& [name, value] : call.headers) {
+      headers = curl_slist_append(headers, (name + ": " + value).c_str());
     }
     const int64_t total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
     curl_easy_setopt(easy, CURLOPT_URL, url_.c_str());
@@ -457,8 +312,7 @@ class HttpTransport : public Transport {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION,
-                     t.grpc ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "strata/0.1");
@@ -525,7 +379,7 @@ class HttpTransport : public Transport {
     }
     curl_multi_remove_handle(conn->multi, easy);
     curl_slist_free_all(headers);
-    response->http_status = t.grpc ? 0 : t.http_status;
+    response->http_status = t.http_status;
     if (!aborted.ok()) {
       // The connection is mid-transfer; drop it rather than reuse it.
       result.status = aborted;
@@ -546,34 +400,6 @@ class HttpTransport : public Transport {
         result.retryable = true;
       } else {
         result.status = UnavailableError("request to " + url_ + " failed: " + curl_easy_strerror(code));
-      }
-      return result;
-    }
-    if (t.grpc) {
-      if (t.http_status != 200) {
-        result.status = UnavailableError("gRPC " + grpc_target_ + ": HTTP status " + std::to_string(t.http_status));
-        result.retryable = !t.body_started && t.http_status >= 500;
-        return result;
-      }
-      response->http_status = 0;
-      if (t.grpc_status != 0) {
-        result.status = FromGrpcStatus(t.grpc_status, t.grpc_message, grpc_target_);
-        bool transient = t.grpc_status == static_cast<int>(StatusCode::kUnavailable) ||
-                         t.grpc_status == static_cast<int>(StatusCode::kResourceExhausted);
-        if (transient && t.body_started) {
-          result.status = UnavailableError(result.status.message() + "; not retried: the answer had started");
-        }
-        result.retryable = transient && !t.body_started;
-        return result;
-      }
-      if (!t.grpc_finished && !t.assembler.finished()) {
-        result.status = DataLossError("gRPC " + grpc_target_ + ": stream ended without finished or a finish_reason");
-        return result;
-      }
-      t.assembler.Finish(response);
-      if (t.first_token_ms >= 0) {
-        response->timings.ttft_ms = t.first_token_ms - t.start_ms;
-        response->timings.decode_ms = t.last_token_ms - t.first_token_ms;
       }
       return result;
     }
@@ -607,7 +433,6 @@ class HttpTransport : public Transport {
   }
 
   HttpTransportOptions options_;
-  std::string grpc_target_;
   std::string url_;
   Clock* clock_;
   Backoff backoff_;
@@ -621,24 +446,7 @@ StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions opti
   if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
     return InvalidArgumentError("base_url must start with http:// or https://, got \"" + options.base_url + "\"");
   }
-  return std::unique_ptr<Transport>(new HttpTransport(std::move(options), ""));
+  return std::unique_ptr<Transport>(new HttpTransport(std::move(options)));
 }
-
-namespace transport_internal {
-
-StatusOr<std::unique_ptr<Transport>> MakeCurlGrpcTransport(CurlGrpcOptions options) {
-  if (options.target.empty()) return InvalidArgumentError("gRPC target is empty; expected host:port");
-  if (options.target.find("://") != std::string::npos) {
-    return InvalidArgumentError("gRPC target \"" + options.target + "\" must be host:port, without a scheme");
-  }
-  HttpTransportOptions http;
-  http.base_url = "http://" + options.target;
-  http.timeouts = options.timeouts;
-  http.retry = options.retry;
-  http.clock = options.clock;
-  return std::unique_ptr<Transport>(new HttpTransport(std::move(http), options.target));
-}
-
-}  // namespace transport_internal
 
 }  // namespace strata
