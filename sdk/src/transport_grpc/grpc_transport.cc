@@ -285,7 +285,8 @@ class GrpcTransport : public Transport {
       return result;
     }
     if (!status.ok()) {
-      if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && SteadyMillis() - start_ms >= total_ms - 5) {
+      if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+          std::chrono::system_clock::now() >= context.deadline()) {
         result.status = DeadlineExceededError(where + ": exceeded its total time of " + std::to_string(total_ms) +
                                               " ms (the server was told the same deadline and stops)");
         return result;
