@@ -30,7 +30,9 @@ namespace {
 double CpuSeconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
@@ -86,17 +88,24 @@ int main(int argc, char** argv) {
   int rounds = 3;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--target=", 0) == 0) target = arg.substr(9);
-    else if (arg.rfind("--seconds=", 0) == 0) seconds = std::atof(arg.c_str() + 10);
-    else if (arg.rfind("--rounds=", 0) == 0) rounds = std::atoi(arg.c_str() + 9);
+    if (arg.rfind("--target=", 0) == 0)
+      target = arg.substr(9);
+    else if (arg.rfind("--seconds=", 0) == 0)
+      seconds = std::atof(arg.c_str() + 10);
+    else if (arg.rfind("--rounds=", 0) == 0)
+      rounds = std::atoi(arg.c_str() + 9);
     else {
-      std::fprintf(stderr, "unknown argument %s\nusage: %s --target=HOST:PORT [--seconds=2] [--rounds=3]\n",
+      std::fprintf(stderr,
+                   "unknown argument %s\nusage: %s --target=HOST:PORT [--seconds=2] [--rounds=3]\n",
                    arg.c_str(), argv[0]);
       return 2;
     }
   }
   if (target.empty() || seconds <= 0 || rounds <= 0) {
-    std::fprintf(stderr, "usage: %s --target=HOST:PORT (strata-sim --grpc-port) [--seconds=2] [--rounds=3]\n", argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s --target=HOST:PORT (strata-sim --grpc-port) [--seconds=2] [--rounds=3]\n",
+        argv[0]);
     return 2;
   }
   // A small agent turn, streamed (strata-sim answers 16 tokens in 16-byte deltas plus usage).

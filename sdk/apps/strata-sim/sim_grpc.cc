@@ -3,11 +3,10 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "sglang/runtime/v1/sglang.grpc.pb.h"
 
@@ -49,7 +48,8 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Abort(grpc::ServerContext*, const pb::AbortRequest* request, pb::AbortResponse* reply) override {
+  grpc::Status Abort(grpc::ServerContext*, const pb::AbortRequest* request,
+                     pb::AbortResponse* reply) override {
     reply->set_success(engine_->Abort(request->rid(), request->abort_all()));
     return grpc::Status::OK;
   }
@@ -80,8 +80,8 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
                     {"code", plan.status}};
       // An error plan does not say whether the body streams; the body does.
       json body = json::parse(request->json_body(), nullptr, false);
-      const bool stream = body.is_object() && body.contains("stream") && body["stream"].is_boolean() &&
-                          body["stream"].get<bool>();
+      const bool stream = body.is_object() && body.contains("stream") &&
+                          body["stream"].is_boolean() && body["stream"].get<bool>();
       if (stream) {
         writer->Write(Chunk(json({{"error", error}}).dump(), false));
         writer->Write(Chunk("", true));
@@ -105,7 +105,8 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
     for (size_t i = 0; i < payloads.size(); ++i) {
       if (plan.fault_kind == "stall" && static_cast<int>(i) == plan.fault_after) {
         // A stall ends early on Abort (then the abort chunk follows) or a cancelled call.
-        if (!SleepWatching(context, int64_t{plan.fault_delay_ms} * 1000, plan.rid, &stop) && !engine_->Aborted(plan.rid)) {
+        if (!SleepWatching(context, int64_t{plan.fault_delay_ms} * 1000, plan.rid, &stop) &&
+            !engine_->Aborted(plan.rid)) {
           return stop;
         }
       } else if (plan.fault_kind == "reset" && static_cast<int>(i) == plan.fault_after) {
@@ -114,9 +115,11 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
         writer->Write(Chunk("{\"id\": \"chatcmpl-sim\", \"choices\": [", false));
       }
       if (engine_->Aborted(plan.rid)) {
-        json abort = {{"id", "chatcmpl-sim-abort"},
-                      {"object", "chat.completion.chunk"},
-                      {"choices", json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "abort"}}})}};
+        json abort = {
+            {"id", "chatcmpl-sim-abort"},
+            {"object", "chat.completion.chunk"},
+            {"choices",
+             json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "abort"}}})}};
         writer->Write(Chunk(abort.dump(), false));
         writer->Write(Chunk("", true));
         return grpc::Status::OK;
@@ -136,11 +139,13 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
  private:
   // Sleeps `us` in slices; false (with *stop set) when the call is cancelled, its deadline passes,
   // the request is aborted or the server stops.
-  bool SleepWatching(grpc::ServerContext* context, int64_t us, const std::string& rid, grpc::Status* stop) {
+  bool SleepWatching(grpc::ServerContext* context, int64_t us, const std::string& rid,
+                     grpc::Status* stop) {
     for (int64_t left = us;; left -= 10000) {
       if (context->IsCancelled()) {
         ++cancelled_;
-        *stop = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client or its deadline");
+        *stop =
+            grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client or its deadline");
         return false;
       }
       if (engine_->Aborted(rid)) {
@@ -163,11 +168,13 @@ SimGrpcServer::SimGrpcServer() : state_(std::make_unique<State>()) {}
 
 SimGrpcServer::~SimGrpcServer() { Stop(); }
 
-StatusOr<std::unique_ptr<SimGrpcServer>> SimGrpcServer::Start(GrpcEngine* engine, const std::string& host, int port) {
+StatusOr<std::unique_ptr<SimGrpcServer>> SimGrpcServer::Start(GrpcEngine* engine,
+                                                              const std::string& host, int port) {
   std::unique_ptr<SimGrpcServer> server(new SimGrpcServer());
   server->service_ = std::make_unique<Service>(engine);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &server->state_->port);
+  builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &server->state_->port);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(256 << 20);
   // Accept the clients' keepalive pings (every second at most, also between calls): gRPC's default
@@ -187,7 +194,8 @@ uint64_t SimGrpcServer::cancelled_calls() const { return service_ ? service_->ca
 
 void SimGrpcServer::Stop() {
   if (state_->stopped.exchange(true)) return;
-  if (state_->server) state_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (state_->server)
+    state_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 }  // namespace strata::sim

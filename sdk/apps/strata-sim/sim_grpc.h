@@ -30,13 +30,15 @@ namespace strata::sim {
 
 // One answer as the simulator's engine planned it, in the terms of its HTTP side.
 struct GrpcPlan {
-  int status = 200;            // the HTTP status the HTTP side would answer
-  std::string error_message;   // status != 200
-  std::string error_type;      // e.g. "BadRequestError"
-  bool serving_error = false;  // a 4xx found while serving (context length), not a malformed request
+  int status = 200;           // the HTTP status the HTTP side would answer
+  std::string error_message;  // status != 200
+  std::string error_type;     // e.g. "BadRequestError"
+  bool serving_error =
+      false;  // a 4xx found while serving (context length), not a malformed request
   bool stream = false;
-  std::vector<std::string> payloads;  // stream: SSE data payloads ("[DONE]" last); else one JSON body
-  std::vector<int64_t> delay_us;      // decode time before each payload
+  std::vector<std::string>
+      payloads;                   // stream: SSE data payloads ("[DONE]" last); else one JSON body
+  std::vector<int64_t> delay_us;  // decode time before each payload
   int64_t prefill_us = 0;
   std::string fault_kind;  // "stall", "reset", "malformed-sse" or ""
   int fault_after = 0;
@@ -49,7 +51,8 @@ class GrpcEngine {
  public:
   virtual ~GrpcEngine() = default;
   // Plans (and logs) one ChatComplete: `headers` are the call's metadata and trace headers.
-  virtual GrpcPlan PlanGrpc(const std::string& body, const std::map<std::string, std::string>& headers,
+  virtual GrpcPlan PlanGrpc(const std::string& body,
+                            const std::map<std::string, std::string>& headers,
                             const std::string& peer) = 0;
   // Sleeps `us` unless the server stops first; false when stopping.
   virtual bool Sleep(int64_t us) = 0;
@@ -63,7 +66,8 @@ class SimGrpcServer {
  public:
   // Binds host:port (0: any free port) and serves. UNAVAILABLE when the port cannot be bound.
   // `engine` is not owned and must outlive the server.
-  static StatusOr<std::unique_ptr<SimGrpcServer>> Start(GrpcEngine* engine, const std::string& host, int port);
+  static StatusOr<std::unique_ptr<SimGrpcServer>> Start(GrpcEngine* engine, const std::string& host,
+                                                        int port);
   ~SimGrpcServer();  // Stop()s
 
   int port() const;

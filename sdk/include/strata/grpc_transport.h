@@ -21,8 +21,8 @@
 // Errors: the call's gRPC status code becomes the Status code unchanged (gRPC and strata codes have
 // the same numbers and names), the message quoting the server's. An error JSON inside a chunk with
 // status OK (SGLang's way of reporting e.g. a prompt over the context length) is mapped like the
-// same body over HTTP. UNAVAILABLE and RESOURCE_EXHAUSTED are retried (RetryPolicy) while no message
-// of the answer has arrived; nothing is retried after.
+// same body over HTTP. UNAVAILABLE and RESOURCE_EXHAUSTED are retried (RetryPolicy) while no
+// message of the answer has arrived; nothing is retried after.
 //
 // Thread safety: the Transport is thread-safe; concurrent Send() calls share the channel.
 #ifndef STRATA_GRPC_TRANSPORT_H_

@@ -4,6 +4,8 @@
 // short slices, so that the first-message and idle timeouts and CallOptions::cancel are enforced
 // to a few milliseconds while the call is in flight (ClientContext::TryCancel ends it; the server
 // sees the cancellation). The call's deadline travels as grpc-timeout.
+#include "strata/grpc_transport.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <utility>
 
 #include "sglang/runtime/v1/sglang.grpc.pb.h"
-#include "strata/grpc_transport.h"
 #include "transport/chat_parser.h"
 #include "transport/retry.h"
 #include "transport/timeouts.h"
@@ -30,9 +31,11 @@ using transport_internal::SteadyMillis;
 
 // gRPC metadata keys are [0-9a-z-_.] and not reserved ("grpc-" prefix); values printable ASCII.
 bool ValidMetadata(const std::string& key, const std::string& value) {
-  if (key.empty() || key.rfind("grpc-", 0) == 0 || key == "te" || key == "content-type") return false;
+  if (key.empty() || key.rfind("grpc-", 0) == 0 || key == "te" || key == "content-type")
+    return false;
   for (char c : key) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '_' || c == '.')) return false;
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '_' || c == '.'))
+      return false;
   }
   for (char c : value) {
     if (c < 0x20 || c > 0x7e) return false;
@@ -45,21 +48,29 @@ std::string Lower(std::string s) {
   return s;
 }
 
-bool Contains(const std::string& haystack, const char* needle) { return haystack.find(needle) != std::string::npos; }
+bool Contains(const std::string& haystack, const char* needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 // The gRPC status as a strata Status: the same code (gRPC and strata number their codes alike),
 // the server's message, and a hint where the cause is a known limit.
 Status FromGrpc(const grpc::Status& status, const std::string& where) {
   int code = static_cast<int>(status.error_code());
-  if (code < 0 || code > static_cast<int>(StatusCode::kUnauthenticated)) code = static_cast<int>(StatusCode::kUnknown);
+  if (code < 0 || code > static_cast<int>(StatusCode::kUnauthenticated))
+    code = static_cast<int>(StatusCode::kUnknown);
   std::string message = where + ": " + status.error_message();
-  if (code == static_cast<int>(StatusCode::kOutOfRange) && Contains(status.error_message(), "message length too large")) {
-    message += " (the request is over the server's message size limit; SGLang's gRPC server accepts 4 MiB by "
-               "default: send a smaller context or use HTTP)";
+  if (code == static_cast<int>(StatusCode::kOutOfRange) &&
+      Contains(status.error_message(), "message length too large")) {
+    message +=
+        " (the request is over the server's message size limit; SGLang's gRPC server accepts 4 MiB "
+        "by "
+        "default: send a smaller context or use HTTP)";
   }
-  if (code == static_cast<int>(StatusCode::kResourceExhausted) && Contains(status.error_message(), "larger than max")) {
-    message += " (a message over a gRPC size limit: the server's for the request, or "
-               "GrpcTransportOptions::max_receive_message_bytes for the answer)";
+  if (code == static_cast<int>(StatusCode::kResourceExhausted) &&
+      Contains(status.error_message(), "larger than max")) {
+    message +=
+        " (a message over a gRPC size limit: the server's for the request, or "
+        "GrpcTransportOptions::max_receive_message_bytes for the answer)";
   }
   return Status(static_cast<StatusCode>(code), message);
 }
@@ -94,37 +105,43 @@ class GrpcTransport : public Transport {
     for (const auto& [name, value] : call.headers) (*request.mutable_trace_headers())[name] = value;
     const size_t request_bytes = request.ByteSizeLong();
     if (static_cast<int64_t>(request_bytes) > options_.max_send_message_bytes) {
-      return ResourceExhaustedError("gRPC " + options_.target + ": the request message of " +
-                                    std::to_string(request_bytes) + " bytes is over max_send_message_bytes (" +
-                                    std::to_string(options_.max_send_message_bytes) +
-                                    "); nothing was sent. Send a smaller context or raise the limit");
+      return ResourceExhaustedError(
+          "gRPC " + options_.target + ": the request message of " + std::to_string(request_bytes) +
+          " bytes is over max_send_message_bytes (" +
+          std::to_string(options_.max_send_message_bytes) +
+          "); nothing was sent. Send a smaller context or raise the limit");
     }
     const int64_t prompt_tokens =
         call.prompt_tokens > 0 ? call.prompt_tokens : static_cast<int64_t>(body.size() / 4);
     const auto budget = call.deadline.count() > 0 ? call.deadline : options_.timeouts.total;
-    const int64_t end_us = start_us + std::chrono::duration_cast<std::chrono::microseconds>(budget).count();
-    const int max_attempts = options_.retry.retry_enabled ? std::max(1, options_.retry.max_attempts) : 1;
+    const int64_t end_us =
+        start_us + std::chrono::duration_cast<std::chrono::microseconds>(budget).count();
+    const int max_attempts =
+        options_.retry.retry_enabled ? std::max(1, options_.retry.max_attempts) : 1;
     for (int attempt = 1;; ++attempt) {
       response->attempts = attempt;
       const int64_t remaining_ms = (end_us - clock_->NowMicros()) / 1000;
-      AttemptResult r = Attempt(request, call, std::max<int64_t>(1, remaining_ms), prompt_tokens, response);
+      AttemptResult r =
+          Attempt(request, call, std::max<int64_t>(1, remaining_ms), prompt_tokens, response);
       response->timings.total_ms = SteadyMillis() - start_ms;
       if (r.status.ok()) return Status();
       const Status& last = r.status;
       if (!r.retryable || attempt >= max_attempts) {
         if (r.retryable && attempt > 1) {
-          return Status(last.code(), last.message() + " (after " + std::to_string(attempt) + " attempts)");
+          return Status(last.code(),
+                        last.message() + " (after " + std::to_string(attempt) + " attempts)");
         }
         return last;
       }
       const int64_t delay = backoff_.DelayMicros(attempt, -1);
       if (clock_->NowMicros() + delay > end_us) {
-        return Status(last.code(), last.message() + " (no time left for retry " + std::to_string(attempt) +
-                                       " within the deadline)");
+        return Status(last.code(), last.message() + " (no time left for retry " +
+                                       std::to_string(attempt) + " within the deadline)");
       }
       // Slices, so that a cancellation during the backoff is honoured promptly.
       for (int64_t left = delay; left > 0; left -= 50000) {
-        if (call.cancel != nullptr && call.cancel->cancelled()) return CancelledError("call cancelled during retry backoff");
+        if (call.cancel != nullptr && call.cancel->cancelled())
+          return CancelledError("call cancelled during retry backoff");
         clock_->SleepForMicros(std::min<int64_t>(left, 50000));
       }
       response->timings.retry_wait_ms += static_cast<double>(delay) / 1000.0;
@@ -143,7 +160,8 @@ class GrpcTransport : public Transport {
   }
 
   Status Abort(const std::string& request_id) override {
-    if (request_id.empty()) return InvalidArgumentError("Abort needs a request id (the body's rid)");
+    if (request_id.empty())
+      return InvalidArgumentError("Abort needs a request id (the body's rid)");
     grpc::ClientContext context;
     PrepareContext(&context, nullptr);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -152,7 +170,8 @@ class GrpcTransport : public Transport {
     pb::AbortResponse reply;
     grpc::Status status = stub_->Abort(&context, request, &reply);
     if (!status.ok()) return FromGrpc(status, "gRPC " + options_.target + " Abort");
-    if (!reply.success()) return NotFoundError("no request \"" + request_id + "\" to abort on " + options_.target);
+    if (!reply.success())
+      return NotFoundError("no request \"" + request_id + "\" to abort on " + options_.target);
     return Status();
   }
 
@@ -161,7 +180,8 @@ class GrpcTransport : public Transport {
   // request id and the call's headers (those that are valid metadata; all of them also travel in
   // OpenAIRequest.trace_headers).
   void PrepareContext(grpc::ClientContext* context, const CallOptions* call) const {
-    if (!options_.bearer_token.empty()) context->AddMetadata("authorization", "Bearer " + options_.bearer_token);
+    if (!options_.bearer_token.empty())
+      context->AddMetadata("authorization", "Bearer " + options_.bearer_token);
     for (const auto& [key, value] : options_.metadata) context->AddMetadata(key, value);
     if (call == nullptr) return;
     if (!call->request_id.empty() && ValidMetadata("x-request-id", call->request_id)) {
@@ -173,13 +193,13 @@ class GrpcTransport : public Transport {
     }
   }
 
-  AttemptResult Attempt(const pb::OpenAIRequest& request, const CallOptions& call, int64_t budget_ms,
-                        int64_t prompt_tokens, Response* response) {
+  AttemptResult Attempt(const pb::OpenAIRequest& request, const CallOptions& call,
+                        int64_t budget_ms, int64_t prompt_tokens, Response* response) {
     AttemptResult result;
     const std::string where = "gRPC " + options_.target + " ChatComplete";
     const int64_t total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
-    const double first_byte_ms =
-        static_cast<double>(transport_internal::FirstByteTimeout(options_.timeouts, prompt_tokens).count());
+    const double first_byte_ms = static_cast<double>(
+        transport_internal::FirstByteTimeout(options_.timeouts, prompt_tokens).count());
     const double idle_ms = static_cast<double>(options_.timeouts.idle.count());
 
     grpc::ClientContext context;
@@ -209,15 +229,17 @@ class GrpcTransport : public Transport {
       double wait = 50;
       if (stopped.ok()) {
         if (call.cancel != nullptr && call.cancel->cancelled()) {
-          stopped = CancelledError("call cancelled after " + std::to_string(static_cast<int64_t>(now - start_ms)) + " ms");
+          stopped = CancelledError("call cancelled after " +
+                                   std::to_string(static_cast<int64_t>(now - start_ms)) + " ms");
           continue;
         }
         if (messages == 0) {
           if (now - start_ms >= first_byte_ms) {
             stopped = DeadlineExceededError(
                 where + ": no message within the first-byte timeout of " +
-                std::to_string(static_cast<int64_t>(first_byte_ms)) + " ms (for a prompt of about " +
-                std::to_string(prompt_tokens) + " tokens; see Timeouts::first_byte and prefill_per_100k_tokens)");
+                std::to_string(static_cast<int64_t>(first_byte_ms)) +
+                " ms (for a prompt of about " + std::to_string(prompt_tokens) +
+                " tokens; see Timeouts::first_byte and prefill_per_100k_tokens)");
             continue;
           }
           wait = std::min(wait, first_byte_ms - (now - start_ms));
@@ -225,7 +247,8 @@ class GrpcTransport : public Transport {
           if (now - last_message_ms >= idle_ms) {
             stopped = DeadlineExceededError(where + ": stream stalled: no message for " +
                                             std::to_string(options_.timeouts.idle.count()) +
-                                            " ms (idle timeout) after " + std::to_string(messages) + " messages");
+                                            " ms (idle timeout) after " + std::to_string(messages) +
+                                            " messages");
             continue;
           }
           wait = std::min(wait, idle_ms - (now - last_message_ms));
@@ -233,9 +256,10 @@ class GrpcTransport : public Transport {
       }
       void* tag = nullptr;
       bool ok = false;
-      auto next = cq.AsyncNext(&tag, &ok,
-                               std::chrono::system_clock::now() +
-                                   std::chrono::microseconds(static_cast<int64_t>(std::max(1.0, wait) * 1000)));
+      auto next = cq.AsyncNext(
+          &tag, &ok,
+          std::chrono::system_clock::now() +
+              std::chrono::microseconds(static_cast<int64_t>(std::max(1.0, wait) * 1000)));
       if (next == grpc::CompletionQueue::SHUTDOWN) break;
       if (next == grpc::CompletionQueue::TIMEOUT) continue;
       switch (static_cast<Op>(reinterpret_cast<intptr_t>(tag))) {
@@ -287,8 +311,9 @@ class GrpcTransport : public Transport {
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
           std::chrono::system_clock::now() >= context.deadline()) {
-        result.status = DeadlineExceededError(where + ": exceeded its total time of " + std::to_string(total_ms) +
-                                              " ms (the server was told the same deadline and stops)");
+        result.status = DeadlineExceededError(
+            where + ": exceeded its total time of " + std::to_string(total_ms) +
+            " ms (the server was told the same deadline and stops)");
         return result;
       }
       result.status = FromGrpc(status, where);
@@ -296,15 +321,17 @@ class GrpcTransport : public Transport {
                               status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) &&
                              !Contains(status.error_message(), "larger than max");
       if (transient && messages > 0) {
-        result.status = UnavailableError(result.status.message() + "; not retried: the answer had started (" +
-                                         std::to_string(messages) + " messages)");
+        result.status =
+            UnavailableError(result.status.message() + "; not retried: the answer had started (" +
+                             std::to_string(messages) + " messages)");
       }
       result.retryable = transient && messages == 0;
       return result;
     }
     if (!finished_flag && !assembler.finished()) {
-      result.status = DataLossError(where + ": the stream ended without finished or a finish_reason after " +
-                                    std::to_string(messages) + " messages");
+      result.status =
+          DataLossError(where + ": the stream ended without finished or a finish_reason after " +
+                        std::to_string(messages) + " messages");
       return result;
     }
     assembler.Finish(response);
@@ -327,37 +354,46 @@ int ClampInt(int64_t v) { return static_cast<int>(std::min<int64_t>(v, INT_MAX))
 }  // namespace
 
 StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions options) {
-  if (options.target.empty()) return InvalidArgumentError("gRPC target is empty; expected host:port");
+  if (options.target.empty())
+    return InvalidArgumentError("gRPC target is empty; expected host:port");
   if (options.target.find("://") != std::string::npos) {
-    return InvalidArgumentError("gRPC target \"" + options.target + "\" must be host:port, without a scheme");
+    return InvalidArgumentError("gRPC target \"" + options.target +
+                                "\" must be host:port, without a scheme");
   }
   if (options.tls_client_cert_pem.empty() != options.tls_client_key_pem.empty()) {
-    return InvalidArgumentError("gRPC mutual TLS needs both tls_client_cert_pem and tls_client_key_pem; got only the " +
-                                std::string(options.tls_client_cert_pem.empty() ? "key" : "certificate"));
+    return InvalidArgumentError(
+        "gRPC mutual TLS needs both tls_client_cert_pem and tls_client_key_pem; got only the " +
+        std::string(options.tls_client_cert_pem.empty() ? "key" : "certificate"));
   }
-  if (!options.use_tls && (!options.tls_root_certs_pem.empty() || !options.tls_client_cert_pem.empty() ||
-                           !options.tls_server_name.empty())) {
-    return InvalidArgumentError("gRPC TLS options are set but use_tls is false; set use_tls = true");
+  if (!options.use_tls &&
+      (!options.tls_root_certs_pem.empty() || !options.tls_client_cert_pem.empty() ||
+       !options.tls_server_name.empty())) {
+    return InvalidArgumentError(
+        "gRPC TLS options are set but use_tls is false; set use_tls = true");
   }
   if (!options.bearer_token.empty() && !options.use_tls && !options.allow_token_without_tls) {
-    return InvalidArgumentError("gRPC bearer_token without TLS would travel in plaintext to " + options.target +
+    return InvalidArgumentError("gRPC bearer_token without TLS would travel in plaintext to " +
+                                options.target +
                                 "; set use_tls, or allow_token_without_tls for a trusted network");
   }
   for (const auto& [key, value] : options.metadata) {
     if (!ValidMetadata(key, value) || key == "authorization") {
-      return InvalidArgumentError("gRPC metadata \"" + key +
-                                  "\" is not allowed: keys are lower-case [0-9a-z-_.] (not grpc-*, not "
-                                  "authorization: use bearer_token), values printable ASCII");
+      return InvalidArgumentError(
+          "gRPC metadata \"" + key +
+          "\" is not allowed: keys are lower-case [0-9a-z-_.] (not grpc-*, not "
+          "authorization: use bearer_token), values printable ASCII");
     }
   }
   if (options.max_send_message_bytes <= 0 || options.max_receive_message_bytes <= 0) {
-    return InvalidArgumentError("gRPC max_send_message_bytes and max_receive_message_bytes must be positive, got " +
-                                std::to_string(options.max_send_message_bytes) + " and " +
-                                std::to_string(options.max_receive_message_bytes));
+    return InvalidArgumentError(
+        "gRPC max_send_message_bytes and max_receive_message_bytes must be positive, got " +
+        std::to_string(options.max_send_message_bytes) + " and " +
+        std::to_string(options.max_receive_message_bytes));
   }
   if (options.timeouts.first_byte.count() <= 0 || options.timeouts.idle.count() <= 0 ||
       options.timeouts.total.count() <= 0 || options.timeouts.connect.count() <= 0) {
-    return InvalidArgumentError("gRPC timeouts (connect, first_byte, idle, total) must be positive");
+    return InvalidArgumentError(
+        "gRPC timeouts (connect, first_byte, idle, total) must be positive");
   }
 
   grpc::ChannelArguments args;
@@ -366,7 +402,8 @@ StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions opti
   args.SetUserAgentPrefix("strata/0.1");
   if (options.keepalive_time.count() > 0) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ClampInt(options.keepalive_time.count()));
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ClampInt(std::max<int64_t>(1, options.keepalive_timeout.count())));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                ClampInt(std::max<int64_t>(1, options.keepalive_timeout.count())));
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     // Keep pinging through a long prefill, when no data flows for minutes.
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
@@ -388,8 +425,10 @@ StatusOr<std::unique_ptr<Transport>> MakeGrpcTransport(GrpcTransportOptions opti
   } else {
     credentials = grpc::InsecureChannelCredentials();
   }
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(options.target, credentials, args);
-  if (channel == nullptr) return InternalError("gRPC: could not create a channel to " + options.target);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, args);
+  if (channel == nullptr)
+    return InternalError("gRPC: could not create a channel to " + options.target);
   return std::unique_ptr<Transport>(new GrpcTransport(std::move(options), std::move(channel)));
 }
 

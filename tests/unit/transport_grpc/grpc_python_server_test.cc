@@ -3,18 +3,16 @@
 // with protoc --python_out and grpc_python_plugin into STRATA_GRPC_PY_DIR). It logs what it
 // receives (metadata, trace headers, the deadline it sees, the body) and answers like upstream
 // SGLang (chunks, then an empty finished chunk), or with a status code, gzip, a slow prefill, TLS.
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -120,16 +118,22 @@ std::string ReadFile(const std::string& path) {
 
 // A test CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
 void MakeCertificates(const std::string& dir) {
-  const std::string cmd =
-      "cd '" + dir + "' && "
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=strata-test-ca && "
-      "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost && "
-      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext && "
-      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
-      "-extfile server.ext && "
-      "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=strata-client && "
-      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 && "
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 2 -subj /CN=other-ca";
+  const std::string cmd = "cd '" + dir +
+                          "' && "
+                          "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+                          "-days 2 -subj /CN=strata-test-ca && "
+                          "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
+                          "-subj /CN=localhost && "
+                          "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext && "
+                          "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+                          "-CAcreateserial -out server.pem -days 2 "
+                          "-extfile server.ext && "
+                          "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr "
+                          "-subj /CN=strata-client && "
+                          "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+                          "-CAcreateserial -out client.pem -days 2 && "
+                          "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out "
+                          "other.pem -days 2 -subj /CN=other-ca";
   REQUIRE(std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()) == 0);
 }
 
@@ -150,8 +154,8 @@ struct PythonGrpcServer {
       dup2(fds[1], 1);
       close(fds[0]);
       close(fds[1]);
-      execl("/usr/bin/python3", "python3", script.c_str(), STRATA_GRPC_PY_DIR, log.c_str(), tls_dir.c_str(),
-            token.c_str(), static_cast<char*>(nullptr));
+      execl("/usr/bin/python3", "python3", script.c_str(), STRATA_GRPC_PY_DIR, log.c_str(),
+            tls_dir.c_str(), token.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     close(fds[1]);
@@ -192,7 +196,8 @@ std::unique_ptr<Transport> Connect(GrpcTransportOptions options) {
   return std::move(t).value();
 }
 
-TEST_CASE("gRPC transport against a Python grpcio server: streaming, metadata, deadline", "[grpc][python]") {
+TEST_CASE("gRPC transport against a Python grpcio server: streaming, metadata, deadline",
+          "[grpc][python]") {
   PythonGrpcServer server;
   GrpcTransportOptions options;
   options.target = server.target();
@@ -230,8 +235,10 @@ TEST_CASE("gRPC transport against a Python grpcio server: streaming, metadata, d
   const auto& first = requests[0];
   CHECK(first["body"] == kBody);  // byte for byte
   CHECK(first["metadata"]["x-request-id"] == "py-req-1");
-  CHECK(first["metadata"]["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-  CHECK(first["trace_headers"]["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  CHECK(first["metadata"]["traceparent"] ==
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  CHECK(first["trace_headers"]["traceparent"] ==
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   CHECK(first["metadata"]["user-agent"].get<std::string>().find("strata/") == 0);
   // The deadline reached the server as grpc-timeout (no deadline: time_remaining would be null).
   REQUIRE(first["time_remaining"].is_number());
@@ -247,12 +254,14 @@ TEST_CASE("gRPC status codes map to the same strata codes", "[grpc][python]") {
   auto grpc = Connect(options);
   // gRPC code -> strata code (equal numbers, equal names), for every code a server can return.
   const std::vector<std::pair<int, StatusCode>> table = {
-      {1, StatusCode::kCancelled},        {2, StatusCode::kUnknown},           {3, StatusCode::kInvalidArgument},
-      {4, StatusCode::kDeadlineExceeded}, {5, StatusCode::kNotFound},          {6, StatusCode::kAlreadyExists},
-      {7, StatusCode::kPermissionDenied}, {8, StatusCode::kResourceExhausted}, {9, StatusCode::kFailedPrecondition},
-      {10, StatusCode::kAborted},         {11, StatusCode::kOutOfRange},       {12, StatusCode::kUnimplemented},
-      {13, StatusCode::kInternal},        {14, StatusCode::kUnavailable},      {15, StatusCode::kDataLoss},
-      {16, StatusCode::kUnauthenticated},
+      {1, StatusCode::kCancelled},          {2, StatusCode::kUnknown},
+      {3, StatusCode::kInvalidArgument},    {4, StatusCode::kDeadlineExceeded},
+      {5, StatusCode::kNotFound},           {6, StatusCode::kAlreadyExists},
+      {7, StatusCode::kPermissionDenied},   {8, StatusCode::kResourceExhausted},
+      {9, StatusCode::kFailedPrecondition}, {10, StatusCode::kAborted},
+      {11, StatusCode::kOutOfRange},        {12, StatusCode::kUnimplemented},
+      {13, StatusCode::kInternal},          {14, StatusCode::kUnavailable},
+      {15, StatusCode::kDataLoss},          {16, StatusCode::kUnauthenticated},
   };
   for (const auto& [grpc_code, strata_code] : table) {
     CallOptions call;
@@ -303,7 +312,8 @@ const std::string& Certificates() {
   return dir;
 }
 
-TEST_CASE("gRPC transport over TLS with a client certificate and a bearer token", "[grpc][python][tls]") {
+TEST_CASE("gRPC transport over TLS with a client certificate and a bearer token",
+          "[grpc][python][tls]") {
   const std::string& certs = Certificates();
   PythonGrpcServer server(certs, "tok-tls");
   GrpcTransportOptions options;

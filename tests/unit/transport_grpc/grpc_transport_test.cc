@@ -1,19 +1,19 @@
 // The gRPC++ transport (strata::transport_grpc) against strata-sim's gRPC service, in-process on
 // 127.0.0.1 port 0; and strata-sim's service itself, read with the generated stub, against the
 // upstream SGLang behaviour it follows (sim_grpc.h).
-#include <catch2/catch.hpp>
+#include "strata/grpc_transport.h"
 
 #include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "sglang/runtime/v1/sglang.grpc.pb.h"
 #include "sim_server.h"
-#include "strata/grpc_transport.h"
 #include "strata/transport.h"
 #include "transport/timeouts.h"
 
@@ -70,7 +70,8 @@ struct RawCall {
 // `trace_headers` go in OpenAIRequest.trace_headers (strata-sim reads them like metadata).
 RawCall ReadRaw(const std::string& target, const std::string& body,
                 const std::vector<std::pair<std::string, std::string>>& trace_headers = {}) {
-  auto stub = pb::SglangService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      pb::SglangService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   pb::OpenAIRequest request;
@@ -112,12 +113,14 @@ TEST_CASE("strata-sim ends gRPC streams like upstream SGLang", "[grpc][sim]") {
     CHECK(call.chunks.empty());
   }
   SECTION("a serving error (context length): an error JSON inside a chunk, status OK") {
-    RawCall streamed = ReadRaw(sim->grpc_target(), Body(true), {{"x-strata-sim-fault", "oversize"}});
+    RawCall streamed =
+        ReadRaw(sim->grpc_target(), Body(true), {{"x-strata-sim-fault", "oversize"}});
     REQUIRE(streamed.status.ok());
     REQUIRE(streamed.chunks.size() == 2);
     json error = json::parse(streamed.chunks[0].json_chunk());
     CHECK(error["error"]["code"] == 400);
-    CHECK(error["error"]["message"].get<std::string>().find("maximum context length") != std::string::npos);
+    CHECK(error["error"]["message"].get<std::string>().find("maximum context length") !=
+          std::string::npos);
     CHECK_FALSE(streamed.chunks[0].finished());
     CHECK(streamed.chunks[1].finished());
     CHECK(streamed.chunks[1].json_chunk().empty());
@@ -131,7 +134,8 @@ TEST_CASE("strata-sim ends gRPC streams like upstream SGLang", "[grpc][sim]") {
 
 TEST_CASE("strata-sim sends the gRPC response headers before the prefill", "[grpc][sim]") {
   auto sim = StartSim();
-  auto stub = pb::SglangService::NewStub(grpc::CreateChannel(sim->grpc_target(), grpc::InsecureChannelCredentials()));
+  auto stub = pb::SglangService::NewStub(
+      grpc::CreateChannel(sim->grpc_target(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   // A 60 s prefill: the headers must come long before it ends (the deadline would end the call).
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
@@ -187,7 +191,8 @@ TEST_CASE("gRPC transport: one channel serves every call", "[grpc][sim]") {
   for (const auto& r : requests) CHECK(r.peer == requests[0].peer);  // the same client connection
 }
 
-TEST_CASE("gRPC transport: metadata, trace headers and the bearer token reach the server", "[grpc][sim]") {
+TEST_CASE("gRPC transport: metadata, trace headers and the bearer token reach the server",
+          "[grpc][sim]") {
   auto sim = StartSim();
   GrpcTransportOptions options = Options(*sim);
   options.bearer_token = "tok-123";
@@ -212,7 +217,8 @@ TEST_CASE("gRPC transport: errors map to strata codes", "[grpc][sim]") {
   auto sim = StartSim();
   auto grpc = Grpc(Options(*sim));
   Response response;
-  SECTION("context length (error JSON in a chunk) is RESOURCE_EXHAUSTED with the server's message") {
+  SECTION(
+      "context length (error JSON in a chunk) is RESOURCE_EXHAUSTED with the server's message") {
     for (bool stream : {true, false}) {
       CallOptions call;
       call.headers = {{"x-strata-sim-fault", "oversize"}};
@@ -310,7 +316,8 @@ TEST_CASE("gRPC transport: the deadline travels to the server, which stops", "[g
   CHECK(sim->grpc_cancelled_calls() == 1);  // the server's context expired: it stopped prefilling
 }
 
-TEST_CASE("gRPC transport: a long prefill is timed by the first-message timeout, not idle", "[grpc][sim]") {
+TEST_CASE("gRPC transport: a long prefill is timed by the first-message timeout, not idle",
+          "[grpc][sim]") {
   // Headers at once, the first message after 1.5 s of prefill: longer than the idle timeout,
   // shorter than the first-byte timeout.
   sim::SimOptions sim_options;
@@ -383,7 +390,8 @@ TEST_CASE("gRPC transport: message size limit and option checks", "[grpc][sim]")
   o.bearer_token.clear();
   o.use_tls = true;
   o.tls_client_key_pem = "-----BEGIN PRIVATE KEY-----";
-  CHECK(invalid(o).message().find("both tls_client_cert_pem and tls_client_key_pem") != std::string::npos);
+  CHECK(invalid(o).message().find("both tls_client_cert_pem and tls_client_key_pem") !=
+        std::string::npos);
   o = GrpcTransportOptions();
   o.target = "127.0.0.1:1";
   o.tls_root_certs_pem = "x";
