@@ -22,7 +22,9 @@ TEST_CASE("prompt text ignores request fields that are not part of the prompt", 
   CHECK(a->text.rfind("[gMASK]<sop>", 0) == 0);
   CHECK(a->tools_bytes > 0);
   REQUIRE(a->message_offsets.size() == 2);
-  CHECK(a->text.compare(a->message_offsets[1], 9, "<|user|>\n") == 0);
+  // The exact GLM-5.3 prompt: the user turn follows its marker directly.
+  CHECK(a->text.compare(a->message_offsets[1], 13, "<|user|>hello") == 0);
+  CHECK(a->text.compare(a->message_offsets[0], 10, "<|system|>") == 0);
 }
 
 TEST_CASE("prompt text refuses a body without messages", "[cache]") {
