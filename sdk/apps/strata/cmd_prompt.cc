@@ -48,8 +48,8 @@ std::string ModelOf(const std::string& body) {
 
 // A short printable excerpt: JSON-quoted, invalid UTF-8 replaced.
 std::string Quote(std::string_view text) {
-  return nlohmann::json(std::string(text)).dump(-1, ' ', false,
-                                               nlohmann::json::error_handler_t::replace);
+  return nlohmann::json(std::string(text))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void PrintBlocks(const std::string& prompt, const Tokenizer& tokenizer,
@@ -57,13 +57,13 @@ void PrintBlocks(const std::string& prompt, const Tokenizer& tokenizer,
   size_t full = ids.size() / block_tokens;
   // A server computes the last prompt token itself, so only full blocks before it can be reused.
   size_t cacheable = ids.empty() ? 0 : std::min(full, (ids.size() - 1) / block_tokens);
-  std::cerr << "blocks: " << full << " full blocks of " << block_tokens << " tokens, "
-            << cacheable << " reusable by a later request (" << cacheable * block_tokens
-            << " tokens)\n";
+  std::cerr << "blocks: " << full << " full blocks of " << block_tokens << " tokens, " << cacheable
+            << " reusable by a later request (" << cacheable * block_tokens << " tokens)\n";
   size_t offset = 0;
   bool offsets_known = true;
   for (size_t b = 0; b < full; ++b) {
-    std::vector<int32_t> block(ids.begin() + b * block_tokens, ids.begin() + (b + 1) * block_tokens);
+    std::vector<int32_t> block(ids.begin() + b * block_tokens,
+                               ids.begin() + (b + 1) * block_tokens);
     StatusOr<std::string> text = Decode(tokenizer, block);
     std::cerr << "block " << b << ": tokens " << b * block_tokens << "-" << (b + 1) * block_tokens;
     // Byte offsets while decoded blocks line up with the prompt (a block boundary inside a
@@ -93,13 +93,15 @@ void Run(const PromptArgs& args) {
     name = model.empty() ? "glm-5.3" : DefaultChatTemplateName(model);
   }
   StatusOr<std::unique_ptr<ChatTemplate>> chat_template = MakeChatTemplate(name);
-  if (!chat_template.ok()) throw CLI::ValidationError("--template", chat_template.status().message());
+  if (!chat_template.ok())
+    throw CLI::ValidationError("--template", chat_template.status().message());
 
   std::unique_ptr<Tokenizer> tokenizer;
   if (!args.tokenizer.empty()) {
     StatusOr<std::unique_ptr<Tokenizer>> made = MakeTokenizer(args.tokenizer);
     if (!made.ok()) {
-      if (made.status().code() == StatusCode::kInvalidArgument && args.tokenizer.rfind("hf:", 0) != 0)
+      if (made.status().code() == StatusCode::kInvalidArgument &&
+          args.tokenizer.rfind("hf:", 0) != 0)
         throw CLI::ValidationError("--tokenizer", made.status().message());
       throw CommandFailed{made.status().message()};
     }
@@ -131,7 +133,8 @@ void Run(const PromptArgs& args) {
     text_tokens = ids.size();
   }
   std::cerr << "tokens: " << text_tokens + *overhead;
-  if (*overhead > 0) std::cerr << " (text " << text_tokens << " + template overhead " << *overhead << ")";
+  if (*overhead > 0)
+    std::cerr << " (text " << text_tokens << " + template overhead " << *overhead << ")";
   if (tokenizer->IsEstimate()) std::cerr << " (estimated)";
   std::cerr << "\n";
   if (args.blocks > 0) PrintBlocks(*prompt, *tokenizer, ids, args.blocks);
@@ -143,7 +146,8 @@ void RegisterPrompt(CLI::App& app) {
   auto args = std::make_shared<PromptArgs>();
   CLI::App* cmd = app.add_subcommand(
       "prompt", "Print the prompt text a server builds from a Chat Completions request");
-  cmd->add_option("request", args->request, "Chat Completions request body (JSON file, - for stdin)")
+  cmd->add_option("request", args->request,
+                  "Chat Completions request body (JSON file, - for stdin)")
       ->required();
   std::string names;
   for (const std::string& n : ChatTemplateNames()) names += (names.empty() ? "" : ", ") + n;

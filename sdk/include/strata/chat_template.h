@@ -18,11 +18,11 @@
 //                           strata::CountRequestTokens(*glm, *tokenizer, request_body_json));
 //
 // The request is an OpenAI Chat Completions body: "messages" (roles system, developer, user,
-// assistant with optional "tool_calls" whose "arguments" is a JSON string or object, tool), optional
-// "tools", optional "reasoning_effort", optional "add_generation_prompt" (default true), optional
-// "chat_template_kwargs" {"enable_thinking", "clear_thinking", "reasoning_effort"}. It is rendered
-// the way vLLM hands it to the template: tool-call "arguments" strings parsed into objects, null
-// content as "", a message's "reasoning" field as its "reasoning_content".
+// assistant with optional "tool_calls" whose "arguments" is a JSON string or object, tool),
+// optional "tools", optional "reasoning_effort", optional "add_generation_prompt" (default true),
+// optional "chat_template_kwargs" {"enable_thinking", "clear_thinking", "reasoning_effort"}. It is
+// rendered the way vLLM hands it to the template: tool-call "arguments" strings parsed into
+// objects, null content as "", a message's "reasoning" field as its "reasoning_content".
 //
 // Thread safety: templates are immutable after creation; Render and the free functions may be
 // called concurrently.
@@ -41,8 +41,8 @@
 namespace strata {
 
 // JSON in a request (the body itself, or a tool call's "arguments" string) nested deeper than this
-// many arrays/objects is refused with INVALID_ARGUMENT naming the limit, before any of it is walked.
-// Python's json module (and so vLLM and SGLang) gives up near 1,000 levels.
+// many arrays/objects is refused with INVALID_ARGUMENT naming the limit, before any of it is
+// walked. Python's json module (and so vLLM and SGLang) gives up near 1,000 levels.
 inline constexpr size_t kChatTemplateMaxJsonDepth = 512;
 
 // A rendered prompt and where each message starts in it.

@@ -82,13 +82,27 @@ void PyJsonString(const std::string& s, std::string* out) {
   out->push_back('"');
   for (char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -218,15 +232,22 @@ std::string_view AfterLast(std::string_view s, std::string_view sep) {
 bool Truthy(const ojson* v) {
   if (v == nullptr) return false;
   switch (v->type()) {
-    case ojson::value_t::null: return false;
-    case ojson::value_t::boolean: return v->get<bool>();
-    case ojson::value_t::string: return !v->get_ref<const std::string&>().empty();
+    case ojson::value_t::null:
+      return false;
+    case ojson::value_t::boolean:
+      return v->get<bool>();
+    case ojson::value_t::string:
+      return !v->get_ref<const std::string&>().empty();
     case ojson::value_t::array:
-    case ojson::value_t::object: return !v->empty();
-    case ojson::value_t::number_float: return v->get<double>() != 0.0;
+    case ojson::value_t::object:
+      return !v->empty();
+    case ojson::value_t::number_float:
+      return v->get<double>() != 0.0;
     case ojson::value_t::number_integer:
-    case ojson::value_t::number_unsigned: return v->get<int64_t>() != 0;
-    default: return true;
+    case ojson::value_t::number_unsigned:
+      return v->get<int64_t>() != 0;
+    default:
+      return true;
   }
 }
 
@@ -264,8 +285,8 @@ StatusOr<std::optional<bool>> OptionalBool(const ojson& object, const char* key,
   const ojson* v = Field(object, key);
   if (v == nullptr || v->is_null()) return std::optional<bool>();
   if (!v->is_boolean())
-    return InvalidArgumentError("chat template: " + where + "." + key + " must be true or false, got " +
-                                v->dump().substr(0, 40));
+    return InvalidArgumentError("chat template: " + where + "." + key +
+                                " must be true or false, got " + v->dump().substr(0, 40));
   return std::optional<bool>(v->get<bool>());
 }
 
@@ -352,7 +373,8 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
   for (size_t i = 0; i < r.messages.size(); ++i)
     STRATA_RETURN_IF_ERROR(NormalizeMessage(r.messages[i], i));
   if (const ojson* tools = Field(body, "tools"); tools != nullptr && !tools->is_null()) {
-    if (!tools->is_array()) return InvalidArgumentError("chat template: \"tools\" must be an array");
+    if (!tools->is_array())
+      return InvalidArgumentError("chat template: \"tools\" must be an array");
     for (size_t t = 0; t < tools->size(); ++t)
       if (!(*tools)[t].is_object())
         return InvalidArgumentError("chat template: tools[" + std::to_string(t) +
@@ -366,7 +388,8 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
   const ojson& kw = kwargs != nullptr && kwargs->is_object() ? *kwargs : kEmpty;
   STRATA_ASSIGN_OR_RETURN(r.enable_thinking,
                           OptionalBool(kw, "enable_thinking", "chat_template_kwargs"));
-  STRATA_ASSIGN_OR_RETURN(r.clear_thinking, OptionalBool(kw, "clear_thinking", "chat_template_kwargs"));
+  STRATA_ASSIGN_OR_RETURN(r.clear_thinking,
+                          OptionalBool(kw, "clear_thinking", "chat_template_kwargs"));
   STRATA_ASSIGN_OR_RETURN(r.add_generation_prompt,
                           OptionalBool(body, "add_generation_prompt", "the request"));
   // vLLM passes the top-level reasoning_effort over chat_template_kwargs' when it is set.
@@ -441,8 +464,9 @@ class Glm53ChatTemplate final : public ChatTemplate {
     std::string& out = p.text;
     out = "[gMASK]<sop>";
     // effective = reasoning_effort if it is 'low' or 'high' else 'max'; printed capitalised.
-    const std::string effort =
-        r.reasoning_effort == "low" ? "Low" : r.reasoning_effort == "high" ? "High" : "Max";
+    const std::string effort = r.reasoning_effort == "low"    ? "Low"
+                               : r.reasoning_effort == "high" ? "High"
+                                                              : "Max";
     out += "<|system|>Reasoning Effort: " + effort;
     if (!r.tools.empty()) {
       out +=
@@ -561,8 +585,9 @@ class Glm53ChatTemplate final : public ChatTemplate {
     }
     if (content.is_null()) return Status::Ok();
     if (content.is_object())
-      return InvalidArgumentError("chat template: a content value is an object (expected a string "
-                                  "or an array of parts)");
+      return InvalidArgumentError(
+          "chat template: a content value is an object (expected a string "
+          "or an array of parts)");
     *out += ScalarText(content);
     return Status::Ok();
   }
@@ -591,8 +616,9 @@ class Glm53ChatTemplate final : public ChatTemplate {
 
   static Status ToolReferences(const Request& r, const ojson& refs, std::string* out) {
     if (r.tools.empty())
-      return InvalidArgumentError("chat template: a tool_reference result needs \"tools\" (the "
-                                  "template defines that macro only with tools)");
+      return InvalidArgumentError(
+          "chat template: a tool_reference result needs \"tools\" (the "
+          "template defines that macro only with tools)");
     *out += "<tool_response><tools>\n";
     for (const ojson& ref : refs) {
       const ojson* ref_name = Field(ref, "name");
@@ -677,7 +703,8 @@ class Glm53ChatTemplate final : public ChatTemplate {
       }
     }
     if (!can_sort) {
-      for (size_t k = start; k <= end; ++k) STRATA_RETURN_IF_ERROR(RenderToolResponse(r, msgs[k], out));
+      for (size_t k = start; k <= end; ++k)
+        STRATA_RETURN_IF_ERROR(RenderToolResponse(r, msgs[k], out));
       return Status::Ok();
     }
     for (const std::string& call_id : call_ids) {
@@ -759,9 +786,10 @@ class Glm47ChatTemplate final : public ChatTemplate {
           content = std::string(LStripChar(AfterLast(content, "</think>"), '\n'));
         }
         // ((clear_thinking is defined and not clear_thinking) or after the last user) and reasoning
-        const bool keep = (r.clear_thinking.has_value() && !*r.clear_thinking) ||
-                          static_cast<int>(i) > last_user;
-        out += keep && !reasoning.empty() ? "<think>" + PyStrip(reasoning) + "</think>" : "</think>";
+        const bool keep =
+            (r.clear_thinking.has_value() && !*r.clear_thinking) || static_cast<int>(i) > last_user;
+        out +=
+            keep && !reasoning.empty() ? "<think>" + PyStrip(reasoning) + "</think>" : "</think>";
         out += PyStrip(content);
         STRATA_RETURN_IF_ERROR(AppendToolCalls(m, &out));
       } else if (role == "tool") {
@@ -897,8 +925,8 @@ StatusOr<std::unique_ptr<ChatTemplate>> MakeChatTemplate(std::string_view name) 
   if (name == "generic") return MakeGenericChatTemplate();
   std::string known;
   for (const std::string& n : ChatTemplateNames()) known += (known.empty() ? "" : ", ") + n;
-  return InvalidArgumentError("unknown chat template \"" + std::string(name) + "\" (known: " + known +
-                              "; alias glm5 = glm-5.3)");
+  return InvalidArgumentError("unknown chat template \"" + std::string(name) +
+                              "\" (known: " + known + "; alias glm5 = glm-5.3)");
 }
 
 std::string DefaultChatTemplateName(std::string_view model) {

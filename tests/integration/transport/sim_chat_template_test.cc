@@ -2,11 +2,9 @@
 // ~20,000-level nested tool-call arguments is answered 400 naming the nesting limit, and the
 // server keeps serving.
 #include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "sim_server.h"
@@ -19,25 +17,27 @@ namespace {
 std::string DeepArgumentsRequest() {
   const size_t depth = 20000;
   std::string args = "{\"a\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
-  nlohmann::json body = {
-      {"model", "glm-5.3-flash"},
-      {"messages",
-       {{{"role", "user"}, {"content", std::string(60000, 'x')}},
-        {{"role", "assistant"},
-         {"content", nullptr},
-         {"tool_calls",
-          {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", args}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "ok"}}}}};
+  nlohmann::json body = {{"model", "glm-5.3-flash"},
+                         {"messages",
+                          {{{"role", "user"}, {"content", std::string(60000, 'x')}},
+                           {{"role", "assistant"},
+                            {"content", nullptr},
+                            {"tool_calls",
+                             {{{"id", "c1"},
+                               {"type", "function"},
+                               {"function", {{"name", "f"}, {"arguments", args}}}}}}},
+                           {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "ok"}}}}};
   return body.dump();
 }
 
-TEST_CASE("strata-sim answers a deeply nested request 400 with every chat template", "[sim][chat_template]") {
+TEST_CASE("strata-sim answers a deeply nested request 400 with every chat template",
+          "[sim][chat_template]") {
   const std::string deep = DeepArgumentsRequest();
   REQUIRE(deep.size() > 100000);
   const std::string normal =
       R"({"model":"glm-5.3-flash","messages":[{"role":"user","content":"Say something."}]})";
-  for (const std::string& name : {std::string("glm5"), std::string("glm-5.3"), std::string("glm-4.7"),
-                                  std::string("generic")}) {
+  for (const std::string& name : {std::string("glm5"), std::string("glm-5.3"),
+                                  std::string("glm-4.7"), std::string("generic")}) {
     INFO(name);
     auto chat_template = MakeChatTemplate(name);
     REQUIRE(chat_template.ok());
