@@ -301,7 +301,7 @@ TEST_CASE("chat templates refuse malformed requests with the reason", "[chat_tem
   }
 }
 
-// Issue 16's input: ~20,000-level nested JSON in a tool call's "arguments" (a 100 KB request) used
+// The reported crash input: ~20,000-level nested JSON in a tool call's "arguments" (a 100 KB request) used
 // to overflow the stack in the template's JSON printer.
 std::string DeepArgumentsRequest(size_t depth) {
   std::string args = "{\"a\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
