@@ -1,6 +1,6 @@
-// strata-sim with each chat template (its --chat-template flag): the reported crash input, one 100 KB request with
-// ~20,000-level nested tool-call arguments is answered 400 naming the nesting limit, and the
-// server keeps serving.
+// strata-sim with each chat template (its --chat-template flag): the reported crash input, one
+// 100 KB request with ~20,000-level nested tool-call arguments, is answered 400 naming the nesting
+// limit, and the server keeps serving.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
