@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   strata::sim::SimOptions options;
   std::string cached = "present";
   std::string tokenizer_spec;
-  std::string template_name = "approx";
+  std::string template_name = "glm-5.3";
   CLI::App app{"strata-sim: an OpenAI Chat Completions and SGLang gRPC endpoint simulator"};
   app.add_option("--host", options.host, "IPv4 address to bind")->capture_default_str();
   app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")->capture_default_str();
@@ -31,9 +31,9 @@ int main(int argc, char** argv) {
                  "count prompt tokens with this tokenizer spec (strata/tokenize.h, e.g. hf:tokenizer.json); "
                  "default: the bytes-per-token estimator");
   app.add_option("--chat-template", template_name,
-                 "prompt text the cache blocks are cut from: approx (strata's approximation, what the "
-                 "Client uses by default) or glm5 (the exact GLM-5 template)")
-      ->check(CLI::IsMember({"approx", "glm5"}))->capture_default_str();
+                 "chat template the prompt text (and so the cache blocks) is rendered with: glm-5.3 "
+                 "(GLM-5.3-Flash), glm-4.7, generic, or glm5 (alias of glm-5.3)")
+      ->check(CLI::IsMember({"glm-5.3", "glm-4.7", "generic", "glm5"}))->capture_default_str();
   app.add_option("--block-size", options.cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
   app.add_option("--capacity-blocks", options.cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
   app.add_option("--bytes-per-token", options.cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
@@ -64,11 +64,12 @@ int main(int argc, char** argv) {
     tokenizer = std::move(made).value();
     options.tokenizer = tokenizer.get();
   }
-  std::unique_ptr<strata::ChatTemplate> chat_template;
-  if (template_name == "glm5") {
-    chat_template = strata::MakeGlm5ChatTemplate();
-    options.chat_template = chat_template.get();
+  auto chat_template = strata::MakeChatTemplate(template_name);
+  if (!chat_template.ok()) {
+    std::cerr << "strata-sim: " << chat_template.status() << "\n";
+    return 2;
   }
+  options.chat_template = chat_template->get();
   auto server = strata::sim::SimServer::Start(options);
   if (!server.ok()) {
     std::cerr << "strata-sim: " << server.status() << "\n";

@@ -1,24 +1,28 @@
 // strata/chat_template.h — the prompt text a server builds from a Chat Completions request, so that
-// strata counts the input tokens the server will count: tokens = tokenizer(template(request)).
+// strata counts the input tokens the server will count (tokens = tokenizer(template(request))) and
+// predicts its prefix-cache blocks from the same text.
 //
-// Two templates:
-//  - GLM-5 family (MakeGlm5ChatTemplate): renders the exact prompt of the public GLM-4.7 style
-//    chat_template.jinja (compact form: `[gMASK]<sop>`, `<|system|>`, `<|user|>`, `<|assistant|>`,
-//    `<|observation|>`, tools block in a leading system turn, `<tool_call>name<arg_key>k</arg_key>
-//    <arg_value>v</arg_value></tool_call>`, `<tool_response>`, `<think>` handling, generation
-//    prompt). docs/tokenizers.md lists the cases covered and what differs from the Jinja original.
-//  - Generic (MakeGenericChatTemplate): role + content text plus a fixed per-message overhead, for
-//    models whose template strata does not know.
+// Templates, selected by name with MakeChatTemplate(name):
+//  - "glm-5.3": GLM-5.3-Flash's published chat_template.jinja (zai-org/GLM-5.3-Flash). The default
+//    for GLM-5 models (DefaultChatTemplateName("glm-5.3-flash")). Alias "glm5".
+//  - "glm-4.7": GLM-4.7's published chat_template.jinja (zai-org/GLM-4.7), the compact form also
+//    served for GLM-4.7-Flash.
+//  - "generic": role + content text plus a fixed per-message overhead, for models whose template
+//    strata does not know.
+// docs/templates.md lists what each renders, branch by branch.
 //
-//   std::unique_ptr<strata::ChatTemplate> glm = strata::MakeGlm5ChatTemplate();
+//   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::ChatTemplate> glm,
+//                           strata::MakeChatTemplate("glm-5.3"));
 //   STRATA_ASSIGN_OR_RETURN(std::string prompt, glm->Render(request_body_json));
 //   STRATA_ASSIGN_OR_RETURN(strata::RequestTokenCount n,
 //                           strata::CountRequestTokens(*glm, *tokenizer, request_body_json));
 //
 // The request is an OpenAI Chat Completions body: "messages" (roles system, developer, user,
-// assistant with optional "tool_calls" whose "arguments" is a JSON string, tool), optional "tools",
-// optional "reasoning_effort", optional "chat_template_kwargs" {"enable_thinking",
-// "clear_thinking"}.
+// assistant with optional "tool_calls" whose "arguments" is a JSON string or object, tool),
+// optional "tools", optional "reasoning_effort", optional "add_generation_prompt" (default true),
+// optional "chat_template_kwargs" {"enable_thinking", "clear_thinking", "reasoning_effort"}. It is
+// rendered the way vLLM hands it to the template: tool-call "arguments" strings parsed into
+// objects, null content as "", a message's "reasoning" field as its "reasoning_content".
 //
 // Thread safety: templates are immutable after creation; Render and the free functions may be
 // called concurrently.
@@ -29,41 +33,75 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "strata/status.h"
 #include "strata/tokenizer.h"
 
 namespace strata {
 
+// JSON in a request (the body itself, or a tool call's "arguments" string) nested deeper than this
+// many arrays/objects is refused with INVALID_ARGUMENT naming the limit, before any of it is
+// walked. Python's json module (and so vLLM and SGLang) gives up near 1,000 levels.
+inline constexpr size_t kChatTemplateMaxJsonDepth = 512;
+
+// A rendered prompt and where each message starts in it.
+struct RenderedPrompt {
+  std::string text;
+  // message_offsets[i]: byte offset in `text` where messages[i] starts rendering. A message the
+  // template renders nothing for (a `developer` message; a tool result rendered with the first
+  // result of its run) gets the offset where the next rendered text begins.
+  std::vector<size_t> message_offsets;
+  // Bytes before the first message: the prefix, reasoning-effort line and tools block.
+  size_t preamble_bytes = 0;
+};
+
 class ChatTemplate {
  public:
   virtual ~ChatTemplate() = default;
 
-  // Stable name and version, persisted with counts it produced, e.g. "glm5:1".
+  // Stable name and version, persisted with counts it produced, e.g. "glm-5.3:1".
   virtual std::string Name() const = 0;
 
-  // The prompt text for `request_json` (a Chat Completions body), generation prompt included.
-  // Special tokens appear as text ("<|user|>"); an exact tokenizer whose file declares them as
-  // added tokens counts each as one token. Errors: INVALID_ARGUMENT for a body that is not JSON,
-  // lacks "messages", has an unknown role or tool-call arguments that are not a JSON object.
+  // The prompt text for `request_json` (a Chat Completions body). Special tokens appear as text
+  // ("<|user|>"); an exact tokenizer whose file declares them as added tokens counts each as one
+  // token. Errors: INVALID_ARGUMENT naming the offending field for a body that is not JSON, lacks
+  // "messages", has an unknown role, content that is neither a string, null nor an array,
+  // tool-call arguments that are not a JSON object, or JSON nested deeper than
+  // kChatTemplateMaxJsonDepth.
   virtual StatusOr<std::string> Render(std::string_view request_json) const = 0;
+
+  // Render() plus the byte offset of each message. The default implementation leaves the offsets
+  // empty; the GLM templates fill them. Errors as Render.
+  virtual StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const;
 
   // Tokens the server adds that the rendered text does not show (the generic template's per-message
   // overhead). 0 for templates that render every token. Errors as Render.
   virtual StatusOr<size_t> OverheadTokens(std::string_view request_json) const = 0;
 };
 
+// The names MakeChatTemplate accepts (aliases not included): "glm-5.3", "glm-4.7", "generic".
+std::vector<std::string> ChatTemplateNames();
+
+// The template called `name` (one of ChatTemplateNames(), or the alias "glm5" for "glm-5.3").
+// INVALID_ARGUMENT listing the known names for any other name.
+StatusOr<std::unique_ptr<ChatTemplate>> MakeChatTemplate(std::string_view name);
+
+// The template name for a model id: "glm-5.3" for GLM-5 models (e.g. "glm-5.3-flash",
+// "zai-org/GLM-5.3-Flash"), "glm-4.7" for GLM-4 models, "generic" otherwise. Case-insensitive.
+std::string DefaultChatTemplateName(std::string_view model);
+
 struct Glm5TemplateOptions {
-  // Render a `<|system|>Reasoning Effort: <effort>` turn after the tools block when the request has
-  // "reasoning_effort". Default true. The public GLM-4.x templates have no such line; this follows
-  // the description of GLM-5 and must be checked against the deployed chat_template.jinja.
-  bool reasoning_effort_line = true;
-  // Append the generation prompt (`<|assistant|>` + `<think>` or `</think>`), as servers do for
-  // a completion request. Default true.
+  // Append the generation prompt, as servers do for a completion request, unless the request's
+  // "add_generation_prompt" says otherwise. Default true.
   bool add_generation_prompt = true;
 };
 
+// The "glm-5.3" template with options (MakeChatTemplate("glm-5.3") uses the defaults).
 std::unique_ptr<ChatTemplate> MakeGlm5ChatTemplate(Glm5TemplateOptions options = {});
+
+// The "glm-4.7" template with options.
+std::unique_ptr<ChatTemplate> MakeGlm47ChatTemplate(Glm5TemplateOptions options = {});
 
 struct GenericTemplateOptions {
   // Tokens each message costs beyond its text (role markers, separators). Default 4 (OpenAI's

@@ -149,9 +149,10 @@ struct ClientOptions {
   // block size. Counting uses `tokenizer` (not owned; nullptr: byte blocks).
   PrefixCacheOptions cache;
   const Tokenizer* tokenizer = nullptr;
-  // The server's chat template (strata/chat_template.h, e.g. MakeGlm5ChatTemplate()) for the prompt
-  // text the blocks are cut from. Not owned. nullptr: RenderPromptText()'s approximation. With
-  // an exact tokenizer and the deployed template, predictions follow a real server's blocks.
+  // The server's chat template (strata/chat_template.h, e.g. MakeChatTemplate("glm-4.7")) for the
+  // prompt text the blocks are cut from. Not owned. nullptr: the GLM-5.3-Flash template
+  // (RenderPromptText()). With an exact tokenizer and the deployed template, predictions follow a
+  // real server's blocks.
   const ChatTemplate* chat_template = nullptr;
   // Receives a record per request and the prefix-break events. Not owned; nullptr: none.
   RecordSink* record_sink = nullptr;

@@ -9,8 +9,8 @@
 //
 // Blocks are counted in tokens. With an exact tokenizer the prompt text is encoded and blocks are
 // `block_tokens` token ids; with an estimator, blocks are `block_tokens * bytes_per_token` bytes.
-// The prompt text is an approximation of the chat template (PromptText()) until the exact GLM
-// template is configured.
+// The prompt text is the chat template's (strata/chat_template.h); RenderPromptText() renders it
+// with the default GLM-5.3 template.
 //
 //   strata::PrefixCacheOptions options;
 //   options.block_tokens = 16;
@@ -53,14 +53,15 @@ struct PromptText {
   // message_offsets[i]: byte offset of messages[i] in text. The tools block, when present, comes
   // first, at offset 0.
   std::vector<size_t> message_offsets;
-  size_t tools_bytes = 0;  // length of the leading tools block
+  // Length of the text before the first message: the template's prefix, reasoning-effort line
+  // and tools block.
+  size_t tools_bytes = 0;
 };
 
-// Renders an OpenAI Chat Completions body into prompt text in the style of GLM's chat template
-// ("[gMASK]<sop>", a tools system block, "<|system|>", "<|user|>", "<|assistant|>",
-// "<|observation|>" role markers, reasoning in <think>, tool calls and results). Only model,
-// tools and messages matter; other fields (cache_salt, stream, ...) do not change the text.
-// INVALID_ARGUMENT for a body that is not a JSON object with a "messages" array.
+// The prompt text of an OpenAI Chat Completions body under the "glm-5.3" chat template
+// (MakeGlm5ChatTemplate() of strata/chat_template.h: the exact GLM-5.3-Flash template), with the
+// offset of each message. Fields the template does not read (cache_salt, stream, ...) do not
+// change the text. Errors: those of ChatTemplate::Render (INVALID_ARGUMENT naming the field).
 StatusOr<PromptText> RenderPromptText(std::string_view request_body);
 
 // The block hash chain of a prompt under a salt.

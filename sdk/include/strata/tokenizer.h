@@ -49,7 +49,7 @@ class Tokenizer {
 class RequestTokenCounter {
  public:
   virtual ~RequestTokenCounter() = default;
-  // e.g. "glm5:1+hf-bpe:<hash>".
+  // e.g. "glm-5.3:1+hf-bpe:<hash>".
   virtual std::string Name() const = 0;
   virtual StatusOr<size_t> CountRequest(std::string_view request_body) const = 0;
 };

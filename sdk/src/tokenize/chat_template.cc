@@ -1,14 +1,19 @@
-// Chat templates. The GLM-5 family template is a hand translation of the public GLM-4.7 style
-// chat_template.jinja (zai-org, Hugging Face), rendered the way transformers does it
-// (trim_blocks + lstrip_blocks; `tojson` = Python json.dumps(ensure_ascii=False), separators ", "
-// and
-// ": ") after vLLM's request preprocessing (tool-call "arguments" strings parsed into objects, null
-// content rendered as ""). docs/tokenizers.md lists the covered cases.
+// Chat templates: our own renderers of the GLM-5.3-Flash and GLM-4.7 chat_template.jinja files
+// (zai-org, Hugging Face), producing what transformers' Jinja environment produces (trim_blocks +
+// lstrip_blocks; `tojson` = Python json.dumps(ensure_ascii=False) with ", " and ": "), after vLLM's
+// request preprocessing (tool-call "arguments" strings parsed into objects, null content as "",
+// a message's "reasoning" as its "reasoning_content"). docs/templates.md lists every branch.
+//
+// Every JSON value walked here comes from text whose nesting was checked first (JsonNestingDepth),
+// so the recursive walks below are bounded by kChatTemplateMaxJsonDepth.
 #include "strata/chat_template.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -16,8 +21,108 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// Python json.dumps(value, ensure_ascii=False) with its default separators.
-void PyJson(const ojson& v, std::string* out) {
+// ---------------------------------------------------------------------------------------------
+// Bounded JSON handling.
+
+// The deepest array/object nesting of JSON text, counted without recursion. Scanning stops once
+// `limit` is exceeded (the result is then limit + 1).
+size_t JsonNestingDepth(std::string_view text, size_t limit) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+Status CheckNesting(std::string_view text, const std::string& what) {
+  if (JsonNestingDepth(text, kChatTemplateMaxJsonDepth) > kChatTemplateMaxJsonDepth) {
+    return InvalidArgumentError("chat template: " + what + " nests arrays/objects deeper than " +
+                                std::to_string(kChatTemplateMaxJsonDepth) +
+                                " levels (the limit, kChatTemplateMaxJsonDepth); flatten it");
+  }
+  return Status::Ok();
+}
+
+// Python's repr of a float, from nlohmann's shortest round-trip digits: the two agree except that
+// Python writes a decimal exponent of 16 digits in full ("1000000000000000.0", not "1e+15").
+std::string PyFloat(const ojson& v) {
+  std::string s = v.dump();
+  size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  int exponent = std::atoi(s.c_str() + e + 1);
+  if (exponent != 15) return s;
+  std::string mantissa = s.substr(0, e);
+  bool negative = !mantissa.empty() && mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa)
+    if (c != '.') digits.push_back(c);
+  digits.resize(16, '0');
+  return (negative ? "-" : "") + digits + ".0";
+}
+
+void PyJsonString(const std::string& s, std::string* out) {
+  out->push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
+          out->append(buf);
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// Python json.dumps(value, ensure_ascii=False) with its default separators. `depth` bounds the
+// recursion (the input was nesting-checked; this is the second line of defence).
+Status PyJson(const ojson& v, std::string* out, size_t depth = 0) {
+  if (depth > kChatTemplateMaxJsonDepth) {
+    return InvalidArgumentError("chat template: JSON nested deeper than " +
+                                std::to_string(kChatTemplateMaxJsonDepth) + " levels");
+  }
   switch (v.type()) {
     case ojson::value_t::object: {
       out->push_back('{');
@@ -25,12 +130,12 @@ void PyJson(const ojson& v, std::string* out) {
       for (auto it = v.begin(); it != v.end(); ++it) {
         if (!first) out->append(", ");
         first = false;
-        PyJson(ojson(it.key()), out);
+        PyJsonString(it.key(), out);
         out->append(": ");
-        PyJson(it.value(), out);
+        STRATA_RETURN_IF_ERROR(PyJson(it.value(), out, depth + 1));
       }
       out->push_back('}');
-      return;
+      return Status::Ok();
     }
     case ojson::value_t::array: {
       out->push_back('[');
@@ -38,77 +143,68 @@ void PyJson(const ojson& v, std::string* out) {
       for (const auto& e : v) {
         if (!first) out->append(", ");
         first = false;
-        PyJson(e, out);
+        STRATA_RETURN_IF_ERROR(PyJson(e, out, depth + 1));
       }
       out->push_back(']');
-      return;
+      return Status::Ok();
     }
-    case ojson::value_t::string: {
-      const std::string& s = v.get_ref<const std::string&>();
-      out->push_back('"');
-      for (char c : s) {
-        switch (c) {
-          case '"':
-            out->append("\\\"");
-            break;
-          case '\\':
-            out->append("\\\\");
-            break;
-          case '\n':
-            out->append("\\n");
-            break;
-          case '\r':
-            out->append("\\r");
-            break;
-          case '\t':
-            out->append("\\t");
-            break;
-          case '\b':
-            out->append("\\b");
-            break;
-          case '\f':
-            out->append("\\f");
-            break;
-          default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-              char buf[8];
-              std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
-              out->append(buf);
-            } else {
-              out->push_back(c);
-            }
-        }
-      }
-      out->push_back('"');
-      return;
-    }
+    case ojson::value_t::string:
+      PyJsonString(v.get_ref<const std::string&>(), out);
+      return Status::Ok();
     case ojson::value_t::boolean:
       out->append(v.get<bool>() ? "true" : "false");
-      return;
+      return Status::Ok();
     case ojson::value_t::null:
       out->append("null");
-      return;
+      return Status::Ok();
+    case ojson::value_t::number_float:
+      out->append(PyFloat(v));
+      return Status::Ok();
     default:
-      out->append(v.dump());
-      return;  // numbers: shortest round-trip, like Python's repr
+      out->append(v.dump());  // integers
+      return Status::Ok();
   }
 }
 
-std::string PyJson(const ojson& v) {
-  std::string out;
-  PyJson(v, &out);
-  return out;
+// ---------------------------------------------------------------------------------------------
+// Python string semantics.
+
+// Decodes the UTF-8 code point at s[i] (length in *len); invalid bytes decode as themselves.
+uint32_t CodePointAt(std::string_view s, size_t i, size_t* len) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  if (i + n > s.size()) n = 1;
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+  *len = n;
+  return cp;
 }
 
-// Python str.isspace for the characters that occur in practice (ASCII whitespace and separators).
-bool IsPySpace(char c) {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+// Python's str.isspace(): Unicode White_Space plus the ASCII separators 0x1c-0x1f.
+bool IsPySpace(uint32_t cp) {
+  return cp == ' ' || (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x1f) || cp == 0x85 ||
+         cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
+         cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
-std::string Strip(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && IsPySpace(s[b])) ++b;
-  while (e > b && IsPySpace(s[e - 1])) --e;
+// Python's str.strip() with no argument.
+std::string PyStrip(std::string_view s) {
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t len;
+    if (!IsPySpace(CodePointAt(s, b, &len))) break;
+    b += len;
+  }
+  size_t e = s.size();
+  while (e > b) {
+    size_t start = e - 1;  // back up to the start of the last code point
+    while (start > b && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80 && e - start < 4)
+      --start;
+    size_t len;
+    uint32_t cp = CodePointAt(s, start, &len);
+    if (start + len != e || !IsPySpace(cp)) break;
+    e = start;
+  }
   return std::string(s.substr(b, e - b));
 }
 
@@ -122,201 +218,632 @@ std::string_view LStripChar(std::string_view s, char c) {
   return s;
 }
 
-// The template's visible_text macro: a string, or the text parts of a content array; null is "".
-std::string VisibleText(const ojson& content) {
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_null()) return "";
-  std::string out;
-  if (content.is_array()) {
-    for (const auto& item : content) {
-      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") &&
-          item["text"].is_string())
-        out += item["text"].get<std::string>();
-      else if (item.is_string())
-        out += item.get<std::string>();
-    }
-    return out;
-  }
-  return PyJson(content);
+// s.split(sep)[0] and s.split(sep)[-1].
+std::string_view BeforeFirst(std::string_view s, std::string_view sep) {
+  size_t at = s.find(sep);
+  return at == std::string_view::npos ? s : s.substr(0, at);
+}
+std::string_view AfterLast(std::string_view s, std::string_view sep) {
+  size_t at = s.rfind(sep);
+  return at == std::string_view::npos ? s : s.substr(at + sep.size());
 }
 
-struct ParsedRequest {
-  ojson messages;
-  ojson tools;
-  std::string reasoning_effort;
+// Jinja truthiness of a JSON value (undefined/missing is false).
+bool Truthy(const ojson* v) {
+  if (v == nullptr) return false;
+  switch (v->type()) {
+    case ojson::value_t::null:
+      return false;
+    case ojson::value_t::boolean:
+      return v->get<bool>();
+    case ojson::value_t::string:
+      return !v->get_ref<const std::string&>().empty();
+    case ojson::value_t::array:
+    case ojson::value_t::object:
+      return !v->empty();
+    case ojson::value_t::number_float:
+      return v->get<double>() != 0.0;
+    case ojson::value_t::number_integer:
+    case ojson::value_t::number_unsigned:
+      return v->get<int64_t>() != 0;
+    default:
+      return true;
+  }
+}
+
+const ojson* Field(const ojson& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+// What `{{ value }}` prints for a scalar (strings verbatim, numbers as Python prints them).
+std::string ScalarText(const ojson& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_number_float()) return PyFloat(v);
+  return v.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request as the template receives it.
+
+struct Request {
+  ojson messages;  // normalised (see Normalize)
+  ojson tools = ojson::array();
+  std::optional<std::string> reasoning_effort;  // nullopt: undefined
   std::optional<bool> enable_thinking;
   std::optional<bool> clear_thinking;
+  std::optional<bool> add_generation_prompt;
 };
 
-StatusOr<ParsedRequest> Parse(std::string_view request_json) {
+std::string MessageWhere(size_t i) { return "messages[" + std::to_string(i) + "]"; }
+
+StatusOr<std::optional<bool>> OptionalBool(const ojson& object, const char* key,
+                                           const std::string& where) {
+  const ojson* v = Field(object, key);
+  if (v == nullptr || v->is_null()) return std::optional<bool>();
+  if (!v->is_boolean())
+    return InvalidArgumentError("chat template: " + where + "." + key +
+                                " must be true or false, got " + v->dump().substr(0, 40));
+  return std::optional<bool>(v->get<bool>());
+}
+
+// A tool call's arguments as an object, as vLLM passes them to the template: a JSON string is
+// parsed (json.loads), an empty or missing one is {}, an object is used as is.
+StatusOr<ojson> NormalizeArguments(const ojson& function, const std::string& where) {
+  const ojson* args = Field(function, "arguments");
+  if (args == nullptr || args->is_null()) return ojson::object();
+  if (args->is_object()) return *args;
+  if (args->is_string()) {
+    const std::string& text = args->get_ref<const std::string&>();
+    if (text.empty()) return ojson::object();
+    STRATA_RETURN_IF_ERROR(CheckNesting(text, where + ".arguments"));
+    ojson parsed = ojson::parse(text, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) return parsed;
+    return InvalidArgumentError("chat template: " + where +
+                                ".arguments is not a JSON object: " + text.substr(0, 80));
+  }
+  return InvalidArgumentError("chat template: " + where +
+                              ".arguments is neither a JSON string nor an object");
+}
+
+Status NormalizeMessage(ojson& m, size_t i) {
+  const std::string where = MessageWhere(i);
+  if (!m.is_object()) return InvalidArgumentError("chat template: " + where + " is not an object");
+  const ojson* role_field = Field(m, "role");
+  if (role_field == nullptr || !role_field->is_string())
+    return InvalidArgumentError("chat template: " + where + " has no \"role\"");
+  const std::string role = role_field->get<std::string>();
+  if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+      role != "tool")
+    return InvalidArgumentError("chat template: " + where + " has unknown role \"" + role +
+                                "\" (expected system, developer, user, assistant or tool)");
+  ojson& content = m["content"];
+  if (content.is_null()) content = "";
+  if (!content.is_string() && !content.is_array())
+    return InvalidArgumentError("chat template: " + where +
+                                ".content must be a string, an array of parts or null");
+  if (role != "assistant") return Status::Ok();
+
+  // vLLM: reasoning = message.get("reasoning") or message.get("reasoning_content").
+  const ojson* reasoning = Field(m, "reasoning");
+  const ojson* reasoning_content = Field(m, "reasoning_content");
+  const ojson* chosen = Truthy(reasoning) ? reasoning : reasoning_content;
+  if (chosen != nullptr && !chosen->is_null()) {
+    if (!chosen->is_string())
+      return InvalidArgumentError("chat template: " + where + " has a non-string reasoning");
+    ojson text = *chosen;
+    m["reasoning_content"] = std::move(text);
+  } else {
+    m.erase("reasoning_content");
+  }
+
+  ojson& calls = m["tool_calls"];
+  if (calls.is_null()) return Status::Ok();
+  if (!calls.is_array())
+    return InvalidArgumentError("chat template: " + where + ".tool_calls must be an array");
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const std::string call_where = where + ".tool_calls[" + std::to_string(c) + "]";
+    ojson& call = calls[c];
+    if (!call.is_object())
+      return InvalidArgumentError("chat template: " + call_where + " is not an object");
+    ojson& function = Truthy(Field(call, "function")) ? call["function"] : call;
+    if (!function.is_object())
+      return InvalidArgumentError("chat template: " + call_where + ".function is not an object");
+    const ojson* name = Field(function, "name");
+    if (name == nullptr || !name->is_string())
+      return InvalidArgumentError("chat template: " + call_where + " has no function name");
+    STRATA_ASSIGN_OR_RETURN(ojson args, NormalizeArguments(function, call_where + ".function"));
+    function["arguments"] = std::move(args);
+  }
+  return Status::Ok();
+}
+
+StatusOr<Request> ParseRequest(std::string_view request_json) {
+  STRATA_RETURN_IF_ERROR(CheckNesting(request_json, "the request body"));
   ojson body = ojson::parse(request_json.begin(), request_json.end(), nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return InvalidArgumentError("chat template: the request body is not a JSON object");
   if (!body.contains("messages") || !body["messages"].is_array())
     return InvalidArgumentError("chat template: the request body has no \"messages\" array");
-  ParsedRequest r;
-  r.messages = body["messages"];
-  if (body.contains("tools") && body["tools"].is_array()) r.tools = body["tools"];
-  if (body.contains("reasoning_effort") && body["reasoning_effort"].is_string())
-    r.reasoning_effort = body["reasoning_effort"].get<std::string>();
-  if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object()) {
-    const ojson& kw = body["chat_template_kwargs"];
-    if (kw.contains("enable_thinking") && kw["enable_thinking"].is_boolean())
-      r.enable_thinking = kw["enable_thinking"].get<bool>();
-    if (kw.contains("clear_thinking") && kw["clear_thinking"].is_boolean())
-      r.clear_thinking = kw["clear_thinking"].get<bool>();
+  Request r;
+  r.messages = std::move(body["messages"]);
+  for (size_t i = 0; i < r.messages.size(); ++i)
+    STRATA_RETURN_IF_ERROR(NormalizeMessage(r.messages[i], i));
+  if (const ojson* tools = Field(body, "tools"); tools != nullptr && !tools->is_null()) {
+    if (!tools->is_array())
+      return InvalidArgumentError("chat template: \"tools\" must be an array");
+    for (size_t t = 0; t < tools->size(); ++t)
+      if (!(*tools)[t].is_object())
+        return InvalidArgumentError("chat template: tools[" + std::to_string(t) +
+                                    "] is not an object");
+    r.tools = *tools;
   }
-  for (size_t i = 0; i < r.messages.size(); ++i) {
-    const ojson& m = r.messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return InvalidArgumentError("chat template: messages[" + std::to_string(i) +
-                                  "] has no \"role\"");
-    std::string role = m["role"].get<std::string>();
-    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
-        role != "tool")
-      return InvalidArgumentError("chat template: messages[" + std::to_string(i) +
-                                  "] has unknown role \"" + role +
-                                  "\" (expected system, developer, user, assistant or tool)");
+  const ojson* kwargs = Field(body, "chat_template_kwargs");
+  if (kwargs != nullptr && !kwargs->is_null() && !kwargs->is_object())
+    return InvalidArgumentError("chat template: \"chat_template_kwargs\" must be an object");
+  static const ojson kEmpty = ojson::object();
+  const ojson& kw = kwargs != nullptr && kwargs->is_object() ? *kwargs : kEmpty;
+  STRATA_ASSIGN_OR_RETURN(r.enable_thinking,
+                          OptionalBool(kw, "enable_thinking", "chat_template_kwargs"));
+  STRATA_ASSIGN_OR_RETURN(r.clear_thinking,
+                          OptionalBool(kw, "clear_thinking", "chat_template_kwargs"));
+  STRATA_ASSIGN_OR_RETURN(r.add_generation_prompt,
+                          OptionalBool(body, "add_generation_prompt", "the request"));
+  // vLLM passes the top-level reasoning_effort over chat_template_kwargs' when it is set.
+  for (const ojson* source : {Field(body, "reasoning_effort"), Field(kw, "reasoning_effort")}) {
+    if (source == nullptr || source->is_null()) continue;
+    if (!source->is_string())
+      return InvalidArgumentError("chat template: reasoning_effort must be a string, got " +
+                                  source->dump().substr(0, 40));
+    r.reasoning_effort = source->get<std::string>();
+    break;
   }
   return r;
 }
 
-// A tool call's arguments as an object (vLLM parses the "arguments" string before templating).
-StatusOr<ojson> ToolCallArguments(const ojson& function, size_t message_index) {
-  if (!function.contains("arguments")) return ojson::object();
-  const ojson& args = function["arguments"];
-  if (args.is_object()) return args;
-  if (args.is_string()) {
-    const std::string& text = args.get_ref<const std::string&>();
-    ojson parsed = ojson::parse(text, nullptr, false);
-    if (!parsed.is_discarded() && parsed.is_object()) return parsed;
-    return InvalidArgumentError(
-        "chat template: messages[" + std::to_string(message_index) +
-        "] has tool-call arguments that are not a JSON object: " + text.substr(0, 80));
-  }
-  return InvalidArgumentError("chat template: messages[" + std::to_string(message_index) +
-                              "] has tool-call arguments that are neither a string nor an object");
+int LastUserIndex(const ojson& messages) {
+  int last = -1;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (messages[i]["role"] == "user") last = static_cast<int>(i);
+  return last;
 }
 
-class Glm5ChatTemplate final : public ChatTemplate {
- public:
-  explicit Glm5ChatTemplate(Glm5TemplateOptions options) : options_(options) {}
+const std::string& Role(const ojson& m) { return m["role"].get_ref<const std::string&>(); }
 
-  std::string Name() const override { return "glm5:1"; }
+// The tool call's function object (`{%- if tc.function %}{%- set tc = tc.function %}`).
+const ojson& CallFunction(const ojson& call) {
+  const ojson* f = Field(call, "function");
+  return Truthy(f) ? *f : call;
+}
+
+Status AppendToolCalls(const ojson& m, std::string* out) {
+  const ojson* calls = Field(m, "tool_calls");
+  if (!Truthy(calls)) return Status::Ok();
+  for (const ojson& call : *calls) {
+    const ojson& fn = CallFunction(call);
+    *out += "<tool_call>" + fn["name"].get<std::string>();
+    for (auto it = fn["arguments"].begin(); it != fn["arguments"].end(); ++it) {
+      *out += "<arg_key>" + it.key() + "</arg_key><arg_value>";
+      if (it.value().is_string()) {
+        *out += it.value().get<std::string>();
+      } else {
+        STRATA_RETURN_IF_ERROR(PyJson(it.value(), out));
+      }
+      *out += "</arg_value>";
+    }
+    *out += "</tool_call>";
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// GLM-5.3-Flash.
+
+class Glm53ChatTemplate final : public ChatTemplate {
+ public:
+  explicit Glm53ChatTemplate(Glm5TemplateOptions options) : options_(options) {}
+
+  std::string Name() const override { return "glm-5.3:1"; }
 
   StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
-    STRATA_RETURN_IF_ERROR(Parse(request_json).status());
+    STRATA_RETURN_IF_ERROR(ParseRequest(request_json).status());
     return size_t{0};
   }
 
   StatusOr<std::string> Render(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(ParsedRequest r, Parse(request_json));
-    std::string out = "[gMASK]<sop>";
+    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
+    return std::move(p.text);
+  }
+
+  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
+    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+    RenderedPrompt p;
+    std::string& out = p.text;
+    out = "[gMASK]<sop>";
+    // effective = reasoning_effort if it is 'low' or 'high' else 'max'; printed capitalised.
+    const std::string effort = r.reasoning_effort == "low"    ? "Low"
+                               : r.reasoning_effort == "high" ? "High"
+                                                              : "Max";
+    out += "<|system|>Reasoning Effort: " + effort;
     if (!r.tools.empty()) {
       out +=
           "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
-          "query.\n\n"
-          "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n";
-      for (const auto& tool : r.tools) out += PyJson(tool) + "\n";
+          "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+          "tags:\n<tools>\n";
+      for (const ojson& tool : r.tools) {
+        const ojson& fn = Unwrap(tool);
+        if (Truthy(Field(fn, "defer_loading"))) continue;
+        STRATA_RETURN_IF_ERROR(ToolToJson(fn, &out));
+        out += "\n";
+      }
       out +=
           "</tools>\n\nFor each function call, output the function name and arguments within the "
           "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
-          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</"
-          "arg_key><arg_value>{arg-value-2}"
-          "</arg_value>...</tool_call>";
+          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
+          "{arg-value-2}</arg_value>...</tool_call>";
     }
-    if (options_.reasoning_effort_line && !r.reasoning_effort.empty())
-      out += "<|system|>Reasoning Effort: " + r.reasoning_effort;
+    p.preamble_bytes = out.size();
 
-    int last_user_index = -1;
-    for (size_t i = 0; i < r.messages.size(); ++i)
-      if (r.messages[i]["role"] == "user") last_user_index = static_cast<int>(i);
-
-    for (size_t i = 0; i < r.messages.size(); ++i) {
-      const ojson& m = r.messages[i];
-      const std::string role = m["role"].get<std::string>();
-      const ojson content = m.contains("content") ? m["content"] : ojson();
+    const int last_user = LastUserIndex(r.messages);
+    const bool clear_thinking = r.clear_thinking.value_or(false);
+    const ojson& msgs = r.messages;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      p.message_offsets.push_back(out.size());
+      const ojson& m = msgs[i];
+      const std::string& role = Role(m);
       if (role == "user") {
-        out += "<|user|>" + VisibleText(content);
-      } else if (role == "system" || role == "developer") {
-        out += "<|system|>" + VisibleText(content);
+        out += "<|user|>";
+        STRATA_RETURN_IF_ERROR(VisibleText(m["content"], &out));
+      } else if (role == "system") {
+        out += "<|system|>";
+        STRATA_RETURN_IF_ERROR(VisibleText(m["content"], &out));
       } else if (role == "assistant") {
         out += "<|assistant|>";
-        std::string text = VisibleText(content);
-        std::string reasoning;
-        const ojson* rc = nullptr;
-        if (m.contains("reasoning_content") && m["reasoning_content"].is_string()) {
-          rc = &m["reasoning_content"];
-        } else if (m.contains("reasoning") && m["reasoning"].is_string()) {
-          rc = &m["reasoning"];  // vLLM's response field name, replayed by agents
-        }
-        if (rc != nullptr) {
+        std::string content;
+        STRATA_RETURN_IF_ERROR(VisibleText(m["content"], &content));
+        std::optional<std::string> reasoning;
+        if (const ojson* rc = Field(m, "reasoning_content"); rc != nullptr && rc->is_string()) {
           reasoning = rc->get<std::string>();
-        } else if (text.find("</think>") != std::string::npos) {
-          std::string_view before = std::string_view(text).substr(0, text.find("</think>"));
-          before = RStripChar(before, '\n');
-          size_t open = before.rfind("<think>");
-          if (open != std::string_view::npos) before = before.substr(open + 7);
-          reasoning = std::string(LStripChar(before, '\n'));
-          text = std::string(
-              LStripChar(std::string_view(text).substr(text.rfind("</think>") + 8), '\n'));
+        } else if (content.find("</think>") != std::string::npos) {
+          reasoning = std::string(AfterLast(BeforeFirst(content, "</think>"), "<think>"));
+          content = std::string(AfterLast(content, "</think>"));
         }
-        bool keep = (r.clear_thinking.has_value() && !*r.clear_thinking) ||
-                    static_cast<int>(i) > last_user_index;
-        if (keep && !reasoning.empty()) {
-          out += "<think>" + Strip(reasoning) + "</think>";
-        } else {
-          out += "</think>";
-        }
-        std::string stripped = Strip(text);
-        if (!stripped.empty()) out += stripped;
-        if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
-          for (const auto& tc : m["tool_calls"]) {
-            const ojson& fn =
-                tc.contains("function") && tc["function"].is_object() ? tc["function"] : tc;
-            out += "<tool_call>" + (fn.contains("name") && fn["name"].is_string()
-                                        ? fn["name"].get<std::string>()
-                                        : "");
-            STRATA_ASSIGN_OR_RETURN(ojson args, ToolCallArguments(fn, i));
-            for (auto it = args.begin(); it != args.end(); ++it) {
-              out += "<arg_key>" + it.key() + "</arg_key><arg_value>";
-              out += it.value().is_string() ? it.value().get<std::string>() : PyJson(it.value());
-              out += "</arg_value>";
-            }
-            out += "</tool_call>";
-          }
-        }
+        const bool keep = !clear_thinking || static_cast<int>(i) > last_user;
+        out += keep && reasoning ? "<think>" + *reasoning + "</think>" : "<think></think>";
+        out += PyStrip(content);
+        STRATA_RETURN_IF_ERROR(AppendToolCalls(m, &out));
       } else if (role == "tool") {
-        if (content.is_string() || content.is_null()) {
-          if (i == 0 || r.messages[i - 1]["role"] != "tool") out += "<|observation|>";
-          out += "<tool_response>" + VisibleText(content) + "</tool_response>";
-        } else {
+        if (i == 0 || Role(msgs[i - 1]) != "tool") {
           out += "<|observation|>";
-          for (const auto& tr : content) {
-            std::string text;
-            if (tr.is_object() && tr.contains("output")) {
-              text =
-                  tr["output"].is_string() ? tr["output"].get<std::string>() : PyJson(tr["output"]);
-            } else if (tr.is_object() && tr.contains("text") && tr["text"].is_string()) {
-              text = tr["text"].get<std::string>();
-            } else {
-              text = tr.is_string() ? tr.get<std::string>() : PyJson(tr);
-            }
-            out += "\n<tool_response>" + text + "</tool_response>";
-          }
+          STRATA_RETURN_IF_ERROR(ToolBlock(r, i, &out));
+        }
+      }
+      // developer: the template has no branch for it; nothing is rendered.
+    }
+    if (r.add_generation_prompt.value_or(options_.add_generation_prompt)) {
+      // The published template opens the thinking block unconditionally; it does not read
+      // enable_thinking.
+      out += "<|assistant|><think>";
+    }
+    return p;
+  }
+
+ private:
+  // {%- if 'function' in tool -%}{%- set tool = tool['function'] -%}
+  static const ojson& Unwrap(const ojson& tool) {
+    const ojson* f = Field(tool, "function");
+    return f != nullptr ? *f : tool;
+  }
+
+  // The template's tool_to_json macro: `{"k": tojson(v), ...}` without defer_loading and strict;
+  // the key is printed raw between the quotes.
+  static Status ToolToJson(const ojson& tool, std::string* out) {
+    if (!tool.is_object()) return PyJson(tool, out);  // not reached: tools are checked objects
+    *out += "{";
+    bool first = true;
+    for (auto it = tool.begin(); it != tool.end(); ++it) {
+      if (it.key() == "defer_loading" || it.key() == "strict") continue;
+      if (!first) *out += ", ";
+      first = false;
+      *out += "\"" + it.key() + "\": ";
+      STRATA_RETURN_IF_ERROR(PyJson(it.value(), out));
+    }
+    *out += "}";
+    return Status::Ok();
+  }
+
+  // The template's visible_text macro.
+  static Status VisibleText(const ojson& content, std::string* out) {
+    if (content.is_string()) {
+      *out += content.get_ref<const std::string&>();
+      return Status::Ok();
+    }
+    if (content.is_array()) {
+      for (const ojson& item : content) {
+        if (item.is_string()) {
+          *out += item.get_ref<const std::string&>();
+          continue;
+        }
+        const ojson* type = Field(item, "type");
+        if (type == nullptr || !type->is_string()) continue;
+        const std::string& t = type->get_ref<const std::string&>();
+        if (t == "text") {
+          const ojson* text = Field(item, "text");
+          if (text != nullptr) *out += ScalarText(*text);
+        } else if (t == "image" || t == "image_url") {
+          *out += "<|begin_of_image|><|image|><|end_of_image|>";
+        } else if (t == "video" || t == "video_url") {
+          *out += "<|begin_of_video|><|video|><|end_of_video|>";
+        } else if (t == "audio" || t == "audio_url" || t == "input_audio") {
+          *out += "<|begin_of_audio|><|end_of_audio|>";
+        }
+      }
+      return Status::Ok();
+    }
+    if (content.is_null()) return Status::Ok();
+    if (content.is_object())
+      return InvalidArgumentError(
+          "chat template: a content value is an object (expected a string "
+          "or an array of parts)");
+    *out += ScalarText(content);
+    return Status::Ok();
+  }
+
+  // id_of(obj): tool_call_id if truthy, else id if truthy, else "".
+  static std::string IdOf(const ojson& obj) {
+    for (const char* key : {"tool_call_id", "id"}) {
+      const ojson* v = Field(obj, key);
+      if (Truthy(v)) return ScalarText(*v);
+    }
+    return "";
+  }
+
+  // is_list_of_outputs(m): content is truthy and content[0] has "output".
+  static bool IsListOfOutputs(const ojson& m) {
+    const ojson& c = m["content"];
+    return c.is_array() && !c.empty() && Field(c[0], "output") != nullptr;
+  }
+
+  // x is a non-empty list whose first item has type "tool_reference".
+  static bool IsToolReferenceList(const ojson* x) {
+    if (x == nullptr || !x->is_array() || x->empty()) return false;
+    const ojson* type = Field((*x)[0], "type");
+    return type != nullptr && *type == "tool_reference";
+  }
+
+  static Status ToolReferences(const Request& r, const ojson& refs, std::string* out) {
+    if (r.tools.empty())
+      return InvalidArgumentError(
+          "chat template: a tool_reference result needs \"tools\" (the "
+          "template defines that macro only with tools)");
+    *out += "<tool_response><tools>\n";
+    for (const ojson& ref : refs) {
+      const ojson* ref_name = Field(ref, "name");
+      for (const ojson& tool : r.tools) {
+        const ojson& fn = Unwrap(tool);
+        const ojson* name = Field(fn, "name");
+        bool same = (name == nullptr && ref_name == nullptr) ||
+                    (name != nullptr && ref_name != nullptr && *name == *ref_name);
+        if (!same) continue;
+        STRATA_RETURN_IF_ERROR(ToolToJson(fn, out));
+        *out += "\n";
+      }
+    }
+    *out += "</tools></tool_response>";
+    return Status::Ok();
+  }
+
+  static Status ToolResponse(const ojson* content, std::string* out) {
+    *out += "<tool_response>";
+    if (content != nullptr) STRATA_RETURN_IF_ERROR(VisibleText(*content, out));
+    *out += "</tool_response>";
+    return Status::Ok();
+  }
+
+  static Status RenderEntry(const Request& r, const ojson& entry, std::string* out) {
+    const ojson* output = Field(entry, "output");
+    if (IsToolReferenceList(output)) return ToolReferences(r, *output, out);
+    return ToolResponse(output, out);
+  }
+
+  // render_tool_response(m).
+  static Status RenderToolResponse(const Request& r, const ojson& m, std::string* out) {
+    const ojson& c = m["content"];
+    if (c.is_string()) {
+      *out += "<tool_response>" + c.get<std::string>() + "</tool_response>";
+      return Status::Ok();
+    }
+    if (IsToolReferenceList(&c)) return ToolReferences(r, c, out);
+    if (IsListOfOutputs(m)) {
+      for (const ojson& entry : c) STRATA_RETURN_IF_ERROR(RenderEntry(r, entry, out));
+      return Status::Ok();
+    }
+    return ToolResponse(&c, out);
+  }
+
+  // The results of the run of tool messages starting at `start`: in the order of the preceding
+  // assistant turn's tool_calls when every result id is present, unique and matches a call and
+  // the call ids are present and unique; otherwise in message order.
+  static Status ToolBlock(const Request& r, size_t start, std::string* out) {
+    const ojson& msgs = r.messages;
+    size_t end = start;
+    while (end + 1 < msgs.size() && Role(msgs[end + 1]) == "tool") ++end;
+    const ojson* calls = nullptr;
+    if (start > 0 && Role(msgs[start - 1]) == "assistant") {
+      const ojson* tc = Field(msgs[start - 1], "tool_calls");
+      if (Truthy(tc)) calls = tc;
+    }
+    // Result ids of the run, in order (list-of-outputs messages contribute one per entry).
+    std::vector<std::string> result_ids;
+    for (size_t k = start; k <= end; ++k) {
+      if (IsListOfOutputs(msgs[k])) {
+        for (const ojson& entry : msgs[k]["content"]) result_ids.push_back(IdOf(entry));
+      } else {
+        result_ids.push_back(IdOf(msgs[k]));
+      }
+    }
+    bool can_sort = calls != nullptr;
+    std::vector<std::string> call_ids;
+    if (can_sort) {
+      for (const ojson& call : *calls) call_ids.push_back(IdOf(call));
+      for (const std::string& id : result_ids) {
+        if (id.empty() || std::count(result_ids.begin(), result_ids.end(), id) > 1 ||
+            std::find(call_ids.begin(), call_ids.end(), id) == call_ids.end()) {
+          can_sort = false;
+          break;
+        }
+      }
+      for (size_t c = 0; can_sort && c < call_ids.size(); ++c) {
+        if (call_ids[c].empty() ||
+            std::find(call_ids.begin() + c + 1, call_ids.end(), call_ids[c]) != call_ids.end())
+          can_sort = false;
+      }
+    }
+    if (!can_sort) {
+      for (size_t k = start; k <= end; ++k)
+        STRATA_RETURN_IF_ERROR(RenderToolResponse(r, msgs[k], out));
+      return Status::Ok();
+    }
+    for (const std::string& call_id : call_ids) {
+      for (size_t k = start; k <= end; ++k) {
+        if (IsListOfOutputs(msgs[k])) {
+          for (const ojson& entry : msgs[k]["content"])
+            if (IdOf(entry) == call_id) STRATA_RETURN_IF_ERROR(RenderEntry(r, entry, out));
+        } else if (IdOf(msgs[k]) == call_id) {
+          STRATA_RETURN_IF_ERROR(RenderToolResponse(r, msgs[k], out));
         }
       }
     }
-    if (options_.add_generation_prompt) {
+    return Status::Ok();
+  }
+
+  Glm5TemplateOptions options_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// GLM-4.7.
+
+class Glm47ChatTemplate final : public ChatTemplate {
+ public:
+  explicit Glm47ChatTemplate(Glm5TemplateOptions options) : options_(options) {}
+
+  std::string Name() const override { return "glm-4.7:1"; }
+
+  StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
+    STRATA_RETURN_IF_ERROR(ParseRequest(request_json).status());
+    return size_t{0};
+  }
+
+  StatusOr<std::string> Render(std::string_view request_json) const override {
+    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
+    return std::move(p.text);
+  }
+
+  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
+    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+    RenderedPrompt p;
+    std::string& out = p.text;
+    out = "[gMASK]<sop>";
+    if (!r.tools.empty()) {
+      out +=
+          "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
+          "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+          "tags:\n<tools>\n";
+      for (const ojson& tool : r.tools) {
+        STRATA_RETURN_IF_ERROR(PyJson(tool, &out));
+        out += "\n";
+      }
+      out +=
+          "</tools>\n\nFor each function call, output the function name and arguments within the "
+          "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
+          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
+          "{arg-value-2}</arg_value>...</tool_call>";
+    }
+    p.preamble_bytes = out.size();
+
+    const int last_user = LastUserIndex(r.messages);
+    const ojson& msgs = r.messages;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      p.message_offsets.push_back(out.size());
+      const ojson& m = msgs[i];
+      const std::string& role = Role(m);
+      if (role == "user") {
+        out += "<|user|>" + VisibleText(m["content"]);
+      } else if (role == "system") {
+        out += "<|system|>" + VisibleText(m["content"]);
+      } else if (role == "assistant") {
+        out += "<|assistant|>";
+        std::string content = VisibleText(m["content"]);
+        std::string reasoning;
+        if (const ojson* rc = Field(m, "reasoning_content"); rc != nullptr && rc->is_string()) {
+          reasoning = rc->get<std::string>();
+        } else if (content.find("</think>") != std::string::npos) {
+          std::string_view before = RStripChar(BeforeFirst(content, "</think>"), '\n');
+          reasoning = std::string(LStripChar(AfterLast(before, "<think>"), '\n'));
+          content = std::string(LStripChar(AfterLast(content, "</think>"), '\n'));
+        }
+        // ((clear_thinking is defined and not clear_thinking) or after the last user) and reasoning
+        const bool keep =
+            (r.clear_thinking.has_value() && !*r.clear_thinking) || static_cast<int>(i) > last_user;
+        out +=
+            keep && !reasoning.empty() ? "<think>" + PyStrip(reasoning) + "</think>" : "</think>";
+        out += PyStrip(content);
+        STRATA_RETURN_IF_ERROR(AppendToolCalls(m, &out));
+      } else if (role == "tool") {
+        const ojson& c = m["content"];
+        if (c.is_string()) {
+          if (i == 0 || Role(msgs[i - 1]) != "tool") out += "<|observation|>";
+          out += "<tool_response>" + c.get<std::string>() + "</tool_response>";
+        } else {
+          // `<|observation|>{% for tr in m.content %}\n<tool_response>`: trim_blocks removes the
+          // newline after the for tag, so the results follow each other directly.
+          out += "<|observation|>";
+          for (const ojson& tr : c) {
+            const ojson* output = Field(tr, "output");
+            const ojson& shown = output != nullptr ? *output : tr;
+            if (shown.is_array() || shown.is_object())
+              return InvalidArgumentError(
+                  "chat template: " + MessageWhere(i) +
+                  " has a tool result part the glm-4.7 template prints as a Python object (give "
+                  "the part an \"output\" string, or the message a string content)");
+            out += "<tool_response>" + ScalarText(shown) + "</tool_response>";
+          }
+        }
+      }
+      // developer: no branch in the template; nothing is rendered.
+    }
+    if (r.add_generation_prompt.value_or(options_.add_generation_prompt)) {
       out += "<|assistant|>";
-      out += (r.enable_thinking.has_value() && !*r.enable_thinking) ? "</think>" : "<think>";
+      out += r.enable_thinking.has_value() && !*r.enable_thinking ? "</think>" : "<think>";
+    }
+    return p;
+  }
+
+ private:
+  // visible_text: a string, the text parts and string items of an array; other values printed.
+  static std::string VisibleText(const ojson& content) {
+    if (content.is_string()) return content.get<std::string>();
+    std::string out;
+    if (content.is_array()) {
+      for (const ojson& item : content) {
+        if (item.is_string()) {
+          out += item.get<std::string>();
+        } else if (const ojson* type = Field(item, "type"); type != nullptr && *type == "text") {
+          if (const ojson* text = Field(item, "text")) out += ScalarText(*text);
+        }
+      }
     }
     return out;
   }
 
- private:
   Glm5TemplateOptions options_;
 };
+
+// ---------------------------------------------------------------------------------------------
+// Generic.
 
 class GenericChatTemplate final : public ChatTemplate {
  public:
@@ -328,42 +855,93 @@ class GenericChatTemplate final : public ChatTemplate {
   }
 
   StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(ParsedRequest r, Parse(request_json));
+    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
     return options_.per_message_tokens * r.messages.size() + options_.per_request_tokens;
   }
 
   StatusOr<std::string> Render(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(ParsedRequest r, Parse(request_json));
-    std::string out;
-    for (const auto& tool : r.tools) out += PyJson(tool) + "\n";
-    for (const auto& m : r.messages) {
-      out += m["role"].get<std::string>() + "\n" +
-             VisibleText(m.contains("content") ? m["content"] : ojson());
-      if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
-        for (const auto& tc : m["tool_calls"]) {
-          const ojson& fn =
-              tc.contains("function") && tc["function"].is_object() ? tc["function"] : tc;
-          out +=
-              "\n" +
-              (fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "");
-          if (fn.contains("arguments"))
-            out += " " + (fn["arguments"].is_string() ? fn["arguments"].get<std::string>()
-                                                      : PyJson(fn["arguments"]));
+    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
+    return std::move(p.text);
+  }
+
+  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
+    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+    RenderedPrompt p;
+    std::string& out = p.text;
+    for (const ojson& tool : r.tools) {
+      STRATA_RETURN_IF_ERROR(PyJson(tool, &out));
+      out += "\n";
+    }
+    p.preamble_bytes = out.size();
+    for (const ojson& m : r.messages) {
+      p.message_offsets.push_back(out.size());
+      out += Role(m) + "\n";
+      const ojson& content = m["content"];
+      if (content.is_string()) {
+        out += content.get<std::string>();
+      } else {
+        for (const ojson& item : content) {
+          if (item.is_string()) out += item.get<std::string>();
+          if (const ojson* text = Field(item, "text"); text != nullptr && text->is_string())
+            out += text->get<std::string>();
+        }
+      }
+      if (const ojson* calls = Field(m, "tool_calls"); calls != nullptr && calls->is_array()) {
+        for (const ojson& call : *calls) {
+          const ojson& fn = CallFunction(call);
+          out += "\n" + fn["name"].get<std::string>() + " ";
+          STRATA_RETURN_IF_ERROR(PyJson(fn["arguments"], &out));
         }
       }
       out += "\n";
     }
-    return out;
+    return p;
   }
 
  private:
   GenericTemplateOptions options_;
 };
 
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 }  // namespace
 
+StatusOr<RenderedPrompt> ChatTemplate::RenderWithOffsets(std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(std::string text, Render(request_json));
+  RenderedPrompt p;
+  p.text = std::move(text);
+  return p;
+}
+
+std::vector<std::string> ChatTemplateNames() { return {"glm-5.3", "glm-4.7", "generic"}; }
+
+StatusOr<std::unique_ptr<ChatTemplate>> MakeChatTemplate(std::string_view name) {
+  if (name == "glm-5.3" || name == "glm5") return MakeGlm5ChatTemplate();
+  if (name == "glm-4.7") return MakeGlm47ChatTemplate();
+  if (name == "generic") return MakeGenericChatTemplate();
+  std::string known;
+  for (const std::string& n : ChatTemplateNames()) known += (known.empty() ? "" : ", ") + n;
+  return InvalidArgumentError("unknown chat template \"" + std::string(name) +
+                              "\" (known: " + known + "; alias glm5 = glm-5.3)");
+}
+
+std::string DefaultChatTemplateName(std::string_view model) {
+  std::string m = Lower(model);
+  if (m.find("glm-5") != std::string::npos || m.find("glm5") != std::string::npos) return "glm-5.3";
+  if (m.find("glm-4") != std::string::npos || m.find("glm4") != std::string::npos) return "glm-4.7";
+  return "generic";
+}
+
 std::unique_ptr<ChatTemplate> MakeGlm5ChatTemplate(Glm5TemplateOptions options) {
-  return std::make_unique<Glm5ChatTemplate>(options);
+  return std::make_unique<Glm53ChatTemplate>(options);
+}
+
+std::unique_ptr<ChatTemplate> MakeGlm47ChatTemplate(Glm5TemplateOptions options) {
+  return std::make_unique<Glm47ChatTemplate>(options);
 }
 
 std::unique_ptr<ChatTemplate> MakeGenericChatTemplate(GenericTemplateOptions options) {

@@ -90,18 +90,17 @@ std::string ReasonFor(const SegmentSignature* now, const SegmentSignature* befor
   return "unknown";
 }
 
-// The prompt text of `body`: the chat template's when one is given and it renders the body, else
-// RenderPromptText()'s (which also knows where each message starts).
+// The prompt text of `body` and where its messages start: the configured chat template's, else
+// the default GLM-5.3 template's (RenderPromptText). Either renders the chat_template_kwargs the
+// body carries (clear_thinking, enable_thinking) as the server's template does.
 StatusOr<PromptText> PromptFor(const ChatTemplate* chat_template, std::string_view body) {
-  if (chat_template != nullptr) {
-    StatusOr<std::string> text = chat_template->Render(body);
-    if (text.ok()) {
-      PromptText prompt;
-      prompt.text = std::move(text).value();
-      return prompt;
-    }
-  }
-  return RenderPromptText(body);
+  if (chat_template == nullptr) return RenderPromptText(body);
+  STRATA_ASSIGN_OR_RETURN(RenderedPrompt rendered, chat_template->RenderWithOffsets(body));
+  PromptText prompt;
+  prompt.text = std::move(rendered.text);
+  prompt.message_offsets = std::move(rendered.message_offsets);
+  prompt.tools_bytes = rendered.preamble_bytes;
+  return prompt;
 }
 
 int64_t UnixMillis() {

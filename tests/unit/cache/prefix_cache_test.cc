@@ -22,7 +22,28 @@ TEST_CASE("prompt text ignores request fields that are not part of the prompt", 
   CHECK(a->text.rfind("[gMASK]<sop>", 0) == 0);
   CHECK(a->tools_bytes > 0);
   REQUIRE(a->message_offsets.size() == 2);
-  CHECK(a->text.compare(a->message_offsets[1], 9, "<|user|>\n") == 0);
+  // The exact GLM-5.3 prompt: the user turn follows its marker directly.
+  CHECK(a->text.compare(a->message_offsets[1], 13, "<|user|>hello") == 0);
+  CHECK(a->text.compare(a->message_offsets[0], 10, "<|system|>") == 0);
+}
+
+TEST_CASE("prompt text honours the clear_thinking the request carries", "[cache]") {
+  // Past reasoning (before the last user turn): kept by default and with clear_thinking false,
+  // cleared with clear_thinking true, as the GLM-5.3-Flash template does on the server.
+  auto body = [](const std::string& kwargs) {
+    return R"({"messages":[{"role":"user","content":"q1"},)"
+           R"({"role":"assistant","content":"a1","reasoning_content":"r1"},)"
+           R"({"role":"user","content":"q2"}])" + kwargs + "}";
+  };
+  auto by_default = RenderPromptText(body(""));
+  auto kept = RenderPromptText(body(R"(,"chat_template_kwargs":{"clear_thinking":false})"));
+  auto cleared = RenderPromptText(body(R"(,"chat_template_kwargs":{"clear_thinking":true})"));
+  REQUIRE(by_default.ok());
+  REQUIRE(kept.ok());
+  REQUIRE(cleared.ok());
+  CHECK(by_default->text.find("<|assistant|><think>r1</think>a1<|user|>q2") != std::string::npos);
+  CHECK(kept->text == by_default->text);
+  CHECK(cleared->text.find("<|assistant|><think></think>a1<|user|>q2") != std::string::npos);
 }
 
 TEST_CASE("prompt text refuses a body without messages", "[cache]") {

@@ -1,22 +1,29 @@
-// Chat templates: the GLM-5 prompt of a fixed request equals a committed expected string, and the
-// request's token count equals a sum computed a second way (splitting at the special tokens).
+// Chat templates: every branch of the published GLM-5.3-Flash and GLM-4.7 chat_template.jinja
+// files as expected prompt strings, the template registry, the refusal of malformed and deeply
+// nested requests, every request of the test traces rendered and split back into its messages,
+// and a request's token count computed a second way.
 #include "strata/chat_template.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "strata/context.h"
+#include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
+#include "strata/trace.h"
 
 namespace {
 
 std::string ReadTestData(const std::string& name) {
   std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/unit/tokenize/testdata/" + name,
                    std::ios::binary);
+  if (!in) FAIL("missing test data " << name);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -60,71 +67,392 @@ const strata::Tokenizer& GlmLikeTokenizer() {
   return *tok;
 }
 
+std::unique_ptr<strata::ChatTemplate> Make(const std::string& name) {
+  auto made = strata::MakeChatTemplate(name);
+  if (!made.ok()) FAIL(made.status().ToString());
+  return std::move(made).value();
+}
+
+void CheckSame(const std::string& rendered, const std::string& expected) {
+  if (rendered == expected) return;
+  size_t pos = 0;
+  while (pos < rendered.size() && pos < expected.size() && rendered[pos] == expected[pos]) ++pos;
+  FAIL("prompt differs at byte " << pos << "\n  expected: " << expected.substr(pos, 80)
+                                 << "\n  rendered: " << rendered.substr(pos, 80));
+}
+
+struct TemplateCase {
+  const char* name;
+  const char* request;
+  const char* glm53;  // expected prompt under glm-5.3
+  const char* glm47;  // expected prompt under glm-4.7; "" where glm-4.7 refuses the request
+};
+
+// Expected prompts: each request rendered by the published chat_template.jinja (GLM-5.3-Flash and
+// GLM-4.7) under transformers' Jinja settings, one case per template branch.
+const TemplateCase kCases[] = {
+    {"effort_absent",
+     R"json({"messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_low",
+     R"json({"reasoning_effort": "low", "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Low<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_high",
+     R"json({"reasoning_effort": "high", "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: High<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_max",
+     R"json({"reasoning_effort": "max", "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_medium",
+     R"json({"reasoning_effort": "medium", "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_High",
+     R"json({"reasoning_effort": "High", "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_kwargs",
+     R"json({"chat_template_kwargs": {"reasoning_effort": "low"}, "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Low<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"effort_top_wins",
+     R"json({"reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}, "messages": [{"role": "user", "content": "hi"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: High<|user|>hi<|assistant|><think>",
+     "[gMASK]<sop><|user|>hi<|assistant|><think>"},
+    {"system_tools",
+     R"json({"tools": [{"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}, "strict": true}}, {"type": "function", "function": {"name": "later", "parameters": {}, "defer_loading": true}}, {"name": "bare", "description": "no wrapper"}], "messages": [{"role": "system", "content": "You are terse."}, {"role": "developer", "content": "dev note"}, {"role": "user", "content": "go"}, {"role": "system", "content": "late system"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"name\": \"read\", \"description\": \"Read a file\", \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}}}\n{\"name\": \"bare\", \"description\": \"no wrapper\"}\n</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call><|system|>You are terse.<|user|>go<|system|>late system<|assistant|><think>",
+     "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"read\", \"description\": \"Read a file\", \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}}, \"strict\": true}}\n{\"type\": \"function\", \"function\": {\"name\": \"later\", \"parameters\": {}, \"defer_loading\": true}}\n{\"name\": \"bare\", \"description\": \"no wrapper\"}\n</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call><|system|>You are terse.<|user|>go<|system|>late system<|assistant|><think>"},
+    {"reasoning_kept",
+     R"json({"messages": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1", "reasoning_content": " think 1 \n"}, {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2", "reasoning_content": "think 2"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q1<|assistant|><think> think 1 \n</think>a1<|user|>q2<|assistant|><think>think 2</think>a2<|assistant|><think>",
+     "[gMASK]<sop><|user|>q1<|assistant|></think>a1<|user|>q2<|assistant|><think>think 2</think>a2<|assistant|><think>"},
+    {"reasoning_cleared",
+     R"json({"chat_template_kwargs": {"clear_thinking": true}, "messages": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1", "reasoning_content": "think 1"}, {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2", "reasoning_content": "think 2"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q1<|assistant|><think></think>a1<|user|>q2<|assistant|><think>think 2</think>a2<|assistant|><think>",
+     "[gMASK]<sop><|user|>q1<|assistant|></think>a1<|user|>q2<|assistant|><think>think 2</think>a2<|assistant|><think>"},
+    {"reasoning_kept_explicit",
+     R"json({"chat_template_kwargs": {"clear_thinking": false}, "messages": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1", "reasoning_content": "think 1"}, {"role": "user", "content": "q2"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q1<|assistant|><think>think 1</think>a1<|user|>q2<|assistant|><think>",
+     "[gMASK]<sop><|user|>q1<|assistant|><think>think 1</think>a1<|user|>q2<|assistant|><think>"},
+    {"reasoning_empty",
+     R"json({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": ""}, {"role": "assistant", "content": "b"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q<|assistant|><think></think>a<|assistant|><think></think>b<|assistant|><think>",
+     "[gMASK]<sop><|user|>q<|assistant|></think>a<|assistant|></think>b<|assistant|><think>"},
+    {"reasoning_field",
+     R"json({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning": "from vllm", "reasoning_content": "ignored"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q<|assistant|><think>from vllm</think>a<|assistant|><think>",
+     "[gMASK]<sop><|user|>q<|assistant|><think>from vllm</think>a<|assistant|><think>"},
+    {"inline_think",
+     R"json({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "pre<think>\nfirst\n</think>mid<think>second</think>\n\n post \n"}, {"role": "assistant", "content": "only reasoning</think>answer"}, {"role": "assistant", "content": "<think>x</think>y", "reasoning_content": "given"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q<|assistant|><think>\nfirst\n</think>post<|assistant|><think>only reasoning</think>answer<|assistant|><think>given</think><think>x</think>y<|assistant|><think>",
+     "[gMASK]<sop><|user|>q<|assistant|><think>first</think>post<|assistant|><think>only reasoning</think>answer<|assistant|><think>given</think><think>x</think>y<|assistant|><think>"},
+    {"inline_think_cleared",
+     R"json({"chat_template_kwargs": {"clear_thinking": true}, "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>r</think>visible"}, {"role": "user", "content": "q2"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>q<|assistant|><think></think>visible<|user|>q2<|assistant|><think>",
+     "[gMASK]<sop><|user|>q<|assistant|></think>visible<|user|>q2<|assistant|><think>"},
+    {"strip",
+     R"json({"messages": [{"role": "user", "content": "  keep  "}, {"role": "assistant", "content": " \t　 hello  \n\u001c"}, {"role": "assistant", "content": " \n\t "}, {"role": "assistant", "content": "​ zero width stays ​"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>  keep  <|assistant|><think></think>hello<|assistant|><think></think><|assistant|><think></think>​ zero width stays ​<|assistant|><think>",
+     "[gMASK]<sop><|user|>  keep  <|assistant|></think>hello<|assistant|></think><|assistant|></think>​ zero width stays ​<|assistant|><think>"},
+    {"parts",
+     R"json({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, "b", {"type": "image_url", "image_url": {"url": "x"}}, {"type": "video_url"}, {"type": "input_audio"}, {"type": "unknown", "text": "no"}, {"type": "text", "text": "c"}]}, {"role": "system", "content": [{"type": "text", "text": "s1"}, {"type": "text", "text": "s2"}]}, {"role": "assistant", "content": [{"type": "text", "text": " x "}, {"type": "text", "text": "y "}]}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>ab<|begin_of_image|><|image|><|end_of_image|><|begin_of_video|><|video|><|end_of_video|><|begin_of_audio|><|end_of_audio|>c<|system|>s1s2<|assistant|><think></think>x y<|assistant|><think>",
+     "[gMASK]<sop><|user|>abc<|system|>s1s2<|assistant|></think>x y<|assistant|><think>"},
+    {"tool_calls",
+     R"json({"messages": [{"role": "user", "content": "edit"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "edit", "arguments": "{\"path\": \"a.py\", \"line\": 3, \"ratio\": 2.5, \"big\": 1e16, \"small\": 1e-07, \"ok\": true, \"none\": null, \"opts\": {\"x\": [1, \"two\"]}, \"text\": \"q\\\"uo\\nte é\"}"}}, {"id": "c2", "type": "function", "function": {"name": "list", "arguments": {"dir": "/"}}}, {"id": "c3", "type": "function", "function": {"name": "noargs", "arguments": ""}}]}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>edit<|assistant|><think></think><tool_call>edit<arg_key>path</arg_key><arg_value>a.py</arg_value><arg_key>line</arg_key><arg_value>3</arg_value><arg_key>ratio</arg_key><arg_value>2.5</arg_value><arg_key>big</arg_key><arg_value>1e+16</arg_value><arg_key>small</arg_key><arg_value>1e-07</arg_value><arg_key>ok</arg_key><arg_value>true</arg_value><arg_key>none</arg_key><arg_value>null</arg_value><arg_key>opts</arg_key><arg_value>{\"x\": [1, \"two\"]}</arg_value><arg_key>text</arg_key><arg_value>q\"uo\nte é</arg_value></tool_call><tool_call>list<arg_key>dir</arg_key><arg_value>/</arg_value></tool_call><tool_call>noargs</tool_call><|assistant|><think>",
+     "[gMASK]<sop><|user|>edit<|assistant|></think><tool_call>edit<arg_key>path</arg_key><arg_value>a.py</arg_value><arg_key>line</arg_key><arg_value>3</arg_value><arg_key>ratio</arg_key><arg_value>2.5</arg_value><arg_key>big</arg_key><arg_value>1e+16</arg_value><arg_key>small</arg_key><arg_value>1e-07</arg_value><arg_key>ok</arg_key><arg_value>true</arg_value><arg_key>none</arg_key><arg_value>null</arg_value><arg_key>opts</arg_key><arg_value>{\"x\": [1, \"two\"]}</arg_value><arg_key>text</arg_key><arg_value>q\"uo\nte é</arg_value></tool_call><tool_call>list<arg_key>dir</arg_key><arg_value>/</arg_value></tool_call><tool_call>noargs</tool_call><|assistant|><think>"},
+    {"tool_results_sorted",
+     R"json({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c2", "content": "result two"}, {"role": "tool", "tool_call_id": "c1", "content": "result one"}, {"role": "user", "content": "next"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>u<|assistant|><think></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>result one</tool_response><tool_response>result two</tool_response><|user|>next<|assistant|><think>",
+     "[gMASK]<sop><|user|>u<|assistant|></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>result two</tool_response><tool_response>result one</tool_response><|user|>next<|assistant|><think>"},
+    {"tool_results_unknown_id",
+     R"json({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c2", "content": "two"}, {"role": "tool", "tool_call_id": "c9", "content": "nine"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>u<|assistant|><think></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>two</tool_response><tool_response>nine</tool_response><|assistant|><think>",
+     "[gMASK]<sop><|user|>u<|assistant|></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>two</tool_response><tool_response>nine</tool_response><|assistant|><think>"},
+    {"tool_results_no_ids",
+     R"json({"messages": [{"role": "user", "content": "u"}, {"role": "tool", "content": "r1"}, {"role": "tool", "content": null}, {"role": "assistant", "content": "done"}, {"role": "tool", "content": "r3"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>u<|observation|><tool_response>r1</tool_response><tool_response></tool_response><|assistant|><think></think>done<|observation|><tool_response>r3</tool_response><|assistant|><think>",
+     "[gMASK]<sop><|user|>u<|observation|><tool_response>r1</tool_response><tool_response></tool_response><|assistant|></think>done<|observation|><tool_response>r3</tool_response><|assistant|><think>"},
+    {"tool_results_dup",
+     R"json({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c2", "content": "two"}, {"role": "tool", "tool_call_id": "c2", "content": "two again"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>u<|assistant|><think></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>two</tool_response><tool_response>two again</tool_response><|assistant|><think>",
+     "[gMASK]<sop><|user|>u<|assistant|></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>two</tool_response><tool_response>two again</tool_response><|assistant|><think>"},
+    {"tool_results_outputs",
+     R"json({"tools": [{"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}, "strict": true}}], "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}, {"role": "tool", "content": [{"tool_call_id": "c2", "output": "out two"}, {"tool_call_id": "c1", "output": [{"type": "text", "text": "out one"}]}]}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"name\": \"read\", \"description\": \"Read a file\", \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}}}\n</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call><|user|>u<|assistant|><think></think><tool_call>f</tool_call><tool_call>g</tool_call><|observation|><tool_response>out one</tool_response><tool_response>out two</tool_response><|assistant|><think>",
+     ""},
+    {"tool_reference",
+     R"json({"tools": [{"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}, "strict": true}}], "messages": [{"role": "user", "content": "u"}, {"role": "tool", "content": [{"type": "tool_reference", "name": "read"}]}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"name\": \"read\", \"description\": \"Read a file\", \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}}}\n</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call><|user|>u<|observation|><tool_response><tools>\n{\"name\": \"read\", \"description\": \"Read a file\", \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}}}\n</tools></tool_response><|assistant|><think>",
+     ""},
+    {"no_generation_prompt",
+     R"json({"add_generation_prompt": false, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>x<|assistant|><think></think>y",
+     "[gMASK]<sop><|user|>x<|assistant|></think>y"},
+    {"enable_thinking_false",
+     R"json({"chat_template_kwargs": {"enable_thinking": false}, "messages": [{"role": "user", "content": "x"}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>x<|assistant|><think>",
+     "[gMASK]<sop><|user|>x<|assistant|></think>"},
+    {"tool_list_content_47",
+     R"json({"messages": [{"role": "user", "content": "u"}, {"role": "tool", "content": [{"output": "o1"}, "plain"]}, {"role": "tool", "content": [{"output": "o2"}]}]})json",
+     "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>u<|observation|><tool_response>o1</tool_response><tool_response></tool_response><tool_response>o2</tool_response><|assistant|><think>",
+     "[gMASK]<sop><|user|>u<|observation|><tool_response>o1</tool_response><tool_response>plain</tool_response><|observation|><tool_response>o2</tool_response><|assistant|><think>"},
+};
+
 }  // namespace
 
-TEST_CASE("GLM-5 template renders the committed prompt for a fixed request", "[chat_template]") {
-  auto glm = strata::MakeGlm5ChatTemplate();
-  CHECK(glm->Name() == "glm5:1");
-  std::string request = ReadTestData("glm5_request.json");
-  std::string expected = ReadTestData("glm5_expected.txt");
-  REQUIRE(!expected.empty());
-  auto prompt = glm->Render(request);
-  REQUIRE(prompt.ok());
-  if (*prompt != expected) {
-    size_t pos = 0;
-    while (pos < prompt->size() && pos < expected.size() && (*prompt)[pos] == expected[pos]) ++pos;
-    FAIL("prompt differs at byte " << pos << "\n  expected: " << expected.substr(pos, 80)
-                                   << "\n  rendered: " << prompt->substr(pos, 80));
+TEST_CASE("glm-5.3 renders every branch of the GLM-5.3-Flash template", "[chat_template]") {
+  auto glm = Make("glm-5.3");
+  CHECK(glm->Name() == "glm-5.3:1");
+  for (const TemplateCase& c : kCases) {
+    INFO(c.name);
+    auto prompt = glm->Render(c.request);
+    REQUIRE(prompt.ok());
+    CheckSame(*prompt, c.glm53);
   }
 }
 
-TEST_CASE("GLM-5 template keeps reasoning after the last user turn and honours enable_thinking",
-          "[chat_template]") {
-  auto glm = strata::MakeGlm5ChatTemplate();
-  const char* request = R"({"messages": [
-      {"role": "user", "content": "hi"},
-      {"role": "assistant", "content": "\n\nhello  ", "reasoning_content": " think hard "},
-      {"role": "tool", "content": "r1"}, {"role": "tool", "content": "r2"}],
-      "chat_template_kwargs": {"enable_thinking": false}})";
-  auto prompt = glm->Render(request);
-  REQUIRE(prompt.ok());
-  CHECK(*prompt ==
-        "[gMASK]<sop><|user|>hi<|assistant|><think>think "
-        "hard</think>hello<|observation|><tool_response>r1"
-        "</tool_response><tool_response>r2</tool_response><|assistant|></think>");
+TEST_CASE("glm-4.7 renders every branch of the GLM-4.7 template", "[chat_template]") {
+  auto glm = Make("glm-4.7");
+  CHECK(glm->Name() == "glm-4.7:1");
+  for (const TemplateCase& c : kCases) {
+    INFO(c.name);
+    auto prompt = glm->Render(c.request);
+    if (std::string(c.glm47).empty()) {
+      // The Jinja template prints such parts as Python dict reprs; strata refuses them instead.
+      CHECK(prompt.status().code() == strata::StatusCode::kInvalidArgument);
+      CHECK_THAT(prompt.status().message(), Catch::Contains("prints as a Python object"));
+      continue;
+    }
+    REQUIRE(prompt.ok());
+    CheckSame(*prompt, c.glm47);
+  }
+}
 
+TEST_CASE("the branches that tell the GLM templates apart", "[chat_template]") {
+  auto glm53 = Make("glm-5.3");
+  auto glm47 = Make("glm-4.7");
+  const char* past = R"({"messages": [{"role": "user", "content": "q1"},
+      {"role": "assistant", "content": "a1", "reasoning_content": " r1 "},
+      {"role": "user", "content": "q2"}]})";
+  // GLM-5.3 keeps past reasoning verbatim by default; GLM-4.7 drops it before the last user turn.
+  CHECK_THAT(*glm53->Render(past), Catch::Contains("<|assistant|><think> r1 </think>a1<|user|>"));
+  CHECK_THAT(*glm47->Render(past), Catch::Contains("<|assistant|></think>a1<|user|>"));
+  // enable_thinking: GLM-4.7 closes the thinking block, GLM-5.3's template does not read it.
+  const char* off = R"({"chat_template_kwargs": {"enable_thinking": false},
+      "messages": [{"role": "user", "content": "x"}]})";
+  CHECK_THAT(*glm53->Render(off), Catch::EndsWith("<|assistant|><think>"));
+  CHECK_THAT(*glm47->Render(off), Catch::EndsWith("<|assistant|></think>"));
+  // The generation prompt: off by the body or by the options.
   strata::Glm5TemplateOptions no_prompt;
   no_prompt.add_generation_prompt = false;
-  auto bare = strata::MakeGlm5ChatTemplate(no_prompt)->Render(
-      R"({"messages": [{"role": "user", "content": "x"}]})");
-  REQUIRE(bare.ok());
-  CHECK(*bare == "[gMASK]<sop><|user|>x");
+  CHECK(*strata::MakeGlm5ChatTemplate(no_prompt)->Render(
+            R"({"messages": [{"role": "user", "content": "x"}]})") ==
+        "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>x");
+  CHECK(*strata::MakeGlm47ChatTemplate(no_prompt)->Render(
+            R"({"messages": [{"role": "user", "content": "x"}]})") == "[gMASK]<sop><|user|>x");
+}
+
+TEST_CASE("templates are chosen by name; unknown names list the known ones", "[chat_template]") {
+  CHECK(strata::ChatTemplateNames() == std::vector<std::string>{"glm-5.3", "glm-4.7", "generic"});
+  CHECK(Make("glm5")->Name() == "glm-5.3:1");
+  CHECK(Make("generic")->Name() == "generic:4/3");
+  auto bad = strata::MakeChatTemplate("glm-9");
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().code() == strata::StatusCode::kInvalidArgument);
+  CHECK_THAT(bad.status().message(),
+             Catch::Contains("\"glm-9\"") && Catch::Contains("glm-5.3, glm-4.7, generic"));
+  CHECK(strata::DefaultChatTemplateName("glm-5.3-flash") == "glm-5.3");
+  CHECK(strata::DefaultChatTemplateName("zai-org/GLM-5.3-Flash") == "glm-5.3");
+  CHECK(strata::DefaultChatTemplateName("GLM-4.7") == "glm-4.7");
+  CHECK(strata::DefaultChatTemplateName("gpt-4o") == "generic");
 }
 
 TEST_CASE("chat templates refuse malformed requests with the reason", "[chat_template]") {
-  auto glm = strata::MakeGlm5ChatTemplate();
-  CHECK_THAT(glm->Render("not json").status().message(), Catch::Contains("not a JSON object"));
-  CHECK_THAT(glm->Render("{}").status().message(), Catch::Contains("no \"messages\" array"));
-  CHECK_THAT(glm->Render(R"({"messages": [{"role": "robot", "content": "x"}]})").status().message(),
-             Catch::Contains("unknown role \"robot\""));
-  CHECK_THAT(glm->Render(R"({"messages": [{"role": "assistant", "tool_calls": [{"function":
-                 {"name": "f", "arguments": "[1, 2]"}}]}]})")
-                 .status()
-                 .message(),
-             Catch::Contains("not a JSON object"));
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    auto t = Make(name);
+    CHECK_THAT(t->Render("not json").status().message(), Catch::Contains("not a JSON object"));
+    CHECK_THAT(t->Render("{}").status().message(), Catch::Contains("no \"messages\" array"));
+    CHECK_THAT(t->Render(R"({"messages": [{"role": "robot", "content": "x"}]})").status().message(),
+               Catch::Contains("messages[0] has unknown role \"robot\""));
+    CHECK_THAT(t->Render(R"({"messages": [{"role": "user", "content": {"a": 1}}]})").status().message(),
+               Catch::Contains("messages[0].content must be a string"));
+    CHECK_THAT(t->Render(R"({"messages": [{"role": "assistant", "tool_calls": [{"function":
+                   {"name": "f", "arguments": "[1, 2]"}}]}]})")
+                   .status()
+                   .message(),
+               Catch::Contains("messages[0].tool_calls[0].function.arguments is not a JSON object"));
+    CHECK_THAT(t->Render(R"({"messages": [{"role": "assistant", "tool_calls": [{"function":
+                   {"arguments": "{}"}}]}]})")
+                   .status()
+                   .message(),
+               Catch::Contains("has no function name"));
+    CHECK_THAT(t->Render(R"({"chat_template_kwargs": {"clear_thinking": "yes"}, "messages": []})")
+                   .status()
+                   .message(),
+               Catch::Contains("clear_thinking must be true or false"));
+  }
+}
+
+// The reported crash input: ~20,000-level nested JSON in a tool call's "arguments" (a 100 KB request) used
+// to overflow the stack in the template's JSON printer.
+std::string DeepArgumentsRequest(size_t depth) {
+  std::string args = "{\"a\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  nlohmann::json body = {
+      {"model", "glm-5.3-flash"},
+      {"messages",
+       {{{"role", "user"}, {"content", "go"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", "c1"},
+            {"type", "function"},
+            {"function", {{"name", "f"}, {"arguments", args}}}}}}}}}};
+  return body.dump();
+}
+
+TEST_CASE("deeply nested JSON is refused naming the limit, never walked", "[chat_template]") {
+  std::string deep_args = DeepArgumentsRequest(20000);
+  CHECK(deep_args.size() > 40000);
+  std::string deep_body = R"({"messages": [{"role": "user", "content": )" +
+                          std::string(20000, '[') + std::string(20000, ']') + "}]}";
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    auto t = Make(name);
+    for (const std::string* request : {&deep_args, &deep_body}) {
+      auto prompt = t->Render(*request);
+      REQUIRE(!prompt.ok());
+      CHECK(prompt.status().code() == strata::StatusCode::kInvalidArgument);
+      CHECK_THAT(prompt.status().message(), Catch::Contains("deeper than 512 levels"));
+    }
+    CHECK_THAT(t->Render(deep_args).status().message(),
+               Catch::Contains("messages[1].tool_calls[0].function.arguments"));
+  }
+  // The prefix-cache model's renderer (strata-sim's fallback) refuses it the same way.
+  CHECK(strata::RenderPromptText(deep_args).status().code() == strata::StatusCode::kInvalidArgument);
+  // At the limit the arguments still render, as JSON.
+  auto at_limit = Make("glm-5.3")->Render(DeepArgumentsRequest(strata::kChatTemplateMaxJsonDepth));
+  REQUIRE(at_limit.ok());
+  CHECK_THAT(*at_limit, Catch::Contains("<arg_key>a</arg_key><arg_value>[[[") &&
+                            Catch::Contains("]]]</arg_value>"));
+  CHECK(!Make("glm-5.3")->Render(DeepArgumentsRequest(strata::kChatTemplateMaxJsonDepth + 1)).ok());
+}
+
+// The role marker each message of a GLM prompt starts with ("" for messages rendered with the
+// previous one or not at all).
+std::string ExpectedStart(const nlohmann::json& messages, size_t i) {
+  const std::string role = messages[i]["role"];
+  if (role == "user") return "<|user|>";
+  if (role == "system") return "<|system|>";
+  if (role == "assistant") return "<|assistant|>";
+  if (role == "tool") return i > 0 && messages[i - 1]["role"] == "tool" ? "" : "<|observation|>";
+  return "";  // developer
+}
+
+// Checks that `prompt` splits at its message offsets into `body`'s messages: each piece starts
+// with the message's role marker and holds its text.
+void CheckSplitsBack(const std::string& name, const strata::RenderedPrompt& prompt,
+                     const std::string& body) {
+  nlohmann::json request = nlohmann::json::parse(body);
+  const nlohmann::json& messages = request["messages"];
+  REQUIRE(prompt.message_offsets.size() == messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    size_t begin = prompt.message_offsets[i];
+    size_t end = i + 1 < messages.size() ? prompt.message_offsets[i + 1] : prompt.text.size();
+    REQUIRE(begin <= end);
+    std::string piece = prompt.text.substr(begin, end - begin);
+    std::string start = ExpectedStart(messages, i);
+    INFO(name << " message " << i << " (" << messages[i]["role"] << ")");
+    if (start.empty()) {
+      CHECK(piece.empty());
+      continue;
+    }
+    CHECK(piece.compare(0, start.size(), start) == 0);
+    const nlohmann::json& content = messages[i]["content"];
+    if (!content.is_string()) continue;
+    std::string text = content.get<std::string>();
+    const std::string role = messages[i]["role"];
+    if (role == "user" || role == "system") {
+      CHECK(piece.compare(start.size(), text.size(), text) == 0);
+    } else if (role == "tool") {
+      CHECK(piece.find("<tool_response>" + text + "</tool_response>") != std::string::npos);
+    } else if (text.find("<think>") == std::string::npos) {
+      // Assistant content appears stripped; a first and last line are enough to find it.
+      std::string first_line = text.substr(0, text.find('\n'));
+      size_t b = first_line.find_first_not_of(" \t\r");
+      size_t e = first_line.find_last_not_of(" \t\r");
+      if (b != std::string::npos)
+        CHECK(piece.find(first_line.substr(b, e + 1 - b)) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("every request of the test traces renders through each template and splits back",
+          "[chat_template]") {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(STRATA_TEST_TRACES_DIR))
+    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl")
+      files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() == 19);
+  auto glm53 = Make("glm-5.3");
+  auto glm47 = Make("glm-4.7");
+  auto generic = Make("generic");
+  size_t requests = 0;
+  for (const std::string& file : files) {
+    auto trace = strata::ReadTrace(file);
+    REQUIRE(trace.ok());
+    strata::ContextOptions options;
+    options.agent.id = strata::TraceAgentId(file);
+    auto context = strata::Context::Create(options);
+    REQUIRE(context.ok());
+    strata::Status replayed = strata::ReplayTrace(
+        *trace, **context, [&](const strata::TraceMessage&, const strata::BuiltRequest& request) {
+          ++requests;
+          for (const strata::ChatTemplate* t : {glm53.get(), glm47.get()}) {
+            auto prompt = t->RenderWithOffsets(request.body);
+            if (!prompt.ok()) FAIL(file << " " << t->Name() << ": " << prompt.status().ToString());
+            CheckSplitsBack(file, *prompt, request.body);
+          }
+          auto text = generic->Render(request.body);
+          if (!text.ok()) FAIL(file << " generic: " << text.status().ToString());
+          return strata::Status::Ok();
+        });
+    REQUIRE(replayed.ok());
+  }
+  CHECK(requests > 100);
+}
+
+TEST_CASE("the committed request renders the committed prompts", "[chat_template]") {
+  std::string request = ReadTestData("glm_request.json");
+  CheckSame(*Make("glm-5.3")->Render(request), ReadTestData("glm53_expected.txt"));
+  CheckSame(*Make("glm-4.7")->Render(request), ReadTestData("glm47_expected.txt"));
+  // RenderPromptText (the prefix-cache model's text) is the glm-5.3 prompt.
+  auto cache_text = strata::RenderPromptText(request);
+  REQUIRE(cache_text.ok());
+  CheckSame(cache_text->text, ReadTestData("glm53_expected.txt"));
+  CHECK(cache_text->message_offsets.size() == 6);
 }
 
 TEST_CASE("request tokens equal the sum over special tokens and the text between them",
           "[chat_template]") {
   const strata::Tokenizer& tok = GlmLikeTokenizer();
-  auto glm = strata::MakeGlm5ChatTemplate();
-  std::string request = ReadTestData("glm5_request.json");
+  auto glm = Make("glm-5.3");
+  std::string request = ReadTestData("glm_request.json");
   auto count = strata::CountRequestTokens(*glm, tok, request);
   REQUIRE(count.ok());
   CHECK(!count->estimated);
 
   // Second way: walk the expected prompt, each special token is 1, each text run is counted alone.
-  std::string prompt = ReadTestData("glm5_expected.txt");
+  std::string prompt = ReadTestData("glm53_expected.txt");
   size_t sum = 0, specials = 0, start = 0;
   for (size_t i = 0; i < prompt.size();) {
     const std::string* hit = nullptr;
@@ -142,7 +470,7 @@ TEST_CASE("request tokens equal the sum over special tokens and the text between
     start = i;
   }
   if (start < prompt.size()) sum += tok.Count(prompt.substr(start));
-  CHECK(specials == 36);  // counted by hand in glm5_expected.txt
+  CHECK(specials == 38);  // counted by hand in glm53_expected.txt
   CHECK(count->tokens == sum);
   // Every special token is one id in the encoding.
   std::vector<int32_t> ids = tok.Encode(prompt);
