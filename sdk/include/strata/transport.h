@@ -102,6 +102,9 @@ struct CallOptions {
   std::string request_id;
   // Extra request headers (HTTP) or metadata (gRPC, lower-cased names), e.g. tracing headers.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Prompt size hint for the first-byte timeout (Timeouts::prefill_per_100k_tokens); 0 = estimated
+  // from the body as bytes/4.
+  int64_t prompt_tokens = 0;
 };
 
 // Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).
@@ -134,10 +137,14 @@ struct RetryPolicy {
 // Transfer timeouts. Measured on the steady clock (they bound real network waits).
 struct Timeouts {
   std::chrono::milliseconds connect{10000};      // TCP (+TLS) connect; default 10 s
-  std::chrono::milliseconds first_byte{300000};  // request sent -> first response byte; 5 min
-                                                 // (prefill of 1M tokens can take minutes)
-  std::chrono::milliseconds idle{60000};         // gap between two received chunks; 60 s
+  // Request sent -> first BODY byte (first SSE event, first gRPC message), not the response
+  // headers: vLLM and SGLang send headers at once and the first token only after the prefill.
+  // The floor of the first-byte timeout; default 5 min (see prefill_per_100k_tokens).
+  std::chrono::milliseconds first_byte{300000};
+  std::chrono::milliseconds idle{60000};         // gap between two body bytes; 60 s
   std::chrono::milliseconds total{900000};       // one attempt, default 15 min
+  // The first-byte timeout grows by this per 100K prompt tokens; `first_byte` becomes the floor.
+  std::chrono::milliseconds prefill_per_100k_tokens{60000};
 };
 
 class Transport {

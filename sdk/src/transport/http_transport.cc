@@ -17,6 +17,7 @@
 #include "transport/chat_parser.h"
 #include "transport/grpc_wire.h"
 #include "transport/retry.h"
+#include "transport/timeouts.h"
 
 namespace strata {
 namespace {
@@ -63,7 +64,7 @@ struct Transfer {
   int http_status = 0;
   std::string content_type;
   double retry_after = -1;
-  bool got_any_byte = false;
+  bool got_any_byte = false;  // a body byte arrived (headers do not count)
   bool body_started = false;  // a 2xx body byte arrived: never retry from here on
   bool sse = false;
   bool done = false;          // [DONE] seen
@@ -72,7 +73,8 @@ struct Transfer {
   ChatAssembler assembler;
   Status parse_error;
   double start_ms = 0;
-  double last_byte_ms = 0;
+  double headers_ms = -1;    // when the status line arrived
+  double last_byte_ms = 0;   // last BODY byte: the idle timeout runs from here
   double first_token_ms = -1;
   double last_token_ms = -1;
   size_t body_bytes = 0;
@@ -88,9 +90,9 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t n = size * count;
   std::string_view line(data, n);
-  t->got_any_byte = true;
-  t->last_byte_ms = SteadyMillis();
+  // Headers are not the first byte: servers send them before the prefill (see Timeouts::first_byte).
   if (line.substr(0, 5) == "HTTP/") {
+    t->headers_ms = SteadyMillis();
     // A new response (also after 100 Continue): reset what belongs to the previous one.
     size_t sp = line.find(' ');
     t->http_status = sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
@@ -474,7 +476,10 @@ class HttpTransport : public Transport {
 
     t.start_ms = SteadyMillis();
     const double end_ms = t.start_ms + static_cast<double>(total_ms);
-    const double first_byte_ms = static_cast<double>(options_.timeouts.first_byte.count());
+    const int64_t prompt_tokens =
+        call.prompt_tokens > 0 ? call.prompt_tokens : static_cast<int64_t>(body.size() / 4);
+    const int64_t first_byte_timeout = transport_internal::FirstByteTimeout(options_.timeouts, prompt_tokens).count();
+    const double first_byte_ms = static_cast<double>(first_byte_timeout);
     const double idle_ms = static_cast<double>(options_.timeouts.idle.count());
     curl_multi_add_handle(conn->multi, easy);
     Status aborted;
@@ -494,8 +499,11 @@ class HttpTransport : public Transport {
       double wait = 50;
       if (!t.got_any_byte) {
         if (now - t.start_ms >= first_byte_ms) {
-          aborted = DeadlineExceededError("no response from " + url_ + " within the first-byte timeout of " +
-                                          std::to_string(options_.timeouts.first_byte.count()) + " ms");
+          aborted = DeadlineExceededError(
+              "no answer from " + url_ + " within the first-byte timeout of " + std::to_string(first_byte_timeout) +
+              " ms for a prompt of ~" + std::to_string(prompt_tokens) + " tokens (" +
+              (t.headers_ms >= 0 ? "headers arrived, no body" : "no response headers") +
+              "); a long prefill needs a larger Timeouts::first_byte or prefill_per_100k_tokens");
           break;
         }
         wait = std::min(wait, first_byte_ms - (now - t.start_ms));

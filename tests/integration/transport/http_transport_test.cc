@@ -1,0 +1,124 @@
+// The HTTP transport against a raw in-test server that controls every byte and its timing: long
+// prefills (headers at once, first event much later), stream limits, hostile error bodies and usage.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "raw_http_server.h"
+#include "strata/transport.h"
+#include "transport/timeouts.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::RawHttpServer;
+using strata::testing::RawRequest;
+using namespace std::chrono_literals;
+
+constexpr char kSseHead[] =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+constexpr char kChatBody[] = R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})";
+
+std::string Event(const std::string& json) { return "data: " + json + "\n\n"; }
+const std::string kHello = Event(R"({"id":"c1","choices":[{"index":0,"delta":{"content":"Hello"}}]})");
+const std::string kFinish = Event(R"({"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
+
+std::unique_ptr<Transport> Make(const std::string& base, Timeouts timeouts) {
+  HttpTransportOptions options;
+  options.base_url = base;
+  options.timeouts = timeouts;
+  options.retry.retry_enabled = false;
+  return MakeHttpTransport(options).value();
+}
+
+TEST_CASE("the first-byte timeout grows with the prompt and has first_byte as its floor", "[transport]") {
+  Timeouts t;
+  t.first_byte = 5000ms;
+  t.prefill_per_100k_tokens = 60000ms;
+  CHECK(transport_internal::FirstByteTimeout(t, 0) == 5000ms);
+  CHECK(transport_internal::FirstByteTimeout(t, 1000) == 5000ms);  // 600 ms < the floor
+  CHECK(transport_internal::FirstByteTimeout(t, 100000) == 60000ms);
+  CHECK(transport_internal::FirstByteTimeout(t, 1000000) == 600000ms);
+  CHECK(transport_internal::FirstByteTimeout(t, -7) == 5000ms);
+  Timeouts defaults;
+  CHECK(transport_internal::FirstByteTimeout(defaults, 1048576) > defaults.first_byte);
+}
+
+TEST_CASE("a long prefill: headers at once, the first event after longer than idle", "[transport]") {
+  // vLLM and SGLang send the headers before the prefill; the idle timeout must not start there.
+  RawHttpServer server([](int fd, const RawRequest&) {
+    RawHttpServer::Write(fd, kSseHead);
+    std::this_thread::sleep_for(900ms);  // the prefill: 4.5x the idle timeout
+    RawHttpServer::Write(fd, kHello + kFinish + "data: [DONE]\n\n");
+  });
+  Timeouts timeouts;
+  timeouts.idle = 200ms;
+  timeouts.first_byte = 10000ms;
+  auto transport = Make(server.base_url(), timeouts);
+  Response response;
+  Status status = transport->Send(kChatBody, CallOptions(), &response);
+  INFO(status.message());
+  REQUIRE(status.ok());
+  CHECK(response.content == "Hello");
+  CHECK(response.finish_reason == "stop");
+  CHECK(response.timings.ttft_ms >= 800);
+}
+
+TEST_CASE("the first-byte timeout scales with CallOptions::prompt_tokens", "[transport]") {
+  RawHttpServer server([&](int fd, const RawRequest&) {
+    RawHttpServer::Write(fd, kSseHead);
+    std::this_thread::sleep_for(700ms);
+    RawHttpServer::Write(fd, kHello + kFinish + "data: [DONE]\n\n");
+  });
+  Timeouts timeouts;
+  timeouts.idle = 100ms;
+  timeouts.first_byte = 150ms;                 // the floor alone is too short for this prefill
+  timeouts.prefill_per_100k_tokens = 2000ms;   // 200K tokens -> 4 s
+  auto transport = Make(server.base_url(), timeouts);
+  SECTION("a small prompt gets the floor and times out, naming the timeout and the way out") {
+    Response response;
+    Status status = transport->Send(kChatBody, CallOptions(), &response);
+    REQUIRE(status.code() == StatusCode::kDeadlineExceeded);
+    CHECK_THAT(status.message(), Catch::Contains("first-byte timeout of 150 ms"));
+    CHECK_THAT(status.message(), Catch::Contains("headers arrived, no body"));
+    CHECK_THAT(status.message(), Catch::Contains("prefill_per_100k_tokens"));
+  }
+  SECTION("a 200K-token prompt gets 4 s") {
+    CallOptions call;
+    call.prompt_tokens = 200000;
+    Response response;
+    Status status = transport->Send(kChatBody, call, &response);
+    INFO(status.message());
+    REQUIRE(status.ok());
+    CHECK(response.content == "Hello");
+  }
+  SECTION("without a hint the body size estimates the prompt (bytes / 4)") {
+    std::string big = R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" +
+                      std::string(800000, 'a') + R"("}]})";  // ~200K tokens
+    Response response;
+    Status status = transport->Send(big, CallOptions(), &response);
+    INFO(status.message());
+    REQUIRE(status.ok());
+  }
+}
+
+TEST_CASE("idle applies between body bytes once the answer started", "[transport]") {
+  RawHttpServer server([](int fd, const RawRequest&) {
+    RawHttpServer::Write(fd, std::string(kSseHead) + kHello);
+    std::this_thread::sleep_for(1000ms);
+    RawHttpServer::Write(fd, kFinish + "data: [DONE]\n\n");
+  });
+  Timeouts timeouts;
+  timeouts.idle = 200ms;
+  timeouts.first_byte = 10000ms;
+  auto transport = Make(server.base_url(), timeouts);
+  Response response;
+  Status status = transport->Send(kChatBody, CallOptions(), &response);
+  REQUIRE(status.code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(status.message(), Catch::Contains("idle timeout"));
+}
+
+}  // namespace
+}  // namespace strata
