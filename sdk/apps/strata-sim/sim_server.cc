@@ -389,6 +389,12 @@ class SimServer::Impl {
       if (f->times >= 0) {
         auto rid = headers.find("x-request-id");
         std::string key = rid != headers.end() ? rid->second : std::to_string(std::hash<std::string>{}(body));
+        // strata's retries carry "<id>-retry<n>": they are attempts of the same request.
+        size_t suffix = key.rfind("-retry");
+        if (rid != headers.end() && suffix != std::string::npos && suffix + 6 < key.size() &&
+            key.find_first_not_of("0123456789", suffix + 6) == std::string::npos) {
+          key.resize(suffix);
+        }
         std::lock_guard<std::mutex> lock(mu_);
         if (fault_attempts_[key + "|" + f->spec]++ < f->times) fault = *f;
       } else {

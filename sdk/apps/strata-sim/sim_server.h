@@ -17,7 +17,7 @@
 //     malformed-sse    after `after` chunks an event with broken JSON is sent
 //     oversize         400 like vLLM's context-length error
 //   times=N (header only) applies the fault to the first N attempts of the same request
-//   (same X-Request-Id, else the same body); default: every attempt.
+//   (same X-Request-Id, ignoring a "-retry<n>" suffix, else the same body); default: every attempt.
 // Per-request reply and chunking: "X-Strata-Sim-Reply: <assistant message JSON>" and
 // "X-Strata-Sim-Chunk: <bytes per delta>".
 //

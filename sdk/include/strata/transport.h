@@ -17,8 +17,10 @@
 //   strata::Status status = transport->Send(request.body, call, &response);
 //   if (status.ok()) use(response.content, response.usage.cached_tokens);
 //
-// The body is sent byte for byte: the transport never rewrites it (backend-specific fields are
-// added when the body is built, see strata/client.h ProfileFields()). Streaming or not is read from
+// The body is sent byte for byte (backend-specific fields are added when the body is built, see
+// strata/client.h ProfileFields()), with one exception: retry n of a call replaces a top-level
+// "rid"/"request_id" string (and the X-Request-Id header) with "<id>-retry<n>", because SGLang and
+// vLLM refuse an id that may still be running from the attempt that failed. Streaming or not is read from
 // the response (text/event-stream or JSON), so the body's own "stream" field decides.
 //
 // Errors (Status codes): CANCELLED (CallOptions::cancel), DEADLINE_EXCEEDED (a timeout or the

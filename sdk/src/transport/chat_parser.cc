@@ -2,8 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 
 namespace strata::transport_internal {
@@ -38,6 +41,8 @@ void ParseUsage(const json& usage, Usage* out) {
   auto completion = usage.find("completion_tokens_details");
   if (completion != usage.end() && completion->is_object()) {
     out->reasoning_tokens = Int(*completion, "reasoning_tokens");
+  } else if (usage.contains("reasoning_tokens")) {
+    out->reasoning_tokens = Int(usage, "reasoning_tokens");  // SGLang reports it at the top level
   }
 }
 
@@ -205,14 +210,26 @@ Status StatusFromHttp(int http_status, std::string_view body) {
 }
 
 double ParseRetryAfterSeconds(std::string_view value) {
+  return ParseRetryAfterSeconds(value, static_cast<int64_t>(std::time(nullptr)));
+}
+
+double ParseRetryAfterSeconds(std::string_view value, int64_t now_unix_seconds) {
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
   if (value.empty()) return -1;
   std::string text(value);
   char* end = nullptr;
   double seconds = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || seconds < 0) return -1;  // HTTP-date: not honoured
-  return seconds;
+  if (end != text.c_str() && *end == '\0') return seconds >= 0 && std::isfinite(seconds) ? seconds : -1;
+  // An HTTP-date (RFC 9110 5.6.7): IMF-fixdate, the obsolete RFC 850 form or asctime, always GMT.
+  for (const char* format : {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
+    std::tm tm{};
+    const char* parsed = strptime(text.c_str(), format, &tm);
+    if (parsed == nullptr || *parsed != '\0') continue;
+    int64_t at = static_cast<int64_t>(timegm(&tm));
+    return static_cast<double>(std::max<int64_t>(0, at - now_unix_seconds));
+  }
+  return -1;
 }
 
 }  // namespace strata::transport_internal

@@ -138,6 +138,7 @@ class Client::Impl {
     fields.request_id = request_id;
     fields.thinking = options_.thinking;
     fields.reasoning_effort = options_.reasoning_effort;
+    fields.keep_reasoning = !context.options().render.reasoning_field.empty();
     BuildOptions build;
     build.extra_fields = ProfileFields(options_.backend, fields);
     return build;

@@ -252,7 +252,17 @@ class HttpTransport : public Transport {
     for (int attempt = 1;; ++attempt) {
       response->attempts = attempt;
       int64_t remaining_ms = (end_us - clock_->NowMicros()) / 1000;
-      AttemptResult r = Attempt(body, call, std::max<int64_t>(1, remaining_ms), response);
+      // A retry carries its own request id (body rid/request_id and X-Request-Id).
+      std::optional<std::string> retry_body = transport_internal::BodyForAttempt(body, attempt);
+      CallOptions attempt_call;
+      const CallOptions* this_call = &call;
+      if (attempt > 1 && !call.request_id.empty()) {
+        attempt_call = call;
+        attempt_call.request_id = transport_internal::RetryRequestId(call.request_id, attempt);
+        this_call = &attempt_call;
+      }
+      AttemptResult r = Attempt(retry_body ? std::string_view(*retry_body) : body, *this_call,
+                                std::max<int64_t>(1, remaining_ms), response);
       response->timings.total_ms = SteadyMillis() - start_ms;
       if (r.status.ok()) return Status();
       last = r.status;

@@ -2,12 +2,15 @@
 // prefills (headers at once, first event much later), stream limits, hostile error bodies and usage.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <ctime>
 #include <string>
 #include <thread>
 
 #include "raw_http_server.h"
 #include "strata/transport.h"
+#include "testing/fake_clock.h"
 #include "transport/timeouts.h"
 
 namespace strata {
@@ -118,6 +121,71 @@ TEST_CASE("idle applies between body bytes once the answer started", "[transport
   Status status = transport->Send(kChatBody, CallOptions(), &response);
   REQUIRE(status.code() == StatusCode::kDeadlineExceeded);
   CHECK_THAT(status.message(), Catch::Contains("idle timeout"));
+}
+
+
+constexpr char kJsonOk[] = R"({"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]})";
+
+std::string JsonResponse(int status, const std::string& body, const std::string& extra = "") {
+  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra + "\r\n" + body;
+}
+
+TEST_CASE("each retry carries a fresh rid / request_id and X-Request-Id", "[transport]") {
+  std::atomic<int> calls{0};
+  RawHttpServer server([&](int fd, const RawRequest&) {
+    if (calls++ < 2) {
+      RawHttpServer::Write(fd, JsonResponse(503, R"({"error":{"message":"busy","type":"x","code":503}})"));
+    } else {
+      RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
+    }
+  });
+  testing::FakeClock clock;
+  HttpTransportOptions options;
+  options.base_url = server.base_url();
+  options.clock = &clock;
+  auto transport = MakeHttpTransport(options).value();
+  CallOptions call;
+  call.request_id = "req-7";
+  Response response;
+  const std::string body = R"({"model":"m","rid":"req-7","request_id":"req-7","messages":[{"role":"user","content":"é"}]})";
+  REQUIRE(transport->Send(body, call, &response).ok());
+  CHECK(response.attempts == 3);
+  auto requests = server.requests();
+  REQUIRE(requests.size() == 3);
+  CHECK(requests[0].body == body);  // the first attempt is sent byte for byte
+  CHECK_THAT(requests[0].head, Catch::Contains("X-Request-Id: req-7\r\n"));
+  CHECK_THAT(requests[1].body, Catch::Contains(R"("rid":"req-7-retry1","request_id":"req-7-retry1")"));
+  CHECK_THAT(requests[1].head, Catch::Contains("X-Request-Id: req-7-retry1"));
+  CHECK_THAT(requests[2].body, Catch::Contains(R"("rid":"req-7-retry2")"));
+  CHECK_THAT(requests[2].body, Catch::Contains(R"("messages":[{"role":"user","content":"é"}])"));
+  CHECK_THAT(requests[2].head, Catch::Contains("X-Request-Id: req-7-retry2"));
+}
+
+TEST_CASE("Retry-After as an HTTP date sets the backoff", "[transport]") {
+  std::atomic<int> calls{0};
+  RawHttpServer server([&](int fd, const RawRequest&) {
+    if (calls++ == 0) {
+      std::time_t at = std::time(nullptr) + 30;
+      char date[64];
+      std::strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", std::gmtime(&at));
+      RawHttpServer::Write(fd, JsonResponse(429, R"({"error":{"message":"slow down","type":"x","code":429}})",
+                                            std::string("Retry-After: ") + date + "\r\n"));
+    } else {
+      RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
+    }
+  });
+  testing::FakeClock clock;
+  HttpTransportOptions options;
+  options.base_url = server.base_url();
+  options.clock = &clock;
+  auto transport = MakeHttpTransport(options).value();
+  Response response;
+  REQUIRE(transport->Send(kChatBody, CallOptions(), &response).ok());
+  REQUIRE(clock.sleeps().size() == 1);
+  // 30 s from the server's clock, read one second of date granularity later at most.
+  CHECK(clock.sleeps()[0] >= 28000000);
+  CHECK(clock.sleeps()[0] <= 30000000);
 }
 
 }  // namespace
