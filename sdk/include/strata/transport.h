@@ -175,8 +175,15 @@ struct HttpTransportOptions {
   // Base URL up to and excluding /chat/completions, e.g. "http://127.0.0.1:8000/v1" (vLLM,
   // SGLang) or "https://api.z.ai/api/paas/v4". Required.
   std::string base_url;
-  // Sent as "Authorization: Bearer <api_key>" when non-empty. Never logged.
+  // Sent as "Authorization: Bearer <api_key>" when non-empty. Never logged: messages and
+  // records show base_url through RedactUrl(), and the STRATA_CURL_VERBOSE=1 trace redacts the
+  // Authorization header and the key. A key with a control character (CR/LF would inject headers)
+  // is refused by MakeHttpTransport().
   std::string api_key;
+  // A non-empty api_key over plain http:// to a host that is not loopback (localhost, 127.0.0.0/8,
+  // [::1]) is refused (INVALID_ARGUMENT) unless this is true: the key would cross the network in
+  // clear text. Default false.
+  bool allow_insecure = false;
   Timeouts timeouts;
   RetryPolicy retry;
   // Idle connections kept for reuse. Default 64.
@@ -185,10 +192,22 @@ struct HttpTransportOptions {
   Clock* clock = nullptr;
   // Extra headers on every request.
   std::vector<std::pair<std::string, std::string>> headers;
+  // An answer's body (a whole JSON answer or a stream, SSE framing included) may be at most this
+  // big; beyond it the call fails with RESOURCE_EXHAUSTED naming the limit. Bounds the memory a
+  // broken or hostile server can make the client hold (an endless stream, SSE without
+  // separators). Default 256 MiB, far above a 1M-token answer.
+  size_t max_response_bytes = 256u << 20;
 };
 
-// An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://.
+// An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://, an
+// api_key or header with a control character, or an api_key over http:// to a non-loopback host
+// without allow_insecure.
 StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions options);
+
+// `url` with the user:password@ part of its authority replaced by "[redacted]@"
+// ("http://u:pw@host:8000/v1" -> "http://[redacted]@host:8000/v1"); other URLs unchanged. What
+// Transport::Endpoint(), records and messages show; use it wherever an endpoint is printed.
+std::string RedactUrl(std::string_view url);
 
 struct GrpcTransportOptions {
   // "host:port" of an SGLang gRPC server (or strata-sim --grpc-port). Required.

@@ -38,6 +38,9 @@ class ChatAssembler {
   bool last_had_token_ = false;
 };
 
+// Tool-call arguments sent as a JSON value (not text) may nest at most this deep.
+constexpr size_t kMaxArgumentsDepth = 256;
+
 // Incremental SSE framing: feed bytes, get complete "data:" payloads. Not thread-safe.
 class SseParser {
  public:

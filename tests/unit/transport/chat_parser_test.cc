@@ -62,6 +62,28 @@ TEST_CASE("reasoning tokens from completion_tokens_details or SGLang's top-level
   CHECK(r.usage.reasoning_tokens == 4);
 }
 
+TEST_CASE("usage figures a server could not mean are recorded as absent", "[transport]") {
+  ChatAssembler a;
+  REQUIRE(a.AddJson(R"({"choices":[],"usage":{"prompt_tokens":1e300,"completion_tokens":-5,"total_tokens":2.5,
+      "prompt_tokens_details":{"cached_tokens":1e300},"reasoning_tokens":"7"}})").ok());
+  Response r;
+  a.Finish(&r);
+  CHECK(r.usage.reported);
+  CHECK(r.usage.prompt_tokens == 0);
+  CHECK(r.usage.completion_tokens == 0);
+  CHECK(r.usage.total_tokens == 0);
+  CHECK_FALSE(r.usage.cached_tokens.has_value());
+  CHECK(r.usage.reasoning_tokens == 0);
+  ChatAssembler b;  // more cached than prompt tokens; a float that is integral is fine
+  REQUIRE(b.AddJson(R"({"choices":[],"usage":{"prompt_tokens":10.0,"prompt_tokens_details":{"cached_tokens":11}}})").ok());
+  b.Finish(&r);
+  CHECK(r.usage.prompt_tokens == 10);
+  CHECK_FALSE(r.usage.cached_tokens.has_value());
+  ChatAssembler c;  // an error code far out of range is not an HTTP status
+  Status s = c.AddJson(R"({"error":{"message":"m","code":99999999999}})");
+  CHECK(s.code() == StatusCode::kUnavailable);
+}
+
 TEST_CASE("usage cached_tokens: absent, null and present", "[transport]") {
   auto parse = [](const std::string& usage) {
     ChatAssembler a;
