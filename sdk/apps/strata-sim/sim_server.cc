@@ -164,8 +164,29 @@ bool IsInteger(const json& v) {
   return d == static_cast<double>(static_cast<int64_t>(d)) && d > -9e18 && d < 9e18;  // 5.0 like pydantic
 }
 
+// Request bodies may nest at most this deep: the prompt renderers and chat templates walk JSON
+// recursively, and a 100 KB body of nested arrays would overflow their stack.
+constexpr size_t kMaxRequestDepth = 256;
+
+size_t Depth(const json& root) {
+  size_t deepest = 0;
+  std::vector<std::pair<const json*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [value, depth] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, depth);
+    if (value->is_structured()) {
+      for (const json& child : *value) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return deepest;
+}
+
 std::optional<Invalid> ValidateRequest(const json& request) {
   if (!request.is_object()) return Invalid{"the request body must be a JSON object", ""};
+  if (Depth(request) > kMaxRequestDepth) {
+    return Invalid{"the request body nests deeper than " + std::to_string(kMaxRequestDepth) + " levels", ""};
+  }
   auto expect = [&](const char* name, bool ok, const char* what) -> std::optional<Invalid> {
     if (ok) return std::nullopt;
     return Invalid{std::string("\"") + name + "\" must be " + what + ", got " + TypeName(request[name]), name};

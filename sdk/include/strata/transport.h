@@ -9,7 +9,7 @@
 //
 //   strata::HttpTransportOptions options;
 //   options.base_url = "http://127.0.0.1:8000/v1";
-//   options.api_key = getenv("API_KEY");
+//   if (const char* key = std::getenv("API_KEY")) options.api_key = key;  // unset: no key
 //   std::unique_ptr<strata::Transport> transport = strata::MakeHttpTransport(options).value();
 //   strata::Response response;
 //   strata::CallOptions call;

@@ -88,6 +88,12 @@ TEST_CASE("strata-sim refuses what vLLM refuses, with a nested error naming the 
     CHECK_THAT(error["error"]["message"].get<std::string>(), Catch::Contains(c.message));
     if (c.param[0] != '\0') CHECK(error["error"]["param"] == c.param);
   }
+  // 100,000 levels of nesting: refused before any recursive walk of the body.
+  const std::string deep = R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":)" +
+                           std::string(100000, '[') + std::string(100000, ']') + "}}]}]}";
+  std::string response = RawHttpServer::Exchange(sim->http_port(), Post(deep));
+  CHECK(StatusOf(response) == 400);
+  CHECK_THAT(BodyOf(response)["error"]["message"].get<std::string>(), Catch::Contains("nests deeper than 256 levels"));
   // Still serving: nothing above ended the process or the accept loop.
   std::string ok = RawHttpServer::Exchange(sim->http_port(), Post(R"({"messages":[{"role":"user","content":"x"}]})"));
   CHECK(StatusOf(ok) == 200);
