@@ -60,8 +60,8 @@ bool IsLoopbackUrl(std::string_view url) {
   // 127.0.0.0/8 written as a dotted quad.
   unsigned a, b, c, d;
   char tail;
-  return std::sscanf(lower.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
-         c < 256 && d < 256;
+  return std::sscanf(lower.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
+         b < 256 && c < 256 && d < 256;
 }
 
 bool ValidHeader(std::string_view name, std::string_view value) {
@@ -104,7 +104,8 @@ std::string Scrub(std::string_view text, const std::vector<std::string>& secrets
       size_t colon = line.find(':');
       out.append(line.substr(0, colon + 1));
       out += " [redacted]";
-      if (nl != std::string_view::npos) out += line.size() >= 2 && line[line.size() - 2] == '\r' ? "\r\n" : "\n";
+      if (nl != std::string_view::npos)
+        out += line.size() >= 2 && line[line.size() - 2] == '\r' ? "\r\n" : "\n";
     } else {
       out.append(line);
     }

@@ -1,16 +1,16 @@
 // The HTTP transport against a raw in-test server that controls every byte and its timing: long
-// prefills (headers at once, first event much later), stream limits, hostile error bodies and usage.
-#include <catch2/catch.hpp>
-
+// prefills (headers at once, first event much later), stream limits, hostile error bodies and
+// usage.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
-#include <chrono>
-#include <ctime>
 #include <string>
 #include <thread>
 
@@ -29,12 +29,16 @@ using strata::testing::RawRequest;
 using namespace std::chrono_literals;
 
 constexpr char kSseHead[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-constexpr char kChatBody[] = R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})";
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: "
+    "close\r\n\r\n";
+constexpr char kChatBody[] =
+    R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})";
 
 std::string Event(const std::string& json) { return "data: " + json + "\n\n"; }
-const std::string kHello = Event(R"({"id":"c1","choices":[{"index":0,"delta":{"content":"Hello"}}]})");
-const std::string kFinish = Event(R"({"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
+const std::string kHello =
+    Event(R"({"id":"c1","choices":[{"index":0,"delta":{"content":"Hello"}}]})");
+const std::string kFinish =
+    Event(R"({"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
 
 std::unique_ptr<Transport> Make(const std::string& base, Timeouts timeouts) {
   HttpTransportOptions options;
@@ -44,7 +48,8 @@ std::unique_ptr<Transport> Make(const std::string& base, Timeouts timeouts) {
   return MakeHttpTransport(options).value();
 }
 
-TEST_CASE("the first-byte timeout grows with the prompt and has first_byte as its floor", "[transport]") {
+TEST_CASE("the first-byte timeout grows with the prompt and has first_byte as its floor",
+          "[transport]") {
   Timeouts t;
   t.first_byte = 5000ms;
   t.prefill_per_100k_tokens = 60000ms;
@@ -57,7 +62,8 @@ TEST_CASE("the first-byte timeout grows with the prompt and has first_byte as it
   CHECK(transport_internal::FirstByteTimeout(defaults, 1048576) > defaults.first_byte);
 }
 
-TEST_CASE("a long prefill: headers at once, the first event after longer than idle", "[transport]") {
+TEST_CASE("a long prefill: headers at once, the first event after longer than idle",
+          "[transport]") {
   // vLLM and SGLang send the headers before the prefill; the idle timeout must not start there.
   RawHttpServer server([](int fd, const RawRequest&) {
     RawHttpServer::Write(fd, kSseHead);
@@ -85,8 +91,8 @@ TEST_CASE("the first-byte timeout scales with CallOptions::prompt_tokens", "[tra
   });
   Timeouts timeouts;
   timeouts.idle = 100ms;
-  timeouts.first_byte = 150ms;                 // the floor alone is too short for this prefill
-  timeouts.prefill_per_100k_tokens = 2000ms;   // 200K tokens -> 4 s
+  timeouts.first_byte = 150ms;                // the floor alone is too short for this prefill
+  timeouts.prefill_per_100k_tokens = 2000ms;  // 200K tokens -> 4 s
   auto transport = Make(server.base_url(), timeouts);
   SECTION("a small prompt gets the floor and times out, naming the timeout and the way out") {
     Response response;
@@ -131,19 +137,21 @@ TEST_CASE("idle applies between body bytes once the answer started", "[transport
   CHECK_THAT(status.message(), Catch::Contains("idle timeout"));
 }
 
-
-constexpr char kJsonOk[] = R"({"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]})";
+constexpr char kJsonOk[] =
+    R"({"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]})";
 
 std::string JsonResponse(int status, const std::string& body, const std::string& extra = "") {
-  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra + "\r\n" + body;
+  return "HTTP/1.1 " + std::to_string(status) +
+         " X\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n" + extra + "\r\n" + body;
 }
 
 TEST_CASE("each retry carries a fresh rid / request_id and X-Request-Id", "[transport]") {
   std::atomic<int> calls{0};
   RawHttpServer server([&](int fd, const RawRequest&) {
     if (calls++ < 2) {
-      RawHttpServer::Write(fd, JsonResponse(503, R"({"error":{"message":"busy","type":"x","code":503}})"));
+      RawHttpServer::Write(
+          fd, JsonResponse(503, R"({"error":{"message":"busy","type":"x","code":503}})"));
     } else {
       RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
     }
@@ -156,14 +164,16 @@ TEST_CASE("each retry carries a fresh rid / request_id and X-Request-Id", "[tran
   CallOptions call;
   call.request_id = "req-7";
   Response response;
-  const std::string body = R"({"model":"m","rid":"req-7","request_id":"req-7","messages":[{"role":"user","content":"é"}]})";
+  const std::string body =
+      R"({"model":"m","rid":"req-7","request_id":"req-7","messages":[{"role":"user","content":"é"}]})";
   REQUIRE(transport->Send(body, call, &response).ok());
   CHECK(response.attempts == 3);
   auto requests = server.requests();
   REQUIRE(requests.size() == 3);
   CHECK(requests[0].body == body);  // the first attempt is sent byte for byte
   CHECK_THAT(requests[0].head, Catch::Contains("X-Request-Id: req-7\r\n"));
-  CHECK_THAT(requests[1].body, Catch::Contains(R"("rid":"req-7-retry1","request_id":"req-7-retry1")"));
+  CHECK_THAT(requests[1].body,
+             Catch::Contains(R"("rid":"req-7-retry1","request_id":"req-7-retry1")"));
   CHECK_THAT(requests[1].head, Catch::Contains("X-Request-Id: req-7-retry1"));
   CHECK_THAT(requests[2].body, Catch::Contains(R"("rid":"req-7-retry2")"));
   CHECK_THAT(requests[2].body, Catch::Contains(R"("messages":[{"role":"user","content":"é"}])"));
@@ -177,8 +187,9 @@ TEST_CASE("Retry-After as an HTTP date sets the backoff", "[transport]") {
       std::time_t at = std::time(nullptr) + 30;
       char date[64];
       std::strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", std::gmtime(&at));
-      RawHttpServer::Write(fd, JsonResponse(429, R"({"error":{"message":"slow down","type":"x","code":429}})",
-                                            std::string("Retry-After: ") + date + "\r\n"));
+      RawHttpServer::Write(
+          fd, JsonResponse(429, R"({"error":{"message":"slow down","type":"x","code":429}})",
+                           std::string("Retry-After: ") + date + "\r\n"));
     } else {
       RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
     }
@@ -198,7 +209,8 @@ TEST_CASE("Retry-After as an HTTP date sets the backoff", "[transport]") {
 
 // ---- Limits on what a broken or hostile server can make the client do ---------------------
 
-TEST_CASE("an SSE stream without blank-line separators is bounded by max_response_bytes", "[transport]") {
+TEST_CASE("an SSE stream without blank-line separators is bounded by max_response_bytes",
+          "[transport]") {
   RawHttpServer server([&](int fd, const RawRequest&) {
     if (!RawHttpServer::Write(fd, kSseHead)) return;
     const std::string line = "data: " + std::string(1000, 'x') + "\n";  // never a blank line
@@ -236,9 +248,11 @@ TEST_CASE("an endless stream of valid deltas is bounded by max_response_bytes", 
 
 std::string Deep(size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
-TEST_CASE("an error body nested 200,000 deep without a message is quoted, not re-serialized", "[transport]") {
+TEST_CASE("an error body nested 200,000 deep without a message is quoted, not re-serialized",
+          "[transport]") {
   const std::string body = R"({"error":)" + Deep(200000) + "}";
-  RawHttpServer server([&](int fd, const RawRequest&) { RawHttpServer::Write(fd, JsonResponse(400, body)); });
+  RawHttpServer server(
+      [&](int fd, const RawRequest&) { RawHttpServer::Write(fd, JsonResponse(400, body)); });
   HttpTransportOptions options;
   options.base_url = server.base_url();
   auto transport = MakeHttpTransport(options).value();
@@ -249,9 +263,11 @@ TEST_CASE("an error body nested 200,000 deep without a message is quoted, not re
   CHECK(status.message().size() < 1000);
 }
 
-TEST_CASE("streamed tool-call arguments nested 200,000 deep are refused with the limit", "[transport]") {
-  const std::string chunk = R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":)" +
-                            Deep(200000) + "}}]}}]}";
+TEST_CASE("streamed tool-call arguments nested 200,000 deep are refused with the limit",
+          "[transport]") {
+  const std::string chunk =
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":)" +
+      Deep(200000) + "}}]}}]}";
   RawHttpServer server([&](int fd, const RawRequest&) {
     RawHttpServer::Write(fd, std::string(kSseHead) + Event(chunk) + kFinish + "data: [DONE]\n\n");
   });
@@ -293,8 +309,8 @@ TEST_CASE("an API key over plain http to a non-loopback host needs allow_insecur
   REQUIRE(made.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(made.status().message(), Catch::Contains("allow_insecure"));
   CHECK_THAT(made.status().message(), Catch::Contains("https://"));
-  for (const char* ok : {"https://10.1.2.3/v1", "http://127.0.0.1:8000/v1", "http://localhost/v1", "http://[::1]:80/v1",
-                         "http://127.9.9.9/v1"}) {
+  for (const char* ok : {"https://10.1.2.3/v1", "http://127.0.0.1:8000/v1", "http://localhost/v1",
+                         "http://[::1]:80/v1", "http://127.9.9.9/v1"}) {
     options.base_url = ok;
     CHECK(MakeHttpTransport(options).ok());
   }
@@ -336,7 +352,8 @@ class CaptureFd {
   std::string path_;
 };
 
-TEST_CASE("no secret reaches stdout, stderr (STRATA_CURL_VERBOSE=1), records or messages", "[transport]") {
+TEST_CASE("no secret reaches stdout, stderr (STRATA_CURL_VERBOSE=1), records or messages",
+          "[transport]") {
   const std::string key = "sk-SECRET-KEY-4242";
   const std::string password = "pw-SECRET-7777";
   std::atomic<int> calls{0};
@@ -344,10 +361,12 @@ TEST_CASE("no secret reaches stdout, stderr (STRATA_CURL_VERBOSE=1), records or 
     if (calls++ == 0) {
       RawHttpServer::Write(fd, std::string(kSseHead) + kHello + kFinish + "data: [DONE]\n\n");
     } else {
-      RawHttpServer::Write(fd, JsonResponse(401, R"({"error":{"message":"bad key","type":"x","code":401}})"));
+      RawHttpServer::Write(
+          fd, JsonResponse(401, R"({"error":{"message":"bad key","type":"x","code":401}})"));
     }
   });
-  const std::string base = "http://alice:" + password + "@127.0.0.1:" + std::to_string(server.port()) + "/v1";
+  const std::string base =
+      "http://alice:" + password + "@127.0.0.1:" + std::to_string(server.port()) + "/v1";
   setenv("STRATA_CURL_VERBOSE", "1", 1);
   CaptureFd err(2), out(1);
   std::ostringstream records;

@@ -46,7 +46,8 @@ class RawHttpServer {
     addr.sin_family = AF_INET;
     addr.sin_port = 0;
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listen_fd_, 16) != 0) {
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        listen(listen_fd_, 16) != 0) {
       std::abort();
     }
     socklen_t len = sizeof(addr);

@@ -1,19 +1,18 @@
 // strata-sim over HTTP as vLLM and SGLang behave: request validation (400 with a nested error
 // body), the output cap, headers before the prefill, and the connection limits that keep one bad
 // client from exhausting the simulator.
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
+#include "sim_server.h"
 
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "raw_http_server.h"
-#include "sim_server.h"
 #include "strata/transport.h"
 
 namespace strata {
@@ -23,7 +22,8 @@ using nlohmann::json;
 using strata::testing::RawHttpServer;
 
 std::string Post(const std::string& body, const std::string& extra_headers = "") {
-  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+         "application/json\r\nConnection: close\r\n" +
          extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
@@ -52,28 +52,32 @@ TEST_CASE("strata-sim refuses what vLLM refuses, with a nested error naming the 
     const char* param;
   };
   const Case cases[] = {
-      {R"({"messages":[{"role":"wizard","content":"x"}]})", R"(role "wizard" is not one of)", "messages[0].role"},
-      {R"({"messages":[{"role":5,"content":"x"}]})", "messages[0].role must be a string, got an integer",
+      {R"({"messages":[{"role":"wizard","content":"x"}]})", R"(role "wizard" is not one of)",
        "messages[0].role"},
-      {R"({"model":5,"messages":[{"role":"user","content":"x"}]})", R"("model" must be a string)", "model"},
-      {R"({"stream":"yes","messages":[{"role":"user","content":"x"}]})", R"("stream" must be a boolean)", "stream"},
+      {R"({"messages":[{"role":5,"content":"x"}]})",
+       "messages[0].role must be a string, got an integer", "messages[0].role"},
+      {R"({"model":5,"messages":[{"role":"user","content":"x"}]})", R"("model" must be a string)",
+       "model"},
+      {R"({"stream":"yes","messages":[{"role":"user","content":"x"}]})",
+       R"("stream" must be a boolean)", "stream"},
       {R"({"max_completion_tokens":-1,"messages":[{"role":"user","content":"x"}]})",
        "max_completion_tokens must be at least 1, got -1", "max_completion_tokens"},
-      {R"({"max_tokens":0,"messages":[{"role":"user","content":"x"}]})", "max_tokens must be at least 1, got 0",
-       "max_tokens"},
-      {R"({"max_tokens":2.5,"messages":[{"role":"user","content":"x"}]})", R"("max_tokens" must be an integer, got 2.5)",
-       "max_tokens"},
+      {R"({"max_tokens":0,"messages":[{"role":"user","content":"x"}]})",
+       "max_tokens must be at least 1, got 0", "max_tokens"},
+      {R"({"max_tokens":2.5,"messages":[{"role":"user","content":"x"}]})",
+       R"("max_tokens" must be an integer, got 2.5)", "max_tokens"},
       {R"({"max_completion_tokens":"5","messages":[{"role":"user","content":"x"}]})",
        R"("max_completion_tokens" must be an integer, got a string)", "max_completion_tokens"},
       {R"({"messages":"hello"})", R"("messages" must be an array)", "messages"},
       {R"({"model":"m"})", R"("messages" is required)", "messages"},
-      {R"({"messages":[{"role":"user","content":5}]})", "messages[0].content must be a string", "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":5}]})", "messages[0].content must be a string",
+       "messages[0].content"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})",
        "Stream options can only be defined when `stream=True`.", "stream_options"},
-      {R"({"messages":[{"role":"assistant","tool_calls":{"a":1}}]})", "messages[0].tool_calls must be an array",
-       "messages[0].tool_calls"},
-      {R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})", "temperature must be non-negative",
-       "temperature"},
+      {R"({"messages":[{"role":"assistant","tool_calls":{"a":1}}]})",
+       "messages[0].tool_calls must be an array", "messages[0].tool_calls"},
+      {R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})",
+       "temperature must be non-negative", "temperature"},
       {R"([1,2,3])", "the request body must be a JSON object", ""},
   };
   for (const Case& c : cases) {
@@ -89,13 +93,16 @@ TEST_CASE("strata-sim refuses what vLLM refuses, with a nested error naming the 
     if (c.param[0] != '\0') CHECK(error["error"]["param"] == c.param);
   }
   // 100,000 levels of nesting: refused before any recursive walk of the body.
-  const std::string deep = R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":)" +
-                           std::string(100000, '[') + std::string(100000, ']') + "}}]}]}";
+  const std::string deep =
+      R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":)" +
+      std::string(100000, '[') + std::string(100000, ']') + "}}]}]}";
   std::string response = RawHttpServer::Exchange(sim->http_port(), Post(deep));
   CHECK(StatusOf(response) == 400);
-  CHECK_THAT(BodyOf(response)["error"]["message"].get<std::string>(), Catch::Contains("nests deeper than 256 levels"));
+  CHECK_THAT(BodyOf(response)["error"]["message"].get<std::string>(),
+             Catch::Contains("nests deeper than 256 levels"));
   // Still serving: nothing above ended the process or the accept loop.
-  std::string ok = RawHttpServer::Exchange(sim->http_port(), Post(R"({"messages":[{"role":"user","content":"x"}]})"));
+  std::string ok = RawHttpServer::Exchange(sim->http_port(),
+                                           Post(R"({"messages":[{"role":"user","content":"x"}]})"));
   CHECK(StatusOf(ok) == 200);
 }
 
@@ -103,7 +110,8 @@ TEST_CASE("strata-sim answers flat error bodies on request", "[sim]") {
   sim::SimOptions options;
   options.error_shape = "flat";
   auto sim = StartSim(options);
-  json error = BodyOf(RawHttpServer::Exchange(sim->http_port(), Post(R"({"messages":[{"role":"x"}]})")));
+  json error =
+      BodyOf(RawHttpServer::Exchange(sim->http_port(), Post(R"({"messages":[{"role":"x"}]})")));
   CHECK(error["object"] == "error");
   CHECK(error["code"] == 400);
   CHECK_THAT(error["message"].get<std::string>(), Catch::Contains("is not one of"));
@@ -113,7 +121,8 @@ TEST_CASE("strata-sim answers flat error bodies on request", "[sim]") {
 
 TEST_CASE("strata-sim stops at the output cap with finish_reason length", "[sim]") {
   auto sim = StartSim();
-  const std::string reply = R"({"role":"assistant","reasoning_content":"abcdefgh","content":"0123456789abcdef"})";
+  const std::string reply =
+      R"({"role":"assistant","reasoning_content":"abcdefgh","content":"0123456789abcdef"})";
   for (bool stream : {false, true}) {
     INFO("stream " << stream);
     HttpTransportOptions options;
@@ -121,8 +130,10 @@ TEST_CASE("strata-sim stops at the output cap with finish_reason length", "[sim]
     auto transport = MakeHttpTransport(options).value();
     CallOptions call;
     call.headers = {{"X-Strata-Sim-Reply", reply}};
-    std::string body = std::string(R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3,"stream":)") +
-                       (stream ? R"(true,"stream_options":{"include_usage":true}})" : "false}");
+    std::string body =
+        std::string(
+            R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3,"stream":)") +
+        (stream ? R"(true,"stream_options":{"include_usage":true}})" : "false}");
     Response response;
     REQUIRE(transport->Send(body, call, &response).ok());
     CHECK(response.finish_reason == "length");
@@ -147,7 +158,8 @@ TEST_CASE("strata-sim sends a stream's headers before the prefill", "[sim]") {
   addr.sin_port = htons(static_cast<uint16_t>(sim->http_port()));
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(RawHttpServer::Write(fd, Post(R"({"messages":[{"role":"user","content":"hello there"}],"stream":true})")));
+  REQUIRE(RawHttpServer::Write(
+      fd, Post(R"({"messages":[{"role":"user","content":"hello there"}],"stream":true})")));
   std::string first;
   char buf[65536];
   pollfd p{fd, POLLIN, 0};
@@ -167,16 +179,20 @@ TEST_CASE("strata-sim refuses bad framing and oversize requests", "[sim]") {
   sim::SimOptions options;
   options.max_request_bytes = 1000;
   auto sim = StartSim(options);
-  auto raw = [&](const std::string& request) { return RawHttpServer::Exchange(sim->http_port(), request); };
+  auto raw = [&](const std::string& request) {
+    return RawHttpServer::Exchange(sim->http_port(), request);
+  };
   std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n";
   std::string r = raw(head + "Content-Length: -1\r\n\r\n");
   CHECK(StatusOf(r) == 400);
-  CHECK_THAT(BodyOf(r)["error"]["message"].get<std::string>(), Catch::Contains("Content-Length \"-1\""));
+  CHECK_THAT(BodyOf(r)["error"]["message"].get<std::string>(),
+             Catch::Contains("Content-Length \"-1\""));
   CHECK(StatusOf(raw(head + "Content-Length: 12abc\r\n\r\n")) == 400);
   CHECK(StatusOf(raw(head + "Content-Length: 99999999999999999999999\r\n\r\n")) == 400);
   r = raw(head + "Content-Length: 5000\r\n\r\n");
   CHECK(StatusOf(r) == 413);
-  CHECK_THAT(BodyOf(r)["error"]["message"].get<std::string>(), Catch::Contains("over the limit of 1000 bytes"));
+  CHECK_THAT(BodyOf(r)["error"]["message"].get<std::string>(),
+             Catch::Contains("over the limit of 1000 bytes"));
   CHECK(StatusOf(raw(head + "X-Big: " + std::string(70000, 'a') + "\r\n\r\n")) == 431);
 }
 
@@ -186,11 +202,13 @@ TEST_CASE("strata-sim closes slow and idle connections", "[sim]") {
   options.idle_timeout_ms = 200;
   auto sim = StartSim(options);
   // A head that never completes: 408 and closed, not a thread held forever.
-  std::string r = RawHttpServer::Exchange(sim->http_port(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");
+  std::string r = RawHttpServer::Exchange(sim->http_port(),
+                                          "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");
   CHECK(StatusOf(r) == 408);
   // A body that never arrives.
-  r = RawHttpServer::Exchange(sim->http_port(),
-                              "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{");
+  r = RawHttpServer::Exchange(
+      sim->http_port(),
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{");
   CHECK(StatusOf(r) == 408);
   // A connection that never sends anything is closed after idle_timeout_ms (Exchange returns when
   // the server closes; its own limit is 5 s).
@@ -214,7 +232,8 @@ TEST_CASE("strata-sim keeps a bounded request log", "[sim]") {
   options.max_logged_requests = 3;
   auto sim = StartSim(options);
   const std::string body = R"({"messages":[{"role":"user","content":"x"}]})";
-  for (int i = 0; i < 5; ++i) CHECK(StatusOf(RawHttpServer::Exchange(sim->http_port(), Post(body))) == 200);
+  for (int i = 0; i < 5; ++i)
+    CHECK(StatusOf(RawHttpServer::Exchange(sim->http_port(), Post(body))) == 200);
   auto log = sim->requests();
   REQUIRE(log.size() == 3);
   CHECK(log[0].body == body.substr(0, 10));

@@ -1,7 +1,8 @@
+#include "transport/redact.h"
+
 #include <catch2/catch.hpp>
 
 #include "strata/transport.h"
-#include "transport/redact.h"
 
 namespace strata {
 namespace {
@@ -11,8 +12,9 @@ using namespace transport_internal;
 TEST_CASE("RedactUrl hides user:password@ and nothing else", "[transport]") {
   CHECK(RedactUrl("http://u:pw@host:8000/v1") == "http://[redacted]@host:8000/v1");
   CHECK(RedactUrl("https://token@api.example/v1?x=1") == "https://[redacted]@api.example/v1?x=1");
-  CHECK(RedactUrl("http://u:p@ss@host/v1") == "http://[redacted]@host/v1");  // '@' inside the password
-  CHECK(RedactUrl("http://host:8000/v1/a@b") == "http://host:8000/v1/a@b");    // '@' in the path
+  CHECK(RedactUrl("http://u:p@ss@host/v1") ==
+        "http://[redacted]@host/v1");  // '@' inside the password
+  CHECK(RedactUrl("http://host:8000/v1/a@b") == "http://host:8000/v1/a@b");  // '@' in the path
   CHECK(RedactUrl("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1");
   CHECK(RedactUrl("host:50051") == "host:50051");
   CHECK(UrlPassword("http://u:p@ss@host/v1") == "p@ss");
@@ -28,7 +30,8 @@ TEST_CASE("loopback hosts", "[transport]") {
   CHECK_FALSE(IsLoopbackUrl("http://[::2]/v1"));
 }
 
-TEST_CASE("headers with control characters are not valid; Scrub redacts auth lines and secrets", "[transport]") {
+TEST_CASE("headers with control characters are not valid; Scrub redacts auth lines and secrets",
+          "[transport]") {
   CHECK(ValidHeader("X-A", "b\tc"));
   CHECK_FALSE(ValidHeader("X-A", "b\r\nX-B: c"));
   CHECK_FALSE(ValidHeader("X A", "b"));
