@@ -218,6 +218,57 @@ TEST_CASE("strata-sim closes slow and idle connections", "[sim]") {
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(4));
 }
 
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+// True when the peer closes `fd` within `timeout_ms`.
+bool ClosedWithin(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  char buf[4096];
+  while (poll(&p, 1, timeout_ms) == 1) {
+    if (recv(fd, buf, sizeof(buf), 0) <= 0) return true;
+  }
+  return false;
+}
+
+TEST_CASE("strata-sim holds at most max_connections, and idle ones are released", "[sim]") {
+  sim::SimOptions options;
+  options.max_connections = 4;
+  options.idle_timeout_ms = 300;
+  auto sim = StartSim(options);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(sim->http_port()));
+  // Wait until the simulator has taken all four (accepting happens on its own thread).
+  for (int i = 0; i < 500 && sim->connections_accepted() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(sim->connections_accepted() == 4);
+  std::string refused = RawHttpServer::Exchange(
+      sim->http_port(), Post(R"({"messages":[{"role":"user","content":"x"}]})"));
+  CHECK(StatusOf(refused) == 503);
+  CHECK_THAT(BodyOf(refused)["error"]["message"].get<std::string>(),
+             Catch::Contains("over 4 open connections"));
+  // The four silent connections are closed by the idle timeout, which frees their slots.
+  for (int fd : idle) {
+    CHECK(ClosedWithin(fd, 5000));
+    close(fd);
+  }
+  std::string served;
+  for (int attempt = 0; attempt < 50 && StatusOf(served) != 200; ++attempt) {
+    served = RawHttpServer::Exchange(sim->http_port(),
+                                     Post(R"({"messages":[{"role":"user","content":"x"}]})"));
+    if (StatusOf(served) != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(StatusOf(served) == 200);
+}
+
 TEST_CASE("strata-sim refuses a port outside 0..65535", "[sim]") {
   sim::SimOptions options;
   options.http_port = 99999;
