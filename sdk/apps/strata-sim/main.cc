@@ -60,7 +60,12 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
   app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the help or the error
+    return code == 0 ? 0 : 2;      // a usage error (e.g. --port 99999) exits 2
+  }
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull
                                               : strata::sim::CachedReport::kAbsent;
