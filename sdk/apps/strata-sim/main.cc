@@ -25,8 +25,10 @@ int main(int argc, char** argv) {
   std::string template_name = "glm-5.3";
   CLI::App app{"strata-sim: an OpenAI Chat Completions and SGLang gRPC endpoint simulator"};
   app.add_option("--host", options.host, "IPv4 address to bind")->capture_default_str();
-  app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")->capture_default_str();
-  app.add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port, -1: no gRPC)")->capture_default_str();
+  app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")
+      ->check(CLI::Range(-1, 65535))->capture_default_str();
+  app.add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port, -1: no gRPC)")
+      ->check(CLI::Range(-1, 65535))->capture_default_str();
   app.add_option("--tokenizer", tokenizer_spec,
                  "count prompt tokens with this tokenizer spec (strata/tokenize.h, e.g. hf:tokenizer.json); "
                  "default: the bytes-per-token estimator");
@@ -37,8 +39,16 @@ int main(int argc, char** argv) {
   app.add_option("--block-size", options.cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
   app.add_option("--capacity-blocks", options.cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
   app.add_option("--bytes-per-token", options.cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
-  app.add_option("--flavor", options.flavor, "vllm | sglang | openai (reasoning field, error shape)")
+  app.add_option("--flavor", options.flavor, "vllm | sglang | openai (reasoning field)")
       ->check(CLI::IsMember({"vllm", "sglang", "openai"}))->capture_default_str();
+  app.add_option("--error-shape", options.error_shape,
+                 "error bodies: nested {\"error\":{...}} (current vLLM, OpenAI) or flat {\"object\":\"error\",...}")
+      ->check(CLI::IsMember({"nested", "flat"}))->capture_default_str();
+  app.add_option("--max-request-bytes", options.max_request_bytes, "request body limit (413 beyond)")->capture_default_str();
+  app.add_option("--request-timeout-ms", options.request_timeout_ms, "a request's head and body must arrive within this")
+      ->capture_default_str();
+  app.add_option("--idle-timeout-ms", options.idle_timeout_ms, "keep-alive connections idle longer are closed")
+      ->capture_default_str();
   app.add_option("--cached-tokens", cached, "present | null | absent (usage.prompt_tokens_details)")
       ->check(CLI::IsMember({"present", "null", "absent"}))->capture_default_str();
   app.add_option("--max-context", options.max_context_tokens, "context length in tokens")->capture_default_str();
@@ -50,7 +60,12 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
   app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the help or the error
+    return code == 0 ? 0 : 2;      // a usage error (e.g. --port 99999) exits 2
+  }
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull
                                               : strata::sim::CachedReport::kAbsent;

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -137,6 +138,199 @@ struct Plan {
   SimRequestLog log;
 };
 
+// A request field vLLM's OpenAI server would refuse (pydantic types plus its own checks): the
+// message, and the offending parameter for the error body's "param".
+struct Invalid {
+  std::string message;
+  std::string param;
+};
+
+std::string TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a float";
+    default: return "an integer";
+  }
+}
+
+bool IsInteger(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return true;
+  if (!v.is_number_float()) return false;
+  double d = v.get<double>();
+  return d == static_cast<double>(static_cast<int64_t>(d)) && d > -9e18 && d < 9e18;  // 5.0 like pydantic
+}
+
+// Request bodies may nest at most this deep: the prompt renderers and chat templates walk JSON
+// recursively, and a 100 KB body of nested arrays would overflow their stack.
+constexpr size_t kMaxRequestDepth = 256;
+
+size_t Depth(const json& root) {
+  size_t deepest = 0;
+  std::vector<std::pair<const json*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [value, depth] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, depth);
+    if (value->is_structured()) {
+      for (const json& child : *value) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return deepest;
+}
+
+std::optional<Invalid> ValidateRequest(const json& request) {
+  if (!request.is_object()) return Invalid{"the request body must be a JSON object", ""};
+  if (Depth(request) > kMaxRequestDepth) {
+    return Invalid{"the request body nests deeper than " + std::to_string(kMaxRequestDepth) + " levels", ""};
+  }
+  auto expect = [&](const char* name, bool ok, const char* what) -> std::optional<Invalid> {
+    if (ok) return std::nullopt;
+    return Invalid{std::string("\"") + name + "\" must be " + what + ", got " + TypeName(request[name]), name};
+  };
+  auto has = [&](const char* name) { return request.contains(name) && !request[name].is_null(); };
+  std::optional<Invalid> bad;
+  if (has("model") && (bad = expect("model", request["model"].is_string(), "a string"))) return bad;
+  if (has("stream") && (bad = expect("stream", request["stream"].is_boolean(), "a boolean"))) return bad;
+  for (const char* name : {"cache_salt", "rid", "request_id", "reasoning_effort"}) {
+    if (has(name) && (bad = expect(name, request[name].is_string(), "a string"))) return bad;
+  }
+  for (const char* name : {"chat_template_kwargs", "stream_options"}) {
+    if (has(name) && (bad = expect(name, request[name].is_object(), "an object"))) return bad;
+  }
+  if (has("stream_options") && !(has("stream") && request["stream"].get<bool>())) {
+    return Invalid{"Stream options can only be defined when `stream=True`.", "stream_options"};
+  }
+  for (const char* name : {"max_tokens", "max_completion_tokens", "n", "seed", "priority"}) {
+    if (!has(name)) continue;
+    const json& v = request[name];
+    if (!IsInteger(v)) {
+      return Invalid{std::string("\"") + name + "\" must be an integer, got " +
+                         (v.is_number() ? v.dump() : TypeName(v)),
+                     name};
+    }
+  }
+  for (const char* name : {"max_tokens", "max_completion_tokens", "n"}) {
+    if (has(name) && request[name].get<double>() < 1) {
+      return Invalid{std::string(name) + " must be at least 1, got " + request[name].dump() + ".", name};
+    }
+  }
+  for (const char* name : {"temperature", "top_p", "presence_penalty", "frequency_penalty"}) {
+    if (has(name) && (bad = expect(name, request[name].is_number(), "a number"))) return bad;
+  }
+  if (has("temperature") && request["temperature"].get<double>() < 0) {
+    return Invalid{"temperature must be non-negative, got " + request["temperature"].dump() + ".", "temperature"};
+  }
+  if (has("top_p") && (request["top_p"].get<double>() <= 0 || request["top_p"].get<double>() > 1)) {
+    return Invalid{"top_p must be in (0, 1], got " + request["top_p"].dump() + ".", "top_p"};
+  }
+  if (has("tools")) {
+    if ((bad = expect("tools", request["tools"].is_array(), "an array"))) return bad;
+    for (size_t i = 0; i < request["tools"].size(); ++i) {
+      const json& tool = request["tools"][i];
+      std::string where = "tools[" + std::to_string(i) + "]";
+      if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
+          !tool["function"].contains("name") || !tool["function"]["name"].is_string()) {
+        return Invalid{where + " must be {\"type\":\"function\",\"function\":{\"name\":...}}", where};
+      }
+    }
+  }
+  if (!request.contains("messages")) return Invalid{"\"messages\" is required", "messages"};
+  if ((bad = expect("messages", request["messages"].is_array(), "an array"))) return bad;
+  if (request["messages"].empty()) return Invalid{"\"messages\" must hold at least one message", "messages"};
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
+  for (size_t i = 0; i < request["messages"].size(); ++i) {
+    const json& m = request["messages"][i];
+    std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Invalid{where + " must be an object, got " + TypeName(m), where};
+    if (!m.contains("role") || !m["role"].is_string()) {
+      return Invalid{where + ".role must be a string, got " + (m.contains("role") ? TypeName(m["role"]) : "nothing"),
+                     where + ".role"};
+    }
+    std::string role = m["role"].get<std::string>();
+    if (kRoles.count(role) == 0) {
+      return Invalid{where + ".role \"" + role +
+                         "\" is not one of system, developer, user, assistant, tool, function",
+                     where + ".role"};
+    }
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string()) {
+      if (!m["content"].is_array()) {
+        return Invalid{where + ".content must be a string, an array of parts or null, got " + TypeName(m["content"]),
+                       where + ".content"};
+      }
+      for (const json& part : m["content"]) {
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+          return Invalid{where + ".content parts must be objects with a \"type\"", where + ".content"};
+        }
+      }
+    }
+    for (const char* name : {"name", "tool_call_id", "reasoning_content", "reasoning"}) {
+      if (m.contains(name) && !m[name].is_null() && !m[name].is_string()) {
+        return Invalid{where + "." + name + " must be a string, got " + TypeName(m[name]), where + "." + name};
+      }
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) {
+        return Invalid{where + ".tool_calls must be an array, got " + TypeName(m["tool_calls"]), where + ".tool_calls"};
+      }
+      for (const json& call : m["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+            !call["function"].contains("name") || !call["function"]["name"].is_string()) {
+          return Invalid{where + ".tool_calls entries must be {\"function\":{\"name\":...,\"arguments\":...}}",
+                         where + ".tool_calls"};
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The longest prefix of `text` (whole UTF-8 code points) that counts at most `tokens`.
+std::string PrefixWithin(const std::string& text, int64_t tokens, const std::function<int64_t(const std::string&)>& count) {
+  if (count(text) <= tokens) return text;
+  size_t lo = 0, hi = text.size();  // count(text[0, lo)) <= tokens < count(text[0, hi))
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    while (mid > lo && (static_cast<unsigned char>(text[mid]) & 0xC0) == 0x80) --mid;
+    if (mid == lo) break;
+    if (count(text.substr(0, mid)) <= tokens) lo = mid;
+    else hi = mid;
+  }
+  return text.substr(0, lo);
+}
+
+// Cuts a reply to `max_tokens` output tokens (reasoning, then content, then whole tool calls), as a
+// server stops generating at the cap. True when something was cut.
+bool CapReply(Reply* reply, int64_t max_tokens, const std::function<int64_t(const std::string&)>& count) {
+  int64_t left = max_tokens;
+  bool cut = false;
+  for (std::string* text : {&reply->reasoning, &reply->content}) {
+    int64_t n = count(*text);
+    if (n <= left) {
+      left -= n;
+      continue;
+    }
+    *text = PrefixWithin(*text, std::max<int64_t>(0, left), count);
+    left = 0;
+    cut = true;
+  }
+  std::vector<ToolCall> kept;
+  for (ToolCall& call : reply->tool_calls) {
+    int64_t n = count(call.name) + count(call.arguments);
+    if (!cut && n <= left) {
+      left -= n;
+      kept.push_back(std::move(call));
+    } else {
+      cut = true;
+    }
+  }
+  reply->tool_calls = std::move(kept);
+  return cut;
+}
+
 }  // namespace
 
 class SimServer::Impl : public GrpcEngine {
@@ -144,6 +338,15 @@ class SimServer::Impl : public GrpcEngine {
   explicit Impl(SimOptions options) : options_(std::move(options)), cache_(options_.cache) {}
 
   Status Init() {
+    for (auto [name, port] : {std::pair<const char*, int>{"HTTP", options_.http_port}, {"gRPC", options_.grpc_port}}) {
+      if (port < -1 || port > 65535) {
+        return InvalidArgumentError(std::string(name) + " port " + std::to_string(port) +
+                                    " is out of range; use 0..65535 (0: any free port) or -1 (none)");
+      }
+    }
+    if (options_.error_shape != "nested" && options_.error_shape != "flat") {
+      return InvalidArgumentError("error shape \"" + options_.error_shape + "\" is not nested or flat");
+    }
     if (!options_.default_fault.empty()) {
       StatusOr<Fault> f = ParseFault(options_.default_fault);
       if (!f.ok()) return f.status();
@@ -168,14 +371,36 @@ class SimServer::Impl : public GrpcEngine {
 
   // ---- The engine ------------------------------------------------------------------------
 
+  // Never throws: a request that makes the engine throw (a JSON type error missed by the
+  // validation) is answered 400 with what went wrong, never an exception out of a serving thread.
   Plan MakePlan(const std::string& protocol, const std::string& path, const std::string& body,
                 const std::map<std::string, std::string>& headers) {
+    try {
+      return MakePlanOrThrow(protocol, path, body, headers);
+    } catch (const std::exception& e) {
+      Plan plan;
+      plan.log.protocol = protocol;
+      plan.log.path = path;
+      plan.log.headers = headers;
+      LogBody(body, &plan.log);
+      return ErrorPlan(std::move(plan), 400, std::string("invalid request: ") + e.what(), options_.error_shape,
+                       "BadRequestError");
+    }
+  }
+
+  void LogBody(const std::string& body, SimRequestLog* log) const {
+    log->body_bytes = body.size();
+    log->body = body.substr(0, options_.max_logged_body_bytes);
+  }
+
+  Plan MakePlanOrThrow(const std::string& protocol, const std::string& path, const std::string& body,
+                       const std::map<std::string, std::string>& headers) {
     Plan plan;
     plan.log.protocol = protocol;
     plan.log.path = path;
     plan.log.headers = headers;
-    plan.log.body = body;
-    const bool flat_default = options_.flavor != "openai";
+    LogBody(body, &plan.log);
+    const bool flat_default = options_.error_shape == "flat";
     // Which fault applies.
     std::optional<Fault> fault;
     auto header = headers.find("x-strata-sim-fault");
@@ -185,6 +410,12 @@ class SimServer::Impl : public GrpcEngine {
       if (f->times >= 0) {
         auto rid = headers.find("x-request-id");
         std::string key = rid != headers.end() ? rid->second : std::to_string(std::hash<std::string>{}(body));
+        // strata's retries carry "<id>-retry<n>": they are attempts of the same request.
+        size_t suffix = key.rfind("-retry");
+        if (rid != headers.end() && suffix != std::string::npos && suffix + 6 < key.size() &&
+            key.find_first_not_of("0123456789", suffix + 6) == std::string::npos) {
+          key.resize(suffix);
+        }
         std::lock_guard<std::mutex> lock(mu_);
         if (fault_attempts_[key + "|" + f->spec]++ < f->times) fault = *f;
       } else {
@@ -212,8 +443,11 @@ class SimServer::Impl : public GrpcEngine {
     }
 
     json request = json::parse(body, nullptr, false);
-    if (request.is_discarded() || !request.is_object()) {
+    if (request.is_discarded()) {
       return ErrorPlan(std::move(plan), 400, "request body is not valid JSON", shape, "BadRequestError");
+    }
+    if (std::optional<Invalid> invalid = ValidateRequest(request)) {
+      return ErrorPlan(std::move(plan), 400, invalid->message, shape, "BadRequestError", invalid->param);
     }
     StatusOr<PromptText> prompt = Status(StatusCode::kUnknown, "");
     if (options_.chat_template != nullptr) {
@@ -245,8 +479,8 @@ class SimServer::Impl : public GrpcEngine {
     const int64_t prompt_tokens = blocks.prompt_tokens;
     plan.log.prompt_tokens = prompt_tokens;
     int64_t max_out = 0;
-    for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-      if (request.contains(key) && request[key].is_number_integer()) max_out = request[key].get<int64_t>();
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins, as in vLLM
+      if (request.contains(key) && request[key].is_number()) max_out = static_cast<int64_t>(request[key].get<double>());
     }
     if ((fault && fault->kind == "oversize") || prompt_tokens > options_.max_context_tokens) {
       std::string message = "This model's maximum context length is " + std::to_string(options_.max_context_tokens) +
@@ -291,22 +525,26 @@ class SimServer::Impl : public GrpcEngine {
     auto chunk_header = headers.find("x-strata-sim-chunk");
     if (chunk_header != headers.end()) chunk = std::max(1, std::atoi(chunk_header->second.c_str()));
 
-    const std::string model = request.value("model", "glm-5.3-flash");
+    const std::string model =
+        request.contains("model") && request["model"].is_string() ? request["model"].get<std::string>() : "glm-5.3-flash";
     const std::string reasoning_field = options_.flavor == "vllm" ? "reasoning" : "reasoning_content";
-    plan.stream = request.value("stream", false);
+    plan.stream = request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
     bool include_usage = false;
     if (request.contains("stream_options") && request["stream_options"].is_object()) {
-      include_usage = request["stream_options"].value("include_usage", false);
+      const json& so = request["stream_options"];
+      include_usage = so.contains("include_usage") && so["include_usage"].is_boolean() && so["include_usage"].get<bool>();
     }
     auto count = [&](const std::string& s) -> int64_t {
       if (options_.tokenizer != nullptr) return static_cast<int64_t>(options_.tokenizer->Count(s));
       size_t bpt = std::max<size_t>(1, options_.cache.bytes_per_token);
       return static_cast<int64_t>((s.size() + bpt - 1) / bpt);
     };
+    // A server stops at the output cap: the reply is cut there and finishes with "length".
+    bool capped = max_out > 0 && CapReply(&reply, max_out, count);
     int64_t reasoning_tokens = count(reply.reasoning);
     int64_t completion_tokens = reasoning_tokens + count(reply.content);
     for (const ToolCall& c : reply.tool_calls) completion_tokens += count(c.name) + count(c.arguments);
-    const std::string finish = reply.tool_calls.empty() ? "stop" : "tool_calls";
+    const std::string finish = capped ? "length" : reply.tool_calls.empty() ? "stop" : "tool_calls";
     json usage = {{"prompt_tokens", prompt_tokens},
                   {"completion_tokens", completion_tokens},
                   {"total_tokens", prompt_tokens + completion_tokens}};
@@ -373,11 +611,13 @@ class SimServer::Impl : public GrpcEngine {
     return plan;
   }
 
-  Plan ErrorPlan(Plan plan, int status, const std::string& message, const std::string& shape, const std::string& type) {
+  static Plan ErrorPlan(Plan plan, int status, const std::string& message, const std::string& shape, const std::string& type,
+                 const std::string& param = "") {
     plan.status = status;
     plan.error_message = message;
     plan.error_type = type;
-    json error = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
+    json error = {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
+                  {"code", status}};
     if (shape == "nested") {
       plan.error_body = json({{"error", error}}).dump();
     } else {
@@ -392,7 +632,11 @@ class SimServer::Impl : public GrpcEngine {
   void Log(const SimRequestLog& log) {
     std::lock_guard<std::mutex> lock(mu_);
     log_.push_back(log);
-    while (log_.size() > options_.max_logged_requests) log_.pop_front();
+    log_bytes_ += log.body.size();
+    while (!log_.empty() && (log_.size() > options_.max_logged_requests || log_bytes_ > options_.max_log_bytes)) {
+      log_bytes_ -= log_.front().body.size();
+      log_.pop_front();
+    }
   }
 
   // ---- Timing and stopping ----------------------------------------------------------------
@@ -477,10 +721,24 @@ class SimServer::Impl : public GrpcEngine {
         close(fd);
         break;
       }
+      if (options_.max_connections > 0 && conn_fds_.size() >= static_cast<size_t>(options_.max_connections)) {
+        WriteAll(fd, SimpleResponse(503, ErrorBody(503, "over " + std::to_string(options_.max_connections) +
+                                                            " open connections; retry later"),
+                                    "Connection: close\r\n"));
+        close(fd);
+        continue;
+      }
       conn_fds_.insert(fd);
       auto it = conn_threads_.emplace(conn_threads_.end());
       *it = std::thread([this, fd, it] {
-        ServeConnection(fd);
+        // Nothing a client sends may end the process: an exception stops this connection only.
+        try {
+          ServeConnection(fd);
+        } catch (const std::exception& e) {
+          WriteAll(fd, SimpleResponse(500, ErrorBody(500, std::string("strata-sim internal error: ") + e.what()),
+                                      "Connection: close\r\n"));
+        } catch (...) {
+        }
         std::lock_guard<std::mutex> lock(conn_mu_);
         conn_fds_.erase(fd);
         close(fd);
@@ -515,7 +773,10 @@ class SimServer::Impl : public GrpcEngine {
       case 200: return "OK";
       case 400: return "Bad Request";
       case 404: return "Not Found";
+      case 408: return "Request Timeout";
       case 411: return "Length Required";
+      case 413: return "Content Too Large";
+      case 431: return "Request Header Fields Too Large";
       case 429: return "Too Many Requests";
       case 500: return "Internal Server Error";
       case 503: return "Service Unavailable";
@@ -529,16 +790,59 @@ class SimServer::Impl : public GrpcEngine {
            "\r\n" + body;
   }
 
+  // Waits up to `timeout_ms` for bytes and appends them. False on timeout, EOF or error.
+  bool RecvWithin(int fd, std::string* buffer, int64_t timeout_ms) {
+    if (timeout_ms <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    int ready;
+    do {
+      ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(timeout_ms, INT32_MAX)));
+    } while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return false;
+    char chunk[65536];
+    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0) return false;
+    buffer->append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+
+  std::string ErrorBody(int status, const std::string& message) const {
+    Plan plan = ErrorPlan(Plan(), status, message, options_.error_shape,
+                                                   status == 413   ? "RequestEntityTooLarge"
+                                                   : status == 408 ? "RequestTimeout"
+                                                   : status == 503 ? "ServiceUnavailable"
+                                                                   : "BadRequestError");
+    return plan.error_body;
+  }
+
   void ServeConnection(int fd) {
     std::string buffer;
-    char chunk[65536];
+    using Clock = std::chrono::steady_clock;
+    auto ms_since = [](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+    };
     while (!stopping_.load()) {
+      // A kept-alive connection may wait idle_timeout_ms for its next request; from its first byte
+      // the head and the body must arrive within request_timeout_ms.
+      if (buffer.empty() && !RecvWithin(fd, &buffer, options_.idle_timeout_ms)) return;
+      const Clock::time_point started = Clock::now();
+      auto reject = [&](int status, const std::string& message) {
+        WriteAll(fd, SimpleResponse(status, ErrorBody(status, message), "Connection: close\r\n"));
+      };
       size_t header_end;
       while ((header_end = buffer.find("\r\n\r\n")) == std::string::npos) {
-        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-        if (n <= 0) return;
-        buffer.append(chunk, static_cast<size_t>(n));
-        if (buffer.size() > (1u << 20) && buffer.find("\r\n\r\n") == std::string::npos) return;
+        if (buffer.size() > options_.max_header_bytes) {
+          return reject(431, "request head over " + std::to_string(options_.max_header_bytes) + " bytes");
+        }
+        if (!RecvWithin(fd, &buffer, options_.request_timeout_ms - ms_since(started))) {
+          if (ms_since(started) >= options_.request_timeout_ms) {
+            reject(408, "request head not received within " + std::to_string(options_.request_timeout_ms) + " ms");
+          }
+          return;
+        }
+      }
+      if (header_end > options_.max_header_bytes) {
+        return reject(431, "request head over " + std::to_string(options_.max_header_bytes) + " bytes");
       }
       std::string head = buffer.substr(0, header_end);
       buffer.erase(0, header_end + 4);
@@ -560,18 +864,31 @@ class SimServer::Impl : public GrpcEngine {
         while (!value.empty() && value.back() == ' ') value.pop_back();
         headers[Lower(line.substr(0, colon))] = value;
       }
-      size_t length = headers.count("content-length") ? std::strtoull(headers["content-length"].c_str(), nullptr, 10) : 0;
+      if (headers.count("transfer-encoding") > 0) {
+        return reject(411, "strata-sim needs Content-Length (no chunked request bodies)");
+      }
+      size_t length = 0;
+      if (headers.count("content-length") > 0) {
+        const std::string& text = headers["content-length"];
+        bool digits = !text.empty() && text.size() <= 19 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits) return reject(400, "Content-Length \"" + text + "\" is not a non-negative integer");
+        length = std::strtoull(text.c_str(), nullptr, 10);
+      }
+      if (length > options_.max_request_bytes) {
+        return reject(413, "request body of " + std::to_string(length) + " bytes is over the limit of " +
+                               std::to_string(options_.max_request_bytes) + " bytes");
+      }
       if (Lower(headers["expect"]) == "100-continue" && buffer.size() < length) {
         if (!WriteAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) return;
       }
-      if (headers.count("transfer-encoding") > 0) {
-        WriteAll(fd, SimpleResponse(411, R"({"object":"error","message":"strata-sim needs Content-Length","code":411})"));
-        return;
-      }
       while (buffer.size() < length) {
-        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-        if (n <= 0) return;
-        buffer.append(chunk, static_cast<size_t>(n));
+        if (!RecvWithin(fd, &buffer, options_.request_timeout_ms - ms_since(started))) {
+          if (ms_since(started) >= options_.request_timeout_ms) {
+            reject(408, "request body not received within " + std::to_string(options_.request_timeout_ms) + " ms");
+          }
+          return;
+        }
       }
       std::string body = buffer.substr(0, length);
       buffer.erase(0, length);
@@ -588,8 +905,8 @@ class SimServer::Impl : public GrpcEngine {
       } else if (method == "POST" && ends_with("/chat/completions")) {
         if (!ServeChat(fd, path, body, headers)) return;
       } else {
-        json error = {{"object", "error"}, {"message", "no route for " + method + " " + path}, {"code", 404}};
-        if (!WriteAll(fd, SimpleResponse(404, error.dump()))) return;
+        Plan plan = ErrorPlan(Plan(), 404, "no route for " + method + " " + path, options_.error_shape, "NotFoundError");
+        if (!WriteAll(fd, SimpleResponse(404, plan.error_body))) return;
       }
       if (!keep_alive) return;
     }
@@ -605,6 +922,14 @@ class SimServer::Impl : public GrpcEngine {
       if (plan.retry_after >= 0) extra = "Retry-After: " + std::to_string(static_cast<int>(plan.retry_after)) + "\r\n";
       return WriteAll(fd, SimpleResponse(plan.status, plan.error_body, extra));
     }
+    // Like vLLM (uvicorn) and SGLang: a stream's headers go out at once, before the queue and the
+    // prefill; its first event comes after them. A whole answer waits for everything.
+    if (plan.stream) {
+      if (!WriteAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                        "Transfer-Encoding: chunked\r\n\r\n")) {
+        return false;
+      }
+    }
     AcquireSlot();
     struct SlotGuard {
       Impl* impl;
@@ -615,11 +940,8 @@ class SimServer::Impl : public GrpcEngine {
       if (!Sleep(plan.delay_us[0])) return false;
       return WriteAll(fd, SimpleResponse(200, plan.payloads[0]));
     }
-    std::string head =
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        "Transfer-Encoding: chunked\r\n\r\n";
     // Events due at the same time are written together (one send), unless flush_each_event.
-    std::string pending = head;
+    std::string pending;
     auto flush = [&]() {
       if (pending.empty()) return true;
       bool ok = WriteAll(fd, pending);
@@ -723,6 +1045,7 @@ class SimServer::Impl : public GrpcEngine {
   std::deque<Fault> injected_;                // guarded by mu_
   std::map<std::string, int> fault_attempts_;  // guarded by mu_
   std::deque<SimRequestLog> log_;             // guarded by mu_
+  size_t log_bytes_ = 0;                      // bodies in log_; guarded by mu_
   std::set<std::string> aborted_;             // guarded by mu_
   bool abort_all_ = false;                    // guarded by mu_
   std::vector<Reply> script_;                 // immutable after Init
@@ -795,6 +1118,7 @@ std::vector<SimRequestLog> SimServer::requests() const {
 void SimServer::ClearRequests() {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   impl_->log_.clear();
+  impl_->log_bytes_ = 0;
 }
 
 PrefixCacheModel& SimServer::cache() { return impl_->cache_; }

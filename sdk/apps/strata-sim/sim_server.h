@@ -10,16 +10,22 @@
 // Faults (flag --fault, InjectFault(), or per request the header "X-Strata-Sim-Fault: <spec>"):
 //   spec = kind[,key=value...]; kinds:
 //     429              429 with Retry-After (retry_after=S, default 1)
-//     500, 503, 400    that status with an error body (shape=flat|nested, default by flavor)
+//     500, 503, 400    that status with an error body (shape=flat|nested, default error_shape)
 //     slow-first-byte  nothing is sent for delay_ms (default 2000) before the answer
 //     stall            after `after` chunks (default 2) nothing is sent for delay_ms
 //     reset            after `after` chunks the connection is reset (RST)
 //     malformed-sse    after `after` chunks an event with broken JSON is sent
 //     oversize         400 like vLLM's context-length error
 //   times=N (header only) applies the fault to the first N attempts of the same request
-//   (same X-Request-Id, else the same body); default: every attempt.
+//   (same X-Request-Id, ignoring a "-retry<n>" suffix, else the same body); default: every attempt.
 // Per-request reply and chunking: "X-Strata-Sim-Reply: <assistant message JSON>" and
 // "X-Strata-Sim-Chunk: <bytes per delta>".
+//
+// Like vLLM and SGLang over HTTP: a streamed answer sends its headers at once and its first event
+// after the prefill; bodies vLLM rejects (unknown roles, fields of the wrong JSON type, token caps
+// below 1 or not integers, ...) get 400 with {"error":{"message","type","param","code"}}; a reply
+// stops at the output cap with finish_reason "length". Each connection has idle and request
+// timeouts, a request has a size limit (413) and the request log is bounded.
 //
 // Thread safety: SimServer is thread-safe; it serves each connection on its own thread.
 #ifndef STRATA_APPS_STRATA_SIM_SIM_SERVER_H_
@@ -55,9 +61,11 @@ struct SimOptions {
   // (A body the template refuses falls back to RenderPromptText(), as in strata::Client.)
   const ChatTemplate* chat_template = nullptr;
   PrefixCacheOptions cache;  // block size, capacity (LRU), bytes per token
-  // "vllm" (reasoning in "reasoning", flat errors) or "sglang" ("reasoning_content", flat errors)
-  // or "openai" (nested errors).
+  // "vllm" (reasoning in "reasoning") or "sglang" / "openai" ("reasoning_content").
   std::string flavor = "vllm";
+  // Error bodies: "nested" {"error":{"message","type","param","code"}} (current vLLM, OpenAI; what
+  // the official clients read) or "flat" {"object":"error","message",...} (older servers).
+  std::string error_shape = "nested";
   CachedReport cached_report = CachedReport::kPresent;
   int64_t max_context_tokens = 1048576;
   // Timing model: prefill time per uncached prompt token, decode time per output token, and at
@@ -74,7 +82,20 @@ struct SimOptions {
   // decode delay between them) are written together, which keeps the simulator's own cost low.
   bool flush_each_event = false;
   std::string default_fault;  // applied to every request, e.g. "503"; "" none
+  // The request log keeps the last `max_logged_requests` requests, each body cut to
+  // `max_logged_body_bytes`, and drops the oldest beyond `max_log_bytes` of bodies in all.
   size_t max_logged_requests = 10000;
+  size_t max_logged_body_bytes = 4u << 20;
+  size_t max_log_bytes = 256u << 20;
+  // Connection limits. A kept-alive connection waiting for its next request is closed after
+  // `idle_timeout_ms`; a request whose head and body take longer than `request_timeout_ms` to
+  // arrive is answered 408 and closed; a body over `max_request_bytes` gets 413, a head over
+  // `max_header_bytes` 431; beyond `max_connections` open connections a new one gets 503.
+  int idle_timeout_ms = 5000;
+  int request_timeout_ms = 30000;
+  size_t max_request_bytes = 64u << 20;
+  size_t max_header_bytes = 64u << 10;
+  int max_connections = 1024;
 };
 
 // What the simulator received and answered, per request.
@@ -82,7 +103,8 @@ struct SimRequestLog {
   std::string protocol;  // "http" or "grpc"
   std::string path;
   std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
+  std::string body;        // at most SimOptions::max_logged_body_bytes of it
+  size_t body_bytes = 0;   // the body's full size
   std::string fault;  // the fault applied, "" none
   std::string cache_salt;
   int64_t prompt_tokens = 0;
@@ -93,8 +115,8 @@ struct SimRequestLog {
 
 class SimServer {
  public:
-  // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a bad
-  // trajectory or fault spec.
+  // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a port
+  // outside -1..65535, a bad trajectory, fault spec or error shape.
   static StatusOr<std::unique_ptr<SimServer>> Start(SimOptions options);
   ~SimServer();  // Stop()s
 

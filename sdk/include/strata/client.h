@@ -49,9 +49,11 @@ namespace strata {
 // Which server the requests go to; selects the request fields (DESIGN.md section 6).
 enum class Backend : int {
   kOpenAI = 0,  // generic OpenAI-compatible: max_completion_tokens, stream_options
-  kVllm = 1,    // + cache_salt, request_id, chat_template_kwargs.enable_thinking, priority
-  kSglang = 2,  // + cache_salt, rid, chat_template_kwargs.enable_thinking
-  kZai = 3,     // max_tokens, thinking {type, clear_thinking:false}, request_id; no cache_salt
+  kVllm = 1,    // + cache_salt, request_id, chat_template_kwargs {enable_thinking, clear_thinking},
+                //   priority (only when set: vLLM refuses it without --scheduling-policy priority)
+  kSglang = 2,  // + cache_salt, rid, chat_template_kwargs {enable_thinking, clear_thinking}
+  kZai = 3,     // max_tokens, thinking {type, clear_thinking:false}, request_id; no cache_salt,
+                //   no stream_options
 };
 // "openai", "vllm", "sglang", "zai".
 std::string_view BackendName(Backend backend);
@@ -65,6 +67,10 @@ struct RequestFields {
   std::string cache_salt;         // "": not sent
   std::string request_id;         // "": not sent
   std::optional<bool> thinking;   // unset: the server's default
+  // The requests replay past reasoning (RenderOptions::reasoning_field set): vLLM and SGLang get
+  // chat_template_kwargs.clear_thinking=false, so that a GLM template keeps it in the prompt instead
+  // of clearing it at each user turn (which rewrites the middle of the prompt and loses the cache).
+  bool keep_reasoning = false;
   std::string reasoning_effort;   // "": not sent. Keep it fixed per agent (GLM puts it first).
   std::optional<int> priority;    // vLLM only
 };

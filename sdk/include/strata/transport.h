@@ -9,7 +9,7 @@
 //
 //   strata::HttpTransportOptions options;
 //   options.base_url = "http://127.0.0.1:8000/v1";
-//   options.api_key = getenv("API_KEY");
+//   if (const char* key = std::getenv("API_KEY")) options.api_key = key;  // unset: no key
 //   std::unique_ptr<strata::Transport> transport = strata::MakeHttpTransport(options).value();
 //   strata::Response response;
 //   strata::CallOptions call;
@@ -17,8 +17,10 @@
 //   strata::Status status = transport->Send(request.body, call, &response);
 //   if (status.ok()) use(response.content, response.usage.cached_tokens);
 //
-// The body is sent byte for byte: the transport never rewrites it (backend-specific fields are
-// added when the body is built, see strata/client.h ProfileFields()). Streaming or not is read from
+// The body is sent byte for byte (backend-specific fields are added when the body is built, see
+// strata/client.h ProfileFields()), with one exception: retry n of a call replaces a top-level
+// "rid"/"request_id" string (and the X-Request-Id header) with "<id>-retry<n>", because SGLang and
+// vLLM refuse an id that may still be running from the attempt that failed. Streaming or not is read from
 // the response (text/event-stream or JSON), so the body's own "stream" field decides.
 //
 // Errors (Status codes): CANCELLED (CallOptions::cancel), DEADLINE_EXCEEDED (a timeout or the
@@ -137,9 +139,11 @@ struct RetryPolicy {
 // Transfer timeouts. Measured on the steady clock (they bound real network waits).
 struct Timeouts {
   std::chrono::milliseconds connect{10000};      // TCP (+TLS) connect; default 10 s
-  std::chrono::milliseconds first_byte{300000};  // request sent -> first response byte; 5 min
-                                                 // (prefill of 1M tokens can take minutes)
-  std::chrono::milliseconds idle{60000};         // gap between two received chunks; 60 s
+  // Request sent -> first BODY byte (first SSE event, first gRPC message), not the response
+  // headers: vLLM and SGLang send headers at once and the first token only after the prefill.
+  // The floor of the first-byte timeout; default 5 min (see prefill_per_100k_tokens).
+  std::chrono::milliseconds first_byte{300000};
+  std::chrono::milliseconds idle{60000};         // gap between two body bytes; 60 s
   std::chrono::milliseconds total{900000};       // one attempt, default 15 min
   // The first-byte timeout grows by this per 100K prompt tokens; `first_byte` becomes the floor.
   std::chrono::milliseconds prefill_per_100k_tokens{60000};
@@ -171,8 +175,15 @@ struct HttpTransportOptions {
   // Base URL up to and excluding /chat/completions, e.g. "http://127.0.0.1:8000/v1" (vLLM,
   // SGLang) or "https://api.z.ai/api/paas/v4". Required.
   std::string base_url;
-  // Sent as "Authorization: Bearer <api_key>" when non-empty. Never logged.
+  // Sent as "Authorization: Bearer <api_key>" when non-empty. Never logged: messages and
+  // records show base_url through RedactUrl(), and the STRATA_CURL_VERBOSE=1 trace redacts the
+  // Authorization header and the key. A key with a control character (CR/LF would inject headers)
+  // is refused by MakeHttpTransport().
   std::string api_key;
+  // A non-empty api_key over plain http:// to a host that is not loopback (localhost, 127.0.0.0/8,
+  // [::1]) is refused (INVALID_ARGUMENT) unless this is true: the key would cross the network in
+  // clear text. Default false.
+  bool allow_insecure = false;
   Timeouts timeouts;
   RetryPolicy retry;
   // Idle connections kept for reuse. Default 64.
@@ -181,11 +192,22 @@ struct HttpTransportOptions {
   Clock* clock = nullptr;
   // Extra headers on every request.
   std::vector<std::pair<std::string, std::string>> headers;
+  // An answer's body (a whole JSON answer or a stream, SSE framing included) may be at most this
+  // big; beyond it the call fails with RESOURCE_EXHAUSTED naming the limit. Bounds the memory a
+  // broken or hostile server can make the client hold (an endless stream, SSE without
+  // separators). Default 256 MiB, far above a 1M-token answer.
+  size_t max_response_bytes = 256u << 20;
 };
 
-// An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://.
+// An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://, an
+// api_key or header with a control character, or an api_key over http:// to a non-loopback host
+// without allow_insecure.
 StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions options);
 
+// `url` with the user:password@ part of its authority replaced by "[redacted]@"
+// ("http://u:pw@host:8000/v1" -> "http://[redacted]@host:8000/v1"); other URLs unchanged. What
+// Transport::Endpoint(), records and messages show; use it wherever an endpoint is printed.
+std::string RedactUrl(std::string_view url);
 
 }  // namespace strata
 

@@ -2,9 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <ctime>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace strata::transport_internal {
 namespace {
@@ -17,10 +22,56 @@ std::string Str(const json& object, const char* name) {
   return it->get<std::string>();
 }
 
+// A token count as a server may send it: a non-negative integer up to kMaxTokenCount (a float
+// only when integral). Anything else (1e300, -3, 2.5, "7") is treated as absent: converting it
+// would be undefined (1e300 became INT64_MIN).
+constexpr double kMaxTokenCount = 1e15;
+std::optional<int64_t> Count(const json& value) {
+  if (value.is_number_unsigned()) {
+    uint64_t v = value.get<uint64_t>();
+    if (v <= static_cast<uint64_t>(kMaxTokenCount)) return static_cast<int64_t>(v);
+    return std::nullopt;
+  }
+  if (value.is_number_integer()) {
+    int64_t v = value.get<int64_t>();
+    if (v >= 0 && v <= static_cast<int64_t>(kMaxTokenCount)) return v;
+    return std::nullopt;
+  }
+  if (value.is_number_float()) {
+    double d = value.get<double>();
+    if (std::isfinite(d) && d >= 0 && d <= kMaxTokenCount && d == std::floor(d)) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
 int64_t Int(const json& object, const char* name) {
   auto it = object.find(name);
-  if (it == object.end() || !it->is_number()) return 0;
-  return it->get<int64_t>();
+  if (it == object.end()) return 0;
+  return Count(*it).value_or(0);
+}
+
+// Depth of a JSON value, without recursion (a hostile answer may nest 100,000 levels).
+size_t Depth(const json& root) {
+  size_t deepest = 0;
+  std::vector<std::pair<const json*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [value, depth] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, depth);
+    if (value->is_structured()) {
+      for (const json& child : *value) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return deepest;
+}
+
+// The start of a payload's text for a message, cut at a UTF-8 boundary. Used instead of
+// re-serializing parsed JSON, which recurses once per nesting level.
+std::string Excerpt(std::string_view text, size_t max_bytes = 300) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end)) + "...";
 }
 
 void ParseUsage(const json& usage, Usage* out) {
@@ -33,11 +84,17 @@ void ParseUsage(const json& usage, Usage* out) {
   auto details = usage.find("prompt_tokens_details");
   if (details != usage.end() && details->is_object()) {
     auto cached = details->find("cached_tokens");
-    if (cached != details->end() && cached->is_number()) out->cached_tokens = cached->get<int64_t>();
+    if (cached != details->end()) {
+      std::optional<int64_t> n = Count(*cached);
+      // More cached than prompt tokens is as impossible as 1e300: recorded as not reported.
+      if (n && (out->prompt_tokens == 0 || *n <= out->prompt_tokens)) out->cached_tokens = n;
+    }
   }
   auto completion = usage.find("completion_tokens_details");
   if (completion != usage.end() && completion->is_object()) {
     out->reasoning_tokens = Int(*completion, "reasoning_tokens");
+  } else if (usage.contains("reasoning_tokens")) {
+    out->reasoning_tokens = Int(usage, "reasoning_tokens");  // SGLang reports it at the top level
   }
 }
 
@@ -48,13 +105,13 @@ bool IsError(const json& payload) {
   return Str(payload, "object") == "error";
 }
 
-std::string MessageOf(const json& payload) {
+// `text` is the payload's own text: quoted (cut) when there is no message, never re-serialized.
+std::string MessageOf(const json& payload, std::string_view text) {
   if (payload.contains("error")) {
     const json& error = payload["error"];
     if (error.is_object()) {
       std::string m = Str(error, "message");
       if (!m.empty()) return m;
-      return error.dump();
     }
     if (error.is_string()) return error.get<std::string>();
   }
@@ -62,16 +119,17 @@ std::string MessageOf(const json& payload) {
   if (!m.empty()) return m;
   m = Str(payload, "detail");
   if (!m.empty()) return m;
-  return payload.dump();
+  return Excerpt(text);
 }
 
 int CodeOf(const json& payload) {
   const json* object = &payload;
   if (payload.contains("error") && payload["error"].is_object()) object = &payload["error"];
   auto it = object->find("code");
-  if (it != object->end() && it->is_number_integer()) return it->get<int>();
-  if (it != object->end() && it->is_string()) return std::atoi(it->get<std::string>().c_str());
-  return 0;
+  int64_t code = 0;
+  if (it != object->end() && it->is_number_integer()) code = it->get<int64_t>();
+  if (it != object->end() && it->is_string()) code = std::atoi(it->get<std::string>().substr(0, 4).c_str());
+  return code >= 100 && code <= 599 ? static_cast<int>(code) : 0;
 }
 
 bool LooksLikeContextLength(std::string_view message) {
@@ -95,7 +153,7 @@ Status ChatAssembler::AddJson(std::string_view payload) {
   if (IsError(j)) {
     int code = CodeOf(j);
     Status s = StatusFromHttp(code >= 400 ? code : 500, payload);
-    return Status(s.code(), "server error in stream: " + MessageOf(j));
+    return Status(s.code(), "server error in stream: " + MessageOf(j, payload));
   }
   if (response_.id.empty()) response_.id = Str(j, "id");
   if (response_.model.empty()) response_.model = Str(j, "model");
@@ -138,8 +196,16 @@ Status ChatAssembler::AddJson(std::string_view payload) {
           if (function != call.end() && function->is_object()) {
             partial.name += Str(*function, "name");
             auto args = function->find("arguments");
-            if (args != function->end()) {
-              partial.arguments += args->is_string() ? args->get<std::string>() : args->dump();
+            if (args != function->end() && args->is_string()) {
+              partial.arguments += args->get<std::string>();
+            } else if (args != function->end() && !args->is_null()) {
+              // Arguments sent as a JSON value rather than its text (some servers do): re-serialized,
+              // which recurses per level, so only within a depth limit.
+              if (Depth(*args) > kMaxArgumentsDepth) {
+                return DataLossError("tool call arguments nested deeper than " + std::to_string(kMaxArgumentsDepth) +
+                                     " levels in the server's answer (refused: a server never produces that)");
+              }
+              partial.arguments += args->dump();
             }
           }
           has_token_ = last_had_token_ = true;
@@ -168,7 +234,7 @@ void ChatAssembler::Finish(Response* out) {
 
 std::string ErrorMessageFromBody(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, false);
-  if (!j.is_discarded() && j.is_object()) return MessageOf(j);
+  if (!j.is_discarded() && j.is_object()) return MessageOf(j, body);
   std::string text(body.substr(0, 300));
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   return text.empty() ? "(empty body)" : text;
@@ -205,14 +271,26 @@ Status StatusFromHttp(int http_status, std::string_view body) {
 }
 
 double ParseRetryAfterSeconds(std::string_view value) {
+  return ParseRetryAfterSeconds(value, static_cast<int64_t>(std::time(nullptr)));
+}
+
+double ParseRetryAfterSeconds(std::string_view value, int64_t now_unix_seconds) {
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
   if (value.empty()) return -1;
   std::string text(value);
   char* end = nullptr;
   double seconds = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || seconds < 0) return -1;  // HTTP-date: not honoured
-  return seconds;
+  if (end != text.c_str() && *end == '\0') return seconds >= 0 && std::isfinite(seconds) ? seconds : -1;
+  // An HTTP-date (RFC 9110 5.6.7): IMF-fixdate, the obsolete RFC 850 form or asctime, always GMT.
+  for (const char* format : {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
+    std::tm tm{};
+    const char* parsed = strptime(text.c_str(), format, &tm);
+    if (parsed == nullptr || *parsed != '\0') continue;
+    int64_t at = static_cast<int64_t>(timegm(&tm));
+    return static_cast<double>(std::max<int64_t>(0, at - now_unix_seconds));
+  }
+  return -1;
 }
 
 }  // namespace strata::transport_internal

@@ -38,6 +38,9 @@ class ChatAssembler {
   bool last_had_token_ = false;
 };
 
+// Tool-call arguments sent as a JSON value (not text) may nest at most this deep.
+constexpr size_t kMaxArgumentsDepth = 256;
+
 // Incremental SSE framing: feed bytes, get complete "data:" payloads. Not thread-safe.
 class SseParser {
  public:
@@ -99,7 +102,10 @@ std::string ErrorMessageFromBody(std::string_view body);
 // Maps an HTTP status and error body to a Status with a clear message.
 Status StatusFromHttp(int http_status, std::string_view body);
 
-// Parses a Retry-After header value in seconds; -1 when absent or not a number.
+// Parses a Retry-After header value: delay-seconds, or an HTTP-date turned into the seconds from
+// `now_unix_seconds` to it (0 when it has passed). -1 when empty or neither.
+double ParseRetryAfterSeconds(std::string_view value, int64_t now_unix_seconds);
+// The same, from the system clock's time.
 double ParseRetryAfterSeconds(std::string_view value);
 
 }  // namespace strata::transport_internal

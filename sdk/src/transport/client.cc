@@ -137,6 +137,7 @@ class Client::Impl {
     fields.request_id = request_id;
     fields.thinking = options_.thinking;
     fields.reasoning_effort = options_.reasoning_effort;
+    fields.keep_reasoning = !context.options().render.reasoning_field.empty();
     BuildOptions build;
     build.extra_fields = ProfileFields(options_.backend, fields);
     return build;
@@ -206,6 +207,7 @@ class Client::Impl {
     call.cancel = copt.cancel;
     call.request_id = rec.request_id;
     call.headers = copt.headers;
+    call.prompt_tokens = blocks.prompt_tokens;  // scales the first-byte timeout to the prefill
     Status sent = options_.transport->Send(built->body, call, &done.response);
     const Response& resp = done.response;
     rec.attempts = resp.attempts;

@@ -5,6 +5,8 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <limits>
 #include <cctype>
 #include <memory>
 #include <mutex>
@@ -13,7 +15,9 @@
 
 #include "strata/transport.h"
 #include "transport/chat_parser.h"
+#include "transport/redact.h"
 #include "transport/retry.h"
+#include "transport/timeouts.h"
 
 namespace strata {
 namespace {
@@ -24,7 +28,6 @@ using transport_internal::SseParser;
 using transport_internal::SteadyMillis;
 
 constexpr size_t kMaxErrorBody = 1 << 20;
-constexpr size_t kMaxJsonBody = 256u << 20;
 
 void GlobalInit() {
   static std::once_flag once;
@@ -59,7 +62,7 @@ struct Transfer {
   int http_status = 0;
   std::string content_type;
   double retry_after = -1;
-  bool got_any_byte = false;
+  bool got_any_byte = false;  // a body byte arrived (headers do not count)
   bool body_started = false;  // a 2xx body byte arrived: never retry from here on
   bool sse = false;
   bool done = false;          // [DONE] seen
@@ -68,19 +71,40 @@ struct Transfer {
   ChatAssembler assembler;
   Status parse_error;
   double start_ms = 0;
-  double last_byte_ms = 0;
+  double headers_ms = -1;    // when the status line arrived
+  double last_byte_ms = 0;   // last BODY byte: the idle timeout runs from here
   double first_token_ms = -1;
   double last_token_ms = -1;
   size_t body_bytes = 0;
+  size_t max_body_bytes = std::numeric_limits<size_t>::max();  // HttpTransportOptions::max_response_bytes
+  std::string url;            // for messages
 };
+
+// STRATA_CURL_VERBOSE=1: libcurl's trace on stderr with the Authorization header and every
+// secret (API key, URL password) redacted, and bodies shown by size only.
+int RedactingCurlTrace(CURL*, curl_infotype type, char* data, size_t size, void* user) {
+  const auto* secrets = static_cast<const std::vector<std::string>*>(user);
+  std::string_view text(data, size);
+  std::string out;
+  switch (type) {
+    case CURLINFO_TEXT: out = "* " + transport_internal::Scrub(text, *secrets); break;
+    case CURLINFO_HEADER_OUT: out = "> " + transport_internal::Scrub(text, *secrets); break;
+    case CURLINFO_HEADER_IN: out = "< " + transport_internal::Scrub(text, *secrets); break;
+    case CURLINFO_DATA_OUT: out = "> [" + std::to_string(size) + " bytes of request body]\n"; break;
+    case CURLINFO_DATA_IN: out = "< [" + std::to_string(size) + " bytes of response body]\n"; break;
+    default: return 0;  // TLS records
+  }
+  std::fwrite(out.data(), 1, out.size(), stderr);
+  return 0;
+}
 
 size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t n = size * count;
   std::string_view line(data, n);
-  t->got_any_byte = true;
-  t->last_byte_ms = SteadyMillis();
+  // Headers are not the first byte: servers send them before the prefill (see Timeouts::first_byte).
   if (line.substr(0, 5) == "HTTP/") {
+    t->headers_ms = SteadyMillis();
     // A new response (also after 100 Continue): reset what belongs to the previous one.
     size_t sp = line.find(' ');
     t->http_status = sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
@@ -113,11 +137,14 @@ size_t WriteCallback(char* data, size_t size, size_t count, void* user) {
     t->body_started = true;
     t->sse = t->content_type.find("text/event-stream") != std::string::npos;
   }
+  if (t->body_bytes > t->max_body_bytes) {
+    t->parse_error = ResourceExhaustedError(
+        "the answer from " + t->url + " is over max_response_bytes = " + std::to_string(t->max_body_bytes) +
+        " bytes (" + (t->sse ? "stream" : "JSON body") + "); raise HttpTransportOptions::max_response_bytes if a " +
+        "real answer is that big");
+    return 0;
+  }
   if (!t->sse) {
-    if (t->body.size() + n > kMaxJsonBody) {
-      t->parse_error = ResourceExhaustedError("response body over 256 MiB");
-      return 0;
-    }
     t->body.append(data, n);
     if (t->first_token_ms < 0) t->first_token_ms = now;
     t->last_token_ms = now;
@@ -171,14 +198,30 @@ class HttpTransport : public Transport {
   explicit HttpTransport(HttpTransportOptions options) : options_(std::move(options)), backoff_(options_.retry) {
     while (!options_.base_url.empty() && options_.base_url.back() == '/') options_.base_url.pop_back();
     url_ = options_.base_url + "/chat/completions";
+    shown_url_ = RedactUrl(url_);
     clock_ = options_.clock != nullptr ? options_.clock : SystemClock();
+    if (!options_.api_key.empty()) secrets_.push_back(options_.api_key);
+    std::string password = transport_internal::UrlPassword(options_.base_url);
+    if (!password.empty()) secrets_.push_back(password);
   }
 
   std::string Name() const override { return "http"; }
-  std::string Endpoint() const override { return options_.base_url; }
+  // Credentials in the URL (user:password@) are never shown: records and messages get RedactUrl().
+  std::string Endpoint() const override { return RedactUrl(options_.base_url); }
 
   Status Send(std::string_view body, const CallOptions& call, Response* response) override {
     *response = Response();
+    for (const auto& [name, value] : call.headers) {
+      if (!transport_internal::ValidHeader(name, value)) {
+        return InvalidArgumentError("request header \"" + transport_internal::Printable(name) +
+                                    "\" has an empty name or a control character (CR/LF would inject headers); "
+                                    "nothing was sent");
+      }
+    }
+    if (!transport_internal::ValidHeader("X-Request-Id", call.request_id)) {
+      return InvalidArgumentError("request_id \"" + transport_internal::Printable(call.request_id) +
+                                  "\" has a control character; nothing was sent");
+    }
     const int64_t start_us = clock_->NowMicros();
     const double start_ms = SteadyMillis();
     auto budget = call.deadline.count() > 0 ? call.deadline : options_.timeouts.total;
@@ -188,7 +231,17 @@ class HttpTransport : public Transport {
     for (int attempt = 1;; ++attempt) {
       response->attempts = attempt;
       int64_t remaining_ms = (end_us - clock_->NowMicros()) / 1000;
-      AttemptResult r = Attempt(body, call, std::max<int64_t>(1, remaining_ms), response);
+      // A retry carries its own request id (body rid/request_id and X-Request-Id).
+      std::optional<std::string> retry_body = transport_internal::BodyForAttempt(body, attempt);
+      CallOptions attempt_call;
+      const CallOptions* this_call = &call;
+      if (attempt > 1 && !call.request_id.empty()) {
+        attempt_call = call;
+        attempt_call.request_id = transport_internal::RetryRequestId(call.request_id, attempt);
+        this_call = &attempt_call;
+      }
+      AttemptResult r = Attempt(retry_body ? std::string_view(*retry_body) : body, *this_call,
+                                std::max<int64_t>(1, remaining_ms), response);
       response->timings.total_ms = SteadyMillis() - start_ms;
       if (r.status.ok()) return Status();
       last = r.status;
@@ -239,7 +292,7 @@ class HttpTransport : public Transport {
     curl_slist_free_all(headers);
     curl_easy_cleanup(easy);
     if (code != CURLE_OK) {
-      return UnavailableError("health check of " + url + " failed: " + curl_easy_strerror(code));
+      return UnavailableError("health check of " + RedactUrl(url) + " failed: " + curl_easy_strerror(code));
     }
     if (http < 200 || http >= 300) return transport_internal::StatusFromHttp(static_cast<int>(http), sink);
     return Status();
@@ -292,6 +345,8 @@ class HttpTransport : public Transport {
     curl_easy_reset(easy);
     Transfer t;
     t.cancel = call.cancel;
+    t.max_body_bytes = options_.max_response_bytes;
+    t.url = shown_url_;
     struct curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, "Content-Type: application/json");
     headers = curl_slist_append(headers, "Accept: text/event-stream, application/json");
@@ -304,6 +359,7 @@ class HttpTransport : public Transport {
       headers = curl_slist_append(headers, (name + ": " + value).c_str());
     }
     for (const auto& [name, value] : call.headers) {
+      if (!transport_internal::ValidHeader(name, value)) continue;  // Send() refused these already
       headers = curl_slist_append(headers, (name + ": " + value).c_str());
     }
     const int64_t total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
@@ -316,7 +372,12 @@ class HttpTransport : public Transport {
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "strata/0.1");
-    if (std::getenv("STRATA_CURL_VERBOSE") != nullptr) curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+    if (const char* verbose = std::getenv("STRATA_CURL_VERBOSE"); verbose != nullptr && std::string(verbose) != "0") {
+      // libcurl's own trace would print the Authorization header; this one redacts it.
+      curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, RedactingCurlTrace);
+      curl_easy_setopt(easy, CURLOPT_DEBUGDATA, &secrets_);
+      curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+    }
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(std::min<int64_t>(options_.timeouts.connect.count(), total_ms)));
     // Backstop only: the loop below enforces the attempt's total time itself.
@@ -328,7 +389,10 @@ class HttpTransport : public Transport {
 
     t.start_ms = SteadyMillis();
     const double end_ms = t.start_ms + static_cast<double>(total_ms);
-    const double first_byte_ms = static_cast<double>(options_.timeouts.first_byte.count());
+    const int64_t prompt_tokens =
+        call.prompt_tokens > 0 ? call.prompt_tokens : static_cast<int64_t>(body.size() / 4);
+    const int64_t first_byte_timeout = transport_internal::FirstByteTimeout(options_.timeouts, prompt_tokens).count();
+    const double first_byte_ms = static_cast<double>(first_byte_timeout);
     const double idle_ms = static_cast<double>(options_.timeouts.idle.count());
     curl_multi_add_handle(conn->multi, easy);
     Status aborted;
@@ -348,14 +412,17 @@ class HttpTransport : public Transport {
       double wait = 50;
       if (!t.got_any_byte) {
         if (now - t.start_ms >= first_byte_ms) {
-          aborted = DeadlineExceededError("no response from " + url_ + " within the first-byte timeout of " +
-                                          std::to_string(options_.timeouts.first_byte.count()) + " ms");
+          aborted = DeadlineExceededError(
+              "no answer from " + shown_url_ + " within the first-byte timeout of " + std::to_string(first_byte_timeout) +
+              " ms for a prompt of ~" + std::to_string(prompt_tokens) + " tokens (" +
+              (t.headers_ms >= 0 ? "headers arrived, no body" : "no response headers") +
+              "); a long prefill needs a larger Timeouts::first_byte or prefill_per_100k_tokens");
           break;
         }
         wait = std::min(wait, first_byte_ms - (now - t.start_ms));
       } else {
         if (now - t.last_byte_ms >= idle_ms) {
-          aborted = DeadlineExceededError("stream from " + url_ + " stalled: nothing received for " +
+          aborted = DeadlineExceededError("stream from " + shown_url_ + " stalled: nothing received for " +
                                           std::to_string(options_.timeouts.idle.count()) +
                                           " ms (idle timeout) after " + std::to_string(t.body_bytes) + " bytes");
           break;
@@ -363,7 +430,7 @@ class HttpTransport : public Transport {
         wait = std::min(wait, idle_ms - (now - t.last_byte_ms));
       }
       if (now >= end_ms) {
-        aborted = DeadlineExceededError("request to " + url_ + " exceeded its total time of " +
+        aborted = DeadlineExceededError("request to " + shown_url_ + " exceeded its total time of " +
                                         std::to_string(total_ms) + " ms");
         break;
       }
@@ -391,15 +458,15 @@ class HttpTransport : public Transport {
       if (!t.parse_error.ok()) {
         result.status = t.parse_error;
       } else if (t.body_started) {
-        result.status = UnavailableError("connection to " + url_ + " lost after " + std::to_string(t.body_bytes) +
+        result.status = UnavailableError("connection to " + shown_url_ + " lost after " + std::to_string(t.body_bytes) +
                                          " bytes of the answer (" + curl_easy_strerror(code) +
                                          "); not retried: the answer had started");
       } else if (IsConnectError(code)) {
         StatusCode sc = code == CURLE_OPERATION_TIMEDOUT ? StatusCode::kDeadlineExceeded : StatusCode::kUnavailable;
-        result.status = Status(sc, "cannot reach " + url_ + ": " + curl_easy_strerror(code));
+        result.status = Status(sc, "cannot reach " + shown_url_ + ": " + curl_easy_strerror(code));
         result.retryable = true;
       } else {
-        result.status = UnavailableError("request to " + url_ + " failed: " + curl_easy_strerror(code));
+        result.status = UnavailableError("request to " + shown_url_ + " failed: " + curl_easy_strerror(code));
       }
       return result;
     }
@@ -412,7 +479,7 @@ class HttpTransport : public Transport {
     }
     if (t.sse) {
       if (!t.done && !t.assembler.finished()) {
-        result.status = DataLossError("stream from " + url_ + " ended without a finish_reason or [DONE] after " +
+        result.status = DataLossError("stream from " + shown_url_ + " ended without a finish_reason or [DONE] after " +
                                       std::to_string(t.body_bytes) + " bytes");
         return result;
       }
@@ -434,6 +501,8 @@ class HttpTransport : public Transport {
 
   HttpTransportOptions options_;
   std::string url_;
+  std::string shown_url_;              // url_ through RedactUrl(): the only form put in messages
+  std::vector<std::string> secrets_;   // scrubbed from STRATA_CURL_VERBOSE output
   Clock* clock_;
   Backoff backoff_;
   std::mutex mu_;
@@ -444,7 +513,31 @@ class HttpTransport : public Transport {
 
 StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions options) {
   if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
-    return InvalidArgumentError("base_url must start with http:// or https://, got \"" + options.base_url + "\"");
+    return InvalidArgumentError("base_url must start with http:// or https://, got \"" + RedactUrl(options.base_url) +
+                                "\"");
+  }
+  for (size_t i = 0; i < options.api_key.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(options.api_key[i]);
+    if (c < 0x20 || c == 0x7f) {
+      // The key itself is never quoted in a message.
+      char byte[8];
+      std::snprintf(byte, sizeof(byte), "0x%02x", c);
+      return InvalidArgumentError("the API key has a control character (byte " + std::string(byte) + " at offset " +
+                                  std::to_string(i) + "); a CR or LF would inject request headers. Check how the key " +
+                                  "was read (a trailing newline from a file?)");
+    }
+  }
+  for (const auto& [name, value] : options.headers) {
+    if (!transport_internal::ValidHeader(name, value)) {
+      return InvalidArgumentError("header \"" + transport_internal::Printable(name) +
+                                  "\" has an empty name or a control character in its name or value");
+    }
+  }
+  if (!options.api_key.empty() && !options.allow_insecure && options.base_url.rfind("http://", 0) == 0 &&
+      !transport_internal::IsLoopbackUrl(options.base_url)) {
+    return InvalidArgumentError("refusing to send the API key in clear text over http:// to " +
+                                   RedactUrl(options.base_url) + ": use https://, or set " +
+                                   "HttpTransportOptions::allow_insecure if the network is trusted");
   }
   return std::unique_ptr<Transport>(new HttpTransport(std::move(options)));
 }

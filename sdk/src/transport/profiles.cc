@@ -26,7 +26,8 @@ std::vector<std::pair<std::string, std::string>> ProfileFields(Backend backend, 
   auto quote = [](const std::string& s) { return nlohmann::json(s).dump(); };
   std::vector<std::pair<std::string, std::string>> out;
   out.emplace_back("stream", f.stream ? "true" : "false");
-  if (f.stream) out.emplace_back("stream_options", R"({"include_usage":true})");
+  // Z.ai streams usage in its last chunk without being asked and documents no stream_options.
+  if (f.stream && backend != Backend::kZai) out.emplace_back("stream_options", R"({"include_usage":true})");
   if (f.max_output_tokens > 0) {
     out.emplace_back(backend == Backend::kZai ? "max_tokens" : "max_completion_tokens",
                      std::to_string(f.max_output_tokens));
@@ -38,15 +39,17 @@ std::vector<std::pair<std::string, std::string>> ProfileFields(Backend backend, 
     if (backend == Backend::kSglang) out.emplace_back("rid", quote(f.request_id));
     if (backend == Backend::kVllm || backend == Backend::kZai) out.emplace_back("request_id", quote(f.request_id));
   }
-  if (f.thinking.has_value()) {
-    if (backend == Backend::kZai) {
-      // clear_thinking:false keeps past reasoning in the prompt, which keeps the prefix stable.
-      out.emplace_back("thinking", std::string(R"({"type":")") + (*f.thinking ? "enabled" : "disabled") +
-                                       R"(","clear_thinking":false})");
-    } else if (backend != Backend::kOpenAI) {
-      out.emplace_back("chat_template_kwargs",
-                       std::string(R"({"enable_thinking":)") + (*f.thinking ? "true" : "false") + "}");
-    }
+  if (f.thinking.has_value() && backend == Backend::kZai) {
+    // clear_thinking:false keeps past reasoning in the prompt, which keeps the prefix stable.
+    out.emplace_back("thinking", std::string(R"({"type":")") + (*f.thinking ? "enabled" : "disabled") +
+                                     R"(","clear_thinking":false})");
+  }
+  if ((f.thinking.has_value() || f.keep_reasoning) && (backend == Backend::kVllm || backend == Backend::kSglang)) {
+    // GLM templates served by vLLM/SGLang clear past reasoning at each user turn unless told not to.
+    std::string kwargs = "{";
+    if (f.thinking.has_value()) kwargs += std::string(R"("enable_thinking":)") + (*f.thinking ? "true" : "false");
+    if (f.keep_reasoning) kwargs += std::string(kwargs.size() > 1 ? "," : "") + R"("clear_thinking":false)";
+    out.emplace_back("chat_template_kwargs", kwargs + "}");
   }
   if (!f.reasoning_effort.empty()) out.emplace_back("reasoning_effort", quote(f.reasoning_effort));
   if (f.priority.has_value() && backend == Backend::kVllm) out.emplace_back("priority", std::to_string(*f.priority));

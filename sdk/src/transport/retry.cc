@@ -4,6 +4,8 @@
 #include <cmath>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 namespace strata {
 namespace {
 
@@ -32,6 +34,33 @@ Backoff::Backoff(const RetryPolicy& policy) : policy_(policy) {
   uint64_t seed = policy.seed;
   if (seed == 0) seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   rng_.seed(seed);
+}
+
+std::string RetryRequestId(const std::string& id, int attempt) {
+  if (attempt <= 1 || id.empty()) return id;
+  return id + "-retry" + std::to_string(attempt - 1);
+}
+
+std::optional<std::string> BodyForAttempt(std::string_view body, int attempt) {
+  if (attempt <= 1) return std::nullopt;
+  // Cheap test first: most bodies of a retry are large and carry no id field.
+  if (body.find("\"rid\"") == std::string_view::npos && body.find("\"request_id\"") == std::string_view::npos) {
+    return std::nullopt;
+  }
+  // ordered_json keeps the field order; the values (and so the prompt the server renders) are
+  // unchanged, only their JSON spelling may be normalized.
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  bool changed = false;
+  for (const char* key : {"rid", "request_id"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_string()) {
+      *it = RetryRequestId(it->get<std::string>(), attempt);
+      changed = true;
+    }
+  }
+  if (!changed) return std::nullopt;
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 int64_t Backoff::DelayMicros(int retry, double retry_after_seconds) {

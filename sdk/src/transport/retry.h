@@ -5,7 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <string>
+#include <string_view>
 
 #include "strata/transport.h"
 
@@ -24,6 +27,15 @@ class Backoff {
   std::mutex mu_;
   std::mt19937_64 rng_;  // guarded by mu_
 };
+
+// A request id for retry `attempt` (2, 3, ...) of a call: "<id>-retry<attempt - 1>". SGLang refuses a
+// rid that is still in flight and vLLM an id already running, and after a lost connection the first
+// attempt may be, so each attempt carries its own id. Attempt 1 keeps `id`.
+std::string RetryRequestId(const std::string& id, int attempt);
+
+// `body` with its top-level "rid" and "request_id" strings replaced by RetryRequestId(value,
+// attempt); std::nullopt when it has neither (or is not a JSON object): send it unchanged.
+std::optional<std::string> BodyForAttempt(std::string_view body, int attempt);
 
 // Milliseconds on the steady clock, for transfer timings.
 inline double SteadyMillis() {

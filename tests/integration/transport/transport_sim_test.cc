@@ -329,6 +329,7 @@ TEST_CASE("the body the server receives is byte-identical to Context::Build()'s"
     fields.cache_salt = client->CacheSaltFor(context->options().agent);
     fields.request_id = "req-42";
     fields.thinking = true;
+    fields.keep_reasoning = true;  // the context replays past reasoning (RenderOptions default)
     BuildOptions build;
     build.extra_fields = ProfileFields(backend, fields);
     std::string expected = context->Build(build)->body;

@@ -50,6 +50,40 @@ TEST_CASE("tool-call deltas are assembled by index; reasoning from either field"
   CHECK_FALSE(r.usage.cached_tokens.has_value());
 }
 
+TEST_CASE("reasoning tokens from completion_tokens_details or SGLang's top-level field", "[transport]") {
+  ChatAssembler a;
+  REQUIRE(a.AddJson(R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"reasoning_tokens":7}})").ok());
+  Response r;
+  a.Finish(&r);
+  CHECK(r.usage.reasoning_tokens == 7);
+  ChatAssembler b;
+  REQUIRE(b.AddJson(R"({"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":4}}})").ok());
+  b.Finish(&r);
+  CHECK(r.usage.reasoning_tokens == 4);
+}
+
+TEST_CASE("usage figures a server could not mean are recorded as absent", "[transport]") {
+  ChatAssembler a;
+  REQUIRE(a.AddJson(R"({"choices":[],"usage":{"prompt_tokens":1e300,"completion_tokens":-5,"total_tokens":2.5,
+      "prompt_tokens_details":{"cached_tokens":1e300},"reasoning_tokens":"7"}})").ok());
+  Response r;
+  a.Finish(&r);
+  CHECK(r.usage.reported);
+  CHECK(r.usage.prompt_tokens == 0);
+  CHECK(r.usage.completion_tokens == 0);
+  CHECK(r.usage.total_tokens == 0);
+  CHECK_FALSE(r.usage.cached_tokens.has_value());
+  CHECK(r.usage.reasoning_tokens == 0);
+  ChatAssembler b;  // more cached than prompt tokens; a float that is integral is fine
+  REQUIRE(b.AddJson(R"({"choices":[],"usage":{"prompt_tokens":10.0,"prompt_tokens_details":{"cached_tokens":11}}})").ok());
+  b.Finish(&r);
+  CHECK(r.usage.prompt_tokens == 10);
+  CHECK_FALSE(r.usage.cached_tokens.has_value());
+  ChatAssembler c;  // an error code far out of range is not an HTTP status
+  Status s = c.AddJson(R"({"error":{"message":"m","code":99999999999}})");
+  CHECK(s.code() == StatusCode::kUnavailable);
+}
+
 TEST_CASE("usage cached_tokens: absent, null and present", "[transport]") {
   auto parse = [](const std::string& usage) {
     ChatAssembler a;
@@ -86,11 +120,19 @@ TEST_CASE("both error shapes give the server's message; status codes map to cano
   CHECK(a.AddJson("{not json").code() == StatusCode::kDataLoss);
 }
 
-TEST_CASE("Retry-After in seconds; HTTP dates are not honoured", "[transport]") {
+TEST_CASE("Retry-After in seconds or as an HTTP date", "[transport]") {
   CHECK(ParseRetryAfterSeconds(" 3 ") == 3);
   CHECK(ParseRetryAfterSeconds("0.5") == 0.5);
-  CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT") < 0);
   CHECK(ParseRetryAfterSeconds("") < 0);
+  CHECK(ParseRetryAfterSeconds("-4") < 0);
+  CHECK(ParseRetryAfterSeconds("soon") < 0);
+  // 2015-10-21 07:28:00 GMT is 1445412480; the three HTTP-date forms of RFC 9110.
+  const int64_t now = 1445412480 - 90;
+  CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT", now) == 90);
+  CHECK(ParseRetryAfterSeconds("Wednesday, 21-Oct-15 07:28:00 GMT", now) == 90);
+  CHECK(ParseRetryAfterSeconds("Wed Oct 21 07:28:00 2015", now) == 90);
+  CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT", now + 1000) == 0);  // passed: retry now
+  CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 PST", now) < 0);
 }
 
 TEST_CASE("backoff doubles up to the cap with injected jitter; Retry-After replaces it", "[transport]") {

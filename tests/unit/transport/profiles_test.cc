@@ -11,6 +11,31 @@ std::map<std::string, std::string> AsMap(const std::vector<std::pair<std::string
   return std::map<std::string, std::string>(fields.begin(), fields.end());
 }
 
+TEST_CASE("kept reasoning asks vLLM and SGLang templates not to clear it", "[transport]") {
+  RequestFields f;
+  f.keep_reasoning = true;
+  CHECK(AsMap(ProfileFields(Backend::kVllm, f))["chat_template_kwargs"] == R"({"clear_thinking":false})");
+  f.thinking = true;
+  CHECK(AsMap(ProfileFields(Backend::kVllm, f))["chat_template_kwargs"] ==
+        R"({"enable_thinking":true,"clear_thinking":false})");
+  CHECK(AsMap(ProfileFields(Backend::kSglang, f))["chat_template_kwargs"] ==
+        R"({"enable_thinking":true,"clear_thinking":false})");
+  CHECK(AsMap(ProfileFields(Backend::kOpenAI, f)).count("chat_template_kwargs") == 0);
+  CHECK(AsMap(ProfileFields(Backend::kZai, f)).count("chat_template_kwargs") == 0);
+  f.keep_reasoning = false;
+  CHECK(AsMap(ProfileFields(Backend::kSglang, f))["chat_template_kwargs"] == R"({"enable_thinking":true})");
+}
+
+TEST_CASE("priority goes to vLLM only when set; Z.ai gets no stream_options", "[transport]") {
+  RequestFields f;
+  CHECK(AsMap(ProfileFields(Backend::kVllm, f)).count("priority") == 0);
+  f.priority = 0;
+  CHECK(AsMap(ProfileFields(Backend::kVllm, f))["priority"] == "0");
+  auto zai = AsMap(ProfileFields(Backend::kZai, f));
+  CHECK(zai["stream"] == "true");
+  CHECK(zai.count("stream_options") == 0);
+}
+
 TEST_CASE("backend profiles select the fields each server expects", "[transport]") {
   RequestFields f;
   f.max_output_tokens = 512;
