@@ -322,3 +322,16 @@ TEST_CASE("tokenizer.json Sequence nesting is limited with a clear error", "[tok
     }
   }
 }
+
+TEST_CASE("estimator ratios outside 0.5..64 bytes per token are refused, naming the range", "[tokenize]") {
+  // 1e-15 aborted; 1e-300 made every count 0 (every budget silently violated).
+  for (const char* spec : {"estimate:1e-15", "estimate:1e-300", "estimate:0.1", "estimate:65", "estimate:1e300",
+                           "estimate:1e999"}) {
+    auto st = strata::MakeTokenizer(spec).status();
+    INFO(spec << ": " << st.ToString());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains("0.5 to 64"));
+  }
+  CHECK(strata::MakeTokenizer("estimate:nan").status().code() == StatusCode::kInvalidArgument);
+  for (const char* spec : {"estimate:0.5", "estimate:64", "estimate:3.5"}) CHECK(strata::MakeTokenizer(spec).ok());
+}
