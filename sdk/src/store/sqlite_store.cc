@@ -285,6 +285,44 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("deleting agent \"" + std::string(agent_id) + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
+      return DeleteAgentRow(agent);
+    });
+  }
+
+  Status ReplaceAgent(std::string_view from_id, std::string_view to_id) override {
+    if (from_id.empty() || to_id.empty() || from_id == to_id) {
+      return InvalidArgumentError("ReplaceAgent needs two different, non-empty ids (got \"" +
+                                  std::string(from_id) + "\" and \"" + std::string(to_id) + "\")");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return Transaction(
+        "replacing agent \"" + std::string(to_id) + "\" with \"" + std::string(from_id) + "\"",
+        [&]() -> Status {
+          STRATA_ASSIGN_OR_RETURN(int64_t from, AgentRow(from_id));
+          int64_t old = -1;
+          {
+            STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
+            find.Text(1, to_id);
+            int rc = find.Step();
+            if (rc == SQLITE_ROW) {
+              old = find.ColInt(0);
+            } else if (rc != SQLITE_DONE) {
+              return Error(rc, "looking up an agent");
+            }
+          }
+          if (old >= 0) STRATA_RETURN_IF_ERROR(DeleteAgentRow(old));
+          int rc;
+          STRATA_ASSIGN_OR_RETURN(Stmt rename, Prepare("UPDATE agents SET id = ?2 WHERE agent = ?1"));
+          rename.Int(1, from).Text(2, to_id);
+          rc = rename.Step();
+          if (rc != SQLITE_DONE) return Error(rc, "renaming an agent");
+          return Status::Ok();
+        });
+  }
+
+  // Deletes agent row `agent` and its data; call inside a write transaction.
+  Status DeleteAgentRow(int64_t agent) {
+    {
       std::set<std::string> hashes;
       for (const char* sql : {"SELECT content_hash FROM segments WHERE agent = ?1 AND "
                               "content_hash IS NOT NULL",
@@ -308,7 +346,7 @@ class SqliteStore final : public Store {
       }
       for (const std::string& hash : hashes) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
       return Status::Ok();
-    });
+    }
   }
 
   Status ApplyChange(std::string_view agent_id, const ContextChange& change) override {

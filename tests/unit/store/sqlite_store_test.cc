@@ -842,3 +842,39 @@ TEST_CASE("opening read-only never turns an empty or foreign file into a store",
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("ReplaceAgent swaps a complete agent in under the old id in one step", "[store]") {
+  TempDir dir;
+  auto store = OpenSqliteStore(dir.File("a.db"));
+  REQUIRE(store.ok());
+  std::mt19937 rng(5);
+  REQUIRE((*store)->CreateAgent(Options("x")).ok());
+  REQUIRE((*store)->ApplyChange("x", RichChange(rng)).ok());
+  REQUIRE((*store)->CreateAgent(Options("x.new")).ok());
+  ContextChange change;
+  change.upserted = {MakeSegment(1, Layer::kSystem, SegmentKind::kSystem, "the new one")};
+  change.turn = 1;
+  REQUIRE((*store)->ApplyChange("x.new", change).ok());
+  REQUIRE((*store)->ReplaceAgent("x.new", "x").ok());
+  auto agents = (*store)->ListAgents();
+  REQUIRE(agents.ok());
+  REQUIRE(agents->size() == 1);
+  CHECK(agents->front().options.agent.id == "x");
+  auto snapshot = (*store)->LoadSnapshot("x");
+  REQUIRE(snapshot.ok());
+  REQUIRE(snapshot->segments.size() == 1);
+  CHECK(snapshot->segments[0].content == "the new one");
+  CHECK((*store)->Stats()->blobs == 0);  // the replaced agent's blobs were collected
+  // Into a free id it is a rename; unknown and equal ids are refused and change nothing.
+  REQUIRE((*store)->ReplaceAgent("x", "y").ok());
+  CHECK((*store)->GetAgent("y").ok());
+  CHECK((*store)->ReplaceAgent("nobody", "y").code() == StatusCode::kNotFound);
+  CHECK((*store)->ReplaceAgent("y", "y").code() == StatusCode::kInvalidArgument);
+  CHECK((*store)->GetAgent("y").ok());
+}
+
+}  // namespace
+}  // namespace strata
