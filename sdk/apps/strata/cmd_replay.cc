@@ -86,7 +86,7 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
   const std::unique_ptr<ChatTemplate>& chat_template = counting.chat_template;
   const std::unique_ptr<RequestTokenCounter>& counter = counting.counter;
   ContextOptions options;
-  options.agent.id = args.agent.empty() ? TraceAgentId(args.trace) : args.agent;
+  options.agent.id = args.agent.empty() ? ValidUtf8(TraceAgentId(args.trace)) : args.agent;
   options.tokenizer = tokenizer.get();
   options.request_counter = counter.get();
   options.render.model = args.model;
@@ -172,13 +172,19 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
                         {"bytes_saved", stats.bytes_saved_by_hygiene}};
         j["lint_warnings"] = request.warnings.size();
         j["trace_line"] = message.line;
-        if (request.compaction) ++compactions;
+        // Every compaction of this turn's build (a build may compact in several rounds).
+        const std::vector<CompactionReport>& all_compactions = context.Compactions();
+        std::string reports;
+        for (size_t k = compactions; k < all_compactions.size(); ++k) {
+          reports += (reports.empty() ? "" : ",") + CompactionReportJson(all_compactions[k]);
+        }
+        compactions = all_compactions.size();
         if (out) {
           // The request body is written verbatim: it is already canonical JSON.
           std::ostream& line = out->stream();
           line << "{\"turn\":" << turns << ",\"request\":" << request.body << ",\"stats\":" << DumpJson(j)
                << ",\"policy\":\"" << policy_name << "\"";
-          if (request.compaction) line << ",\"compactions\":[" << CompactionReportJson(*request.compaction) << "]";
+          if (!reports.empty()) line << ",\"compactions\":[" << reports << "]";
           line << "}\n";
           if (!out->good()) return UnavailableError("write to --out file \"" + args.out + "\" failed");
         }

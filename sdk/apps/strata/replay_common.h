@@ -34,6 +34,10 @@ std::unique_ptr<Tokenizer> MakeTokenizerOrThrow(const std::string& spec, const s
 // throwing.
 std::string DumpJson(const nlohmann::ordered_json& value, int indent = -1);
 
+// `text` with each byte that is not part of a valid UTF-8 sequence replaced by U+FFFD (agent ids
+// derived from file names must be UTF-8).
+std::string ValidUtf8(std::string_view text);
+
 // An output file (--out, --summary-json, --records) written under a temporary name next to `path`
 // and renamed over it by Commit(): a replay that fails leaves an existing file as it was. A path
 // that exists and is not a regular file (a device such as /dev/stdout, a FIFO) is written directly.
