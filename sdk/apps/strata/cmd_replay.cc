@@ -72,7 +72,15 @@ std::string ConfigJson(const ReplayArgs& args, const ReplayBudgetArgs& budget, c
   }
   config["max_segment_tokens"] = args.max_segment_tokens;
   config["no_hygiene"] = args.no_hygiene;
-  if (send.send) config["endpoint"] = send.endpoint;
+  if (send.send) {
+    // Credentials in the URL (scheme://user:password@host) are not stored.
+    std::string endpoint = send.endpoint;
+    const size_t scheme = endpoint.find("://");
+    const size_t host = scheme == std::string::npos ? 0 : scheme + 3;
+    const size_t at = endpoint.find('@', host);
+    if (at != std::string::npos && at < endpoint.find('/', host)) endpoint.erase(host, at + 1 - host);
+    config["endpoint"] = endpoint;
+  }
   return DumpJson(config);
 }
 
