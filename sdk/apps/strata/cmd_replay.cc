@@ -1,7 +1,9 @@
 // `strata replay TRACE.jsonl`: renders, for each assistant message of a trajectory, the request strata
-// would have sent at that point (DESIGN.md section 11).
+// would have sent at that point (DESIGN.md section 11). One pipeline: --budget/--policy compact,
+// --tokenizer counts exactly, --db persists the agent, --send sends each request; they combine.
+// --compare (replay_budget.cc) replays once per policy and compares them.
 #include <algorithm>
-#include <fstream>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +17,8 @@
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
+#include "strata/compact.h"
+#include "strata/transport.h"
 #include "replay_budget.h"
 #include "replay_common.h"
 #include "replay_send.h"
@@ -48,7 +52,35 @@ T Median(std::vector<T> values) {
   return values[values.size() / 2];
 }
 
-void Run(const ReplayArgs& args) {
+// The replay configuration as a JSON object (stored with the agent by --db).
+std::string ConfigJson(const ReplayArgs& args, const ReplayBudgetArgs& budget, const ReplaySendArgs& send,
+                       const std::string& counted_with) {
+  nlohmann::ordered_json config;
+  config["trace"] = args.trace;
+  config["model"] = args.model;
+  config["tokenizer"] = counted_with;
+  config["budget"] = budget.budget;
+  if (budget.budget > 0) {
+    config["policy"] = budget.policy;
+    config["trigger"] = budget.trigger;
+    config["target"] = budget.target;
+    if (budget.policy == "strata") {
+      config["keep_turns"] = budget.keep_turns;
+      config["keep_tool_results"] = budget.keep_tool_results;
+      config["exclude_tools"] = budget.exclude_tools;
+      config["ephemeral_tools"] = budget.ephemeral_tools;
+    }
+  }
+  config["max_segment_tokens"] = args.max_segment_tokens;
+  config["no_hygiene"] = args.no_hygiene;
+  if (send.send) {
+    // Credentials in the URL (scheme://user:password@host) are not stored.
+    config["endpoint"] = RedactUrl(send.endpoint);
+  }
+  return DumpJson(config);
+}
+
+void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const ReplaySendArgs& send_args) {
   StatusOr<std::vector<TraceMessage>> trace = ReadTrace(args.trace);
   if (!trace.ok()) throw CommandFailed{trace.status().message()};
 
@@ -58,15 +90,35 @@ void Run(const ReplayArgs& args) {
   const std::unique_ptr<ChatTemplate>& chat_template = counting.chat_template;
   const std::unique_ptr<RequestTokenCounter>& counter = counting.counter;
   ContextOptions options;
-  options.agent.id = args.agent.empty() ? TraceAgentId(args.trace) : args.agent;
+  options.agent.id = args.agent.empty() ? ValidUtf8(TraceAgentId(args.trace)) : args.agent;
   options.tokenizer = tokenizer.get();
   options.request_counter = counter.get();
   options.render.model = args.model;
   options.hygiene = ReplayHygiene(args.max_segment_tokens, args.no_hygiene);
+  std::unique_ptr<CompactionPolicy> policy;
+  const bool budgeted = budget_args.budget > 0;
+  if (budgeted) {
+    Budget budget;
+    budget.window = static_cast<int64_t>(budget_args.budget);
+    budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+    budget.trigger = BudgetLimit::Fraction(budget_args.trigger);
+    budget.target = BudgetLimit::Fraction(budget_args.target);
+    policy = MakeReplayPolicy(budget_args);
+    options.budget = budget;
+    options.compaction = policy.get();
+    // A tool output may not take more than a quarter of the budget.
+    if (!args.no_hygiene && (options.hygiene.max_segment_tokens == 0 ||
+                             options.hygiene.max_segment_tokens > budget_args.budget / 4)) {
+      options.hygiene.max_segment_tokens = std::max<size_t>(64, budget_args.budget / 4);
+    }
+  }
+  const std::string policy_name = budgeted ? budget_args.policy : "none";
   std::unique_ptr<ReplayPersistence> persisted;
   std::unique_ptr<Context> in_memory;
   if (!args.db.empty()) {
-    StatusOr<std::unique_ptr<ReplayPersistence>> opened = ReplayPersistence::Open(args.db, options);
+    StatusOr<std::unique_ptr<ReplayPersistence>> opened = ReplayPersistence::Open(
+        args.db, options,
+        ConfigJson(args, budget_args, send_args, tokenizer ? tokenizer->Name() : std::string("estimate:4")));
     if (!opened.ok()) throw CommandFailed{opened.status().ToString()};
     persisted = std::move(*opened);
   } else {
@@ -75,23 +127,23 @@ void Run(const ReplayArgs& args) {
     in_memory = std::move(*created);
   }
   Context& context = persisted ? persisted->context() : *in_memory;
+  std::unique_ptr<ReplaySender> sender;
+  if (send_args.send) sender = std::make_unique<ReplaySender>(send_args, args.quiet);
 
-  std::ofstream out;
-  if (!args.out.empty()) {
-    out.open(args.out, std::ios::binary | std::ios::trunc);
-    if (!out) throw CommandFailed{"cannot write --out file \"" + args.out + "\""};
-  }
+  std::unique_ptr<OutputFile> out;
+  if (!args.out.empty()) out = std::make_unique<OutputFile>(args.out, "--out");
 
   // With a tokenizer, reuse is measured in tokens: a prefix-cache model (blocks of 16 tokens) fed
   // with every request sent before.
   PrefixCacheModel cache;
   uint64_t total_tokens = 0, reused_tokens_total = 0;
   std::vector<size_t> request_tokens;
-  size_t total_bytes = 0, total_reused = 0, turns = 0;
+  size_t total_bytes = 0, total_reused = 0, turns = 0, compactions = 0, violations = 0;
   std::string previous;
   Status status = ReplayTrace(
       *trace, context, [&](const TraceMessage& message, const BuiltRequest& request) -> Status {
         if (persisted) STRATA_RETURN_IF_ERROR(persisted->OnTurn(request));
+        if (sender) STRATA_RETURN_IF_ERROR(sender->SendTurn(context));
         const size_t reused = CommonPrefix(previous, request.body);
         ContextStats stats = context.Stats();
         nlohmann::ordered_json j;
@@ -108,6 +160,11 @@ void Run(const ReplayArgs& args) {
           reused_tokens_total += static_cast<uint64_t>(reused_tokens);
         }
         j["tokens_estimated"] = !request.input_tokens_exact;
+        if (budgeted) {
+          const bool violation = request.input_tokens > budget_args.budget;
+          j["violation"] = violation;
+          if (violation) ++violations;
+        }
         nlohmann::ordered_json layers;
         for (int i = 0; i < kLayerCount; ++i) {
           layers[std::string(LayerName(static_cast<Layer>(i)))] = request.layers[i].tokens;
@@ -119,11 +176,21 @@ void Run(const ReplayArgs& args) {
                         {"bytes_saved", stats.bytes_saved_by_hygiene}};
         j["lint_warnings"] = request.warnings.size();
         j["trace_line"] = message.line;
-        if (out.is_open()) {
+        // Every compaction of this turn's build (a build may compact in several rounds).
+        const std::vector<CompactionReport>& all_compactions = context.Compactions();
+        std::string reports;
+        for (size_t k = compactions; k < all_compactions.size(); ++k) {
+          reports += (reports.empty() ? "" : ",") + CompactionReportJson(all_compactions[k]);
+        }
+        compactions = all_compactions.size();
+        if (out) {
           // The request body is written verbatim: it is already canonical JSON.
-          out << "{\"turn\":" << turns << ",\"request\":" << request.body
-              << ",\"stats\":" << j.dump() << "}\n";
-          if (!out) return UnavailableError("write to \"" + args.out + "\" failed");
+          std::ostream& line = out->stream();
+          line << "{\"turn\":" << turns << ",\"request\":" << request.body << ",\"stats\":" << DumpJson(j)
+               << ",\"policy\":\"" << policy_name << "\"";
+          if (!reports.empty()) line << ",\"compactions\":[" << reports << "]";
+          line << "}\n";
+          if (!out->good()) return UnavailableError("write to --out file \"" + args.out + "\" failed");
         }
         request_tokens.push_back(request.input_tokens);
         total_bytes += request.body.size();
@@ -133,15 +200,17 @@ void Run(const ReplayArgs& args) {
         return Status::Ok();
       });
   if (!status.ok()) throw CommandFailed{status.message()};
-  if (out.is_open()) {
-    out.close();
-    if (!out) throw CommandFailed{"closing --out file \"" + args.out + "\" failed"};
-  }
 
   ContextStats stats = context.Stats();
   nlohmann::ordered_json summary;
   summary["trace"] = args.trace;
   summary["turns"] = turns;
+  summary["policy"] = policy_name;
+  if (budgeted) {
+    summary["budget"] = budget_args.budget;
+    summary["compactions"] = compactions;
+    summary["budget_violations"] = violations;
+  }
   summary["tokens_estimated"] = counter == nullptr;
   if (tokenizer) summary["tokenizer"] = tokenizer->Name();
   summary["tokens_per_request"] = {
@@ -160,18 +229,32 @@ void Run(const ReplayArgs& args) {
                         {"deduplicated", stats.deduplicated},
                         {"folded", stats.folded},
                         {"bytes_saved", stats.bytes_saved_by_hygiene}};
+  if (sender) sender->AddSummary(summary);
+  if (persisted) summary["db"] = {{"path", args.db}, {"agent", persisted->agent_id()}};
+
+  // Outputs are renamed into place, and the agent swapped in, only when the replay is complete.
+  if (out) out->Commit();
+  if (sender) sender->CommitRecords();
   if (!args.summary_json.empty()) {
-    std::ofstream file(args.summary_json, std::ios::binary | std::ios::trunc);
-    file << summary.dump(2) << "\n";
-    if (!file) throw CommandFailed{"cannot write --summary-json file \"" + args.summary_json + "\""};
+    OutputFile file(args.summary_json, "--summary-json");
+    file.stream() << DumpJson(summary, 2) << "\n";
+    file.Commit();
+  }
+  if (persisted) {
+    Status committed = persisted->Commit();
+    if (!committed.ok()) throw CommandFailed{committed.ToString()};
   }
   if (!args.quiet) {
     std::cout << "replayed " << turns << " turns of " << args.trace << "\n"
               << "  tokens per request" << (counter ? " (" + tokenizer->Name() + ", GLM-5 template)" : " (estimated)")
               << ": min " << summary["tokens_per_request"]["min"]
               << ", median " << summary["tokens_per_request"]["median"] << ", max "
-              << summary["tokens_per_request"]["max"] << "\n"
-              << "  bytes reused from the previous request: " << total_reused << " of "
+              << summary["tokens_per_request"]["max"] << "\n";
+    if (budgeted) {
+      std::cout << "  budget " << budget_args.budget << " tokens, policy " << policy_name << ": " << compactions
+                << " compactions, " << violations << " requests over the budget\n";
+    }
+    std::cout << "  bytes reused from the previous request: " << total_reused << " of "
               << total_bytes << " (" << static_cast<int>(100.0 * summary["reused_share"].get<double>() + 0.5)
               << "%)\n";
     if (chat_template) {
@@ -182,6 +265,12 @@ void Run(const ReplayArgs& args) {
     std::cout << "  hygiene: " << stats.truncated << " truncated, " << stats.deduplicated
               << " deduplicated, " << stats.folded << " folded, " << stats.bytes_saved_by_hygiene
               << " bytes saved\n";
+    if (sender) sender->Print(args.trace);
+  }
+  FlushStdout();
+  if (sender && sender->failures() > 0) {
+    throw CommandFailed{std::to_string(sender->failures()) + " of " + std::to_string(sender->turns()) +
+                        " requests failed; first: " + sender->first_error()};
   }
 }
 
@@ -200,32 +289,33 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_option("--model", args->model, "The request's model field")->capture_default_str();
   cmd->add_option("--max-segment-tokens", args->max_segment_tokens,
                   "Tool outputs above this many tokens keep head and tail (0 = off)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_flag("--no-hygiene", args->no_hygiene,
                 "Turn off append-time truncation, deduplication and error-log folding");
-  cmd->add_option("--db", args->db, "Persist the replayed agent to this store (SQLite; created if missing)");
+  cmd->add_option("--db", args->db,
+                  "Persist the replayed agent to this store (SQLite; created if missing); it replaces a stored "
+                  "agent of the same id only when the replay is complete");
   cmd->add_option("--agent", args->agent, "Agent id in the store (default: trace file name without .jsonl)");
   cmd->add_flag("-q,--quiet", args->quiet, "Print no summary");
   auto send = std::make_shared<ReplaySendArgs>();
   AddReplaySendOptions(cmd, send.get());  // --send --endpoint URL [--grpc] ... (replay_send.cc)
   auto budget = std::make_shared<ReplayBudgetArgs>();
-  AddReplayBudgetOptions(cmd, budget.get());  // --budget N --policy ... --tokenizer (replay_budget.cc)
+  AddReplayBudgetOptions(cmd, budget.get());  // --budget N --policy P --compare ... --tokenizer (replay_budget.cc)
   cmd->callback([args, send, budget] {
-    if (send->send) {
-      if (budget->policies.find(',') != std::string::npos) {
-        throw CLI::ValidationError("--policy", "--send takes one policy (it sends one conversation)");
+    ValidateReplayBudgetArgs(*budget);
+    ValidateReplaySendArgs(*send);
+    if (!budget->compare.empty()) {
+      if (!args->db.empty() || send->send) {
+        throw CLI::ValidationError("--compare", "--compare replays once per policy and keeps nothing; it does not "
+                                                "combine with --db or --send (use --policy P for one persisted "
+                                                "or sent run)");
       }
-      RunReplaySend({args->trace, args->model, args->max_segment_tokens, args->no_hygiene, args->summary_json,
-                     args->quiet, budget->budget, budget->policies, budget->tokenizer},
-                    *send);
-      return;
-    }
-    if (WantsBudgetReplay(*budget)) {
-      RunReplayBudget(args->trace, *budget, args->out, args->summary_json, args->quiet);
+      RunReplayCompare(args->trace, *budget, args->out, args->summary_json, args->quiet);
       return;
     }
     args->tokenizer = budget->tokenizer;
-    Run(*args);
+    Run(*args, *budget, *send);
   });
 }
 

@@ -1,11 +1,13 @@
 #include "replay_budget.h"
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.h"
+#include "replay_common.h"
 #include "strata/eval.h"
 #include "strata/tokenize.h"
 
@@ -44,52 +46,100 @@ nlohmann::ordered_json SummaryJson(const EvalSummary& s) {
 
 void AddReplayBudgetOptions(CLI::App* cmd, ReplayBudgetArgs* args) {
   cmd->add_option("--budget", args->budget,
-                  "Input tokens a request may hold (counted with --tokenizer through the GLM-5 template)");
-  cmd->add_option("--policy", args->policies,
-                  "Compaction policies to compare, comma-separated: strata, none, sliding, last-n "
-                  "(default with --budget: all four)");
+                  "Input tokens a request may hold (counted with --tokenizer through the GLM-5 template)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option_function<std::string>(
+         "--policy",
+         [args](const std::string& policy) {
+           args->policy = policy;
+           args->policy_given = true;
+         },
+         "With --budget: the compaction policy: strata (default), none, sliding or last-n")
+      ->type_name("POLICY");
+  cmd->add_option("--compare", args->compare,
+                  "With --budget and --tokenizer: replay once per policy and compare them, e.g. "
+                  "strata,none,sliding,last-n");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer spec: hf:PATH/tokenizer.json, spm:PATH/model.model or estimate[:BYTES_PER_TOKEN]");
-  cmd->add_option("--block-tokens", args->block_tokens, "Prefix-cache block size in tokens")->capture_default_str();
-  cmd->add_option("--trigger", args->trigger, "strata policy: compact above this fraction of the budget")
+  cmd->add_option("--block-tokens", args->block_tokens, "Prefix-cache block size in tokens")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--target", args->target, "strata policy: compact down to this fraction of the budget")
+  cmd->add_option("--trigger", args->trigger, "strata policy: compact above this fraction of the budget (0 < f <= 1)")
+      ->capture_default_str();
+  cmd->add_option("--target", args->target, "strata policy: compact down to this fraction of the budget (0 < f <= 1)")
       ->capture_default_str();
   cmd->add_option("--keep-turns", args->keep_turns, "strata policy: the last turns never altered")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--keep-tool-results", args->keep_tool_results,
                   "strata policy: the last tool results never masked")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--exclude-tools", args->exclude_tools, "strata policy: tools whose results are never altered");
   cmd->add_option("--ephemeral-tools", args->ephemeral_tools, "strata policy: tools whose results are masked first");
 }
 
-bool WantsBudgetReplay(const ReplayBudgetArgs& args) { return args.budget > 0 || !args.policies.empty(); }
+void ValidateReplayBudgetArgs(const ReplayBudgetArgs& args) {
+  if (args.policy_given && args.budget == 0) {
+    throw CLI::ValidationError("--policy", "--policy needs --budget N (without a budget nothing is compacted)");
+  }
+  if (args.policy.find(',') != std::string::npos) {
+    throw CLI::ValidationError("--policy", "--policy takes one policy; compare several with --compare " +
+                                               args.policy);
+  }
+  for (const std::string& policy : SplitList(args.compare.empty() ? args.policy : args.compare)) {
+    if (policy != "strata" && !MakePolicyByName(policy).ok()) {
+      throw CLI::ValidationError("--policy", "unknown policy \"" + policy + "\" (strata, none, sliding, last-n)");
+    }
+  }
+  if (!args.compare.empty() && args.budget == 0) {
+    throw CLI::ValidationError("--compare", "--compare needs --budget N");
+  }
+  for (const auto& [name, value] : {std::pair{"--trigger", args.trigger}, std::pair{"--target", args.target}}) {
+    if (!std::isfinite(value) || value <= 0 || value > 1) {
+      throw CLI::ValidationError(name, std::to_string(value) + " is not a fraction of the budget in (0, 1]");
+    }
+  }
+  if (args.target > args.trigger) {
+    throw CLI::ValidationError("--target", "the target (" + std::to_string(args.target) +
+                                               ") must not exceed the trigger (" + std::to_string(args.trigger) + ")");
+  }
+}
 
-void RunReplayBudget(const std::string& trace_path, const ReplayBudgetArgs& args, const std::string& out_path,
-                     const std::string& summary_json, bool quiet) {
+std::unique_ptr<CompactionPolicy> MakeReplayPolicy(const ReplayBudgetArgs& args) {
+  if (args.policy == "strata") {
+    StrataPolicyOptions options;
+    options.keep_turns = args.keep_turns;
+    options.keep_tool_results = args.keep_tool_results;
+    for (const std::string& tool : SplitList(args.exclude_tools)) options.exclude_tools.insert(tool);
+    for (const std::string& tool : SplitList(args.ephemeral_tools)) options.ephemeral_tools.insert(tool);
+    return MakeStrataPolicy(options);
+  }
+  StatusOr<std::unique_ptr<CompactionPolicy>> made = MakePolicyByName(args.policy);
+  if (!made.ok()) throw CommandFailed{made.status().message()};
+  return std::move(made).value();
+}
+
+void RunReplayCompare(const std::string& trace_path, const ReplayBudgetArgs& args, const std::string& out_path,
+                      const std::string& summary_json, bool quiet) {
   if (args.tokenizer.empty()) {
-    throw CLI::ValidationError("--tokenizer", "a budgeted replay needs --tokenizer SPEC to count tokens "
+    throw CLI::ValidationError("--tokenizer", "--compare needs --tokenizer SPEC to count tokens "
                                               "(e.g. hf:PATH/tokenizer.json, or estimate)");
   }
-  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = MakeTokenizer(args.tokenizer);
-  if (!tokenizer.ok()) throw CommandFailed{tokenizer.status().ToString()};
+  std::unique_ptr<Tokenizer> tokenizer = MakeTokenizerOrThrow(args.tokenizer, "--tokenizer");
   StatusOr<std::vector<TraceMessage>> trace = ReadTrace(trace_path);
   if (!trace.ok()) throw CommandFailed{trace.status().message()};
-  std::vector<std::string> policies = SplitList(args.policies.empty() ? "strata,none,sliding,last-n" : args.policies);
+  std::vector<std::string> policies = SplitList(args.compare);
 
-  std::ofstream out;
-  if (!out_path.empty()) {
-    out.open(out_path, std::ios::binary | std::ios::trunc);
-    if (!out) throw CommandFailed{"cannot write --out file \"" + out_path + "\""};
-  }
+  std::unique_ptr<OutputFile> out;
+  if (!out_path.empty()) out = std::make_unique<OutputFile>(out_path, "--out");
   nlohmann::ordered_json summaries;
   std::vector<std::pair<std::string, EvalSummary>> rows;
   for (const std::string& policy : policies) {
     EvalOptions options;
     options.policy = policy;
     options.budget_tokens = args.budget;
-    options.tokenizer = tokenizer->get();
+    options.tokenizer = tokenizer.get();
     options.block_tokens = args.block_tokens;
     options.trigger = args.trigger;
     options.target = args.target;
@@ -97,14 +147,16 @@ void RunReplayBudget(const std::string& trace_path, const ReplayBudgetArgs& args
     options.strata.keep_tool_results = args.keep_tool_results;
     for (const std::string& tool : SplitList(args.exclude_tools)) options.strata.exclude_tools.insert(tool);
     for (const std::string& tool : SplitList(args.ephemeral_tools)) options.strata.ephemeral_tools.insert(tool);
-    if (out.is_open()) {
+    if (out) {
       options.on_turn = [&](const EvalTurn& turn, const std::string& body) {
         nlohmann::ordered_json stats = {{"policy", policy},
                                         {"input_tokens", turn.input_tokens},
                                         {"reused_tokens", turn.reused_tokens},
                                         {"violation", turn.violation}};
-        if (turn.compaction) stats["compaction"] = nlohmann::json::parse(CompactionReportJson(*turn.compaction));
-        out << "{\"turn\":" << turn.turn << ",\"request\":" << body << ",\"stats\":" << stats.dump() << "}\n";
+        std::string compactions;
+        if (turn.compaction) compactions = ",\"compactions\":[" + CompactionReportJson(*turn.compaction) + "]";
+        out->stream() << "{\"turn\":" << turn.turn << ",\"request\":" << body << ",\"stats\":" << DumpJson(stats)
+                      << ",\"policy\":\"" << policy << "\"" << compactions << "}\n";
       };
     }
     StatusOr<EvalResult> result = EvaluateTrace(*trace, options);
@@ -112,19 +164,19 @@ void RunReplayBudget(const std::string& trace_path, const ReplayBudgetArgs& args
     summaries[policy] = SummaryJson(result->summary);
     rows.emplace_back(policy, result->summary);
   }
-  if (out.is_open()) {
-    out.close();
-    if (!out) throw CommandFailed{"writing --out file \"" + out_path + "\" failed"};
+  for (const auto& [policy, s] : rows) {
+    if (s.pairing_errors > 0) throw CommandFailed{"policy " + policy + " produced tool-call pairing errors"};
   }
+  if (out) out->Commit();
   if (!summary_json.empty()) {
     nlohmann::ordered_json doc = {{"trace", trace_path},
                                   {"budget", args.budget},
                                   {"tokenizer", args.tokenizer},
                                   {"block_tokens", args.block_tokens},
                                   {"policies", summaries}};
-    std::ofstream file(summary_json, std::ios::binary | std::ios::trunc);
-    file << doc.dump(2) << "\n";
-    if (!file) throw CommandFailed{"cannot write --summary-json file \"" + summary_json + "\""};
+    OutputFile file(summary_json, "--summary-json");
+    file.stream() << DumpJson(doc, 2) << "\n";
+    file.Commit();
   }
   if (!quiet) {
     std::printf("replayed %s with a budget of %zu tokens (%s, blocks of %zu tokens)\n", trace_path.c_str(),
@@ -137,9 +189,7 @@ void RunReplayBudget(const std::string& trace_path, const ReplayBudgetArgs& args
                   static_cast<unsigned long long>(s.uncached_tokens), s.cost, s.retention, s.compactions);
     }
   }
-  for (const auto& [policy, s] : rows) {
-    if (s.pairing_errors > 0) throw CommandFailed{"policy " + policy + " produced tool-call pairing errors"};
-  }
+  FlushStdout();
 }
 
 }  // namespace strata::cli

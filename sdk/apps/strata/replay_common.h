@@ -1,9 +1,11 @@
-// Pieces shared by the replay modes (plain, --budget, --send).
+// Pieces shared by the replay modes (one pipeline, and the --compare policy comparison).
 #ifndef STRATA_APPS_STRATA_REPLAY_COMMON_H_
 #define STRATA_APPS_STRATA_REPLAY_COMMON_H_
 
 #include <cstddef>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "strata/chat_template.h"
@@ -23,8 +25,48 @@ struct ExactCounting {
   std::unique_ptr<RequestTokenCounter> counter;
 };
 
-// Throws CommandFailed for a spec MakeTokenizer refuses.
+// Throws CLI::ValidationError (exit 2) for a spec that is not a tokenizer spec at all, CommandFailed
+// (exit 1) when a named file cannot be read or is refused.
 ExactCounting MakeExactCounting(const std::string& spec);
+std::unique_ptr<Tokenizer> MakeTokenizerOrThrow(const std::string& spec, const std::string& option);
+
+// A JSON value as text; invalid UTF-8 (e.g. in a file name) is replaced by U+FFFD instead of
+// throwing.
+std::string DumpJson(const nlohmann::ordered_json& value, int indent = -1);
+
+// `text` with each byte that is not part of a valid UTF-8 sequence replaced by U+FFFD (agent ids
+// derived from file names must be UTF-8).
+std::string ValidUtf8(std::string_view text);
+
+// An output file (--out, --summary-json, --records) written under a temporary name next to `path`
+// and renamed over it by Commit(): a replay that fails leaves an existing file as it was. A path
+// that exists and is not a regular file (a device such as /dev/stdout, a FIFO) is written directly.
+// Write errors (a full disk, /dev/full) are reported by Commit().
+class OutputFile {
+ public:
+  // Throws CommandFailed when the file cannot be created. `option` names the flag in messages.
+  OutputFile(std::string path, std::string option);
+  ~OutputFile();  // removes the temporary file unless committed
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  std::ostream& stream() { return out_; }
+  // False after a write error.
+  bool good() const { return static_cast<bool>(out_); }
+  // Flushes, closes and renames. Throws CommandFailed on any error (the temporary file is removed).
+  void Commit();
+
+ private:
+  std::string path_;
+  std::string option_;
+  std::string temp_path_;  // empty when writing `path_` directly
+  std::ofstream out_;
+  bool done_ = false;
+};
+
+// Throws CommandFailed when standard output could not be written (e.g. a closed pipe or a full
+// disk): a summary that was not printed is a failure, not a success.
+void FlushStdout();
 
 }  // namespace strata::cli
 

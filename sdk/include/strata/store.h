@@ -162,6 +162,11 @@ class Store {
   virtual StatusOr<std::vector<StoredAgent>> ListAgents() = 0;
   // Deletes an agent and everything stored for it (blobs no other agent uses included).
   virtual Status DeleteAgent(std::string_view agent_id) = 0;
+  // Gives agent `from_id` the id `to_id` in one transaction, first deleting an agent stored under
+  // `to_id` (as DeleteAgent does). A complete replacement is built under a temporary id and swapped
+  // in with this, so readers see either the old agent or the new one, never a partial copy.
+  // NOT_FOUND when `from_id` is unknown; INVALID_ARGUMENT when the ids are empty or equal.
+  virtual Status ReplaceAgent(std::string_view from_id, std::string_view to_id) = 0;
 
   // --- Context data ---------------------------------------------------------------------------
 

@@ -148,6 +148,7 @@ class Context::Impl {
 
   Status SetTools(std::string_view tools_json) {
     STRATA_RETURN_IF_ERROR(ValidateUtf8(tools_json, "tools JSON"));
+    STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(tools_json, "tools JSON"));  // each tool is re-printed
     nlohmann::json tools = nlohmann::json::parse(tools_json.begin(), tools_json.end(), nullptr,
                                                  /*allow_exceptions=*/false);
     if (tools.is_discarded()) {

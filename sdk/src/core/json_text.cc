@@ -55,7 +55,34 @@ size_t JsonStringSize(std::string_view text) {
   return size;
 }
 
+Status CheckJsonDepth(std::string_view json_text, std::string_view what, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    const char c = json_text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return InvalidArgumentError(std::string(what) + ": JSON nested deeper than " +
+                                    std::to_string(max_depth) + " levels (at byte " + std::to_string(i) +
+                                    "); strata refuses deeper nesting, flatten the value");
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::string> CanonicalizeJson(std::string_view json_text, std::string_view what) {
+  STRATA_RETURN_IF_ERROR(CheckJsonDepth(json_text, what));
   nlohmann::json value = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr,
                                                /*allow_exceptions=*/false);
   if (value.is_discarded()) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -283,6 +285,44 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("deleting agent \"" + std::string(agent_id) + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
+      return DeleteAgentRow(agent);
+    });
+  }
+
+  Status ReplaceAgent(std::string_view from_id, std::string_view to_id) override {
+    if (from_id.empty() || to_id.empty() || from_id == to_id) {
+      return InvalidArgumentError("ReplaceAgent needs two different, non-empty ids (got \"" +
+                                  std::string(from_id) + "\" and \"" + std::string(to_id) + "\")");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return Transaction(
+        "replacing agent \"" + std::string(to_id) + "\" with \"" + std::string(from_id) + "\"",
+        [&]() -> Status {
+          STRATA_ASSIGN_OR_RETURN(int64_t from, AgentRow(from_id));
+          int64_t old = -1;
+          {
+            STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
+            find.Text(1, to_id);
+            int rc = find.Step();
+            if (rc == SQLITE_ROW) {
+              old = find.ColInt(0);
+            } else if (rc != SQLITE_DONE) {
+              return Error(rc, "looking up an agent");
+            }
+          }
+          if (old >= 0) STRATA_RETURN_IF_ERROR(DeleteAgentRow(old));
+          int rc;
+          STRATA_ASSIGN_OR_RETURN(Stmt rename, Prepare("UPDATE agents SET id = ?2 WHERE agent = ?1"));
+          rename.Int(1, from).Text(2, to_id);
+          rc = rename.Step();
+          if (rc != SQLITE_DONE) return Error(rc, "renaming an agent");
+          return Status::Ok();
+        });
+  }
+
+  // Deletes agent row `agent` and its data; call inside a write transaction.
+  Status DeleteAgentRow(int64_t agent) {
+    {
       std::set<std::string> hashes;
       for (const char* sql : {"SELECT content_hash FROM segments WHERE agent = ?1 AND "
                               "content_hash IS NOT NULL",
@@ -306,7 +346,7 @@ class SqliteStore final : public Store {
       }
       for (const std::string& hash : hashes) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
       return Status::Ok();
-    });
+    }
   }
 
   Status ApplyChange(std::string_view agent_id, const ContextChange& change) override {
@@ -436,6 +476,9 @@ class SqliteStore final : public Store {
       while ((rc = select.Step()) == SQLITE_ROW) {
         Segment s;
         s.id = select.ColText(0);
+        // Enum and count columns index arrays and switch statements downstream: a damaged row is
+        // refused here, naming it, rather than cast into an out-of-range value.
+        STRATA_RETURN_IF_ERROR(CheckSegmentRow(select, s.id, agent_id));
         s.seq = static_cast<uint64_t>(select.ColInt(1));
         s.position = select.ColInt(2);
         s.kind = static_cast<SegmentKind>(select.ColInt(3));
@@ -576,7 +619,14 @@ class SqliteStore final : public Store {
       r.finish_reason = select.ColText(15);
       r.attempts = static_cast<int>(select.ColInt(16));
       r.http_status = static_cast<int>(select.ColInt(17));
-      r.code = static_cast<StatusCode>(select.ColInt(18));
+      const int64_t code = select.ColInt(18);
+      if (code < 0 || code > static_cast<int>(StatusCode::kUnauthenticated)) {
+        return DataLossError("request record \"" + r.request_id + "\" of agent \"" + std::string(agent_id) +
+                             "\" in " + path_ + " is damaged: column code holds " + std::to_string(code) +
+                             " (valid: 0.." + std::to_string(static_cast<int>(StatusCode::kUnauthenticated)) +
+                             ")");
+      }
+      r.code = static_cast<StatusCode>(code);
       r.error = select.ColText(19);
       records.push_back(std::move(r));
     }
@@ -755,6 +805,35 @@ class SqliteStore final : public Store {
 
   Status Error(int rc, std::string_view what) {
     return SqliteStatus(db_, rc, what, path_, options_.busy_timeout_ms);
+  }
+
+  // DATA_LOSS unless the enum columns of a segment row (kind 3, layer 4, state 5, hygiene 6 of the
+  // LoadSnapshot query) hold values this build defines and seq (1) and tokens (8) are not negative.
+  Status CheckSegmentRow(const Stmt& row, const std::string& segment_id, std::string_view agent_id) {
+    struct Column {
+      int index;
+      const char* name;
+      int64_t max;  // valid values: 0..max
+    };
+    // The volatile layer and kind are never persisted (ApplyChange skips them).
+    static constexpr Column kColumns[] = {{1, "seq", INT64_MAX},
+                                          {3, "kind", static_cast<int>(SegmentKind::kSummary)},
+                                          {4, "layer", static_cast<int>(Layer::kHistory)},
+                                          {5, "state", static_cast<int>(SegmentState::kEvicted)},
+                                          {6, "hygiene", static_cast<int>(HygieneAction::kFolded)},
+                                          {8, "tokens", INT64_MAX}};
+    for (const Column& column : kColumns) {
+      const int64_t value = row.ColInt(column.index);
+      if (row.ColNull(column.index) || value < 0 || value > column.max) {
+        return DataLossError("segment \"" + segment_id + "\" of agent \"" + std::string(agent_id) +
+                             "\" in " + path_ + " is damaged: column " + column.name + " holds " +
+                             (row.ColNull(column.index) ? std::string("NULL") : std::to_string(value)) +
+                             (column.max == INT64_MAX ? std::string(" (must not be negative)")
+                                                      : " (valid: 0.." + std::to_string(column.max) + ")") +
+                             "; restore the store from a backup or delete the agent");
+      }
+    }
+    return Status::Ok();
   }
 
   StatusOr<Stmt> Prepare(const char* sql) {
@@ -964,8 +1043,20 @@ class SqliteStore final : public Store {
   std::map<std::string, std::unique_ptr<StoreJournal>, std::less<>> journals_;  // guarded by mu_
 };
 
-// Checks that an open, non-empty file is a strata store (not another application's database).
+Status CheckApplicationInTransaction(sqlite3* db, const std::string& path, int busy_timeout_ms);
+
+// Checks that an open, non-empty file is a strata store (not another application's database). The
+// header and the table list are read in one transaction: another process may be creating the store
+// between two separate reads (tables there, application_id not yet visible).
 Status CheckApplication(sqlite3* db, const std::string& path, int busy_timeout_ms) {
+  int rc = sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteStatus(db, rc, "starting a read transaction", path, busy_timeout_ms);
+  Status status = CheckApplicationInTransaction(db, path, busy_timeout_ms);
+  sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+  return status;
+}
+
+Status CheckApplicationInTransaction(sqlite3* db, const std::string& path, int busy_timeout_ms) {
   STRATA_ASSIGN_OR_RETURN(int64_t application_id,
                           store_internal::PragmaInt(db, "application_id", path, busy_timeout_ms));
   if (application_id == kApplicationId) return Status::Ok();
@@ -991,6 +1082,33 @@ Status CheckApplication(sqlite3* db, const std::string& path, int busy_timeout_m
       path + " is a SQLite database of another application (application_id " + id_hex +
       ", tables: " + (tables.empty() ? "none" : tables) + (count > 5 ? ", ..." : "") +
       "), not a strata store; it was not modified");
+}
+
+std::string DirectoryOf(const std::string& path) {
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  return dir.empty() ? "/" : dir;
+}
+
+// True when `path`'s directory is not writable by this process and `path` has no non-empty -wal.
+bool ReadOnlyDirectoryWithoutWal(const std::string& path) {
+  if (::access(DirectoryOf(path).c_str(), W_OK) == 0) return false;
+  struct stat wal;
+  return ::stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+}
+
+// "file:PATH?immutable=1" with the characters a URI path may not hold percent-encoded.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || std::strchr("/-._~", c) != nullptr) {
+      uri.push_back(static_cast<char>(c));
+    } else {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+      uri += escaped;
+    }
+  }
+  return uri + "?immutable=1";
 }
 
 }  // namespace
@@ -1034,8 +1152,16 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
   int flags =
       options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   flags |= SQLITE_OPEN_NOMUTEX;  // the store serializes access itself
+  std::string open_name = path;
+  if (options.read_only && ReadOnlyDirectoryWithoutWal(path)) {
+    // A WAL database needs its -shm file, which cannot be created in a read-only directory. With
+    // no -wal file there (the last writer checkpointed and closed), and no writer able to create
+    // one, the database file is all there is: open it as immutable.
+    open_name = ImmutableUri(path);
+    flags |= SQLITE_OPEN_URI;
+  }
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  int rc = sqlite3_open_v2(open_name.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     Status status = SqliteStatus(db, rc, "opening the store", path);
     sqlite3_close_v2(db);
@@ -1065,18 +1191,27 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
                                   "; open it once read-write"));
     }
   } else {
-    // journal_mode=WAL is persistent in the file; it needs the write lock briefly.
-    sqlite3_stmt* stmt = nullptr;
-    rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &stmt, nullptr);
+    // journal_mode=WAL is persistent in the file; it needs the write lock briefly. While another
+    // process is creating the same file, SQLite reports BUSY here without calling the busy handler
+    // (the switch cannot wait on a lock it would deadlock with), so the switch is retried until the
+    // busy timeout has passed.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
     std::string mode;
-    if (rc == SQLITE_OK) {
-      rc = sqlite3_step(stmt);
-      if (rc == SQLITE_ROW) {
-        mode = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-        rc = SQLITE_OK;
+    for (;;) {
+      sqlite3_stmt* stmt = nullptr;
+      rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &stmt, nullptr);
+      if (rc == SQLITE_OK) {
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+          mode = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+          rc = SQLITE_OK;
+        }
       }
+      sqlite3_finalize(stmt);
+      if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    sqlite3_finalize(stmt);
     if (rc != SQLITE_OK) {
       return close_with(
           SqliteStatus(db, rc, "switching to WAL mode", path, options.busy_timeout_ms));

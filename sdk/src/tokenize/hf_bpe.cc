@@ -247,13 +247,25 @@ std::string QuoteRegex(std::string_view s) { return "\\Q" + std::string(s) + "\\
 
 enum class NormKind { kNfc, kNfd, kNfkc, kNfkd, kLowercase };
 
-StatusOr<std::vector<NormKind>> ParseNormalizer(const json& j) {
+// How deep `Sequence` normalizers and pre-tokenizers may nest. Real files nest one level; the limit
+// keeps a hostile file from overflowing the stack of the recursive parse below.
+constexpr int kMaxSequenceDepth = 32;
+
+Status SequenceTooDeep(const char* what) {
+  return InvalidArgumentError(std::string("tokenizer.json: ") + what + " Sequence nested deeper than " +
+                              std::to_string(kMaxSequenceDepth) +
+                              " levels (the limit strata reads); flatten the Sequence");
+}
+
+StatusOr<std::vector<NormKind>> ParseNormalizer(const json& j, int depth = 0) {
   std::vector<NormKind> out;
   if (j.is_null()) return out;
+  if (!j.is_object()) return InvalidArgumentError("tokenizer.json: a normalizer is not a JSON object");
   std::string type = j.value("type", "");
   if (type == "Sequence") {
+    if (depth >= kMaxSequenceDepth) return SequenceTooDeep("normalizer");
     for (const json& sub : j.at("normalizers")) {
-      STRATA_ASSIGN_OR_RETURN(std::vector<NormKind> part, ParseNormalizer(sub));
+      STRATA_ASSIGN_OR_RETURN(std::vector<NormKind> part, ParseNormalizer(sub, depth + 1));
       out.insert(out.end(), part.begin(), part.end());
     }
     return out;
@@ -371,12 +383,15 @@ struct PreStep {
 constexpr const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-Status ParsePreTokenizer(const json& j, std::vector<PreStep>* steps, bool* has_byte_level) {
+Status ParsePreTokenizer(const json& j, std::vector<PreStep>* steps, bool* has_byte_level,
+                         int depth = 0) {
   if (j.is_null()) return Status::Ok();
+  if (!j.is_object()) return InvalidArgumentError("tokenizer.json: a pre-tokenizer is not a JSON object");
   std::string type = j.value("type", "");
   if (type == "Sequence") {
+    if (depth >= kMaxSequenceDepth) return SequenceTooDeep("pre-tokenizer");
     for (const json& sub : j.at("pretokenizers"))
-      STRATA_RETURN_IF_ERROR(ParsePreTokenizer(sub, steps, has_byte_level));
+      STRATA_RETURN_IF_ERROR(ParsePreTokenizer(sub, steps, has_byte_level, depth + 1));
     return Status::Ok();
   }
   PreStep step;
@@ -548,6 +563,30 @@ struct AddedToken {
   std::string content;
   int32_t id;
 };
+
+// Token ids index tables sized by the largest id, so each is checked before use: an integer, not
+// negative and at most kMaxTokenId. Real vocabularies stay far below (GLM, Qwen, DeepSeek: < 160K).
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
+StatusOr<int32_t> ReadTokenId(const json& value, const std::string& field) {
+  // Only scalars are printed: dumping a (possibly deeply nested) container would recurse.
+  std::string shown = value.is_primitive() ? value.dump(-1, ' ', false, json::error_handler_t::replace)
+                                           : std::string("(a JSON ") + value.type_name() + ")";
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  if (value.is_number_unsigned()) {
+    if (value.get<uint64_t>() <= static_cast<uint64_t>(kMaxTokenId))
+      return static_cast<int32_t>(value.get<uint64_t>());
+  } else if (value.is_number_integer()) {
+    const int64_t id = value.get<int64_t>();
+    if (id >= 0 && id <= kMaxTokenId) return static_cast<int32_t>(id);
+  } else {
+    return InvalidArgumentError("tokenizer.json: " + field + " has id " + shown +
+                                ", which is not an integer; token ids are integers 0.." +
+                                std::to_string(kMaxTokenId));
+  }
+  return InvalidArgumentError("tokenizer.json: " + field + " has id " + shown +
+                              ", outside the token id range 0.." + std::to_string(kMaxTokenId));
+}
 
 class HfBpeTokenizer final : public ExactTokenizer {
  public:
@@ -772,10 +811,15 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
     }
     tok->ignore_merges_ = model.value("ignore_merges", false);
 
-    STRATA_ASSIGN_OR_RETURN(tok->normalizers_, ParseNormalizer(doc.value("normalizer", json())));
+    // Found, never copied: json's copy is recursive and the subtree may be hostile.
+    static const json kNull;
+    auto normalizer = doc.find("normalizer");
+    STRATA_ASSIGN_OR_RETURN(tok->normalizers_,
+                            ParseNormalizer(normalizer == doc.end() ? kNull : *normalizer));
     bool has_byte_level = false;
-    STRATA_RETURN_IF_ERROR(
-        ParsePreTokenizer(doc.value("pre_tokenizer", json()), &tok->pre_steps_, &has_byte_level));
+    auto pre_tokenizer = doc.find("pre_tokenizer");
+    STRATA_RETURN_IF_ERROR(ParsePreTokenizer(pre_tokenizer == doc.end() ? kNull : *pre_tokenizer,
+                                             &tok->pre_steps_, &has_byte_level));
     if (!has_byte_level)
       return InvalidArgumentError(
           "tokenizer.json: the pre-tokenizer has no ByteLevel step, so this is not a byte-level "
@@ -786,14 +830,38 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
     std::unordered_map<std::string, int32_t> vocab;
     const json& jvocab = model.at("vocab");
     vocab.reserve(jvocab.size());
+    if (!jvocab.is_object())
+      return InvalidArgumentError("tokenizer.json: model.vocab is not an object of token -> id");
     int32_t max_id = -1;
+    std::string max_id_field;
     for (auto it = jvocab.begin(); it != jvocab.end(); ++it) {
-      int32_t id = it.value().get<int32_t>();
+      const std::string field = "model.vocab entry \"" + it.key().substr(0, 40) + "\"";
+      STRATA_ASSIGN_OR_RETURN(int32_t id, ReadTokenId(it.value(), field));
       vocab.emplace(it.key(), id);
-      max_id = std::max(max_id, id);
+      if (id > max_id) max_id = id, max_id_field = field;
     }
-    const json& jadded = doc.value("added_tokens", json::array());
-    for (const json& t : jadded) max_id = std::max(max_id, t.at("id").get<int32_t>());
+    static const json kNoAdded = json::array();
+    auto added_it = doc.find("added_tokens");
+    const json& jadded = added_it == doc.end() || added_it->is_null() ? kNoAdded : *added_it;
+    if (!jadded.is_array()) return InvalidArgumentError("tokenizer.json: added_tokens is not an array");
+    std::vector<int32_t> added_ids;
+    for (size_t i = 0; i < jadded.size(); ++i) {
+      const std::string field = "added_tokens[" + std::to_string(i) + "]";
+      if (!jadded[i].is_object() || !jadded[i].contains("id"))
+        return InvalidArgumentError("tokenizer.json: " + field + " is not an object with an id");
+      STRATA_ASSIGN_OR_RETURN(int32_t id, ReadTokenId(jadded[i].at("id"), field));
+      added_ids.push_back(id);
+      if (id > max_id) max_id = id, max_id_field = field;
+    }
+    // The id tables are dense: ids may leave gaps (files reserve ids), but not so many that a small
+    // file makes strata allocate gigabytes.
+    const int64_t id_limit = 2 * static_cast<int64_t>(vocab.size() + added_ids.size()) + 65536;
+    if (max_id >= id_limit)
+      return InvalidArgumentError("tokenizer.json: " + max_id_field + " has id " + std::to_string(max_id) +
+                                  ", but the file has only " + std::to_string(vocab.size()) +
+                                  " vocabulary and " + std::to_string(added_ids.size()) +
+                                  " added tokens; ids must stay below " + std::to_string(id_limit) +
+                                  " (twice the token count plus 65536)");
     tok->id_to_bytes_.assign(max_id + 1, std::string());
     tok->id_known_.assign(max_id + 1, false);
     tok->bytes_to_id_.reserve(vocab.size());
@@ -837,8 +905,9 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
       ++rank;
     }
 
-    for (const json& t : jadded) {
-      AddedToken at{t.at("content").get<std::string>(), t.at("id").get<int32_t>()};
+    for (size_t i = 0; i < jadded.size(); ++i) {
+      const json& t = jadded[i];
+      AddedToken at{t.at("content").get<std::string>(), added_ids[i]};
       if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
         return InvalidArgumentError(
             "tokenizer.json: added token \"" + at.content +

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -99,8 +100,15 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
     char* end = nullptr;
     errno = 0;
     double ratio = std::strtod(arg.c_str(), &end);
-    if (!arg.empty() && end == arg.c_str() + arg.size() && errno == 0 && ratio > 0 && ratio < 1e6)
+    // A token holds at least a byte in every tokenizer strata reads (byte-level BPE, SentencePiece
+    // with byte fallback); far outside these bounds every count would round to 0 or overflow.
+    constexpr double kMinBytesPerToken = 0.5, kMaxBytesPerToken = 64;
+    const bool parsed = !arg.empty() && end == arg.c_str() + arg.size();
+    if (parsed && errno == 0 && ratio >= kMinBytesPerToken && ratio <= kMaxBytesPerToken)
       return MakeEstimateTokenizer(ratio);
+    if (parsed && (errno == ERANGE || std::isfinite(ratio)))
+      return InvalidArgumentError("tokenizer spec \"" + std::string(spec) + "\": " + arg +
+                                  " bytes per token is outside the range strata accepts (0.5 to 64)");
     std::string families;
     for (const EstimateFamily& f : EstimateFamilies())
       families += (families.empty() ? "" : ", ") + f.name;

@@ -1,4 +1,5 @@
 // `strata replay --db`, `strata inspect` and `strata growth` run as a user would run them.
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -110,6 +111,33 @@ TEST_CASE("the store commands exit 2 on usage errors and 1 on failures", "[store
   CHECK_THAT(junk.output, Catch::Contains("DATA_LOSS"));
   CHECK(Run("inspect --help").exit_code == 0);
   CHECK(Run("growth --help").exit_code == 0);
+}
+
+TEST_CASE("inspect reports a damaged segment row instead of crashing", "[store][cli]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " --agent a -q").exit_code == 0);
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &handle) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(handle, "UPDATE segments SET layer = 77 WHERE id = (SELECT min(id) FROM segments WHERE layer = 4)",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(handle);
+  // Before: free(): invalid pointer (an array indexed by the stored layer).
+  Result show = Run("inspect --db " + db + " --agent a");
+  INFO(show.output);
+  CHECK(show.exit_code == 1);
+  CHECK_THAT(show.output, Catch::Contains("DATA_LOSS") && Catch::Contains("of agent \"a\"") &&
+                              Catch::Contains("column layer holds 77"));
+}
+
+TEST_CASE("growth opens read-only: an empty file stays empty", "[store][cli]") {
+  TempDir dir;
+  const std::string empty = dir.File("empty.db");
+  std::ofstream(empty).close();
+  Result chart = Run("growth --db " + empty + " --agent a --csv " + dir.File("g.csv"));
+  INFO(chart.output);
+  CHECK(chart.exit_code == 1);
+  CHECK(ReadFile(empty).empty());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// `strata replay TRACE --budget N --policy ...` end to end, as a user runs it.
+// `strata replay TRACE --budget N --compare ...` end to end, as a user runs it.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -22,7 +22,7 @@ TEST_CASE("strata replay --budget compares policies and keeps strata within the 
   const std::string trace = std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/astropy__astropy-14182.jsonl";
   const std::string summary = "/tmp/strata_replay_budget_" + std::to_string(::getpid()) + ".json";
   const std::string out = "/tmp/strata_replay_budget_" + std::to_string(::getpid()) + ".jsonl";
-  REQUIRE(Run("replay \"" + trace + "\" --budget 6000 --tokenizer estimate --policy strata,sliding,none --summary-json \"" +
+  REQUIRE(Run("replay \"" + trace + "\" --budget 6000 --tokenizer estimate --compare strata,sliding,none --summary-json \"" +
               summary + "\" --out \"" + out + "\"") == 0);
   std::ifstream in(summary);
   nlohmann::json doc = nlohmann::json::parse(in);
@@ -41,16 +41,21 @@ TEST_CASE("strata replay --budget compares policies and keeps strata within the 
   for (std::string line; std::getline(lines, line); ++count) {
     nlohmann::json turn = nlohmann::json::parse(line);
     CHECK(turn["request"].contains("messages"));
-    if (turn["stats"]["policy"] == "strata" && turn["stats"].contains("compaction")) ++compactions;
+    CHECK(turn["policy"] == turn["stats"]["policy"]);
+    if (turn["policy"] == "strata" && turn.contains("compactions")) {
+      ++compactions;
+      CHECK(turn["compactions"][0]["tokens_before"].get<int>() > 0);
+    }
   }
   CHECK(count == 75);
   CHECK(compactions == strata["compactions"].get<size_t>());
   std::remove(summary.c_str());
   std::remove(out.c_str());
 
-  // Usage errors exit with 2: a budget needs a tokenizer; unknown policies fail with 1.
-  CHECK(Run("replay \"" + trace + "\" --budget 6000") == 2);
-  CHECK(Run("replay \"" + trace + "\" --budget 6000 --tokenizer estimate --policy lru") == 1);
+  // Usage errors exit with 2: a comparison needs a tokenizer; unknown policies; a list for --policy.
+  CHECK(Run("replay \"" + trace + "\" --budget 6000 --compare strata,none") == 2);
+  CHECK(Run("replay \"" + trace + "\" --budget 6000 --tokenizer estimate --policy lru") == 2);
+  CHECK(Run("replay \"" + trace + "\" --budget 6000 --tokenizer estimate --policy strata,none") == 2);
 }
 #endif
 

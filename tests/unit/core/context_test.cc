@@ -93,8 +93,12 @@ TEST_CASE("invalid tool schemas are refused and change nothing", "[core][context
                         Case{R"([{"type":"function","function":{}}])", "name"},
                         Case{R"([{"type":"retrieval"}])", "\"type\": \"function\""},
                         Case{R"([{"type":"function","function":{"name":"a"}},
-                                 {"type":"function","function":{"name":"a"}}])", "duplicate tool name"}}) {
-    Status s = context->SetTools(c.json);
+                                 {"type":"function","function":{"name":"a"}}])", "duplicate tool name"},
+                        Case{nullptr, "nested deeper than 512 levels"}}) {
+    std::string json = c.json != nullptr ? c.json
+                                         : R"([{"type":"function","function":{"name":"deep","parameters":)" +
+                                               std::string(30000, '[') + std::string(30000, ']') + "}}]";
+    Status s = context->SetTools(json);
     CHECK(s.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(s.message(), Catch::Contains(c.expect));
   }

@@ -43,5 +43,27 @@ TEST_CASE("malformed JSON is refused with its position", "[core][json]") {
   CHECK_THAT(bad.status().message(), Catch::Contains("tools JSON") && Catch::Contains("byte"));
 }
 
+TEST_CASE("JSON nested deeper than the limit is refused, not printed recursively", "[core][json]") {
+  auto nested = [](size_t depth, const char* open, const char* close) {
+    std::string text;
+    for (size_t i = 0; i < depth; ++i) text += open;
+    text += "1";
+    for (size_t i = 0; i < depth; ++i) text += close;
+    return text;
+  };
+  // 20,000 levels overflowed the stack when printed; the limit refuses it before parsing.
+  for (const auto& [open, close] : {std::pair{"[", "]"}, std::pair{"{\"a\":", "}"}}) {
+    auto deep = CanonicalizeJson(nested(20000, open, close), "tool arguments");
+    REQUIRE_FALSE(deep.ok());
+    CHECK(deep.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(deep.status().message(), Catch::Contains("tool arguments") &&
+                                            Catch::Contains("nested deeper than 512 levels"));
+  }
+  CHECK(CanonicalizeJson(nested(kMaxJsonDepth, "[", "]"), "x").ok());
+  CHECK_FALSE(CanonicalizeJson(nested(kMaxJsonDepth + 1, "[", "]"), "x").ok());
+  // Brackets inside strings (escaped quotes included) do not count.
+  CHECK(CheckJsonDepth("[\"" + std::string(1000, '[') + "\\\"\"]", "x").ok());
+}
+
 }  // namespace
 }  // namespace strata::internal

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <thread>
@@ -679,6 +680,200 @@ TEST_CASE("a damaged strata store reports DATA_LOSS instead of wrong data", "[st
   if (store.ok()) status = (*store)->LoadSnapshot("a").status();
   CHECK(status.code() == StatusCode::kDataLoss);
   CHECK_THAT(status.message(), Catch::Contains(path));
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Runs `body` in a child process as an unprivileged user (root ignores directory permissions) and
+// returns what it reported.
+std::string RunAsNobody(const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  pid_t pid = ::fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    std::string report = body();
+    if (::write(fds[1], report.data(), report.size()) < 0) ::_exit(4);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string report;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) report.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) report += " (child failed)";
+  return report;
+}
+
+TEST_CASE("out-of-range enum columns are DATA_LOSS naming the row, not a crash", "[store]") {
+  struct Case {
+    const char* column;
+    const char* value;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"layer", "99", "column layer holds 99 (valid: 0..4)"},
+                        Case{"layer", "-1", "column layer holds -1"},
+                        Case{"layer", "5", "column layer holds 5"},
+                        Case{"kind", "4000000000", "column kind holds 4000000000"},
+                        Case{"state", "7", "column state holds 7 (valid: 0..3)"},
+                        Case{"hygiene", "-3", "column hygiene holds -3"},
+                        Case{"tokens", "-8", "column tokens holds -8 (must not be negative)"}}) {
+    TempDir dir;
+    std::string path = dir.File("a.db");
+    std::mt19937 rng(3);
+    {
+      auto store = OpenSqliteStore(path);
+      REQUIRE(store.ok());
+      REQUIRE((*store)->CreateAgent(Options("a")).ok());
+      REQUIRE((*store)->ApplyChange("a", RichChange(rng)).ok());
+    }
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    std::string sql = std::string("UPDATE segments SET ") + c.column + " = " + c.value + " WHERE id = 's3'";
+    REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    auto store = OpenSqliteStore(path);
+    REQUIRE(store.ok());
+    Status status = (*store)->LoadSnapshot("a").status();
+    INFO(status.ToString());
+    CHECK(status.code() == StatusCode::kDataLoss);
+    CHECK_THAT(status.message(), Catch::Contains("segment \"s3\" of agent \"a\"") && Catch::Contains(c.expect));
+    CHECK(OpenContext(**store, "a").status().code() == StatusCode::kDataLoss);
+  }
+}
+
+TEST_CASE("processes creating one store at the same moment all succeed", "[store]") {
+  for (int round = 0; round < 5; ++round) {
+    TempDir dir;
+    const std::string path = dir.File("shared.db");
+    constexpr int kProcesses = 6;
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    std::vector<std::pair<pid_t, int>> children;
+    for (int i = 0; i < kProcesses; ++i) {
+      int fds[2];
+      REQUIRE(::pipe(fds) == 0);
+      pid_t pid = ::fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        ::close(fds[0]);
+        ::close(go[1]);
+        char c;
+        if (::read(go[0], &c, 1) < 0) ::_exit(3);  // all start together when the pipe closes
+        auto store = OpenSqliteStore(path);
+        std::string report = store.ok() ? std::string("OK") : store.status().ToString();
+        if (store.ok()) {
+          Status created = (*store)->CreateAgent(Options("agent-" + std::to_string(i)));
+          if (!created.ok()) report = created.ToString();
+        }
+        if (::write(fds[1], report.data(), report.size()) < 0) ::_exit(4);
+        ::_exit(0);
+      }
+      ::close(fds[1]);
+      children.emplace_back(pid, fds[0]);
+    }
+    ::close(go[0]);
+    ::close(go[1]);
+    for (auto& [pid, fd] : children) {
+      std::string report;
+      char buf[512];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) report.append(buf, static_cast<size_t>(n));
+      ::close(fd);
+      int wstatus = 0;
+      ::waitpid(pid, &wstatus, 0);
+      CHECK(report == "OK");
+    }
+    auto store = OpenSqliteStore(path);
+    REQUIRE(store.ok());
+    CHECK((*store)->ListAgents()->size() == kProcesses);
+  }
+}
+
+TEST_CASE("a WAL store in a read-only directory opens read-only", "[store]") {
+  TempDir dir;
+  std::string ro = dir.File("ro");
+  REQUIRE(::mkdir(ro.c_str(), 0755) == 0);
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
+  const std::string path = ro + "/a # b?.db";  // URI-special characters in the name
+  {
+    auto store = OpenSqliteStore(path);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  }
+  REQUIRE(::chmod(path.c_str(), 0644) == 0);
+  REQUIRE(::chmod(ro.c_str(), 0555) == 0);
+  std::string report = RunAsNobody([&] {
+    StoreOptions options;
+    options.read_only = true;
+    options.create_if_missing = false;
+    auto store = OpenSqliteStore(path, options);
+    if (!store.ok()) return store.status().ToString();
+    auto agents = (*store)->ListAgents();
+    if (!agents.ok()) return agents.status().ToString();
+    return "agents: " + std::to_string(agents->size());
+  });
+  CHECK(report == "agents: 1");
+}
+
+TEST_CASE("opening read-only never turns an empty or foreign file into a store", "[store]") {
+  TempDir dir;
+  const std::string empty = dir.File("empty.db");
+  std::ofstream(empty).close();
+  StoreOptions options;
+  options.read_only = true;
+  options.create_if_missing = false;
+  CHECK_FALSE(OpenSqliteStore(empty, options).ok());
+  CHECK(ReadFile(empty).empty());
+  const std::string text = dir.File("notes.txt");
+  std::ofstream(text) << "not a database\n";
+  CHECK_FALSE(OpenSqliteStore(text, options).ok());
+  CHECK(ReadFile(text) == "not a database\n");
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("ReplaceAgent swaps a complete agent in under the old id in one step", "[store]") {
+  TempDir dir;
+  auto store = OpenSqliteStore(dir.File("a.db"));
+  REQUIRE(store.ok());
+  std::mt19937 rng(5);
+  REQUIRE((*store)->CreateAgent(Options("x")).ok());
+  REQUIRE((*store)->ApplyChange("x", RichChange(rng)).ok());
+  REQUIRE((*store)->CreateAgent(Options("x.new")).ok());
+  ContextChange change;
+  change.upserted = {MakeSegment(1, Layer::kSystem, SegmentKind::kSystem, "the new one")};
+  change.turn = 1;
+  REQUIRE((*store)->ApplyChange("x.new", change).ok());
+  REQUIRE((*store)->ReplaceAgent("x.new", "x").ok());
+  auto agents = (*store)->ListAgents();
+  REQUIRE(agents.ok());
+  REQUIRE(agents->size() == 1);
+  CHECK(agents->front().options.agent.id == "x");
+  auto snapshot = (*store)->LoadSnapshot("x");
+  REQUIRE(snapshot.ok());
+  REQUIRE(snapshot->segments.size() == 1);
+  CHECK(snapshot->segments[0].content == "the new one");
+  CHECK((*store)->Stats()->blobs == 0);  // the replaced agent's blobs were collected
+  // Into a free id it is a rename; unknown and equal ids are refused and change nothing.
+  REQUIRE((*store)->ReplaceAgent("x", "y").ok());
+  CHECK((*store)->GetAgent("y").ok());
+  CHECK((*store)->ReplaceAgent("nobody", "y").code() == StatusCode::kNotFound);
+  CHECK((*store)->ReplaceAgent("y", "y").code() == StatusCode::kInvalidArgument);
+  CHECK((*store)->GetAgent("y").ok());
 }
 
 }  // namespace

@@ -231,3 +231,107 @@ TEST_CASE("one tokenizer is safe to share between threads", "[tokenize]") {
   for (auto& th : threads) th.join();
   CHECK(wrong == 0);
 }
+
+namespace {
+
+// TinyBpe() with the byte symbols the GPT-2 map moves, so that it loads.
+nlohmann::json LoadableBpe() {
+  nlohmann::json j = TinyBpe();
+  int next = 1000;
+  for (int cp = 0x100; cp < 0x144; ++cp) {
+    std::string s;
+    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    j["model"]["vocab"][s] = next++;
+  }
+  for (int b = 0xA1; b <= 0xFF; ++b) {
+    if (b == 0xAD) continue;
+    std::string s;
+    s.push_back(static_cast<char>(0xC0 | (b >> 6)));
+    s.push_back(static_cast<char>(0x80 | (b & 0x3F)));
+    j["model"]["vocab"][s] = next++;
+  }
+  return j;
+}
+
+// `{"type":"Sequence","<list>":[ ... ]}` nested `depth` levels around `leaf`, as text (building it
+// as a json value and dumping it would itself recurse that deep).
+std::string NestedSequence(const char* list, int depth, const std::string& leaf) {
+  std::string open = std::string("{\"type\":\"Sequence\",\"") + list + "\":[";
+  std::string text;
+  text.reserve(depth * (open.size() + 2) + leaf.size());
+  for (int i = 0; i < depth; ++i) text += open;
+  text += leaf;
+  for (int i = 0; i < depth; ++i) text += "]}";
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer.json token ids are range-checked, naming the id and the field", "[tokenize]") {
+  REQUIRE(strata::MakeHfTokenizerFromJson(LoadableBpe().dump(), "ok").ok());
+  struct Case {
+    const char* where;
+    nlohmann::json id;
+    const char* shown;
+  };
+  for (const Case& c : {Case{"vocab", -5, "-5"}, Case{"vocab", 1e300, "1e+300"},
+                        Case{"vocab", 2147483647, "2147483647"}, Case{"vocab", 4000000000u, "4000000000"},
+                        Case{"added", -5, "-5"}, Case{"added", 1e300, "1e+300"},
+                        Case{"added", 2147483647, "2147483647"}, Case{"added", 16000000, "16000000"},
+                        Case{"vocab", "7", "\"7\""}}) {
+    nlohmann::json j = LoadableBpe();
+    std::string field;
+    if (std::string(c.where) == "vocab") {
+      j["model"]["vocab"]["zz"] = c.id;
+      field = "model.vocab entry \"zz\"";
+    } else {
+      j["added_tokens"] = {{{"id", 5}, {"content", "<a>"}}, {{"id", c.id}, {"content", "<b>"}}};
+      field = "added_tokens[1]";
+    }
+    auto st = strata::MakeHfTokenizerFromJson(j.dump(), "bad").status();
+    INFO(c.where << " " << c.shown << ": " << st.ToString());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains(field) && Catch::Contains(std::string("id ") + c.shown));
+  }
+}
+
+TEST_CASE("tokenizer.json Sequence nesting is limited with a clear error", "[tokenize]") {
+  const std::string nfc = R"({"type":"NFC"})";
+  const std::string byte_level = R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})";
+  nlohmann::json base = LoadableBpe();
+  base.erase("normalizer");
+  base.erase("pre_tokenizer");
+  std::string body = base.dump();
+  body.pop_back();  // reopen the object to splice the nested members in as text
+  for (int depth : {2, 100000}) {
+    std::string normalizer = body + ",\"normalizer\":" + NestedSequence("normalizers", depth, nfc) +
+                             ",\"pre_tokenizer\":" + byte_level + "}";
+    std::string pre = body + ",\"pre_tokenizer\":" + NestedSequence("pretokenizers", depth, byte_level) + "}";
+    auto n = strata::MakeHfTokenizerFromJson(normalizer, "n");
+    auto p = strata::MakeHfTokenizerFromJson(pre, "p");
+    if (depth == 2) {
+      INFO(n.status().ToString() << " / " << p.status().ToString());
+      CHECK(n.ok());
+      CHECK(p.ok());
+    } else {
+      CHECK(n.status().code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(n.status().message(), Catch::Contains("normalizer Sequence nested deeper than 32"));
+      CHECK(p.status().code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(p.status().message(), Catch::Contains("pre-tokenizer Sequence nested deeper than 32"));
+    }
+  }
+}
+
+TEST_CASE("estimator ratios outside 0.5..64 bytes per token are refused, naming the range", "[tokenize]") {
+  // 1e-15 aborted; 1e-300 made every count 0 (every budget silently violated).
+  for (const char* spec : {"estimate:1e-15", "estimate:1e-300", "estimate:0.1", "estimate:65", "estimate:1e300",
+                           "estimate:1e999"}) {
+    auto st = strata::MakeTokenizer(spec).status();
+    INFO(spec << ": " << st.ToString());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains("0.5 to 64"));
+  }
+  CHECK(strata::MakeTokenizer("estimate:nan").status().code() == StatusCode::kInvalidArgument);
+  for (const char* spec : {"estimate:0.5", "estimate:64", "estimate:3.5"}) CHECK(strata::MakeTokenizer(spec).ok());
+}

@@ -1,0 +1,274 @@
+// `strata replay` end to end: a failed or concurrent replay never loses a stored agent, outputs are
+// complete or absent, write errors and usage errors get their exit codes, and the options combine.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "strata/store.h"
+#include "unit/store/store_test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::TempDir;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result Run(const std::string& args, const std::string& redirect = "2>&1") {
+  std::string command = std::string(STRATA_CLI_PATH) + " " + args + " " + redirect;
+  Result result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::string kTrace = std::string(STRATA_TEST_TRACES_DIR) + "/mini-swe-agent/sympy__sympy-15976.jsonl";
+
+// kTrace with a tool result answering no call appended: it reads, and fails in the middle of the
+// replay (the consistency check of ReplayTrace).
+std::string BrokenTrace(const TempDir& dir) {
+  const std::string path = dir.File("broken.jsonl");
+  std::ofstream(path, std::ios::binary) << ReadFile(kTrace)
+                                        << R"({"role":"tool","tool_call_id":"call_nobody","content":"x"})" << "\n"
+                                        << R"({"role":"assistant","content":"done"})" << "\n";
+  return path;
+}
+
+int64_t Turns(const std::string& db, const std::string& agent) {
+  StoreOptions options;
+  options.read_only = true;
+  auto store = OpenSqliteStore(db, options);
+  if (!store.ok()) return -1;
+  auto stored = (*store)->GetAgent(agent);
+  return stored.ok() ? stored->turn : -1;
+}
+
+std::vector<std::string> AgentIds(const std::string& db) {
+  std::vector<std::string> ids;
+  auto store = OpenSqliteStore(db);
+  if (!store.ok()) return ids;
+  auto agents = (*store)->ListAgents();
+  if (!agents.ok()) return ids;
+  for (const StoredAgent& a : *agents) ids.push_back(a.options.agent.id);
+  return ids;
+}
+
+TEST_CASE("replay --db replaces an agent only when the new one is complete", "[cli][replay]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " --agent x -q").exit_code == 0);
+  const int64_t turns = Turns(db, "x");
+  REQUIRE(turns > 20);
+  // Before: x was deleted and committed first, then left as a partial copy.
+  Result failed = Run("replay " + BrokenTrace(dir) + " --db " + db + " --agent x -q");
+  INFO(failed.output);
+  CHECK(failed.exit_code == 1);
+  CHECK_THAT(failed.output, Catch::Contains("call_nobody"));
+  CHECK(Turns(db, "x") == turns);
+  CHECK(AgentIds(db) == std::vector<std::string>{"x"});  // no temporary agent left behind
+  // The run that completes replaces it, and keeps its configuration in a "replay" event.
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " --agent x -q --no-hygiene").exit_code == 0);
+  CHECK(AgentIds(db) == std::vector<std::string>{"x"});
+  auto store = OpenSqliteStore(db);
+  REQUIRE(store.ok());
+  auto events = (*store)->Events("x", "replay");
+  REQUIRE(events.ok());
+  REQUIRE(events->size() == 1);
+  CHECK(nlohmann::json::parse(events->front().payload_json)["no_hygiene"] == true);
+}
+
+TEST_CASE("replay --db refuses an id another live process is replaying", "[cli][replay]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  REQUIRE(Run("replay " + kTrace + " --db " + db + " --agent x -q").exit_code == 0);
+  char host[256] = {};
+  REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  auto lock = [&](int64_t pid) {
+    auto store = OpenSqliteStore(db);
+    REQUIRE(store.ok());
+    ContextOptions options;
+    options.agent.id = "x.replaying";
+    REQUIRE((*store)->CreateAgent(options).ok());
+    StoredEvent event;
+    event.agent_id = "x.replaying";
+    event.type = "replay";
+    event.payload_json = nlohmann::json{{"pid", pid}, {"host", host}}.dump();
+    REQUIRE((*store)->AppendEvent(event).ok());
+  };
+  lock(::getpid());  // this test process: alive
+  Result refused = Run("replay " + kTrace + " --db " + db + " --agent x -q");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::Contains("is being replayed by process " + std::to_string(::getpid())));
+  CHECK(Turns(db, "x") > 20);
+  CHECK(Turns(db, "x.replaying") == 0);  // the other process's agent is untouched
+  // A temporary agent of a process that is gone is reclaimed.
+  REQUIRE(OpenSqliteStore(db).value()->DeleteAgent("x.replaying").ok());
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  lock(child);
+  Result reclaimed = Run("replay " + kTrace + " --db " + db + " --agent x -q");
+  INFO(reclaimed.output);
+  CHECK(reclaimed.exit_code == 0);
+  CHECK(AgentIds(db) == std::vector<std::string>{"x"});
+}
+
+TEST_CASE("replay outputs are complete or untouched, and write errors exit 1", "[cli][replay]") {
+  TempDir dir;
+  const std::string out = dir.File("out.jsonl"), summary = dir.File("summary.json");
+  std::ofstream(out) << "previous\n";
+  std::ofstream(summary) << "previous\n";
+  // Before: --out was truncated even though the replay then failed.
+  Result failed = Run("replay " + BrokenTrace(dir) + " -q --out " + out + " --summary-json " + summary);
+  CHECK(failed.exit_code == 1);
+  CHECK(ReadFile(out) == "previous\n");
+  CHECK(ReadFile(summary) == "previous\n");
+  REQUIRE(Run("replay " + kTrace + " -q --out " + out + " --summary-json " + summary).exit_code == 0);
+  CHECK(ReadFile(out).find("{\"turn\":0,") == 0);
+  CHECK(nlohmann::json::parse(ReadFile(summary))["turns"].get<int>() > 20);
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) left.push_back(entry.path().filename());
+  CHECK(left.size() == 3);  // out, summary, broken trace: no temporary files
+
+  // Before: --summary-json /dev/full exited 0 having written nothing; stdout errors were ignored.
+  for (const char* args : {"--summary-json /dev/full", "--out /dev/full"}) {
+    Result full = Run("replay " + kTrace + " -q " + std::string(args));
+    INFO(args << ": " << full.output);
+    CHECK(full.exit_code == 1);
+    CHECK_THAT(full.output, Catch::Contains("/dev/full") && Catch::Contains("failed"));
+  }
+  Result stdout_full = Run("replay " + kTrace, ">/dev/full 2>&1");
+  CHECK(stdout_full.exit_code == 1);
+  Result stdout_error = Run("replay " + kTrace, "2>&1 >/dev/full");
+  CHECK_THAT(stdout_error.output, Catch::Contains("standard output"));
+}
+
+TEST_CASE("a trace file name that is not UTF-8 does not abort --summary-json", "[cli][replay]") {
+  TempDir dir;
+  const std::string trace = dir.File("tr\xff\xfe" "ce.jsonl");
+  std::ofstream(trace, std::ios::binary) << ReadFile(kTrace);
+  const std::string summary = dir.File("summary.json");
+  Result result = Run("replay '" + trace + "' -q --summary-json " + summary);
+  INFO(result.output);
+  CHECK(result.exit_code == 0);
+  auto doc = nlohmann::json::parse(ReadFile(summary));
+  CHECK(doc["trace"].get<std::string>().find("tr\xEF\xBF\xBD\xEF\xBF\xBD" "ce.jsonl") != std::string::npos);
+}
+
+TEST_CASE("replay usage errors exit 2 with a message", "[cli][replay]") {
+  struct Case {
+    const char* args;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"--send", "--endpoint"},
+                        Case{"--send --endpoint http://127.0.0.1:1/v1 --backend nope", "nope"},
+                        Case{"--send --endpoint 127.0.0.1:8000/v1", "scheme"},
+                        Case{"--tokenizer bogus", "bogus"},
+                        Case{"--budget 3000 --trigger 5", "--trigger"},
+                        Case{"--budget 3000 --trigger 0.5 --target 0.9", "must not exceed the trigger"},
+                        Case{"--budget -5", "--budget"},
+                        Case{"--max-segment-tokens -1", "--max-segment-tokens"},
+                        Case{"--policy sliding", "needs --budget"},
+                        Case{"--budget 3000 --policy strata,none", "--compare"},
+                        Case{"--budget 3000 --compare strata,none --tokenizer estimate --db x.db", "--compare"},
+                        Case{"--timeout -1", "--timeout"},
+                        Case{"--timeout nan", "--timeout"},
+                        Case{"--timeout 0", "--timeout"},
+                        Case{"--timeout 1e300", "--timeout"},
+                        Case{"--tokenizer estimate:1e-15", "0.5 to 64"},
+                        Case{"--tokenizer estimate:1e-300", "0.5 to 64"}}) {
+    Result result = Run("replay " + kTrace + " -q " + c.args);
+    INFO(c.args << ": " << result.output);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.output, Catch::Contains(c.expect));
+  }
+}
+
+TEST_CASE("replay --db with --budget persists the compacted run; --out reports each compaction", "[cli][replay]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db"), out = dir.File("out.jsonl"), summary = dir.File("s.json");
+  // Before: --db with --budget exited 0 without creating the database.
+  Result result = Run("replay " + kTrace + " -q --db " + db + " --agent b --budget 3000 --tokenizer estimate --out " +
+                      out + " --summary-json " + summary);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  auto doc = nlohmann::json::parse(ReadFile(summary));
+  CHECK(doc["policy"] == "strata");
+  CHECK(doc["budget_violations"] == 0);
+  const int compactions = doc["compactions"].get<int>();
+  CHECK(compactions > 0);
+  std::ifstream lines(out);
+  int reported = 0, turns_compacted = 0;
+  for (std::string line; std::getline(lines, line);) {
+    auto turn = nlohmann::json::parse(line);
+    CHECK(turn["policy"] == "strata");
+    CHECK(turn["stats"]["input_tokens"].get<int>() <= 3000);
+    if (turn.contains("compactions")) {
+      ++turns_compacted;
+      reported += static_cast<int>(turn["compactions"].size());
+      for (const auto& report : turn["compactions"]) {
+        CHECK(report["tokens_before"].get<int>() > 0);
+        CHECK(report["tokens_after"].get<int>() > 0);
+        CHECK(report["policy"].get<std::string>().rfind("strata@", 0) == 0);
+      }
+    }
+  }
+  CHECK(reported == compactions);
+  CHECK(turns_compacted > 0);
+  auto store = OpenSqliteStore(db);
+  REQUIRE(store.ok());
+  auto agent = (*store)->GetAgent("b");
+  REQUIRE(agent.ok());
+  CHECK(agent->compactions == compactions);
+  auto events = (*store)->Events("b", "replay");
+  REQUIRE(events.ok());
+  REQUIRE(events->size() == 1);
+  auto config = nlohmann::json::parse(events->front().payload_json);
+  CHECK(config["budget"] == 3000);
+  CHECK(config["policy"] == "strata");
+  CHECK(config["tokenizer"] == "estimate:4");
+}
+
+TEST_CASE("replay --send stops after consecutive failures", "[cli][replay]") {
+  // A port nothing listens on: every request fails at once (connection refused).
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  Result result = Run("replay " + kTrace + " -q --send --endpoint " + endpoint + " --max-consecutive-failures 2");
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.output, Catch::Contains("stopped after 2 consecutive failed requests"));
+}
+
+}  // namespace
+}  // namespace strata
