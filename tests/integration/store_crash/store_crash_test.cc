@@ -166,6 +166,11 @@ TEST_CASE("SIGKILL at random points loses no acknowledged change and leaves no p
       while (::read(fds[0], &c, 1) == 1 && c != '\n') acks.push_back(c);
       REQUIRE(acks == "R");
       acks.clear();
+      // Wait for the first acknowledged change, so that this kill lands mid-run however loaded
+      // the machine is (a fixed sleep alone let a slow child be killed before its first change).
+      while (::read(fds[0], &c, 1) == 1 && c != '\n') acks.push_back(c);
+      REQUIRE(!acks.empty());
+      acks.push_back('\n');
       std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
     }
     ::kill(pid, SIGKILL);
