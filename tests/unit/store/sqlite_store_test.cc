@@ -574,7 +574,7 @@ TEST_CASE("a read-only store reads and refuses mutations", "[store]") {
   CHECK((*store)->CreateAgent(Options("b")).code() == StatusCode::kFailedPrecondition);
 }
 
-TEST_CASE("several threads write their own agents through one store", "[store]") {
+TEST_CASE("several threads write their own agents through one store", "[store][concurrency]") {
   TempDir dir;
   StoreOptions options;
   options.synchronous = StoreSync::kNormal;
