@@ -1,5 +1,5 @@
 // `strata replay TRACE.jsonl`: renders, for each assistant message of a trajectory, the request strata
-// would have sent at that point (DESIGN.md section 11).
+// would have sent at that point.
 #include <algorithm>
 #include <fstream>
 #include <iostream>

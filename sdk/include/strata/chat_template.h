@@ -55,8 +55,8 @@ class ChatTemplate {
 
 struct Glm5TemplateOptions {
   // Render a `<|system|>Reasoning Effort: <effort>` turn after the tools block when the request has
-  // "reasoning_effort". Default true. The public GLM-4.x templates have no such line; this follows
-  // the description of GLM-5 and must be checked against the deployed chat_template.jinja.
+  // "reasoning_effort". Default true. The public GLM-4.x templates have no such line; it is an
+  // assumption about GLM-5's template, to be checked against the deployed chat_template.jinja.
   bool reasoning_effort_line = true;
   // Append the generation prompt (`<|assistant|>` + `<think>` or `</think>`), as servers do for
   // a completion request. Default true.
