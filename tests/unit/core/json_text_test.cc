@@ -43,5 +43,14 @@ TEST_CASE("malformed JSON is refused with its position", "[core][json]") {
   CHECK_THAT(bad.status().message(), Catch::Contains("tools JSON") && Catch::Contains("byte"));
 }
 
+TEST_CASE("a number beyond a double is refused, not thrown", "[core][json]") {
+  // Found by tests/fuzz (json_canonical): the parser's range error escaped as an exception.
+  auto huge = CanonicalizeJson(R"({"b": [1, 1234567890123451e+300]})", "arguments");
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(huge.status().message(),
+             Catch::Contains("arguments") && Catch::Contains("number too large"));
+}
+
 }  // namespace
 }  // namespace strata::internal
