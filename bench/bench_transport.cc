@@ -11,6 +11,7 @@
 //   build/bench/bench_transport --endpoint=http://127.0.0.1:PORT/v1 --body_out=/tmp/body.json
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -23,22 +24,23 @@
 #include "strata/trace.h"
 #include "strata/transport.h"
 #include "transport/chat_parser.h"
+#include "traces_dir.h"
 
 namespace {
 
 std::string g_endpoint;
 std::string g_body_out;
 
-// A context of the first `turns` assistant turns of a shared trace.
+// A context of the first `turns` assistant turns of a trace.
 std::unique_ptr<strata::Context> TraceContext(int turns) {
   strata::ContextOptions options;
   options.agent.id = "bench";
   auto context = strata::Context::Create(options).value();
-  auto trace = strata::ReadTrace(std::string(STRATA_TRACES_DIR) + "/swe-agent/ctf-crypto-BabyEncryption.jsonl");
+  const std::string path = strata::bench::TracesDir() + "/swe-agent/ctf-crypto-BabyEncryption.jsonl";
+  auto trace = strata::ReadTrace(path);
   if (!trace.ok()) {
-    context->SetSystemPrompt("You are a benchmark agent.").IgnoreError();
-    context->AppendUser(std::string(8000, 'x')).status().IgnoreError();
-    return context;
+    std::fprintf(stderr, "bench_transport: %s\n", trace.status().ToString().c_str());
+    std::exit(1);
   }
   int seen = 0;
   strata::ReplayTrace(*trace, *context, [&](const strata::TraceMessage&, const strata::BuiltRequest&) {

@@ -32,7 +32,7 @@ inline BuiltRequest MustBuild(const Context& context, const BuildOptions& option
   return std::move(built).value();
 }
 
-// "" when the request's messages pair tool calls and results correctly (DESIGN.md rule 7): every
+// "" when the request's messages pair tool calls and results correctly: every
 // tool message answers a call of the closest preceding assistant message, answers it once, and
 // every call is answered before the next non-tool message. Otherwise a description of the fault.
 inline std::string PairingError(const std::string& body) {

@@ -1,5 +1,5 @@
 // `strata replay TRACE.jsonl`: renders, for each assistant message of a trajectory, the request strata
-// would have sent at that point (DESIGN.md section 11). One pipeline: --budget/--policy compact,
+// would have sent at that point. One pipeline: --budget/--policy compact,
 // --tokenizer counts exactly, --db persists the agent, --send sends each request; they combine.
 // --compare (replay_budget.cc) replays once per policy and compares them.
 #include <algorithm>

@@ -46,7 +46,7 @@
 
 namespace strata {
 
-// Which server the requests go to; selects the request fields (DESIGN.md section 6).
+// Which server the requests go to; selects the request fields (docs/endpoints.md).
 enum class Backend : int {
   kOpenAI = 0,  // generic OpenAI-compatible: max_completion_tokens, stream_options
   kVllm = 1,    // + cache_salt, request_id, chat_template_kwargs {enable_thinking, clear_thinking},
@@ -165,7 +165,7 @@ struct ClientOptions {
   // Called with each prefix-break event (also sent to the sink). May be empty.
   std::function<void(const PrefixBreakEvent&)> on_prefix_break;
   // KV-cache estimate of a request: per-token bytes and a per-sequence constant. Defaults are
-  // GLM-5.3-Flash's (DESIGN.md section 6): 7,600 B/token and 136 MiB of linear-attention state.
+  // GLM-5.3-Flash's: 7,600 B/token and 136 MiB of linear-attention state.
   int64_t kv_bytes_per_token = 7600;
   int64_t kv_bytes_per_sequence = 136LL << 20;
   // Recorded in RequestRecord::pool. Default "".

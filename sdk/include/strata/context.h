@@ -50,7 +50,7 @@ struct AgentIdentity {
   std::string template_version;  // prompt-template version of the application, default ""
 };
 
-// Append-time hygiene of tool results (DESIGN.md section 4, first part). Each step only touches the
+// Append-time hygiene of tool results (docs/concepts.md). Each step only touches the
 // bytes being appended, so it never invalidates any cached prefix. Originals are kept for Recall.
 struct HygieneOptions {
   // Tool outputs above this many tokens keep a head and a tail around a marker that says how much
@@ -129,7 +129,7 @@ struct ContextOptions {
   // (4 bytes per token), flagged as an estimate in every count.
   const Tokenizer* tokenizer = nullptr;
   // Keep originals of altered segments for Recall. Default true. When false, hygiene still
-  // applies but the originals are dropped (the agent opted out of recall, DESIGN.md I5).
+  // applies but the originals are dropped (the agent opted out of recall).
   bool keep_originals = true;
   // Receives every change (see ContextJournal). Not owned; must outlive the context. nullptr: none.
   ContextJournal* journal = nullptr;

@@ -1,7 +1,7 @@
-// strata/record.h — what was measured for one request (DESIGN.md section 7).
+// strata/record.h — what was measured for one request.
 //
 // The Client fills one RequestRecord per request it sends (success or failure); sinks (the SQLite
-// store, JSON lines, Prometheus) persist or export it.
+// store, JSON lines) persist or export it.
 //
 // Thread safety: plain value type.
 #ifndef STRATA_RECORD_H_

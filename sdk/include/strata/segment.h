@@ -49,7 +49,7 @@ enum class SegmentState : int {
   kEvicted = 3,     // no longer rendered; original recallable
 };
 
-// What append-time hygiene did to a tool result (DESIGN.md section 4).
+// What append-time hygiene did to a tool result.
 enum class HygieneAction : int {
   kNone = 0,
   kTruncated = 1,     // head and tail kept, middle cut; original recallable

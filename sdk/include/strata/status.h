@@ -2,7 +2,7 @@
 //
 // Every fallible strata call returns a `strata::Status` or a `strata::StatusOr<T>`; no exception
 // crosses the public API. The codes are the canonical set shared by gRPC and abseil, so they map one
-// to one onto gRPC status codes (sidecar) and Python exceptions (bindings).
+// to one onto gRPC status codes.
 //
 //   strata::StatusOr<std::string> id = context.AppendUser("hello");
 //   if (!id.ok()) { std::cerr << id.status() << "\n"; return; }

@@ -61,7 +61,7 @@ StatusOr<std::string> Decode(const Tokenizer& tokenizer, const std::vector<int32
 // text, or NOT_FOUND. Estimators: UNIMPLEMENTED.
 StatusOr<int32_t> TokenId(const Tokenizer& tokenizer, std::string_view token);
 
-// A calibrated bytes-per-token ratio for one tokenizer family, measured on ../shared/traces.
+// A calibrated bytes-per-token ratio for one tokenizer family (measured as docs/tokenizers.md says).
 struct EstimateFamily {
   std::string name;           // "qwen3"
   double bytes_per_token;     // UTF-8 bytes per token on the traces' message contents

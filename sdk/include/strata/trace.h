@@ -1,5 +1,4 @@
-// strata/trace.h — agent trajectories in the replay format (DESIGN.md section 11) and replaying them
-// through a Context.
+// strata/trace.h — agent trajectories in the replay format and replaying them through a Context.
 //
 // A trajectory is a JSON-lines file, one OpenAI chat message per line:
 //   {"role": "system"|"user"|"assistant"|"tool", "content": "...", "tool_calls": [...],

@@ -1,4 +1,4 @@
-// Append-time hygiene of tool outputs (DESIGN.md section 4, first part): pure text functions used by
+// Append-time hygiene of tool outputs (docs/concepts.md): pure text functions used by
 // Context::AppendToolResult. Each returns the text to render; the caller keeps the original.
 #ifndef STRATA_CORE_HYGIENE_H_
 #define STRATA_CORE_HYGIENE_H_

@@ -93,6 +93,9 @@ StatusOr<std::string> CanonicalizeJson(std::string_view json_text, std::string_v
       (void)probe;
     } catch (const nlohmann::json::parse_error& e) {
       detail = "malformed JSON at byte " + std::to_string(e.byte);
+    } catch (const nlohmann::json::out_of_range&) {
+      // The only range error the parser raises: a number beyond a double (e.g. 1e400).
+      detail = "a number too large to represent (beyond about 1.8e308)";
     }
     return InvalidArgumentError(std::string(what) + ": " + detail +
                                 "; pass one complete JSON value");

@@ -12,7 +12,7 @@
 namespace strata {
 namespace {
 
-// True when the request's messages pair tool calls and results (DESIGN.md rule 7).
+// True when the request's messages pair tool calls and results (each tool result answers a call).
 bool PairingOk(const std::string& body) {
   nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
   if (!request.is_object() || !request.contains("messages")) return false;

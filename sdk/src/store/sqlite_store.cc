@@ -364,7 +364,7 @@ class SqliteStore final : public Store {
             if (rc != SQLITE_DONE) return Error(rc, "deleting a segment");
           }
           for (const Segment& s : change.upserted) {
-            if (s.layer == Layer::kVolatile) continue;  // never persisted (DESIGN.md section 2)
+            if (s.layer == Layer::kVolatile) continue;  // the volatile layer is never persisted
             STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, s.id, released));
             STRATA_ASSIGN_OR_RETURN(
                 Stmt insert,

@@ -5,7 +5,7 @@
 //    sentencepiece types outside this file (pimpl);
 //  - Debian's libsentencepiece.so.0 exports its own bundled copy of protobuf-lite (1,600
 //    google::protobuf symbols of another protobuf version). Linked into a process that also loads
-//    libprotobuf.so (gRPC, the sidecar, the CLI), the two copies interpose each other and the
+//    libprotobuf.so (gRPC: the CLI, strata-sim), the two copies interpose each other and the
 //    process crashes in protobuf's static initializers before main(). So strata does not link
 //    libsentencepiece: it loads it on first use with dlopen(RTLD_LOCAL | RTLD_DEEPBIND), which
 //    keeps its symbols out of the global scope and binds its protobuf references to its own copy.

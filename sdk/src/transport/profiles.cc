@@ -1,4 +1,4 @@
-// Backend profiles: which top-level fields vLLM, SGLang and Z.ai expect (DESIGN.md section 6).
+// Backend profiles: which top-level fields vLLM, SGLang and Z.ai expect (docs/endpoints.md).
 #include <nlohmann/json.hpp>
 
 #include "strata/client.h"

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "strata/store.h"
+#include "testing/traces.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -39,9 +40,9 @@ std::string ReadFile(const std::string& path) {
 }
 
 const std::string kTrace =
-    std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/sympy__sympy-15976.jsonl";
+    testing::TestTracePath("mini-swe-agent/sympy__sympy-15976.jsonl");
 
-TEST_CASE("replay --db persists the agent; inspect and growth read it back", "[store][cli]") {
+TEST_CASE("replay --db persists the agent, inspect and growth read it back", "[store][cli]") {
   TempDir dir;
   const std::string db = dir.File("agents.db");
   Result replay = Run("replay " + kTrace + " --db " + db + " -q");

@@ -19,6 +19,9 @@
 
 #include "strata/store.h"
 #include "strata/trace.h"
+#include "testing/child_process.h"
+#include "testing/skip.h"
+#include "testing/traces.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -229,46 +232,27 @@ TEST_CASE("a context written by one process restores byte-identically in another
   TempDir dir;
   const std::string path = dir.File("two.db");
   const std::string trace_path =
-      std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/sympy__sympy-13031.jsonl";
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+      testing::TestTracePath("mini-swe-agent/sympy__sympy-13031.jsonl");
+  testing::ChildOutcome child = testing::RunInChild([&](int report_fd) {
     auto trace = ReadTrace(trace_path);
     auto store = OpenSqliteStore(path);
-    if (!trace.ok() || !store.ok()) ::_exit(10);
+    if (!trace.ok() || !store.ok()) return 10;
     ContextOptions options;
     options.agent.id = TraceAgentId(trace_path);
     options.hygiene.max_segment_tokens = 500;
     auto context = CreateContext(**store, options);
-    if (!context.ok()) ::_exit(11);
+    if (!context.ok()) return 11;
     std::string last;
     Status status = ReplayTrace(*trace, **context, [&](const TraceMessage&, const BuiltRequest& r) {
       last = r.body;
       return Status::Ok();
     });
-    if (!status.ok()) ::_exit(12);
-    std::string body = Render(**context);
-    size_t written = 0;
-    while (written < body.size()) {
-      ssize_t n = ::write(fds[1], body.data() + written, body.size() - written);
-      if (n <= 0) ::_exit(13);
-      written += static_cast<size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string child_body;
-  char buf[65536];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) child_body.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int wstatus = 0;
-  REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
-  REQUIRE(WIFEXITED(wstatus));
-  REQUIRE(WEXITSTATUS(wstatus) == 0);
+    if (!status.ok()) return 12;
+    return testing::WriteReport(report_fd, Render(**context)) ? 0 : 13;
+  });
+  REQUIRE(child.exited);
+  REQUIRE(child.exit_code == 0);
+  const std::string& child_body = child.report;
   REQUIRE(child_body.size() > 1000);
 
   auto store = OpenSqliteStore(path);
@@ -283,14 +267,9 @@ TEST_CASE("a really full disk (small tmpfs) refuses the change and keeps everyth
   TempDir dir;
   const std::string mount_point = dir.File("tmpfs");
   REQUIRE(::mkdir(mount_point.c_str(), 0755) == 0);
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  testing::ChildOutcome child = testing::RunInChild([&](int report_fd) {
     auto report = [&](const std::string& text, int code) {
-      if (::write(fds[1], text.data(), text.size()) < 0) ::_exit(20);
+      if (!testing::WriteReport(report_fd, text)) ::_exit(20);
       ::_exit(code);
     };
     // A private mount namespace: the tmpfs disappears with this process whatever happens.
@@ -326,23 +305,16 @@ TEST_CASE("a really full disk (small tmpfs) refuses the change and keeps everyth
     if (Render(**restored) != last_body)
       report("restored context differs from the last acknowledged", 1);
     report("ok", 0);
+    return 0;
+  });
+  REQUIRE(child.exited);
+  if (child.exit_code == 2) {
+    // The max_pages variant in strata_store_test still runs.
+    STRATA_SKIP(child.report);
   }
-  ::close(fds[1]);
-  std::string report;
-  char buf[1024];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) report.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int wstatus = 0;
-  REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
-  REQUIRE(WIFEXITED(wstatus));
-  if (WEXITSTATUS(wstatus) == 2) {
-    WARN("skipped: " << report);  // the max_pages variant in strata_store_test still runs
-    return;
-  }
-  INFO(report);
-  CHECK(WEXITSTATUS(wstatus) == 0);
-  CHECK(report == "ok");
+  INFO(child.report);
+  CHECK(child.exit_code == 0);
+  CHECK(child.report == "ok");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim_server.h"
+#include "testing/traces.h"
 
 namespace strata {
 namespace {
@@ -26,11 +27,8 @@ std::string Run(const std::string& command, int* exit_code) {
 }
 
 TEST_CASE("strata replay --send sends every turn and predicts the simulator's cached tokens", "[transport][cli]") {
-  const std::string trace = std::string(STRATA_TRACES_DIR) + "/swe-agent/ctf-crypto-BabyEncryption.jsonl";
-  if (!std::ifstream(trace)) {
-    WARN("trace not available: " << trace);
-    return;
-  }
+  const std::string trace = strata::testing::TestTracePath("swe-agent/ctf-crypto-BabyEncryption.jsonl");
+  REQUIRE(std::ifstream(trace).good());
   for (bool grpc : {false, true}) {
     sim::SimOptions options;
     options.trajectory_path = trace;
@@ -67,11 +65,8 @@ TEST_CASE("strata replay --send sends every turn and predicts the simulator's ca
   }
 }
 TEST_CASE("strata replay --send --budget compacts before sending and keeps predictions exact", "[transport][cli][compact]") {
-  const std::string trace = std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/astropy__astropy-14182.jsonl";
-  if (!std::ifstream(trace)) {
-    WARN("trace not available: " << trace);
-    return;
-  }
+  const std::string trace = strata::testing::TestTracePath("mini-swe-agent/astropy__astropy-14182.jsonl");
+  REQUIRE(std::ifstream(trace).good());
   sim::SimOptions options;
   options.trajectory_path = trace;
   auto sim = sim::SimServer::Start(options).value();

@@ -20,6 +20,8 @@
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
+#include "testing/skip.h"
+#include "testing/traces.h"
 
 namespace strata {
 namespace {
@@ -274,7 +276,7 @@ TEST_CASE("slow first byte and a stalled stream hit their timeouts and are not r
   CHECK(context->Build()->body == before);
 }
 
-TEST_CASE("a cancelled call returns CANCELLED promptly", "[transport][sim]") {
+TEST_CASE("a cancelled call returns CANCELLED promptly", "[transport][sim][concurrency]") {
   auto sim = StartSim();
   FakeClock clock;
   auto http = Http(HttpOptions(*sim, &clock));
@@ -344,7 +346,7 @@ TEST_CASE("the body the server receives is byte-identical to Context::Build()'s"
   }
 }
 
-TEST_CASE("different tenants never share cache blocks; the same tenant does", "[transport][sim]") {
+TEST_CASE("different tenants never share cache blocks, the same tenant does", "[transport][sim]") {
   Harness h;
   auto a1 = NewContext("agent-a1", "tenant-a");
   auto a2 = NewContext("agent-a2", "tenant-a");
@@ -395,13 +397,11 @@ TEST_CASE("a server cache shortfall raises a prefix-break event naming a segment
 }
 
 TEST_CASE("predicted cached tokens equal the simulator's on a replayed trace", "[transport][sim]") {
-  for (const char* name : {"swe-agent/ctf-crypto-BabyEncryption.jsonl", "mini-swe-agent/pydata__xarray-4629.jsonl"}) {
-    std::string path = std::string(STRATA_TRACES_DIR) + "/" + name;
+  for (const char* name : {"swe-agent/ctf-crypto-BabyEncryption.jsonl", "mini-swe-agent/pydata__xarray-3151.jsonl"}) {
+    std::string path = testing::TestTracePath(name);
     auto trace = ReadTrace(path);
-    if (!trace.ok()) {
-      WARN("trace not available: " << path);
-      continue;
-    }
+    INFO(path);
+    REQUIRE(trace.ok());
     SimOptions options;
     options.trajectory_path = path;
     options.cache.block_tokens = 16;
@@ -494,16 +494,14 @@ namespace strata {
 namespace {
 
 TEST_CASE("with an exact tokenizer on both sides, token-block predictions match the simulator", "[transport][sim]") {
-  const std::string path = std::string(STRATA_TRACES_DIR) + "/swe-agent/ctf-crypto-BabyEncryption.jsonl";
+  const std::string path = testing::TestTracePath("swe-agent/ctf-crypto-BabyEncryption.jsonl");
   auto trace = ReadTrace(path);
-  if (!trace.ok()) {
-    WARN("trace not available: " << path);
-    return;
-  }
+  INFO(path);
+  REQUIRE(trace.ok());
 #if defined(__SANITIZE_ADDRESS__)
-  // strata::tokenize loads libsentencepiece with RTLD_DEEPBIND, which ASan refuses.
-  WARN("skipped in sanitizer builds");
-  return;
+  // strata::tokenize isolates libsentencepiece with dlopen(RTLD_DEEPBIND), which ASan refuses.
+  STRATA_SKIP("sanitizer build: the SentencePiece backend needs dlopen(RTLD_DEEPBIND), which "
+              "AddressSanitizer refuses; this case runs in the normal build");
 #endif
   auto tokenizer = MakeTokenizer(std::string("spm:") + STRATA_SOURCE_DIR + "/tests/data/strata-test-spm.model");
   REQUIRE(tokenizer.ok());
@@ -561,12 +559,10 @@ namespace strata {
 namespace {
 
 TEST_CASE("compactions in Complete keep predictions exact and are named as prefix breaks", "[transport][sim]") {
-  const std::string path = std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/django__django-11265.jsonl";
+  const std::string path = testing::TestTracePath("mini-swe-agent/django__django-11265.jsonl");
   auto trace = ReadTrace(path);
-  if (!trace.ok()) {
-    WARN("trace not available: " << path);
-    return;
-  }
+  INFO(path);
+  REQUIRE(trace.ok());
   sim::SimOptions options;
   options.trajectory_path = path;
   auto sim = sim::SimServer::Start(options).value();
@@ -648,7 +644,7 @@ TEST_CASE("the simulator's timing model: prefill of uncached tokens shows in TTF
 namespace strata {
 namespace {
 
-TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[transport][sim][grpc]") {
+TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[transport][sim][grpc][concurrency]") {
   sim::SimOptions options;
   options.http_port = -1;
   options.grpc_port = 0;

@@ -114,7 +114,7 @@ TEST_CASE("compaction runs rarely: above the trigger, down to the target", "[com
   CHECK(compactions * 5 < builds);  // hysteresis: far fewer compactions than requests
 }
 
-TEST_CASE("between compactions the history only grows; a compaction keeps everything before its boundary",
+TEST_CASE("between compactions the history only grows, a compaction keeps everything before its boundary",
           "[compact]") {
   auto policy = MakeStrataPolicy();
   auto context = BudgetedContext(policy.get(), 8000);
@@ -200,7 +200,7 @@ TEST_CASE("without a policy an over-budget Build fails instead of sending", "[co
   CHECK(context->Compact().status().code() == StatusCode::kFailedPrecondition);
 }
 
-TEST_CASE("when masking is not enough the oldest turns become a summary; the task stays", "[compact]") {
+TEST_CASE("when masking is not enough the oldest turns become a summary, the task stays", "[compact]") {
   auto policy = MakeStrataPolicy();
   auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
   REQUIRE(context->SetSystemPrompt("sys").ok());

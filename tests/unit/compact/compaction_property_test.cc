@@ -1,5 +1,5 @@
-// Randomized (seeded) long operation sequences with compactions, checking DESIGN.md's invariants
-// I1-I7 after every step, for the strata policy and the baselines.
+// Randomized (seeded) long operation sequences with compactions, checking the invariants I1-I7 of
+// docs/compaction.md after every step, for the strata policy and the baselines.
 #include <catch2/catch.hpp>
 #include <random>
 

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "testing/traces.h"
+
 namespace {
 
 #ifdef STRATA_CLI_PATH
@@ -19,7 +21,7 @@ int Run(const std::string& arguments) {
 }
 
 TEST_CASE("strata replay --budget compares policies and keeps strata within the budget", "[compact][cli]") {
-  const std::string trace = std::string(STRATA_TRACES_DIR) + "/mini-swe-agent/astropy__astropy-14182.jsonl";
+  const std::string trace = strata::testing::TestTracePath("mini-swe-agent/astropy__astropy-14182.jsonl");
   const std::string summary = "/tmp/strata_replay_budget_" + std::to_string(::getpid()) + ".json";
   const std::string out = "/tmp/strata_replay_budget_" + std::to_string(::getpid()) + ".jsonl";
   REQUIRE(Run("replay \"" + trace + "\" --budget 6000 --tokenizer estimate --compare strata,sliding,none --summary-json \"" +

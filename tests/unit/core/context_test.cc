@@ -290,7 +290,7 @@ class RecordingJournal : public ContextJournal {
   std::vector<ContextChange> changes;
 };
 
-TEST_CASE("every change reaches the journal; a failed journal write rolls the change back",
+TEST_CASE("every change reaches the journal, a failed journal write rolls the change back",
           "[core][context][journal]") {
   RecordingJournal journal;
   ContextOptions options;

@@ -65,5 +65,14 @@ TEST_CASE("JSON nested deeper than the limit is refused, not printed recursively
   CHECK(CheckJsonDepth("[\"" + std::string(1000, '[') + "\\\"\"]", "x").ok());
 }
 
+TEST_CASE("a number beyond a double is refused, not thrown", "[core][json]") {
+  // Found by tests/fuzz (json_canonical): the parser's range error escaped as an exception.
+  auto huge = CanonicalizeJson(R"({"b": [1, 1234567890123451e+300]})", "arguments");
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(huge.status().message(),
+             Catch::Contains("arguments") && Catch::Contains("number too large"));
+}
+
 }  // namespace
 }  // namespace strata::internal

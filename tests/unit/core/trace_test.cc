@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "testing/context_testing.h"
+#include "testing/traces.h"
 
 namespace strata {
 namespace {
@@ -17,23 +18,12 @@ namespace fs = std::filesystem;
 using testing::NewContext;
 using testing::PairingError;
 
-std::vector<std::string> AllTraces() {
-  std::vector<std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(STRATA_TRACES_DIR)) {
-    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
-      files.push_back(entry.path().string());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 std::string TempPath(const std::string& name) {
   return (fs::temp_directory_path() / ("strata_trace_test_" + std::to_string(::getpid()) + "_" + name))
       .string();
 }
 
-TEST_CASE("trace lines parse into messages; malformed lines are refused clearly", "[core][trace]") {
+TEST_CASE("trace lines parse into messages, malformed lines are refused clearly", "[core][trace]") {
   auto m = ParseTraceLine(
       R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls\"}"}}]})");
   REQUIRE(m.ok());
@@ -93,9 +83,9 @@ TEST_CASE("replay refuses a tool result that answers no call, naming the line", 
   CHECK_THAT(s.message(), Catch::StartsWith("line 2: tool result for unknown tool_call_id \"call_9\""));
 }
 
-TEST_CASE("all shared traces replay with valid, append-only requests", "[core][trace]") {
-  const std::vector<std::string> traces = AllTraces();
-  REQUIRE(traces.size() == 72);
+TEST_CASE("all test traces replay with valid, append-only requests", "[core][trace]") {
+  const std::vector<std::string> traces = testing::TestTraceFiles();
+  REQUIRE(traces.size() == 19);  // tests/data/traces (see SOURCES.md there)
   size_t turns = 0;
   for (const std::string& path : traces) {
     CAPTURE(path);
@@ -116,12 +106,12 @@ TEST_CASE("all shared traces replay with valid, append-only requests", "[core][t
     });
     CHECK(s.ok());
   }
-  CHECK(turns == 2223);  // every assistant message of the 72 traces
+  CHECK(turns == 464);  // every assistant message of the 19 traces
 }
 
 #ifdef STRATA_CLI_PATH
 TEST_CASE("a second process renders the same bytes (strata replay --out)", "[core][trace][determinism]") {
-  const std::vector<std::string> traces = AllTraces();
+  const std::vector<std::string> traces = testing::TestTraceFiles();
   for (size_t i : {size_t{0}, traces.size() / 2, traces.size() - 1}) {
     const std::string& path = traces[i];
     CAPTURE(path);

@@ -10,6 +10,7 @@
 #include "strata/compact.h"
 #include "strata/store.h"
 #include "strata/trace.h"
+#include "testing/traces.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -19,7 +20,7 @@ using testing::Describe;
 using testing::TempDir;
 
 std::string TracePath(const std::string& name) {
-  return std::string(STRATA_TRACES_DIR) + "/" + name;
+  return testing::TestTracePath(name);
 }
 
 std::vector<TraceMessage> LoadTrace(const std::string& name) {
@@ -63,7 +64,7 @@ std::vector<std::string> Replay(const std::vector<TraceMessage>& messages, Conte
   return bodies;
 }
 
-const char* const kTrace = "mini-swe-agent/django__django-16429.jsonl";
+const char* const kTrace = "mini-swe-agent/django__django-14315.jsonl";
 
 TEST_CASE("a restored context renders byte-identically and continues identically", "[store]") {
   TempDir dir;
@@ -123,7 +124,7 @@ TEST_CASE("many agents share one store without mixing", "[store]") {
   auto store = OpenSqliteStore(dir.File("a.db"));
   REQUIRE(store.ok());
   std::vector<std::string> names = {kTrace, "mini-swe-agent/sympy__sympy-13031.jsonl",
-                                    "swe-agent/ctf-crypto-eps.jsonl"};
+                                    "swe-agent/ctf-forensics-flash.jsonl"};
   std::vector<std::string> bodies;
   for (const std::string& name : names) {
     auto context = CreateContext(**store, Options(TraceAgentId(name)));

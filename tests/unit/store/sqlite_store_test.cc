@@ -15,6 +15,7 @@
 
 #include "store/schema.h"
 #include "strata/store.h"
+#include "testing/child_process.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -467,29 +468,16 @@ TEST_CASE("a store in a read-only directory is refused with PERMISSION_DENIED", 
   REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
   REQUIRE(::chmod(ro.c_str(), 0555) == 0);
   // root ignores directory permissions: run the attempt as an unprivileged user.
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+  testing::ChildOutcome child = testing::RunInChild([&](int report_fd) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 3;
     auto store = OpenSqliteStore(ro + "/a.db");
     std::string report = store.ok() ? std::string("OK") : store.status().ToString();
-    if (::write(fds[1], report.data(), report.size()) < 0) ::_exit(4);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string report;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) report.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int wstatus = 0;
-  ::waitpid(pid, &wstatus, 0);
-  REQUIRE(WIFEXITED(wstatus));
-  REQUIRE(WEXITSTATUS(wstatus) == 0);
-  CHECK_THAT(report, Catch::StartsWith("PERMISSION_DENIED") && Catch::Contains(ro + "/a.db"));
+    return testing::WriteReport(report_fd, report) ? 0 : 4;
+  });
+  REQUIRE(child.exited);
+  REQUIRE(child.exit_code == 0);
+  CHECK_THAT(child.report,
+             Catch::StartsWith("PERMISSION_DENIED") && Catch::Contains(ro + "/a.db"));
   struct stat st;
   CHECK(::stat((ro + "/a.db").c_str(), &st) != 0);
 }
@@ -575,7 +563,7 @@ TEST_CASE("a read-only store reads and refuses mutations", "[store]") {
   CHECK((*store)->CreateAgent(Options("b")).code() == StatusCode::kFailedPrecondition);
 }
 
-TEST_CASE("several threads write their own agents through one store", "[store]") {
+TEST_CASE("several threads write their own agents through one store", "[store][concurrency]") {
   TempDir dir;
   StoreOptions options;
   options.synchronous = StoreSync::kNormal;

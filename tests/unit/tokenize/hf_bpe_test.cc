@@ -214,7 +214,7 @@ TEST_CASE("tokenizer specs: estimator forms and clear errors", "[tokenize]") {
   CHECK(strata::Decode(**est, {1}).status().code() == StatusCode::kUnimplemented);
 }
 
-TEST_CASE("one tokenizer is safe to share between threads", "[tokenize]") {
+TEST_CASE("one tokenizer is safe to share between threads", "[tokenize][concurrency]") {
   const strata::Tokenizer& tok = Qwen3();
   std::string text = "The quick brown fox jumps over the lazy dog 1234567 times. ";
   std::vector<int32_t> expected = tok.Encode(text);

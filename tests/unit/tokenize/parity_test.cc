@@ -1,5 +1,5 @@
 // strata's byte-level BPE against Hugging Face `tokenizers`: ids must be identical on every message
-// of the traces and on the hard strings of scripts/tokenizer-corpus.js. The reference ids are
+// of the test traces (tests/data/traces) and on the hard strings of scripts/tokenizer-corpus.js. The reference ids are
 // written by the ctest fixture tokenize_reference_ids (scripts/tokenizer-reference.js).
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -60,7 +60,7 @@ void CheckParity(const std::string& name, const std::string& tokenizer_json) {
   report << name << ": " << texts << " texts, " << tokens << " reference tokens, " << mismatches
          << " mismatching texts";
   INFO(report.str());
-  CHECK(texts > 4000);
+  CHECK(texts > 1000);  // 961 message contents of tests/data/traces + the hard strings
   CHECK(mismatches == 0);
 }
 

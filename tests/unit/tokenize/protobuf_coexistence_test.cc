@@ -1,5 +1,5 @@
 // Regression test: Debian's libsentencepiece.so exports a bundled protobuf-lite. A process that
-// links libprotobuf (gRPC: the sidecar, the CLI, the Python module) and had libsentencepiece linked
+// links libprotobuf (gRPC: the CLI, strata-sim) and had libsentencepiece linked
 // too crashed in protobuf's static initializers before main(). strata now loads libsentencepiece in
 // isolation (dlopen RTLD_LOCAL | RTLD_DEEPBIND); this binary links libprotobuf and uses both.
 #include <google/protobuf/stubs/common.h>

@@ -13,41 +13,16 @@
 #include <vector>
 
 #include "strata/tokenize.h"
+#include "testing/traces.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::string> TraceLines(size_t max_lines) {
-  std::vector<fs::path> files;
-  for (const auto& dir : fs::directory_iterator(STRATA_TRACES_DIR))
-    if (dir.is_directory())
-      for (const auto& f : fs::directory_iterator(dir.path()))
-        if (f.path().extension() == ".jsonl") files.push_back(f.path());
-  std::sort(files.begin(), files.end());
-  std::vector<std::string> lines;
-  for (const auto& file : files) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      std::istringstream content(nlohmann::json::parse(line).at("content").get<std::string>());
-      std::string text_line;
-      while (std::getline(content, text_line)) {
-        if (!text_line.empty() && text_line.back() == '\r') text_line.pop_back();
-        if (text_line.find_first_not_of(" \t") == std::string::npos) continue;
-        lines.push_back(text_line);
-        if (lines.size() >= max_lines) return lines;
-      }
-    }
-  }
-  return lines;
-}
-
 void CheckAgainstSpmEncode(size_t max_lines) {
   auto tok = strata::MakeTokenizer(std::string("spm:") + STRATA_TOK_SPM_MODEL);
   if (!tok.ok()) FAIL(tok.status().ToString());
-  std::vector<std::string> lines = TraceLines(max_lines);
+  std::vector<std::string> lines = strata::testing::TestTraceTextLines(max_lines);
   REQUIRE(lines.size() > 1000);
   fs::path dir = fs::temp_directory_path() / ("strata-spm-test-" + std::to_string(::getpid()));
   fs::create_directories(dir);

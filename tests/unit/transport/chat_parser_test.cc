@@ -24,7 +24,7 @@ TEST_CASE("SSE framing: events split anywhere across feeds, LF or CRLF, multi-li
   }
 }
 
-TEST_CASE("tool-call deltas are assembled by index; reasoning from either field", "[transport]") {
+TEST_CASE("tool-call deltas are assembled by index, reasoning from either field", "[transport]") {
   ChatAssembler a;
   REQUIRE(a.AddJson(R"({"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"th"}}]})").ok());
   REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{"reasoning":"ink"}}]})").ok());
@@ -99,7 +99,7 @@ TEST_CASE("usage cached_tokens: absent, null and present", "[transport]") {
   CHECK(parse(R"({"prompt_tokens":50,"prompt_tokens_details":{"cached_tokens":32}})") == 32);
 }
 
-TEST_CASE("both error shapes give the server's message; status codes map to canonical codes", "[transport]") {
+TEST_CASE("both error shapes give the server's message, status codes map to canonical codes", "[transport]") {
   CHECK(ErrorMessageFromBody(R"({"error":{"message":"bad thing","type":"x","code":400}})") == "bad thing");
   CHECK(ErrorMessageFromBody(R"({"object":"error","message":"flat thing","type":"BadRequestError","code":400})") == "flat thing");
   CHECK(ErrorMessageFromBody("plain text\n") == "plain text");
@@ -135,7 +135,7 @@ TEST_CASE("Retry-After in seconds or as an HTTP date", "[transport]") {
   CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 PST", now) < 0);
 }
 
-TEST_CASE("backoff doubles up to the cap with injected jitter; Retry-After replaces it", "[transport]") {
+TEST_CASE("backoff doubles up to the cap with injected jitter, Retry-After replaces it", "[transport]") {
   RetryPolicy policy;
   policy.initial_backoff = std::chrono::milliseconds(100);
   policy.max_backoff = std::chrono::milliseconds(350);

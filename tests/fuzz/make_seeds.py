@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# Writes the seed inputs of tests/fuzz/corpus/<harness>/ (small excerpts of tests/data/traces and
+# hand-written stream, error-body, tokenizer.json, request and store-edit examples). Regression inputs
+# (crashes found and fixed) are added to the corpus by hand; this script never removes files.
+#   python3 tests/fuzz/make_seeds.py
+import json, os, struct, sys
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+C = os.path.join(root, 'tests/fuzz/corpus')
+def w(h, name, data):
+    d = os.path.join(C, h); os.makedirs(d, exist_ok=True)
+    if isinstance(data, str): data = data.encode('utf-8')
+    open(os.path.join(d, name), 'wb').write(data)
+T = os.path.join(root, 'tests/data/traces')
+# --- trace: small trace excerpts + malformed lines
+def lines(rel, n=None):
+    ls = [l for l in open(os.path.join(T, rel), encoding='utf-8').read().split('\n') if l.strip()]
+    return ls[:n] if n else ls
+def clip(line, limit=1500):
+    m = json.loads(line)
+    if isinstance(m.get('content'), str) and len(m['content']) > limit: m['content'] = m['content'][:limit]
+    return json.dumps(m, ensure_ascii=False)
+w('trace', 'function-calling-simple.jsonl', '\n'.join(clip(l) for l in lines('swe-agent/demo-function_calling_simple.jsonl')) + '\n')
+w('trace', 'mini-swe-agent-head.jsonl', '\n'.join(clip(l) for l in lines('mini-swe-agent/astropy__astropy-14182.jsonl', 8)) + '\n')
+w('trace', 'ctf-networking-head.jsonl', '\n'.join(clip(l) for l in lines('swe-agent/ctf-misc-networking_1.jsonl', 6)) + '\n')
+w('trace', 'malformed.jsonl', '\n'.join([
+  '{"role":"system","content":"You are an agent."}',
+  '{"role":"user","content":"fix the bug"}',
+  '{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\\"command\\": \\"ls\\"}"}}]}',
+  '{"role":"tool","tool_call_id":"c1","content":"a.py\\nb.py"}',
+  '{"role":"tool","tool_call_id":"c9","content":"orphan"}',
+  '{"role":"robot","content":"x"}', '{"role":"user","content":5}', '["user"]', '{"role":"user","content":',
+  '{"role":"assistant","content":"","tool_calls":[{"id":"c"}]}',
+  '{"role":"assistant","content":"thinking","reasoning_content":"because"}',
+]) + '\n')
+# --- chat_stream
+def sse(payloads, sep='\n\n'):
+    return ''.join('data: ' + p + sep for p in payloads)
+chunk = lambda delta, **kw: json.dumps(dict({"id":"c1","object":"chat.completion.chunk","model":"glm","choices":[{"index":0,"delta":delta,"finish_reason":kw.get('finish')}]}, **({'usage':kw['usage']} if 'usage' in kw else {})))
+w('chat_stream', 'content.sse', sse([chunk({"role":"assistant","content":"Hel"}), chunk({"content":"lo"}), chunk({}, finish="stop"),
+   json.dumps({"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":8}}}), '[DONE]']))
+w('chat_stream', 'tool-call.sse', sse([chunk({"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"bash","arguments":""}}]}),
+   chunk({"tool_calls":[{"index":0,"function":{"arguments":"{\"comm"}}]}), chunk({"tool_calls":[{"index":0,"function":{"arguments":"and\": \"ls\"}"}}]}),
+   chunk({"tool_calls":[{"index":1,"id":"call_2","function":{"name":"view","arguments":"{}"}}]}), chunk({}, finish="tool_calls"), '[DONE]'], sep='\r\n\r\n'))
+# 0xFF cuts the stream into network reads (inside a field name, between the two newlines).
+split = sse([chunk({"reasoning_content":"think"}), chunk({"content":"ok"}, finish="stop"), '[DONE]']).encode()
+w('chat_stream', 'reasoning-split-reads.sse', split.replace(b'ason', b'as\xffon').replace(b'\n\ndata', b'\n\xff\ndata'))
+w('chat_stream', 'error-in-stream.sse', 'event: message\nid: 1\n: comment\n' + sse([chunk({"content":"a"}), json.dumps({"error":{"message":"context length exceeded","type":"invalid_request_error","code":400}})]))
+w('chat_stream', 'multiline-data.sse', 'data: {"choices":[{"index":0,\ndata: "delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n')
+# --- chat_whole: first byte picks status (index into the harness table: 0=200, 2=400, 10=429, 11=500)
+whole = json.dumps({"id":"c2","object":"chat.completion","model":"glm","choices":[{"index":0,"message":{"role":"assistant","content":"done","reasoning_content":"r","tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":64}}})
+w('chat_whole', 'completion.json', b'\x00' + whole.encode())
+w('chat_whole', 'error-nested-400.json', b'\x02' + json.dumps({"error":{"message":"bad request: messages[3] is invalid","type":"invalid_request_error","param":None,"code":None}}).encode())
+w('chat_whole', 'error-flat-429.json', b'\x0a' + json.dumps({"object":"error","message":"rate limited","type":"RateLimitError","code":429}).encode())
+w('chat_whole', 'error-no-message-500.json', b'\x0b' + json.dumps({"error":{"detail":[{"loc":["body"],"msg":"x"}]}}).encode())
+w('chat_whole', 'html-502.txt', b'\x0c<html><body>Bad gateway</body></html>\n')
+w('chat_whole', 'error-200.json', b'\x00' + json.dumps({"error":{"message":"server overloaded","code":"overloaded"}}).encode())
+# --- tool_calls: fragments separated by 0xff; first byte: index (low 2 bits), 0x10 = id and name
+w('tool_calls', 'one-call.bin', b'\x10{"comm' + b'\xff' + b'\x00and": "ls -la"}')
+w('tool_calls', 'interleaved.bin', b'\x10{"path": "/tmp/a' + b'\xff\x11{"x": [1, 2' + b'\xff\x00.py"}' + b'\xff\x01, 3]}' + b'\xff\x12' + b'\xff\x02{}')
+w('tool_calls', 'unicode-escapes.bin', '\x10{"text": "caf\u00e9 \\u00e9 \\ud83d\\ude00 \\n\\t"}'.encode())
+# --- json_canonical: tool-call arguments and documents
+w('json_canonical', 'arguments.json', '{"command": "grep -rn \\"foo\\" src/ | head -20", "timeout": 30}')
+w('json_canonical', 'nested.json', json.dumps({"b":[1,2.5,-0.0,1e300,12345678901234567890,None,True,{"z":1,"a":"\u00e9\u4e2d\ud83d\ude00"}],"a":{"":"","\u0000":"\u001f"}}))
+w('json_canonical', 'numbers.json', '[0, -0, 1.0, 1e-7, 1E+2, 0.1, 123456789012345678, -9223372036854775808, 18446744073709551615, 3.141592653589793]')
+w('json_canonical', 'duplicate-keys.json', '{"a":1,"a":2,"b":{"c":[],"c":{}}}')
+w('json_canonical', 'string.json', '"line\\nbreak \\u2028 \\/ slash"')
+# --- tokenizer_json
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~")+1))+list(range(ord("¡"), ord("¬")+1))+list(range(ord("®"), ord("ÿ")+1))
+    cs = bs[:]; n = 0
+    for b in range(256):
+        if b not in bs: bs.append(b); cs.append(256+n); n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+b2u = bytes_to_unicode()
+vocab = {b2u[b]: i for i, b in enumerate(range(256))}
+merges = []
+for a, b in [("h","e"),("he","l"),("hel","l"),("hell","o"),("Ġ","w"),("Ġw","o"),("Ġwo","r"),("Ġwor","l"),("Ġworl","d")]:
+    vocab[a+b] = len(vocab); merges.append(a + " " + b)
+base = {"version":"1.0","truncation":None,"padding":None,
+  "added_tokens":[{"id":len(vocab),"content":"<|endoftext|>","single_word":False,"lstrip":False,"rstrip":False,"normalized":False,"special":True}],
+  "normalizer":{"type":"NFC"},
+  "pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":False},{"type":"ByteLevel","add_prefix_space":False,"trim_offsets":False,"use_regex":False}]},
+  "post_processor":None,"decoder":{"type":"ByteLevel","add_prefix_space":False,"trim_offsets":False,"use_regex":False},
+  "model":{"type":"BPE","dropout":None,"unk_token":None,"continuing_subword_prefix":"","end_of_word_suffix":"","fuse_unk":False,"byte_fallback":False,"vocab":vocab,"merges":merges}}
+w('tokenizer_json', 'bytelevel-bpe.json', json.dumps(base, ensure_ascii=False))
+simple = json.loads(json.dumps(base)); simple["normalizer"] = None; simple["pre_tokenizer"] = {"type":"ByteLevel","add_prefix_space":False,"use_regex":True}
+simple["model"]["merges"] = [m.split(" ") for m in merges]  # newer array form
+w('tokenizer_json', 'bytelevel-pairs-merges.json', json.dumps(simple, ensure_ascii=False))
+seqn = json.loads(json.dumps(base)); seqn["normalizer"] = {"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Replace","pattern":{"String":"\t"},"content":"    "}]}
+seqn["pre_tokenizer"] = {"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":True},{"type":"ByteLevel","add_prefix_space":True,"use_regex":True}]}
+w('tokenizer_json', 'sequence-normalizer.json', json.dumps(seqn, ensure_ascii=False))
+# --- tokenizer_encode: text lines from traces
+texts = []
+for rel in ['swe-agent/ctf-crypto-BabyEncryption.jsonl', 'mini-swe-agent/django__django-11265.jsonl']:
+    for l in lines(rel, 6):
+        c = json.loads(l).get('content')
+        if isinstance(c, str) and c: texts.append(c[:2000])
+for i, t in enumerate(texts[:8]): w('tokenizer_encode', f'trace-text-{i}.txt', t)
+w('tokenizer_encode', 'hard.txt', "emoji😀in😀text 👩‍👩‍👧‍👦 中文分词 e\u0301 <|im_start|>user\nhi<|im_end|> ﬁ 12345678901234567890 \u200b\ufeff")
+w('tokenizer_encode', 'invalid-utf8.bin', b'a\xffb\xe4\xb8 c\xc0\x80 \xed\xa0\x80')
+# --- chat_template: first byte: bit0 reasoning line, bit1 generation prompt, 3 = generic
+req = {"model":"glm-5","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"List the files."},
+  {"role":"assistant","content":"","reasoning_content":"I should run ls.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls -la\", \"timeout\": 30}"}}]},
+  {"role":"tool","tool_call_id":"call_1","content":"a.py\nb.py"},{"role":"assistant","content":"Two files."},{"role":"user","content":"Thanks"}],
+  "tools":[{"type":"function","function":{"name":"bash","description":"Run a command","parameters":{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"integer"}},"required":["command"]}}}],
+  "reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":True,"clear_thinking":False}}
+for b, name in [(3,'glm5-full'), (0,'glm5-plain'), (7,'generic')]:
+    w('chat_template', name + '.json', bytes([b]) + json.dumps(req, ensure_ascii=False).encode())
+req2 = {"messages":[{"role":"developer","content":"d"},{"role":"user","content":[{"type":"text","text":"parts"}]},{"role":"assistant","content":None,"tool_calls":[{"id":"x","type":"function","function":{"name":"f","arguments":"{\"a\": {\"b\": [1, {\"c\": null}]}}"}}]},{"role":"tool","tool_call_id":"x","content":"r"}]}
+w('chat_template', 'glm5-nested-arguments.json', bytes([2]) + json.dumps(req2).encode())
+# --- store_rows: edits (op, row, value)
+def edit_int(op, row, v): return bytes([op, row]) + struct.pack('<q', v)
+def edit_bytes(op, row, b): return bytes([op, row, len(b)]) + b
+w('store_rows', 'no-edit.bin', b'')
+w('store_rows', 'layer-out-of-range.bin', edit_int(3, 2, 7))
+w('store_rows', 'kind-and-state.bin', edit_int(2, 1, -1) + edit_int(4, 3, 99))
+w('store_rows', 'tool-calls-truncated.bin', edit_bytes(16, 4, b'\x01\x00\x00\x00\x05\x00\x00\x00ab'))
+w('store_rows', 'blob-codec.bin', edit_int(21, 0, 5) + edit_int(20, 1, 1 << 20))
+w('store_rows', 'blob-data.bin', edit_bytes(22, 0, b'\x28\xb5\x2f\xfd garbage'))
+w('store_rows', 'options-json.bin', edit_bytes(24, 0, b'{"agent":{"id":5},"hygiene":[]}'))
+w('store_rows', 'content-null.bin', bytes([17, 2, 0xff]) + bytes([18, 2, 0xff]))
