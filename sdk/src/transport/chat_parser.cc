@@ -122,6 +122,9 @@ Status ChatAssembler::AddJson(std::string_view payload) {
       if (!content.empty() || !reasoning.empty()) has_token_ = last_had_token_ = true;
       response_.content += content;
       response_.reasoning += reasoning;
+      const bool deltas = on_delta_ != nullptr && *on_delta_;
+      if (deltas && !reasoning.empty()) (*on_delta_)(StreamDelta{StreamDelta::Kind::kReasoning, reasoning, 0, "", ""});
+      if (deltas && !content.empty()) (*on_delta_)(StreamDelta{StreamDelta::Kind::kContent, content, 0, "", ""});
       auto calls = part->find("tool_calls");
       if (calls != part->end() && calls->is_array()) {
         int position = 0;
@@ -139,7 +142,12 @@ Status ChatAssembler::AddJson(std::string_view payload) {
             partial.name += Str(*function, "name");
             auto args = function->find("arguments");
             if (args != function->end()) {
-              partial.arguments += args->is_string() ? args->get<std::string>() : args->dump();
+              std::string fragment = args->is_string() ? args->get<std::string>() : args->dump();
+              partial.arguments += fragment;
+              if (deltas && !fragment.empty()) {
+                (*on_delta_)(StreamDelta{StreamDelta::Kind::kToolCallArguments, std::move(fragment), index,
+                                         partial.id, partial.name});
+              }
             }
           }
           has_token_ = last_had_token_ = true;

@@ -423,6 +423,7 @@ class HttpTransport : public Transport {
     }
     Transfer t;
     t.cancel = call.cancel;
+    t.assembler.set_on_delta(&call.on_delta);
     t.grpc = !grpc_target_.empty();
     struct curl_slist* headers = nullptr;
     std::string grpc_body;
