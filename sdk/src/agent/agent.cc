@@ -1147,9 +1147,20 @@ StatusOr<std::unique_ptr<Agent>> Agent::Fork(std::string task, const ForkOptions
   ContextOptions context_options;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, NewImpl(std::move(config), std::move(shared), &context_options));
   Store* store = impl->shared_.store;
+  if (store != nullptr) {
+    Status created = store->CreateAgent(context_options);
+    // A default id taken by a fork of an earlier process: take the next number.
+    for (int n = parent.forks_ + 2; options.id.empty() && created.code() == StatusCode::kAlreadyExists &&
+                                    n < parent.forks_ + 1000;
+         ++n) {
+      impl->config_.identity.id = parent.config_.identity.id + ".fork-" + std::to_string(n);
+      context_options.agent.id = impl->config_.identity.id;
+      created = store->CreateAgent(context_options);
+    }
+    STRATA_RETURN_IF_ERROR(created);
+  }
   const std::string id = impl->config_.identity.id;
   if (store != nullptr) {
-    STRATA_RETURN_IF_ERROR(store->CreateAgent(context_options));
     STRATA_RETURN_IF_ERROR(store->PutAgentState(id, kConfigKey, AgentConfigToJson(impl->config_)));
     STRATA_RETURN_IF_ERROR(store->PutAgentState(id, kTokenizerNameKey, impl->tokenizer_->Name()));
     impl->AttachJournal(&context_options);

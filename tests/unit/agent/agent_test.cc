@@ -495,6 +495,8 @@ TEST_CASE("Fork copies the stable layers byte for byte; Join folds the answer ba
   CHECK(Must(reopened->Recall(child_recall)).total_bytes == 2000);
   auto stored_child = Must(Agent::Open(path, "parent.fork-1", options));
   CHECK(stored_child->config().identity.id == "parent.fork-1");
+  // A fork of the reopened parent does not collide with the stored one.
+  CHECK(Must(reopened->Fork("another subtask"))->id() == "parent.fork-2");
 }
 
 TEST_CASE("Join of a child without a final answer folds a summary", "[agent][fork]") {

@@ -25,7 +25,7 @@ std::unique_ptr<Tokenizer> GlmLikeTokenizer() {
   return made.ok() ? std::move(made).value() : nullptr;
 }
 
-TEST_CASE("incremental encoding of growing GLM prompts equals whole encoding", "[agent][tokens]") {
+TEST_CASE("incremental encoding of growing GLM prompts equals whole encoding", "[agent][tokens][.slow]") {
   std::unique_ptr<Tokenizer> tokenizer = GlmLikeTokenizer();
   if (tokenizer == nullptr) {
     WARN("the qwen3 tokenizer.json is not installed (npm ci); checking the SentencePiece path only");
