@@ -491,7 +491,7 @@ class Agent::Impl {
 
   StatusOr<std::string> PromptOf(std::string_view body) const {
     if (template_) {
-      StatusOr<std::string> text = template_->Render(body);
+      StatusOr<std::string> text = prompt_tokens_->Render(*template_, body);  // the count's render
       if (text.ok()) return text;
     }
     STRATA_ASSIGN_OR_RETURN(PromptText prompt, RenderPromptText(body));
@@ -500,9 +500,12 @@ class Agent::Impl {
 
   // Blocks of the prompt up to the end of its history (what the next request can reuse).
   int64_t HistoryBlocks(const BuiltRequest& built, const std::string& prompt, const PromptBlocks& blocks) const {
-    std::string cut = built.body.substr(0, built.history_end_bytes) + "]}";
-    StatusOr<std::string> history = PromptOf(cut);
     size_t end = prompt.size();
+    // Without a volatile message the request's messages are its history: no second render.
+    StatusOr<std::string> history = NotFoundError("no volatile message");
+    if (built.layers[static_cast<int>(Layer::kVolatile)].segments > 0) {
+      history = PromptOf(built.body.substr(0, built.history_end_bytes) + "]}");
+    }
     if (history.ok()) {
       size_t n = std::min(prompt.size(), history->size());
       end = static_cast<size_t>(std::mismatch(prompt.begin(), prompt.begin() + n, history->begin()).first -

@@ -61,6 +61,18 @@ size_t PromptTokens::Count(std::string_view text) {
   return EncodeLocked(text).size();
 }
 
+StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template, std::string_view body) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!last_body_.empty() && body == last_body_) return last_render_;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string text, chat_template.Render(body));
+  std::lock_guard<std::mutex> lock(mu_);
+  last_body_ = std::string(body);
+  last_render_ = text;
+  return text;
+}
+
 PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
                                 const PrefixCacheOptions& options) {
   if (!exact_) return HashPrompt(text, salt, tokenizer_, options);
@@ -74,7 +86,7 @@ std::string IncrementalRequestCounter::Name() const {
 }
 
 StatusOr<size_t> IncrementalRequestCounter::CountRequest(std::string_view request_body) const {
-  STRATA_ASSIGN_OR_RETURN(std::string text, template_->Render(request_body));
+  STRATA_ASSIGN_OR_RETURN(std::string text, tokens_->Render(*template_, request_body));
   STRATA_ASSIGN_OR_RETURN(size_t overhead, template_->OverheadTokens(request_body));
   return tokens_->Count(text) + overhead;
 }
