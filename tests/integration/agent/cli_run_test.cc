@@ -82,5 +82,15 @@ TEST_CASE("strata run drives an agent with read-only tools; inspect --json shows
   Shell("rm -rf " + dir);
 }
 
+TEST_CASE("strata inspect lists no agents in a file left before its schema was written", "[agent][cli]") {
+  const std::string path = "/tmp/strata-cli-empty-" + std::to_string(::getpid()) + ".db";
+  std::ofstream(path, std::ios::binary);  // what a process killed before its first commit leaves
+  Output inspect = Shell(std::string(STRATA_CLI_PATH) + " inspect --db " + path);
+  INFO(inspect.out);
+  CHECK(inspect.status == 0);
+  CHECK(inspect.out.find(": 0 agents") != std::string::npos);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace strata
