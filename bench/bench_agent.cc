@@ -97,13 +97,17 @@ BENCHMARK(BM_ByHand)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 void BM_AgentComplete(benchmark::State& state) {
   SimFixture& fx = Sim();
+  // One transport for every agent, as the hand loop has (connections are pooled in it).
+  auto transport = strata::MakeHttpTransport({fx.sim->base_url()}).value();
+  strata::AgentServices services;
+  services.transport = transport.get();
   int64_t requests = 0;
   int run = 0;
   for (auto _ : state) {
     state.PauseTiming();
     strata::AgentConfig config = Config();
     config.identity.id = "bench-" + std::to_string(++run);
-    auto agent = strata::Agent::Create(config).value();
+    auto agent = strata::Agent::Create(config, services).value();
     state.ResumeTiming();
     for (const strata::TraceMessage& m : fx.trace) {
       if (m.role == strata::TraceRole::kSystem) agent->SetSystemPrompt(m.content).IgnoreError();
