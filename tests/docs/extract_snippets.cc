@@ -64,9 +64,10 @@ int main(int argc, char** argv) {
             copy.replace(at, 9, "int snippet_main(");
           }
           // A function defined at column 0 ("Type Name(...) {"): the block is namespace-scope code.
-          if (!copy.empty() && std::isalpha(static_cast<unsigned char>(copy[0])) && copy.size() > 3 &&
-              copy.compare(copy.size() - 3, 3, ") {") == 0 && copy.rfind("if ", 0) != 0 &&
-              copy.rfind("for ", 0) != 0 && copy.rfind("while ", 0) != 0 && copy.rfind("switch ", 0) != 0) {
+          if (!copy.empty() && std::isalpha(static_cast<unsigned char>(copy[0])) &&
+              copy.size() > 3 && copy.compare(copy.size() - 3, 3, ") {") == 0 &&
+              copy.rfind("if ", 0) != 0 && copy.rfind("for ", 0) != 0 &&
+              copy.rfind("while ", 0) != 0 && copy.rfind("switch ", 0) != 0) {
             has_main = true;
           }
           code << copy << "\n";

@@ -30,13 +30,13 @@ inline std::string run(const std::string& command) { return command; }
 }  // namespace strata::docs
 
 // The names a fragment may use, bound in the function that holds it.
-#define STRATA_DOCS_ENV_NAMES(env)                 \
-  [[maybe_unused]] auto& context = (env).context;  \
-  [[maybe_unused]] auto& store = (env).store;      \
-  [[maybe_unused]] auto& agent = (env).agent;      \
-  [[maybe_unused]] auto& call = (env).call;        \
+#define STRATA_DOCS_ENV_NAMES(env)                       \
+  [[maybe_unused]] auto& context = (env).context;        \
+  [[maybe_unused]] auto& store = (env).store;            \
+  [[maybe_unused]] auto& agent = (env).agent;            \
+  [[maybe_unused]] auto& call = (env).call;              \
   [[maybe_unused]] auto now_unix_ms = (env).now_unix_ms; \
-  using strata::docs::post_to_server;              \
+  using strata::docs::post_to_server;                    \
   using strata::docs::run
 
 #endif  // STRATA_TESTS_DOCS_SNIPPET_ENV_H_

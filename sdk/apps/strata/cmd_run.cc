@@ -1,6 +1,6 @@
-// `strata run --config AGENT.json --endpoint URL [--root DIR] "task"`: runs a strata::Agent with two
-// read-only tools over a directory (read_file, list_dir), streaming the answer to stdout and a line
-// per request to stderr. The whole loop from the shell.
+// `strata run --config AGENT.json --endpoint URL [--root DIR] "task"`: runs a strata::Agent with
+// two read-only tools over a directory (read_file, list_dir), streaming the answer to stdout and a
+// line per request to stderr. The whole loop from the shell.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -32,10 +32,12 @@ struct RunArgs {
 
 // Resolves `relative` under `root`; refuses paths that leave it (.., symlinks).
 std::string Resolve(const std::string& root, const std::string& relative) {
-  if (!relative.empty() && relative[0] == '/') throw std::runtime_error("absolute paths are not allowed: " + relative);
+  if (!relative.empty() && relative[0] == '/')
+    throw std::runtime_error("absolute paths are not allowed: " + relative);
   char resolved[PATH_MAX];
   const std::string joined = root + "/" + (relative.empty() ? "." : relative);
-  if (::realpath(joined.c_str(), resolved) == nullptr) throw std::runtime_error("no such file or directory: " + relative);
+  if (::realpath(joined.c_str(), resolved) == nullptr)
+    throw std::runtime_error("no such file or directory: " + relative);
   std::string path = resolved;
   if (path != root && path.compare(0, root.size() + 1, root + "/") != 0) {
     throw std::runtime_error("path leaves the root directory: " + relative);
@@ -63,10 +65,12 @@ void Execute(const RunArgs& args) {
   if (!args.db.empty()) config.store_path = args.db;
   if (config.identity.id.empty()) config.identity.id = "strata-run";
   if (config.endpoint.base_url.empty()) {
-    throw CLI::ValidationError("--endpoint", "no endpoint: give --endpoint URL or endpoint.base_url in the configuration");
+    throw CLI::ValidationError(
+        "--endpoint", "no endpoint: give --endpoint URL or endpoint.base_url in the configuration");
   }
   char root_buf[PATH_MAX];
-  if (::realpath(args.root.c_str(), root_buf) == nullptr) throw CommandFailed{"--root " + args.root + " does not exist"};
+  if (::realpath(args.root.c_str(), root_buf) == nullptr)
+    throw CommandFailed{"--root " + args.root + " does not exist"};
   const std::string root = root_buf;
 
   std::unique_ptr<Agent> agent;
@@ -80,10 +84,12 @@ void Execute(const RunArgs& args) {
   } else if (created.status().code() == StatusCode::kAlreadyExists) {
     OpenOptions open;
     open.endpoint = config.endpoint;
-    StatusOr<std::unique_ptr<Agent>> opened = Agent::Open(config.store_path, config.identity.id, open);
+    StatusOr<std::unique_ptr<Agent>> opened =
+        Agent::Open(config.store_path, config.identity.id, open);
     if (!opened.ok()) throw CommandFailed{opened.status().ToString()};
     agent = std::move(opened).value();
-    std::cerr << "[continuing agent " << config.identity.id << " from " << config.store_path << "]\n";
+    std::cerr << "[continuing agent " << config.identity.id << " from " << config.store_path
+              << "]\n";
   } else {
     throw CommandFailed{created.status().ToString()};
   }
@@ -95,12 +101,14 @@ void Execute(const RunArgs& args) {
       [root, max_bytes](const std::string& arguments) {
         std::string path = Resolve(root, PathArgument(arguments));
         struct stat st;
-        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return ToolOutput{"not a regular file", true};
+        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+          return ToolOutput{"not a regular file", true};
         std::ifstream file(path, std::ios::binary);
         std::string content(std::min<size_t>(static_cast<size_t>(st.st_size), max_bytes), '\0');
         file.read(content.data(), static_cast<std::streamsize>(content.size()));
         if (static_cast<size_t>(st.st_size) > max_bytes) {
-          content += "\n[file cut at " + std::to_string(max_bytes) + " of " + std::to_string(st.st_size) + " bytes]";
+          content += "\n[file cut at " + std::to_string(max_bytes) + " of " +
+                     std::to_string(st.st_size) + " bytes]";
         }
         return ToolOutput{content, false};
       });
@@ -140,7 +148,8 @@ void Execute(const RunArgs& args) {
   for (size_t i = 0; i < result->turns.size(); ++i) {
     const Turn& t = result->turns[i];
     std::cerr << "[request " << i + 1 << ": " << t.record.input_tokens << " input tokens, "
-              << (t.record.cached_tokens_reported ? std::to_string(*t.record.cached_tokens_reported) : "?")
+              << (t.record.cached_tokens_reported ? std::to_string(*t.record.cached_tokens_reported)
+                                                  : "?")
               << " cached (predicted " << t.record.cached_tokens_predicted << "), "
               << t.response.tool_calls.size() << " tool calls"
               << (t.compactions.empty() ? "" : ", compacted") << "]\n";
@@ -154,14 +163,19 @@ void Execute(const RunArgs& args) {
 void RegisterRun(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run an agent (AgentConfig JSON) with read-only read_file/list_dir tools over a directory");
+      "run",
+      "Run an agent (AgentConfig JSON) with read-only read_file/list_dir tools over a directory");
   cmd->add_option("--config", args->config, "Agent configuration (AgentConfig JSON, docs/agent.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--endpoint", args->endpoint, "Base URL of the model endpoint (overrides the configuration)");
+  cmd->add_option("--endpoint", args->endpoint,
+                  "Base URL of the model endpoint (overrides the configuration)");
   cmd->add_option("--root", args->root, "Directory the tools may read")->capture_default_str();
-  cmd->add_option("--db", args->db, "Store file: the agent is kept there and continued on the next run");
-  cmd->add_option("--max-turns", args->max_turns, "Model calls at most")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--db", args->db,
+                  "Store file: the agent is kept there and continued on the next run");
+  cmd->add_option("--max-turns", args->max_turns, "Model calls at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("task", args->task, "The task")->required();
   cmd->callback([args] { Execute(*args); });
 }

@@ -151,8 +151,8 @@ using DeltaCallback = std::function<void(const StreamDelta&)>;
 // Objects an application injects instead of those the configuration would make. Not owned; each
 // must outlive the Agent.
 struct AgentServices {
-  Transport* transport = nullptr;  // nullptr: an HTTP transport to config.endpoint.base_url
-  Store* store = nullptr;          // nullptr: config.store_path ("" none)
+  Transport* transport = nullptr;    // nullptr: an HTTP transport to config.endpoint.base_url
+  Store* store = nullptr;            // nullptr: config.store_path ("" none)
   Summarizer* summarizer = nullptr;  // nullptr: the extractive summarizer
 };
 
@@ -179,7 +179,7 @@ struct Turn {
   Response response;
   RequestRecord record;
   std::string assistant_segment_id;
-  // Compaction of this build (at most one merged report: Build() compacts once per request).
+  // The compaction of this build: at most one report (the rounds of one Build() are merged).
   std::vector<CompactionReport> compactions;
   // The request reused less than the previous one: every cause, e.g. "doc version change (v1 ->
   // v2)" and "compaction", joined in prefix_break->reason and listed in break_causes.
@@ -205,7 +205,7 @@ struct RunResult {
 
 // The request the next Complete() would send, computed without changing anything.
 struct CachePrediction {
-  int64_t input_tokens = 0;     // exact with a chat template and an exact tokenizer
+  int64_t input_tokens = 0;  // exact with a chat template and an exact tokenizer
   bool input_tokens_exact = false;
   int64_t predicted_cached_tokens = 0;
   bool compaction_due = false;  // the next Complete() compacts first (counts are after it)
@@ -215,11 +215,11 @@ struct CachePrediction {
 // One page of a recalled original.
 struct RecallPage {
   std::string recall_id;
-  std::string content;       // the page
-  size_t offset = 0;         // byte offset of the page in the original
-  size_t total_bytes = 0;    // size of the whole original
+  std::string content;         // the page
+  size_t offset = 0;           // byte offset of the page in the original
+  size_t total_bytes = 0;      // size of the whole original
   size_t remaining_bytes = 0;  // after this page
-  size_t tokens = 0;         // tokens of the page
+  size_t tokens = 0;           // tokens of the page
 };
 
 struct ForkOptions {
@@ -309,7 +309,7 @@ class Agent {
   const Context& context() const;
   Store* store() const;  // nullptr without a store
 
- class Impl;  // private to strata::agent
+  class Impl;  // private to strata::agent
 
  private:
   explicit Agent(std::unique_ptr<Impl> impl);

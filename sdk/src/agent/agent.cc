@@ -39,7 +39,8 @@ int64_t UnixMillis() {
 }
 
 double SteadyMillis() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -73,7 +74,8 @@ std::vector<Signature> Signatures(const Context& context) {
     }
     uint64_t h = Fnv64(s.content);
     h = Fnv64(s.reasoning, h ^ 0x1f);
-    for (const ToolCall& c : s.tool_calls) h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
+    for (const ToolCall& c : s.tool_calls)
+      h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
     out.push_back(Signature{s.id, s.layer, s.state, s.version, h});
   }
   return out;
@@ -103,15 +105,17 @@ std::vector<Signature> SignaturesFromJson(const json& j) {
 // history: "compaction" when this build compacted, else "history segment changed").
 std::vector<std::string> BreakCauses(const std::vector<Signature>& before,
                                      const std::vector<Signature>& now, bool compacted,
-                                     const std::vector<LintWarning>& warnings, std::string* first_id,
-                                     Layer* first_layer) {
+                                     const std::vector<LintWarning>& warnings,
+                                     std::string* first_id, Layer* first_layer) {
   std::vector<std::string> causes;
   auto add = [&](std::string cause) {
-    if (std::find(causes.begin(), causes.end(), cause) == causes.end()) causes.push_back(std::move(cause));
+    if (std::find(causes.begin(), causes.end(), cause) == causes.end())
+      causes.push_back(std::move(cause));
   };
   size_t i = 0;
-  while (i < before.size() && i < now.size() && before[i].id == now[i].id && before[i].hash == now[i].hash &&
-         before[i].state == now[i].state && before[i].version == now[i].version) {
+  while (i < before.size() && i < now.size() && before[i].id == now[i].id &&
+         before[i].hash == now[i].hash && before[i].state == now[i].state &&
+         before[i].version == now[i].version) {
     ++i;
   }
   const Signature* first = i < now.size() ? &now[i] : (i < before.size() ? &before[i] : nullptr);
@@ -202,7 +206,8 @@ class AgentJournal final : public ContextJournal {
   ContextJournal* inner_;
 };
 
-StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicy(const AgentPolicyConfig& p, Summarizer* summarizer) {
+StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicy(const AgentPolicyConfig& p,
+                                                       Summarizer* summarizer) {
   if (p.name == "strata") {
     StrataPolicyOptions o;
     o.keep_turns = p.keep_turns;
@@ -217,14 +222,16 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicy(const AgentPolicyConfig& 
   if (p.name == "none") return MakeNoCompactionPolicy();
   if (p.name == "sliding") return MakeSlidingWindowPolicy();
   if (p.name == "last-n") return MakeLastNPolicy(p.last_n);
-  return InvalidArgumentError("policy.name \"" + p.name + "\" is not a policy (strata, none, sliding, last-n)");
+  return InvalidArgumentError("policy.name \"" + p.name +
+                              "\" is not a policy (strata, none, sliding, last-n)");
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> MakeTemplate(const std::string& name) {
   if (name == "glm5") return MakeGlm5ChatTemplate();
   if (name == "generic") return MakeGenericChatTemplate();
   if (name.empty()) return std::unique_ptr<ChatTemplate>();
-  return InvalidArgumentError("chat_template \"" + name + "\" is not a template (glm5, generic, or \"\" for none)");
+  return InvalidArgumentError("chat_template \"" + name +
+                              "\" is not a template (glm5, generic, or \"\" for none)");
 }
 
 std::string EnvOrEmpty(const std::string& name) {
@@ -295,15 +302,16 @@ class Agent::Impl {
 
   Status Init(ContextOptions* options) {
     const AgentConfig& c = config_;
-    if (c.identity.id.empty()) return InvalidArgumentError("identity.id is required (the agent's id)");
+    if (c.identity.id.empty())
+      return InvalidArgumentError("identity.id is required (the agent's id)");
     STRATA_ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(c.tokenizer));
     STRATA_ASSIGN_OR_RETURN(template_, MakeTemplate(c.chat_template));
     std::vector<std::string> markers;
     if (c.chat_template == "glm5") markers.assign(std::begin(kGlmMarkers), std::end(kGlmMarkers));
     prompt_tokens_ = std::make_unique<agent_internal::PromptTokens>(tokenizer_.get(), markers);
     if (template_) {
-      counter_ = std::make_unique<agent_internal::IncrementalRequestCounter>(template_.get(), tokenizer_.get(),
-                                                                             prompt_tokens_.get());
+      counter_ = std::make_unique<agent_internal::IncrementalRequestCounter>(
+          template_.get(), tokenizer_.get(), prompt_tokens_.get());
     }
     if (shared_.summarizer == nullptr) {
       own_summarizer_ = MakeExtractiveSummarizer();
@@ -320,7 +328,8 @@ class Agent::Impl {
       return InvalidArgumentError("cache.block_tokens and cache.bytes_per_token must be > 0");
     }
     if (c.recall.max_share_of_target <= 0 || c.recall.max_share_of_target > 1) {
-      return InvalidArgumentError("recall.max_share_of_target " + std::to_string(c.recall.max_share_of_target) +
+      return InvalidArgumentError("recall.max_share_of_target " +
+                                  std::to_string(c.recall.max_share_of_target) +
                                   " is outside (0, 1]");
     }
     if (c.endpoint.max_output_tokens < 0) {
@@ -332,8 +341,9 @@ class Agent::Impl {
       if (!c.endpoint.api_key_env.empty()) {
         http.api_key = EnvOrEmpty(c.endpoint.api_key_env);
         if (http.api_key.empty()) {
-          return FailedPreconditionError("endpoint.api_key_env names " + c.endpoint.api_key_env +
-                                         ", which is not set in the environment; export it or clear api_key_env");
+          return FailedPreconditionError(
+              "endpoint.api_key_env names " + c.endpoint.api_key_env +
+              ", which is not set in the environment; export it or clear api_key_env");
         }
       }
       http.timeouts.connect = std::chrono::milliseconds(c.endpoint.connect_timeout_ms);
@@ -341,7 +351,8 @@ class Agent::Impl {
       http.timeouts.idle = std::chrono::milliseconds(c.endpoint.idle_timeout_ms);
       http.timeouts.total = std::chrono::milliseconds(c.endpoint.total_timeout_ms);
       http.retry.max_attempts = c.endpoint.max_attempts;
-      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, MakeHttpTransport(std::move(http)));
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
+                              MakeHttpTransport(std::move(http)));
       shared_.transport_owner = std::move(transport);
       shared_.transport = shared_.transport_owner.get();
     }
@@ -350,7 +361,8 @@ class Agent::Impl {
       shared_.store_owner = std::move(store);
       shared_.store = shared_.store_owner.get();
     }
-    salt_ = DeriveCacheSalt(EnvOrEmpty(c.endpoint.deployment_secret_env), IsolationKeyOf(c.identity));
+    salt_ =
+        DeriveCacheSalt(EnvOrEmpty(c.endpoint.deployment_secret_env), IsolationKeyOf(c.identity));
     model_ = std::make_unique<PrefixCacheModel>(c.cache);
     std::random_device rd;
     static const char kHex[] = "0123456789abcdef";
@@ -451,22 +463,26 @@ class Agent::Impl {
         prev_signatures_ = SignaturesFromJson(header["signatures"]);
       }
     }
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> protections, store->GetAgentState(id, kProtectKey));
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> protections,
+                            store->GetAgentState(id, kProtectKey));
     if (protections) {
       json list = json::parse(*protections, nullptr, false);
       if (list.is_array()) {
         for (const json& p : list) {
-          if (p.is_array() && p.size() == 2) protections_.push_back({p[0].get<std::string>(), p[1].get<int64_t>()});
+          if (p.is_array() && p.size() == 2)
+            protections_.push_back({p[0].get<std::string>(), p[1].get<int64_t>()});
         }
       }
     }
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> joined, store->GetAgentState(id, "joined_recall_ids"));
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> joined,
+                            store->GetAgentState(id, "joined_recall_ids"));
     if (joined) {
       json ids = json::parse(*joined, nullptr, false);
       if (ids.is_array()) {
         for (const json& rid : ids) {
           std::string key = kOriginalPrefix + rid.get<std::string>();
-          STRATA_ASSIGN_OR_RETURN(std::optional<std::string> original, store->GetAgentState(id, key));
+          STRATA_ASSIGN_OR_RETURN(std::optional<std::string> original,
+                                  store->GetAgentState(id, key));
           if (original) joined_originals_[rid.get<std::string>()] = *original;
         }
       }
@@ -499,7 +515,8 @@ class Agent::Impl {
   }
 
   // Blocks of the prompt up to the end of its history (what the next request can reuse).
-  int64_t HistoryBlocks(const BuiltRequest& built, const std::string& prompt, const PromptBlocks& blocks) const {
+  int64_t HistoryBlocks(const BuiltRequest& built, const std::string& prompt,
+                        const PromptBlocks& blocks) const {
     size_t end = prompt.size();
     // Without a volatile message the request's messages are its history: no second render.
     StatusOr<std::string> history = NotFoundError("no volatile message");
@@ -508,12 +525,15 @@ class Agent::Impl {
     }
     if (history.ok()) {
       size_t n = std::min(prompt.size(), history->size());
-      end = static_cast<size_t>(std::mismatch(prompt.begin(), prompt.begin() + n, history->begin()).first -
-                                prompt.begin());
+      end = static_cast<size_t>(
+          std::mismatch(prompt.begin(), prompt.begin() + n, history->begin()).first -
+          prompt.begin());
     }
-    size_t tail_tokens = prompt_tokens_->exact() ? tokenizer_->Count(std::string_view(prompt).substr(end))
-                                                 : (prompt.size() - end) / config_.cache.bytes_per_token;
-    int64_t history_tokens = std::max<int64_t>(0, blocks.prompt_tokens - static_cast<int64_t>(tail_tokens));
+    size_t tail_tokens = prompt_tokens_->exact()
+                             ? tokenizer_->Count(std::string_view(prompt).substr(end))
+                             : (prompt.size() - end) / config_.cache.bytes_per_token;
+    int64_t history_tokens =
+        std::max<int64_t>(0, blocks.prompt_tokens - static_cast<int64_t>(tail_tokens));
     int64_t n = std::min<int64_t>(static_cast<int64_t>(blocks.cacheable_blocks),
                                   history_tokens / static_cast<int64_t>(blocks.block_tokens));
     // Tokens at the history end may merge with what follows: that block is not counted stable.
@@ -554,9 +574,10 @@ class Agent::Impl {
 
   StatusOr<Turn> Complete(const TurnOptions& options) {
     if (shared_.transport == nullptr) {
-      return FailedPreconditionError("agent \"" + config_.identity.id +
-                                     "\" has no endpoint: set endpoint.base_url in its configuration or "
-                                     "inject AgentServices::transport");
+      return FailedPreconditionError(
+          "agent \"" + config_.identity.id +
+          "\" has no endpoint: set endpoint.base_url in its configuration or "
+          "inject AgentServices::transport");
     }
     STRATA_RETURN_IF_ERROR(ExpireProtections());
     RequestRecord rec;
@@ -590,7 +611,8 @@ class Agent::Impl {
     // A break: the request reuses fewer blocks than the previous request's history held.
     std::vector<Signature> sigs = Signatures(*context_);
     size_t same = 0;
-    while (same < prev_hashes_.size() && same < blocks.hashes.size() && prev_hashes_[same] == blocks.hashes[same]) {
+    while (same < prev_hashes_.size() && same < blocks.hashes.size() &&
+           prev_hashes_[same] == blocks.hashes[same]) {
       ++same;
     }
     std::optional<PrefixBreakEvent> changed;
@@ -602,8 +624,8 @@ class Agent::Impl {
       e.predicted_cached_tokens = rec.cached_tokens_predicted;
       e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(blocks.block_tokens);
       Layer first_layer = Layer::kHistory;
-      turn.break_causes = BreakCauses(prev_signatures_, sigs, built->compaction.has_value(), built->warnings,
-                                      &e.segment_id, &first_layer);
+      turn.break_causes = BreakCauses(prev_signatures_, sigs, built->compaction.has_value(),
+                                      built->warnings, &e.segment_id, &first_layer);
       if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
       e.reason = JoinCauses(turn.break_causes);
       changed = e;
@@ -621,11 +643,13 @@ class Agent::Impl {
     rec.http_status = resp.http_status;
     rec.ttft_ms = resp.timings.ttft_ms;
     rec.decode_ms = resp.timings.decode_ms;
-    rec.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens) : blocks.prompt_tokens;
+    rec.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens)
+                                                 : blocks.prompt_tokens;
     if (!sent.ok()) return fail(sent);
 
     model_->Insert(blocks);
-    if (resp.usage.reported && resp.usage.prompt_tokens > 0) rec.input_tokens = resp.usage.prompt_tokens;
+    if (resp.usage.reported && resp.usage.prompt_tokens > 0)
+      rec.input_tokens = resp.usage.prompt_tokens;
     rec.cached_tokens_reported = resp.usage.cached_tokens;
     rec.output_tokens = resp.usage.completion_tokens;
     rec.reasoning_tokens = resp.usage.reasoning_tokens;
@@ -637,15 +661,16 @@ class Agent::Impl {
     message.tool_calls = resp.tool_calls;
     StatusOr<std::string> appended = context_->AppendAssistant(std::move(message));
     if (!appended.ok()) {
-      return fail(Status(appended.status().code(),
-                         "the server's reply could not be appended: " + appended.status().message()));
+      return fail(Status(appended.status().code(), "the server's reply could not be appended: " +
+                                                       appended.status().message()));
     }
     turn.assistant_segment_id = *appended;
     last_assistant_id_ = *appended;
     rec.total_ms = SteadyMillis() - start_ms;
 
     if (rec.cached_tokens_reported &&
-        *rec.cached_tokens_reported + static_cast<int64_t>(blocks.block_tokens) < rec.cached_tokens_predicted) {
+        *rec.cached_tokens_reported + static_cast<int64_t>(blocks.block_tokens) <
+            rec.cached_tokens_predicted) {
       PrefixBreakEvent e;
       e.kind = PrefixBreakEvent::Kind::kServerShortfall;
       e.agent_id = config_.identity.id;
@@ -653,8 +678,9 @@ class Agent::Impl {
       e.predicted_cached_tokens = rec.cached_tokens_predicted;
       e.reported_cached_tokens = rec.cached_tokens_reported;
       e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(blocks.block_tokens);
-      e.reason = "server evicted or mismatched (reported " + std::to_string(*rec.cached_tokens_reported) +
-                 " cached tokens, predicted " + std::to_string(rec.cached_tokens_predicted) + ")";
+      e.reason = "server evicted or mismatched (reported " +
+                 std::to_string(*rec.cached_tokens_reported) + " cached tokens, predicted " +
+                 std::to_string(rec.cached_tokens_predicted) + ")";
       if (changed) e.reason += "; the prompt also changed: " + changed->reason;
       turn.prefix_break = e;
     } else if (changed) {
@@ -662,14 +688,18 @@ class Agent::Impl {
     }
     if (turn.prefix_break) WriteEvent("prefix_break", PrefixBreakToJson(*turn.prefix_break));
 
-    prev_hashes_.assign(blocks.hashes.begin(), blocks.hashes.begin() + std::min<size_t>(history_blocks, blocks.hashes.size()));
+    prev_hashes_.assign(
+        blocks.hashes.begin(),
+        blocks.hashes.begin() + std::min<size_t>(history_blocks, blocks.hashes.size()));
     prev_history_blocks_ = history_blocks;
     prev_signatures_ = std::move(sigs);
     SaveCacheState(blocks).IgnoreError();
     WriteRecord(rec);
     int64_t invalidated = 0;
-    for (const CompactionReport& c : turn.compactions) invalidated += static_cast<int64_t>(c.invalidated_tokens);
-    turn.growth = GrowthPointOf(*context_, static_cast<int64_t>(turn.compactions.size()), invalidated);
+    for (const CompactionReport& c : turn.compactions)
+      invalidated += static_cast<int64_t>(c.invalidated_tokens);
+    turn.growth =
+        GrowthPointOf(*context_, static_cast<int64_t>(turn.compactions.size()), invalidated);
     if (shared_.store != nullptr) shared_.store->RecordGrowth(turn.growth).IgnoreError();
     turn.record = rec;
     turn.body = std::move(built->body);
@@ -680,11 +710,13 @@ class Agent::Impl {
 
   size_t RecallShareTokens() const {
     int64_t base = budget_ ? TargetTokens(*budget_) : config_.budget.window;
-    size_t share = static_cast<size_t>(static_cast<double>(base) * config_.recall.max_share_of_target);
+    size_t share =
+        static_cast<size_t>(static_cast<double>(base) * config_.recall.max_share_of_target);
     // A page, with its header and footer lines (48 tokens at most), must pass append-time
     // truncation untouched.
     const size_t max_segment = config_.hygiene.max_segment_tokens;
-    if (max_segment > 0) share = std::min(share, max_segment > 96 ? max_segment - 48 : max_segment / 2);
+    if (max_segment > 0)
+      share = std::min(share, max_segment > 96 ? max_segment - 48 : max_segment / 2);
     return std::max<size_t>(share, 16);
   }
 
@@ -700,8 +732,9 @@ class Agent::Impl {
   StatusOr<RecallPage> Recall(std::string_view recall_id, size_t offset, size_t max_tokens) const {
     STRATA_ASSIGN_OR_RETURN(std::string original, OriginalOf(recall_id));
     if (offset > original.size()) {
-      return OutOfRangeError("offset " + std::to_string(offset) + " is past the end of " + std::string(recall_id) +
-                             " (" + std::to_string(original.size()) + " bytes)");
+      return OutOfRangeError("offset " + std::to_string(offset) + " is past the end of " +
+                             std::string(recall_id) + " (" + std::to_string(original.size()) +
+                             " bytes)");
     }
     const size_t cap = RecallShareTokens();
     const size_t limit = max_tokens == 0 ? cap : std::min(max_tokens, cap);
@@ -741,26 +774,32 @@ class Agent::Impl {
       return context_->AppendToolResult({call.id, text, true});
     }
     std::string recall_id = args["recall_id"].get<std::string>();
-    size_t offset = args.contains("offset") && args["offset"].is_number_unsigned() ? args["offset"].get<size_t>() : 0;
-    size_t max_tokens =
-        args.contains("max_tokens") && args["max_tokens"].is_number_unsigned() ? args["max_tokens"].get<size_t>() : 0;
+    size_t offset = args.contains("offset") && args["offset"].is_number_unsigned()
+                        ? args["offset"].get<size_t>()
+                        : 0;
+    size_t max_tokens = args.contains("max_tokens") && args["max_tokens"].is_number_unsigned()
+                            ? args["max_tokens"].get<size_t>()
+                            : 0;
     StatusOr<RecallPage> page = Recall(recall_id, offset, max_tokens);
     if (!page.ok()) {
       return context_->AppendToolResult({call.id, page.status().message(), true});
     }
     const size_t end = page->offset + page->content.size();
-    text = "[" + recall_id + ": bytes " + std::to_string(page->offset) + "-" + std::to_string(end) + " of " +
-           std::to_string(page->total_bytes) + "]\n" + page->content;
+    text = "[" + recall_id + ": bytes " + std::to_string(page->offset) + "-" + std::to_string(end) +
+           " of " + std::to_string(page->total_bytes) + "]\n" + page->content;
     if (page->remaining_bytes > 0) {
-      text += "\n[" + std::to_string(page->remaining_bytes) + " bytes remain: call context_recall with recall_id \"" +
-              recall_id + "\" and offset " + std::to_string(end) + "]";
+      text += "\n[" + std::to_string(page->remaining_bytes) +
+              " bytes remain: call context_recall with recall_id \"" + recall_id +
+              "\" and offset " + std::to_string(end) + "]";
     } else {
       text += "\n[end of " + recall_id + "]";
     }
-    STRATA_ASSIGN_OR_RETURN(std::string segment_id, context_->AppendToolResult({call.id, text, false}));
+    STRATA_ASSIGN_OR_RETURN(std::string segment_id,
+                            context_->AppendToolResult({call.id, text, false}));
     if (config_.recall.protect_turns > 0) {
       STRATA_RETURN_IF_ERROR(context_->SetPinned(segment_id, true));
-      protections_.push_back({segment_id, static_cast<int64_t>(context_->Stats().turns) + config_.recall.protect_turns});
+      protections_.push_back({segment_id, static_cast<int64_t>(context_->Stats().turns) +
+                                              config_.recall.protect_turns});
       STRATA_RETURN_IF_ERROR(SaveProtections());
     }
     return segment_id;
@@ -773,7 +812,8 @@ class Agent::Impl {
     if (last == nullptr || last->kind != SegmentKind::kToolCall) {
       last = nullptr;
       for (const Segment& s : context_->Segments()) {
-        if (s.layer == Layer::kHistory && s.kind == SegmentKind::kToolCall) last = context_->Find(s.id);
+        if (s.layer == Layer::kHistory && s.kind == SegmentKind::kToolCall)
+          last = context_->Find(s.id);
       }
     }
     if (last == nullptr) return InternalError("open tool calls without an assistant message");
@@ -805,7 +845,9 @@ class Agent::Impl {
         }
       }
       if (output.is_error && stats != nullptr) ++stats->tool_errors;
-      STRATA_RETURN_IF_ERROR(context_->AppendToolResult({call.id, std::move(output.content), output.is_error}).status());
+      STRATA_RETURN_IF_ERROR(
+          context_->AppendToolResult({call.id, std::move(output.content), output.is_error})
+              .status());
     }
     return Status::Ok();
   }
@@ -830,7 +872,8 @@ class Agent::Impl {
     bool due = !built.ok() && built.status().code() == StatusCode::kResourceExhausted;
     if (!built.ok() && !due) return built.status();
     if (built.ok() && budget_) {
-      due = built->input_tokens > static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*budget_))) ||
+      due = built->input_tokens >
+                static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*budget_))) ||
             config_.policy.name == "last-n";
     }
     std::unique_ptr<Context> scratch;
@@ -843,7 +886,8 @@ class Agent::Impl {
     }
     STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(built->body));
     PromptBlocks blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
-    out.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens) : blocks.prompt_tokens;
+    out.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens)
+                                                 : blocks.prompt_tokens;
     out.input_tokens_exact = built->input_tokens_exact;
     out.predicted_cached_tokens = model_->Lookup(blocks);
     return out;
@@ -854,7 +898,8 @@ class Agent::Impl {
     if (built.ok()) return static_cast<int64_t>(built->input_tokens);
     if (built.status().code() != StatusCode::kResourceExhausted) return built.status();
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> scratch, Scratch(false));
-    STRATA_ASSIGN_OR_RETURN(BuiltRequest unlimited, static_cast<const Context&>(*scratch).Build(Fields("count")));
+    STRATA_ASSIGN_OR_RETURN(BuiltRequest unlimited,
+                            static_cast<const Context&>(*scratch).Build(Fields("count")));
     return static_cast<int64_t>(unlimited.input_tokens);
   }
 };
@@ -863,7 +908,8 @@ class Agent::Impl {
 
 namespace {
 
-StatusOr<std::unique_ptr<Agent::Impl>> NewImpl(AgentConfig config, Shared shared, ContextOptions* options) {
+StatusOr<std::unique_ptr<Agent::Impl>> NewImpl(AgentConfig config, Shared shared,
+                                               ContextOptions* options) {
   auto impl = std::make_unique<Agent::Impl>();
   impl->config_ = std::move(config);
   impl->shared_ = std::move(shared);
@@ -887,7 +933,8 @@ Agent::~Agent() = default;
 StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, AgentServices services) {
   Shared shared = SharedFrom(services);
   ContextOptions options;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, NewImpl(std::move(config), std::move(shared), &options));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                          NewImpl(std::move(config), std::move(shared), &options));
   // Validate the context options before anything is written.
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> probe, Context::Create(options));
   probe.reset();
@@ -927,37 +974,42 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
   return agent;
 }
 
-StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id, OpenOptions options) {
+StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id,
+                                             OpenOptions options) {
   STRATA_ASSIGN_OR_RETURN(StoredAgent stored, store.GetAgent(id));
-  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> config_json, store.GetAgentState(id, kConfigKey));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> config_json,
+                          store.GetAgentState(id, kConfigKey));
   if (!config_json) {
-    return FailedPreconditionError("agent \"" + std::string(id) + "\" in " + store.path() +
-                                   " has no stored agent configuration (it was made with CreateContext, not "
-                                   "Agent::Create); reopen it with OpenContext");
+    return FailedPreconditionError(
+        "agent \"" + std::string(id) + "\" in " + store.path() +
+        " has no stored agent configuration (it was made with CreateContext, not "
+        "Agent::Create); reopen it with OpenContext");
   }
   StatusOr<AgentConfig> parsed = AgentConfigFromJson(*config_json);
   if (!parsed.ok()) {
-    return DataLossError("stored configuration of agent \"" + std::string(id) + "\" does not parse: " +
-                         parsed.status().message());
+    return DataLossError("stored configuration of agent \"" + std::string(id) +
+                         "\" does not parse: " + parsed.status().message());
   }
   AgentConfig config = std::move(parsed).value();
   bool retokenized = false;
   if (!options.tokenizer.empty() && options.tokenizer != config.tokenizer) {
     if (!options.retokenize) {
-      return FailedPreconditionError("agent \"" + std::string(id) + "\" was stored with tokenizer \"" +
-                                     config.tokenizer + "\", not \"" + options.tokenizer +
-                                     "\"; open it without a tokenizer to keep the stored one, or set "
-                                     "OpenOptions::retokenize to recount every segment with the new one");
+      return FailedPreconditionError(
+          "agent \"" + std::string(id) + "\" was stored with tokenizer \"" + config.tokenizer +
+          "\", not \"" + options.tokenizer +
+          "\"; open it without a tokenizer to keep the stored one, or set "
+          "OpenOptions::retokenize to recount every segment with the new one");
     }
     config.tokenizer = options.tokenizer;
     retokenized = true;
   }
   if (!options.chat_template.empty() && options.chat_template != config.chat_template) {
     if (!options.retokenize) {
-      return FailedPreconditionError("agent \"" + std::string(id) + "\" was stored with chat template \"" +
-                                     config.chat_template + "\", not \"" + options.chat_template +
-                                     "\"; open it without a template to keep the stored one, or set "
-                                     "OpenOptions::retokenize");
+      return FailedPreconditionError(
+          "agent \"" + std::string(id) + "\" was stored with chat template \"" +
+          config.chat_template + "\", not \"" + options.chat_template +
+          "\"; open it without a template to keep the stored one, or set "
+          "OpenOptions::retokenize");
     }
     config.chat_template = options.chat_template;
     retokenized = true;
@@ -967,22 +1019,25 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id, 
   Shared shared = SharedFrom(options.services);
   shared.store = &store;
   ContextOptions context_options;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, NewImpl(std::move(config), std::move(shared), &context_options));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                          NewImpl(std::move(config), std::move(shared), &context_options));
   // The tokenizer must be the one that counted the stored segments, unless recounting.
-  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> counted_with, store.GetAgentState(id, kTokenizerNameKey));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> counted_with,
+                          store.GetAgentState(id, kTokenizerNameKey));
   const std::string counted = counted_with ? *counted_with : stored.tokenizer_name;
   if (!retokenized && !counted.empty() && counted != impl->tokenizer_->Name()) {
-    return FailedPreconditionError("agent \"" + std::string(id) + "\" was counted with tokenizer " +
-                                   counted + " but its configured tokenizer \"" +
-                                   impl->config_.tokenizer + "\" is now " + impl->tokenizer_->Name() +
-                                   " (the file changed?); set OpenOptions::retokenize to recount");
+    return FailedPreconditionError(
+        "agent \"" + std::string(id) + "\" was counted with tokenizer " + counted +
+        " but its configured tokenizer \"" + impl->config_.tokenizer + "\" is now " +
+        impl->tokenizer_->Name() + " (the file changed?); set OpenOptions::retokenize to recount");
   }
   STRATA_ASSIGN_OR_RETURN(ContextSnapshot snapshot, store.LoadSnapshot(id));
   if (retokenized) {
     const Tokenizer& tok = *impl->tokenizer_;
     for (Segment& s : snapshot.segments) {
       size_t tokens = tok.Count(s.content) + tok.Count(s.reasoning);
-      for (const ToolCall& call : s.tool_calls) tokens += tok.Count(call.name) + tok.Count(call.arguments);
+      for (const ToolCall& call : s.tool_calls)
+        tokens += tok.Count(call.name) + tok.Count(call.arguments);
       s.tokens = tokens;
     }
     ContextChange change;
@@ -995,7 +1050,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id, 
     STRATA_RETURN_IF_ERROR(store.PutAgentState(id, kConfigKey, AgentConfigToJson(impl->config_)));
   }
   impl->AttachJournal(&context_options);
-  StatusOr<std::unique_ptr<Context>> context = Context::Restore(std::move(context_options), std::move(snapshot));
+  StatusOr<std::unique_ptr<Context>> context =
+      Context::Restore(std::move(context_options), std::move(snapshot));
   if (!context.ok()) {
     return DataLossError("stored context of agent \"" + std::string(id) + "\" in " + store.path() +
                          " does not restore: " + context.status().message());
@@ -1043,12 +1099,14 @@ Status Agent::RegisterTool(std::string name, std::string_view schema_json, ToolH
   std::lock_guard<std::mutex> lock(impl_->mu_);
   if (name.empty()) return InvalidArgumentError("RegisterTool: the tool name must not be empty");
   if (name == kRecallToolName) {
-    return InvalidArgumentError("RegisterTool: \"context_recall\" is the agent's own tool (AgentRecallConfig)");
+    return InvalidArgumentError(
+        "RegisterTool: \"context_recall\" is the agent's own tool (AgentRecallConfig)");
   }
   json schema = json::parse(schema_json.begin(), schema_json.end(), nullptr, false);
   if (!schema.is_object()) {
-    return InvalidArgumentError("RegisterTool(\"" + name + "\"): the schema is not a JSON object: " +
-                                std::string(schema_json.substr(0, 80)));
+    return InvalidArgumentError(
+        "RegisterTool(\"" + name +
+        "\"): the schema is not a JSON object: " + std::string(schema_json.substr(0, 80)));
   }
   json function = schema.contains("function") ? schema["function"] : schema;
   if (!function.is_object()) {
@@ -1059,7 +1117,8 @@ Status Agent::RegisterTool(std::string name, std::string_view schema_json, ToolH
                                 function["name"].dump());
   }
   if (function.contains("parameters") && !function["parameters"].is_object()) {
-    return InvalidArgumentError("RegisterTool(\"" + name + "\"): \"parameters\" must be a JSON Schema object");
+    return InvalidArgumentError("RegisterTool(\"" + name +
+                                "\"): \"parameters\" must be a JSON Schema object");
   }
   function["name"] = name;
   json tool = {{"type", "function"}, {"function", function}};
@@ -1067,14 +1126,16 @@ Status Agent::RegisterTool(std::string name, std::string_view schema_json, ToolH
   auto& tools = impl_->tools_;
   auto it = tools.find(name);
   if (it != tools.end() && it->second.handler) {
-    return InvalidArgumentError("RegisterTool: a tool named \"" + name + "\" is already registered");
+    return InvalidArgumentError("RegisterTool: a tool named \"" + name +
+                                "\" is already registered");
   }
   const bool same_schema = it != tools.end() && it->second.schema == canonical;
   Impl::Tool before = it != tools.end() ? it->second : Impl::Tool{};
   const bool existed = it != tools.end();
   tools[name] = Impl::Tool{canonical, std::move(handler)};
   if (!existed) impl_->tool_order_.push_back(name);
-  if (same_schema) return Status::Ok();  // reattaching a handler after Open: no change to the prefix
+  if (same_schema)
+    return Status::Ok();  // reattaching a handler after Open: no change to the prefix
   Status set = impl_->context_->SetTools(impl_->ToolsJson());
   if (!set.ok()) {
     if (existed) {
@@ -1100,10 +1161,12 @@ Status Agent::DispatchToolCalls(RunResult* stats) {
 StatusOr<RunResult> Agent::Run(std::string user_message, const RunOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   if (options.max_turns <= 0) {
-    return InvalidArgumentError("RunOptions::max_turns must be positive, got " + std::to_string(options.max_turns));
+    return InvalidArgumentError("RunOptions::max_turns must be positive, got " +
+                                std::to_string(options.max_turns));
   }
   RunResult result;
-  if (!user_message.empty()) STRATA_RETURN_IF_ERROR(impl_->context_->AppendUser(std::move(user_message)).status());
+  if (!user_message.empty())
+    STRATA_RETURN_IF_ERROR(impl_->context_->AppendUser(std::move(user_message)).status());
   // Answer calls left open by an earlier Complete() first, so that the request is valid.
   STRATA_RETURN_IF_ERROR(impl_->Dispatch(&result));
   for (int i = 0; i < options.max_turns; ++i) {
@@ -1131,7 +1194,8 @@ StatusOr<int64_t> Agent::InputTokens() const {
   return impl_->InputTokens();
 }
 
-StatusOr<RecallPage> Agent::Recall(std::string_view recall_id, size_t offset, size_t max_tokens) const {
+StatusOr<RecallPage> Agent::Recall(std::string_view recall_id, size_t offset,
+                                   size_t max_tokens) const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->Recall(recall_id, offset, max_tokens);
 }
@@ -1140,21 +1204,24 @@ StatusOr<std::unique_ptr<Agent>> Agent::Fork(std::string task, const ForkOptions
   std::lock_guard<std::mutex> lock(impl_->mu_);
   Impl& parent = *impl_;
   AgentConfig config = parent.config_;
-  config.identity.id = !options.id.empty() ? options.id
-                                           : config.identity.id + ".fork-" + std::to_string(parent.forks_ + 1);
+  config.identity.id = !options.id.empty()
+                           ? options.id
+                           : config.identity.id + ".fork-" + std::to_string(parent.forks_ + 1);
   if (options.budget) config.budget = *options.budget;
   Shared shared = parent.shared_;  // same endpoint, store and summarizer (shared ownership)
   if (parent.own_summarizer_ != nullptr && shared.summarizer == parent.own_summarizer_.get()) {
     shared.summarizer = nullptr;  // the child makes its own: the parent's dies with the parent
   }
   ContextOptions context_options;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, NewImpl(std::move(config), std::move(shared), &context_options));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                          NewImpl(std::move(config), std::move(shared), &context_options));
   Store* store = impl->shared_.store;
   if (store != nullptr) {
     Status created = store->CreateAgent(context_options);
     // A default id taken by a fork of an earlier process: take the next number.
-    for (int n = parent.forks_ + 2; options.id.empty() && created.code() == StatusCode::kAlreadyExists &&
-                                    n < parent.forks_ + 1000;
+    for (int n = parent.forks_ + 2;
+         options.id.empty() && created.code() == StatusCode::kAlreadyExists &&
+         n < parent.forks_ + 1000;
          ++n) {
       impl->config_.identity.id = parent.config_.identity.id + ".fork-" + std::to_string(n);
       context_options.agent.id = impl->config_.identity.id;
@@ -1225,21 +1292,27 @@ StatusOr<std::string> Agent::Join(Agent& child, const JoinOptions& options) {
   for (const Segment& s : segments) {
     if (s.layer != Layer::kHistory) continue;
     if (task.empty() && s.kind == SegmentKind::kUser) task = s.content;
-    if (s.state != SegmentState::kEvicted && s.state != SegmentState::kSummarized) history.push_back(&s);
+    if (s.state != SegmentState::kEvicted && s.state != SegmentState::kSummarized)
+      history.push_back(&s);
   }
   std::string body;
   const char* what = "final answer";
-  if (!history.empty() && history.back()->kind == SegmentKind::kAssistant && !history.back()->content.empty()) {
+  if (!history.empty() && history.back()->kind == SegmentKind::kAssistant &&
+      !history.back()->content.empty()) {
     body = history.back()->content;
   } else {
     what = "summary (it ended without a final answer)";
-    STRATA_ASSIGN_OR_RETURN(body, kid.shared_.summarizer->Summarize(history, options.max_tokens, *kid.tokenizer_));
+    STRATA_ASSIGN_OR_RETURN(
+        body, kid.shared_.summarizer->Summarize(history, options.max_tokens, *kid.tokenizer_));
   }
   // Validated: non-empty, within max_tokens (cut at a line end when longer).
-  if (body.empty()) return FailedPreconditionError("Join: agent \"" + kid.config_.identity.id + "\" has nothing to fold back");
+  if (body.empty())
+    return FailedPreconditionError("Join: agent \"" + kid.config_.identity.id +
+                                   "\" has nothing to fold back");
   if (parent.tokenizer_->Count(body) > options.max_tokens) {
     size_t keep = Utf8Floor(body, options.max_tokens * 3);
-    while (keep > 0 && parent.tokenizer_->Count(std::string_view(body).substr(0, keep)) > options.max_tokens) {
+    while (keep > 0 &&
+           parent.tokenizer_->Count(std::string_view(body).substr(0, keep)) > options.max_tokens) {
       keep = Utf8Floor(body, keep * 9 / 10);
     }
     body = body.substr(0, keep) + "\n[cut to " + std::to_string(options.max_tokens) + " tokens]";
@@ -1257,8 +1330,8 @@ StatusOr<std::string> Agent::Join(Agent& child, const JoinOptions& options) {
     if (originals.emplace(rid, original).second) recall_ids.push_back(rid);
   }
   if (task.size() > 200) task = task.substr(0, Utf8Floor(task, 200)) + "...";
-  std::string message = "Result of the subtask \"" + task + "\" (agent " + kid.config_.identity.id + ", " + what +
-                        "):\n" + body;
+  std::string message = "Result of the subtask \"" + task + "\" (agent " + kid.config_.identity.id +
+                        ", " + what + "):\n" + body;
   if (!recall_ids.empty()) {
     message += "\n[recall ids of the subtask's shortened content:";
     for (const std::string& rid : recall_ids) message += " " + rid;

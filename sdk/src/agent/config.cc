@@ -42,8 +42,9 @@ class ObjectReader {
       if (!used_.count(it.key())) {
         std::string known;
         for (const std::string& k : used_order_) known += (known.empty() ? "" : ", ") + k;
-        return InvalidArgumentError("unknown key \"" + Join(it.key()) + "\" in the agent configuration (" +
-                                    (path_.empty() ? std::string("top level") : path_) + " accepts: " + known + ")");
+        return InvalidArgumentError(
+            "unknown key \"" + Join(it.key()) + "\" in the agent configuration (" +
+            (path_.empty() ? std::string("top level") : path_) + " accepts: " + known + ")");
       }
     }
     return Status::Ok();
@@ -111,8 +112,8 @@ class ObjectReader {
     std::vector<std::string> values;
     for (size_t i = 0; i < v->size(); ++i) {
       if (!(*v)[i].is_string()) {
-        return InvalidArgumentError(Join(key) + "[" + std::to_string(i) + "]: expected a string, got " +
-                                    (*v)[i].dump());
+        return InvalidArgumentError(Join(key) + "[" + std::to_string(i) +
+                                    "]: expected a string, got " + (*v)[i].dump());
       }
       values.push_back((*v)[i].get<std::string>());
     }
@@ -125,7 +126,8 @@ class ObjectReader {
     ObjectReader r(*v, Join(key));
     STRATA_RETURN_IF_ERROR(r.Check());
     if (v->size() != 1 || !(v->contains("fraction") || v->contains("tokens"))) {
-      return InvalidArgumentError(Where(key) + "expected {\"fraction\": f} or {\"tokens\": n}, got " + v->dump());
+      return InvalidArgumentError(
+          Where(key) + "expected {\"fraction\": f} or {\"tokens\": n}, got " + v->dump());
     }
     if (v->contains("fraction")) {
       double f = 0;
@@ -214,12 +216,10 @@ std::string AgentConfigToJson(const AgentConfig& c) {
   j["keep_originals"] = c.keep_originals;
   j["message_overhead_tokens"] = c.message_overhead_tokens;
   const AgentEndpointConfig& e = c.endpoint;
-  json endpoint = {{"backend", e.backend},
-                   {"base_url", e.base_url},
-                   {"api_key_env", e.api_key_env},
-                   {"deployment_secret_env", e.deployment_secret_env},
-                   {"stream", e.stream},
-                   {"max_output_tokens", e.max_output_tokens}};
+  json endpoint = {
+      {"backend", e.backend},         {"base_url", e.base_url},
+      {"api_key_env", e.api_key_env}, {"deployment_secret_env", e.deployment_secret_env},
+      {"stream", e.stream},           {"max_output_tokens", e.max_output_tokens}};
   endpoint["thinking"] = e.thinking ? json(*e.thinking) : json(nullptr);
   endpoint["reasoning_effort"] = e.reasoning_effort;
   endpoint["send_cache_salt"] = e.send_cache_salt;
@@ -342,7 +342,8 @@ StatusOr<Budget> ResolveBudget(const AgentBudgetConfig& config) {
     return InvalidArgumentError("budget.window " + std::to_string(config.window) +
                                 " must be positive (the model's context length, e.g. 1048576)");
   }
-  budget.reserve_output = config.reserve_output.value_or(std::min<int64_t>(32768, config.window / 8));
+  budget.reserve_output =
+      config.reserve_output.value_or(std::min<int64_t>(32768, config.window / 8));
   budget.reserve_reasoning =
       config.reserve_reasoning.value_or(std::min<int64_t>(16384, config.window / 16));
   budget.reserve_headroom =
@@ -351,21 +352,24 @@ StatusOr<Budget> ResolveBudget(const AgentBudgetConfig& config) {
   budget.target = config.target;
   // Reserves must leave at least a quarter of the window for input; name the reserve to lower.
   const int64_t min_input = std::max<int64_t>(1, config.window / 4);
-  const int64_t reserves = budget.reserve_output + budget.reserve_reasoning + budget.reserve_headroom;
+  const int64_t reserves =
+      budget.reserve_output + budget.reserve_reasoning + budget.reserve_headroom;
   if (budget.reserve_output >= 0 && budget.reserve_reasoning >= 0 && budget.reserve_headroom >= 0 &&
       config.window - reserves < min_input) {
     const std::pair<const char*, int64_t> all[] = {{"reserve_output", budget.reserve_output},
                                                    {"reserve_reasoning", budget.reserve_reasoning},
                                                    {"reserve_headroom", budget.reserve_headroom}};
-    const auto* largest = std::max_element(std::begin(all), std::end(all),
-                                           [](const auto& a, const auto& b) { return a.second < b.second; });
+    const auto* largest =
+        std::max_element(std::begin(all), std::end(all),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
     const int64_t excess = min_input - (config.window - reserves);
     return InvalidArgumentError(
         "budget reserves (" + std::to_string(reserves) + " tokens) leave " +
-        std::to_string(config.window - reserves) + " of the window of " + std::to_string(config.window) +
-        " tokens for input, less than a quarter (" + std::to_string(min_input) + "): lower budget." +
-        largest->first + " by at least " + std::to_string(excess) + " tokens (from " +
-        std::to_string(largest->second) + " to " + std::to_string(std::max<int64_t>(0, largest->second - excess)) +
+        std::to_string(config.window - reserves) + " of the window of " +
+        std::to_string(config.window) + " tokens for input, less than a quarter (" +
+        std::to_string(min_input) + "): lower budget." + largest->first + " by at least " +
+        std::to_string(excess) + " tokens (from " + std::to_string(largest->second) + " to " +
+        std::to_string(std::max<int64_t>(0, largest->second - excess)) +
         "), or leave the reserves unset so that they scale with the window");
   }
   STRATA_RETURN_IF_ERROR(budget.Validate());

@@ -61,7 +61,8 @@ size_t PromptTokens::Count(std::string_view text) {
   return EncodeLocked(text).size();
 }
 
-StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template, std::string_view body) {
+StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template,
+                                           std::string_view body) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!last_body_.empty() && body == last_body_) return last_render_;

@@ -42,8 +42,10 @@ class PromptTokens {
   // chat_template.Render(body), reusing the last render when `body` is the same (the budget count
   // and the block hashes of one request render it once).
   StatusOr<std::string> Render(const ChatTemplate& chat_template, std::string_view body);
-  // The block hash chain of `text` under `salt`, equal to HashPrompt(text, salt, tokenizer, options).
-  PromptBlocks Hash(std::string_view text, std::string_view salt, const PrefixCacheOptions& options);
+  // The block hash chain of `text` under `salt`, equal to HashPrompt(text, salt, tokenizer,
+  // options).
+  PromptBlocks Hash(std::string_view text, std::string_view salt,
+                    const PrefixCacheOptions& options);
 
  private:
   std::vector<int32_t> EncodeLocked(std::string_view text);
@@ -52,10 +54,10 @@ class PromptTokens {
   bool exact_ = false;
   std::vector<std::string> markers_;  // empty: no splitting
   std::mutex mu_;
-  std::string last_text_;                 // guarded by mu_
-  std::vector<int32_t> last_ids_;         // guarded by mu_
-  std::string last_body_;                 // guarded by mu_
-  std::string last_render_;               // guarded by mu_: Render(last_body_)
+  std::string last_text_;          // guarded by mu_
+  std::vector<int32_t> last_ids_;  // guarded by mu_
+  std::string last_body_;          // guarded by mu_
+  std::string last_render_;        // guarded by mu_: Render(last_body_)
   // Ids of the pieces of the last prompt, by piece bytes. Guarded by mu_.
   std::unordered_map<std::string, std::vector<int32_t>> pieces_;
 };

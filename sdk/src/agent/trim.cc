@@ -46,7 +46,8 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
   }
   std::unique_ptr<RequestTokenCounter> counter;
   if (chat_template) counter = MakeRequestTokenCounter(*chat_template, *tokenizer);
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy, MakePolicyByName(options.policy));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy,
+                          MakePolicyByName(options.policy));
 
   ContextOptions context_options;
   context_options.agent.id = "trim";
@@ -84,15 +85,17 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
       if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
         for (const json& call : m["tool_calls"]) {
           if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
-            return InvalidArgumentError(where + ".tool_calls: each call needs a \"function\" object");
+            return InvalidArgumentError(where +
+                                        ".tool_calls: each call needs a \"function\" object");
           }
           const json& function = call["function"];
           ToolCall c;
           c.id = call.value("id", "");
           c.name = function.value("name", "");
           if (function.contains("arguments")) {
-            c.arguments = function["arguments"].is_string() ? function["arguments"].get<std::string>()
-                                                             : function["arguments"].dump();
+            c.arguments = function["arguments"].is_string()
+                              ? function["arguments"].get<std::string>()
+                              : function["arguments"].dump();
           }
           message.tool_calls.push_back(std::move(c));
         }
@@ -104,7 +107,8 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
       result.content = std::move(content);
       status = context->AppendToolResult(std::move(result)).status();
     } else {
-      return InvalidArgumentError(where + ": unknown role \"" + role + "\" (system, developer, user, assistant, tool)");
+      return InvalidArgumentError(where + ": unknown role \"" + role +
+                                  "\" (system, developer, user, assistant, tool)");
     }
     if (!status.ok()) return Status(status.code(), where + ": " + status.message());
   }
@@ -112,7 +116,8 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
   STRATA_ASSIGN_OR_RETURN(BuiltRequest built, context->Build());
   json body = json::parse(built.body, nullptr, false);
   TrimResult result;
-  result.messages_json = body.is_object() && body.contains("messages") ? body["messages"].dump() : "[]";
+  result.messages_json =
+      body.is_object() && body.contains("messages") ? body["messages"].dump() : "[]";
   result.input_tokens = static_cast<int64_t>(built.input_tokens);
   result.report = built.compaction;
   return result;

