@@ -1,106 +1,93 @@
-// An agent loop under a token budget: strata compacts the history when it must, keeps the request
-// prefix stable in between, and lets the model get back what was compacted through the
-// `context_recall` tool.
+// A complete tool-using agent: strata::Agent with two tools over a small in-memory repository,
+// a budget, a store, streaming, and a restart that continues the same agent.
 //
-// The "model" here is scripted (no server needed): it reads files for a while, then asks to
-// recall one whose output was masked. Run it:
-//
-//   build/examples/example_agent_loop
+// The model is strata-sim replaying a scripted trajectory (its assistant messages are the replies):
+//   build/sdk/apps/strata-sim/strata-sim --port 8000 --chat-template glm5 \
+//       --trajectory examples/agent_loop.jsonl &
+//   build/examples/example_agent_loop http://127.0.0.1:8000/v1
+// Point it at a real OpenAI-compatible server (vLLM, SGLang) the same way.
+#include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include "strata/compact.h"
-#include "strata/context.h"
+#include "strata/agent.h"
 
 namespace {
 
-// A stand-in for a tool: a source file of `lines` lines.
-std::string ReadFile(int n, int lines) {
-  std::string text = "# module_" + std::to_string(n) + ".py\n";
-  for (int i = 0; i < lines; ++i) {
-    text += "def handler_" + std::to_string(n) + "_" + std::to_string(i) + "(request):\n    return route(request)\n";
-  }
-  return text;
+const std::map<std::string, std::string> kRepository = {
+    {"app.py", "from routes import route\n\ndef handle(request):\n    return route(request)\n"},
+    {"routes.py",
+     "HANDLERS = {'/api': api, '/static': static}\n\ndef route(request):\n"
+     "    prefix = request.path.split('/')[1]\n    return HANDLERS['/' + prefix](request)\n"}};
+
+strata::ToolOutput ReadFile(const std::string& arguments) {
+  const std::string path =
+      nlohmann::json::parse(arguments).at("path");  // a throw becomes an error result
+  auto file = kRepository.find(path);
+  if (file == kRepository.end()) return {"no such file: " + path, true};
+  return {file->second, false};
 }
 
-strata::Status Run() {
-  // 1. A budget: 6,000 input tokens. Compaction starts above 90% and brings the request down to 60%.
-  strata::Budget budget;
-  budget.window = 6000;
-  budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
-  budget.trigger = strata::BudgetLimit::Fraction(0.9);
-  budget.target = strata::BudgetLimit::Fraction(0.6);
+strata::ToolOutput ListDir(const std::string&) {
+  std::string names;
+  for (const auto& [name, content] : kRepository) names += name + "\n";
+  return {names, false};
+}
 
-  // 2. The strata policy; tool results of "read_spec" are never touched.
-  strata::StrataPolicyOptions policy_options;
-  policy_options.exclude_tools = {"read_spec"};
-  std::unique_ptr<strata::CompactionPolicy> policy = strata::MakeStrataPolicy(policy_options);
+strata::Status Main(const std::string& base_url) {
+  strata::AgentConfig config;
+  config.identity.id = "agent-loop";
+  config.endpoint.base_url = base_url;
+  config.budget.window = 8000;  // reserves scale with the window
+  config.store_path = "agent_loop.db";
+  std::remove(config.store_path.c_str());  // a fresh start for the example
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Agent> agent, strata::Agent::Create(config));
+  STRATA_RETURN_IF_ERROR(agent->SetSystemPrompt("You are a coding agent. Use the tools."));
+  STRATA_RETURN_IF_ERROR(agent->RegisterTool(
+      "read_file",
+      R"({"description":"Read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}})",
+      ReadFile));
+  STRATA_RETURN_IF_ERROR(agent->RegisterTool(
+      "list_dir", R"({"description":"List the repository","parameters":{"type":"object"}})",
+      ListDir));
 
-  strata::ContextOptions options;
-  options.agent.id = "agent-loop";
-  options.budget = budget;
-  options.compaction = policy.get();
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Context> context, strata::Context::Create(options));
-  STRATA_RETURN_IF_ERROR(context->SetSystemPrompt("You are a coding agent. Use the tools."));
-  // 3. Expose context_recall next to the application's own tools.
-  STRATA_RETURN_IF_ERROR(context->SetTools(
-      "[" + strata::RecallToolSchema() +
-      R"(,{"type":"function","function":{"name":"read_file","parameters":{"type":"object",
-          "properties":{"path":{"type":"string"}}}}}])"));
-  STRATA_RETURN_IF_ERROR(context->AppendUser("Find where requests are routed.").status());
-
-  for (int turn = 1; turn <= 14; ++turn) {
-    // Build before every model call: compacts first when the budget requires.
-    STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest request, context->Build());
-    std::cout << "turn " << turn << ": " << request.input_tokens << " tokens";
-    if (request.compaction) {
-      const strata::CompactionReport& c = *request.compaction;
-      std::cout << "  [compacted by " << c.policy << ": " << c.tokens_before << " -> " << c.tokens_after
-                << " tokens, " << c.masked << " masked, " << c.summarized << " summarized, "
-                << c.invalidated_tokens << " cached tokens invalidated]";
-    }
-    std::cout << "\n";
-
-    // The scripted model: read a file per turn.
-    const std::string id = "call_" + std::to_string(turn);
-    STRATA_RETURN_IF_ERROR(context->AppendAssistant({"Reading the next module.", "",
-                                                     {{id, "read_file", "{\"path\":\"module_" + std::to_string(turn) + ".py\"}"}}})
-                               .status());
-    STRATA_RETURN_IF_ERROR(context->AppendToolResult({id, ReadFile(turn, 40), false}).status());
+  strata::RunOptions options;
+  options.max_turns = 8;
+  options.turn.on_delta = [](const strata::StreamDelta& delta) {  // the answer as it streams
+    if (delta.kind == strata::StreamDelta::Kind::kContent) std::cout << delta.text << std::flush;
+  };
+  STRATA_ASSIGN_OR_RETURN(strata::RunResult run, agent->Run("Where are requests routed?", options));
+  std::cout << "\n\n"
+            << run.turns.size() << " requests, " << run.tool_calls << " tool calls, stopped on "
+            << run.stopped << "\n";
+  for (const strata::Turn& turn : run.turns) {
+    std::cout << "  " << turn.record.input_tokens << " input tokens, "
+              << turn.record.cached_tokens_predicted << " predicted cached, "
+              << (turn.record.cached_tokens_reported
+                      ? std::to_string(*turn.record.cached_tokens_reported)
+                      : "?")
+              << " reported\n";
   }
 
-  // 4. Compaction masked some results (the latest ones that reach the target, so that the cached
-  //    prefix before them survives). A placeholder names the recall id.
-  std::string recall_id;
-  for (const strata::Segment& s : context->Segments()) {
-    if (s.state == strata::SegmentState::kMasked) {
-      std::cout << "\na masked result now reads:\n  " << s.content << "\n";
-      recall_id = s.recall_id;
-      break;
-    }
-  }
-  if (recall_id.empty()) return strata::InternalError("expected a masked result");
-
-  // 5. The model asks for it back: the original is appended as a new tool result (the prefix stays).
-  STRATA_RETURN_IF_ERROR(context->AppendAssistant({"I need that module again.", "",
-                                                   {{"recall_1", strata::kRecallToolName,
-                                                     "{\"recall_id\":\"" + recall_id + "\"}"}}})
-                             .status());
-  STRATA_ASSIGN_OR_RETURN(std::string recalled, context->AnswerRecall("recall_1"));
-  std::cout << "recalled " << context->Find(recalled)->content.size() << " bytes under " << recall_id << "\n";
-  STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest last, context->Build());
-  std::cout << "final request: " << last.input_tokens << " tokens (limit " << last.limit_tokens << "), "
-            << context->Compactions().size() << " compactions in all\n";
-  return strata::Status::Ok();
+  // A restart: the configuration, the context and the cache view come back from the store.
+  agent.reset();
+  STRATA_ASSIGN_OR_RETURN(agent, strata::Agent::Open("agent_loop.db", "agent-loop"));
+  STRATA_ASSIGN_OR_RETURN(strata::CachePrediction next, agent->PredictCachedTokens());
+  std::cout << "after reopening: budget window " << agent->config().budget.window
+            << ", next request " << next.input_tokens << " tokens, " << next.predicted_cached_tokens
+            << " predicted cached\n";
+  return strata::Status();
 }
 
 }  // namespace
 
-int main() {
-  strata::Status status = Run();
+int main(int argc, char** argv) {
+  strata::Status status = Main(argc > 1 ? argv[1] : "http://127.0.0.1:8000/v1");
   if (!status.ok()) {
-    std::cerr << status << "\n";
+    std::cerr << "agent_loop: " << status << "\n";
     return 1;
   }
   return 0;

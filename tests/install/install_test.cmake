@@ -17,3 +17,16 @@ if(NOT last_output MATCHES "\"model\":\"consumer-model\"")
   message(FATAL_ERROR "consumer printed an unexpected request: ${last_output}")
 endif()
 message(STATUS "consumer output: ${last_output}")
+
+# examples/ on its own against the installed strata, as a user's project: configure, build, run the
+# one that needs no server.
+run(${CMAKE_COMMAND} -S ${EXAMPLES_SOURCE_DIR} -B ${WORK_DIR}/examples-build -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/examples-build)
+foreach(example example_quickstart example_agent_loop)
+  if(NOT EXISTS ${WORK_DIR}/examples-build/${example})
+    message(FATAL_ERROR "examples/ did not build ${example} against the installed strata")
+  endif()
+endforeach()
+run(${WORK_DIR}/examples-build/example_quickstart)
+message(STATUS "examples built against the installed strata")

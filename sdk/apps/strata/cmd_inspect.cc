@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -19,6 +20,7 @@ struct InspectArgs {
   std::string db;
   std::string agent;
   size_t requests = 10;
+  bool json = false;
 };
 
 std::string Time(int64_t unix_ms) {
@@ -149,13 +151,39 @@ void ShowAgent(Store& store, const InspectArgs& args) {
   }
 }
 
+// --json --agent ID: {"config": <AgentConfig JSON, or null for a bare context>, "agent": {...counts},
+// "compactions": [the last reports], "requests": n}.
+void ShowAgentJson(Store& store, const InspectArgs& args) {
+  StoredAgent agent = Check(store.GetAgent(args.agent));
+  std::optional<std::string> config = Check(store.GetAgentState(args.agent, "config"));
+  nlohmann::ordered_json out;
+  out["config"] = config ? nlohmann::ordered_json::parse(*config, nullptr, false) : nlohmann::ordered_json();
+  out["agent"] = {{"id", agent.options.agent.id},     {"tokenizer", agent.tokenizer_name},
+                  {"turn", agent.turn},               {"segments", agent.segments},
+                  {"tokens", agent.tokens},           {"requests", agent.requests},
+                  {"compactions", agent.compactions}, {"created_unix_ms", agent.created_unix_ms},
+                  {"updated_unix_ms", agent.updated_unix_ms}};
+  std::vector<StoredEvent> events = Check(store.Events(args.agent, "compaction"));
+  nlohmann::ordered_json compactions = nlohmann::ordered_json::array();
+  const size_t first = events.size() > args.requests ? events.size() - args.requests : 0;
+  for (size_t i = first; i < events.size(); ++i) {
+    nlohmann::ordered_json report = nlohmann::ordered_json::parse(events[i].payload_json, nullptr, false);
+    compactions.push_back({{"turn", events[i].turn}, {"unix_ms", events[i].unix_ms}, {"report", report}});
+  }
+  out["compactions"] = compactions;
+  std::cout << out.dump() << "\n";
+}
+
 void Run(const InspectArgs& args) {
   StoreOptions options;
   options.create_if_missing = false;
   options.read_only = true;
   StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(args.db, options);
   if (!store.ok()) throw CommandFailed{store.status().ToString()};
-  if (args.agent.empty()) {
+  if (args.json) {
+    if (args.agent.empty()) throw CLI::ValidationError("--json", "--json needs --agent ID");
+    ShowAgentJson(**store, args);
+  } else if (args.agent.empty()) {
     ListAgents(**store);
   } else {
     ShowAgent(**store, args);
@@ -172,8 +200,12 @@ void RegisterInspect(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--agent", args->agent, "Show this agent in detail");
-  cmd->add_option("--requests", args->requests, "How many recent requests to show")
+  cmd->add_option("--requests", args->requests,
+                  "How many recent requests (and, with --json, compactions) to show")
       ->capture_default_str();
+  cmd->add_flag("--json", args->json,
+                "With --agent: one JSON object {\"config\": <AgentConfig>, \"agent\": counts, "
+                "\"compactions\": [...]}");
   cmd->callback([args] { Run(*args); });
 }
 

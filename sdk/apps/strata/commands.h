@@ -22,6 +22,7 @@ void RegisterTokens(CLI::App& app);
 void RegisterInspect(CLI::App& app);
 void RegisterGrowth(CLI::App& app);
 void RegisterPrompt(CLI::App& app);
+void RegisterRun(CLI::App& app);
 
 }  // namespace strata::cli
 

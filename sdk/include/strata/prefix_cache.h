@@ -80,6 +80,11 @@ struct PromptBlocks {
 PromptBlocks HashPrompt(std::string_view text, std::string_view salt, const Tokenizer* tokenizer,
                         const PrefixCacheOptions& options);
 
+// The block hash chain of a prompt already encoded into token ids `ids` (an exact tokenizer's):
+// equal to HashPrompt() of the text those ids encode, without encoding it again.
+PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view salt,
+                           const PrefixCacheOptions& options);
+
 class PrefixCacheModel {
  public:
   explicit PrefixCacheModel(PrefixCacheOptions options = {});

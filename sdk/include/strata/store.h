@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -198,6 +199,17 @@ class Store {
   // The agent's events in append order; `type` "" for every type.
   virtual StatusOr<std::vector<StoredEvent>> Events(std::string_view agent_id,
                                                     std::string_view type = "") = 0;
+  // --- Per-agent state ------------------------------------------------------------------------
+
+  // Stores (or replaces) `value` under `key` for an agent, in one transaction (strata::Agent keeps
+  // its configuration and its prefix-cache state here). NOT_FOUND for an unknown agent;
+  // INVALID_ARGUMENT for an empty key.
+  virtual Status PutAgentState(std::string_view agent_id, std::string_view key,
+                               std::string_view value) = 0;
+  // The value under `key`, std::nullopt when none. NOT_FOUND for an unknown agent.
+  virtual StatusOr<std::optional<std::string>> GetAgentState(std::string_view agent_id,
+                                                             std::string_view key) = 0;
+
   // Records (or replaces) the growth point of (agent_id, turn).
   virtual Status RecordGrowth(const GrowthPoint& point) = 0;
   // The agent's growth curve ordered by turn.

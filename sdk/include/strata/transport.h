@@ -95,6 +95,17 @@ class CancellationToken {
   std::atomic<bool> cancelled_{false};
 };
 
+// One streamed fragment of an answer, handed to CallOptions::on_delta as it arrives (a whole,
+// non-streamed answer gives one delta per field).
+struct StreamDelta {
+  enum class Kind : int { kContent = 0, kReasoning = 1, kToolCallArguments = 2 };
+  Kind kind = Kind::kContent;
+  std::string text;
+  int tool_call_index = 0;    // kToolCallArguments: the call's index in the answer
+  std::string tool_call_id;   // kToolCallArguments: the call's id once known, else ""
+  std::string tool_name;      // kToolCallArguments: the function name once known, else ""
+};
+
 struct CallOptions {
   // Total time budget of the call including retries; 0 uses the transport's total timeout.
   std::chrono::milliseconds deadline{0};
@@ -107,6 +118,9 @@ struct CallOptions {
   // Prompt size hint for the first-byte timeout (Timeouts::prefill_per_100k_tokens); 0 = estimated
   // from the body as bytes/4.
   int64_t prompt_tokens = 0;
+  // Called on the sending thread with each content, reasoning and tool-call-argument fragment as
+  // the response parser sees it (before Send() returns). May be empty. Must not throw.
+  std::function<void(const StreamDelta&)> on_delta;
 };
 
 // Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).

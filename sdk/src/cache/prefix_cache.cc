@@ -52,13 +52,8 @@ PromptBlocks HashPrompt(std::string_view text, std::string_view salt, const Toke
     ids = tokenizer->Encode(text);
     if (ids.empty() && !text.empty()) exact = false;
   }
-  if (exact) {
-    blocks.prompt_tokens = static_cast<int64_t>(ids.size());
-    for (size_t start = 0; start + block_tokens <= ids.size(); start += block_tokens) {
-      h = Mix(Fnv(h, ids.data() + start, block_tokens * sizeof(int32_t)));
-      blocks.hashes.push_back(h);
-    }
-  } else {
+  if (exact) return HashPromptIds(ids, salt, options);
+  {
     const size_t bpt = std::max<size_t>(1, options.bytes_per_token);
     const size_t block_bytes = block_tokens * bpt;
     blocks.prompt_tokens = static_cast<int64_t>((text.size() + bpt - 1) / bpt);
@@ -66,6 +61,26 @@ PromptBlocks HashPrompt(std::string_view text, std::string_view salt, const Toke
       h = Mix(Fnv(h, text.data() + start, block_bytes));
       blocks.hashes.push_back(h);
     }
+  }
+  size_t limit = blocks.prompt_tokens > 0
+                     ? static_cast<size_t>(blocks.prompt_tokens - 1) / block_tokens
+                     : 0;
+  blocks.cacheable_blocks = std::min(limit, blocks.hashes.size());
+  return blocks;
+}
+
+PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view salt,
+                           const PrefixCacheOptions& options) {
+  PromptBlocks blocks;
+  blocks.salt = std::string(salt);
+  const size_t block_tokens = std::max<size_t>(1, options.block_tokens);
+  blocks.block_tokens = block_tokens;
+  uint64_t h = SaltSeed(salt);
+  blocks.prompt_tokens = static_cast<int64_t>(ids.size());
+  blocks.hashes.reserve(ids.size() / block_tokens);
+  for (size_t start = 0; start + block_tokens <= ids.size(); start += block_tokens) {
+    h = Mix(Fnv(h, ids.data() + start, block_tokens * sizeof(int32_t)));
+    blocks.hashes.push_back(h);
   }
   size_t limit = blocks.prompt_tokens > 0
                      ? static_cast<size_t>(blocks.prompt_tokens - 1) / block_tokens

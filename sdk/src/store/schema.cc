@@ -117,6 +117,16 @@ CREATE INDEX requests_by_start ON requests(started_ms);
     R"sql(
 ALTER TABLE segments ADD COLUMN policy TEXT NOT NULL DEFAULT '';
 )sql",
+    // 3 -> 4: per-agent state beside the context (strata::Agent: its configuration JSON, the
+    // prefix-cache model's blocks, recall protections), one value per (agent, key).
+    R"sql(
+CREATE TABLE agent_state(
+  agent INTEGER NOT NULL,
+  key TEXT NOT NULL,
+  value BLOB NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY(agent, key)) WITHOUT ROWID;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

@@ -338,6 +338,7 @@ class SqliteStore final : public Store {
            {"DELETE FROM segments WHERE agent = ?1", "DELETE FROM originals WHERE agent = ?1",
             "DELETE FROM turns WHERE agent = ?1", "DELETE FROM requests WHERE agent = ?1",
             "DELETE FROM events WHERE agent = ?1", "DELETE FROM growth WHERE agent = ?1",
+            "DELETE FROM agent_state WHERE agent = ?1",
             "DELETE FROM agents WHERE agent = ?1"}) {
         STRATA_ASSIGN_OR_RETURN(Stmt del, Prepare(sql));
         del.Int(1, agent);
@@ -684,6 +685,38 @@ class SqliteStore final : public Store {
     }
     if (rc != SQLITE_DONE) return Error(rc, "reading events");
     return events;
+  }
+
+  Status PutAgentState(std::string_view agent_id, std::string_view key,
+                       std::string_view value) override {
+    if (key.empty()) return InvalidArgumentError("agent state key must not be empty");
+    std::lock_guard<std::mutex> lock(mu_);
+    return Transaction("storing state \"" + std::string(key) + "\" of agent \"" +
+                           std::string(agent_id) + "\"",
+                       [&]() -> Status {
+                         STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
+                         STRATA_ASSIGN_OR_RETURN(
+                             Stmt insert,
+                             Prepare("INSERT OR REPLACE INTO agent_state(agent, key, value, "
+                                     "updated_ms) VALUES(?1, ?2, ?3, ?4)"));
+                         insert.Int(1, agent).Text(2, key).Blob(3, value).Int(4, Now());
+                         int rc = insert.Step();
+                         if (rc != SQLITE_DONE) return Error(rc, "writing agent state");
+                         return Status::Ok();
+                       });
+  }
+
+  StatusOr<std::optional<std::string>> GetAgentState(std::string_view agent_id,
+                                                     std::string_view key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt select, Prepare("SELECT value FROM agent_state WHERE agent = ?1 AND key = ?2"));
+    select.Int(1, agent).Text(2, key);
+    int rc = select.Step();
+    if (rc == SQLITE_DONE) return std::optional<std::string>();
+    if (rc != SQLITE_ROW) return Error(rc, "reading agent state");
+    return std::optional<std::string>(select.ColText(0));
   }
 
   Status RecordGrowth(const GrowthPoint& p) override {
@@ -1183,6 +1216,19 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
           FailedPreconditionError(path + " was written by a newer strata (store schema version " +
                                   std::to_string(*version) + "; this build reads up to " +
                                   std::to_string(kSchemaVersion) + "); upgrade strata to open it"));
+    }
+    if (*version == 0) {
+      // A file without a schema (CheckApplication accepted it: no tables, no application id) is
+      // what a process killed before its first commit leaves: an empty store. Read it as one, from
+      // an empty in-memory schema, without touching the file.
+      sqlite3_close_v2(db);
+      db = nullptr;
+      rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+      if (rc != SQLITE_OK) return close_with(SqliteStatus(db, rc, "opening an empty in-memory store", path));
+      sqlite3_extended_result_codes(db, 1);
+      status = store_internal::Migrate(db, path, options.busy_timeout_ms);
+      if (!status.ok()) return close_with(status);
+      return std::unique_ptr<Store>(new SqliteStore(path, std::move(options), db));
     }
     if (*version < kSchemaVersion) {
       return close_with(

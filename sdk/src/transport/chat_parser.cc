@@ -180,6 +180,9 @@ Status ChatAssembler::AddJson(std::string_view payload) {
       if (!content.empty() || !reasoning.empty()) has_token_ = last_had_token_ = true;
       response_.content += content;
       response_.reasoning += reasoning;
+      const bool deltas = on_delta_ != nullptr && *on_delta_;
+      if (deltas && !reasoning.empty()) (*on_delta_)(StreamDelta{StreamDelta::Kind::kReasoning, reasoning, 0, "", ""});
+      if (deltas && !content.empty()) (*on_delta_)(StreamDelta{StreamDelta::Kind::kContent, content, 0, "", ""});
       auto calls = part->find("tool_calls");
       if (calls != part->end() && calls->is_array()) {
         int position = 0;
@@ -196,16 +199,19 @@ Status ChatAssembler::AddJson(std::string_view payload) {
           if (function != call.end() && function->is_object()) {
             partial.name += Str(*function, "name");
             auto args = function->find("arguments");
-            if (args != function->end() && args->is_string()) {
-              partial.arguments += args->get<std::string>();
-            } else if (args != function->end() && !args->is_null()) {
-              // Arguments sent as a JSON value rather than its text (some servers do): re-serialized,
-              // which recurses per level, so only within a depth limit.
-              if (Depth(*args) > kMaxArgumentsDepth) {
+            if (args != function->end() && !args->is_null()) {
+              if (!args->is_string() && Depth(*args) > kMaxArgumentsDepth) {
+                // Arguments sent as a JSON value rather than its text (some servers do) are
+                // re-serialized, which recurses per level, so only within a depth limit.
                 return DataLossError("tool call arguments nested deeper than " + std::to_string(kMaxArgumentsDepth) +
                                      " levels in the server's answer (refused: a server never produces that)");
               }
-              partial.arguments += args->dump();
+              std::string fragment = args->is_string() ? args->get<std::string>() : args->dump();
+              partial.arguments += fragment;
+              if (deltas && !fragment.empty()) {
+                (*on_delta_)(StreamDelta{StreamDelta::Kind::kToolCallArguments, std::move(fragment), index,
+                                         partial.id, partial.name});
+              }
             }
           }
           has_token_ = last_had_token_ = true;

@@ -4,6 +4,7 @@
 #ifndef STRATA_SRC_TRANSPORT_CHAT_PARSER_H_
 #define STRATA_SRC_TRANSPORT_CHAT_PARSER_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -27,6 +28,8 @@ class ChatAssembler {
   bool finished() const { return !response_.finish_reason.empty(); }
   // Moves the assembled fields into *out (content, reasoning, tool calls, finish, usage, ids).
   void Finish(Response* out);
+  // Receives each content, reasoning and tool-call-argument fragment (CallOptions::on_delta).
+  void set_on_delta(const std::function<void(const StreamDelta&)>* on_delta) { on_delta_ = on_delta; }
 
  private:
   struct PartialCall {
@@ -36,6 +39,7 @@ class ChatAssembler {
   std::map<int, PartialCall> calls_;  // by index
   bool has_token_ = false;
   bool last_had_token_ = false;
+  const std::function<void(const StreamDelta&)>* on_delta_ = nullptr;  // not owned; may be null
 };
 
 // Tool-call arguments sent as a JSON value (not text) may nest at most this deep.

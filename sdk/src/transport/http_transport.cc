@@ -347,6 +347,7 @@ class HttpTransport : public Transport {
     t.cancel = call.cancel;
     t.max_body_bytes = options_.max_response_bytes;
     t.url = shown_url_;
+    t.assembler.set_on_delta(&call.on_delta);
     struct curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, "Content-Type: application/json");
     headers = curl_slist_append(headers, "Accept: text/event-stream, application/json");

@@ -211,6 +211,7 @@ class GrpcTransport : public Transport {
     pb::OpenAIStreamChunk chunk;
     grpc::Status status;
     ChatAssembler assembler;
+    assembler.set_on_delta(&call.on_delta);  // streaming deltas, as over HTTP
     reader->StartCall(Tag(kStart));
 
     const double start_ms = SteadyMillis();

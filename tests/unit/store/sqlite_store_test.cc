@@ -670,6 +670,40 @@ TEST_CASE("a damaged strata store reports DATA_LOSS instead of wrong data", "[st
   CHECK_THAT(status.message(), Catch::Contains(path));
 }
 
+TEST_CASE("a file left before the schema was written opens read-only as an empty store", "[store]") {
+  TempDir dir;
+  std::string path = dir.File("killed.db");
+  std::ofstream(path, std::ios::binary);  // what a process killed before its first commit leaves
+  StoreOptions options;
+  options.read_only = true;
+  auto store = OpenSqliteStore(path, options);
+  REQUIRE(store.ok());
+  auto agents = (*store)->ListAgents();
+  REQUIRE(agents.ok());
+  CHECK(agents->empty());
+  CHECK((*store)->CreateAgent(Options("a")).code() == StatusCode::kFailedPrecondition);
+  CHECK(ReadFile(path).empty());  // not modified
+}
+
+TEST_CASE("per-agent state is stored, replaced, and deleted with the agent", "[store]") {
+  TempDir dir;
+  auto store = OpenSqliteStore(dir.File("state.db"));
+  REQUIRE(store.ok());
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  CHECK((*store)->PutAgentState("nobody", "k", "v").code() == StatusCode::kNotFound);
+  CHECK((*store)->PutAgentState("a", "", "v").code() == StatusCode::kInvalidArgument);
+  CHECK_FALSE((*store)->GetAgentState("a", "config")->has_value());
+  const std::string binary("x\0y\n", 4);
+  REQUIRE((*store)->PutAgentState("a", "config", "{\"v\":1}").ok());
+  REQUIRE((*store)->PutAgentState("a", "blob", binary).ok());
+  REQUIRE((*store)->PutAgentState("a", "config", "{\"v\":2}").ok());
+  CHECK(**(*store)->GetAgentState("a", "config") == "{\"v\":2}");
+  CHECK(**(*store)->GetAgentState("a", "blob") == binary);
+  REQUIRE((*store)->DeleteAgent("a").ok());
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  CHECK_FALSE((*store)->GetAgentState("a", "config")->has_value());
+}
+
 }  // namespace
 }  // namespace strata
 

@@ -1,0 +1,343 @@
+// strata/agent.h — the one object an application holds: an agent's context, its configuration,
+// its endpoint, its store, its tools and its loop.
+//
+// An Agent owns what the lower layers need wired together (tokenizer, chat template, request
+// counter, compaction policy, transport, client, store, record sink): it is created from one
+// AgentConfig value, which round-trips through JSON so that the CLI, the Python bindings and the
+// sidecar create agents from the same document. With a store, the configuration is persisted with
+// the context and with the prefix-cache model's state, so Agent::Open() after a restart renders
+// byte-identically and predicts what the server still holds.
+//
+//   strata::AgentConfig config;
+//   config.identity.id = "agent-1";
+//   config.endpoint.base_url = "http://127.0.0.1:8000/v1";
+//   config.store_path = "agents.db";
+//   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Agent> agent, strata::Agent::Create(config));
+//   STRATA_RETURN_IF_ERROR(agent->SetSystemPrompt("You are a coding agent."));
+//   STRATA_RETURN_IF_ERROR(agent->RegisterTool("read_file", schema, ReadFile));
+//   STRATA_ASSIGN_OR_RETURN(strata::RunResult run, agent->Run("Fix the failing test."));
+//   // ... after a restart:
+//   STRATA_ASSIGN_OR_RETURN(auto again, strata::Agent::Open("agents.db", "agent-1"));
+//
+// Errors: Status codes as in strata/status.h; an operation that fails changes nothing (a
+// compaction that Complete() applied before a failed send stays: it was due anyway).
+//
+// Thread safety: an Agent is internally serialized: every public method takes the agent's mutex,
+// so one Agent may be called from several threads (calls run one after the other). Tool handlers
+// and the streaming callback run on the calling thread under that mutex and must not call the
+// same Agent. Distinct Agents (a parent and its forks included) may run concurrently.
+#ifndef STRATA_AGENT_H_
+#define STRATA_AGENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/budget.h"
+#include "strata/client.h"
+#include "strata/compact.h"
+#include "strata/compaction.h"
+#include "strata/context.h"
+#include "strata/record.h"
+#include "strata/status.h"
+#include "strata/store.h"
+#include "strata/transport.h"
+
+namespace strata {
+
+// The budget of an agent. Reserves left unset are scaled to the window (see ResolveBudget), so
+// that the defaults work for an 8K window as well as for 1M.
+struct AgentBudgetConfig {
+  int64_t window = 1048576;  // the model's context window
+  // Unset: min(32,768, window / 8), min(16,384, window / 16), min(16,384, window / 16).
+  std::optional<int64_t> reserve_output;
+  std::optional<int64_t> reserve_reasoning;
+  std::optional<int64_t> reserve_headroom;
+  BudgetLimit trigger = BudgetLimit::Fraction(0.85);
+  BudgetLimit target = BudgetLimit::Fraction(0.60);
+  bool enforce = true;  // false: no budget (the context grows without limit)
+};
+
+// The compaction policy by name and its knobs (strata/compact.h StrataPolicyOptions).
+struct AgentPolicyConfig {
+  std::string name = "strata";  // "strata", "none", "sliding", "last-n"
+  size_t keep_turns = 2;
+  size_t keep_tool_results = 3;
+  bool keep_first_user = true;
+  std::vector<std::string> exclude_tools;
+  std::vector<std::string> ephemeral_tools;
+  size_t max_summary_tokens = 1536;
+  size_t last_n = 5;  // "last-n" only
+};
+
+// Where requests go. The API key is never stored: only the NAME of the environment variable that
+// holds it.
+struct AgentEndpointConfig {
+  std::string backend = "vllm";  // "openai", "vllm", "sglang", "zai" (strata/client.h Backend)
+  std::string base_url;          // e.g. "http://127.0.0.1:8000/v1"; "" needs an injected transport
+  std::string api_key_env;       // e.g. "OPENAI_API_KEY"; read at Create/Open; "" none
+  std::string deployment_secret_env;  // cache_salt secret's variable; "" none
+  bool stream = true;
+  int64_t max_output_tokens = 4096;
+  std::optional<bool> thinking;
+  std::string reasoning_effort;  // keep fixed per agent (GLM puts it first)
+  bool send_cache_salt = true;
+  int64_t deadline_ms = 0;  // per call, 0: the transport's total timeout
+  int64_t connect_timeout_ms = 10000;
+  int64_t first_byte_timeout_ms = 300000;
+  int64_t idle_timeout_ms = 60000;
+  int64_t total_timeout_ms = 900000;
+  int max_attempts = 4;
+};
+
+// Recall of what compaction and hygiene altered (the agent answers `context_recall` itself).
+struct AgentRecallConfig {
+  bool expose_tool = true;  // add the context_recall tool to the request's tools
+  // One answer holds at most this share of the budget's target tokens. Default 0.25.
+  double max_share_of_target = 0.25;
+  // A recalled result is pinned (protected from compaction) for this many turns. Default 3.
+  int64_t protect_turns = 3;
+};
+
+struct AgentConfig {
+  AgentIdentity identity;  // id (required), tenant, scope, model_version, template_version
+  // Tokenizer spec (strata/tokenize.h): "hf:PATH", "spm:PATH", "estimate", "estimate:3.5", ...
+  std::string tokenizer = "estimate";
+  // The server's chat template: "glm5", "generic" or "" (the context's own count: content plus
+  // message_overhead_tokens per message). With a template, budgets use exact request counts.
+  std::string chat_template = "glm5";
+  AgentBudgetConfig budget;
+  AgentPolicyConfig policy;
+  HygieneOptions hygiene;
+  RenderOptions render;
+  bool keep_originals = true;
+  size_t message_overhead_tokens = 6;
+  AgentEndpointConfig endpoint;
+  PrefixCacheOptions cache;  // block size of the server's prefix cache
+  AgentRecallConfig recall;
+  // SQLite store (strata/store.h); "" keeps the agent in memory only.
+  std::string store_path;
+};
+
+// The JSON document of a configuration: every field, nested as above (identity, budget, policy,
+// hygiene, render, endpoint, cache, recall objects). Trigger and target are {"fraction": f} or
+// {"tokens": n}; unset reserves are omitted.
+std::string AgentConfigToJson(const AgentConfig& config);
+// Strict inverse: every key optional (defaults as above) but unknown keys and wrong types are
+// refused with INVALID_ARGUMENT naming the key path ("budget.trigger.fraction: expected a number").
+StatusOr<AgentConfig> AgentConfigFromJson(std::string_view json);
+
+// The budget `config` gives: unset reserves scaled to the window, then Budget::Validate(). A set
+// reserve that leaves no usable input is refused naming the reserve and how much to lower it.
+StatusOr<Budget> ResolveBudget(const AgentBudgetConfig& config);
+
+// What a tool handler returns.
+struct ToolOutput {
+  std::string content;
+  bool is_error = false;
+};
+// Called with the call's arguments (the JSON string the model produced). May throw: an exception
+// becomes an error result ("tool X failed: what()"), never a crash.
+using ToolHandler = std::function<ToolOutput(const std::string& arguments_json)>;
+
+// One streamed fragment of the answer (strata/transport.h StreamDelta).
+using DeltaCallback = std::function<void(const StreamDelta&)>;
+
+// Objects an application injects instead of those the configuration would make. Not owned; each
+// must outlive the Agent.
+struct AgentServices {
+  Transport* transport = nullptr;    // nullptr: an HTTP transport to config.endpoint.base_url
+  Store* store = nullptr;            // nullptr: config.store_path ("" none)
+  Summarizer* summarizer = nullptr;  // nullptr: the extractive summarizer
+};
+
+struct OpenOptions {
+  AgentServices services;
+  // Refuse (default) or accept a tokenizer / chat template other than the stored one. When
+  // accepted, every segment's tokens are recounted and stored, and the stored configuration names
+  // the new ones. "" keeps the stored spec.
+  std::string tokenizer;
+  std::string chat_template;
+  bool retokenize = false;
+  // Replaces the stored endpoint (e.g. a new base URL after a restart); stored with the agent.
+  std::optional<AgentEndpointConfig> endpoint;
+};
+
+struct TurnOptions {
+  const CancellationToken* cancel = nullptr;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
+  DeltaCallback on_delta;  // content, reasoning and tool-call-argument deltas as they arrive
+};
+
+// What one Complete() did.
+struct Turn {
+  Response response;
+  RequestRecord record;
+  std::string assistant_segment_id;
+  // The compaction of this build: at most one report (the rounds of one Build() are merged).
+  std::vector<CompactionReport> compactions;
+  // The request reused less than the previous one: every cause, e.g. "doc version change (v1 ->
+  // v2)" and "compaction", joined in prefix_break->reason and listed in break_causes.
+  std::optional<PrefixBreakEvent> prefix_break;
+  std::vector<std::string> break_causes;
+  GrowthPoint growth;  // recorded in the store automatically
+  std::string body;    // the request body that was sent
+};
+
+struct RunOptions {
+  int max_turns = 16;  // model calls at most
+  TurnOptions turn;
+};
+
+struct RunResult {
+  std::string answer;  // the last answer's content
+  // "answer" (the model answered without tool calls) or "max_turns".
+  std::string stopped;
+  std::vector<Turn> turns;
+  int tool_calls = 0;
+  int tool_errors = 0;  // unknown tools, throwing handlers, handlers that returned is_error
+};
+
+// The request the next Complete() would send, computed without changing anything.
+struct CachePrediction {
+  int64_t input_tokens = 0;  // exact with a chat template and an exact tokenizer
+  bool input_tokens_exact = false;
+  int64_t predicted_cached_tokens = 0;
+  bool compaction_due = false;  // the next Complete() compacts first (counts are after it)
+  std::optional<CompactionReport> compaction;
+};
+
+// One page of a recalled original.
+struct RecallPage {
+  std::string recall_id;
+  std::string content;         // the page
+  size_t offset = 0;           // byte offset of the page in the original
+  size_t total_bytes = 0;      // size of the whole original
+  size_t remaining_bytes = 0;  // after this page
+  size_t tokens = 0;           // tokens of the page
+};
+
+struct ForkOptions {
+  std::string id;  // "" : "<parent id>.fork-<n>"
+  // The child's budget; unset: the parent's.
+  std::optional<AgentBudgetConfig> budget;
+};
+
+struct JoinOptions {
+  // Tokens the folded message may take at most (the child's answer or summary is cut to it).
+  size_t max_tokens = 2048;
+};
+
+class Agent {
+ public:
+  // Creates an agent from `config` (validated first: INVALID_ARGUMENT names the field). With a
+  // store, registers it there (ALREADY_EXISTS if the id is taken: use Open) with its configuration.
+  static StatusOr<std::unique_ptr<Agent>> Create(AgentConfig config, AgentServices services = {});
+  // Reopens a stored agent with its configuration, context and prefix-cache state. NOT_FOUND for
+  // an unknown id; FAILED_PRECONDITION when the stored agent has no configuration (made with
+  // CreateContext) or when options name another tokenizer/template without retokenize.
+  static StatusOr<std::unique_ptr<Agent>> Open(const std::string& store_path, std::string_view id,
+                                               OpenOptions options = {});
+  static StatusOr<std::unique_ptr<Agent>> Open(Store& store, std::string_view id,
+                                               OpenOptions options = {});
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  const std::string& id() const;
+  const AgentConfig& config() const;
+  std::string ConfigJson() const;
+
+  // --- Content --------------------------------------------------------------------------------
+  Status SetSystemPrompt(std::string prompt);
+  Status SetSystemPrompts(std::vector<std::string> prompts);
+  StatusOr<std::string> PutDocument(Layer layer, Document document);
+  Status RemoveDocument(Layer layer, std::string_view name);
+  StatusOr<std::string> AppendUser(std::string content);
+  // For callers running their own loop (Complete + tool results).
+  StatusOr<std::string> AppendToolResult(ToolResult result);
+  Status SetVolatile(std::string key, std::string value);
+
+  // --- Tools ----------------------------------------------------------------------------------
+  // Registers a tool. `schema_json` is the function object without its name
+  // ({"description":...,"parameters":{...}}) or a whole OpenAI tool object with the same name.
+  // INVALID_ARGUMENT for a bad schema, a taken name or "context_recall" (the agent's own).
+  Status RegisterTool(std::string name, std::string_view schema_json, ToolHandler handler);
+
+  // --- The loop -------------------------------------------------------------------------------
+  // Builds (compacting first when due), predicts, sends, appends the reply, records (store:
+  // request record, prefix-break and compaction events, growth point, prefix-cache state).
+  StatusOr<Turn> Complete(const TurnOptions& options = {});
+  // Appends `user_message` ("" appends nothing) and loops: Complete(), answer each tool call
+  // (registered handler, context_recall, or an error result for an unknown tool), until the model
+  // answers without tool calls or after max_turns calls.
+  StatusOr<RunResult> Run(std::string user_message, const RunOptions& options = {});
+  // Answers every open tool call of the last reply (what Run() does between two calls).
+  Status DispatchToolCalls(RunResult* stats = nullptr);
+
+  // --- Predictions and counts -----------------------------------------------------------------
+  StatusOr<CachePrediction> PredictCachedTokens() const;
+  // Input tokens of the request Build() would render now (before any compaction), counted like
+  // the RequestRecord and the compaction reports (exact with a chat template).
+  StatusOr<int64_t> InputTokens() const;
+
+  // --- Recall ---------------------------------------------------------------------------------
+  // A page of the original under `recall_id` starting at byte `offset`, of at most `max_tokens`
+  // tokens (0: the configured share of the target). NOT_FOUND for an unknown id, OUT_OF_RANGE
+  // for an offset past the end.
+  StatusOr<RecallPage> Recall(std::string_view recall_id, size_t offset = 0,
+                              size_t max_tokens = 0) const;
+
+  // --- Task splitting -------------------------------------------------------------------------
+  // A child agent with byte-identical stable layers (system, tools, index, docs) and the same
+  // isolation key, so its first request is a cache hit on the parent's prefix; its history is
+  // `task` as the first user message; own budget; same endpoint and store.
+  StatusOr<std::unique_ptr<Agent>> Fork(std::string task, const ForkOptions& options = {});
+  // Folds the child's final answer (or, when it ended on tool calls, an extractive summary of its
+  // history) into this agent as one user message naming the child's recall ids, which this
+  // agent's context_recall then answers. FAILED_PRECONDITION while this agent has open tool calls.
+  StatusOr<std::string> Join(Agent& child, const JoinOptions& options = {});
+
+  // --- Lower layers ---------------------------------------------------------------------------
+  // The context (not synchronized: use it only while no other thread calls this Agent).
+  Context& context();
+  const Context& context() const;
+  Store* store() const;  // nullptr without a store
+
+  class Impl;  // private to strata::agent
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// --- Stateless trimming (LangChain trim_messages style) -----------------------------------------
+
+struct TrimOptions {
+  std::string policy = "strata";
+  std::string tokenizer = "estimate";
+  std::string chat_template = "glm5";  // "" : content plus message_overhead_tokens per message
+  // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
+  bool hygiene = false;
+};
+
+struct TrimResult {
+  std::string messages_json;  // the trimmed list (system first, tool calls paired)
+  int64_t input_tokens = 0;
+  std::optional<CompactionReport> report;  // when something was trimmed
+};
+
+// Trims an OpenAI messages array (JSON) into `budget` with the named policy: system messages
+// first, every tool result after its call. INVALID_ARGUMENT for malformed messages (the message
+// index named); RESOURCE_EXHAUSTED when what cannot be trimmed does not fit.
+StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& budget,
+                                  const TrimOptions& options = {});
+
+}  // namespace strata
+
+#endif  // STRATA_AGENT_H_

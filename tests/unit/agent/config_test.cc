@@ -1,0 +1,121 @@
+// AgentConfig JSON: round trip, strict refusal of unknown keys and wrong types (with the key path),
+// and budgets that fit any window.
+#include <catch2/catch.hpp>
+
+#include "strata/agent.h"
+
+namespace strata {
+namespace {
+
+TEST_CASE("an AgentConfig round-trips through JSON", "[agent][config]") {
+  AgentConfig c;
+  c.identity = {"a-1", "tenant-x", "repo:rw", "glm-5.3-flash@2", "prompts@7"};
+  c.tokenizer = "estimate:3.5";
+  c.chat_template = "generic";
+  c.budget.window = 8000;
+  c.budget.reserve_output = 1000;
+  c.budget.trigger = BudgetLimit::Tokens(5000);
+  c.budget.target = BudgetLimit::Fraction(0.5);
+  c.policy.name = "last-n";
+  c.policy.exclude_tools = {"read_spec"};
+  c.policy.last_n = 7;
+  c.hygiene.max_segment_tokens = 2048;
+  c.hygiene.head_share = 0.25;
+  c.render.model = "m";
+  c.render.system_layout = SystemLayout::kMessagePerSegment;
+  c.keep_originals = false;
+  c.endpoint.backend = "sglang";
+  c.endpoint.base_url = "http://127.0.0.1:9/v1";
+  c.endpoint.api_key_env = "MY_KEY";
+  c.endpoint.thinking = false;
+  c.cache.block_tokens = 512;
+  c.recall.protect_turns = 5;
+  c.store_path = "agents.db";
+  const std::string text = AgentConfigToJson(c);
+  CHECK(text.find("MY_KEY") != std::string::npos);
+  auto back = AgentConfigFromJson(text);
+  REQUIRE(back.ok());
+  CHECK(AgentConfigToJson(*back) == text);
+  CHECK(back->identity.scope == "repo:rw");
+  CHECK(back->budget.reserve_output == 1000);
+  CHECK_FALSE(back->budget.reserve_reasoning.has_value());
+  CHECK(back->budget.trigger == BudgetLimit::Tokens(5000));
+  CHECK(back->render.system_layout == SystemLayout::kMessagePerSegment);
+  CHECK(back->endpoint.thinking == std::optional<bool>(false));
+  CHECK(back->cache.block_tokens == 512);
+}
+
+TEST_CASE("missing keys take their defaults", "[agent][config]") {
+  auto c = AgentConfigFromJson(R"({"identity":{"id":"x"}})");
+  REQUIRE(c.ok());
+  CHECK(c->identity.id == "x");
+  CHECK(c->policy.name == "strata");
+  CHECK(c->budget.window == 1048576);
+  CHECK(c->chat_template == "glm5");
+}
+
+TEST_CASE("unknown keys and wrong types are refused with their key path", "[agent][config]") {
+  auto unknown = AgentConfigFromJson(R"({"budget":{"windw":8000}})");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().code() == StatusCode::kInvalidArgument);
+  CHECK(unknown.status().message().find("budget.windw") != std::string::npos);
+  CHECK(unknown.status().message().find("window") != std::string::npos);  // lists the known keys
+
+  auto top = AgentConfigFromJson(R"({"tokeniser":"estimate"})");
+  REQUIRE_FALSE(top.ok());
+  CHECK(top.status().message().find("\"tokeniser\"") != std::string::npos);
+
+  auto type = AgentConfigFromJson(R"({"budget":{"trigger":{"fraction":"high"}}})");
+  REQUIRE_FALSE(type.ok());
+  CHECK(type.status().message().find("budget.trigger.fraction") != std::string::npos);
+  CHECK(type.status().message().find("a number") != std::string::npos);
+
+  auto list = AgentConfigFromJson(R"({"policy":{"exclude_tools":["a",3]}})");
+  REQUIRE_FALSE(list.ok());
+  CHECK(list.status().message().find("policy.exclude_tools[1]") != std::string::npos);
+
+  auto negative = AgentConfigFromJson(R"({"hygiene":{"max_segment_tokens":-1}})");
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.status().message().find("hygiene.max_segment_tokens") != std::string::npos);
+
+  CHECK_FALSE(AgentConfigFromJson("[1]").ok());
+  CHECK_FALSE(AgentConfigFromJson("{").ok());
+  CHECK_FALSE(AgentConfigFromJson(R"({"render":{"system_layout":"sideways"}})").ok());
+}
+
+TEST_CASE("unset reserves scale with the window", "[agent][config][budget]") {
+  AgentBudgetConfig small;
+  small.window = 8000;
+  auto budget = ResolveBudget(small);
+  REQUIRE(budget.ok());
+  CHECK(budget->reserve_output == 1000);
+  CHECK(budget->reserve_reasoning == 500);
+  CHECK(budget->reserve_headroom == 500);
+  CHECK(UsableInputTokens(*budget) == 6000);
+
+  AgentBudgetConfig big;  // 1M: the documented defaults
+  auto large = ResolveBudget(big);
+  REQUIRE(large.ok());
+  CHECK(large->reserve_output == 32768);
+  CHECK(large->reserve_reasoning == 16384);
+  CHECK(large->reserve_headroom == 16384);
+}
+
+TEST_CASE("a set reserve that does not fit is refused naming it and by how much",
+          "[agent][config][budget]") {
+  AgentBudgetConfig c;
+  c.window = 8000;
+  c.reserve_output = 32768;
+  auto budget = ResolveBudget(c);
+  REQUIRE_FALSE(budget.ok());
+  const std::string& m = budget.status().message();
+  CHECK(m.find("budget.reserve_output") != std::string::npos);
+  // 8000 - (32768 + 500 + 500) = -25768 usable; a quarter of the window is 2000: lower by 27768.
+  CHECK(m.find("by at least 27768") != std::string::npos);
+  CHECK(m.find("to 5000") != std::string::npos);
+  c.reserve_output = 5000;
+  CHECK(ResolveBudget(c).ok());
+}
+
+}  // namespace
+}  // namespace strata
