@@ -168,17 +168,57 @@ class StrataPolicy final : public CompactionPolicy {
     }
     const size_t need = in.total_tokens - goal;
     StatusOr<HistoryEdit> plan = PlanWith(in, need, /*relax=*/0);
-    if (!plan.ok() || !plan->empty()) return plan;
-    // Nothing could be done within the protections. Above the hard limit, relax them step by step:
-    // first the recent turns and results (keeping the latest result), then everything but pins
-    // and excluded tools, the task and the latest turn included (summarized, never dropped).
+    if (!plan.ok()) return plan;
+    // Nothing, or not enough to fit, could be done within the protections. Above the hard limit,
+    // relax them step by step, in this one plan (so that one build needs one round): first the
+    // recent turns and results (keeping the latest result), then everything but pins and excluded
+    // tools, the task and the latest turn included (summarized, never dropped).
     if (in.limit_tokens && in.total_tokens > in.limit_tokens) {
-      for (int relax = 1; relax <= 2; ++relax) {
-        plan = PlanWith(in, need, relax);
-        if (!plan.ok() || !plan->empty()) return plan;
+      size_t freed = Freed(in, *plan);
+      for (int relax = 1; relax <= 2 && (plan->empty() || in.total_tokens - std::min(freed, in.total_tokens) >
+                                                                in.limit_tokens);
+           ++relax) {
+        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relax);
+        if (!relaxed.ok()) return relaxed;
+        const size_t relaxed_freed = Freed(in, *relaxed);
+        if (!relaxed->empty() && (plan->empty() || relaxed_freed > freed)) {
+          plan = std::move(relaxed);
+          freed = relaxed_freed;
+        }
       }
     }
     return plan;
+  }
+
+  // The tokens `edit` would free, by the policy's own count.
+  static size_t Freed(const CompactionInput& in, const HistoryEdit& edit) {
+    std::unordered_map<std::string, const Segment*> by_id;
+    for (const Segment* s : in.history) by_id.emplace(s->id, s);
+    int64_t freed = 0;
+    for (const SegmentEdit& e : edit.edits) {
+      auto it = by_id.find(e.segment_id);
+      if (it == by_id.end()) continue;
+      const Segment& s = *it->second;
+      switch (e.action) {
+        case SegmentEdit::Action::kMask:
+          freed += static_cast<int64_t>(s.tokens) - static_cast<int64_t>(in.Count(e.placeholder));
+          break;
+        case SegmentEdit::Action::kEvict:
+          freed += static_cast<int64_t>(MessageTokens(in, s));
+          break;
+        case SegmentEdit::Action::kDropReasoning:
+          freed += static_cast<int64_t>(in.Count(s.reasoning));
+          break;
+      }
+    }
+    for (const SummaryEdit& summary : edit.summaries) {
+      for (const std::string& id : summary.replaces) {
+        auto it = by_id.find(id);
+        if (it != by_id.end()) freed += static_cast<int64_t>(MessageTokens(in, *it->second));
+      }
+      freed -= static_cast<int64_t>(in.Count(summary.content) + in.message_overhead_tokens);
+    }
+    return freed > 0 ? static_cast<size_t>(freed) : 0;
   }
 
  private:
