@@ -107,13 +107,14 @@ struct StrataPolicyOptions {
   double cached_price = 0.1;
   // Remaining-turn estimate: (prior_weight x prior_remaining_turns + turns so far) /
   // (prior_weight + 1), times the share of the agent's turns that called tools (an agent that
-  // stopped calling tools is finishing). Defaults 10 and 1, chosen by cross-validation between two
-  // agent frameworks (docs/benchmarks.md).
-  double prior_remaining_turns = 10;
+  // stopped calling tools is finishing). Defaults 5 and 1, chosen by cross-validation between two
+  // agent frameworks (docs/compaction.md, "Why these defaults").
+  double prior_remaining_turns = 5;
   double prior_weight = 1;
   // Below the trigger, a batch is applied only when its expected saving exceeds its re-prefill cost
-  // times this margin (>= 1: the estimate of the remaining turns is uncertain). Default 2.
-  double below_trigger_margin = 2;
+  // times this margin (raise it when the remaining-turn estimate is unreliable). Default 1, chosen
+  // with the prior.
+  double below_trigger_margin = 1;
   // Results the agent still uses are altered last: those sharing a path or two names with the
   // assistant messages of the last `use_window_turns` turns. Default 3.
   size_t use_window_turns = 3;
