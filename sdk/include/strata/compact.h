@@ -1,9 +1,13 @@
 // strata/compact.h — compaction policies and summarizers (component strata::compact).
 //
 // The strata policy keeps an agent inside its budget at the lowest cache cost:
-//   - it runs rarely: only above the budget's trigger, and then brings the input down to the target
-//     (hysteresis), so each invalidation of the server's prefix cache is amortized over many turns;
-//   - it picks the latest boundary that reaches the target, so the fewest cached tokens are lost;
+//   - above the budget's trigger it brings the input down to the target (hysteresis), so each
+//     invalidation of the server's prefix cache is amortized over many turns;
+//   - it decides by expected cost (StrataPolicyOptions::cost_model): each edit removes tokens from
+//     every remaining turn (saving cached-price x tokens x turns) and invalidates everything after its
+//     boundary (costing (uncached - cached price) x those tokens); it picks the batch with the best
+//     net saving, and below the trigger applies a batch of stale or superseded outputs only when it
+//     pays for its re-prefill;
 //   - within what it must re-render, it alters the least useful content first: stale outputs
 //     (superseded error logs, ephemeral tools, old reasoning), then observation masking of old tool
 //     results with informative placeholders (tool, arguments, size, exit status, identifiers the
