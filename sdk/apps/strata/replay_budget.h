@@ -27,6 +27,7 @@ struct ReplayBudgetArgs {
   size_t keep_tool_results = 3;     // --keep-tool-results
   std::string exclude_tools;        // --exclude-tools a,b
   std::string ephemeral_tools;      // --ephemeral-tools a,b
+  bool explain = false;             // --explain: print each strata compaction's candidates (ExplainCompaction)
 };
 
 void AddReplayBudgetOptions(CLI::App* cmd, ReplayBudgetArgs* args);

@@ -1,9 +1,13 @@
 // strata/compact.h — compaction policies and summarizers (component strata::compact).
 //
 // The strata policy keeps an agent inside its budget at the lowest cache cost:
-//   - it runs rarely: only above the budget's trigger, and then brings the input down to the target
-//     (hysteresis), so each invalidation of the server's prefix cache is amortized over many turns;
-//   - it picks the latest boundary that reaches the target, so the fewest cached tokens are lost;
+//   - above the budget's trigger it brings the input down to the target (hysteresis), so each
+//     invalidation of the server's prefix cache is amortized over many turns;
+//   - it decides by expected cost (StrataPolicyOptions::cost_model): each edit removes tokens from
+//     every remaining turn (saving cached-price x tokens x turns) and invalidates everything after its
+//     boundary (costing (uncached - cached price) x those tokens); it picks the batch with the best
+//     net saving, and below the trigger applies a batch of stale or superseded outputs only when it
+//     pays for its re-prefill;
 //   - within what it must re-render, it alters the least useful content first: stale outputs
 //     (superseded error logs, ephemeral tools, old reasoning), then observation masking of old tool
 //     results with informative placeholders (tool, arguments, size, exit status, identifiers the
@@ -94,6 +98,30 @@ struct StrataPolicyOptions {
   size_t max_summary_tokens = 1536;
   // Writes summaries; nullptr: the built-in extractive summarizer. Not owned.
   Summarizer* summarizer = nullptr;
+
+  // --- Cost model (docs/compaction.md, "Deciding by expected cost").
+  // Decide by expected cost: choose the set of edits whose expected saving over the remaining turns
+  // best exceeds its re-prefill cost, and compact below the trigger too when that pays. false: the
+  // hysteresis-only policy (act above the trigger, the latest boundary that reaches the target).
+  // Default true.
+  bool cost_model = true;
+  // Price of an uncached (prefilled) and of a cached input token; only their ratio matters. Set them
+  // from the backend's price list. Defaults 1.0 and 0.1.
+  double uncached_price = 1.0;
+  double cached_price = 0.1;
+  // Remaining-turn estimate: (prior_weight x prior_remaining_turns + turns so far) /
+  // (prior_weight + 1), times the share of the agent's turns that called tools (an agent that
+  // stopped calling tools is finishing). Defaults 5 and 1, chosen by cross-validation between two
+  // agent frameworks (docs/compaction.md, "Why these defaults").
+  double prior_remaining_turns = 5;
+  double prior_weight = 1;
+  // Below the trigger, a batch is applied only when its expected saving exceeds its re-prefill cost
+  // times this margin (raise it when the remaining-turn estimate is unreliable). Default 1, chosen
+  // with the prior.
+  double below_trigger_margin = 1;
+  // Results the agent still uses are altered last: those sharing a path or two names with the
+  // assistant messages of the last `use_window_turns` turns. Default 3.
+  size_t use_window_turns = 3;
 };
 
 std::unique_ptr<CompactionPolicy> MakeStrataPolicy(StrataPolicyOptions options = {});
@@ -105,6 +133,14 @@ std::unique_ptr<CompactionPolicy> MakeLastNPolicy(size_t n = 5);
 
 // "strata", "none", "sliding", "last-n" -> a policy; INVALID_ARGUMENT naming the known ones.
 StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& name);
+
+// The explanation of one compaction as text, one candidate per line, for `strata replay --explain`:
+//   turn 12: trigger; remaining turns ~9.5 (horizon 6.0); prices 1/0.1; need 1,204 tokens; 7,700 -> 5,300 tokens
+//     chosen: boundary s31, removes 3,410 tokens, invalidates 5,122: saving 2,046 > cost 1,540
+//     * mask     s31    removes  1,880  invalidates  5,122  saving  1,128  cost  2,917  superseded
+//       mask     s40    ...
+// ("*" marks the chosen candidates). Empty when the report carries no explanation.
+std::string ExplainCompaction(const CompactionReport& report);
 
 // The one-line placeholder the strata policy renders for a masked tool result: tool, arguments
 // digest, size, exit status (when the output shows one), up to `max_identifiers` identifiers the

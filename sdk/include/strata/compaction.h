@@ -55,9 +55,45 @@ struct SummaryEdit {
   std::string content;                // the summary text (non-empty)
 };
 
+// One edit a cost-aware policy considered, with what it would save and cost (see
+// CompactionExplanation). Tokens are the context's own counts.
+struct CompactionCandidate {
+  std::string segment_id;
+  std::string action;           // "mask", "drop-reasoning", "summarize", "evict"
+  size_t tokens_removed = 0;    // input tokens the edit removes from every later request
+  size_t invalidated_tokens = 0;  // history tokens from this segment on: re-prefilled if it is the boundary
+  double expected_saving = 0;   // cached price x tokens_removed x turns it pays for
+  double invalidation_cost = 0;  // (uncached - cached price) x tokens re-prefilled if it is the boundary
+  std::string value;            // "stale", "superseded", "unused", "in use"
+  bool chosen = false;
+};
+
+// Why a policy planned what it planned: the candidates it considered, its estimate of the remaining
+// turns, the chosen set's expected saving and its re-prefill cost. Filled by the strata policy;
+// format it with strata::ExplainCompaction (strata/compact.h).
+struct CompactionExplanation {
+  std::string mode;  // "limit", "trigger", "forced", "below-trigger" (the cost model alone)
+  double remaining_turns = 0;   // estimated turns the context is still sent
+  double horizon_turns = 0;     // turns a saving is counted over (at most remaining_turns)
+  double uncached_price = 1.0;
+  double cached_price = 0.1;
+  size_t need_tokens = 0;       // tokens that had to go (0 below the trigger)
+  std::vector<CompactionCandidate> candidates;  // in history order
+  std::string boundary_segment_id;               // the chosen set's earliest segment
+  size_t tokens_removed = 0;                     // of the chosen set
+  size_t invalidated_tokens = 0;                 // of the chosen set: history tokens from the boundary on
+  double expected_saving = 0;                    // of the chosen set
+  double invalidation_cost = 0;                  // of the chosen set
+  bool empty() const { return mode.empty(); }
+};
+
 struct HistoryEdit {
   std::vector<SegmentEdit> edits;
   std::vector<SummaryEdit> summaries;
+  // Optional: why the policy planned it, copied into the CompactionReport ("" and empty: the
+  // context describes the trigger itself).
+  std::string reason;
+  CompactionExplanation explanation;
   bool empty() const { return edits.empty() && summaries.empty(); }
 };
 
@@ -77,10 +113,17 @@ struct CompactionReport {
   size_t evicted = 0;
   size_t summarized = 0;  // segments folded into summaries
   size_t reasoning_dropped = 0;
+  // Compaction rounds Context::Build() needed for this request (1 usually; see docs/compaction.md
+  // for the bound).
+  size_t rounds = 1;
+  // The policy's explanation of its choice (empty for policies that give none; with several rounds,
+  // the first round's).
+  CompactionExplanation explanation;
 };
 
 // The report as a compact JSON object (keys: policy, reason, turn, tokens_before, tokens_after,
-// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped): the payload of the
+// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped, rounds, and when the
+// policy explained its choice, expected_saving and invalidation_cost): the payload of the
 // store's "compaction" events and of `strata replay` stats.
 std::string CompactionReportJson(const CompactionReport& report);
 
@@ -98,6 +141,9 @@ struct CompactionInput {
   size_t message_overhead_tokens = 0;  // counted per rendered message
   int64_t turn = 0;                    // the context's current turn
   bool forced = false;                 // Context::Compact(force=true)
+  // 0 for a build's first planning; k when k compactions were already applied in this build (a
+  // policy then only acts when the request is still above the limit, see docs/compaction.md).
+  size_t round = 0;
   const Tokenizer* tokenizer = nullptr;
   // Tokens `text` would count as a message's content.
   size_t Count(const std::string& text) const { return tokenizer ? tokenizer->Count(text) : text.size() / 4; }

@@ -1,5 +1,6 @@
 // Compaction policies: strata's (cache-aware, hysteresis, latest boundary) and the baselines.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -151,34 +152,135 @@ class StrataPolicy final : public CompactionPolicy {
   bool ShouldCompact(const CompactionInput& in) const override {
     if (in.forced) return true;
     if (in.limit_tokens && in.total_tokens > in.limit_tokens) return true;
-    return in.trigger_tokens && in.total_tokens > in.trigger_tokens;
+    if (in.trigger_tokens && in.total_tokens > in.trigger_tokens) return true;
+    // Below the trigger the cost model decides (in Plan), once per build and only with a budget.
+    return options_.cost_model && in.round == 0 && in.limit_tokens > 0 && !in.history.empty();
   }
 
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
     const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
-    if (goal == 0 || in.total_tokens <= goal) return HistoryEdit{};
+    if (goal == 0) return HistoryEdit{};
+    const bool must = in.forced || (in.limit_tokens && in.total_tokens > in.limit_tokens) ||
+                      (in.trigger_tokens && in.total_tokens > in.trigger_tokens);
+    if (!must || in.total_tokens <= goal) {
+      if (!options_.cost_model || in.forced || in.round > 0) return HistoryEdit{};
+      return PlanWith(in, /*need=*/0, /*relax=*/0);  // below the trigger: only when it pays
+    }
     const size_t need = in.total_tokens - goal;
     StatusOr<HistoryEdit> plan = PlanWith(in, need, /*relax=*/0);
-    if (!plan.ok() || !plan->empty()) return plan;
-    // Nothing could be done within the protections. Above the hard limit, relax them step by step:
-    // first the recent turns and results (keeping the latest result), then everything but pins
-    // and excluded tools, the task and the latest turn included (summarized, never dropped).
+    if (!plan.ok()) return plan;
+    // Nothing, or not enough to fit, could be done within the protections. Above the hard limit,
+    // relax them step by step, in this one plan (so that one build needs one round): first the
+    // recent turns and results (keeping the latest result), then everything but pins and excluded
+    // tools, the task and the latest turn included (summarized, never dropped).
     if (in.limit_tokens && in.total_tokens > in.limit_tokens) {
-      for (int relax = 1; relax <= 2; ++relax) {
-        plan = PlanWith(in, need, relax);
-        if (!plan.ok() || !plan->empty()) return plan;
+      size_t freed = Freed(in, *plan);
+      for (int relax = 1; relax <= 2 && (plan->empty() || in.total_tokens - std::min(freed, in.total_tokens) >
+                                                                in.limit_tokens);
+           ++relax) {
+        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relax);
+        if (!relaxed.ok()) return relaxed;
+        const size_t relaxed_freed = Freed(in, *relaxed);
+        if (!relaxed->empty() && (plan->empty() || relaxed_freed > freed)) {
+          plan = std::move(relaxed);
+          freed = relaxed_freed;
+        }
       }
     }
     return plan;
   }
 
+  // The tokens `edit` would free, by the policy's own count.
+  static size_t Freed(const CompactionInput& in, const HistoryEdit& edit) {
+    std::unordered_map<std::string, const Segment*> by_id;
+    for (const Segment* s : in.history) by_id.emplace(s->id, s);
+    int64_t freed = 0;
+    for (const SegmentEdit& e : edit.edits) {
+      auto it = by_id.find(e.segment_id);
+      if (it == by_id.end()) continue;
+      const Segment& s = *it->second;
+      switch (e.action) {
+        case SegmentEdit::Action::kMask:
+          freed += static_cast<int64_t>(s.tokens) - static_cast<int64_t>(in.Count(e.placeholder));
+          break;
+        case SegmentEdit::Action::kEvict:
+          freed += static_cast<int64_t>(MessageTokens(in, s));
+          break;
+        case SegmentEdit::Action::kDropReasoning:
+          freed += static_cast<int64_t>(in.Count(s.reasoning));
+          break;
+      }
+    }
+    for (const SummaryEdit& summary : edit.summaries) {
+      for (const std::string& id : summary.replaces) {
+        auto it = by_id.find(id);
+        if (it != by_id.end()) freed += static_cast<int64_t>(MessageTokens(in, *it->second));
+      }
+      freed -= static_cast<int64_t>(in.Count(summary.content) + in.message_overhead_tokens);
+    }
+    return freed > 0 ? static_cast<size_t>(freed) : 0;
+  }
+
  private:
+  // How much the agent may still need a candidate's content, least first.
+  enum class Use { kStale, kSuperseded, kUnused, kInUse };
+  static const char* UseName(Use use) {
+    switch (use) {
+      case Use::kStale: return "stale";
+      case Use::kSuperseded: return "superseded";
+      case Use::kUnused: return "unused";
+      case Use::kInUse: return "in use";
+    }
+    return "";
+  }
+
   struct Candidate {
     size_t index;
     SegmentEdit edit;
     size_t saving;
-    bool stale;
+    bool stale;  // stale or superseded: first to go, and the only ones below the trigger
+    Use use = Use::kUnused;
   };
+
+  // The cost model's view of one request.
+  struct Economics {
+    double remaining = 0;  // estimated turns the context is still sent
+    double growth = 1;     // mean history tokens added per turn
+    double u = 1, c = 0.1;
+    size_t total = 0, trigger = 0;
+    // Turns a removal of `removed` tokens is counted over: the remaining turns, but no further than
+    // the turn the trigger would force a compaction anyway.
+    double Horizon(size_t removed) const {
+      const size_t after = total > removed ? total - removed : 0;
+      const double to_trigger = trigger > after ? static_cast<double>(trigger - after) / growth : 0;
+      return std::max(1.0, std::min(remaining, 1.0 + to_trigger));
+    }
+    double Saving(size_t removed) const { return c * static_cast<double>(removed) * Horizon(removed); }
+    double Cost(size_t invalidated, size_t removed) const {
+      return (u - c) * static_cast<double>(invalidated > removed ? invalidated - removed : 0);
+    }
+  };
+
+  Economics EstimateEconomics(const CompactionInput& in) const {
+    Economics e;
+    e.u = options_.uncached_price;
+    e.c = options_.cached_price;
+    e.total = in.total_tokens;
+    e.trigger = in.trigger_tokens ? in.trigger_tokens : in.limit_tokens;
+    size_t assistant = 0, calling = 0;
+    for (const Segment* s : in.history) {
+      if (s->kind == SegmentKind::kAssistant || s->kind == SegmentKind::kToolCall) {
+        ++assistant;
+        calling += !s->tool_calls.empty();
+      }
+    }
+    const double tool_rate = assistant ? static_cast<double>(calling) / static_cast<double>(assistant) : 1.0;
+    const double elapsed = static_cast<double>(std::max<int64_t>(1, in.turn));
+    const double w = std::max(0.0, options_.prior_weight);
+    e.remaining = tool_rate * (w * options_.prior_remaining_turns + elapsed) / (w + 1);
+    e.growth = std::max(1.0, static_cast<double>(in.history_tokens) / elapsed);
+    return e;
+  }
 
   StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, int relax) {
     const std::vector<const Segment*>& h = in.history;
@@ -210,16 +312,48 @@ class StrataPolicy final : public CompactionPolicy {
       protect[k] = p;
     }
 
-    // Identifiers the request keeps anyway (messages that are never masked, protected results):
-    // placeholders need not repeat them.
-    std::set<std::string> present;
-    for (size_t i = 0; i < n; ++i) {
-      const Segment& s = *h[i];
-      if (IsToolResult(s) && !protect[i]) continue;
-      std::string text = s.content;
-      for (const ToolCall& call : s.tool_calls) text += "\n" + call.arguments;
-      for (std::string& id : ExtractIdentifiers(text, kAllIdentifiers)) present.insert(std::move(id));
+    const bool below = need == 0;  // below the trigger: the cost model alone decides
+    const Economics econ = EstimateEconomics(in);
+
+    // What the agent still uses: names and paths of the assistant messages (and their calls) of the
+    // last use_window_turns turns.
+    std::set<std::string> recent_names;
+    if (options_.cost_model) {
+      const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
+      for (const Segment* s : h) {
+        if (s->turn < since || IsToolResult(*s) || s->kind == SegmentKind::kUser) continue;
+        std::string text = s->content;
+        for (const ToolCall& call : s->tool_calls) text += "\n" + call.arguments;
+        for (std::string& id : ExtractIdentifiers(text, 256)) recent_names.insert(std::move(id));
+      }
     }
+    // Results a later call with the same tool and arguments superseded (index of the later one).
+    std::vector<bool> superseded(n, false);
+    {
+      std::set<std::pair<std::string, std::string>> later;
+      for (size_t k = n; k-- > 0;) {
+        if (!IsToolResult(*h[k])) continue;
+        const ToolCall* call = CallOf(calls, *h[k]);
+        if (call == nullptr) continue;
+        superseded[k] = !later.emplace(call->name, call->arguments).second;
+      }
+    }
+
+    // Identifiers the request keeps anyway (messages that are never masked, protected results):
+    // placeholders need not repeat them. Computed only when a placeholder is needed.
+    std::set<std::string> present;
+    bool present_ready = false;
+    auto ensure_present = [&] {
+      if (present_ready) return;
+      present_ready = true;
+      for (size_t i = 0; i < n; ++i) {
+        const Segment& s = *h[i];
+        if (IsToolResult(s) && !protect[i]) continue;
+        std::string text = s.content;
+        for (const ToolCall& call : s.tool_calls) text += "\n" + call.arguments;
+        for (std::string& id : ExtractIdentifiers(text, kAllIdentifiers)) present.insert(std::move(id));
+      }
+    };
 
     // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
     std::vector<Candidate> candidates;
@@ -228,27 +362,61 @@ class StrataPolicy final : public CompactionPolicy {
       if (protect[i]) continue;
       if (IsToolResult(s) && s.state == SegmentState::kLive) {
         const ToolCall* call = CallOf(calls, s);
+        Use use = Use::kUnused;
+        if (options_.ephemeral_tools.count(s.name) > 0 ||
+            (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
+          use = Use::kStale;
+        } else if (options_.cost_model && superseded[i]) {
+          use = Use::kSuperseded;
+        } else if (options_.cost_model) {
+          size_t shared = 0;
+          bool shared_path = false;
+          for (const std::string& id : ExtractIdentifiers(s.content, 16)) {
+            if (!recent_names.count(id)) continue;
+            ++shared;
+            shared_path |= id.find('/') != std::string::npos;
+          }
+          if (call != nullptr) {
+            for (const std::string& id : ExtractIdentifiers(call->arguments, 8)) {
+              shared_path |= id.find('/') != std::string::npos && recent_names.count(id) > 0;
+            }
+          }
+          if (shared_path || shared >= 2) use = Use::kInUse;
+        }
+        const bool stale = use == Use::kStale || use == Use::kSuperseded;
+        if (below && !stale) continue;  // below the trigger only what the agent no longer needs
+        if (below && s.tokens < 64) continue;  // not worth an invalidation on its own
+        ensure_present();
         const size_t identifiers = std::clamp<size_t>(
             s.tokens / std::max<size_t>(1, options_.tokens_per_identifier), std::min<size_t>(8, options_.placeholder_identifiers),
             options_.placeholder_identifiers);
         std::string placeholder = MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present);
         const size_t placeholder_tokens = in.Count(placeholder);
         if (placeholder_tokens + 8 >= s.tokens) continue;  // masking would not pay
-        bool stale = options_.ephemeral_tools.count(s.name) > 0 ||
-                     (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls));
         candidates.push_back({i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
-                              s.tokens - placeholder_tokens, stale});
+                              s.tokens - placeholder_tokens, stale, use});
       } else if (!s.reasoning.empty() &&
                  (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
-        candidates.push_back({i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, in.Count(s.reasoning), true});
+        const size_t saving = in.Count(s.reasoning);
+        if (saving == 0 || (below && saving < 64)) continue;
+        candidates.push_back({i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale});
       }
     }
+
+    // tail[i]: history tokens from h[i] on (what a boundary at i invalidates).
+    std::vector<size_t> tail(n + 1, 0);
+    for (size_t i = n; i-- > 0;) tail[i] = tail[i + 1] + MessageTokens(in, *h[i]);
 
     // suffix[i]: what masking everything from candidate i on would free.
     std::vector<size_t> suffix(candidates.size() + 1, 0);
     for (size_t c = candidates.size(); c-- > 0;) suffix[c] = suffix[c + 1] + candidates[c].saving;
 
     HistoryEdit edit;
+    if (options_.cost_model && (below || suffix[0] >= need)) {
+      ChooseByValue(in, econ, candidates, tail, need, relax, edit);
+      return edit;
+    }
+    if (below) return edit;
     if (suffix[0] >= need) {
       // The latest boundary that reaches the goal: the last candidate c with suffix[c] >= need.
       size_t start = 0;
@@ -311,13 +479,170 @@ class StrataPolicy final : public CompactionPolicy {
       for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
       summary_edit.content = std::move(summary);
       const size_t actual = in.Count(summary_edit.content) + in.message_overhead_tokens;
-      const size_t saving = span_tokens > actual ? span_tokens - actual : 0;
+      if (actual >= span_tokens) {
+        // The summary would not be shorter than what it replaces (e.g. a span of placeholders and
+        // duplicate references): never apply an edit that adds tokens; mask what can be masked.
+        SelectFrom(candidates, 0, need, edit);
+        return edit;
+      }
+      const size_t saving = span_tokens - actual;
+      if (options_.cost_model) {
+        edit.explanation.mode = ModeOf(in);
+        edit.explanation.need_tokens = need;
+        CompactionCandidate summary_candidate;
+        summary_candidate.segment_id = span.front()->id;
+        summary_candidate.action = "summarize";
+        summary_candidate.tokens_removed = saving;
+        summary_candidate.invalidated_tokens = tail[first_index_of(h, span.front())];
+        summary_candidate.expected_saving = econ.Saving(saving);
+        summary_candidate.invalidation_cost = econ.Cost(summary_candidate.invalidated_tokens, saving);
+        summary_candidate.value = "oldest turns";
+        summary_candidate.chosen = true;
+        edit.explanation.candidates.push_back(summary_candidate);
+      }
       edit.summaries.push_back(std::move(summary_edit));
       if (saving < need) SelectFrom(candidates, c_after, need - saving, edit);
     } else {
       SelectFrom(candidates, c_after, need, edit);
     }
+    if (options_.cost_model) FinishExplanation(in, econ, candidates, tail, edit);
     return edit;
+  }
+
+  static size_t first_index_of(const std::vector<const Segment*>& h, const Segment* s) {
+    return static_cast<size_t>(std::find(h.begin(), h.end(), s) - h.begin());
+  }
+
+  static std::string ModeOf(const CompactionInput& in) {
+    if (in.forced) return "forced";
+    if (in.limit_tokens && in.total_tokens > in.limit_tokens) return "limit";
+    if (in.trigger_tokens && in.total_tokens > in.trigger_tokens) return "trigger";
+    return "below-trigger";
+  }
+
+  // The chosen set: for every candidate boundary b, the batch that boundary allows (from b on:
+  // stale and superseded first, then unused, then in-use results, oldest first, until `need` is
+  // reached; then every further stale or superseded result, which the invalidation already pays
+  // for). Above the trigger, the batch with the best expected net saving among those that reach the
+  // goal; below it, the best batch of stale and superseded results, applied only when its saving
+  // exceeds below_trigger_margin times its re-prefill cost.
+  void ChooseByValue(const CompactionInput& in, const Economics& econ, const std::vector<Candidate>& candidates,
+                     const std::vector<size_t>& tail, size_t need, int relax, HistoryEdit& edit) const {
+    const bool below = need == 0;
+    const size_t m = candidates.size();
+    auto rank = [](Use use) { return use == Use::kStale || use == Use::kSuperseded ? 0 : (use == Use::kUnused ? 1 : 2); };
+    std::vector<bool> best_set;
+    double best_net = -1e300;
+    size_t best_removed = 0, best_invalidated = 0;
+    for (size_t b = 0; b < m; ++b) {
+      std::vector<bool> take(m, false);
+      size_t freed = 0;
+      for (int r = 0; r < 3 && freed < need; ++r) {
+        for (size_t k = b; k < m && freed < need; ++k) {
+          if (rank(candidates[k].use) != r) continue;
+          take[k] = true;
+          freed += candidates[k].saving;
+        }
+      }
+      if (freed < need) continue;
+      for (size_t k = b; k < m; ++k) {
+        if (!take[k] && candidates[k].stale) {
+          take[k] = true;
+          freed += candidates[k].saving;
+        }
+      }
+      size_t first = m;
+      for (size_t k = b; k < m && first == m; ++k) {
+        if (take[k]) first = k;
+      }
+      if (first != b) continue;  // the same set is evaluated from its own first candidate
+      const size_t invalidated = tail[candidates[first].index];
+      const double net = econ.Saving(freed) - econ.Cost(invalidated, freed);
+      if (net > best_net) {
+        best_net = net;
+        best_set = std::move(take);
+        best_removed = freed;
+        best_invalidated = invalidated;
+      }
+    }
+    (void)relax;
+    if (best_set.empty()) return;
+    if (below) {
+      const double saving = econ.Saving(best_removed), cost = econ.Cost(best_invalidated, best_removed);
+      if (!(saving > options_.below_trigger_margin * cost)) {
+        return;  // does not pay: nothing to do
+      }
+      edit.reason = "expected saving " + Fixed(saving) + " over " + Fixed(econ.Horizon(best_removed)) +
+                    " turns exceeds " + Fixed(options_.below_trigger_margin) + " x re-prefill cost " +
+                    Fixed(cost) + " (input " + std::to_string(in.total_tokens) + " tokens, below the trigger " +
+                    std::to_string(in.trigger_tokens) + ")";
+    }
+    for (size_t k = 0; k < m; ++k) {
+      if (best_set[k]) edit.edits.push_back(candidates[k].edit);
+    }
+    edit.explanation.mode = ModeOf(in);
+    edit.explanation.need_tokens = need;
+    FinishExplanation(in, econ, candidates, tail, edit);
+  }
+
+  // Lists every candidate (chosen ones marked) and the chosen set's totals in edit.explanation.
+  void FinishExplanation(const CompactionInput& in, const Economics& econ, const std::vector<Candidate>& candidates,
+                         const std::vector<size_t>& tail, HistoryEdit& edit) const {
+    CompactionExplanation& x = edit.explanation;
+    if (x.mode.empty()) x.mode = ModeOf(in);
+    x.remaining_turns = econ.remaining;
+    x.uncached_price = econ.u;
+    x.cached_price = econ.c;
+    std::set<std::string> chosen;
+    for (const SegmentEdit& e : edit.edits) chosen.insert(e.segment_id);
+    std::vector<CompactionCandidate> listed = std::move(x.candidates);  // a summary, when there is one
+    size_t boundary = SIZE_MAX;
+    for (const CompactionCandidate& c : listed) {
+      for (size_t i = 0; i < in.history.size(); ++i) {
+        if (in.history[i]->id == c.segment_id) boundary = std::min(boundary, i);
+      }
+      x.tokens_removed += c.tokens_removed;
+    }
+    for (const Candidate& c : candidates) {
+      CompactionCandidate out;
+      out.segment_id = c.edit.segment_id;
+      out.action = c.edit.action == SegmentEdit::Action::kMask ? "mask" : "drop-reasoning";
+      out.tokens_removed = c.saving;
+      out.invalidated_tokens = tail[c.index];
+      out.expected_saving = econ.Saving(c.saving);
+      out.invalidation_cost = econ.Cost(out.invalidated_tokens, c.saving);
+      out.value = UseName(c.use);
+      out.chosen = chosen.count(c.edit.segment_id) > 0;
+      if (out.chosen) {
+        boundary = std::min(boundary, c.index);
+        x.tokens_removed += c.saving;
+      }
+      listed.push_back(std::move(out));
+    }
+    std::stable_sort(listed.begin(), listed.end(), [&](const CompactionCandidate& a, const CompactionCandidate& b) {
+      return first_index_of_id(in.history, a.segment_id) < first_index_of_id(in.history, b.segment_id);
+    });
+    x.candidates = std::move(listed);
+    if (boundary != SIZE_MAX) {
+      x.boundary_segment_id = in.history[boundary]->id;
+      x.invalidated_tokens = tail[boundary];
+    }
+    x.horizon_turns = econ.Horizon(x.tokens_removed);
+    x.expected_saving = econ.Saving(x.tokens_removed);
+    x.invalidation_cost = econ.Cost(x.invalidated_tokens, x.tokens_removed);
+  }
+
+  static size_t first_index_of_id(const std::vector<const Segment*>& h, const std::string& id) {
+    for (size_t i = 0; i < h.size(); ++i) {
+      if (h[i]->id == id) return i;
+    }
+    return h.size();
+  }
+
+  static std::string Fixed(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", value);
+    return text;
   }
 
   // Adds candidates from `start` on: stale ones first, then the rest oldest first, until `need`.

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -45,6 +46,20 @@ std::vector<std::string> ErrorLines(const std::string& text, size_t limit) {
   return lines;
 }
 
+std::string RecallIdOf(const Segment& s) { return s.recall_id.empty() ? RecallIdFor(s.content) : s.recall_id; }
+
+// The recall ids ("r-" and 16 hex digits) a line of an earlier summary carries.
+std::vector<std::string> RecallIdsIn(const std::string& line) {
+  std::vector<std::string> ids;
+  for (size_t at = line.find("r-"); at != std::string::npos; at = line.find("r-", at + 2)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(line[at - 1])) || line[at - 1] == '-')) continue;
+    size_t end = at + 2;
+    while (end < line.size() && std::isxdigit(static_cast<unsigned char>(line[end]))) ++end;
+    if (end - at == 18) ids.push_back(line.substr(at, 18));
+  }
+  return ids;
+}
+
 class ExtractiveSummarizer final : public Summarizer {
  public:
   std::string Name() const override { return "extractive@1"; }
@@ -53,6 +68,13 @@ class ExtractiveSummarizer final : public Summarizer {
                                   const Tokenizer& tokenizer) override {
     if (span.empty()) return InvalidArgumentError("nothing to summarize");
     std::vector<std::string> items;
+    // The recall ids each item stands for: an omitted item leaves them in the summary, so nothing a
+    // summary drops is out of reach (the originals are kept under these ids when summarized).
+    std::vector<std::vector<std::string>> item_ids;
+    auto add_item = [&](std::string line, std::vector<std::string> ids) {
+      items.push_back(std::move(line));
+      item_ids.push_back(std::move(ids));
+    };
     std::set<std::string> files, errors;
     size_t tokens = 0;
     int64_t first_turn = span.front()->turn, last_turn = span.back()->turn;
@@ -65,7 +87,7 @@ class ExtractiveSummarizer final : public Summarizer {
       tokens += s->tokens;
       switch (s->kind) {
         case SegmentKind::kUser:
-          items.push_back("- user: " + FirstLine(s->content, 300));
+          add_item("- user: " + FirstLine(s->content, 300), {RecallIdOf(*s)});
           break;
         case SegmentKind::kSummary: {
           // Merge an earlier summary: keep its items, not just its header.
@@ -80,7 +102,10 @@ class ExtractiveSummarizer final : public Summarizer {
             size_t end = s->content.find('\n', start);
             if (end == std::string::npos) end = s->content.size();
             std::string line = s->content.substr(start, end - start);
-            if (!line.empty() && line.rfind("- ... (", 0) != 0) items.push_back(std::move(line));
+            if (!line.empty()) {
+              std::vector<std::string> ids = RecallIdsIn(line);
+              add_item(std::move(line), std::move(ids));
+            }
             start = end + 1;
           }
           break;
@@ -99,7 +124,7 @@ class ExtractiveSummarizer final : public Summarizer {
             line += (decision.empty() ? "" : " ") + std::string("-> ") + call.name + ": " +
                     FirstLine(arguments, 160);
           }
-          items.push_back(line);
+          add_item(std::move(line), {RecallIdOf(*s)});
           break;
         }
         case SegmentKind::kToolResult:
@@ -111,9 +136,9 @@ class ExtractiveSummarizer final : public Summarizer {
             result = "  result (" + std::to_string(s->content.size()) + " bytes";
             std::vector<std::string> names = ExtractIdentifiers(s->content, 12);
             for (size_t k = 0; k < names.size(); ++k) result += (k ? ", " : "; mentions: ") + names[k];
-            result += "; recall " + (s->recall_id.empty() ? RecallIdFor(s->content) : s->recall_id) + ")";
+            result += "; recall " + RecallIdOf(*s) + ")";
           }
-          items.push_back(result);
+          add_item(std::move(result), {RecallIdOf(*s)});
           for (const std::string& id : ExtractIdentifiers(s->content, 8)) {
             if (id.find('/') != std::string::npos) files.insert(id);
           }
@@ -173,39 +198,84 @@ class ExtractiveSummarizer final : public Summarizer {
     }
     // Drop items from the middle (keeping the oldest and the latest) until the summary fits.
     std::vector<bool> keep(items.size(), true);
+    // A run of omitted items becomes one line with their recall ids. When even the ids do not fit
+    // the bound (about 7 tokens each), the newest `id_cap` are listed and the line says how many
+    // were left out.
+    size_t id_cap = static_cast<size_t>(-1);
     auto render = [&]() {
-      std::string out = header;
-      size_t omitted = 0;
+      std::vector<std::pair<size_t, std::vector<std::string>>> runs;  // omitted count, ids
+      size_t total_ids = 0;
+      std::set<std::string> seen;
+      std::vector<std::string> kept_lines(items.size());
       for (size_t i = 0; i < items.size(); ++i) {
-        if (keep[i]) {
-          if (omitted) out += "\n- ... (" + std::to_string(omitted) + " items omitted)";
-          omitted = 0;
-          out += "\n" + items[i];
-        } else {
-          ++omitted;
+        if (keep[i]) continue;
+        if (i == 0 || keep[i - 1]) runs.push_back({0, {}});
+        // An omitted earlier "... items omitted" line counts its own items.
+        const bool earlier_run = items[i].rfind("- ... (", 0) == 0;
+        runs.back().first += earlier_run ? std::max<long long>(1, std::atoll(items[i].c_str() + 7)) : 1;
+        for (const std::string& id : item_ids[i]) {
+          if (seen.insert(id).second) {
+            runs.back().second.push_back(id);
+            ++total_ids;
+          }
         }
       }
-      if (omitted) out += "\n- ... (" + std::to_string(omitted) + " items omitted)";
+      size_t skip = total_ids > id_cap ? total_ids - id_cap : 0;  // oldest ids first
+      std::string out = header;
+      size_t run = 0;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (keep[i]) {
+          out += "\n" + items[i];
+          continue;
+        }
+        if (i + 1 < items.size() && !keep[i + 1]) continue;  // the run's line goes at its end
+        const auto& [count, ids] = runs[run++];
+        std::string line = "\n- ... (" + std::to_string(count) + " items omitted";
+        size_t listed = 0, left_out = 0;
+        for (const std::string& id : ids) {
+          if (skip > 0) {
+            --skip;
+            ++left_out;
+            continue;
+          }
+          line += (listed++ ? " " : "; recall ") + id;
+        }
+        if (left_out) line += "; " + std::to_string(left_out) + " older recall ids left out";
+        out += line + ")";
+      }
       return out + tail;
     };
     std::string out = render();
     size_t kept = items.size();
-    while (kept > 0 && tokenizer.Count(out) > max_tokens) {
-      // Remove the kept item nearest the middle; drop several at once when far over.
-      const size_t over = tokenizer.Count(out) - max_tokens;
-      size_t drop = std::max<size_t>(1, std::min(kept, over / 64));
-      for (; drop > 0 && kept > 0; --drop) {
-        size_t middle = items.size() / 2, best = items.size();
-        for (size_t d = 0; d <= items.size(); ++d) {
-          if (middle >= d && keep[middle - d]) { best = middle - d; break; }
-          if (middle + d < items.size() && keep[middle + d]) { best = middle + d; break; }
+    // Remove the kept items nearest the middle (the oldest and the latest stay), several at once
+    // when far over; then list fewer ids; then drop the last items too.
+    auto drop_middle = [&](size_t min_kept) {
+      while (kept > min_kept && tokenizer.Count(out) > max_tokens) {
+        const size_t over = tokenizer.Count(out) - max_tokens;
+        size_t drop = std::max<size_t>(1, std::min(kept - min_kept, over / 64));
+        for (; drop > 0 && kept > min_kept; --drop) {
+          size_t middle = items.size() / 2, best = items.size();
+          for (size_t d = 0; d <= items.size(); ++d) {
+            if (middle >= d && keep[middle - d]) { best = middle - d; break; }
+            if (middle + d < items.size() && keep[middle + d]) { best = middle + d; break; }
+          }
+          if (best == items.size()) break;
+          keep[best] = false;
+          --kept;
         }
-        if (best == items.size()) break;
-        keep[best] = false;
-        --kept;
+        out = render();
       }
+    };
+    drop_middle(2);
+    while (tokenizer.Count(out) > max_tokens && id_cap > 0) {
+      size_t listed = 0;
+      for (const auto& ids : item_ids) listed += ids.size();
+      const size_t cap = std::min(id_cap, listed);
+      const size_t fewer = std::max((tokenizer.Count(out) - max_tokens) / 4 + 1, cap / 8);
+      id_cap = cap > fewer ? cap - fewer : 0;
       out = render();
     }
+    drop_middle(0);
     if (tokenizer.Count(out) > max_tokens) {
       out = header;  // the header alone always fits any sensible limit
       if (!tail.empty() && tokenizer.Count(out + tail) <= max_tokens) out += tail;

@@ -24,7 +24,12 @@ std::string CompactionReportJson(const CompactionReport& c) {
                               {"masked", c.masked},
                               {"evicted", c.evicted},
                               {"summarized", c.summarized},
-                              {"reasoning_dropped", c.reasoning_dropped}};
+                              {"reasoning_dropped", c.reasoning_dropped},
+                              {"rounds", c.rounds}};
+  if (!c.explanation.empty()) {
+    j["expected_saving"] = c.explanation.expected_saving;
+    j["invalidation_cost"] = c.explanation.invalidation_cost;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

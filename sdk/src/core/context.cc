@@ -578,8 +578,12 @@ class Context::Impl {
     if (!force && !policy->ShouldCompact(input)) return std::optional<CompactionReport>();
     STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, policy->Plan(input));
     if (edit.empty()) return std::optional<CompactionReport>();
-    std::string reason = force ? "requested" : DescribeTrigger(input);
-    STRATA_ASSIGN_OR_RETURN(CompactionReport report, ApplyEdit(edit, policy->Name(), std::move(reason)));
+    std::string reason = force ? "requested" : (edit.reason.empty() ? DescribeTrigger(input) : edit.reason);
+    bool not_reducing = false;
+    STRATA_ASSIGN_OR_RETURN(CompactionReport report,
+                            ApplyEdit(edit, policy->Name(), std::move(reason), /*require_reduction=*/true,
+                                      &not_reducing));
+    if (not_reducing) return std::optional<CompactionReport>();
     return std::optional<CompactionReport>(std::move(report));
   }
 
@@ -596,7 +600,11 @@ class Context::Impl {
     return "policy";
   }
 
-  StatusOr<CompactionReport> ApplyEdit(const HistoryEdit& edit, std::string policy, std::string reason) {
+  // With `require_reduction`, an edit that would not lower the input tokens (the context's own
+  // count) is not applied: *not_reducing is set and the unapplied report is returned.
+  StatusOr<CompactionReport> ApplyEdit(const HistoryEdit& edit, std::string policy, std::string reason,
+                                       bool require_reduction = false, bool* not_reducing = nullptr) {
+    if (not_reducing != nullptr) *not_reducing = false;
     if (edit.empty()) return InvalidArgumentError("the edit is empty");
     if (!open_calls_.empty()) {
       return FailedPreconditionError("cannot compact while tool calls are unanswered (" +
@@ -705,6 +713,40 @@ class Context::Impl {
       summaries.push_back({first, std::move(s)});
     }
 
+    // 1b. A deduplicated result that points at an output this edit hides would point at nothing
+    // the model can see: its reference says so and keeps the recall id of the (identical) content.
+    // Duplicates follow their original, so this never moves the boundary.
+    std::unordered_map<std::string, SegmentState> hidden_calls;  // tool_call_id -> its new state
+    for (const auto& [i, segment] : changed) {
+      if (IsToolResultKind(segment.kind) && segment.state != SegmentState::kLive) {
+        hidden_calls.emplace(segment.tool_call_id, segment.state);
+      }
+    }
+    if (!hidden_calls.empty()) {
+      for (size_t j = 0; j < history_.size(); ++j) {
+        const Segment& d = history_[j];
+        if (changed.count(j) || !IsRendered(d) || d.state != SegmentState::kLive ||
+            d.hygiene != HygieneAction::kDeduplicated) {
+          continue;
+        }
+        auto hidden = hidden_calls.find(d.duplicate_of);
+        if (hidden == hidden_calls.end()) continue;
+        Segment s = d;
+        const std::string anchor = "result of call " + d.duplicate_of;
+        const size_t at = s.content.find(anchor);
+        const std::string note = ", which is " + std::string(SegmentStateName(hidden->second)) +
+                                 " (context_recall " + s.recall_id + " gives it back)";
+        if (at != std::string::npos) {
+          s.content.insert(at + anchor.size(), note);
+        } else {
+          s.content = "[strata: output identical to the " + anchor + note + "]";
+        }
+        s.policy = policy;
+        s.tokens = CountTokens(s);
+        changed.emplace(j, std::move(s));
+      }
+    }
+
     // 2. The rendered history after the edit must keep every tool call paired.
     {
       std::vector<std::string> open;
@@ -769,6 +811,11 @@ class Context::Impl {
       delta += static_cast<int64_t>(p.segment.tokens + options_.message_overhead_tokens);
     }
     report.tokens_after = static_cast<size_t>(static_cast<int64_t>(report.tokens_before) + delta);
+    report.explanation = edit.explanation;
+    if (require_reduction && delta >= 0) {
+      if (not_reducing != nullptr) *not_reducing = true;
+      return report;  // nothing changed
+    }
 
     // 4. Journal, then apply.
     for (const auto& [i, segment] : changed) change.upserted.push_back(segment);
@@ -780,6 +827,13 @@ class Context::Impl {
 
     for (auto& [id, original] : change.originals) recall_.emplace(id, std::move(original));
     for (auto& [i, segment] : changed) history_[i] = std::move(segment);
+    if (!hidden_calls.empty()) {
+      // A later identical output is rendered in full again (and becomes the new original), rather
+      // than pointing at one the model no longer sees.
+      for (auto it = output_index_.begin(); it != output_index_.end();) {
+        it = hidden_calls.count(it->second) ? output_index_.erase(it) : std::next(it);
+      }
+    }
     next_seq_ = seq;
     // Insert summaries before their first replaced segment, last first so indexes stay valid.
     std::sort(summaries.begin(), summaries.end(),
@@ -830,37 +884,56 @@ class Context::Impl {
     return request;
   }
 
+  // How many compactions one Build() may apply. The first round is the policy's plan (down to the
+  // target above the trigger, or the cost model's choice below it); later rounds run only while the
+  // request is still above the hard limit, which happens when the exact count (chat template,
+  // tokenizer) is higher than the context's own count the policy planned with, and every round must
+  // lower the input tokens or it is not applied. One plan plus up to three such corrections: a
+  // policy that keeps removing a few tokens at a time cannot turn one build into many prefix
+  // invalidations; if the request still does not fit after them, Build() fails (RESOURCE_EXHAUSTED)
+  // instead. The report says how many rounds were used (CompactionReport::rounds).
+  static constexpr size_t kMaxCompactionRounds = 4;
+
   StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build) {
     std::optional<CompactionReport> merged;
-    for (int round = 0;; ++round) {
+    for (size_t rounds = 0;;) {
       STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
       if (!options_.budget) return request;
       const size_t tokens = request.input_tokens;
       const size_t limit = LimitTokens();
-      if (options_.compaction != nullptr && round < 8) {
+      if (options_.compaction != nullptr && rounds < kMaxCompactionRounds && (rounds == 0 || tokens > limit)) {
         CompactionInput input = MakeInput(false);
         input.total_tokens = tokens;  // plan against the exact count when there is one
+        input.round = rounds;
         if (tokens > limit || options_.compaction->ShouldCompact(input)) {
           STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, options_.compaction->Plan(input));
           if (!edit.empty()) {
-            STRATA_ASSIGN_OR_RETURN(CompactionReport report,
-                                    ApplyEdit(edit, options_.compaction->Name(), DescribeTrigger(input)));
-            report.tokens_before = tokens;
-            if (!merged) {
-              merged = report;
-            } else {
-              // One Build, one report: the earliest boundary and the first measured cost.
-              if (report.boundary_index < merged->boundary_index) {
-                merged->boundary_index = report.boundary_index;
-                merged->boundary_segment_id = report.boundary_segment_id;
+            bool not_reducing = false;
+            STRATA_ASSIGN_OR_RETURN(
+                CompactionReport report,
+                ApplyEdit(edit, options_.compaction->Name(),
+                          edit.reason.empty() ? DescribeTrigger(input) : edit.reason,
+                          /*require_reduction=*/true, &not_reducing));
+            if (!not_reducing) {
+              ++rounds;
+              report.tokens_before = tokens;
+              if (!merged) {
+                merged = report;
+              } else {
+                // One Build, one report: the earliest boundary and the first measured cost.
+                if (report.boundary_index < merged->boundary_index) {
+                  merged->boundary_index = report.boundary_index;
+                  merged->boundary_segment_id = report.boundary_segment_id;
+                }
+                merged->invalidated_tokens = std::max(merged->invalidated_tokens, report.invalidated_tokens);
+                merged->masked += report.masked;
+                merged->evicted += report.evicted;
+                merged->summarized += report.summarized;
+                merged->reasoning_dropped += report.reasoning_dropped;
               }
-              merged->invalidated_tokens = std::max(merged->invalidated_tokens, report.invalidated_tokens);
-              merged->masked += report.masked;
-              merged->evicted += report.evicted;
-              merged->summarized += report.summarized;
-              merged->reasoning_dropped += report.reasoning_dropped;
+              merged->rounds = rounds;
+              continue;
             }
-            continue;
           }
         }
       }
@@ -868,6 +941,7 @@ class Context::Impl {
       if (merged) {
         merged->tokens_after = tokens;
         compactions_.back().tokens_after = tokens;
+        compactions_.back().rounds = merged->rounds;
       }
       request.compaction = std::move(merged);
       return request;

@@ -54,7 +54,8 @@ TEST_CASE("the extractive summary keeps decisions, calls, files and errors withi
   auto bounded = summarizer->Summarize(Pointers(long_span), 300, *tokenizer);
   REQUIRE(bounded.ok());
   CHECK(tokenizer->Count(*bounded) <= 300);
-  CHECK_THAT(*bounded, Catch::Contains("items omitted"));
+  CHECK_THAT(*bounded, Catch::Contains("items omitted; recall r-"));
+  CHECK_THAT(*bounded, Catch::Contains("older recall ids left out"));  // 400 ids do not fit 300 tokens
   CHECK_THAT(*bounded, Catch::Contains("turn 1:"));  // the oldest decision survives
 }
 
