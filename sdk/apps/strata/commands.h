@@ -21,6 +21,7 @@ void RegisterReplay(CLI::App& app);
 void RegisterTokens(CLI::App& app);
 void RegisterInspect(CLI::App& app);
 void RegisterGrowth(CLI::App& app);
+void RegisterPlan(CLI::App& app);
 
 }  // namespace strata::cli
 

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   strata::cli::RegisterTokens(app);
   strata::cli::RegisterInspect(app);
   strata::cli::RegisterGrowth(app);
+  strata::cli::RegisterPlan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
