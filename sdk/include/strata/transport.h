@@ -102,6 +102,8 @@ struct CallOptions {
   std::string request_id;
   // Extra request headers (HTTP) or metadata (gRPC, lower-cased names), e.g. tracing headers.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Prompt tokens of the body (size hint); 0 = estimated from the body as bytes/4.
+  int64_t prompt_tokens = 0;
 };
 
 // Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).
