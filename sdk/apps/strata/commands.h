@@ -22,6 +22,7 @@ void RegisterTokens(CLI::App& app);
 void RegisterInspect(CLI::App& app);
 void RegisterGrowth(CLI::App& app);
 void RegisterPlan(CLI::App& app);
+void RegisterBench(CLI::App& app);
 
 }  // namespace strata::cli
 

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   strata::cli::RegisterInspect(app);
   strata::cli::RegisterGrowth(app);
   strata::cli::RegisterPlan(app);
+  strata::cli::RegisterBench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
