@@ -53,7 +53,9 @@ std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn) {
   body["model"] = spec.model;
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   messages.push_back({{"role", "system"}, {"content", "You are a careful analyst. Answer briefly."}});
-  const size_t doc_bytes = static_cast<size_t>(std::max<int64_t>(64, spec.length - 64) * spec.bytes_per_token);
+  // Room for the agent's later turns and the output, so that a grown context still fits `length`.
+  const int64_t reserve = std::min<int64_t>(1024, spec.length / 16) + spec.output_tokens;
+  const size_t doc_bytes = static_cast<size_t>(std::max<int64_t>(64, spec.length - reserve) * spec.bytes_per_token);
   messages.push_back({{"role", "user"}, {"content", Document(doc_seed, doc_bytes) + "\n\nSummarize the document."}});
   for (int t = 0; t < turn; ++t) {
     messages.push_back({{"role", "assistant"}, {"content", "Summary " + std::to_string(t) + " of the document."}});

@@ -57,11 +57,11 @@ struct BenchArgs {
   std::string model = "glm-5.3-flash";
   bool no_progress = false;
   bool mixed = false;
-  int mixed_short_clients = 8;
-  int mixed_short_requests = 25;
+  int mixed_short_clients = 2;
+  int mixed_short_requests = 40;
   std::string mixed_short_length = "16k";
   std::string mixed_long_lengths = "512k,1m,512k,1m";
-  int64_t mixed_kv_capacity = 1200000;
+  int64_t mixed_kv_capacity = 1100000;
   uint64_t seed = 1;
 };
 
@@ -259,8 +259,22 @@ struct MixedArm {
   std::vector<std::string> errors;
 };
 
+// --sim-args with the KV capacity replaced by --mixed-kv-capacity.
+std::string MixedSimArgs(const BenchArgs& args) {
+  std::string out;
+  std::vector<std::string> words = Split(args.sim_args, ' ');
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "--kv-capacity-tokens") {
+      ++i;
+      continue;
+    }
+    out += words[i] + " ";
+  }
+  return out + "--kv-capacity-tokens " + std::to_string(args.mixed_kv_capacity);
+}
+
 MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress) {
-  std::string sim_args = args.sim_args + " --kv-capacity-tokens " + std::to_string(args.mixed_kv_capacity);
+  const std::string sim_args = MixedSimArgs(args);
   const std::string sim_path = args.sim_path.empty() ? DefaultSimPath() : args.sim_path;
   auto sim_a = SimProcess::Start(sim_path, sim_args);
   auto sim_b = SimProcess::Start(sim_path, sim_args);
@@ -367,7 +381,7 @@ void RunMixed(const BenchArgs& args) {
   nlohmann::ordered_json out;
   out["scenario"] = "mixed";
   out["started"] = NowIso();
-  out["sim_args"] = args.sim_args + " --kv-capacity-tokens " + std::to_string(args.mixed_kv_capacity);
+  out["sim_args"] = MixedSimArgs(args);
   out["short"] = {{"clients", args.mixed_short_clients}, {"requests_per_client", args.mixed_short_requests},
                   {"length", *ParseLength(args.mixed_short_length)}};
   out["long_lengths"] = Split(args.mixed_long_lengths);
