@@ -10,7 +10,8 @@ namespace strata::sim {
 KvSim::KvSim(KvSimOptions options, std::function<bool(int64_t)> sleep)
     : options_(options), sleep_(std::move(sleep)) {
   options_.block_tokens = std::max<int64_t>(1, options_.block_tokens);
-  capacity_blocks_ = options_.capacity_tokens > 0 ? options_.capacity_tokens / options_.block_tokens : 0;
+  capacity_blocks_ =
+      options_.capacity_tokens > 0 ? options_.capacity_tokens / options_.block_tokens : 0;
   stats_.capacity_blocks = capacity_blocks_;
 }
 
@@ -56,8 +57,9 @@ KvSim::Admission KvSim::Admit(int64_t prompt_tokens, int64_t max_output_tokens, 
                               int64_t* wait_us) {
   std::unique_lock<std::mutex> lock(mu_);
   if (wait_us != nullptr) *wait_us = 0;
-  const int64_t need = options_.preempt ? Blocks(prompt_tokens + 1)
-                                        : Blocks(prompt_tokens + std::max<int64_t>(1, max_output_tokens));
+  const int64_t need = options_.preempt
+                           ? Blocks(prompt_tokens + 1)
+                           : Blocks(prompt_tokens + std::max<int64_t>(1, max_output_tokens));
   if (capacity_blocks_ > 0 && need > capacity_blocks_) {
     ++stats_.rejected_too_large_total;
     return Admission::kTooLarge;

@@ -70,7 +70,7 @@ class KvSim {
 
   struct Stats {
     int64_t capacity_blocks = 0;
-    int64_t used_blocks = 0;      // held by running sequences
+    int64_t used_blocks = 0;  // held by running sequences
     int running = 0;
     int waiting = 0;
     int64_t admitted_total = 0;

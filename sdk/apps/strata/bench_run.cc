@@ -28,10 +28,10 @@ Percentiles ComputePercentiles(std::vector<double> values) {
 
 namespace {
 
-const char* const kWords[] = {"cache",  "prefix", "token",  "layer",  "agent",   "context",
-                              "model",  "memory", "block",  "stream", "request", "replica",
-                              "pool",   "window", "sparse", "linear", "state",   "budget",
-                              "server", "prefill"};
+const char* const kWords[] = {"cache",   "prefix",  "token",  "layer",  "agent",
+                              "context", "model",   "memory", "block",  "stream",
+                              "request", "replica", "pool",   "window", "sparse",
+                              "linear",  "state",   "budget", "server", "prefill"};
 
 std::string Document(uint64_t seed, size_t bytes) {
   std::mt19937_64 rng(seed);
@@ -52,14 +52,20 @@ std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn) {
   nlohmann::ordered_json body;
   body["model"] = spec.model;
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  messages.push_back({{"role", "system"}, {"content", "You are a careful analyst. Answer briefly."}});
+  messages.push_back(
+      {{"role", "system"}, {"content", "You are a careful analyst. Answer briefly."}});
   // Room for the agent's later turns and the output, so that a grown context still fits `length`.
   const int64_t reserve = std::min<int64_t>(1024, spec.length / 16) + spec.output_tokens;
-  const size_t doc_bytes = static_cast<size_t>(std::max<int64_t>(64, spec.length - reserve) * spec.bytes_per_token);
-  messages.push_back({{"role", "user"}, {"content", Document(doc_seed, doc_bytes) + "\n\nSummarize the document."}});
+  const size_t doc_bytes =
+      static_cast<size_t>(std::max<int64_t>(64, spec.length - reserve) * spec.bytes_per_token);
+  messages.push_back({{"role", "user"},
+                      {"content", Document(doc_seed, doc_bytes) + "\n\nSummarize the document."}});
   for (int t = 0; t < turn; ++t) {
-    messages.push_back({{"role", "assistant"}, {"content", "Summary " + std::to_string(t) + " of the document."}});
-    messages.push_back({{"role", "user"}, {"content", "Follow-up question " + std::to_string(t + 1) + ": what changed?"}});
+    messages.push_back(
+        {{"role", "assistant"}, {"content", "Summary " + std::to_string(t) + " of the document."}});
+    messages.push_back(
+        {{"role", "user"},
+         {"content", "Follow-up question " + std::to_string(t + 1) + ": what changed?"}});
   }
   body["messages"] = messages;
   body["max_tokens"] = spec.output_tokens;
@@ -77,7 +83,8 @@ CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
   std::atomic<uint64_t> request_counter{0};
   auto send = [&](const std::string& body, RequestRecord* record, Response* response) {
     CallOptions call;
-    call.request_id = "bench-" + std::to_string(spec.seed) + "-" + std::to_string(++request_counter);
+    call.request_id =
+        "bench-" + std::to_string(spec.seed) + "-" + std::to_string(++request_counter);
     call.prompt_tokens = static_cast<int64_t>(body.size()) / spec.bytes_per_token;
     if (pools != nullptr) return pools->Send(body, call, response, record);
     return transport->Send(body, call, response);
@@ -96,7 +103,8 @@ CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
       }
       for (int i = 0; i < spec.requests_per_agent; ++i) {
         // Warm: the same document, one more exchange per turn. Cold: a fresh document each time.
-        const uint64_t doc = spec.warm ? agent_seed : agent_seed + 104729ULL * static_cast<uint64_t>(i + 1);
+        const uint64_t doc =
+            spec.warm ? agent_seed : agent_seed + 104729ULL * static_cast<uint64_t>(i + 1);
         const std::string body = AgentBody(spec, doc, spec.warm ? turn_base + i : 0);
         Response response;
         RequestRecord record;
@@ -111,7 +119,8 @@ CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
             result.ttft_ms.push_back(response.timings.ttft_ms);
             result.e2e_ms.push_back(response.timings.total_ms);
             const int64_t out = response.usage.completion_tokens;
-            if (out > 1) result.tpot_ms.push_back(response.timings.decode_ms / static_cast<double>(out - 1));
+            if (out > 1)
+              result.tpot_ms.push_back(response.timings.decode_ms / static_cast<double>(out - 1));
             result.prompt_tokens += response.usage.prompt_tokens;
             result.output_tokens += out;
             if (response.usage.cached_tokens) {
@@ -149,11 +158,14 @@ nlohmann::ordered_json CellToJson(const CellResult& c) {
   j["ttft_ms"] = PercentileJson(c.ttft_ms);
   j["tpot_ms"] = PercentileJson(c.tpot_ms);
   j["e2e_ms"] = PercentileJson(c.e2e_ms);
-  j["queue_wait_ms"] = c.mode == "pools" ? PercentileJson(c.queue_wait_ms) : nlohmann::ordered_json();
-  j["throughput_tokens_per_s"] = c.wall_s > 0 ? static_cast<double>(c.prompt_tokens + c.output_tokens) / c.wall_s : 0;
+  j["queue_wait_ms"] =
+      c.mode == "pools" ? PercentileJson(c.queue_wait_ms) : nlohmann::ordered_json();
+  j["throughput_tokens_per_s"] =
+      c.wall_s > 0 ? static_cast<double>(c.prompt_tokens + c.output_tokens) / c.wall_s : 0;
   j["output_tokens_per_s"] = c.wall_s > 0 ? static_cast<double>(c.output_tokens) / c.wall_s : 0;
   j["cached_share"] = c.cached_reported && c.prompt_tokens > 0
-                          ? nlohmann::ordered_json(static_cast<double>(c.cached_tokens) / static_cast<double>(c.prompt_tokens))
+                          ? nlohmann::ordered_json(static_cast<double>(c.cached_tokens) /
+                                                   static_cast<double>(c.prompt_tokens))
                           : nlohmann::ordered_json();
   j["prompt_tokens"] = c.prompt_tokens;
   j["output_tokens"] = c.output_tokens;
@@ -167,8 +179,10 @@ std::string RenderHtmlReport(const nlohmann::ordered_json& results, const std::s
   std::string safe;
   safe.reserve(data.size());
   for (size_t i = 0; i < data.size(); ++i) {
-    if (data[i] == '<' ) safe += "\\u003c";
-    else safe += data[i];
+    if (data[i] == '<')
+      safe += "\\u003c";
+    else
+      safe += data[i];
   }
   std::string html = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>strata bench report</title>

@@ -25,7 +25,7 @@ Percentiles ComputePercentiles(std::vector<double> values);
 struct CellSpec {
   int64_t length = 0;  // target input tokens of an agent's document
   int concurrency = 1;
-  bool warm = false;   // warm: each agent primes its prefix once, then grows it; cold: fresh docs
+  bool warm = false;  // warm: each agent primes its prefix once, then grows it; cold: fresh docs
   int requests_per_agent = 2;
   int64_t output_tokens = 16;
   int bytes_per_token = 4;  // size of the synthetic document per target token

@@ -1,8 +1,8 @@
-// `strata bench`: the agent-shaped load tester (bench_run.h). Against strata-sim by default (started
-// as a child process) or any OpenAI-compatible endpoint (--endpoint URL), directly or through a pool
-// set (--pools FILE); results as JSON and as a self-contained HTML report. `--mixed` runs the
-// headline comparison: one undivided pool against strata's length pools on the same simulated
-// hardware.
+// `strata bench`: the agent-shaped load tester (bench_run.h). Against strata-sim by default
+// (started as a child process) or any OpenAI-compatible endpoint (--endpoint URL), directly or
+// through a pool set (--pools FILE); results as JSON and as a self-contained HTML report. `--mixed`
+// runs the headline comparison: one undivided pool against strata's length pools on the same
+// simulated hardware.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -163,7 +163,8 @@ std::string DefaultSimPath() {
 
 class Progress {
  public:
-  Progress(int64_t total, bool enabled) : total_(total), enabled_(enabled && isatty(STDERR_FILENO)) {}
+  Progress(int64_t total, bool enabled)
+      : total_(total), enabled_(enabled && isatty(STDERR_FILENO)) {}
   void SetLabel(const std::string& label) {
     std::lock_guard<std::mutex> lock(mu_);
     label_ = label;
@@ -233,7 +234,9 @@ std::unique_ptr<PoolSet> MakePools(const std::string& file, const std::string& s
   for (PoolConfig& pool : config->pools) {
     for (std::string& e : pool.endpoints) {
       if (e == "sim") {
-        if (sim_url.empty()) throw CLI::ValidationError("--pools", "endpoint \"sim\" needs the started simulator (no --endpoint)");
+        if (sim_url.empty())
+          throw CLI::ValidationError(
+              "--pools", "endpoint \"sim\" needs the started simulator (no --endpoint)");
         e = sim_url;
       }
     }
@@ -283,11 +286,26 @@ MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress)
   PoolSetConfig config;
   if (with_pools) {
     // Short requests get replica A; long ones replica B, one at a time, waiting in strata's queue.
-    config.pools.push_back(PoolConfig{"short", 131072, {}, {transport_a.get()}, 0, 0, std::chrono::milliseconds(0), 16});
-    config.pools.push_back(PoolConfig{"long", 1048576 + 4096, {}, {transport_b.get()}, 1, 64, std::chrono::milliseconds(600000), 16});
+    config.pools.push_back(PoolConfig{
+        "short", 131072, {}, {transport_a.get()}, 0, 0, std::chrono::milliseconds(0), 16});
+    config.pools.push_back(PoolConfig{"long",
+                                      1048576 + 4096,
+                                      {},
+                                      {transport_b.get()},
+                                      1,
+                                      64,
+                                      std::chrono::milliseconds(600000),
+                                      16});
     config.ladder = {DegradationStep::kWait, DegradationStep::kRefuse};
   } else {
-    config.pools.push_back(PoolConfig{"all", 1048576 + 4096, {}, {transport_a.get(), transport_b.get()}, 0, 0, std::chrono::milliseconds(0), 16});
+    config.pools.push_back(PoolConfig{"all",
+                                      1048576 + 4096,
+                                      {},
+                                      {transport_a.get(), transport_b.get()},
+                                      0,
+                                      0,
+                                      std::chrono::milliseconds(0),
+                                      16});
   }
   auto pools = std::move(PoolSet::Create(config)).value();
   MixedArm arm;
@@ -297,7 +315,8 @@ MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress)
   short_spec.length = *ParseLength(args.mixed_short_length);
   short_spec.output_tokens = args.output_tokens;
   std::vector<int64_t> long_lengths;
-  for (const std::string& l : Split(args.mixed_long_lengths)) long_lengths.push_back(*ParseLength(l));
+  for (const std::string& l : Split(args.mixed_long_lengths))
+    long_lengths.push_back(*ParseLength(l));
   std::atomic<uint64_t> ids{0};
   auto send = [&](const std::string& body, Response* response) {
     CallOptions call;
@@ -330,7 +349,8 @@ MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress)
   for (int c = 0; c < args.mixed_short_clients; ++c) {
     threads.emplace_back([&, c] {
       for (int r = 0; r < args.mixed_short_requests; ++r) {
-        std::string body = bench::AgentBody(short_spec, 1000 + static_cast<uint64_t>(c) * 1000 + r + (with_pools ? 0 : 500000), 0);
+        std::string body = bench::AgentBody(
+            short_spec, 1000 + static_cast<uint64_t>(c) * 1000 + r + (with_pools ? 0 : 500000), 0);
         Response response;
         Status s = send(body, &response);
         std::lock_guard<std::mutex> lock(mu);
@@ -369,7 +389,8 @@ nlohmann::ordered_json MixedArmJson(const MixedArm& arm) {
 }
 
 void RunMixed(const BenchArgs& args) {
-  if (!args.endpoint.empty()) throw CLI::ValidationError("--mixed", "--mixed starts its own simulators; drop --endpoint");
+  if (!args.endpoint.empty())
+    throw CLI::ValidationError("--mixed", "--mixed starts its own simulators; drop --endpoint");
   const int64_t per_arm = args.mixed_short_clients * args.mixed_short_requests +
                           static_cast<int64_t>(Split(args.mixed_long_lengths).size());
   Progress progress(2 * per_arm, !args.no_progress);
@@ -382,14 +403,17 @@ void RunMixed(const BenchArgs& args) {
   out["scenario"] = "mixed";
   out["started"] = NowIso();
   out["sim_args"] = MixedSimArgs(args);
-  out["short"] = {{"clients", args.mixed_short_clients}, {"requests_per_client", args.mixed_short_requests},
+  out["short"] = {{"clients", args.mixed_short_clients},
+                  {"requests_per_client", args.mixed_short_requests},
                   {"length", *ParseLength(args.mixed_short_length)}};
   out["long_lengths"] = Split(args.mixed_long_lengths);
   out["arms"] = {MixedArmJson(undivided), MixedArmJson(pooled)};
-  std::printf("%-40s %12s %12s %10s %14s\n", "arm", "short p50", "short p99", "long ok", "tokens/s");
+  std::printf("%-40s %12s %12s %10s %14s\n", "arm", "short p50", "short p99", "long ok",
+              "tokens/s");
   for (const auto& arm : out["arms"]) {
-    std::printf("%-40s %9.1f ms %9.1f ms %5lld/%-4lld %14.0f\n", arm["arm"].get<std::string>().c_str(),
-                arm["short_ttft_ms"]["p50"].get<double>(), arm["short_ttft_ms"]["p99"].get<double>(),
+    std::printf("%-40s %9.1f ms %9.1f ms %5lld/%-4lld %14.0f\n",
+                arm["arm"].get<std::string>().c_str(), arm["short_ttft_ms"]["p50"].get<double>(),
+                arm["short_ttft_ms"]["p99"].get<double>(),
                 static_cast<long long>(arm["long_ok"].get<int64_t>()),
                 static_cast<long long>(arm["long_total"].get<int64_t>()),
                 arm["throughput_tokens_per_s"].get<double>());
@@ -411,25 +435,30 @@ void Run(const BenchArgs& args) {
   std::vector<int> concurrency;
   for (const std::string& c : Split(args.concurrency)) {
     int n = std::atoi(c.c_str());
-    if (n < 1) throw CLI::ValidationError("--concurrency", "\"" + c + "\" is not a positive number");
+    if (n < 1)
+      throw CLI::ValidationError("--concurrency", "\"" + c + "\" is not a positive number");
     concurrency.push_back(n);
   }
   std::vector<bool> states;
   for (const std::string& c : Split(args.cache)) {
-    if (c != "cold" && c != "warm") throw CLI::ValidationError("--cache", "\"" + c + "\" is neither cold nor warm");
+    if (c != "cold" && c != "warm")
+      throw CLI::ValidationError("--cache", "\"" + c + "\" is neither cold nor warm");
     states.push_back(c == "warm");
   }
   if (lengths.empty() || concurrency.empty() || states.empty()) {
-    throw CLI::ValidationError("bench", "--lengths, --concurrency and --cache need at least one value each");
+    throw CLI::ValidationError("bench",
+                               "--lengths, --concurrency and --cache need at least one value each");
   }
   if (!args.html_file.empty() && bench::ChartJsBundle().empty()) {
-    throw CommandFailed{"this strata was built without Chart.js, so --html cannot draw charts: run "
-                        "scripts/setup (npm package chart.js) and reconfigure, or use --json"};
+    throw CommandFailed{
+        "this strata was built without Chart.js, so --html cannot draw charts: run "
+        "scripts/setup (npm package chart.js) and reconfigure, or use --json"};
   }
   std::unique_ptr<SimProcess> sim;
   std::string endpoint = args.endpoint;
   if (endpoint.empty()) {
-    sim = SimProcess::Start(args.sim_path.empty() ? DefaultSimPath() : args.sim_path, args.sim_args);
+    sim =
+        SimProcess::Start(args.sim_path.empty() ? DefaultSimPath() : args.sim_path, args.sim_args);
     endpoint = sim->base_url();
   }
   std::unique_ptr<Transport> transport = MakeTransport(endpoint);
@@ -437,7 +466,9 @@ void Run(const BenchArgs& args) {
   if (!args.pools_file.empty()) pools = MakePools(args.pools_file, sim ? sim->base_url() : "");
 
   int64_t total = 0;
-  for (int c : concurrency) total += static_cast<int64_t>(c) * args.requests * static_cast<int64_t>(lengths.size() * states.size());
+  for (int c : concurrency)
+    total += static_cast<int64_t>(c) * args.requests *
+             static_cast<int64_t>(lengths.size() * states.size());
   Progress progress(total, !args.no_progress);
   nlohmann::ordered_json results;
   results["endpoint"] = sim ? "strata-sim " + args.sim_args : endpoint;
@@ -456,60 +487,86 @@ void Run(const BenchArgs& args) {
         spec.output_tokens = args.output_tokens;
         spec.model = args.model;
         spec.seed = ++seed;
-        progress.SetLabel(LengthName(length) + " c=" + std::to_string(c) + (warm ? " warm" : " cold"));
-        CellResult cell = bench::RunCell(spec, transport.get(), pools.get(), [&] { progress.Tick(); });
+        progress.SetLabel(LengthName(length) + " c=" + std::to_string(c) +
+                          (warm ? " warm" : " cold"));
+        CellResult cell =
+            bench::RunCell(spec, transport.get(), pools.get(), [&] { progress.Tick(); });
         results["cells"].push_back(bench::CellToJson(cell));
       }
     }
   }
   progress.Finish();
-  std::printf("%-6s %4s %-5s %5s %6s %10s %10s %10s %10s %12s %7s\n", "length", "conc", "cache", "reqs",
-              "errors", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "tokens/s", "cached");
+  std::printf("%-6s %4s %-5s %5s %6s %10s %10s %10s %10s %12s %7s\n", "length", "conc", "cache",
+              "reqs", "errors", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "tokens/s",
+              "cached");
   for (const auto& cell : results["cells"]) {
-    std::string cached = cell["cached_share"].is_null()
-                             ? "-"
-                             : std::to_string(static_cast<int>(cell["cached_share"].get<double>() * 100)) + "%";
+    std::string cached =
+        cell["cached_share"].is_null()
+            ? "-"
+            : std::to_string(static_cast<int>(cell["cached_share"].get<double>() * 100)) + "%";
     std::printf("%-6s %4d %-5s %5lld %6lld %7.1f ms %7.1f ms %7.2f ms %7.1f ms %12.0f %7s\n",
                 LengthName(cell["length"].get<int64_t>()).c_str(), cell["concurrency"].get<int>(),
-                cell["cache"].get<std::string>().c_str(), static_cast<long long>(cell["requests"].get<int64_t>()),
-                static_cast<long long>(cell["errors"].get<int64_t>()), cell["ttft_ms"]["p50"].get<double>(),
-                cell["ttft_ms"]["p99"].get<double>(), cell["tpot_ms"]["p50"].get<double>(),
-                cell["e2e_ms"]["p99"].get<double>(), cell["throughput_tokens_per_s"].get<double>(), cached.c_str());
+                cell["cache"].get<std::string>().c_str(),
+                static_cast<long long>(cell["requests"].get<int64_t>()),
+                static_cast<long long>(cell["errors"].get<int64_t>()),
+                cell["ttft_ms"]["p50"].get<double>(), cell["ttft_ms"]["p99"].get<double>(),
+                cell["tpot_ms"]["p50"].get<double>(), cell["e2e_ms"]["p99"].get<double>(),
+                cell["throughput_tokens_per_s"].get<double>(), cached.c_str());
   }
   if (!args.json_file.empty()) WriteFile(args.json_file, results.dump(2) + "\n");
-  if (!args.html_file.empty()) WriteFile(args.html_file, bench::RenderHtmlReport(results, bench::ChartJsBundle()));
+  if (!args.html_file.empty())
+    WriteFile(args.html_file, bench::RenderHtmlReport(results, bench::ChartJsBundle()));
 }
 
 }  // namespace
 
 void RegisterBench(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Load-test an endpoint with agent-shaped long-context workloads");
-  cmd->add_option("--endpoint", args->endpoint, "Base URL of an OpenAI-compatible endpoint (default: start strata-sim)");
-  cmd->add_option("--sim", args->sim_path, "Path of the strata-sim program (default: next to strata)");
-  cmd->add_option("--sim-args", args->sim_args, "Arguments of the started strata-sim")->capture_default_str();
-  cmd->add_option("--lengths", args->lengths, "Input lengths, e.g. 32k,128k,512k,1m")->capture_default_str();
-  cmd->add_option("--concurrency", args->concurrency, "Concurrent agents per cell, e.g. 1,8")->capture_default_str();
-  cmd->add_option("--cache", args->cache, "Prefix cache states: cold, warm or both")->capture_default_str();
+  CLI::App* cmd =
+      app.add_subcommand("bench", "Load-test an endpoint with agent-shaped long-context workloads");
+  cmd->add_option("--endpoint", args->endpoint,
+                  "Base URL of an OpenAI-compatible endpoint (default: start strata-sim)");
+  cmd->add_option("--sim", args->sim_path,
+                  "Path of the strata-sim program (default: next to strata)");
+  cmd->add_option("--sim-args", args->sim_args, "Arguments of the started strata-sim")
+      ->capture_default_str();
+  cmd->add_option("--lengths", args->lengths, "Input lengths, e.g. 32k,128k,512k,1m")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", args->concurrency, "Concurrent agents per cell, e.g. 1,8")
+      ->capture_default_str();
+  cmd->add_option("--cache", args->cache, "Prefix cache states: cold, warm or both")
+      ->capture_default_str();
   cmd->add_option("--requests", args->requests, "Measured requests per agent per cell")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--output-tokens", args->output_tokens, "max_tokens of each request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--pools", args->pools_file, "Send through a pool set (strata/pools.h JSON; endpoint \"sim\" = the started simulator)");
+  cmd->add_option(
+      "--pools", args->pools_file,
+      "Send through a pool set (strata/pools.h JSON; endpoint \"sim\" = the started simulator)");
   cmd->add_option("--json", args->json_file, "Write the results as JSON");
   cmd->add_option("--html", args->html_file, "Write a self-contained HTML report with charts");
   cmd->add_option("--model", args->model, "model field of the requests")->capture_default_str();
-  cmd->add_flag("--no-progress", args->no_progress, "No progress bar (it is drawn only on a terminal anyway)");
-  cmd->add_flag("--mixed", args->mixed, "Headline: many short + a few long requests, one undivided pool vs strata's pools");
-  cmd->add_option("--mixed-short-clients", args->mixed_short_clients, "--mixed: concurrent short clients")->capture_default_str();
-  cmd->add_option("--mixed-short-requests", args->mixed_short_requests, "--mixed: requests per short client")->capture_default_str();
-  cmd->add_option("--mixed-short-length", args->mixed_short_length, "--mixed: short input length")->capture_default_str();
-  cmd->add_option("--mixed-long-lengths", args->mixed_long_lengths, "--mixed: the long requests")->capture_default_str();
-  cmd->add_option("--mixed-kv-capacity", args->mixed_kv_capacity, "--mixed: KV capacity of each simulated replica (tokens)")
+  cmd->add_flag("--no-progress", args->no_progress,
+                "No progress bar (it is drawn only on a terminal anyway)");
+  cmd->add_flag("--mixed", args->mixed,
+                "Headline: many short + a few long requests, one undivided pool vs strata's pools");
+  cmd->add_option("--mixed-short-clients", args->mixed_short_clients,
+                  "--mixed: concurrent short clients")
       ->capture_default_str();
-  cmd->footer("Exit status: 0 ok (request errors are counted in the results), 2 usage error, 1 failure.");
+  cmd->add_option("--mixed-short-requests", args->mixed_short_requests,
+                  "--mixed: requests per short client")
+      ->capture_default_str();
+  cmd->add_option("--mixed-short-length", args->mixed_short_length, "--mixed: short input length")
+      ->capture_default_str();
+  cmd->add_option("--mixed-long-lengths", args->mixed_long_lengths, "--mixed: the long requests")
+      ->capture_default_str();
+  cmd->add_option("--mixed-kv-capacity", args->mixed_kv_capacity,
+                  "--mixed: KV capacity of each simulated replica (tokens)")
+      ->capture_default_str();
+  cmd->footer(
+      "Exit status: 0 ok (request errors are counted in the results), 2 usage error, 1 failure.");
   cmd->callback([args] { Run(*args); });
 }
 

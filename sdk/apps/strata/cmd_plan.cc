@@ -113,9 +113,10 @@ void Run(const PlanArgs& args) {
     return;
   }
   std::printf("model          %s (%s)\n", plan->model.c_str(), model->description.c_str());
-  std::printf("deployment     %d x %.1f GiB GPUs at %.0f%%, weights %.1f GiB, overhead %.1f GiB/GPU\n",
-              d.gpus, d.gpu_memory_gib, d.gpu_memory_utilization * 100, plan->weights_gib,
-              d.overhead_gib_per_gpu);
+  std::printf(
+      "deployment     %d x %.1f GiB GPUs at %.0f%%, weights %.1f GiB, overhead %.1f GiB/GPU\n",
+      d.gpus, d.gpu_memory_gib, d.gpu_memory_utilization * 100, plan->weights_gib,
+      d.overhead_gib_per_gpu);
   std::printf("KV dtype       %s, %d-token blocks, %.0f%% headroom\n",
               KvDtypeName(plan->kv_dtype).c_str(), d.block_tokens, d.headroom * 100);
   std::printf("KV per token   %s (%lld B) per model copy, %s per GPU\n",
@@ -132,8 +133,7 @@ void Run(const PlanArgs& args) {
   std::printf("%-8s %14s %16s\n", "pool", "per sequence", "max concurrent");
   for (const PoolPlan& pool : plan->pools) {
     if (pool.exceeds_context) {
-      std::printf("%-8s %14s %16s\n", LengthName(pool.pool_length).c_str(), "-",
-                  "over context");
+      std::printf("%-8s %14s %16s\n", LengthName(pool.pool_length).c_str(), "-", "over context");
     } else {
       std::printf("%-8s %14s %16lld\n", LengthName(pool.pool_length).c_str(),
                   Human(static_cast<double>(pool.bytes_per_sequence)).c_str(),
@@ -151,8 +151,10 @@ void RegisterPlan(CLI::App& app) {
       "plan", "Size a deployment's KV cache: bytes per token, capacity, safe concurrency per pool");
   cmd->add_option("--model", args->model, "Model profile (see --list); default glm-5.3-flash");
   cmd->add_flag("--list", args->list, "List the model profiles with their sources");
-  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache precision: bf16 or fp8 (default: the profile's)");
-  cmd->add_option("--gpus", args->gpus, "GPUs per replica (tensor parallel)")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-dtype", args->kv_dtype,
+                  "KV cache precision: bf16 or fp8 (default: the profile's)");
+  cmd->add_option("--gpus", args->gpus, "GPUs per replica (tensor parallel)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--gpu-memory-gib", args->gpu_memory_gib, "Memory of one GPU in GiB")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--gpu-memory-utilization", args->utilization,
@@ -160,7 +162,8 @@ void RegisterPlan(CLI::App& app) {
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--weights-gib", args->weights_gib, "Weights of the whole model in GiB")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--overhead-gib", args->overhead_gib, "Activations and runtime per GPU (default 4)")
+  cmd->add_option("--overhead-gib", args->overhead_gib,
+                  "Activations and runtime per GPU (default 4)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--block-tokens", args->block_tokens, "Tokens per KV page (default 16)")
       ->check(CLI::PositiveNumber);

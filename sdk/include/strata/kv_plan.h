@@ -3,10 +3,10 @@
 //
 // A ModelProfile describes the attention layers of a model as the server allocates their cache:
 // full-attention layers whose entries grow with every token (GQA: K and V per KV head; MLA: one
-// compressed latent per token), optional per-layer side caches (a sparse-attention indexer that keeps
-// one entry per `pool` tokens) and linear-attention layers whose recurrent state is constant per
-// sequence. A DeploymentOptions adds the hardware (GPUs, memory), the weights and overheads, the
-// page size and the headroom. PlanKv() turns both into a KvPlan:
+// compressed latent per token), optional per-layer side caches (a sparse-attention indexer that
+// keeps one entry per `pool` tokens) and linear-attention layers whose recurrent state is constant
+// per sequence. A DeploymentOptions adds the hardware (GPUs, memory), the weights and overheads,
+// the page size and the headroom. PlanKv() turns both into a KvPlan:
 //
 //   strata::StatusOr<strata::ModelProfile> model = strata::FindModelProfile("glm-5.3-flash");
 //   strata::DeploymentOptions deployment = model->default_deployment;
@@ -16,8 +16,8 @@
 //                      plan->pools[3].max_concurrency);  // at 1M tokens
 //
 // Tensor parallelism is modelled as the servers do it: GQA caches are split across
-// min(gpus, kv_heads) ranks, MLA latents are replicated on every rank (one latent serves all heads),
-// linear-attention state is split by heads. Capacity is therefore computed per GPU.
+// min(gpus, kv_heads) ranks, MLA latents are replicated on every rank (one latent serves all
+// heads), linear-attention state is split by heads. Capacity is therefore computed per GPU.
 //
 // Thread safety: plain functions over value types.
 #ifndef STRATA_KV_PLAN_H_
@@ -40,9 +40,10 @@ StatusOr<KvDtype> ParseKvDtype(const std::string& name);
 // One kind of layer and what it caches.
 struct LayerGroup {
   enum class Kind : int {
-    kGqa = 0,     // K and V per KV head: 2 * kv_heads * head_dim values per token
-    kMla = 1,     // one latent (kv_lora_rank + rope_dim values) per token, replicated per TP rank
-    kLinear = 2,  // constant recurrent state per sequence: heads * key_dim * value_dim values (fp32)
+    kGqa = 0,  // K and V per KV head: 2 * kv_heads * head_dim values per token
+    kMla = 1,  // one latent (kv_lora_rank + rope_dim values) per token, replicated per TP rank
+    kLinear =
+        2,  // constant recurrent state per sequence: heads * key_dim * value_dim values (fp32)
   };
   Kind kind = Kind::kGqa;
   int layers = 0;
@@ -96,7 +97,7 @@ struct ModelProfile {
   std::string description;  // one line
   std::string source;       // where the architecture numbers come from
   std::vector<LayerGroup> groups;
-  double weights_gib = 0;   // of the checkpoint the default deployment serves
+  double weights_gib = 0;    // of the checkpoint the default deployment serves
   std::string weights_note;  // e.g. "FP8 checkpoint"
   int64_t max_context_tokens = 0;
   DeploymentOptions default_deployment;
@@ -108,11 +109,11 @@ const std::vector<ModelProfile>& ModelProfiles();
 StatusOr<ModelProfile> FindModelProfile(const std::string& name);
 
 struct PoolPlan {
-  int64_t pool_length = 0;       // tokens per sequence (input) in this pool
+  int64_t pool_length = 0;  // tokens per sequence (input) in this pool
   int64_t blocks_per_sequence = 0;
   int64_t bytes_per_sequence = 0;  // per GPU: KV blocks + constant state
-  int64_t max_concurrency = 0;   // sequences of this length that fit with headroom; 0 when none
-  bool exceeds_context = false;  // pool_length + reserve > the model's context
+  int64_t max_concurrency = 0;     // sequences of this length that fit with headroom; 0 when none
+  bool exceeds_context = false;    // pool_length + reserve > the model's context
 };
 
 struct KvPlan {

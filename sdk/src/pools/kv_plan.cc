@@ -188,7 +188,8 @@ StatusOr<KvPlan> PlanKv(const ModelProfile& model, const DeploymentOptions& d) {
                                 std::to_string(d.block_tokens));
   }
   if (d.overhead_gib_per_gpu < 0) {
-    return InvalidArgumentError("overhead must be >= 0 GiB, got " + Fixed(d.overhead_gib_per_gpu, 2));
+    return InvalidArgumentError("overhead must be >= 0 GiB, got " +
+                                Fixed(d.overhead_gib_per_gpu, 2));
   }
   if (d.output_reserve_tokens < 0) {
     return InvalidArgumentError("output reserve must be >= 0 tokens, got " +
@@ -228,30 +229,31 @@ StatusOr<KvPlan> PlanKv(const ModelProfile& model, const DeploymentOptions& d) {
   plan.state_bytes_per_sequence = static_cast<int64_t>(std::llround(state_bytes));
   plan.state_bytes_per_sequence_per_gpu = state_bytes_gpu;
 
-  const double kv_gib = d.gpu_memory_gib * d.gpu_memory_utilization -
-                        plan.weights_gib / d.gpus - d.overhead_gib_per_gpu;
+  const double kv_gib = d.gpu_memory_gib * d.gpu_memory_utilization - plan.weights_gib / d.gpus -
+                        d.overhead_gib_per_gpu;
   if (!(kv_gib > 0)) {
     return ResourceExhaustedError(
         "no memory left for KV cache on " + model.name + ": " + std::to_string(d.gpus) + " x " +
         Fixed(d.gpu_memory_gib, 1) + " GiB at " + Fixed(d.gpu_memory_utilization * 100, 0) +
         "% leaves " + Fixed(d.gpu_memory_gib * d.gpu_memory_utilization, 2) +
         " GiB per GPU, the weights take " + Fixed(plan.weights_gib / d.gpus, 2) +
-        " GiB and the overhead " + Fixed(d.overhead_gib_per_gpu, 2) + " GiB (" +
-        Fixed(-kv_gib, 2) + " GiB missing per GPU); use more GPUs (--gpus), larger ones "
+        " GiB and the overhead " + Fixed(d.overhead_gib_per_gpu, 2) + " GiB (" + Fixed(-kv_gib, 2) +
+        " GiB missing per GPU); use more GPUs (--gpus), larger ones "
         "(--gpu-memory-gib) or smaller weights (--weights-gib)");
   }
   plan.kv_memory_gib_per_gpu = kv_gib;
   const double kv_bytes = kv_gib * kGiB;
   const double block_bytes = token_bytes_gpu * d.block_tokens;
-  plan.kv_capacity_tokens = static_cast<int64_t>(std::floor(kv_bytes / block_bytes)) * d.block_tokens;
+  plan.kv_capacity_tokens =
+      static_cast<int64_t>(std::floor(kv_bytes / block_bytes)) * d.block_tokens;
 
   for (int64_t length : d.pool_lengths) {
     PoolPlan pool;
     pool.pool_length = length;
     const int64_t tokens = length + d.output_reserve_tokens;
     pool.blocks_per_sequence = (tokens + d.block_tokens - 1) / d.block_tokens;
-    const double per_sequence = static_cast<double>(pool.blocks_per_sequence) * block_bytes +
-                                state_bytes_gpu;
+    const double per_sequence =
+        static_cast<double>(pool.blocks_per_sequence) * block_bytes + state_bytes_gpu;
     pool.bytes_per_sequence = static_cast<int64_t>(std::ceil(per_sequence));
     pool.exceeds_context = model.max_context_tokens > 0 && tokens > model.max_context_tokens;
     pool.max_concurrency =

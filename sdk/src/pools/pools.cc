@@ -82,10 +82,14 @@ std::string JoinNotes(const std::vector<std::string>& notes) {
 
 std::string DegradationStepName(DegradationStep step) {
   switch (step) {
-    case DegradationStep::kCompact: return "compact";
-    case DegradationStep::kFork: return "fork";
-    case DegradationStep::kWait: return "wait";
-    case DegradationStep::kRefuse: return "refuse";
+    case DegradationStep::kCompact:
+      return "compact";
+    case DegradationStep::kFork:
+      return "fork";
+    case DegradationStep::kWait:
+      return "wait";
+    case DegradationStep::kRefuse:
+      return "refuse";
   }
   return "unknown";
 }
@@ -109,12 +113,12 @@ class PoolSet::Impl {
   mutable std::mutex mu_;
   std::condition_variable slot_freed_;
   std::deque<Pool> pools_;  // guarded by mu_ (counts and health); a deque: Pool is move-only
-  int64_t kv_in_flight_tokens_ = 0;                  // guarded by mu_
-  std::deque<bool> recent_long_;                     // guarded by mu_
-  uint64_t next_ticket_ = 1;                         // guarded by mu_
+  int64_t kv_in_flight_tokens_ = 0;                     // guarded by mu_
+  std::deque<bool> recent_long_;                        // guarded by mu_
+  uint64_t next_ticket_ = 1;                            // guarded by mu_
   std::map<std::string, std::pair<int, int>> running_;  // request id -> (pool, replica); mu_
-  std::map<std::string, Decision> decisions_;        // guarded by mu_
-  std::deque<std::string> decision_order_;           // guarded by mu_
+  std::map<std::string, Decision> decisions_;           // guarded by mu_
+  std::deque<std::string> decision_order_;              // guarded by mu_
 
   size_t LongIndex() const { return pools_.size() - 1; }
 
@@ -325,8 +329,8 @@ class PoolSet::Impl {
           const int64_t waited = clock_->NowMicros() - wait_start;
           if (waited >= timeout_us) break;
           // Real-time slices keep an injected clock's time advances visible to the waiter.
-          slot_freed_.wait_for(lock, std::chrono::microseconds(
-                                         std::min<int64_t>(timeout_us - waited, 10000)));
+          slot_freed_.wait_for(
+              lock, std::chrono::microseconds(std::min<int64_t>(timeout_us - waited, 10000)));
         }
         decision.queue_wait_ms += static_cast<double>(clock_->NowMicros() - wait_start) / 1000.0;
         if (admitted) {
@@ -342,8 +346,8 @@ class PoolSet::Impl {
                                 pool.config.name + "\"");
         }
         ++pool.counters.queue_timeouts_total;
-        decision.notes.push_back("waited " + Ms(decision.queue_wait_ms) + " in the queue of pool \"" +
-                                 pool.config.name + "\" (timeout " +
+        decision.notes.push_back("waited " + Ms(decision.queue_wait_ms) +
+                                 " in the queue of pool \"" + pool.config.name + "\" (timeout " +
                                  Ms(static_cast<double>(pool.config.queue_timeout.count())) + ")");
       }
       if (pool_index < 0) {
@@ -360,9 +364,8 @@ class PoolSet::Impl {
           decision.pool = largest.config.name;
         } else {
           Pool& pool = pools_[fit];
-          message = "pool \"" + pool.config.name + "\" is full: " +
-                    std::to_string(pool.in_flight) + " in flight of cap " +
-                    std::to_string(EffectiveCapLocked(fit)) +
+          message = "pool \"" + pool.config.name + "\" is full: " + std::to_string(pool.in_flight) +
+                    " in flight of cap " + std::to_string(EffectiveCapLocked(fit)) +
                     (EffectiveCapLocked(fit) != pool.config.max_concurrency
                          ? " (lowered from " + std::to_string(pool.config.max_concurrency) +
                                " by an alert)"
@@ -396,7 +399,8 @@ class PoolSet::Impl {
       return status;
     }
     Replica& replica = pool.replicas[replica_index];
-    if (!replica.healthy) replica.unhealthy_since_us = clock_->NowMicros();  // one probe per cooldown
+    if (!replica.healthy)
+      replica.unhealthy_since_us = clock_->NowMicros();  // one probe per cooldown
     ++replica.in_flight;
     ++pool.in_flight;
     ++pool.counters.admitted_total;
@@ -414,8 +418,8 @@ class PoolSet::Impl {
     lock.unlock();
 
     forward.prompt_tokens = send_tokens;
-    Status status = transport->Send(replaced ? std::string_view(replaced_body) : body, forward,
-                                    response);
+    Status status =
+        transport->Send(replaced ? std::string_view(replaced_body) : body, forward, response);
 
     lock.lock();
     Replica& done = pools_[pool_index].replicas[replica_index];
@@ -437,7 +441,8 @@ class PoolSet::Impl {
     lock.unlock();
     Fill(record, decision, status);
     if (record != nullptr) {
-      record->kv_cache_bytes = (send_tokens + response->usage.completion_tokens) * kv_bytes_per_token_;
+      record->kv_cache_bytes =
+          (send_tokens + response->usage.completion_tokens) * kv_bytes_per_token_;
     }
     return status;
   }
@@ -464,10 +469,12 @@ StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text) {
   PoolSetConfig config;
   auto steps = [](const json& value, const std::string& field,
                   std::vector<DegradationStep>* out) -> Status {
-    if (!value.is_array()) return InvalidArgumentError("\"" + field + "\" must be an array of steps");
+    if (!value.is_array())
+      return InvalidArgumentError("\"" + field + "\" must be an array of steps");
     out->clear();
     for (const json& s : value) {
-      if (!s.is_string()) return InvalidArgumentError("\"" + field + "\" holds a non-string: " + s.dump());
+      if (!s.is_string())
+        return InvalidArgumentError("\"" + field + "\" holds a non-string: " + s.dump());
       StatusOr<DegradationStep> step = ParseDegradationStep(s.get<std::string>());
       if (!step.ok()) return InvalidArgumentError("\"" + field + "\": " + step.status().message());
       out->push_back(*step);
@@ -499,9 +506,11 @@ StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text) {
             if (!pv.is_string()) return InvalidArgumentError("\"" + field + "\" must be a string");
             pool.name = pv.get<std::string>();
           } else if (pit.key() == "endpoints") {
-            if (!pv.is_array()) return InvalidArgumentError("\"" + field + "\" must be an array of URLs");
+            if (!pv.is_array())
+              return InvalidArgumentError("\"" + field + "\" must be an array of URLs");
             for (const json& e : pv) {
-              if (!e.is_string()) return InvalidArgumentError("\"" + field + "\" holds a non-string: " + e.dump());
+              if (!e.is_string())
+                return InvalidArgumentError("\"" + field + "\" holds a non-string: " + e.dump());
               pool.endpoints.push_back(e.get<std::string>());
             }
           } else if (pit.key() == "max_input_tokens") {
@@ -577,10 +586,12 @@ StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text) {
 StatusOr<std::unique_ptr<PoolSet>> PoolSet::Create(PoolSetConfig config) {
   if (config.pools.empty()) return InvalidArgumentError("a pool set needs at least one pool");
   if (!(config.load_factor >= 1)) {
-    return InvalidArgumentError("load_factor must be >= 1, got " + std::to_string(config.load_factor));
+    return InvalidArgumentError("load_factor must be >= 1, got " +
+                                std::to_string(config.load_factor));
   }
   if (config.virtual_nodes < 1) {
-    return InvalidArgumentError("virtual_nodes must be >= 1, got " + std::to_string(config.virtual_nodes));
+    return InvalidArgumentError("virtual_nodes must be >= 1, got " +
+                                std::to_string(config.virtual_nodes));
   }
   if (config.alert_long_max_concurrency < 1) {
     return InvalidArgumentError("alert_long_max_concurrency must be >= 1, got " +
@@ -594,7 +605,8 @@ StatusOr<std::unique_ptr<PoolSet>> PoolSet::Create(PoolSetConfig config) {
   std::set<std::string> names;
   for (const PoolConfig& p : config.pools) {
     if (p.name.empty()) return InvalidArgumentError("a pool has no name");
-    if (!names.insert(p.name).second) return InvalidArgumentError("pool name \"" + p.name + "\" is used twice");
+    if (!names.insert(p.name).second)
+      return InvalidArgumentError("pool name \"" + p.name + "\" is used twice");
     if (p.max_input_tokens < 1) {
       return InvalidArgumentError("pool \"" + p.name + "\": max_input_tokens must be >= 1, got " +
                                   std::to_string(p.max_input_tokens));
@@ -620,7 +632,8 @@ StatusOr<std::unique_ptr<PoolSet>> PoolSet::Create(PoolSetConfig config) {
     pool.config = pc;
     if (!pc.transports.empty()) {
       for (Transport* t : pc.transports) {
-        if (t == nullptr) return InvalidArgumentError("pool \"" + pc.name + "\" has a null transport");
+        if (t == nullptr)
+          return InvalidArgumentError("pool \"" + pc.name + "\" has a null transport");
         Replica r;
         r.transport = t;
         r.endpoint = t->Endpoint();
@@ -653,9 +666,9 @@ StatusOr<std::unique_ptr<PoolSet>> PoolSet::Create(PoolSetConfig config) {
     }
     for (size_t i = 0; i < pool.replicas.size(); ++i) {
       for (int v = 0; v < config.virtual_nodes; ++v) {
-        pool.ring.emplace_back(Hash(pool.replicas[i].endpoint + "#" + std::to_string(i) + "#" +
-                                    std::to_string(v)),
-                               static_cast<int>(i));
+        pool.ring.emplace_back(
+            Hash(pool.replicas[i].endpoint + "#" + std::to_string(i) + "#" + std::to_string(v)),
+            static_cast<int>(i));
       }
     }
     std::sort(pool.ring.begin(), pool.ring.end());
@@ -798,13 +811,17 @@ std::string PoolSet::PrometheusText() const {
   std::ostringstream out;
   auto family = [&](const char* name, const char* type, const char* help, auto value) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-    for (const PoolMetrics& p : m.pools) out << name << "{pool=\"" << p.name << "\"} " << value(p) << "\n";
+    for (const PoolMetrics& p : m.pools)
+      out << name << "{pool=\"" << p.name << "\"} " << value(p) << "\n";
   };
-  family("strata_pool_in_flight", "gauge", "Requests in flight.", [](const PoolMetrics& p) { return p.in_flight; });
-  family("strata_pool_queued", "gauge", "Requests waiting in the queue.", [](const PoolMetrics& p) { return p.queued; });
+  family("strata_pool_in_flight", "gauge", "Requests in flight.",
+         [](const PoolMetrics& p) { return p.in_flight; });
+  family("strata_pool_queued", "gauge", "Requests waiting in the queue.",
+         [](const PoolMetrics& p) { return p.queued; });
   family("strata_pool_concurrency_cap", "gauge", "Concurrency cap in force (0 unlimited).",
          [](const PoolMetrics& p) { return p.effective_concurrency; });
-  family("strata_pool_admitted_total", "counter", "Requests admitted.", [](const PoolMetrics& p) { return p.admitted_total; });
+  family("strata_pool_admitted_total", "counter", "Requests admitted.",
+         [](const PoolMetrics& p) { return p.admitted_total; });
   family("strata_pool_refused_total", "counter", "Requests refused with RESOURCE_EXHAUSTED.",
          [](const PoolMetrics& p) { return p.refused_total; });
   family("strata_pool_queue_timeouts_total", "counter", "Queue waits that timed out.",
@@ -818,14 +835,18 @@ std::string PoolSet::PrometheusText() const {
   family("strata_pool_healthy_replicas", "gauge", "Replicas considered healthy.",
          [](const PoolMetrics& p) { return p.healthy_replicas; });
   out << "# HELP strata_kv_in_flight_tokens Estimated KV tokens of requests in flight.\n"
-      << "# TYPE strata_kv_in_flight_tokens gauge\nstrata_kv_in_flight_tokens " << m.kv_in_flight_tokens
-      << "\n# HELP strata_kv_capacity_tokens Configured KV capacity.\n# TYPE strata_kv_capacity_tokens gauge\n"
+      << "# TYPE strata_kv_in_flight_tokens gauge\nstrata_kv_in_flight_tokens "
+      << m.kv_in_flight_tokens
+      << "\n# HELP strata_kv_capacity_tokens Configured KV capacity.\n# TYPE "
+         "strata_kv_capacity_tokens gauge\n"
       << "strata_kv_capacity_tokens " << m.kv_capacity_tokens
-      << "\n# HELP strata_kv_usage_ratio KV in flight / capacity.\n# TYPE strata_kv_usage_ratio gauge\n"
+      << "\n# HELP strata_kv_usage_ratio KV in flight / capacity.\n# TYPE strata_kv_usage_ratio "
+         "gauge\n"
       << "strata_kv_usage_ratio " << m.kv_usage
       << "\n# HELP strata_long_request_share Share of recent admissions in the longest pool.\n"
       << "# TYPE strata_long_request_share gauge\nstrata_long_request_share " << m.long_share
-      << "\n# HELP strata_alert_active Alerts in force (1) or not (0).\n# TYPE strata_alert_active gauge\n"
+      << "\n# HELP strata_alert_active Alerts in force (1) or not (0).\n# TYPE strata_alert_active "
+         "gauge\n"
       << "strata_alert_active{alert=\"kv_watermark\"} " << (m.kv_alert ? 1 : 0) << "\n"
       << "strata_alert_active{alert=\"long_share\"} " << (m.long_share_alert ? 1 : 0) << "\n";
   return out.str();

@@ -38,7 +38,8 @@ std::string TempPath(const std::string& name) {
   return "/tmp/strata_serving_cli_" + std::to_string(::getpid()) + "_" + name;
 }
 
-TEST_CASE("strata plan --json prints the GLM-5.3-Flash sizing and bad flags exit 2", "[serving][cli]") {
+TEST_CASE("strata plan --json prints the GLM-5.3-Flash sizing and bad flags exit 2",
+          "[serving][cli]") {
   Result r = Run("plan --model glm-5.3-flash --kv-dtype fp8 --gpus 8 --gpu-memory-gib 80 --json");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -65,9 +66,10 @@ const char kFastSim[] =
     "--prefill-us 0.01 --decode-us 100 --output-tokens 8 --block-size 512 --kv-block-tokens 512 "
     "--kv-capacity-tokens 400000";
 
-TEST_CASE("strata bench: a small matrix against strata-sim writes one JSON cell per "
-          "(length, concurrency, cache state)",
-          "[serving][cli]") {
+TEST_CASE(
+    "strata bench: a small matrix against strata-sim writes one JSON cell per "
+    "(length, concurrency, cache state)",
+    "[serving][cli]") {
   const std::string json_file = TempPath("bench.json");
   const std::string html_file = TempPath("bench.html");
   Result r = Run(std::string("bench --sim ") + STRATA_SIM_PATH + " --sim-args '" + kFastSim +
@@ -97,7 +99,8 @@ TEST_CASE("strata bench: a small matrix against strata-sim writes one JSON cell 
   std::remove(html_file.c_str());
 }
 
-TEST_CASE("strata bench --pools sends through a pool set and reports queue waits", "[serving][cli]") {
+TEST_CASE("strata bench --pools sends through a pool set and reports queue waits",
+          "[serving][cli]") {
   const std::string pools_file = TempPath("pools.json");
   const std::string json_file = TempPath("pools_bench.json");
   std::ofstream(pools_file) << R"({"pools": [

@@ -3,9 +3,8 @@
 // clock.
 #include "strata/pools.h"
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -148,8 +147,8 @@ struct Fixture {
   }
 };
 
-Status SendTokens(PoolSet& pools, int64_t tokens, RequestRecord* record,
-                  const std::string& id = "", const std::string& prefix = "") {
+Status SendTokens(PoolSet& pools, int64_t tokens, RequestRecord* record, const std::string& id = "",
+                  const std::string& prefix = "") {
   CallOptions call;
   call.prompt_tokens = tokens;
   call.request_id = id;
@@ -255,7 +254,8 @@ TEST_CASE("a failed or insufficient compaction is recorded and the ladder goes o
   RequestRecord r;
   REQUIRE(SendTokens(*pools, 2000000, &r).ok());
   CHECK(r.degradation == "fork");
-  CHECK_THAT(r.degradation_notes, Catch::Contains("compact failed: FAILED_PRECONDITION: nothing left"));
+  CHECK_THAT(r.degradation_notes,
+             Catch::Contains("compact failed: FAILED_PRECONDITION: nothing left"));
   CHECK(f.long_a.bodies()[0] == "forked-body");
   CHECK(pools->Metrics().pools[2].forked_total == 1);
 
@@ -288,7 +288,8 @@ TEST_CASE("wait: a request queues for the pool's slot and is admitted when it fr
   CHECK(waited.pool == "long");
   CHECK(waited.degradation == "wait");
   CHECK(waited.queue_wait_ms >= 250);
-  CHECK_THAT(waited.degradation_notes, Catch::Contains("compact skipped: no degradation handler set"));
+  CHECK_THAT(waited.degradation_notes,
+             Catch::Contains("compact skipped: no degradation handler set"));
   CHECK(pools->Metrics().pools[2].waited_total == 1);
   RequestRecord annotated;
   annotated.request_id = "w";
@@ -297,9 +298,10 @@ TEST_CASE("wait: a request queues for the pool's slot and is admitted when it fr
   CHECK(annotated.queue_wait_ms == waited.queue_wait_ms);
 }
 
-TEST_CASE("queue bound: with the slot taken and the queue full, the request is refused with cap "
-          "and depth",
-          "[pools]") {
+TEST_CASE(
+    "queue bound: with the slot taken and the queue full, the request is refused with cap "
+    "and depth",
+    "[pools]") {
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();
@@ -482,8 +484,10 @@ TEST_CASE("KV watermark alert lowers the long pool's cap and switches its ladder
   CHECK(m.kv_in_flight_tokens == 604000);
   CHECK(m.kv_alert);
   CHECK(m.pools[2].effective_concurrency == 1);
-  CHECK_THAT(pools->PrometheusText(), Catch::Contains("strata_alert_active{alert=\"kv_watermark\"} 1"));
-  CHECK_THAT(pools->PrometheusText(), Catch::Contains("strata_pool_concurrency_cap{pool=\"long\"} 1"));
+  CHECK_THAT(pools->PrometheusText(),
+             Catch::Contains("strata_alert_active{alert=\"kv_watermark\"} 1"));
+  CHECK_THAT(pools->PrometheusText(),
+             Catch::Contains("strata_pool_concurrency_cap{pool=\"long\"} 1"));
   RequestRecord r;
   Status s = SendTokens(*pools, 600000, &r);
   // The alert ladder (compact, refuse) replaced waiting: refused at once, not queued.
@@ -532,14 +536,16 @@ TEST_CASE("pool config from JSON, with errors naming the field", "[pools]") {
   CHECK(config->pools.size() == 2);
   CHECK(config->pools[0].queue_timeout == std::chrono::milliseconds(500));
   CHECK(config->pools[0].output_reserve_tokens == 8192);
-  CHECK(config->ladder == std::vector<DegradationStep>{DegradationStep::kWait, DegradationStep::kRefuse});
+  CHECK(config->ladder ==
+        std::vector<DegradationStep>{DegradationStep::kWait, DegradationStep::kRefuse});
   CHECK(config->kv_capacity_tokens == 4356448);
   auto pools = PoolSet::Create(*config);
   REQUIRE(pools.ok());
   CHECK((*pools)->Endpoint() == "pools:short,long");
 
-  CHECK_THAT(ParsePoolSetConfig(R"({"pools": [{"name": "a", "max_tokens": 5}]})").status().message(),
-             Catch::Contains("pools[0].max_tokens"));
+  CHECK_THAT(
+      ParsePoolSetConfig(R"({"pools": [{"name": "a", "max_tokens": 5}]})").status().message(),
+      Catch::Contains("pools[0].max_tokens"));
   CHECK_THAT(ParsePoolSetConfig(R"({"ladder": ["retry"]})").status().message(),
              Catch::Contains("unknown degradation step \"retry\""));
   CHECK_THAT(ParsePoolSetConfig(R"({"pools": 3})").status().message(), Catch::Contains("array"));
@@ -547,7 +553,8 @@ TEST_CASE("pool config from JSON, with errors naming the field", "[pools]") {
   CHECK(PoolSet::Create(empty).status().code() == StatusCode::kInvalidArgument);
   PoolSetConfig no_replicas;
   no_replicas.pools.push_back(PoolConfig{"x", 10, {}, {}, 0, 0, std::chrono::milliseconds(0), 0});
-  CHECK_THAT(PoolSet::Create(no_replicas).status().message(), Catch::Contains("\"x\" has no endpoints"));
+  CHECK_THAT(PoolSet::Create(no_replicas).status().message(),
+             Catch::Contains("\"x\" has no endpoints"));
 }
 
 }  // namespace

@@ -6,9 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -141,9 +140,10 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-TEST_CASE("strata-sim reports KV usage, queue wait and preemptions at /metrics and refuses prompts "
-          "over its KV capacity",
-          "[sim][kv]") {
+TEST_CASE(
+    "strata-sim reports KV usage, queue wait and preemptions at /metrics and refuses prompts "
+    "over its KV capacity",
+    "[sim][kv]") {
   SimOptions options;
   options.kv.capacity_tokens = 4096;
   options.kv.block_tokens = 16;
@@ -154,13 +154,14 @@ TEST_CASE("strata-sim reports KV usage, queue wait and preemptions at /metrics a
   http.retry.max_attempts = 1;
   auto transport = std::move(MakeHttpTransport(http)).value();
   Response response;
-  REQUIRE(transport->Send(R"({"model":"m","messages":[{"role":"user","content":"hello"}]})",
-                          CallOptions(), &response)
+  REQUIRE(transport
+              ->Send(R"({"model":"m","messages":[{"role":"user","content":"hello"}]})",
+                     CallOptions(), &response)
               .ok());
   std::string big(4 * 8000, 'x');  // 8000 estimated tokens > 4096
-  Status s = transport->Send(
-      R"({"model":"m","messages":[{"role":"user","content":")" + big + R"("}]})", CallOptions(),
-      &response);
+  Status s =
+      transport->Send(R"({"model":"m","messages":[{"role":"user","content":")" + big + R"("}]})",
+                      CallOptions(), &response);
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(s.message(), Catch::Contains("does not fit the KV cache of 4096 tokens"));
   std::string metrics = HttpGet(sim->http_port(), "/metrics");
