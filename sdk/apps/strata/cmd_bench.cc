@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -62,6 +63,7 @@ struct BenchArgs {
   std::string mixed_short_length = "16k";
   std::string mixed_long_lengths = "512k,1m,512k,1m";
   int64_t mixed_kv_capacity = 1100000;
+  int affinity_replicas = 0;
   uint64_t seed = 1;
 };
 
@@ -421,9 +423,101 @@ void RunMixed(const BenchArgs& args) {
   if (!args.json_file.empty()) WriteFile(args.json_file, out.dump(2) + "\n");
 }
 
+// --- Prefix affinity: cached share of agents' turns across several replicas. ---
+
+nlohmann::ordered_json RunAffinityArm(const BenchArgs& args, int64_t length, bool affinity) {
+  const std::string sim_path = args.sim_path.empty() ? DefaultSimPath() : args.sim_path;
+  std::vector<std::unique_ptr<SimProcess>> sims;
+  std::vector<std::unique_ptr<Transport>> transports;
+  PoolConfig pool{"all", 1048576 + 4096, {}, {}, 0, 0, std::chrono::milliseconds(0), 16};
+  for (int i = 0; i < args.affinity_replicas; ++i) {
+    sims.push_back(SimProcess::Start(sim_path, args.sim_args));
+    transports.push_back(MakeTransport(sims.back()->base_url()));
+    pool.transports.push_back(transports.back().get());
+  }
+  PoolSetConfig config;
+  config.pools = {pool};
+  auto pools = std::move(PoolSet::Create(config)).value();
+  const int agents = 4 * args.affinity_replicas;
+  const int turns = 4;
+  CellSpec spec;
+  spec.length = length;
+  spec.output_tokens = args.output_tokens;
+  std::mutex mu;
+  int64_t prompt = 0, cached = 0, errors = 0;
+  std::vector<double> ttft;
+  std::atomic<uint64_t> ids{0};
+  std::vector<std::thread> threads;
+  for (int a = 0; a < agents; ++a) {
+    threads.emplace_back([&, a] {
+      for (int turn = 0; turn <= turns; ++turn) {
+        const std::string body = bench::AgentBody(spec, 424242 + static_cast<uint64_t>(a), turn);
+        CallOptions call;
+        call.prompt_tokens = static_cast<int64_t>(body.size()) / 4;
+        const uint64_t id = ++ids;
+        call.request_id = "affinity-" + std::to_string(id);
+        // With affinity the agent's stable-prefix hash is the key; without, every request gets
+        // its own key, so requests spread over the replicas as random routing would.
+        call.headers.push_back({kPrefixHashHeader, affinity ? "agent-" + std::to_string(a)
+                                                            : "request-" + std::to_string(id)});
+        Response response;
+        Status s = pools->Send(body, call, &response);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s.ok()) {
+          ++errors;
+          continue;
+        }
+        if (turn == 0) continue;  // the first turn of an agent is cold either way
+        prompt += response.usage.prompt_tokens;
+        cached += response.usage.cached_tokens.value_or(0);
+        ttft.push_back(response.timings.ttft_ms);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  bench::Percentiles p = bench::ComputePercentiles(ttft);
+  nlohmann::ordered_json j;
+  j["routing"] = affinity ? "prefix affinity" : "no affinity (a key per request)";
+  j["replicas"] = args.affinity_replicas;
+  j["agents"] = agents;
+  j["turns_measured"] = agents * turns;
+  j["cached_share"] = prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0.0;
+  j["ttft_ms"] = {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+  j["errors"] = errors;
+  return j;
+}
+
+void RunAffinity(const BenchArgs& args) {
+  if (!args.endpoint.empty()) {
+    throw CLI::ValidationError("--affinity-replicas", "starts its own simulators; drop --endpoint");
+  }
+  StatusOr<int64_t> length = ParseLength(Split(args.lengths).at(0));
+  if (!length.ok()) throw CLI::ValidationError("--lengths", length.status().message());
+  nlohmann::ordered_json out;
+  out["scenario"] = "affinity";
+  out["started"] = NowIso();
+  out["sim_args"] = args.sim_args;
+  out["length"] = *length;
+  out["arms"] = {RunAffinityArm(args, *length, true), RunAffinityArm(args, *length, false)};
+  std::printf("%-34s %9s %9s %12s %12s %7s\n", "routing", "replicas", "turns", "cached share",
+              "TTFT p50", "errors");
+  for (const auto& arm : out["arms"]) {
+    std::printf("%-34s %9d %9d %11.1f%% %9.1f ms %7lld\n",
+                arm["routing"].get<std::string>().c_str(), arm["replicas"].get<int>(),
+                arm["turns_measured"].get<int>(), 100 * arm["cached_share"].get<double>(),
+                arm["ttft_ms"]["p50"].get<double>(),
+                static_cast<long long>(arm["errors"].get<int64_t>()));
+  }
+  if (!args.json_file.empty()) WriteFile(args.json_file, out.dump(2) + "\n");
+}
+
 void Run(const BenchArgs& args) {
   if (args.mixed) {
     RunMixed(args);
+    return;
+  }
+  if (args.affinity_replicas > 0) {
+    RunAffinity(args);
     return;
   }
   std::vector<int64_t> lengths;
@@ -565,6 +659,10 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--mixed-kv-capacity", args->mixed_kv_capacity,
                   "--mixed: KV capacity of each simulated replica (tokens)")
       ->capture_default_str();
+  cmd->add_option("--affinity-replicas", args->affinity_replicas,
+                  "Measure prefix-affinity routing: cached share of agents' turns over N simulated "
+                  "replicas, with and without affinity (length: the first of --lengths)")
+      ->check(CLI::PositiveNumber);
   cmd->footer(
       "Exit status: 0 ok (request errors are counted in the results), 2 usage error, 1 failure.");
   cmd->callback([args] { Run(*args); });
