@@ -34,8 +34,9 @@
 //
 // Alerts: the estimated KV in flight (admitted requests' input + output reserve, in tokens)
 // against `kv_capacity_tokens`, and the share of the last `long_share_window` admissions that
-// went to the longest pool. While either is above its watermark, the longest pool's concurrency
-// cap is lowered to `alert_long_max_concurrency` and its ladder is replaced by `alert_ladder`.
+// went to the longest pool. With two or more pools, while either is above its watermark, the
+// longest pool's concurrency cap is lowered to `alert_long_max_concurrency` and its ladder is
+// replaced by `alert_ladder`.
 // Metrics() returns the values (and PrometheusText() the exposition text) an exporter reads.
 //
 // Thread safety: PoolSet is thread-safe; Send() may be called from many threads (it blocks while
