@@ -55,6 +55,15 @@ int main(int argc, char** argv) {
   app.add_option("--prefill-us", options.prefill_us_per_token, "prefill microseconds per uncached token")->capture_default_str();
   app.add_option("--decode-us", options.decode_us_per_token, "decode microseconds per output token")->capture_default_str();
   app.add_option("--concurrency", options.max_concurrency, "requests in progress at once (0: unlimited)")->capture_default_str();
+  app.add_option("--kv-capacity-tokens", options.kv.capacity_tokens,
+                 "KV cache capacity in tokens (0: memory not modelled; e.g. strata plan's kv_capacity_tokens)")
+      ->capture_default_str();
+  app.add_option("--kv-block-tokens", options.kv.block_tokens, "tokens per KV block")->capture_default_str();
+  app.add_flag("--preempt", options.kv.preempt, "grow KV while decoding and preempt the youngest sequence when full");
+  app.add_option("--prefill-attention-us", options.kv.prefill_attention_us,
+                 "prefill microseconds per uncached token per 1K tokens of context (quadratic term)")
+      ->capture_default_str();
+  app.add_flag("--serial-prefill", options.kv.serial_prefill, "run one prefill at a time");
   app.add_option("--trajectory", options.trajectory_path, "JSON lines trajectory whose assistant messages are the replies");
   app.add_option("--output-tokens", options.generated_output_tokens, "tokens of a generated reply")->capture_default_str();
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();

@@ -133,6 +133,7 @@ struct Plan {
   std::vector<std::string> payloads;  // stream: SSE data payloads ("[DONE]" last); else one JSON body
   std::vector<int64_t> delay_us;      // decode time before each payload
   int64_t prefill_us = 0;
+  int64_t prompt_tokens = 0, kv_output_tokens = 0;  // for the KV-memory model (sim_kv.h)
   std::optional<Fault> fault;
   std::string rid;
   SimRequestLog log;
@@ -335,7 +336,14 @@ bool CapReply(Reply* reply, int64_t max_tokens, const std::function<int64_t(cons
 
 class SimServer::Impl : public GrpcEngine {
  public:
-  explicit Impl(SimOptions options) : options_(std::move(options)), cache_(options_.cache) {}
+  explicit Impl(SimOptions options)
+      : options_(std::move(options)), cache_(options_.cache), kv_(KvOptions(options_), [this](int64_t us) { return Sleep(us); }) {}
+
+  static KvSimOptions KvOptions(const SimOptions& o) {
+    KvSimOptions kv = o.kv;
+    kv.prefill_us_per_token = o.prefill_us_per_token;
+    return kv;
+  }
 
   Status Init() {
     for (auto [name, port] : {std::pair<const char*, int>{"HTTP", options_.http_port}, {"gRPC", options_.grpc_port}}) {
@@ -493,7 +501,7 @@ class SimServer::Impl : public GrpcEngine {
     }
     const int64_t cached = cache_.LookupAndInsert(blocks);
     plan.log.cached_tokens = cached;
-    plan.prefill_us = static_cast<int64_t>(static_cast<double>(prompt_tokens - cached) * options_.prefill_us_per_token);
+    plan.prefill_us = kv_.PrefillMicros(prompt_tokens, cached);
     if (fault && (fault->kind == "slow-first-byte")) plan.prefill_us += int64_t{fault->delay_ms} * 1000;
     if (fault && (fault->kind == "stall" || fault->kind == "reset" || fault->kind == "malformed-sse")) plan.fault = fault;
 
@@ -556,6 +564,8 @@ class SimServer::Impl : public GrpcEngine {
     if (reasoning_tokens > 0) usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
     const std::string id = "chatcmpl-sim-" + std::to_string(++completions_);
     const double decode_us = options_.decode_us_per_token;
+    plan.prompt_tokens = prompt_tokens;
+    plan.kv_output_tokens = max_out > 0 ? max_out : completion_tokens;
     auto delay_for = [&](const std::string& piece) { return static_cast<int64_t>(count(piece) * decode_us); };
 
     if (!plan.stream) {
@@ -900,6 +910,8 @@ class SimServer::Impl : public GrpcEngine {
       if (method == "GET" && ends_with("/models")) {
         json models = {{"object", "list"}, {"data", json::array({{{"id", "glm-5.3-flash"}, {"object", "model"}}})}};
         if (!WriteAll(fd, SimpleResponse(200, models.dump()))) return;
+      } else if (method == "GET" && path == "/metrics") {
+        if (!WriteAll(fd, MetricsResponse())) return;
       } else if (method == "GET" && ends_with("/health")) {
         if (!WriteAll(fd, SimpleResponse(200, "{}"))) return;
       } else if (method == "POST" && ends_with("/chat/completions")) {
@@ -935,7 +947,12 @@ class SimServer::Impl : public GrpcEngine {
       Impl* impl;
       ~SlotGuard() { impl->ReleaseSlot(); }
     } guard{this};
-    if (!Sleep(plan.prefill_us)) return false;
+    KvSequence seq(&kv_);  // the KV-memory model: admission (may queue), prefill, growth
+    if (!seq.Admit(plan.prompt_tokens, plan.kv_output_tokens)) {
+      if (seq.too_large) return WriteAll(fd, SimpleResponse(400, KvTooLargeBody(plan.prompt_tokens)));
+      return false;
+    }
+    if (!seq.Prefill(plan.prefill_us)) return false;
     if (!plan.stream) {
       if (!Sleep(plan.delay_us[0])) return false;
       return WriteAll(fd, SimpleResponse(200, plan.payloads[0]));
@@ -972,6 +989,7 @@ class SimServer::Impl : public GrpcEngine {
         }
       }
       if (!Sleep(plan.delay_us[i])) return false;
+      if (!seq.Grow(plan.prompt_tokens + plan.kv_output_tokens * static_cast<int64_t>(i + 1) / static_cast<int64_t>(plan.payloads.size()), plan.prefill_us)) return false;
       if (!write_chunk("data: " + plan.payloads[i] + "\n\n")) return false;
     }
     pending += "0\r\n\r\n";
@@ -1013,6 +1031,7 @@ class SimServer::Impl : public GrpcEngine {
 
   void Stop() {
     if (stopping_.exchange(true)) return;
+    kv_.Stop();
     stop_cv_.notify_all();
     slot_cv_.notify_all();
     if (listen_fd_ >= 0) {
@@ -1038,6 +1057,39 @@ class SimServer::Impl : public GrpcEngine {
 
   SimOptions options_;
   PrefixCacheModel cache_;
+  KvSim kv_;
+
+  // One request's sequence in the KV-memory model; released when it goes out of scope.
+  struct KvSequence {
+    explicit KvSequence(KvSim* kv) : kv(kv) {}
+    ~KvSequence() {
+      if (admitted) kv->Release(id);
+    }
+    bool Admit(int64_t prompt_tokens, int64_t output_tokens) {
+      int64_t wait_us = 0;
+      KvSim::Admission a = kv->Admit(prompt_tokens, output_tokens, &id, &wait_us);
+      admitted = a == KvSim::Admission::kAdmitted;
+      too_large = a == KvSim::Admission::kTooLarge;
+      return admitted;
+    }
+    bool Prefill(int64_t us) { return kv->Prefill(id, us); }
+    bool Grow(int64_t tokens, int64_t prefill_us) { return kv->Grow(id, tokens, prefill_us); }
+    KvSim* kv;
+    uint64_t id = 0;
+    bool admitted = false, too_large = false;
+  };
+  std::string KvTooLargeBody(int64_t prompt_tokens) const {
+    json error = {{"object", "error"},
+                  {"message", "prompt of " + std::to_string(prompt_tokens) + " tokens does not fit the KV cache of " +
+                                  std::to_string(options_.kv.capacity_tokens) + " tokens"},
+                  {"type", "BadRequestError"}, {"code", 400}};
+    return error.dump();
+  }
+  std::string MetricsResponse() {
+    std::string body = kv_.MetricsText(static_cast<int64_t>(cache_.size_blocks()));
+    return "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
   int http_port_ = -1;
   int grpc_port_ = 0;
 

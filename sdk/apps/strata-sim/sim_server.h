@@ -42,6 +42,7 @@
 #include "strata/prefix_cache.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
+#include "sim_kv.h"
 
 namespace strata::sim {
 
@@ -73,6 +74,9 @@ struct SimOptions {
   double prefill_us_per_token = 0;
   double decode_us_per_token = 0;
   int max_concurrency = 0;
+  // KV-memory model (sim_kv.h): capacity, preemption, attention term of the prefill time, serial
+  // prefill; its linear term is prefill_us_per_token. Reported at GET /metrics.
+  KvSimOptions kv;
   // Replies: from this trajectory (JSON lines, one chat message per line): a request holding k
   // assistant messages gets the trajectory's k-th assistant message (0-based). Else generated.
   std::string trajectory_path;

@@ -23,6 +23,8 @@ void RegisterInspect(CLI::App& app);
 void RegisterGrowth(CLI::App& app);
 void RegisterPrompt(CLI::App& app);
 void RegisterRun(CLI::App& app);
+void RegisterPlan(CLI::App& app);
+void RegisterBench(CLI::App& app);
 
 }  // namespace strata::cli
 

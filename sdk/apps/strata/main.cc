@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   strata::cli::RegisterGrowth(app);
   strata::cli::RegisterPrompt(app);
   strata::cli::RegisterRun(app);
+  strata::cli::RegisterPlan(app);
+  strata::cli::RegisterBench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

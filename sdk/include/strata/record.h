@@ -30,6 +30,10 @@ struct RequestRecord {
   int64_t reasoning_tokens = 0;
 
   double queue_wait_ms = 0;  // time waiting for admission before sending
+  // The degradation step a length pool applied (strata/pools.h): "" none, "compact", "fork",
+  // "wait" (admitted after queueing) or "refuse"; and why earlier steps of the ladder were skipped.
+  std::string degradation;
+  std::string degradation_notes;
   double ttft_ms = 0;        // time to first token (prefill)
   double decode_ms = 0;      // first token to last token
   double total_ms = 0;       // whole call including retries

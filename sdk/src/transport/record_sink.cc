@@ -40,6 +40,8 @@ std::string RecordToJson(const RequestRecord& r) {
   j["output_tokens"] = r.output_tokens;
   j["reasoning_tokens"] = r.reasoning_tokens;
   j["queue_wait_ms"] = r.queue_wait_ms;
+  if (!r.degradation.empty()) j["degradation"] = r.degradation;
+  if (!r.degradation_notes.empty()) j["degradation_notes"] = r.degradation_notes;
   j["ttft_ms"] = r.ttft_ms;
   j["decode_ms"] = r.decode_ms;
   j["total_ms"] = r.total_ms;

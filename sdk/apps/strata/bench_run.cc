@@ -1,0 +1,253 @@
+// strata bench: workloads, measurement and reports (see bench_run.h).
+#include "bench_run.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace strata::cli::bench {
+
+Percentiles ComputePercentiles(std::vector<double> values) {
+  Percentiles p;
+  if (values.empty()) return p;
+  std::sort(values.begin(), values.end());
+  auto rank = [&](double q) {
+    size_t index = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+    index = std::max<size_t>(1, std::min(index, values.size()));
+    return values[index - 1];
+  };
+  p.p50 = rank(0.50);
+  p.p90 = rank(0.90);
+  p.p99 = rank(0.99);
+  return p;
+}
+
+namespace {
+
+const char* const kWords[] = {"cache",   "prefix",  "token",  "layer",  "agent",
+                              "context", "model",   "memory", "block",  "stream",
+                              "request", "replica", "pool",   "window", "sparse",
+                              "linear",  "state",   "budget", "server", "prefill"};
+
+std::string Document(uint64_t seed, size_t bytes) {
+  std::mt19937_64 rng(seed);
+  std::string out;
+  out.reserve(bytes + 16);
+  out += "Document " + std::to_string(seed) + ". ";
+  while (out.size() < bytes) {
+    out += kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))];
+    out += (rng() % 12 == 0) ? ". " : " ";
+  }
+  out.resize(bytes);
+  return out;
+}
+
+}  // namespace
+
+std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn) {
+  nlohmann::ordered_json body;
+  body["model"] = spec.model;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back(
+      {{"role", "system"}, {"content", "You are a careful analyst. Answer briefly."}});
+  // Room for the agent's later turns and the output, so that a grown context still fits `length`.
+  const int64_t reserve = std::min<int64_t>(1024, spec.length / 16) + spec.output_tokens;
+  const size_t doc_bytes =
+      static_cast<size_t>(std::max<int64_t>(64, spec.length - reserve) * spec.bytes_per_token);
+  messages.push_back({{"role", "user"},
+                      {"content", Document(doc_seed, doc_bytes) + "\n\nSummarize the document."}});
+  for (int t = 0; t < turn; ++t) {
+    messages.push_back(
+        {{"role", "assistant"}, {"content", "Summary " + std::to_string(t) + " of the document."}});
+    messages.push_back(
+        {{"role", "user"},
+         {"content", "Follow-up question " + std::to_string(t + 1) + ": what changed?"}});
+  }
+  body["messages"] = messages;
+  body["max_tokens"] = spec.output_tokens;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  return body.dump();
+}
+
+CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
+                   const std::function<void()>& on_request_done) {
+  CellResult result;
+  result.spec = spec;
+  result.mode = pools != nullptr ? "pools" : "direct";
+  std::mutex mu;
+  std::atomic<uint64_t> request_counter{0};
+  auto send = [&](const std::string& body, RequestRecord* record, Response* response) {
+    CallOptions call;
+    call.request_id =
+        "bench-" + std::to_string(spec.seed) + "-" + std::to_string(++request_counter);
+    call.prompt_tokens = static_cast<int64_t>(body.size()) / spec.bytes_per_token;
+    if (pools != nullptr) return pools->Send(body, call, response, record);
+    return transport->Send(body, call, response);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> agents;
+  for (int a = 0; a < spec.concurrency; ++a) {
+    agents.emplace_back([&, a] {
+      const uint64_t agent_seed = spec.seed * 1000003ULL + static_cast<uint64_t>(a) * 7919ULL;
+      int turn_base = 0;
+      if (spec.warm) {  // prime the prefix (not measured)
+        Response response;
+        RequestRecord record;
+        send(AgentBody(spec, agent_seed, 0), &record, &response).IgnoreError();
+        turn_base = 1;
+      }
+      for (int i = 0; i < spec.requests_per_agent; ++i) {
+        // Warm: the same document, one more exchange per turn. Cold: a fresh document each time.
+        const uint64_t doc =
+            spec.warm ? agent_seed : agent_seed + 104729ULL * static_cast<uint64_t>(i + 1);
+        const std::string body = AgentBody(spec, doc, spec.warm ? turn_base + i : 0);
+        Response response;
+        RequestRecord record;
+        Status status = send(body, &record, &response);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++result.requests;
+          if (!status.ok()) {
+            ++result.errors;
+            if (result.error_samples.size() < 5) result.error_samples.push_back(status.ToString());
+          } else {
+            result.ttft_ms.push_back(response.timings.ttft_ms);
+            result.e2e_ms.push_back(response.timings.total_ms);
+            const int64_t out = response.usage.completion_tokens;
+            if (out > 1)
+              result.tpot_ms.push_back(response.timings.decode_ms / static_cast<double>(out - 1));
+            result.prompt_tokens += response.usage.prompt_tokens;
+            result.output_tokens += out;
+            if (response.usage.cached_tokens) {
+              result.cached_reported = true;
+              result.cached_tokens += *response.usage.cached_tokens;
+            }
+            if (pools != nullptr) result.queue_wait_ms.push_back(record.queue_wait_ms);
+          }
+        }
+        if (on_request_done) on_request_done();
+      }
+    });
+  }
+  for (std::thread& t : agents) t.join();
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+namespace {
+nlohmann::ordered_json PercentileJson(const std::vector<double>& values) {
+  Percentiles p = ComputePercentiles(values);
+  return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+}
+}  // namespace
+
+nlohmann::ordered_json CellToJson(const CellResult& c) {
+  nlohmann::ordered_json j;
+  j["length"] = c.spec.length;
+  j["concurrency"] = c.spec.concurrency;
+  j["cache"] = c.spec.warm ? "warm" : "cold";
+  j["mode"] = c.mode;
+  j["requests"] = c.requests;
+  j["errors"] = c.errors;
+  if (!c.error_samples.empty()) j["error_samples"] = c.error_samples;
+  j["ttft_ms"] = PercentileJson(c.ttft_ms);
+  j["tpot_ms"] = PercentileJson(c.tpot_ms);
+  j["e2e_ms"] = PercentileJson(c.e2e_ms);
+  j["queue_wait_ms"] =
+      c.mode == "pools" ? PercentileJson(c.queue_wait_ms) : nlohmann::ordered_json();
+  j["throughput_tokens_per_s"] =
+      c.wall_s > 0 ? static_cast<double>(c.prompt_tokens + c.output_tokens) / c.wall_s : 0;
+  j["output_tokens_per_s"] = c.wall_s > 0 ? static_cast<double>(c.output_tokens) / c.wall_s : 0;
+  j["cached_share"] = c.cached_reported && c.prompt_tokens > 0
+                          ? nlohmann::ordered_json(static_cast<double>(c.cached_tokens) /
+                                                   static_cast<double>(c.prompt_tokens))
+                          : nlohmann::ordered_json();
+  j["prompt_tokens"] = c.prompt_tokens;
+  j["output_tokens"] = c.output_tokens;
+  j["wall_s"] = c.wall_s;
+  return j;
+}
+
+std::string RenderHtmlReport(const nlohmann::ordered_json& results, const std::string& chart_js) {
+  // The data goes in as JSON; "</" is escaped so that no string can close the script element.
+  std::string data = results.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string safe;
+  safe.reserve(data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] == '<')
+      safe += "\\u003c";
+    else
+      safe += data[i];
+  }
+  std::string html = R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>strata bench report</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}
+.charts{display:grid;grid-template-columns:1fr 1fr;gap:18px}
+.chart{border:1px solid #ddd;border-radius:6px;padding:8px;height:300px}
+table{border-collapse:collapse;font-size:13px;margin-top:10px}
+td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}
+.meta{color:#555;font-size:13px}
+</style></head><body>
+<h1>strata bench</h1><div class="meta" id="meta"></div>
+<div class="charts">
+<div class="chart"><canvas id="ttft"></canvas></div>
+<div class="chart"><canvas id="tpot"></canvas></div>
+<div class="chart"><canvas id="throughput"></canvas></div>
+<div class="chart"><canvas id="cached"></canvas></div>
+</div>
+<h2>Cells</h2><table id="cells"></table>
+<script>)";
+  html += chart_js;
+  html += "</script>\n<script>\nconst RESULTS = ";
+  html += safe;
+  html += R"(;
+(function () {
+  const cells = RESULTS.cells || [];
+  document.getElementById('meta').textContent =
+    'endpoint: ' + (RESULTS.endpoint || '?') + ' | model: ' + (RESULTS.model || '?') +
+    ' | ' + cells.length + ' cells | ' + (RESULTS.started || '');
+  const fmt = n => n >= 1048576 && n % 1048576 === 0 ? (n / 1048576) + 'M' : (n >= 1024 ? Math.round(n / 1024) + 'K' : String(n));
+  const lengths = [...new Set(cells.map(c => c.length))].sort((a, b) => a - b);
+  const series = [...new Set(cells.map(c => c.mode + ' c=' + c.concurrency + ' ' + c.cache))];
+  const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+  const pick = (key, fn) => series.map((s, i) => ({
+    label: s, borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length],
+    data: lengths.map(l => { const c = cells.find(x => x.length === l && (x.mode + ' c=' + x.concurrency + ' ' + x.cache) === s); return c ? fn(c) : null; })
+  }));
+  const labels = lengths.map(fmt);
+  const opts = (title, y) => ({ responsive: true, maintainAspectRatio: false, animation: false,
+    plugins: { title: { display: true, text: title } },
+    scales: { x: { title: { display: true, text: 'input tokens' } }, y: { title: { display: true, text: y }, beginAtZero: true } } });
+  let rendered = 0;
+  const make = (id, type, datasets, title, y) => {
+    try { new Chart(document.getElementById(id), { type, data: { labels, datasets }, options: opts(title, y) }); rendered++; }
+    catch (e) { console.error(e); }
+  };
+  make('ttft', 'line', pick('ttft', c => c.ttft_ms.p99), 'TTFT p99 (ms)', 'ms');
+  make('tpot', 'line', pick('tpot', c => c.tpot_ms.p50), 'TPOT p50 (ms per output token)', 'ms');
+  make('throughput', 'bar', pick('tp', c => c.throughput_tokens_per_s), 'Throughput (tokens/s)', 'tokens/s');
+  make('cached', 'bar', pick('cs', c => c.cached_share === null ? 0 : c.cached_share), 'Cached share of prompt tokens', 'share');
+  const table = document.getElementById('cells');
+  const head = ['length', 'concurrency', 'cache', 'mode', 'requests', 'errors', 'TTFT p50', 'TTFT p90', 'TTFT p99', 'TPOT p50', 'E2E p99', 'tokens/s', 'cached share', 'queue wait p99'];
+  table.innerHTML = '<tr>' + head.map(h => '<th>' + h + '</th>').join('') + '</tr>' + cells.map(c => '<tr>' + [
+    fmt(c.length), c.concurrency, c.cache, c.mode, c.requests, c.errors,
+    c.ttft_ms.p50.toFixed(1), c.ttft_ms.p90.toFixed(1), c.ttft_ms.p99.toFixed(1), c.tpot_ms.p50.toFixed(2),
+    c.e2e_ms.p99.toFixed(1), Math.round(c.throughput_tokens_per_s),
+    c.cached_share === null ? '-' : (100 * c.cached_share).toFixed(1) + '%',
+    c.queue_wait_ms ? c.queue_wait_ms.p99.toFixed(1) : '-'
+  ].map(v => '<td>' + v + '</td>').join('') + '</tr>').join('');
+  document.body.setAttribute('data-charts-rendered', String(rendered));
+})();
+</script></body></html>
+)";
+  return html;
+}
+
+}  // namespace strata::cli::bench
