@@ -21,6 +21,7 @@ Config = Union[Mapping[str, Any], str]
 DeltaHandler = Callable[[Delta], None]
 Headers = Optional[Union[Mapping[str, str], Sequence[Tuple[str, str]]]]
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def _json_arg(value: Union[Mapping[str, Any], str], what: str) -> str:
@@ -45,6 +46,7 @@ def _delta_callback(on_delta: Optional[DeltaHandler]) -> Optional[Callable[..., 
     is decoded incrementally."""
     if on_delta is None:
         return None
+    handler: DeltaHandler = on_delta
     decoders: Dict[Tuple[str, int], Any] = {}
 
     def callback(kind: str, data: bytes, index: int, call_id: str, name: str) -> None:
@@ -54,7 +56,7 @@ def _delta_callback(on_delta: Optional[DeltaHandler]) -> Optional[Callable[..., 
             decoder = decoders[key] = codecs.getincrementaldecoder("utf-8")("replace")
         text = decoder.decode(data)
         if text:
-            on_delta(Delta(kind, text, index, call_id, name))
+            handler(Delta(kind, text, index, call_id, name))
 
     return callback
 
@@ -306,7 +308,7 @@ class TurnStream:
         self.turn = outcome["turn"]
 
 
-async def _run_cancellable(call: Callable[[], Any], token: CancellationToken) -> Any:
+async def _run_cancellable(call: Callable[[], T], token: CancellationToken) -> T:
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(None, call)
     try:
