@@ -77,3 +77,30 @@ def test_a_cancellation_token_cancels_a_blocking_call_from_another_thread(start_
     canceller.join()
     assert token.cancelled
     assert agent.messages()[-1]["role"] == "user"
+
+
+def test_ctrl_c_during_a_streaming_call_cancels_it(start_sim, tmp_path):
+    import os
+    import signal
+    import threading
+    # A slow stream (one byte per chunk, 5 ms per token): fragments keep arriving while SIGINT is
+    # delivered to this process; the next fragment sees it and cancels the request.
+    sim = start_sim([{"role": "assistant", "content": "y" * 4000}], "--chunk-bytes", "1",
+                    "--decode-us", "5000")
+    agent = make_agent(sim, tmp_path)
+    agent.append_user("question")
+    before = agent.messages()
+    streaming = threading.Event()
+    killer = threading.Thread(target=lambda: (streaming.wait(), os.kill(os.getpid(), signal.SIGINT)))
+    killer.start()
+    deltas = []
+
+    def on_delta(delta):
+        deltas.append(delta)
+        streaming.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        agent.complete(on_delta=on_delta)
+    killer.join()
+    assert len("".join(d.text for d in deltas)) < 4000
+    assert agent.messages() == before
