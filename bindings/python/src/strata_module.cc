@@ -521,6 +521,82 @@ class PyChatTemplate {
   std::unique_ptr<strata::ChatTemplate> template_;
 };
 
+// ---- Store (reading what agents recorded) ----------------------------------------------------
+
+class PyStore {
+ public:
+  explicit PyStore(std::unique_ptr<strata::Store> store) : store_(std::move(store)) {}
+  static std::unique_ptr<PyStore> Open(const std::string& path, bool read_only,
+                                       bool create_if_missing) {
+    strata::StoreOptions options;
+    options.read_only = read_only;
+    options.create_if_missing = create_if_missing;
+    return std::make_unique<PyStore>(
+        Take(Unlocked([&] { return strata::OpenSqliteStore(path, options); })));
+  }
+  std::string path() const { return store_->path(); }
+
+  std::string Agents() {
+    std::vector<strata::StoredAgent> agents = Take(Unlocked([&] { return store_->ListAgents(); }));
+    json out = json::array();
+    for (const strata::StoredAgent& a : agents) {
+      out.push_back({{"id", a.options.agent.id},
+                     {"tokenizer_name", a.tokenizer_name},
+                     {"created_unix_ms", a.created_unix_ms},
+                     {"updated_unix_ms", a.updated_unix_ms},
+                     {"turn", a.turn},
+                     {"segments", a.segments},
+                     {"tokens", a.tokens},
+                     {"requests", a.requests},
+                     {"compactions", a.compactions}});
+    }
+    return out.dump();
+  }
+  std::string Requests(const std::string& agent_id, size_t limit) {
+    std::vector<strata::RequestRecord> records =
+        Take(Unlocked([&] { return store_->RecentRequests(agent_id, limit); }));
+    json out = json::array();
+    for (const strata::RequestRecord& r : records) out.push_back(json::parse(strata::RecordToJson(r)));
+    return out.dump();
+  }
+  std::string Events(const std::string& agent_id, const std::string& type) {
+    std::vector<strata::StoredEvent> events =
+        Take(Unlocked([&] { return store_->Events(agent_id, type); }));
+    json out = json::array();
+    for (const strata::StoredEvent& e : events) {
+      out.push_back({{"id", e.id},
+                     {"agent_id", e.agent_id},
+                     {"turn", e.turn},
+                     {"unix_ms", e.unix_ms},
+                     {"type", e.type},
+                     {"payload", json::parse(e.payload_json, nullptr, false)}});
+    }
+    return out.dump();
+  }
+  std::string Growth(const std::string& agent_id) {
+    std::vector<strata::GrowthPoint> points =
+        Take(Unlocked([&] { return store_->Growth(agent_id); }));
+    json out = json::array();
+    for (const strata::GrowthPoint& g : points) out.push_back(GrowthJson(g));
+    return out.dump();
+  }
+  std::string Stats() {
+    strata::StoreStats s = Take(Unlocked([&] { return store_->Stats(); }));
+    return json{{"schema_version", s.schema_version},   {"file_bytes", s.file_bytes},
+                {"agents", s.agents},                   {"segments", s.segments},
+                {"blobs", s.blobs},                     {"blob_raw_bytes", s.blob_raw_bytes},
+                {"blob_stored_bytes", s.blob_stored_bytes}, {"requests", s.requests},
+                {"events", s.events}}
+        .dump();
+  }
+  void Backup(const std::string& destination) {
+    Check(Unlocked([&] { return store_->Backup(destination); }));
+  }
+
+ private:
+  std::unique_ptr<strata::Store> store_;
+};
+
 std::string TrimMessages(const std::string& messages_json, const std::string& budget_json,
                          const std::string& policy, const std::string& tokenizer,
                          const std::string& chat_template, bool hygiene) {
@@ -637,6 +713,17 @@ PYBIND11_MODULE(_strata, m) {
       .def("request", &PyAgent::Request)
       .def("fork", &PyAgent::Fork, py::arg("task"), py::arg("id"), py::arg("budget_json"))
       .def("join", &PyAgent::Join, py::arg("child"), py::arg("max_tokens"));
+
+  py::class_<PyStore>(m, "Store")
+      .def_static("open", &PyStore::Open, py::arg("path"), py::arg("read_only"),
+                  py::arg("create_if_missing"))
+      .def_property_readonly("path", &PyStore::path)
+      .def("agents", &PyStore::Agents)
+      .def("requests", &PyStore::Requests, py::arg("agent_id"), py::arg("limit"))
+      .def("events", &PyStore::Events, py::arg("agent_id"), py::arg("type"))
+      .def("growth", &PyStore::Growth, py::arg("agent_id"))
+      .def("stats", &PyStore::Stats)
+      .def("backup", &PyStore::Backup, py::arg("destination"));
 
   m.def("trim_messages", &TrimMessages, py::arg("messages_json"), py::arg("budget_json"),
         py::arg("policy"), py::arg("tokenizer"), py::arg("chat_template"), py::arg("hygiene"));

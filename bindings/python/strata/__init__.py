@@ -24,7 +24,7 @@ from ._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExcee
                       Unimplemented, Unknown)
 from ._agent import (Agent, CancellationToken, TurnStream, normalize_config, resolve_budget,
                      trim_messages)
-from ._lowlevel import ChatTemplate, Tokenizer
+from ._lowlevel import ChatTemplate, Store, Tokenizer
 from ._types import (CachePrediction, CompactionReport, Delta, GrowthPoint, JsonObject,
                      PrefixBreak, RecallPage, RequestRecord, Response, RunResult, Timings,
                      ToolOutput, TrimResult, Turn, Usage)
@@ -38,7 +38,7 @@ __all__ = [
     "Unknown",
     "Agent", "CancellationToken", "TurnStream", "normalize_config", "resolve_budget",
     "trim_messages",
-    "ChatTemplate", "Tokenizer",
+    "ChatTemplate", "Store", "Tokenizer",
     "CachePrediction", "CompactionReport", "Delta", "GrowthPoint", "JsonObject", "PrefixBreak",
     "RecallPage", "RequestRecord", "Response", "RunResult", "Timings", "ToolOutput", "TrimResult",
     "Turn", "Usage",

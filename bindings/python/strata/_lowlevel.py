@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Sequence, Union
 
 from . import _strata
+from ._types import GrowthPoint, RequestRecord
 
 Request = Union[Mapping[str, Any], Sequence[Mapping[str, Any]], str]
 
@@ -101,3 +102,53 @@ class ChatTemplate:
 
     def __repr__(self) -> str:
         return f"strata.ChatTemplate({self.name!r})"
+
+
+class Store:
+    """strata's SQLite store, for reading what agents recorded: agents, request records, events
+    (compactions, prefix breaks), growth curves. Thread-safe; every call releases the GIL.
+
+    ``Store.open(path)`` opens read-only (an inspection cannot change the file); pass
+    ``read_only=False`` to write (``backup`` works either way)."""
+
+    def __init__(self, impl: Any) -> None:
+        if not isinstance(impl, _strata.Store):
+            raise TypeError("use Store.open(path)")
+        self._impl = impl
+
+    @classmethod
+    def open(cls, path: str, *, read_only: bool = True,
+             create_if_missing: bool = False) -> "Store":
+        """NotFound for a missing file (unless create_if_missing), DataLoss for a file that is not
+        a strata store, FailedPrecondition for a newer schema."""
+        return cls(_strata.Store.open(path, read_only, create_if_missing))
+
+    @property
+    def path(self) -> str:
+        return str(self._impl.path)
+
+    def agents(self) -> List[Dict[str, Any]]:
+        """Every agent: id, tokenizer_name, turn, segments, tokens, requests, compactions, ..."""
+        return list(json.loads(self._impl.agents()))
+
+    def requests(self, agent_id: str, limit: int = 100) -> List[RequestRecord]:
+        """The agent's newest ``limit`` request records, newest first."""
+        return [RequestRecord(r) for r in json.loads(self._impl.requests(agent_id, limit))]
+
+    def events(self, agent_id: str, type: str = "") -> List[Dict[str, Any]]:
+        """The agent's events in order ("compaction", "prefix_break", ...), payloads parsed."""
+        return list(json.loads(self._impl.events(agent_id, type)))
+
+    def growth(self, agent_id: str) -> List[GrowthPoint]:
+        """The agent's growth curve: one point per turn, tokens per layer."""
+        return [GrowthPoint(g) for g in json.loads(self._impl.growth(agent_id))]
+
+    def stats(self) -> Dict[str, int]:
+        return dict(json.loads(self._impl.stats()))
+
+    def backup(self, destination: str) -> None:
+        """A consistent copy of the whole database at ``destination`` (a new file)."""
+        self._impl.backup(destination)
+
+    def __repr__(self) -> str:
+        return f"strata.Store({self.path!r})"
