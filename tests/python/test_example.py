@@ -22,3 +22,26 @@ def test_the_tool_agent_example_runs_and_reopens(start_sim, tmp_path, subprocess
     assert second.returncode == 0, second.stderr
     assert "reopened python-example with 5 messages" in second.stdout
     assert "Same answer, from the reopened agent." in second.stdout
+
+
+def test_the_growth_curves_example_writes_the_stored_curve_as_csv(start_sim, tmp_path,
+                                                                  subprocess_env):
+    import csv
+    import strata
+    sim = start_sim([{"role": "assistant", "content": f"answer {i}"} for i in range(3)])
+    db = tmp_path / "agents.db"
+    agent = strata.Agent.create({"identity": {"id": "curve"}, "endpoint": {"base_url": sim.base_url},
+                                 "store_path": str(db)})
+    turns = [agent.run(f"question {i}").turns[0] for i in range(3)]
+    out = tmp_path / "growth.csv"
+    run = subprocess.run([sys.executable, str(EXAMPLE / "growth_curves.py"), str(db), "curve",
+                          "--csv", str(out)], env=subprocess_env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [int(r["turn"]) for r in rows] == [t.growth.turn for t in turns]
+    assert int(rows[-1]["history"]) == turns[-1].growth.layer_tokens["history"]
+    assert int(rows[-1]["total"]) == turns[-1].growth.total_tokens
+    missing = subprocess.run([sys.executable, str(EXAMPLE / "growth_curves.py"), str(db), "nobody"],
+                             env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
