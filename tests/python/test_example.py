@@ -1,6 +1,7 @@
 """examples/python/tool_agent.py runs against strata-sim with its scripted replies, then reopens the
 agent from its store in a second run."""
 
+import json
 import subprocess
 import sys
 
@@ -45,3 +46,25 @@ def test_the_growth_curves_example_writes_the_stored_curve_as_csv(start_sim, tmp
     missing = subprocess.run([sys.executable, str(EXAMPLE / "growth_curves.py"), str(db), "nobody"],
                              env=subprocess_env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+
+
+def test_the_trim_history_example_fits_the_budget(tmp_path, subprocess_env):
+    import strata
+    history = [{"role": "system", "content": "You are terse."}]
+    for i in range(60):
+        history.append({"role": "user", "content": f"question {i} " + "detail " * 40})
+        history.append({"role": "assistant", "content": f"answer {i}"})
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(history))
+    run = subprocess.run([sys.executable, str(EXAMPLE / "trim_history.py"), str(path),
+                          "--max-tokens", "3000"], env=subprocess_env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    trimmed = json.loads(run.stdout)
+    assert trimmed[0] == history[0] and len(trimmed) < len(history)
+    assert trimmed == strata.trim_messages(history, 3000).messages
+    assert "summarized" in run.stderr and "-> " in run.stderr
+    bad = subprocess.run([sys.executable, str(EXAMPLE / "trim_history.py"), "-", "--max-tokens",
+                          "10"], input='[{"role": "wizard"}]', env=subprocess_env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.stderr
