@@ -223,3 +223,59 @@ def test_content_calls_predict_and_documents():
     assert agent.config["identity"]["id"] == "a"
     assert json.loads(agent.config_json()) == agent.config
     assert strata.normalize_config({"identity": {"id": "a"}})["budget"]["window"] == 1048576
+
+
+def test_an_own_loop_with_complete_and_tool_results(start_sim, tmp_path):
+    sim = start_sim(SCRIPT)
+    agent = strata.Agent.create(config(sim, tmp_path / "a.db"))
+    agent.append_user("What does the README say?")
+    turn = agent.complete()
+    call = turn.response.tool_calls[0]
+    assert turn.response.finish_reason == "tool_calls" and call["id"] == "call_1"
+    agent.append_tool_result(call["id"], "the README text")
+    assert agent.messages()[-1] == {"role": "tool", "tool_call_id": "call_1",
+                                    "content": "the README text"}
+    assert agent.complete().response.content == SCRIPT[3]["content"]
+
+
+def test_dispatch_tool_calls_answers_open_calls_with_the_handlers(start_sim, tmp_path):
+    sim = start_sim(SCRIPT)
+    agent = strata.Agent.create(config(sim, tmp_path / "a.db"))
+    agent.register_tool("read_file", READ_FILE_SCHEMA,
+                        lambda path: strata.ToolOutput(f"cannot read {path}", is_error=True))
+    agent.append_user("What does the README say?")
+    agent.complete()
+    stats = agent.dispatch_tool_calls()
+    assert (stats.tool_calls, stats.tool_errors) == (1, 1)
+    assert agent.messages()[-1]["content"].startswith("cannot read README.md")
+
+
+def test_records_copy_pickle_and_compare(start_sim, tmp_path):
+    import copy
+    import pickle
+    sim = start_sim(SCRIPT)
+    agent = strata.Agent.create(config(sim, tmp_path / "a.db"))
+    agent.append_user("What does the README say?")
+    turn = agent.complete()
+    assert copy.deepcopy(turn) == turn
+    assert pickle.loads(pickle.dumps(turn)) == turn
+    with pytest.raises(AttributeError, match="no field"):
+        turn.record.no_such_field
+    with pytest.raises(AttributeError):
+        turn.record.input_tokens = 5
+
+
+def test_open_with_another_tokenizer_needs_retokenize(tmp_path):
+    from conftest import SPM_MODEL
+    db = str(tmp_path / "a.db")
+    agent = strata.Agent.create({"identity": {"id": "tok"}, "store_path": db})
+    agent.set_system_prompt("A system prompt to recount.")
+    agent.append_user("hello")
+    del agent
+    spec = f"spm:{SPM_MODEL}"
+    with pytest.raises(strata.FailedPrecondition) as info:
+        strata.Agent.open(db, "tok", tokenizer=spec)
+    assert "retokenize" in info.value.message
+    reopened = strata.Agent.open(db, "tok", tokenizer=spec, retokenize=True)
+    assert reopened.config["tokenizer"] == spec
+    assert strata.Agent.open(db, "tok").config["tokenizer"] == spec  # stored with the agent

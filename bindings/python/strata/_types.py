@@ -21,6 +21,8 @@ class JsonObject:
         object.__setattr__(self, "_data", data)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_data":  # not yet set (an object under construction by copy or pickle)
+            raise AttributeError(name)
         try:
             return self._data[name]
         except KeyError:
@@ -30,6 +32,9 @@ class JsonObject:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self._data,))
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other._data == self._data  # type: ignore[attr-defined]
