@@ -279,3 +279,19 @@ def test_open_with_another_tokenizer_needs_retokenize(tmp_path):
     reopened = strata.Agent.open(db, "tok", tokenizer=spec, retokenize=True)
     assert reopened.config["tokenizer"] == spec
     assert strata.Agent.open(db, "tok").config["tokenizer"] == spec  # stored with the agent
+
+
+def test_the_interpreter_exits_cleanly_with_live_agents_holding_python_tools(subprocess_env):
+    program = textwrap.dedent("""
+        import strata
+        agent = strata.Agent.create({"identity": {"id": "a"}})
+        agent.register_tool("t", {"description": "d", "parameters": {"type": "object"}},
+                            lambda: "x")
+        child = agent.fork("task")
+        cycle = {"agent": agent}
+        cycle["self"] = cycle
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", program], env=subprocess_env,
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, "ok"), out.stderr

@@ -252,6 +252,14 @@ auto Unlocked(F&& f) {
 class PyAgent {
  public:
   explicit PyAgent(std::unique_ptr<strata::Agent> agent) : agent_(std::move(agent)) {}
+  // Closing an agent may write to its store: done without the GIL (the tool handlers it drops
+  // take the GIL back to release their Python objects).
+  ~PyAgent() {
+    py::gil_scoped_release release;
+    agent_.reset();
+  }
+  PyAgent(const PyAgent&) = delete;
+  PyAgent& operator=(const PyAgent&) = delete;
 
   static std::unique_ptr<PyAgent> Create(const std::string& config_json) {
     strata::StatusOr<std::unique_ptr<strata::Agent>> agent = strata::InternalError("unset");
@@ -526,6 +534,12 @@ class PyChatTemplate {
 class PyStore {
  public:
   explicit PyStore(std::unique_ptr<strata::Store> store) : store_(std::move(store)) {}
+  ~PyStore() {
+    py::gil_scoped_release release;
+    store_.reset();
+  }
+  PyStore(const PyStore&) = delete;
+  PyStore& operator=(const PyStore&) = delete;
   static std::unique_ptr<PyStore> Open(const std::string& path, bool read_only,
                                        bool create_if_missing) {
     strata::StoreOptions options;
