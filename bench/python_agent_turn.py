@@ -1,0 +1,43 @@
+"""Per-turn time of strata.Agent (appends + complete) from Python: the loop of
+bench/bench_agent_turn.cc through the bindings. Run by bench/python-agent-turn.
+
+    python_agent_turn.py BUILD_DIR BASE_URL TRACE.jsonl [TURNS]
+"""
+
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+build, base_url, trace = sys.argv[1:4]
+max_turns = int(sys.argv[4]) if len(sys.argv) > 4 else 40
+sys.path.insert(0, str(pathlib.Path(build) / "python"))
+import strata  # noqa: E402
+
+messages = [json.loads(line) for line in open(trace) if line.strip()]
+system_prompt = next((m["content"] for m in messages if m["role"] == "system"), "")
+agent = strata.Agent.create({"identity": {"id": "bench-agent"}, "endpoint": {"base_url": base_url}})
+agent.set_system_prompt(system_prompt)
+ms = []
+cpu_start = time.process_time()
+start = None
+for m in messages:
+    if len(ms) >= max_turns:
+        break
+    if m["role"] == "system":
+        continue
+    if start is None:
+        start = time.perf_counter()
+    if m["role"] == "user":
+        agent.append_user(m["content"])
+    elif m["role"] == "tool":
+        agent.append_tool_result(m["tool_call_id"], m["content"])
+    elif m["role"] == "assistant":
+        agent.complete()
+        ms.append((time.perf_counter() - start) * 1e3)
+        start = None
+cpu_ms = (time.process_time() - cpu_start) * 1e3
+ordered = sorted(ms)
+print(json.dumps({"impl": "Python", "turns": len(ms), "median_ms": ordered[len(ms) // 2],
+                  "mean_ms": statistics.fmean(ms), "cpu_ms_per_turn": cpu_ms / len(ms)}))

@@ -1,0 +1,746 @@
+// strata._strata — the pybind11 extension under the `strata` Python package.
+//
+// The extension is deliberately thin: strings (JSON documents) cross the boundary, and the pure
+// Python package (bindings/python/strata/) turns them into dicts, objects and exceptions. Every
+// call that tokenizes, renders, touches the store or the network runs with the GIL released; a
+// Python tool handler or delta callback runs with the GIL re-acquired on the calling thread.
+//
+// Errors: a non-OK strata::Status becomes the strata.Error subclass of its code (made by
+// strata._errors.from_status), carrying the C++ message unchanged.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "strata/agent.h"
+#include "strata/chat_template.h"
+#include "strata/client.h"
+#include "strata/compaction.h"
+#include "strata/status.h"
+#include "strata/store.h"
+#include "strata/tokenize.h"
+#include "strata/tokenizer.h"
+#include "strata/transport.h"
+
+namespace py = pybind11;
+using json = nlohmann::json;
+
+namespace {
+
+// Raises the strata.Error subclass of `status`. Requires the GIL.
+[[noreturn]] void Raise(const strata::Status& status) {
+  py::object errors = py::module_::import("strata._errors");
+  py::object exc = errors.attr("from_status")(static_cast<int>(status.code()), status.message());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+void Check(const strata::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+template <typename T>
+T Take(strata::StatusOr<T>&& value) {
+  if (!value.ok()) Raise(value.status());
+  return std::move(*value);
+}
+
+// A Python object kept by C++ (a tool handler): released with the GIL held, whatever thread drops
+// the last reference.
+std::shared_ptr<py::object> Hold(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* p) {
+    if (!Py_IsInitialized()) return;  // interpreter gone: nothing left to release into
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+// The state of one blocking call made with the GIL released. Python code run during the call
+// (tool handlers, the delta callback) may raise an exception that must stop the whole call
+// (KeyboardInterrupt, or any exception from the delta callback): it is kept here, the call is
+// cancelled through `token`, and the exception is re-raised once the call returns.
+struct CallState {
+  strata::CancellationToken own_token;
+  strata::CancellationToken* token = &own_token;
+  std::optional<py::error_already_set> pending;  // touched only with the GIL held
+
+  // Requires the GIL. Keeps the current Python exception and cancels the call.
+  void Abort() {
+    if (!pending) pending.emplace();
+    else PyErr_Clear();
+    token->Cancel();
+  }
+  // Requires the GIL. Re-raises a kept exception.
+  void RethrowPending() {
+    if (pending) {
+      py::error_already_set e = std::move(*pending);
+      pending.reset();
+      throw e;
+    }
+  }
+};
+thread_local CallState* current_call = nullptr;
+
+// Sets current_call for the duration of a call on this thread.
+class CallScope {
+ public:
+  explicit CallScope(CallState* state) : previous_(current_call) { current_call = state; }
+  ~CallScope() { current_call = previous_; }
+
+ private:
+  CallState* previous_;
+};
+
+// Requires the GIL. Ctrl-C during a blocking call: Python's handler only sets a flag, which is
+// checked here each time the call comes back into Python (a delta, a tool call).
+void CheckSignals(CallState* state) {
+  if (state != nullptr && PyErr_CheckSignals() != 0) state->Abort();
+}
+
+strata::ToolHandler MakeToolHandler(py::object fn) {
+  std::shared_ptr<py::object> handler = Hold(std::move(fn));
+  return [handler](const std::string& arguments) -> strata::ToolOutput {
+    py::gil_scoped_acquire gil;
+    CallState* state = current_call;
+    CheckSignals(state);
+    if (state != nullptr && state->pending) {
+      throw std::runtime_error("interrupted");  // the call is cancelled; this result is never sent
+    }
+    try {
+      py::tuple result = (*handler)(arguments);
+      return strata::ToolOutput{result[0].cast<std::string>(), result[1].cast<bool>()};
+    } catch (py::error_already_set& e) {
+      // An ordinary exception is the tool's error result; KeyboardInterrupt, SystemExit and
+      // GeneratorExit stop the run.
+      if (!e.matches(PyExc_Exception) && state != nullptr) {
+        e.restore();
+        state->Abort();
+        throw std::runtime_error("interrupted");
+      }
+      std::string type = py::str(e.type().attr("__name__"));
+      std::string message = py::str(e.value());
+      throw std::runtime_error(type + ": " + message);
+    }
+  };
+}
+
+strata::DeltaCallback MakeDeltaCallback(py::object fn) {
+  std::shared_ptr<py::object> callback = fn.is_none() ? nullptr : Hold(std::move(fn));
+  return [callback](const strata::StreamDelta& delta) {
+    py::gil_scoped_acquire gil;
+    CallState* state = current_call;
+    CheckSignals(state);
+    if (state != nullptr && state->pending) return;
+    if (!callback) return;
+    static const char* const kKinds[] = {"content", "reasoning", "tool_call_arguments"};
+    try {
+      (*callback)(kKinds[static_cast<int>(delta.kind)], py::bytes(delta.text), delta.tool_call_index,
+                  delta.tool_call_id, delta.tool_name);
+    } catch (py::error_already_set& e) {
+      e.restore();
+      if (state != nullptr) state->Abort();
+      else PyErr_Clear();
+    }
+  };
+}
+
+// ---- JSON of the result types --------------------------------------------------------------
+
+json ToolCallsJson(const std::vector<strata::ToolCall>& calls) {
+  json out = json::array();
+  for (const strata::ToolCall& c : calls) {
+    out.push_back({{"id", c.id},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
+}
+
+json ResponseJson(const strata::Response& r) {
+  json usage = {{"reported", r.usage.reported},
+                {"prompt_tokens", r.usage.prompt_tokens},
+                {"completion_tokens", r.usage.completion_tokens},
+                {"total_tokens", r.usage.total_tokens},
+                {"cached_tokens", r.usage.cached_tokens ? json(*r.usage.cached_tokens) : json()},
+                {"reasoning_tokens", r.usage.reasoning_tokens}};
+  json timings = {{"ttft_ms", r.timings.ttft_ms},
+                  {"decode_ms", r.timings.decode_ms},
+                  {"total_ms", r.timings.total_ms},
+                  {"retry_wait_ms", r.timings.retry_wait_ms}};
+  return {{"id", r.id},
+          {"model", r.model},
+          {"content", r.content},
+          {"reasoning", r.reasoning},
+          {"tool_calls", ToolCallsJson(r.tool_calls)},
+          {"finish_reason", r.finish_reason},
+          {"usage", usage},
+          {"timings", timings},
+          {"streamed", r.streamed},
+          {"attempts", r.attempts},
+          {"http_status", r.http_status}};
+}
+
+json ReportJson(const strata::CompactionReport& report) {
+  return json::parse(strata::CompactionReportJson(report));
+}
+
+json GrowthJson(const strata::GrowthPoint& g) {
+  json layers = json::object();
+  for (int i = 0; i < strata::kLayerCount; ++i) {
+    layers[std::string(strata::LayerName(static_cast<strata::Layer>(i)))] = g.layer_tokens[i];
+  }
+  return {{"agent_id", g.agent_id},
+          {"turn", g.turn},
+          {"unix_ms", g.unix_ms},
+          {"layer_tokens", layers},
+          {"total_tokens", g.TotalTokens()},
+          {"compactions", g.compactions},
+          {"invalidated_tokens", g.invalidated_tokens}};
+}
+
+json TurnJson(const strata::Turn& t) {
+  json compactions = json::array();
+  for (const strata::CompactionReport& c : t.compactions) compactions.push_back(ReportJson(c));
+  return {{"response", ResponseJson(t.response)},
+          {"record", json::parse(strata::RecordToJson(t.record))},
+          {"assistant_segment_id", t.assistant_segment_id},
+          {"compactions", compactions},
+          {"prefix_break",
+           t.prefix_break ? json::parse(strata::PrefixBreakToJson(*t.prefix_break)) : json()},
+          {"break_causes", t.break_causes},
+          {"growth", GrowthJson(t.growth)},
+          {"body", t.body}};
+}
+
+json RunJson(const strata::RunResult& r) {
+  json turns = json::array();
+  for (const strata::Turn& t : r.turns) turns.push_back(TurnJson(t));
+  return {{"answer", r.answer},
+          {"stopped", r.stopped},
+          {"turns", turns},
+          {"tool_calls", r.tool_calls},
+          {"tool_errors", r.tool_errors}};
+}
+
+// A sub-object of AgentConfig parsed with AgentConfigFromJson, so that its errors name the key
+// path exactly like the C++ configuration's ("budget.window: expected an integer").
+strata::StatusOr<strata::AgentConfig> ConfigWith(const char* key, const std::string& value_json) {
+  json doc = json::parse(value_json, nullptr, false);
+  if (doc.is_discarded()) {
+    return strata::InvalidArgumentError(std::string(key) + ": not valid JSON");
+  }
+  return strata::AgentConfigFromJson(json{{key, doc}}.dump());
+}
+
+// Runs `f` with the GIL released; the result (a Status or StatusOr) is checked after.
+template <typename F>
+auto Unlocked(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+// ---- Agent ----------------------------------------------------------------------------------
+
+class PyAgent {
+ public:
+  explicit PyAgent(std::unique_ptr<strata::Agent> agent) : agent_(std::move(agent)) {}
+  // Closing an agent may write to its store: done without the GIL (the tool handlers it drops
+  // take the GIL back to release their Python objects).
+  ~PyAgent() {
+    py::gil_scoped_release release;
+    agent_.reset();
+  }
+  PyAgent(const PyAgent&) = delete;
+  PyAgent& operator=(const PyAgent&) = delete;
+
+  static std::unique_ptr<PyAgent> Create(const std::string& config_json) {
+    strata::StatusOr<std::unique_ptr<strata::Agent>> agent = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      strata::StatusOr<strata::AgentConfig> config = strata::AgentConfigFromJson(config_json);
+      if (!config.ok()) {
+        agent = config.status();
+      } else {
+        agent = strata::Agent::Create(std::move(*config));
+      }
+    }
+    return std::make_unique<PyAgent>(Take(std::move(agent)));
+  }
+
+  static std::unique_ptr<PyAgent> Open(const std::string& store_path, const std::string& id,
+                                       const std::string& tokenizer, const std::string& chat_template,
+                                       bool retokenize, std::optional<std::string> endpoint_json) {
+    strata::StatusOr<std::unique_ptr<strata::Agent>> agent = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      strata::OpenOptions options;
+      options.tokenizer = tokenizer;
+      options.chat_template = chat_template;
+      options.retokenize = retokenize;
+      strata::Status status;
+      if (endpoint_json) {
+        strata::StatusOr<strata::AgentConfig> c = ConfigWith("endpoint", *endpoint_json);
+        if (c.ok()) options.endpoint = c->endpoint;
+        else status = c.status();
+      }
+      if (status.ok()) {
+        agent = strata::Agent::Open(store_path, id, std::move(options));
+      } else {
+        agent = status;
+      }
+    }
+    return std::make_unique<PyAgent>(Take(std::move(agent)));
+  }
+
+  std::string id() const { return agent_->id(); }
+  std::string ConfigJson() const { return agent_->ConfigJson(); }
+
+  void SetSystemPrompt(std::string prompt) {
+    Check(Unlocked([&] { return agent_->SetSystemPrompt(std::move(prompt)); }));
+  }
+  void SetSystemPrompts(std::vector<std::string> prompts) {
+    Check(Unlocked([&] { return agent_->SetSystemPrompts(std::move(prompts)); }));
+  }
+  std::string PutDocument(const std::string& layer, std::string name, std::string content,
+                          std::string version, int64_t order) {
+    strata::Layer l = ParseLayerOrRaise(layer);
+    strata::Document doc{std::move(name), std::move(content), std::move(version), order};
+    return Take(Unlocked([&] { return agent_->PutDocument(l, std::move(doc)); }));
+  }
+  void RemoveDocument(const std::string& layer, const std::string& name) {
+    strata::Layer l = ParseLayerOrRaise(layer);
+    Check(Unlocked([&] { return agent_->RemoveDocument(l, name); }));
+  }
+  std::string AppendUser(std::string content) {
+    return Take(Unlocked([&] { return agent_->AppendUser(std::move(content)); }));
+  }
+  std::string AppendToolResult(std::string tool_call_id, std::string content, bool is_error) {
+    strata::ToolResult result{std::move(tool_call_id), std::move(content), is_error};
+    return Take(Unlocked([&] { return agent_->AppendToolResult(std::move(result)); }));
+  }
+  void SetVolatile(std::string key, std::string value) {
+    Check(Unlocked([&] { return agent_->SetVolatile(std::move(key), std::move(value)); }));
+  }
+  void RegisterTool(std::string name, const std::string& schema_json, py::object handler) {
+    strata::ToolHandler h = MakeToolHandler(std::move(handler));
+    Check(Unlocked([&] { return agent_->RegisterTool(std::move(name), schema_json, std::move(h)); }));
+  }
+
+  std::string Complete(py::object on_delta, strata::CancellationToken* cancel,
+                       std::vector<std::pair<std::string, std::string>> headers) {
+    CallState state;
+    if (cancel != nullptr) state.token = cancel;
+    strata::TurnOptions options;
+    options.cancel = state.token;
+    options.headers = std::move(headers);
+    options.on_delta = MakeDeltaCallback(std::move(on_delta));
+    strata::StatusOr<std::string> out = strata::InternalError("unset");
+    {
+      CallScope scope(&state);
+      py::gil_scoped_release release;
+      strata::StatusOr<strata::Turn> turn = agent_->Complete(options);
+      out = turn.ok() ? strata::StatusOr<std::string>(TurnJson(*turn).dump())
+                      : strata::StatusOr<std::string>(turn.status());
+      options.on_delta = nullptr;  // drops the callback's reference (Hold takes the GIL)
+    }
+    state.RethrowPending();
+    return Take(std::move(out));
+  }
+
+  std::string Run(std::string user_message, int max_turns, py::object on_delta,
+                  strata::CancellationToken* cancel,
+                  std::vector<std::pair<std::string, std::string>> headers) {
+    CallState state;
+    if (cancel != nullptr) state.token = cancel;
+    strata::RunOptions options;
+    options.max_turns = max_turns;
+    options.turn.cancel = state.token;
+    options.turn.headers = std::move(headers);
+    options.turn.on_delta = MakeDeltaCallback(std::move(on_delta));
+    strata::StatusOr<std::string> out = strata::InternalError("unset");
+    {
+      CallScope scope(&state);
+      py::gil_scoped_release release;
+      strata::StatusOr<strata::RunResult> run = agent_->Run(std::move(user_message), options);
+      out = run.ok() ? strata::StatusOr<std::string>(RunJson(*run).dump())
+                     : strata::StatusOr<std::string>(run.status());
+      options.turn.on_delta = nullptr;
+    }
+    state.RethrowPending();
+    return Take(std::move(out));
+  }
+
+  std::string DispatchToolCalls() {
+    CallState state;
+    strata::StatusOr<std::string> out = strata::InternalError("unset");
+    {
+      CallScope scope(&state);
+      py::gil_scoped_release release;
+      strata::RunResult stats;
+      strata::Status status = agent_->DispatchToolCalls(&stats);
+      out = status.ok() ? strata::StatusOr<std::string>(RunJson(stats).dump())
+                        : strata::StatusOr<std::string>(status);
+    }
+    state.RethrowPending();
+    return Take(std::move(out));
+  }
+
+  std::string Predict() const {
+    strata::StatusOr<strata::CachePrediction> p =
+        Unlocked([&] { return agent_->PredictCachedTokens(); });
+    strata::CachePrediction prediction = Take(std::move(p));
+    json out = {{"input_tokens", prediction.input_tokens},
+                {"input_tokens_exact", prediction.input_tokens_exact},
+                {"predicted_cached_tokens", prediction.predicted_cached_tokens},
+                {"compaction_due", prediction.compaction_due},
+                {"compaction", prediction.compaction ? ReportJson(*prediction.compaction) : json()}};
+    return out.dump();
+  }
+
+  int64_t InputTokens() const { return Take(Unlocked([&] { return agent_->InputTokens(); })); }
+
+  std::string Recall(const std::string& recall_id, size_t offset, size_t max_tokens) const {
+    strata::RecallPage page =
+        Take(Unlocked([&] { return agent_->Recall(recall_id, offset, max_tokens); }));
+    return json{{"recall_id", page.recall_id},
+                {"content", page.content},
+                {"offset", page.offset},
+                {"total_bytes", page.total_bytes},
+                {"remaining_bytes", page.remaining_bytes},
+                {"tokens", page.tokens}}
+        .dump();
+  }
+
+  // The request body the next Complete() would send, rendered without compacting.
+  std::string Request() const {
+    strata::StatusOr<strata::BuiltRequest> built = Unlocked([&] {
+      const strata::Context& context = std::as_const(*agent_).context();
+      return context.Build();
+    });
+    return Take(std::move(built)).body;
+  }
+
+  std::unique_ptr<PyAgent> Fork(std::string task, std::string id,
+                                std::optional<std::string> budget_json) {
+    strata::ForkOptions options;
+    options.id = std::move(id);
+    if (budget_json) options.budget = Take(ConfigWith("budget", *budget_json)).budget;
+    return std::make_unique<PyAgent>(
+        Take(Unlocked([&] { return agent_->Fork(std::move(task), options); })));
+  }
+
+  std::string Join(PyAgent& child, size_t max_tokens) {
+    if (&child == this) Check(strata::InvalidArgumentError("an agent cannot join itself"));
+    strata::JoinOptions options;
+    options.max_tokens = max_tokens;
+    return Take(Unlocked([&] { return agent_->Join(*child.agent_, options); }));
+  }
+
+ private:
+  static strata::Layer ParseLayerOrRaise(const std::string& name) {
+    std::optional<strata::Layer> layer = strata::ParseLayer(name);
+    if (!layer) {
+      Check(strata::InvalidArgumentError(
+          "unknown layer \"" + name + "\" (use system, tools, index, docs, history or volatile)"));
+    }
+    return *layer;
+  }
+
+  std::unique_ptr<strata::Agent> agent_;
+};
+
+// ---- Lower level ----------------------------------------------------------------------------
+
+class PyTokenizer {
+ public:
+  explicit PyTokenizer(std::unique_ptr<strata::Tokenizer> t) : tokenizer_(std::move(t)) {}
+  static std::unique_ptr<PyTokenizer> FromSpec(const std::string& spec) {
+    strata::StatusOr<std::unique_ptr<strata::Tokenizer>> t = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      t = strata::MakeTokenizer(spec);
+    }
+    return std::make_unique<PyTokenizer>(Take(std::move(t)));
+  }
+  std::string Name() const { return tokenizer_->Name(); }
+  bool IsEstimate() const { return tokenizer_->IsEstimate(); }
+  std::vector<int32_t> Encode(const std::string& text) const {
+    py::gil_scoped_release release;
+    return tokenizer_->Encode(text);
+  }
+  size_t Count(const std::string& text) const {
+    py::gil_scoped_release release;
+    return tokenizer_->Count(text);
+  }
+  std::string Decode(const std::vector<int32_t>& ids) const {
+    strata::StatusOr<std::string> text = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      text = strata::Decode(*tokenizer_, ids);
+    }
+    return Take(std::move(text));
+  }
+  const strata::Tokenizer& get() const { return *tokenizer_; }
+
+ private:
+  std::unique_ptr<strata::Tokenizer> tokenizer_;
+};
+
+class PyChatTemplate {
+ public:
+  explicit PyChatTemplate(std::unique_ptr<strata::ChatTemplate> t) : template_(std::move(t)) {}
+  std::string Name() const { return template_->Name(); }
+  std::string Render(const std::string& request_json) const {
+    strata::StatusOr<std::string> text = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      text = template_->Render(request_json);
+    }
+    return Take(std::move(text));
+  }
+  size_t OverheadTokens(const std::string& request_json) const {
+    strata::StatusOr<size_t> n = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      n = template_->OverheadTokens(request_json);
+    }
+    return Take(std::move(n));
+  }
+  std::pair<size_t, bool> CountRequestTokens(const std::string& request_json,
+                                             const PyTokenizer& tokenizer) const {
+    strata::StatusOr<strata::RequestTokenCount> n = strata::InternalError("unset");
+    {
+      py::gil_scoped_release release;
+      n = strata::CountRequestTokens(*template_, tokenizer.get(), request_json);
+    }
+    strata::RequestTokenCount count = Take(std::move(n));
+    return {count.tokens, count.estimated};
+  }
+
+ private:
+  std::unique_ptr<strata::ChatTemplate> template_;
+};
+
+// ---- Store (reading what agents recorded) ----------------------------------------------------
+
+class PyStore {
+ public:
+  explicit PyStore(std::unique_ptr<strata::Store> store) : store_(std::move(store)) {}
+  ~PyStore() {
+    py::gil_scoped_release release;
+    store_.reset();
+  }
+  PyStore(const PyStore&) = delete;
+  PyStore& operator=(const PyStore&) = delete;
+  static std::unique_ptr<PyStore> Open(const std::string& path, bool read_only,
+                                       bool create_if_missing) {
+    strata::StoreOptions options;
+    options.read_only = read_only;
+    options.create_if_missing = create_if_missing;
+    return std::make_unique<PyStore>(
+        Take(Unlocked([&] { return strata::OpenSqliteStore(path, options); })));
+  }
+  std::string path() const { return store_->path(); }
+
+  std::string Agents() {
+    std::vector<strata::StoredAgent> agents = Take(Unlocked([&] { return store_->ListAgents(); }));
+    json out = json::array();
+    for (const strata::StoredAgent& a : agents) {
+      out.push_back({{"id", a.options.agent.id},
+                     {"tokenizer_name", a.tokenizer_name},
+                     {"created_unix_ms", a.created_unix_ms},
+                     {"updated_unix_ms", a.updated_unix_ms},
+                     {"turn", a.turn},
+                     {"segments", a.segments},
+                     {"tokens", a.tokens},
+                     {"requests", a.requests},
+                     {"compactions", a.compactions}});
+    }
+    return out.dump();
+  }
+  std::string Requests(const std::string& agent_id, size_t limit) {
+    std::vector<strata::RequestRecord> records =
+        Take(Unlocked([&] { return store_->RecentRequests(agent_id, limit); }));
+    json out = json::array();
+    for (const strata::RequestRecord& r : records) out.push_back(json::parse(strata::RecordToJson(r)));
+    return out.dump();
+  }
+  std::string Events(const std::string& agent_id, const std::string& type) {
+    std::vector<strata::StoredEvent> events =
+        Take(Unlocked([&] { return store_->Events(agent_id, type); }));
+    json out = json::array();
+    for (const strata::StoredEvent& e : events) {
+      out.push_back({{"id", e.id},
+                     {"agent_id", e.agent_id},
+                     {"turn", e.turn},
+                     {"unix_ms", e.unix_ms},
+                     {"type", e.type},
+                     {"payload", json::parse(e.payload_json, nullptr, false)}});
+    }
+    return out.dump();
+  }
+  std::string Growth(const std::string& agent_id) {
+    std::vector<strata::GrowthPoint> points =
+        Take(Unlocked([&] { return store_->Growth(agent_id); }));
+    json out = json::array();
+    for (const strata::GrowthPoint& g : points) out.push_back(GrowthJson(g));
+    return out.dump();
+  }
+  std::string Stats() {
+    strata::StoreStats s = Take(Unlocked([&] { return store_->Stats(); }));
+    return json{{"schema_version", s.schema_version},   {"file_bytes", s.file_bytes},
+                {"agents", s.agents},                   {"segments", s.segments},
+                {"blobs", s.blobs},                     {"blob_raw_bytes", s.blob_raw_bytes},
+                {"blob_stored_bytes", s.blob_stored_bytes}, {"requests", s.requests},
+                {"events", s.events}}
+        .dump();
+  }
+  void Backup(const std::string& destination) {
+    Check(Unlocked([&] { return store_->Backup(destination); }));
+  }
+
+ private:
+  std::unique_ptr<strata::Store> store_;
+};
+
+std::string TrimMessages(const std::string& messages_json, const std::string& budget_json,
+                         const std::string& policy, const std::string& tokenizer,
+                         const std::string& chat_template, bool hygiene) {
+  strata::StatusOr<std::string> out = strata::InternalError("unset");
+  {
+    py::gil_scoped_release release;
+    out = [&]() -> strata::StatusOr<std::string> {
+      STRATA_ASSIGN_OR_RETURN(strata::AgentConfig config, ConfigWith("budget", budget_json));
+      STRATA_ASSIGN_OR_RETURN(strata::Budget budget, strata::ResolveBudget(config.budget));
+      strata::TrimOptions options;
+      options.policy = policy;
+      options.tokenizer = tokenizer;
+      options.chat_template = chat_template;
+      options.hygiene = hygiene;
+      STRATA_ASSIGN_OR_RETURN(strata::TrimResult result,
+                              strata::TrimMessages(messages_json, budget, options));
+      return json{{"messages", json::parse(result.messages_json)},
+                  {"input_tokens", result.input_tokens},
+                  {"report", result.report ? ReportJson(*result.report) : json()}}
+          .dump();
+    }();
+  }
+  return Take(std::move(out));
+}
+
+std::string NormalizeConfig(const std::string& config_json) {
+  strata::StatusOr<strata::AgentConfig> config = strata::AgentConfigFromJson(config_json);
+  return strata::AgentConfigToJson(Take(std::move(config)));
+}
+
+std::string ResolveBudgetJson(const std::string& budget_json) {
+  strata::Budget b = Take(strata::ResolveBudget(Take(ConfigWith("budget", budget_json)).budget));
+  return json{{"window", b.window},
+              {"reserve_output", b.reserve_output},
+              {"reserve_reasoning", b.reserve_reasoning},
+              {"reserve_headroom", b.reserve_headroom},
+              {"usable_input_tokens", strata::UsableInputTokens(b)},
+              {"trigger_tokens", strata::TriggerTokens(b)},
+              {"target_tokens", strata::TargetTokens(b)}}
+      .dump();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_strata, m) {
+  m.doc() = "strata's C++ core; use the `strata` package, which wraps this module.";
+
+  py::class_<strata::CancellationToken, std::shared_ptr<strata::CancellationToken>>(
+      m, "CancellationToken")
+      .def(py::init<>())
+      .def("cancel", &strata::CancellationToken::Cancel)
+      .def_property_readonly("cancelled", &strata::CancellationToken::cancelled);
+
+  py::class_<PyTokenizer>(m, "Tokenizer")
+      .def_static("from_spec", &PyTokenizer::FromSpec, py::arg("spec"))
+      .def_property_readonly("name", &PyTokenizer::Name)
+      .def_property_readonly("is_estimate", &PyTokenizer::IsEstimate)
+      .def("encode", &PyTokenizer::Encode, py::arg("text"))
+      .def("count", &PyTokenizer::Count, py::arg("text"))
+      .def("decode", &PyTokenizer::Decode, py::arg("ids"));
+
+  py::class_<PyChatTemplate>(m, "ChatTemplate")
+      .def_static(
+          "glm5",
+          [](bool reasoning_effort_line, bool add_generation_prompt) {
+            strata::Glm5TemplateOptions o;
+            o.reasoning_effort_line = reasoning_effort_line;
+            o.add_generation_prompt = add_generation_prompt;
+            return std::make_unique<PyChatTemplate>(strata::MakeGlm5ChatTemplate(o));
+          },
+          py::arg("reasoning_effort_line") = true, py::arg("add_generation_prompt") = true)
+      .def_static(
+          "generic",
+          [](size_t per_message_tokens, size_t per_request_tokens) {
+            strata::GenericTemplateOptions o;
+            o.per_message_tokens = per_message_tokens;
+            o.per_request_tokens = per_request_tokens;
+            return std::make_unique<PyChatTemplate>(strata::MakeGenericChatTemplate(o));
+          },
+          py::arg("per_message_tokens") = 4, py::arg("per_request_tokens") = 3)
+      .def_property_readonly("name", &PyChatTemplate::Name)
+      .def("render", &PyChatTemplate::Render, py::arg("request_json"))
+      .def("overhead_tokens", &PyChatTemplate::OverheadTokens, py::arg("request_json"))
+      .def("count_request_tokens", &PyChatTemplate::CountRequestTokens, py::arg("request_json"),
+           py::arg("tokenizer"));
+
+  py::class_<PyAgent>(m, "Agent")
+      .def_static("create", &PyAgent::Create, py::arg("config_json"))
+      .def_static("open", &PyAgent::Open, py::arg("store_path"), py::arg("id"),
+                  py::arg("tokenizer") = "", py::arg("chat_template") = "",
+                  py::arg("retokenize") = false, py::arg("endpoint_json") = py::none())
+      .def_property_readonly("id", &PyAgent::id)
+      .def("config_json", &PyAgent::ConfigJson)
+      .def("set_system_prompt", &PyAgent::SetSystemPrompt, py::arg("prompt"))
+      .def("set_system_prompts", &PyAgent::SetSystemPrompts, py::arg("prompts"))
+      .def("put_document", &PyAgent::PutDocument, py::arg("layer"), py::arg("name"),
+           py::arg("content"), py::arg("version"), py::arg("order"))
+      .def("remove_document", &PyAgent::RemoveDocument, py::arg("layer"), py::arg("name"))
+      .def("append_user", &PyAgent::AppendUser, py::arg("content"))
+      .def("append_tool_result", &PyAgent::AppendToolResult, py::arg("tool_call_id"),
+           py::arg("content"), py::arg("is_error"))
+      .def("set_volatile", &PyAgent::SetVolatile, py::arg("key"), py::arg("value"))
+      .def("register_tool", &PyAgent::RegisterTool, py::arg("name"), py::arg("schema_json"),
+           py::arg("handler"))
+      .def("complete", &PyAgent::Complete, py::arg("on_delta"), py::arg("cancel"),
+           py::arg("headers"))
+      .def("run", &PyAgent::Run, py::arg("user_message"), py::arg("max_turns"), py::arg("on_delta"),
+           py::arg("cancel"), py::arg("headers"))
+      .def("dispatch_tool_calls", &PyAgent::DispatchToolCalls)
+      .def("predict", &PyAgent::Predict)
+      .def("input_tokens", &PyAgent::InputTokens)
+      .def("recall", &PyAgent::Recall, py::arg("recall_id"), py::arg("offset"),
+           py::arg("max_tokens"))
+      .def("request", &PyAgent::Request)
+      .def("fork", &PyAgent::Fork, py::arg("task"), py::arg("id"), py::arg("budget_json"))
+      .def("join", &PyAgent::Join, py::arg("child"), py::arg("max_tokens"));
+
+  py::class_<PyStore>(m, "Store")
+      .def_static("open", &PyStore::Open, py::arg("path"), py::arg("read_only"),
+                  py::arg("create_if_missing"))
+      .def_property_readonly("path", &PyStore::path)
+      .def("agents", &PyStore::Agents)
+      .def("requests", &PyStore::Requests, py::arg("agent_id"), py::arg("limit"))
+      .def("events", &PyStore::Events, py::arg("agent_id"), py::arg("type"))
+      .def("growth", &PyStore::Growth, py::arg("agent_id"))
+      .def("stats", &PyStore::Stats)
+      .def("backup", &PyStore::Backup, py::arg("destination"));
+
+  m.def("trim_messages", &TrimMessages, py::arg("messages_json"), py::arg("budget_json"),
+        py::arg("policy"), py::arg("tokenizer"), py::arg("chat_template"), py::arg("hygiene"));
+  m.def("normalize_config", &NormalizeConfig, py::arg("config_json"));
+  m.def("resolve_budget", &ResolveBudgetJson, py::arg("budget_json"));
+}

@@ -1,0 +1,45 @@
+"""strata: context management for LLM agents, from Python.
+
+    import strata
+    agent = strata.Agent.create({"identity": {"id": "agent-1"},
+                                 "endpoint": {"base_url": "http://127.0.0.1:8000/v1"},
+                                 "store_path": "agents.db"})
+    agent.set_system_prompt("You are a coding agent.")
+
+    @agent.tool("read_file", {"description": "Reads a file",
+                              "parameters": {"type": "object",
+                                             "properties": {"path": {"type": "string"}}}})
+    def read_file(path: str) -> str:
+        return open(path).read()
+
+    result = agent.run("Fix the failing test.")
+    print(result.answer)
+
+Errors are strata.Error subclasses named after the status code (strata.InvalidArgument, ...).
+"""
+
+from ._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
+                      FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
+                      PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
+                      Unimplemented, Unknown)
+from ._agent import (Agent, CancellationToken, TurnStream, normalize_config, resolve_budget,
+                     trim_messages)
+from ._lowlevel import ChatTemplate, Store, Tokenizer
+from ._types import (CachePrediction, CompactionReport, Delta, GrowthPoint, JsonObject,
+                     PrefixBreak, RecallPage, RequestRecord, Response, RunResult, Timings,
+                     ToolOutput, TrimResult, Turn, Usage)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted", "AlreadyExists", "Cancelled", "DataLoss", "DeadlineExceeded", "Error",
+    "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "OutOfRange",
+    "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
+    "Unknown",
+    "Agent", "CancellationToken", "TurnStream", "normalize_config", "resolve_budget",
+    "trim_messages",
+    "ChatTemplate", "Store", "Tokenizer",
+    "CachePrediction", "CompactionReport", "Delta", "GrowthPoint", "JsonObject", "PrefixBreak",
+    "RecallPage", "RequestRecord", "Response", "RunResult", "Timings", "ToolOutput", "TrimResult",
+    "Turn", "Usage",
+]

@@ -1,0 +1,361 @@
+"""strata.Agent: an agent's context, configuration, endpoint, store and tools, from Python."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import functools
+import json
+import queue
+import threading
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    TypeVar, Union)
+
+from . import _strata
+from ._types import (CachePrediction, CompactionReport, Delta, RecallPage, RunResult, ToolOutput,
+                     TrimResult, Turn)
+
+CancellationToken = _strata.CancellationToken
+
+Config = Union[Mapping[str, Any], str]
+DeltaHandler = Callable[[Delta], None]
+Headers = Optional[Union[Mapping[str, str], Sequence[Tuple[str, str]]]]
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+def _json_arg(value: Union[Mapping[str, Any], str], what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return json.dumps(value)
+    raise TypeError(f"{what} must be a dict or a JSON string, not {type(value).__name__}")
+
+
+def _headers(headers: Headers) -> List[Tuple[str, str]]:
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return [(str(k), str(v)) for k, v in headers.items()]
+    return [(str(k), str(v)) for k, v in headers]
+
+
+def _delta_callback(on_delta: Optional[DeltaHandler]) -> Optional[Callable[..., None]]:
+    """Adapts a Delta handler to the extension's callback, which passes raw bytes: a fragment may
+    end inside a UTF-8 character, so each stream (content, reasoning, each tool call's arguments)
+    is decoded incrementally."""
+    if on_delta is None:
+        return None
+    handler: DeltaHandler = on_delta
+    decoders: Dict[Tuple[str, int], Any] = {}
+
+    def callback(kind: str, data: bytes, index: int, call_id: str, name: str) -> None:
+        key = (kind, index)
+        decoder = decoders.get(key)
+        if decoder is None:
+            decoder = decoders[key] = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(data)
+        if text:
+            handler(Delta(kind, text, index, call_id, name))
+
+    return callback
+
+
+def _tool_handler(name: str, handler: Callable[..., Any]) -> Callable[[str], Tuple[str, bool]]:
+    """Adapts a Python tool to the extension: the model's arguments (a JSON object) become keyword
+    arguments; a str result is sent as is, any other value as JSON, a ToolOutput as given."""
+
+    def call(arguments_json: str) -> Tuple[str, bool]:
+        try:
+            arguments = json.loads(arguments_json) if arguments_json.strip() else {}
+        except ValueError as e:
+            return (f"tool {name}: arguments are not valid JSON ({e}): {arguments_json[:200]}", True)
+        if not isinstance(arguments, dict):
+            return (f"tool {name}: arguments must be a JSON object, got {arguments_json[:200]}", True)
+        result = handler(**arguments)
+        if isinstance(result, ToolOutput):
+            return (result.content, bool(result.is_error))
+        if isinstance(result, str):
+            return (result, False)
+        return (json.dumps(result), False)
+
+    return call
+
+
+class Agent:
+    """An agent: its context, configuration, endpoint, store, tools and loop.
+
+    Thread safety: an Agent serializes its calls (one at a time); distinct agents run in parallel,
+    and every call that renders, tokenizes, touches the store or the network releases the GIL.
+    Tool handlers and delta callbacks run on the calling thread with the GIL held.
+    """
+
+    def __init__(self, impl: Any) -> None:
+        if not isinstance(impl, _strata.Agent):
+            raise TypeError("use Agent.create(config) or Agent.open(store_path, id)")
+        self._impl = impl
+
+    # ---- Construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, config: Config) -> "Agent":
+        """A new agent from a configuration dict or the JSON document of the C++ AgentConfig
+        (``{"identity": {"id": ...}, "endpoint": {"base_url": ...}, "store_path": ...}``).
+        Raises InvalidArgument naming the key path of a bad field, AlreadyExists when the store
+        already holds the id (use ``open``)."""
+        return cls(_strata.Agent.create(_json_arg(config, "config")))
+
+    @classmethod
+    def open(cls, store_path: str, id: str, *, tokenizer: str = "", chat_template: str = "",
+             retokenize: bool = False,
+             endpoint: Optional[Mapping[str, Any]] = None) -> "Agent":
+        """Reopens a stored agent with its configuration, context and prefix-cache state.
+        ``endpoint`` replaces the stored endpoint (e.g. a new base_url after a restart). Raises
+        NotFound for an unknown id."""
+        endpoint_json = None if endpoint is None else _json_arg(endpoint, "endpoint")
+        return cls(_strata.Agent.open(store_path, id, tokenizer, chat_template, retokenize,
+                                      endpoint_json))
+
+    @property
+    def id(self) -> str:
+        return str(self._impl.id)
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """The whole configuration, defaults filled in (the C++ AgentConfig JSON)."""
+        return dict(json.loads(self._impl.config_json()))
+
+    def config_json(self) -> str:
+        return str(self._impl.config_json())
+
+    # ---- Content ------------------------------------------------------------------------------
+
+    def set_system_prompt(self, prompt: Union[str, Sequence[str]]) -> None:
+        if isinstance(prompt, str):
+            self._impl.set_system_prompt(prompt)
+        else:
+            self._impl.set_system_prompts(list(prompt))
+
+    def put_document(self, name: str, content: str, *, layer: str = "docs", version: str = "",
+                     order: int = 0) -> str:
+        """Adds or replaces a document of the "index" or "docs" layer; returns its segment id."""
+        return str(self._impl.put_document(layer, name, content, version, order))
+
+    def remove_document(self, name: str, *, layer: str = "docs") -> None:
+        self._impl.remove_document(layer, name)
+
+    def append_user(self, content: str) -> str:
+        return str(self._impl.append_user(content))
+
+    def append_tool_result(self, tool_call_id: str, content: str, *, is_error: bool = False) -> str:
+        return str(self._impl.append_tool_result(tool_call_id, content, is_error))
+
+    def set_volatile(self, key: str, value: str) -> None:
+        self._impl.set_volatile(key, value)
+
+    # ---- Tools --------------------------------------------------------------------------------
+
+    def register_tool(self, name: str, schema: Union[Mapping[str, Any], str],
+                      handler: Callable[..., Any]) -> None:
+        """Registers ``handler`` as the tool ``name``. ``schema`` is the function object without
+        its name (``{"description": ..., "parameters": {...}}``) or a whole OpenAI tool object.
+        The handler is called with the model's arguments as keyword arguments."""
+        if not callable(handler):
+            raise TypeError(f"handler of tool {name!r} must be callable")
+        self._impl.register_tool(name, _json_arg(schema, "schema"), _tool_handler(name, handler))
+
+    def tool(self, name: Optional[str] = None,
+             schema: Optional[Union[Mapping[str, Any], str]] = None) -> Callable[[F], F]:
+        """Decorator form of register_tool: ``@agent.tool("read_file", {...})``. The name defaults
+        to the function's name; the schema to its docstring with no parameters."""
+
+        def register(fn: F) -> F:
+            tool_name = name or fn.__name__
+            tool_schema = schema if schema is not None else {
+                "description": (fn.__doc__ or tool_name).strip(),
+                "parameters": {"type": "object", "properties": {}},
+            }
+            self.register_tool(tool_name, tool_schema, fn)
+            return fn
+
+        return register
+
+    # ---- The loop -----------------------------------------------------------------------------
+
+    def complete(self, *, on_delta: Optional[DeltaHandler] = None,
+                 cancel: Optional[CancellationToken] = None, headers: Headers = None) -> Turn:
+        """Builds (compacting first when due), sends, appends the reply and records one request.
+        ``on_delta`` receives each streamed fragment; ``cancel.cancel()`` from another thread (or
+        Ctrl-C while fragments arrive) stops the request with Cancelled."""
+        out = self._impl.complete(_delta_callback(on_delta), cancel, _headers(headers))
+        return Turn._from(json.loads(out))
+
+    def stream(self, *, cancel: Optional[CancellationToken] = None,
+               headers: Headers = None) -> "TurnStream":
+        """``complete()`` as an iterator of Delta; the Turn is ``.turn`` once it is exhausted."""
+        return TurnStream(self, cancel, headers)
+
+    def run(self, user_message: str = "", *, max_turns: int = 16,
+            on_delta: Optional[DeltaHandler] = None, cancel: Optional[CancellationToken] = None,
+            headers: Headers = None) -> RunResult:
+        """Appends ``user_message`` ("" appends nothing) and loops: complete(), answer each tool
+        call with its handler, until the model answers without tool calls or ``max_turns``."""
+        out = self._impl.run(user_message, max_turns, _delta_callback(on_delta), cancel,
+                             _headers(headers))
+        return RunResult._from(json.loads(out))
+
+    def dispatch_tool_calls(self) -> RunResult:
+        """Answers every open tool call of the last reply (for callers running their own loop)."""
+        return RunResult._from(json.loads(self._impl.dispatch_tool_calls()))
+
+    async def complete_async(self, *, on_delta: Optional[DeltaHandler] = None,
+                             headers: Headers = None) -> Turn:
+        """``complete()`` off the event loop; cancelling the task cancels the request."""
+        token = CancellationToken()
+        return await _run_cancellable(
+            functools.partial(self.complete, on_delta=on_delta, cancel=token, headers=headers),
+            token)
+
+    async def run_async(self, user_message: str = "", *, max_turns: int = 16,
+                        on_delta: Optional[DeltaHandler] = None,
+                        headers: Headers = None) -> RunResult:
+        """``run()`` off the event loop; cancelling the task cancels the request in flight."""
+        token = CancellationToken()
+        return await _run_cancellable(
+            functools.partial(self.run, user_message, max_turns=max_turns, on_delta=on_delta,
+                              cancel=token, headers=headers), token)
+
+    # ---- Predictions and counts ---------------------------------------------------------------
+
+    def predict(self) -> CachePrediction:
+        """Input tokens and predicted cached tokens of the next request, changing nothing."""
+        return CachePrediction._from(json.loads(self._impl.predict()))
+
+    def input_tokens(self) -> int:
+        return int(self._impl.input_tokens())
+
+    def request(self) -> Dict[str, Any]:
+        """The Chat Completions body the next request would carry (before any compaction)."""
+        return dict(json.loads(self._impl.request()))
+
+    def messages(self) -> List[Dict[str, Any]]:
+        """The context as OpenAI message dicts (system first)."""
+        return list(self.request()["messages"])
+
+    # ---- Recall and task splitting ------------------------------------------------------------
+
+    def recall(self, recall_id: str, offset: int = 0, max_tokens: int = 0) -> RecallPage:
+        """A page of the original kept under ``recall_id``. NotFound for an unknown id,
+        OutOfRange for an offset past its end."""
+        return RecallPage(**json.loads(self._impl.recall(recall_id, offset, max_tokens)))
+
+    def fork(self, task: str, *, id: str = "",
+             budget: Optional[Mapping[str, Any]] = None) -> "Agent":
+        """A child agent sharing this one's stable layers (a cache hit on its prefix), with
+        ``task`` as its first user message."""
+        budget_json = None if budget is None else _json_arg(budget, "budget")
+        return Agent(self._impl.fork(task, id, budget_json))
+
+    def join(self, child: "Agent", *, max_tokens: int = 2048) -> str:
+        """Folds the child's answer (or a summary) into this agent as one user message."""
+        if not isinstance(child, Agent):
+            raise TypeError(f"join() takes an Agent, not {type(child).__name__}")
+        return str(self._impl.join(child._impl, max_tokens))
+
+    def __repr__(self) -> str:
+        return f"strata.Agent(id={self.id!r})"
+
+
+class TurnStream:
+    """Iterates the deltas of one ``complete()`` running on a worker thread. Leaving the loop
+    early cancels the request."""
+
+    _DONE = object()
+
+    def __init__(self, agent: Agent, cancel: Optional[CancellationToken], headers: Headers):
+        self._agent = agent
+        self._token = cancel if cancel is not None else CancellationToken()
+        self._headers = headers
+        self.turn: Optional[Turn] = None
+
+    def __iter__(self) -> Iterator[Delta]:
+        q: "queue.Queue[Any]" = queue.Queue()
+        outcome: Dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["turn"] = self._agent.complete(on_delta=q.put, cancel=self._token,
+                                                       headers=self._headers)
+            except BaseException as e:  # re-raised on the iterating thread
+                outcome["error"] = e
+            finally:
+                q.put(TurnStream._DONE)
+
+        thread = threading.Thread(target=work, name="strata-stream", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = q.get()
+                if item is TurnStream._DONE:
+                    break
+                yield item
+        finally:
+            if thread.is_alive():
+                self._token.cancel()
+            thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        self.turn = outcome["turn"]
+
+
+async def _run_cancellable(call: Callable[[], T], token: CancellationToken) -> T:
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, call)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        token.cancel()
+        try:
+            await future  # the C++ call returns promptly once cancelled; the agent is idle after
+        except BaseException:
+            pass
+        raise
+
+
+def trim_messages(messages: Union[Sequence[Mapping[str, Any]], str],
+                  budget: Union[int, Mapping[str, Any]], *, policy: str = "strata",
+                  tokenizer: str = "estimate", chat_template: str = "glm5",
+                  hygiene: bool = False) -> TrimResult:
+    """Trims an OpenAI messages list into a budget with a compaction policy: system messages
+    first, every tool result kept with its call.
+
+    ``budget``: an int is the most input tokens the result may take; a dict is a budget
+    configuration as in the agent's config (``{"window": 8192, "target": {"fraction": 0.6}}``).
+    Raises InvalidArgument for malformed messages (naming the index), ResourceExhausted when what
+    cannot be trimmed does not fit."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, Mapping)):
+        raise TypeError(f"budget must be an int or a dict, not {type(budget).__name__}")
+    if isinstance(budget, int):
+        budget_doc: Mapping[str, Any] = {
+            "window": budget, "reserve_output": 0, "reserve_reasoning": 0, "reserve_headroom": 0,
+            "trigger": {"fraction": 1.0}, "target": {"fraction": 1.0},
+        }
+    else:
+        budget_doc = budget
+    messages_json = messages if isinstance(messages, str) else json.dumps(list(messages))
+    out = json.loads(_strata.trim_messages(messages_json, json.dumps(budget_doc), policy,
+                                           tokenizer, chat_template, hygiene))
+    report = out["report"]
+    return TrimResult(out["messages"], out["input_tokens"],
+                      CompactionReport(report) if report is not None else None)
+
+
+def resolve_budget(budget: Mapping[str, Any]) -> Dict[str, int]:
+    """The token figures of a budget configuration: reserves (unset ones scaled to the window),
+    usable_input_tokens, trigger_tokens, target_tokens."""
+    return dict(json.loads(_strata.resolve_budget(_json_arg(budget, "budget"))))
+
+
+def normalize_config(config: Config) -> Dict[str, Any]:
+    """A configuration with every default filled in, validated like ``Agent.create`` does."""
+    return dict(json.loads(_strata.normalize_config(_json_arg(config, "config"))))
