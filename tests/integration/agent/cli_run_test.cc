@@ -33,7 +33,7 @@ Output Shell(const std::string& command) {
   return result;
 }
 
-TEST_CASE("strata run drives an agent with read-only tools; inspect --json shows its config",
+TEST_CASE("strata run drives an agent with read-only tools, inspect --json shows its config",
           "[agent][cli][.slow]") {
   const std::string dir = "/tmp/strata-cli-run-" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0755);

@@ -206,7 +206,7 @@ TEST_CASE("replay usage errors exit 2 with a message", "[cli][replay]") {
   }
 }
 
-TEST_CASE("replay --db with --budget persists the compacted run; --out reports each compaction", "[cli][replay]") {
+TEST_CASE("replay --db with --budget persists the compacted run, --out reports each compaction", "[cli][replay]") {
   TempDir dir;
   const std::string db = dir.File("agents.db"), out = dir.File("out.jsonl"), summary = dir.File("s.json");
   // Before: --db with --budget exited 0 without creating the database.

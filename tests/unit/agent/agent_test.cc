@@ -466,7 +466,7 @@ TEST_CASE("PredictCachedTokens computes a due compaction without applying it", "
   CHECK(due);
 }
 
-TEST_CASE("Fork copies the stable layers byte for byte; Join folds the answer back",
+TEST_CASE("Fork copies the stable layers byte for byte, Join folds the answer back",
           "[agent][fork]") {
   const std::string path = TempPath("fork.db");
   ScriptedTransport transport;

@@ -259,7 +259,7 @@ TEST_CASE("the branches that tell the GLM templates apart", "[chat_template]") {
             R"({"messages": [{"role": "user", "content": "x"}]})") == "[gMASK]<sop><|user|>x");
 }
 
-TEST_CASE("templates are chosen by name; unknown names list the known ones", "[chat_template]") {
+TEST_CASE("templates are chosen by name, unknown names list the known ones", "[chat_template]") {
   CHECK(strata::ChatTemplateNames() == std::vector<std::string>{"glm-5.3", "glm-4.7", "generic"});
   CHECK(Make("glm5")->Name() == "glm-5.3:1");
   CHECK(Make("generic")->Name() == "generic:4/3");

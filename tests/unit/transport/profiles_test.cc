@@ -26,7 +26,7 @@ TEST_CASE("kept reasoning asks vLLM and SGLang templates not to clear it", "[tra
   CHECK(AsMap(ProfileFields(Backend::kSglang, f))["chat_template_kwargs"] == R"({"enable_thinking":true})");
 }
 
-TEST_CASE("priority goes to vLLM only when set; Z.ai gets no stream_options", "[transport]") {
+TEST_CASE("priority goes to vLLM only when set, Z.ai gets no stream_options", "[transport]") {
   RequestFields f;
   CHECK(AsMap(ProfileFields(Backend::kVllm, f)).count("priority") == 0);
   f.priority = 0;

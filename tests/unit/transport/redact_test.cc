@@ -30,7 +30,7 @@ TEST_CASE("loopback hosts", "[transport]") {
   CHECK_FALSE(IsLoopbackUrl("http://[::2]/v1"));
 }
 
-TEST_CASE("headers with control characters are not valid; Scrub redacts auth lines and secrets",
+TEST_CASE("headers with control characters are not valid, Scrub redacts auth lines and secrets",
           "[transport]") {
   CHECK(ValidHeader("X-A", "b\tc"));
   CHECK_FALSE(ValidHeader("X-A", "b\r\nX-B: c"));
