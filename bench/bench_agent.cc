@@ -49,6 +49,12 @@ SimFixture& Sim() {
   return *fixture;
 }
 
+strata::HttpTransportOptions HttpOptions(const std::string& base_url) {
+  strata::HttpTransportOptions options;
+  options.base_url = base_url;
+  return options;
+}
+
 strata::AgentConfig Config() {
   strata::AgentConfig c;
   c.identity.id = "bench";
@@ -62,7 +68,7 @@ strata::AgentConfig Config() {
 
 void BM_ByHand(benchmark::State& state) {
   SimFixture& fx = Sim();
-  auto transport = strata::MakeHttpTransport({fx.sim->base_url()}).value();
+  auto transport = strata::MakeHttpTransport(HttpOptions(fx.sim->base_url())).value();
   auto tokenizer = strata::MakeTokenizer("estimate").value();
   auto glm = strata::MakeGlm5ChatTemplate();
   auto counter = strata::MakeRequestTokenCounter(*glm, *tokenizer);
@@ -103,7 +109,7 @@ BENCHMARK(BM_ByHand)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 void BM_AgentComplete(benchmark::State& state) {
   SimFixture& fx = Sim();
   // One transport for every agent, as the hand loop has (connections are pooled in it).
-  auto transport = strata::MakeHttpTransport({fx.sim->base_url()}).value();
+  auto transport = strata::MakeHttpTransport(HttpOptions(fx.sim->base_url())).value();
   strata::AgentServices services;
   services.transport = transport.get();
   int64_t requests = 0;

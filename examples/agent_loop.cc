@@ -2,8 +2,8 @@
 // a budget, a store, streaming, and a restart that continues the same agent.
 //
 // The model is strata-sim replaying a scripted trajectory (its assistant messages are the replies):
-//   build/sdk/apps/strata-sim/strata-sim --port 8000 --chat-template glm5 \
-//       --trajectory examples/agent_loop.jsonl &
+//   sim=build/sdk/apps/strata-sim/strata-sim
+//   $sim --port 8000 --chat-template glm5 --trajectory examples/agent_loop.jsonl &
 //   build/examples/example_agent_loop http://127.0.0.1:8000/v1
 // Point it at a real OpenAI-compatible server (vLLM, SGLang) the same way.
 #include <cstdio>
