@@ -12,13 +12,14 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::unique_ptr<strata::ChatTemplate> chat_template;
-  if ((data[0] & 3) == 3) {
-    chat_template = strata::MakeGenericChatTemplate();
-  } else {
-    strata::Glm5TemplateOptions options;
-    options.reasoning_effort_line = (data[0] & 1) != 0;
-    options.add_generation_prompt = (data[0] & 2) != 0;
-    chat_template = strata::MakeGlm5ChatTemplate(options);
+  // The first byte picks the template (glm-5.3, glm-4.7, generic) and the generation prompt.
+  strata::Glm5TemplateOptions options;
+  options.add_generation_prompt = (data[0] & 4) != 0;
+  switch (data[0] & 3) {
+    case 0:
+    case 1: chat_template = strata::MakeGlm5ChatTemplate(options); break;
+    case 2: chat_template = strata::MakeGlm47ChatTemplate(options); break;
+    default: chat_template = strata::MakeGenericChatTemplate(); break;
   }
   const std::string_view request = strata::fuzz::AsText(data + 1, size - 1);
   auto rendered = chat_template->Render(request);

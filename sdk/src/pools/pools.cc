@@ -1,5 +1,6 @@
 // Length pools: admission, the degradation ladder, prefix-affinity routing, health and alerts.
 #include "strata/pools.h"
+#include "strata/grpc_transport.h"
 
 #include <algorithm>
 #include <climits>
