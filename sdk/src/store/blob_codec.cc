@@ -34,6 +34,16 @@ StatusOr<std::string> ZstdCompress(std::string_view data, int level) {
 }
 
 StatusOr<std::string> ZstdDecompress(std::string_view frame, size_t raw_size) {
+  // The size recorded next to the blob is checked against the frame's own header before anything
+  // is allocated: a damaged row must not make the reader ask for gigabytes.
+  const unsigned long long declared = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return DataLossError("stored blob is not a zstd frame with a recorded size");
+  }
+  if (declared != raw_size) {
+    return DataLossError("stored blob's frame holds " + std::to_string(declared) + " bytes, its row says " +
+                         std::to_string(raw_size));
+  }
   std::string out(raw_size, '\0');
   size_t n = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
   if (ZSTD_isError(n)) {

@@ -1038,6 +1038,10 @@ class SqliteStore final : public Store {
       return DataLossError("blob " + store_internal::Hex(hash) + " is missing from " + path_);
     }
     if (rc != SQLITE_ROW) return Error(rc, "reading a blob");
+    if (select.ColInt(0) < 0) {
+      return DataLossError("blob " + store_internal::Hex(hash) + " has a negative size " +
+                           std::to_string(select.ColInt(0)));
+    }
     size_t raw_size = static_cast<size_t>(select.ColInt(0));
     auto codec = static_cast<BlobCodec>(select.ColInt(1));
     std::string data = select.ColText(2);
