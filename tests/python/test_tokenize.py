@@ -37,7 +37,7 @@ def test_missing_tokenizer_file_is_an_error_naming_it(tmp_path):
 
 def test_glm5_template_renders_a_messages_list_dict_or_json():
     ct = strata.ChatTemplate.glm5()
-    assert ct.name.startswith("glm5")
+    assert ct.name.startswith("glm-5.3")
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     text = ct.render(messages)
     assert text == ct.render({"messages": messages}) == ct.render(json.dumps({"messages": messages}))
@@ -64,6 +64,18 @@ def test_template_errors_carry_the_cpp_message():
     with pytest.raises(ValueError):
         strata.ChatTemplate.from_name("chatml")
     assert strata.ChatTemplate.from_name("generic").name == strata.ChatTemplate.generic().name
+
+
+def test_templates_by_name():
+    assert strata.ChatTemplate.names() == ["glm-5.3", "glm-4.7", "generic"]
+    assert strata.ChatTemplate.from_name("glm5").name == strata.ChatTemplate.glm5().name
+    assert strata.ChatTemplate.from_name("glm-4.7").name == strata.ChatTemplate.glm47().name
+    with pytest.raises(strata.InvalidArgument) as info:
+        strata.ChatTemplate.from_name("chatml")
+    assert "glm-5.3" in info.value.message
+    messages = [{"role": "user", "content": "hi"}]
+    # GLM-5.3 always opens the assistant turn with <think>; GLM-4.7's prompt differs from it.
+    assert strata.ChatTemplate.glm5().render(messages) != strata.ChatTemplate.glm47().render(messages)
 
 
 def test_constructors_refuse_arbitrary_objects():

@@ -675,13 +675,27 @@ PYBIND11_MODULE(_strata, m) {
   py::class_<PyChatTemplate>(m, "ChatTemplate")
       .def_static(
           "glm5",
-          [](bool reasoning_effort_line, bool add_generation_prompt) {
+          [](bool add_generation_prompt) {
             strata::Glm5TemplateOptions o;
-            o.reasoning_effort_line = reasoning_effort_line;
             o.add_generation_prompt = add_generation_prompt;
             return std::make_unique<PyChatTemplate>(strata::MakeGlm5ChatTemplate(o));
           },
-          py::arg("reasoning_effort_line") = true, py::arg("add_generation_prompt") = true)
+          py::arg("add_generation_prompt") = true)
+      .def_static(
+          "glm47",
+          [](bool add_generation_prompt) {
+            strata::Glm5TemplateOptions o;
+            o.add_generation_prompt = add_generation_prompt;
+            return std::make_unique<PyChatTemplate>(strata::MakeGlm47ChatTemplate(o));
+          },
+          py::arg("add_generation_prompt") = true)
+      .def_static(
+          "from_name",
+          [](const std::string& name) {
+            return std::make_unique<PyChatTemplate>(Take(strata::MakeChatTemplate(name)));
+          },
+          py::arg("name"))
+      .def_static("names", &strata::ChatTemplateNames)
       .def_static(
           "generic",
           [](size_t per_message_tokens, size_t per_request_tokens) {

@@ -61,13 +61,18 @@ class ChatTemplate:
 
     def __init__(self, impl: Any) -> None:
         if not isinstance(impl, _strata.ChatTemplate):
-            raise TypeError("use ChatTemplate.glm5(), ChatTemplate.generic() or from_name()")
+            raise TypeError("use ChatTemplate.glm5(), glm47(), generic() or from_name()")
         self._impl = impl
 
     @classmethod
-    def glm5(cls, *, reasoning_effort_line: bool = True,
-             add_generation_prompt: bool = True) -> "ChatTemplate":
-        return cls(_strata.ChatTemplate.glm5(reasoning_effort_line, add_generation_prompt))
+    def glm5(cls, *, add_generation_prompt: bool = True) -> "ChatTemplate":
+        """GLM-5.3-Flash's template (name "glm-5.3", alias "glm5")."""
+        return cls(_strata.ChatTemplate.glm5(add_generation_prompt))
+
+    @classmethod
+    def glm47(cls, *, add_generation_prompt: bool = True) -> "ChatTemplate":
+        """GLM-4.7's template (name "glm-4.7")."""
+        return cls(_strata.ChatTemplate.glm47(add_generation_prompt))
 
     @classmethod
     def generic(cls, *, per_message_tokens: int = 4, per_request_tokens: int = 3) -> "ChatTemplate":
@@ -75,12 +80,14 @@ class ChatTemplate:
 
     @classmethod
     def from_name(cls, name: str) -> "ChatTemplate":
-        """ "glm5" or "generic" (the names an agent configuration uses)."""
-        if name == "glm5":
-            return cls.glm5()
-        if name == "generic":
-            return cls.generic()
-        raise ValueError(f'unknown chat template "{name}" (use "glm5" or "generic")')
+        """A template by the name an agent configuration uses: one of ``ChatTemplate.names()``
+        ("glm-5.3", "glm-4.7", "generic") or the alias "glm5". Unknown names raise
+        ``strata.InvalidArgument`` listing the known ones."""
+        return cls(_strata.ChatTemplate.from_name(name))
+
+    @staticmethod
+    def names() -> List[str]:
+        return list(_strata.ChatTemplate.names())
 
     @property
     def name(self) -> str:

@@ -108,7 +108,8 @@ struct AgentConfig {
   AgentIdentity identity;  // id (required), tenant, scope, model_version, template_version
   // Tokenizer spec (strata/tokenize.h): "hf:PATH", "spm:PATH", "estimate", "estimate:3.5", ...
   std::string tokenizer = "estimate";
-  // The server's chat template: "glm5", "generic" or "" (the context's own count: content plus
+  // The server's chat template by name (strata/chat_template.h MakeChatTemplate: "glm-5.3" and its
+  // alias "glm5", "glm-4.7", "generic") or "" (the context's own count: content plus
   // message_overhead_tokens per message). With a template, budgets use exact request counts.
   std::string chat_template = "glm5";
   AgentBudgetConfig budget;
@@ -321,7 +322,7 @@ class Agent {
 struct TrimOptions {
   std::string policy = "strata";
   std::string tokenizer = "estimate";
-  std::string chat_template = "glm5";  // "" : content plus message_overhead_tokens per message
+  std::string chat_template = "glm5";  // a MakeChatTemplate name; "": content + overhead per message
   // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
   bool hygiene = false;
 };

@@ -227,11 +227,17 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicy(const AgentPolicyConfig& 
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> MakeTemplate(const std::string& name) {
-  if (name == "glm5") return MakeGlm5ChatTemplate();
-  if (name == "generic") return MakeGenericChatTemplate();
   if (name.empty()) return std::unique_ptr<ChatTemplate>();
-  return InvalidArgumentError("chat_template \"" + name +
-                              "\" is not a template (glm5, generic, or \"\" for none)");
+  StatusOr<std::unique_ptr<ChatTemplate>> made = MakeChatTemplate(name);
+  if (!made.ok()) {
+    return InvalidArgumentError("chat_template: " + made.status().message() + " (or \"\" for none)");
+  }
+  return made;
+}
+
+// The GLM templates (glm-5.3, its alias glm5, glm-4.7) open every turn with a role marker.
+bool IsGlmTemplate(const std::string& name) {
+  return name == "glm5" || name == "glm-5.3" || name == "glm-4.7";
 }
 
 std::string EnvOrEmpty(const std::string& name) {
@@ -307,7 +313,7 @@ class Agent::Impl {
     STRATA_ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(c.tokenizer));
     STRATA_ASSIGN_OR_RETURN(template_, MakeTemplate(c.chat_template));
     std::vector<std::string> markers;
-    if (c.chat_template == "glm5") markers.assign(std::begin(kGlmMarkers), std::end(kGlmMarkers));
+    if (IsGlmTemplate(c.chat_template)) markers.assign(std::begin(kGlmMarkers), std::end(kGlmMarkers));
     prompt_tokens_ = std::make_unique<agent_internal::PromptTokens>(tokenizer_.get(), markers);
     if (template_) {
       counter_ = std::make_unique<agent_internal::IncrementalRequestCounter>(

@@ -36,13 +36,13 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
   STRATA_RETURN_IF_ERROR(budget.Validate());
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(options.tokenizer));
   std::unique_ptr<ChatTemplate> chat_template;
-  if (options.chat_template == "glm5") {
-    chat_template = MakeGlm5ChatTemplate();
-  } else if (options.chat_template == "generic") {
-    chat_template = MakeGenericChatTemplate();
-  } else if (!options.chat_template.empty()) {
-    return InvalidArgumentError("TrimOptions::chat_template \"" + options.chat_template +
-                                "\" is not a template (glm5, generic, or \"\")");
+  if (!options.chat_template.empty()) {
+    StatusOr<std::unique_ptr<ChatTemplate>> made = MakeChatTemplate(options.chat_template);
+    if (!made.ok()) {
+      return InvalidArgumentError("TrimOptions::chat_template: " + made.status().message() +
+                                  " (or \"\" for none)");
+    }
+    chat_template = std::move(made).value();
   }
   std::unique_ptr<RequestTokenCounter> counter;
   if (chat_template) counter = MakeRequestTokenCounter(*chat_template, *tokenizer);
