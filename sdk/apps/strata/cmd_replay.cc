@@ -4,6 +4,7 @@
 // --compare (replay_budget.cc) replays once per policy and compares them.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -181,6 +182,8 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
         std::string reports;
         for (size_t k = compactions; k < all_compactions.size(); ++k) {
           reports += (reports.empty() ? "" : ",") + CompactionReportJson(all_compactions[k]);
+          // --explain: the candidates each compaction considered and the set it chose.
+          if (budget_args.explain) std::fputs(ExplainCompaction(all_compactions[k]).c_str(), stdout);
         }
         compactions = all_compactions.size();
         if (out) {

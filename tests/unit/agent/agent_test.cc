@@ -445,7 +445,9 @@ TEST_CASE("PredictCachedTokens computes a due compaction without applying it", "
   bool due = false;
   for (int i = 0; i < 20 && !due; ++i) {
     const std::string id = "c" + std::to_string(i);
-    transport.Respond(ToolCallReply(id, "cat", "{}"));
+    // Distinct arguments: no output supersedes an earlier one, so nothing is worth compacting
+    // below the trigger and the context grows until a compaction is due.
+    transport.Respond(ToolCallReply(id, "cat", "{\"path\":\"" + id + "\"}"));
     Must(agent->Complete());
     MustOk(agent->AppendToolResult({id, std::string(600, 'a' + i % 26), false}).status());
     CachePrediction p = Must(agent->PredictCachedTokens());
