@@ -643,6 +643,9 @@ class Agent::Impl {
     call.request_id = rec.request_id;
     call.headers = options.headers;
     call.on_delta = options.on_delta;
+    // The prompt's size scales the first-byte timeout to the prefill, and is the exact input count
+    // a PoolSet transport admits by.
+    call.prompt_tokens = blocks.prompt_tokens > 0 ? blocks.prompt_tokens : static_cast<int64_t>(built->input_tokens);
     Status sent = shared_.transport->Send(built->body, call, &turn.response);
     const Response& resp = turn.response;
     rec.attempts = resp.attempts;
