@@ -440,14 +440,21 @@ Status AppendToolCalls(const ojson& m, std::string* out) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// GLM-5.3-Flash.
+// What the GLM templates share: the tools block's fixed text, and the prompt is the whole request
+// (no tokens beyond it) rendered with offsets.
 
-class Glm53ChatTemplate final : public ChatTemplate {
+constexpr char kGlmToolsHeader[] =
+    "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
+    "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+    "tags:\n<tools>\n";
+constexpr char kGlmToolsFooter[] =
+    "</tools>\n\nFor each function call, output the function name and arguments within the "
+    "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
+    "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
+    "{arg-value-2}</arg_value>...</tool_call>";
+
+class GlmChatTemplate : public ChatTemplate {
  public:
-  explicit Glm53ChatTemplate(Glm5TemplateOptions options) : options_(options) {}
-
-  std::string Name() const override { return "glm-5.3:1"; }
-
   StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
     STRATA_RETURN_IF_ERROR(ParseRequest(request_json).status());
     return size_t{0};
@@ -457,6 +464,16 @@ class Glm53ChatTemplate final : public ChatTemplate {
     STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
     return std::move(p.text);
   }
+};
+
+// ---------------------------------------------------------------------------------------------
+// GLM-5.3-Flash.
+
+class Glm53ChatTemplate final : public GlmChatTemplate {
+ public:
+  explicit Glm53ChatTemplate(Glm5TemplateOptions options) : options_(options) {}
+
+  std::string Name() const override { return "glm-5.3:1"; }
 
   StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
     STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
@@ -469,21 +486,14 @@ class Glm53ChatTemplate final : public ChatTemplate {
                                                               : "Max";
     out += "<|system|>Reasoning Effort: " + effort;
     if (!r.tools.empty()) {
-      out +=
-          "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
-          "query.\n\nYou are provided with function signatures within <tools></tools> XML "
-          "tags:\n<tools>\n";
+      out += kGlmToolsHeader;
       for (const ojson& tool : r.tools) {
         const ojson& fn = Unwrap(tool);
         if (Truthy(Field(fn, "defer_loading"))) continue;
         STRATA_RETURN_IF_ERROR(ToolToJson(fn, &out));
         out += "\n";
       }
-      out +=
-          "</tools>\n\nFor each function call, output the function name and arguments within the "
-          "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
-          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
-          "{arg-value-2}</arg_value>...</tool_call>";
+      out += kGlmToolsFooter;
     }
     p.preamble_bytes = out.size();
 
@@ -726,21 +736,11 @@ class Glm53ChatTemplate final : public ChatTemplate {
 // ---------------------------------------------------------------------------------------------
 // GLM-4.7.
 
-class Glm47ChatTemplate final : public ChatTemplate {
+class Glm47ChatTemplate final : public GlmChatTemplate {
  public:
   explicit Glm47ChatTemplate(Glm5TemplateOptions options) : options_(options) {}
 
   std::string Name() const override { return "glm-4.7:1"; }
-
-  StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
-    STRATA_RETURN_IF_ERROR(ParseRequest(request_json).status());
-    return size_t{0};
-  }
-
-  StatusOr<std::string> Render(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
-    return std::move(p.text);
-  }
 
   StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
     STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
@@ -748,19 +748,12 @@ class Glm47ChatTemplate final : public ChatTemplate {
     std::string& out = p.text;
     out = "[gMASK]<sop>";
     if (!r.tools.empty()) {
-      out +=
-          "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
-          "query.\n\nYou are provided with function signatures within <tools></tools> XML "
-          "tags:\n<tools>\n";
+      out += kGlmToolsHeader;
       for (const ojson& tool : r.tools) {
         STRATA_RETURN_IF_ERROR(PyJson(tool, &out));
         out += "\n";
       }
-      out +=
-          "</tools>\n\nFor each function call, output the function name and arguments within the "
-          "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
-          "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
-          "{arg-value-2}</arg_value>...</tool_call>";
+      out += kGlmToolsFooter;
     }
     p.preamble_bytes = out.size();
 
