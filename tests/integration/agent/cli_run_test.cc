@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sim_server.h"
+#include "testing/command.h"
 
 namespace strata {
 namespace {
@@ -22,14 +23,10 @@ struct Output {
 
 // Runs `command` through the shell; stdout (and stderr when `merge`) captured.
 Output Shell(const std::string& command) {
+  testing::CommandResult run = testing::RunCommand(command + " 2>&1");
   Output result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) result.out.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.status = run.exit_code;
+  result.out = std::move(run.output);
   return result;
 }
 

@@ -14,33 +14,18 @@
 
 #include "strata/store.h"
 #include "unit/store/store_test_util.h"
+#include "testing/command.h"
 
 namespace strata {
 namespace {
 
 using testing::TempDir;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = testing::CommandResult;
+using testing::ReadFile;
 
 Result Run(const std::string& args, const std::string& redirect = "2>&1") {
-  std::string command = std::string(STRATA_CLI_PATH) + " " + args + " " + redirect;
-  Result result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
-  int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return testing::RunCommand(std::string(STRATA_CLI_PATH) + " " + args + " " + redirect);
 }
 
 const std::string kTrace = std::string(STRATA_TEST_TRACES_DIR) + "/mini-swe-agent/sympy__sympy-15976.jsonl";

@@ -7,31 +7,16 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include "testing/command.h"
 
 namespace strata {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
+using Result = testing::CommandResult;
+using testing::ReadFile;
 
 Result Run(const std::string& args) {
-  std::string command = std::string(STRATA_CLI_PATH) + " " + args + " 2>&1";
-  Result result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
-  int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return testing::RunCommand(std::string(STRATA_CLI_PATH) + " " + args + " 2>&1");
 }
 
 std::string TempPath(const std::string& name) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim_server.h"
+#include "testing/command.h"
 #include "testing/traces.h"
 
 namespace strata {
@@ -15,15 +16,9 @@ namespace {
 
 #ifdef STRATA_CLI_PATH
 std::string Run(const std::string& command, int* exit_code) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  strata::testing::CommandResult result = strata::testing::RunCommand(command + " 2>&1");
+  *exit_code = result.exit_code;
+  return result.output;
 }
 
 TEST_CASE("strata replay --send sends every turn and predicts the simulator's cached tokens", "[transport][cli]") {
