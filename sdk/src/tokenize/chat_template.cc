@@ -4,7 +4,7 @@
 // request preprocessing (tool-call "arguments" strings parsed into objects, null content as "",
 // a message's "reasoning" as its "reasoning_content"). docs/templates.md lists every branch.
 //
-// Every JSON value walked here comes from text whose nesting was checked first (JsonNestingDepth),
+// Every JSON value walked here comes from text whose nesting was checked first (CheckJsonDepth),
 // so the recursive walks below are bounded by kChatTemplateMaxJsonDepth.
 #include "strata/chat_template.h"
 
@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
+
 namespace strata {
 namespace {
 
@@ -24,40 +26,8 @@ using ojson = nlohmann::ordered_json;
 // ---------------------------------------------------------------------------------------------
 // Bounded JSON handling.
 
-// The deepest array/object nesting of JSON text, counted without recursion. Scanning stops once
-// `limit` is exceeded (the result is then limit + 1).
-size_t JsonNestingDepth(std::string_view text, size_t limit) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 Status CheckNesting(std::string_view text, const std::string& what) {
-  if (JsonNestingDepth(text, kChatTemplateMaxJsonDepth) > kChatTemplateMaxJsonDepth) {
-    return InvalidArgumentError("chat template: " + what + " nests arrays/objects deeper than " +
-                                std::to_string(kChatTemplateMaxJsonDepth) +
-                                " levels (the limit, kChatTemplateMaxJsonDepth); flatten it");
-  }
-  return Status::Ok();
+  return internal::CheckJsonDepth(text, "chat template: " + what, kChatTemplateMaxJsonDepth);
 }
 
 // Python's repr of a float, from nlohmann's shortest round-trip digits: the two agree except that
