@@ -125,7 +125,9 @@ TEST_CASE("strata bench --affinity-replicas: prefix affinity keeps agents' turns
   CHECK(j["arms"][1]["errors"] == 0);
   // Sequential turns of 8 agents on 2 replicas: with affinity nearly every later turn finds its
   // prefix; with a key per request, about half land on a replica that never saw the document.
-  CHECK(j["arms"][0]["cached_share"].get<double>() > 0.8);
+  // The agents run concurrently, so how many turns the load bound moves to the other replica
+  // depends on timing: 88-91% on an idle machine, 80% seen under a parallel build.
+  CHECK(j["arms"][0]["cached_share"].get<double>() > 0.75);
   CHECK(j["arms"][1]["cached_share"].get<double>() < j["arms"][0]["cached_share"].get<double>());
   std::remove(json_file.c_str());
 }
