@@ -1,0 +1,191 @@
+// Context, the token budget: the context's own token accounting, Build() within the budget (render,
+// count exactly when a request counter is set, compact in bounded rounds), and the error that says
+// where the tokens are when a request does not fit.
+#include <algorithm>
+
+#include "core/context_impl.h"
+#include "core/hygiene.h"
+
+namespace strata {
+
+using internal::IsRendered;
+
+namespace {
+
+// How many compactions one Build() may apply. The first round is the policy's plan (down to the
+// target above the trigger, or the cost model's choice below it); later rounds run only while the
+// request is still above the hard limit, which happens when the exact count (chat template,
+// tokenizer) is higher than the context's own count the policy planned with, and every round must
+// lower the input tokens or it is not applied. One plan plus up to three such corrections: a
+// policy that keeps removing a few tokens at a time cannot turn one build into many prefix
+// invalidations; if the request still does not fit after them, Build() fails (RESOURCE_EXHAUSTED)
+// instead. The report says how many rounds were used (CompactionReport::rounds).
+constexpr size_t kMaxCompactionRounds = 4;
+
+// One Build, one report: the first round's report, widened by later rounds to the earliest boundary
+// and the largest measured invalidation, with their counts added.
+void MergeRound(std::optional<CompactionReport>& merged, const CompactionReport& report) {
+  if (!merged) {
+    merged = report;
+    return;
+  }
+  if (report.boundary_index < merged->boundary_index) {
+    merged->boundary_index = report.boundary_index;
+    merged->boundary_segment_id = report.boundary_segment_id;
+  }
+  merged->invalidated_tokens = std::max(merged->invalidated_tokens, report.invalidated_tokens);
+  merged->masked += report.masked;
+  merged->evicted += report.evicted;
+  merged->summarized += report.summarized;
+  merged->reasoning_dropped += report.reasoning_dropped;
+}
+
+}  // namespace
+
+size_t Context::Impl::VolatileTokens() const {
+  size_t tokens = 0;
+  for (const auto& item : volatile_) {
+    tokens += tokenizer_->Count(item.first) + tokenizer_->Count(item.second) + 1;
+  }
+  return tokens;
+}
+
+size_t Context::Impl::MessageCount() const {
+  return stable_messages_ + rendered_history_messages_ + (volatile_.empty() ? 0 : 1);
+}
+
+size_t Context::Impl::InputTokens() const {
+  size_t tokens = VolatileTokens();
+  for (Layer layer : internal::kStableLayers) tokens += Usage(layer).tokens;
+  tokens += Usage(Layer::kHistory).tokens;
+  const size_t tools = StableSlot(Layer::kTools).size();
+  return tokens + options_.message_overhead_tokens * (MessageCount() + tools + 1);
+}
+
+size_t Context::Impl::LimitTokens() const {
+  return options_.budget
+             ? static_cast<size_t>(std::max<int64_t>(0, UsableInputTokens(*options_.budget)))
+             : 0;
+}
+
+CompactionInput Context::Impl::MakeInput(bool forced) const {
+  CompactionInput input;
+  for (const Segment& s : history_) {
+    if (IsRendered(s)) input.history.push_back(&s);
+  }
+  for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
+  input.volatile_tokens = VolatileTokens();
+  input.history_tokens = Usage(Layer::kHistory).tokens;
+  input.total_tokens = InputTokens();
+  if (options_.budget) {
+    input.limit_tokens = LimitTokens();
+    input.trigger_tokens =
+        static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*options_.budget)));
+    input.target_tokens = static_cast<size_t>(std::max<int64_t>(0, TargetTokens(*options_.budget)));
+  }
+  input.message_overhead_tokens = options_.message_overhead_tokens;
+  input.turn = turn_;
+  input.forced = forced;
+  input.tokenizer = tokenizer_;
+  return input;
+}
+
+Status Context::Impl::OverBudgetError(size_t tokens, size_t limit, bool can_compact) const {
+  using internal::WithThousands;
+  size_t protected_history = 0;
+  for (const Segment& s : history_) {
+    if (IsRendered(s) && s.pinned) protected_history += s.tokens + options_.message_overhead_tokens;
+  }
+  std::string layers;
+  for (Layer layer :
+       {Layer::kSystem, Layer::kTools, Layer::kIndex, Layer::kDocs, Layer::kHistory}) {
+    layers += std::string(LayerName(layer)) + " " + WithThousands(Usage(layer).tokens) + ", ";
+  }
+  layers += "volatile " + WithThousands(VolatileTokens()) + " (pinned history " +
+            WithThousands(protected_history) + ")";
+  std::string advice =
+      can_compact
+          ? "the compaction policy could not reduce it further; shrink the stable or volatile "
+            "layers, unpin history, or raise the budget"
+          : (options_.compaction == nullptr
+                 ? "set ContextOptions::compaction to let strata compact the history, or raise the "
+                   "budget"
+                 : "call Build() on a non-const Context so that it can compact first");
+  return ResourceExhaustedError("request needs " + WithThousands(tokens) +
+                                " input tokens but the budget allows " + WithThousands(limit) +
+                                " (tokens by layer: " + layers + "); " + advice);
+}
+
+// Renders and, with a request counter, counts the request exactly.
+StatusOr<BuiltRequest> Context::Impl::RenderCounted(const BuildOptions& build) const {
+  STRATA_ASSIGN_OR_RETURN(BuiltRequest request, Render(build));
+  if (options_.request_counter != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(request.input_tokens,
+                            options_.request_counter->CountRequest(request.body));
+    request.input_tokens_exact = true;
+  }
+  return request;
+}
+
+StatusOr<std::optional<CompactionReport>> Context::Impl::CompactionRound(size_t tokens,
+                                                                         size_t limit,
+                                                                         size_t round) {
+  CompactionPolicy* policy = options_.compaction;
+  CompactionInput input = MakeInput(false);
+  input.total_tokens = tokens;  // plan against the exact count when there is one
+  input.round = round;
+  if (tokens <= limit && !policy->ShouldCompact(input)) return std::optional<CompactionReport>();
+  STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, policy->Plan(input));
+  if (edit.empty()) return std::optional<CompactionReport>();
+  bool not_reducing = false;
+  STRATA_ASSIGN_OR_RETURN(
+      CompactionReport report,
+      ApplyEdit(edit, policy->Name(), edit.reason.empty() ? DescribeTrigger(input) : edit.reason,
+                /*require_reduction=*/true, &not_reducing));
+  if (not_reducing) return std::optional<CompactionReport>();
+  report.tokens_before = tokens;
+  return std::optional<CompactionReport>(std::move(report));
+}
+
+StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& build) {
+  std::optional<CompactionReport> merged;
+  size_t rounds = 0;
+  for (;;) {
+    STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+    if (!options_.budget) return request;
+    const size_t tokens = request.input_tokens;
+    const size_t limit = LimitTokens();
+    // The first round may compact ahead of the limit (the policy's trigger); later ones only to
+    // fit.
+    const bool may_compact = options_.compaction != nullptr && rounds < kMaxCompactionRounds &&
+                             (rounds == 0 || tokens > limit);
+    if (may_compact) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<CompactionReport> round,
+                              CompactionRound(tokens, limit, rounds));
+      if (round) {
+        ++rounds;
+        MergeRound(merged, *round);
+        merged->rounds = rounds;
+        continue;  // render and count again
+      }
+    }
+    if (tokens > limit) return OverBudgetError(tokens, limit, options_.compaction != nullptr);
+    if (merged) {
+      merged->tokens_after = tokens;
+      compactions_.back().tokens_after = tokens;
+      compactions_.back().rounds = merged->rounds;
+    }
+    request.compaction = std::move(merged);
+    return request;
+  }
+}
+
+StatusOr<BuiltRequest> Context::Impl::Build(const BuildOptions& build) const {
+  STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+  if (options_.budget && request.input_tokens > LimitTokens()) {
+    return OverBudgetError(request.input_tokens, LimitTokens(), false);
+  }
+  return request;
+}
+
+}  // namespace strata

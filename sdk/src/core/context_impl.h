@@ -1,0 +1,258 @@
+// Context::Impl, the state behind strata/context.h, and the helpers its parts share. Private to
+// strata::core. The members are defined by topic, one file each:
+//   context.cc           construction, options, the volatile layer, inspection, the public
+//   forwarding context_stable.cc    the stable layers: system prompts, tools, index and docs
+//   documents context_history.cc   appends to the history (user, assistant, tool results with
+//   hygiene, recall) context_render.cc    the render buffers (header_, history_buf_) and the
+//   request they assemble context_edit.cc      history edits: validate, pairing check, cost report,
+//   apply; Compact() context_budget.cc    Build(): render, count, compact within the budget
+//   (bounded rounds) context_snapshot.cc  Snapshot() and restoring one
+//
+// Rendering keeps two buffers so that Build() costs about one copy of the request:
+//   header_       `{"model":...,"tools":[...],"messages":[` plus the stable system message(s);
+//                 rebuilt only when a stable layer changes (rare by design).
+//   history_buf_  the history messages' JSON, comma-joined; an append adds bytes at its end and a
+//                 later edit (compaction) re-renders from the edited segment on.
+// Every mutation is prepared (validated, segments built) before anything changes, then recorded in
+// the journal, then applied by steps that cannot fail: a refused or unjournaled change leaves the
+// context untouched.
+#ifndef STRATA_CORE_CONTEXT_IMPL_H_
+#define STRATA_CORE_CONTEXT_IMPL_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "strata/context.h"
+
+namespace strata {
+namespace internal {
+
+// history_offsets_ entry of a segment that is not rendered.
+inline constexpr size_t kNoOffset = static_cast<size_t>(-1);
+
+// The layers rendered before the history, in the order of Layer (system, tools, index, docs).
+inline constexpr Layer kStableLayers[] = {Layer::kSystem, Layer::kTools, Layer::kIndex,
+                                          Layer::kDocs};
+inline constexpr size_t kStableLayerCount = sizeof(kStableLayers) / sizeof(kStableLayers[0]);
+static_assert(static_cast<int>(Layer::kHistory) == static_cast<int>(kStableLayerCount),
+              "the stable layers are the ones before the history");
+
+// The slot of a layer in arrays indexed by Layer (LayerUsage[kLayerCount], the stable layers).
+constexpr size_t LayerIndex(Layer layer) { return static_cast<size_t>(layer); }
+
+inline bool IsRendered(const Segment& s) {
+  return s.state == SegmentState::kLive || s.state == SegmentState::kMasked;
+}
+
+inline bool RenderOrderLess(const Segment& a, const Segment& b) {
+  if (a.order != b.order) return a.order < b.order;
+  if (a.position != b.position) return a.position < b.position;
+  return a.seq < b.seq;
+}
+
+inline bool IsToolResultKind(SegmentKind kind) {
+  return kind == SegmentKind::kToolResult || kind == SegmentKind::kErrorLog;
+}
+inline bool IsAssistantKind(SegmentKind kind) {
+  return kind == SegmentKind::kAssistant || kind == SegmentKind::kToolCall;
+}
+
+// "a, b, c, ... (N more)", or "none".
+std::string JoinNames(const std::vector<std::string>& names, size_t limit = 10);
+
+// The dedupe key of a tool output: same tool, same arguments, same content.
+std::string OutputKey(std::string_view tool, std::string_view arguments, std::string_view content);
+
+}  // namespace internal
+
+class Context::Impl {
+ public:
+  explicit Impl(ContextOptions options);
+
+  const ContextOptions& options() const { return options_; }
+
+  // Stable layers (context_stable.cc).
+  Status SetSystemPrompts(std::vector<std::string> prompts);
+  Status SetTools(std::string_view tools_json);
+  StatusOr<std::string> AddDocument(Layer layer, Document doc);
+  Status UpdateDocument(Layer layer, Document doc);
+  StatusOr<std::string> PutDocument(Layer layer, Document doc);
+  Status RemoveDocument(Layer layer, std::string_view name);
+
+  // History appends (context_history.cc).
+  StatusOr<std::string> AppendUser(std::string content);
+  StatusOr<std::string> AppendAssistant(AssistantMessage message);
+  StatusOr<std::string> AppendToolResult(ToolResult result);
+  std::vector<std::string> OpenToolCalls() const { return open_calls_; }
+  Status SetPinned(std::string_view segment_id, bool pinned);
+  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id);
+
+  // The volatile layer (context.cc).
+  Status SetVolatile(std::string key, std::string value);
+  Status RemoveVolatile(std::string_view key);
+  void ClearVolatile() { volatile_.clear(); }
+
+  // The request as the buffers stand, without counting or compacting (context_render.cc).
+  StatusOr<BuiltRequest> Render(const BuildOptions& build) const;
+
+  // Token accounting (context_budget.cc).
+  size_t VolatileTokens() const;
+  size_t MessageCount() const;
+  size_t InputTokens() const;
+  size_t LimitTokens() const;
+
+  // Build (context_budget.cc): the const one never changes the context; BuildWithinBudget compacts.
+  StatusOr<BuiltRequest> Build(const BuildOptions& build) const;
+  StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build);
+
+  // History edits (context_edit.cc). With `require_reduction`, an edit that would not lower the
+  // input tokens (the context's own count) is not applied: *not_reducing is set and the unapplied
+  // report is returned.
+  StatusOr<std::optional<CompactionReport>> Compact(bool force);
+  StatusOr<CompactionReport> ApplyEdit(const HistoryEdit& edit, std::string policy,
+                                       std::string reason, bool require_reduction = false,
+                                       bool* not_reducing = nullptr);
+  const std::vector<CompactionReport>& Compactions() const { return compactions_; }
+
+  // Inspection (context.cc).
+  std::vector<Segment> Segments() const;
+  const Segment* Find(std::string_view id) const;
+  StatusOr<std::string> Recall(std::string_view recall_id) const;
+  ContextStats Stats() const;
+  std::vector<LintWarning> Lint() const { return lint_; }
+
+  // Snapshots (context_snapshot.cc).
+  ContextSnapshot Snapshot() const;
+  Status LoadSnapshot(ContextSnapshot snapshot);
+
+ private:
+  // --- An edit being prepared (context_edit.cc): everything it would change, nothing changed yet.
+  struct PendingSummary {
+    size_t first_index;  // history index of the first segment it replaces
+    Segment segment;
+  };
+  struct PreparedEdit {
+    std::unordered_map<size_t, Segment> changed;  // history index -> new value
+    std::vector<PendingSummary> summaries;
+    std::unordered_map<std::string, SegmentState> hidden_calls;  // tool_call_id -> its new state
+    ContextChange change;                                        // collects the kept originals
+    CompactionReport report;                                     // counts, then cost
+    uint64_t next_seq = 0;                                       // after the summaries' seqs
+  };
+  StatusOr<size_t> LocateEditTarget(const std::string& id, const char* what,
+                                    const PreparedEdit& prepared) const;
+  void KeepEditOriginal(Segment& s, ContextChange& change) const;
+  Status PrepareSegmentEdits(const HistoryEdit& edit, const std::string& policy,
+                             PreparedEdit& prepared) const;
+  Status PrepareSummaries(const HistoryEdit& edit, const std::string& policy,
+                          PreparedEdit& prepared) const;
+  void PointDuplicatesAtHidden(const std::string& policy, PreparedEdit& prepared) const;
+  Status CheckPairing(const PreparedEdit& prepared) const;
+  // Fills the report's boundary and tokens; returns the change in input tokens.
+  int64_t ReportEditCost(const HistoryEdit& edit, std::string policy, std::string reason,
+                         PreparedEdit& prepared) const;
+  Status CommitEdit(PreparedEdit& prepared);
+  static std::string DescribeTrigger(const CompactionInput& input);
+
+  // --- The budget (context_budget.cc).
+  CompactionInput MakeInput(bool forced) const;
+  StatusOr<BuiltRequest> RenderCounted(const BuildOptions& build) const;
+  Status OverBudgetError(size_t tokens, size_t limit, bool can_compact) const;
+  // One round of BuildWithinBudget: plans and applies a compaction of the request counted at
+  // `tokens`; the applied round's report, or nullopt when the policy had nothing that reduces.
+  StatusOr<std::optional<CompactionReport>> CompactionRound(size_t tokens, size_t limit,
+                                                            size_t round);
+
+  // --- Snapshots (context_snapshot.cc).
+  Status ReplaySnapshotHistory(std::vector<Segment> history);
+
+  // --- History bookkeeping (context_history.cc).
+  const ToolCall* FindLastCall(std::string_view id) const;
+  void RegisterCalls(const Segment& s);
+  void CountHygiene(const Segment& s, int sign);
+  void ApplyHygiene(Segment& s, std::string content, bool is_error, const ToolCall& call,
+                    ContextChange& change, std::string& output_key) const;
+  void KeepOriginal(const std::string& recall_id, std::string original,
+                    ContextChange& change) const;
+
+  // --- Shared (context.cc).
+  Segment NewSegment(uint64_t seq, SegmentKind kind, Layer layer) const;
+  Segment NewHistorySegment(SegmentKind kind, int64_t turn) const;
+  size_t CountTokens(const Segment& s) const;
+  static size_t ContentBytes(const Segment& s);
+  Status Record(ContextChange& change, int64_t turn_after);
+  Status RequireNoOpenCalls(std::string_view action) const;
+
+  // --- Render buffers (context_render.cc).
+  std::string RenderVolatileMessage() const;
+  void RenderHistoryMessage(std::string& out, const Segment& s) const;
+  size_t RenderedSizeBound(const Segment& s) const;
+  void ReserveHistory(size_t extra);
+  std::string ApplyHistoryAppend(Segment s);
+  void RenderHistoryAt(size_t i);
+  void RerenderHistoryFrom(size_t index);
+  void RebuildHeader();
+
+  // --- Stable layers (context_stable.cc).
+  Status ValidateDocument(Layer layer, const Document& doc);
+  std::vector<Segment>& StableSlot(Layer layer) { return stable_[internal::LayerIndex(layer)]; }
+  const std::vector<Segment>& StableSlot(Layer layer) const {
+    return stable_[internal::LayerIndex(layer)];
+  }
+  std::vector<Segment> StableLayer(Layer layer) const { return StableSlot(layer); }
+  Status ReplaceStableLayer(Layer layer, std::vector<Segment> fresh, uint64_t next_seq);
+  void SetStableLayer(Layer layer, std::vector<Segment> segments);
+  void ReindexStable(Layer layer);
+  const Segment* FindDocument(Layer layer, std::string_view name) const;
+  std::vector<std::string> DocumentNames(Layer layer) const;
+
+  LayerUsage& Usage(Layer layer) { return usage_[internal::LayerIndex(layer)]; }
+  const LayerUsage& Usage(Layer layer) const { return usage_[internal::LayerIndex(layer)]; }
+
+  ContextOptions options_;
+  std::unique_ptr<Tokenizer> owned_tokenizer_;
+  const Tokenizer* tokenizer_ = nullptr;
+
+  // Indexed by Layer (StableSlot); each in render order.
+  std::array<std::vector<Segment>, internal::kStableLayerCount> stable_;
+  // Render order. A deque: no reallocation slack or moves as a long history grows, and pointers
+  // returned by Find() stay valid across appends.
+  std::deque<Segment> history_;
+  std::vector<size_t>
+      history_offsets_;  // start of each segment's JSON in history_buf_, or kNoOffset
+  std::string history_buf_;
+  size_t rendered_history_messages_ = 0;
+  std::vector<std::pair<std::string, std::string>> volatile_;
+
+  std::string header_;
+  size_t stable_messages_ = 0;
+  std::string stable_prefix_hash_;
+  std::vector<LintWarning> lint_;
+
+  size_t last_call_segment_ =
+      internal::kNoOffset;               // history index of the last assistant message with calls
+  std::vector<std::string> open_calls_;  // of the last assistant message
+  std::unordered_map<std::string, std::string> output_index_;        // OutputKey -> first call id
+  std::unordered_map<std::string, std::string> recall_;              // recall id -> original
+  std::unordered_map<std::string, std::pair<Layer, size_t>> index_;  // segment id -> location
+
+  std::vector<CompactionReport> compactions_;
+  int64_t turn_ = 0;
+  uint64_t next_seq_ = 1;
+  int64_t next_position_ = 1;
+  LayerUsage usage_[kLayerCount];  // indexed by Layer (Usage)
+  ContextStats counters_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_CORE_CONTEXT_IMPL_H_

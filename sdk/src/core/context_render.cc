@@ -1,0 +1,323 @@
+// Context, the render buffers and the request they assemble: header_ (model, tools, the stable
+// system message(s)) is rebuilt when a stable layer changes; history_buf_ grows by one message per
+// append and is re-rendered from the first edited segment on after an edit; Render() joins them
+// with the volatile message and the extra fields.
+#include <algorithm>
+#include <set>
+
+#include "core/context_impl.h"
+#include "core/hygiene.h"
+#include "core/json_text.h"
+#include "core/text_util.h"
+
+namespace strata {
+
+using internal::AppendJsonString;
+using internal::IsRendered;
+using internal::JoinNames;
+using internal::kNoOffset;
+using internal::ValidateUtf8;
+
+namespace {
+
+void AppendDocumentBlock(std::string& out, const Segment& s) {
+  out += "<document layer=\"";
+  out += LayerName(s.layer);
+  out += "\" name=\"";
+  out += s.name;
+  out += "\"";
+  if (!s.version.empty()) {
+    out += " version=\"";
+    out += s.version;
+    out += "\"";
+  }
+  out += ">\n";
+  out += s.content;
+  out += "\n</document>";
+}
+
+// The text of a stable segment inside the system message.
+std::string StableText(const Segment& s) {
+  if (s.layer == Layer::kSystem) return s.content;
+  std::string out;
+  AppendDocumentBlock(out, s);
+  return out;
+}
+
+void AppendSystemMessage(std::string& out, std::string_view content) {
+  out += "{\"role\":\"system\",\"content\":";
+  AppendJsonString(out, content);
+  out += "}";
+}
+
+// `,"name":value` for each extra field (values canonicalized), refusing the names the context
+// renders itself and duplicates.
+StatusOr<std::string> RenderExtraFields(
+    const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string extra;
+  std::set<std::string> seen;
+  for (const auto& [name, value] : fields) {
+    if (name.empty()) return InvalidArgumentError("extra request field with an empty name");
+    STRATA_RETURN_IF_ERROR(ValidateUtf8(name, "extra field name"));
+    if (name == "model" || name == "tools" || name == "messages") {
+      return InvalidArgumentError("extra field \"" + name +
+                                  "\" is rendered by the context itself; set it through "
+                                  "RenderOptions or the context's layers instead");
+    }
+    if (!seen.insert(name).second) {
+      return InvalidArgumentError("extra field \"" + name + "\" given twice");
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string canonical,
+                            internal::CanonicalizeJson(value, "extra field \"" + name + "\""));
+    extra.push_back(',');
+    AppendJsonString(extra, name);
+    extra.push_back(':');
+    extra += canonical;
+  }
+  return extra;
+}
+
+}  // namespace
+
+// The volatile layer's one message ("key: value" lines), or "" when the layer is empty.
+std::string Context::Impl::RenderVolatileMessage() const {
+  if (volatile_.empty()) return "";
+  std::string text;
+  for (size_t i = 0; i < volatile_.size(); ++i) {
+    if (i) text.push_back('\n');
+    text += volatile_[i].first;
+    text += ": ";
+    text += volatile_[i].second;
+  }
+  std::string message = "{\"role\":";
+  AppendJsonString(message, options_.render.volatile_role);
+  message += ",\"content\":";
+  AppendJsonString(message, text);
+  message += "}";
+  return message;
+}
+
+StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
+  if (!open_calls_.empty()) {
+    return FailedPreconditionError("cannot build a request while tool calls are unanswered (" +
+                                   JoinNames(open_calls_) +
+                                   "); servers reject an assistant tool call without its result — "
+                                   "append the results first");
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string extra, RenderExtraFields(build.extra_fields));
+  const std::string volatile_message = RenderVolatileMessage();
+  const size_t history_messages = rendered_history_messages_;
+  const size_t messages = stable_messages_ + history_messages + (volatile_.empty() ? 0 : 1);
+  if (messages == 0) {
+    return FailedPreconditionError(
+        "nothing to send: the context has no messages; set a system prompt or append a user "
+        "message first");
+  }
+
+  BuiltRequest out;
+  std::string& body = out.body;
+  body.reserve(header_.size() + 1 + history_buf_.size() + 1 + volatile_message.size() + 1 +
+               extra.size() + 1);
+  body += header_;
+  out.stable_prefix_bytes = header_.size();
+  if (!history_buf_.empty()) {
+    if (stable_messages_ > 0) body.push_back(',');
+    body += history_buf_;
+  }
+  out.history_end_bytes = body.size();
+  if (!volatile_message.empty()) {
+    if (stable_messages_ + history_messages > 0) body.push_back(',');
+    body += volatile_message;
+  }
+  body.push_back(']');
+  body += extra;
+  body.push_back('}');
+
+  out.stable_prefix_hash = stable_prefix_hash_;
+  out.message_count = messages;
+  for (int i = 0; i < kLayerCount; ++i) out.layers[i] = usage_[i];
+  LayerUsage& vol = out.layers[internal::LayerIndex(Layer::kVolatile)];
+  for (const auto& item : volatile_) {
+    vol.segments += 1;
+    vol.bytes += item.first.size() + 2 + item.second.size();
+    vol.tokens += tokenizer_->Count(item.first) + tokenizer_->Count(item.second) + 1;
+  }
+  for (const LayerUsage& usage : out.layers) out.total_tokens += usage.tokens;
+  out.input_tokens = InputTokens();
+  out.limit_tokens = LimitTokens();
+  out.tokens_estimated = tokenizer_->IsEstimate();
+  out.warnings = lint_;
+  return out;
+}
+
+// Appends the rendered JSON of one history message.
+void Context::Impl::RenderHistoryMessage(std::string& out, const Segment& s) const {
+  switch (s.kind) {
+    case SegmentKind::kAssistant:
+    case SegmentKind::kToolCall: {
+      out += "{\"role\":\"assistant\",\"content\":";
+      AppendJsonString(out, s.content);
+      if (!s.reasoning.empty() && !options_.render.reasoning_field.empty()) {
+        out.push_back(',');
+        AppendJsonString(out, options_.render.reasoning_field);
+        out.push_back(':');
+        AppendJsonString(out, s.reasoning);
+      }
+      if (!s.tool_calls.empty()) {
+        out += ",\"tool_calls\":[";
+        for (size_t i = 0; i < s.tool_calls.size(); ++i) {
+          if (i) out.push_back(',');
+          out += "{\"id\":";
+          AppendJsonString(out, s.tool_calls[i].id);
+          out += ",\"type\":\"function\",\"function\":{\"name\":";
+          AppendJsonString(out, s.tool_calls[i].name);
+          out += ",\"arguments\":";
+          AppendJsonString(out, s.tool_calls[i].arguments);
+          out += "}}";
+        }
+        out.push_back(']');
+      }
+      out.push_back('}');
+      return;
+    }
+    case SegmentKind::kToolResult:
+    case SegmentKind::kErrorLog:
+      out += "{\"role\":\"tool\",\"tool_call_id\":";
+      AppendJsonString(out, s.tool_call_id);
+      out += ",\"content\":";
+      AppendJsonString(out, s.content);
+      out.push_back('}');
+      return;
+    case SegmentKind::kSystem:
+      AppendSystemMessage(out, s.content);
+      return;
+    default:  // user, summary
+      out += "{\"role\":\"user\",\"content\":";
+      AppendJsonString(out, s.content);
+      out.push_back('}');
+      return;
+  }
+}
+
+// An upper bound of the bytes RenderHistoryMessage adds for `s` (plus the separator).
+size_t Context::Impl::RenderedSizeBound(const Segment& s) const {
+  size_t bytes = 128 + options_.render.reasoning_field.size() +
+                 internal::JsonStringSize(s.content) + internal::JsonStringSize(s.reasoning) +
+                 internal::JsonStringSize(s.tool_call_id);
+  for (const ToolCall& call : s.tool_calls) {
+    bytes += 64 + internal::JsonStringSize(call.id) + internal::JsonStringSize(call.name) +
+             internal::JsonStringSize(call.arguments);
+  }
+  return bytes;
+}
+
+// Grows the history buffer by a quarter at a time instead of std::string's doubling: a 1M-token
+// history holds at most 25% slack instead of up to 100%, and appends stay amortized O(1).
+void Context::Impl::ReserveHistory(size_t extra) {
+  const size_t needed = history_buf_.size() + extra;
+  if (needed <= history_buf_.capacity()) return;
+  // libstdc++'s reserve() on a non-empty string grows to at least twice the old capacity, so
+  // grow into a fresh string, whose reserve() is exact.
+  std::string grown;
+  grown.reserve(std::max(needed, history_buf_.size() + history_buf_.size() / 4 + 4096));
+  grown.append(history_buf_);
+  history_buf_.swap(grown);
+}
+
+std::string Context::Impl::ApplyHistoryAppend(Segment s) {
+  if (s.seq >= next_seq_) next_seq_ = s.seq + 1;
+  if (s.position >= next_position_) next_position_ = s.position + 1;
+  index_[s.id] = {Layer::kHistory, history_.size()};
+  std::string id = s.id;
+  history_.push_back(std::move(s));
+  RenderHistoryAt(history_.size() - 1);
+  return id;
+}
+
+// Appends the JSON of history_[i] (the last segment rendered so far + 1) to history_buf_.
+void Context::Impl::RenderHistoryAt(size_t i) {
+  const Segment& s = history_[i];
+  if (!IsRendered(s)) {
+    history_offsets_.push_back(kNoOffset);
+    return;
+  }
+  ReserveHistory(RenderedSizeBound(s));
+  history_offsets_.push_back(history_buf_.size());
+  if (!history_buf_.empty()) history_buf_.push_back(',');
+  RenderHistoryMessage(history_buf_, s);
+  ++rendered_history_messages_;
+  LayerUsage& usage = Usage(Layer::kHistory);
+  usage.segments += 1;
+  usage.bytes += ContentBytes(s);
+  usage.tokens += s.tokens;
+}
+
+// Re-renders the history from segment `index` on (after an edit); bytes before it stay as they
+// are. history_offsets_ must describe the buffer as it was before the edit up to `index`.
+void Context::Impl::RerenderHistoryFrom(size_t index) {
+  size_t cut = history_buf_.size();
+  for (size_t i = index; i < history_offsets_.size(); ++i) {
+    if (history_offsets_[i] != kNoOffset) {
+      cut = history_offsets_[i];
+      break;
+    }
+  }
+  history_buf_.resize(cut);
+  history_offsets_.resize(index);
+  rendered_history_messages_ = 0;
+  LayerUsage& usage = Usage(Layer::kHistory);
+  usage = LayerUsage{};
+  for (size_t i = 0; i < index; ++i) {
+    const Segment& s = history_[i];
+    if (!IsRendered(s)) continue;
+    ++rendered_history_messages_;
+    usage.segments += 1;
+    usage.bytes += ContentBytes(s);
+    usage.tokens += s.tokens;
+  }
+  for (size_t i = index; i < history_.size(); ++i) RenderHistoryAt(i);
+}
+
+void Context::Impl::RebuildHeader() {
+  std::string header = "{\"model\":";
+  AppendJsonString(header, options_.render.model);
+  const std::vector<Segment>& tools = StableSlot(Layer::kTools);
+  if (!tools.empty()) {
+    header += ",\"tools\":[";
+    for (size_t i = 0; i < tools.size(); ++i) {
+      if (i) header.push_back(',');
+      header += tools[i].content;
+    }
+    header.push_back(']');
+  }
+  header += ",\"messages\":[";
+  stable_messages_ = 0;
+  lint_.clear();
+  std::string combined;
+  for (Layer layer : {Layer::kSystem, Layer::kIndex, Layer::kDocs}) {
+    for (const Segment& s : StableSlot(layer)) {
+      for (internal::LintHit& hit : internal::ScanVolatileLooking(s.content)) {
+        lint_.push_back(
+            LintWarning{s.id, s.layer, std::move(hit.what), hit.offset, std::move(hit.excerpt)});
+      }
+      if (options_.render.system_layout == SystemLayout::kMessagePerSegment) {
+        if (stable_messages_ > 0) header.push_back(',');
+        AppendSystemMessage(header, StableText(s));
+        ++stable_messages_;
+      } else {
+        if (!combined.empty()) combined += "\n\n";
+        combined += StableText(s);
+      }
+    }
+  }
+  if (options_.render.system_layout == SystemLayout::kSingleMessage &&
+      (!StableSlot(Layer::kSystem).empty() || !StableSlot(Layer::kIndex).empty() ||
+       !StableSlot(Layer::kDocs).empty())) {
+    AppendSystemMessage(header, combined);
+    stable_messages_ = 1;
+  }
+  header_ = std::move(header);
+  stable_prefix_hash_ = internal::Sha256Hex(header_);
+}
+
+}  // namespace strata
