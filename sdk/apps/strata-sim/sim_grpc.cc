@@ -72,12 +72,13 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
     }
     // Headers first (tonic answers them as soon as the stream exists), then the prefill.
     writer->SendInitialMetadata();
-    if (plan.status != 200) {
+    // A serving error: an error JSON inside the stream, the call itself ends OK.
+    auto serving_error = [&](int status, const std::string& message, const std::string& type) {
       json error = {{"object", "error"},
-                    {"message", plan.error_message},
-                    {"type", plan.error_type.empty() ? "BadRequestError" : plan.error_type},
+                    {"message", message},
+                    {"type", type.empty() ? "BadRequestError" : type},
                     {"param", nullptr},
-                    {"code", plan.status}};
+                    {"code", status}};
       // An error plan does not say whether the body streams; the body does.
       json body = json::parse(request->json_body(), nullptr, false);
       const bool stream = body.is_object() && body.contains("stream") &&
@@ -89,14 +90,45 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
         writer->Write(Chunk(error.dump(), true));
       }
       return grpc::Status::OK;
+    };
+    if (plan.status != 200) {
+      return serving_error(plan.status, plan.error_message, plan.error_type);
     }
     engine_->AcquireSlot();
     struct SlotGuard {
       GrpcEngine* engine;
       ~SlotGuard() { engine->ReleaseSlot(); }
     } guard{engine_};
+    // The KV-memory model, as on the HTTP side: admission (may queue), prefill, growth.
+    KvSim& kv = engine_->Kv();
+    uint64_t sequence = 0;
+    int64_t kv_wait_us = 0;
+    switch (kv.Admit(plan.prompt_tokens, plan.kv_output_tokens, &sequence, &kv_wait_us)) {
+      case KvSim::Admission::kTooLarge:
+        return serving_error(400,
+                             "prompt of " + std::to_string(plan.prompt_tokens) +
+                                 " tokens does not fit the KV cache of " +
+                                 std::to_string(kv.capacity_tokens()) + " tokens",
+                             "BadRequestError");
+      case KvSim::Admission::kStopping:
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopping");
+      case KvSim::Admission::kAdmitted:
+        break;
+    }
+    struct SequenceGuard {
+      KvSim& kv;
+      uint64_t id;
+      ~SequenceGuard() { kv.Release(id); }
+    } sequence_guard{kv, sequence};
     grpc::Status stop;
-    if (!SleepWatching(context, plan.prefill_us, plan.rid, &stop)) return stop;
+    const KvSim::SleepFn sleep = [&](int64_t us) {
+      return SleepWatching(context, us, plan.rid, &stop);
+    };
+    auto stopped = [&]() {
+      return stop.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopping") : stop;
+    };
+    if (!kv.Prefill(sequence, plan.prefill_us, sleep)) return stopped();
+    if (!SleepWatching(context, 0, plan.rid, &stop)) return stop;  // cancelled while queued
 
     std::vector<std::string> payloads;
     for (const std::string& p : plan.payloads) {
@@ -125,6 +157,10 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
         return grpc::Status::OK;
       }
       if (!SleepWatching(context, plan.delay_us[i], plan.rid, &stop)) return stop;
+      const int64_t grown = plan.prompt_tokens + plan.kv_output_tokens *
+                                                     static_cast<int64_t>(i + 1) /
+                                                     static_cast<int64_t>(payloads.size());
+      if (!kv.Grow(sequence, grown, plan.prefill_us, sleep)) return stopped();
       // Streaming: one chunk per SSE event, then the empty finished chunk. Not streaming: the
       // whole completion in one finished chunk.
       if (!writer->Write(Chunk(payloads[i], !plan.stream))) {

@@ -11,7 +11,10 @@
 //     inside a chunk with status OK: {"error": {...}} then the empty finished chunk when the body
 //     asks for streaming, else the flat error object in one finished chunk;
 //   - a non-streaming body gets its whole chat.completion in one chunk with finished = true;
-//   - a cancelled call or an expired deadline (grpc-timeout) stops the prefill and the stream.
+//   - a cancelled call or an expired deadline (grpc-timeout) stops the prefill and the stream;
+//   - the KV-memory model (sim_kv.h) admits the call as it admits an HTTP request: it waits
+//     (FIFO) for KV blocks, holds them while decoding (with preemption when configured) and a
+//     prompt larger than the whole cache is a serving error (400 in a chunk, as HTTP answers 400).
 // Injected 429, 503 and 500 faults end the call with RESOURCE_EXHAUSTED, UNAVAILABLE and INTERNAL
 // (what a proxy or an overloaded server answers), so retries can be tested.
 #ifndef STRATA_APPS_STRATA_SIM_SIM_GRPC_H_
@@ -24,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "sim_kv.h"
 #include "strata/status.h"
 
 namespace strata::sim {
@@ -40,6 +44,8 @@ struct GrpcPlan {
       payloads;                   // stream: SSE data payloads ("[DONE]" last); else one JSON body
   std::vector<int64_t> delay_us;  // decode time before each payload
   int64_t prefill_us = 0;
+  int64_t prompt_tokens = 0;     // for the KV-memory model
+  int64_t kv_output_tokens = 0;  // output tokens the sequence holds KV for
   std::string fault_kind;  // "stall", "reset", "malformed-sse" or ""
   int fault_after = 0;
   int fault_delay_ms = 0;
@@ -58,6 +64,7 @@ class GrpcEngine {
   virtual bool Sleep(int64_t us) = 0;
   virtual void AcquireSlot() = 0;  // the concurrency limit of the timing model
   virtual void ReleaseSlot() = 0;
+  virtual KvSim& Kv() = 0;  // the KV-memory model shared with the HTTP side
   virtual bool Aborted(const std::string& rid) = 0;
   virtual bool Abort(const std::string& rid, bool all) = 0;
 };

@@ -75,14 +75,15 @@ KvSim::Admission KvSim::Admit(int64_t prompt_tokens, int64_t max_output_tokens, 
   return Admission::kAdmitted;
 }
 
-bool KvSim::Prefill(uint64_t, int64_t prefill_us) {
+bool KvSim::Prefill(uint64_t, int64_t prefill_us, const SleepFn& sleep) {
   if (prefill_us <= 0) return true;
-  if (!options_.serial_prefill) return sleep_(prefill_us);
+  const SleepFn& sleep_fn = sleep ? sleep : sleep_;
+  if (!options_.serial_prefill) return sleep_fn(prefill_us);
   std::lock_guard<std::mutex> serial(prefill_mu_);
-  return sleep_(prefill_us);
+  return sleep_fn(prefill_us);
 }
 
-bool KvSim::Grow(uint64_t id, int64_t tokens, int64_t prefill_us) {
+bool KvSim::Grow(uint64_t id, int64_t tokens, int64_t prefill_us, const SleepFn& sleep) {
   if (capacity_blocks_ == 0 || !options_.preempt) return true;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -94,7 +95,7 @@ bool KvSim::Grow(uint64_t id, int64_t tokens, int64_t prefill_us) {
       int64_t waited = 0;
       if (!WaitAdmittedLocked(lock, id, &waited)) return false;
       lock.unlock();
-      if (!Prefill(id, prefill_us)) return false;
+      if (!Prefill(id, prefill_us, sleep)) return false;
       lock.lock();
       continue;
     }

@@ -58,15 +58,19 @@ class KvSim {
   // Waits (FIFO) until the sequence's blocks fit. kTooLarge when it can never fit the capacity.
   // *wait_us: time spent waiting.
   Admission Admit(int64_t prompt_tokens, int64_t max_output_tokens, uint64_t* id, int64_t* wait_us);
-  // Sleeps the prefill (after the running prefill when serial_prefill). False when stopping.
-  bool Prefill(uint64_t id, int64_t prefill_us);
+  // A caller's own sleep (e.g. one that ends early when a gRPC call is cancelled): false stops.
+  using SleepFn = std::function<bool(int64_t)>;
+  // Sleeps the prefill (after the running prefill when serial_prefill) with `sleep`, or the
+  // constructor's sleep when empty. False when stopping (or `sleep` returned false).
+  bool Prefill(uint64_t id, int64_t prefill_us, const SleepFn& sleep = {});
   // Makes the sequence hold blocks for `tokens`; with preemption, may preempt younger sequences,
   // and when this sequence itself was preempted it waits to be re-admitted and re-runs its
-  // prefill (`prefill_us`). False when stopping.
-  bool Grow(uint64_t id, int64_t tokens, int64_t prefill_us);
+  // prefill (`prefill_us`, slept with `sleep` as in Prefill). False when stopping.
+  bool Grow(uint64_t id, int64_t tokens, int64_t prefill_us, const SleepFn& sleep = {});
   void Release(uint64_t id);
   // Wakes every waiter (they return kStopping / false).
   void Stop();
+  int64_t capacity_tokens() const { return options_.capacity_tokens; }
 
   struct Stats {
     int64_t capacity_blocks = 0;

@@ -1012,6 +1012,8 @@ class SimServer::Impl : public GrpcEngine {
     out.payloads = std::move(plan.payloads);
     out.delay_us = std::move(plan.delay_us);
     out.prefill_us = plan.prefill_us;
+    out.prompt_tokens = plan.prompt_tokens;
+    out.kv_output_tokens = plan.kv_output_tokens;
     if (plan.fault) {
       out.fault_kind = plan.fault->kind;
       out.fault_after = plan.fault->after;
@@ -1020,6 +1022,8 @@ class SimServer::Impl : public GrpcEngine {
     out.rid = plan.rid;
     return out;
   }
+
+  KvSim& Kv() override { return kv_; }
 
   Status StartGrpc() {
     StatusOr<std::unique_ptr<SimGrpcServer>> server = SimGrpcServer::Start(this, options_.host, options_.grpc_port);

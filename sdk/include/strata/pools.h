@@ -17,6 +17,7 @@
 //   auto pools = strata::PoolSet::Create(*config).value();  // HTTP/gRPC transports from URLs
 //   strata::CallOptions call;
 //   call.prompt_tokens = exact_input_tokens;                    // from the exact tokenizer
+//   call.degradation = &my_handler;                             // optional, per call
 //   call.headers.push_back({strata::kPrefixHashHeader, request.stable_prefix_hash});
 //   strata::RequestRecord record;
 //   strata::Status s = pools->Send(request.body, call, &response, &record);
@@ -89,6 +90,10 @@ class DegradationHandler {
   // Forks the task: a new request carrying what the fork needs, within `target_tokens`.
   virtual StatusOr<DegradedRequest> Fork(std::string_view body, int64_t input_tokens,
                                          int64_t target_tokens, const std::string& target_pool) = 0;
+  // Called once per Send() of a handler given in CallOptions::degradation, before Send() returns
+  // (also on refusal): `decision` holds the pool, endpoint (replica), queue_wait_ms, input_tokens,
+  // degradation and degradation_notes. Default: nothing.
+  virtual void OnDecision(const RequestRecord& decision) { (void)decision; }
 };
 
 struct PoolConfig {
@@ -195,7 +200,8 @@ class PoolSet : public Transport {
   ~PoolSet() override;
 
   // Not owned; nullptr (the default) skips the compact and fork steps with a recorded reason.
-  // Set before the first Send().
+  // Set before the first Send(). A handler in CallOptions::degradation takes its place for that
+  // call (each Agent passes itself, so that the conversation compacted is the request's own).
   void SetDegradationHandler(DegradationHandler* handler);
 
   std::string Name() const override;      // "pools"

@@ -50,6 +50,8 @@
 
 namespace strata {
 
+class DegradationHandler;  // strata/pools.h
+
 // Token usage as reported by the server.
 struct Usage {
   bool reported = false;  // the response carried a usage object
@@ -121,6 +123,10 @@ struct CallOptions {
   // Called on the sending thread with each content, reasoning and tool-call-argument fragment as
   // the response parser sees it (before Send() returns). May be empty. Must not throw.
   std::function<void(const StreamDelta&)> on_delta;
+  // For a PoolSet transport (strata/pools.h): the handler that compacts or forks this request when
+  // its pool is full (e.g. the Agent that sent it), and that is told the pool's decision. Ignored by
+  // other transports. Not owned; nullptr: the PoolSet's own handler, if any.
+  DegradationHandler* degradation = nullptr;
 };
 
 // Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).

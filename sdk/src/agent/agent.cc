@@ -12,10 +12,12 @@
 #include <set>
 #include <utility>
 
+#include "agent/degradation.h"
 #include "agent/prompt_tokens.h"
 #include "strata/chat_template.h"
 #include "strata/compact.h"
 #include "strata/isolation.h"
+#include "strata/pools.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
 
@@ -271,6 +273,7 @@ class Agent::Impl {
   std::unique_ptr<RequestTokenCounter> counter_;
   std::unique_ptr<Summarizer> own_summarizer_;
   std::unique_ptr<CompactionPolicy> policy_;
+  agent_internal::GoalPolicy* goal_policy_ = nullptr;  // policy_, wrapped for pool degradation
   std::unique_ptr<AgentJournal> journal_;
   std::optional<Budget> budget_;
   Backend backend_ = Backend::kVllm;
@@ -304,6 +307,9 @@ class Agent::Impl {
   int forks_ = 0;
   mutable std::mutex mu_;
 
+  // Agent::Fork with mu_ held by the caller (also the degradation handler's fork step).
+  StatusOr<std::unique_ptr<Agent>> ForkLocked(std::string task, const ForkOptions& options);
+
   // ---------------------------------------------------------------------------- construction
 
   Status Init(ContextOptions* options) {
@@ -323,7 +329,11 @@ class Agent::Impl {
       own_summarizer_ = MakeExtractiveSummarizer();
       shared_.summarizer = own_summarizer_.get();
     }
-    STRATA_ASSIGN_OR_RETURN(policy_, MakePolicy(c.policy, shared_.summarizer));
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy,
+                            MakePolicy(c.policy, shared_.summarizer));
+    auto goal_policy = std::make_unique<agent_internal::GoalPolicy>(std::move(policy));
+    goal_policy_ = goal_policy.get();
+    policy_ = std::move(goal_policy);
     if (c.budget.enforce) {
       StatusOr<Budget> budget = ResolveBudget(c.budget);
       if (!budget.ok()) return budget.status();
@@ -578,6 +588,28 @@ class Agent::Impl {
     shared_.store->AppendEvent(e).status().IgnoreError();
   }
 
+  // What the degradation handler of request `request_id` may do with this agent (degradation.h).
+  agent_internal::DegradationHost DegradationHostFor(const std::string& request_id) {
+    agent_internal::DegradationHost host;
+    host.agent_id = config_.identity.id;
+    host.context = context_.get();
+    host.policy = goal_policy_;
+    host.summarizer = shared_.summarizer;
+    host.tokenizer = tokenizer_.get();
+    host.budget = budget_;
+    host.budget_config = config_.budget;
+    host.fields = Fields(request_id);
+    host.store = shared_.store;
+    host.count = [this](const std::string& body) -> StatusOr<int64_t> {
+      STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(body));
+      return static_cast<int64_t>(prompt_tokens_->Count(prompt));
+    };
+    host.fork = [this](std::string task, const ForkOptions& options) {
+      return ForkLocked(std::move(task), options);
+    };
+    return host;
+  }
+
   StatusOr<Turn> Complete(const TurnOptions& options) {
     if (shared_.transport == nullptr) {
       return FailedPreconditionError(
@@ -608,34 +640,43 @@ class Agent::Impl {
       turn.compactions.push_back(*built->compaction);
       WriteEvent("compaction", CompactionReportJson(*built->compaction));
     }
-    StatusOr<std::string> prompt = PromptOf(built->body);
-    if (!prompt.ok()) return fail(prompt.status());
-    PromptBlocks blocks = prompt_tokens_->Hash(*prompt, salt_, config_.cache);
-    rec.cached_tokens_predicted = model_->Lookup(blocks);
-    const int64_t history_blocks = HistoryBlocks(*built, *prompt, blocks);
-
-    // A break: the request reuses fewer blocks than the previous request's history held.
-    std::vector<Signature> sigs = Signatures(*context_);
-    size_t same = 0;
-    while (same < prev_hashes_.size() && same < blocks.hashes.size() &&
-           prev_hashes_[same] == blocks.hashes[same]) {
-      ++same;
-    }
+    PromptBlocks blocks;
+    int64_t history_blocks = 0;
+    std::vector<Signature> sigs;
     std::optional<PrefixBreakEvent> changed;
-    if (!prev_hashes_.empty() && static_cast<int64_t>(same) < prev_history_blocks_) {
-      PrefixBreakEvent e;
-      e.kind = PrefixBreakEvent::Kind::kPrefixChanged;
-      e.agent_id = config_.identity.id;
-      e.request_id = rec.request_id;
-      e.predicted_cached_tokens = rec.cached_tokens_predicted;
-      e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(blocks.block_tokens);
-      Layer first_layer = Layer::kHistory;
-      turn.break_causes = BreakCauses(prev_signatures_, sigs, built->compaction.has_value(),
-                                      built->warnings, &e.segment_id, &first_layer);
-      if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
-      e.reason = JoinCauses(turn.break_causes);
-      changed = e;
-    }
+    // The request's blocks, its prediction and whether it breaks the previous prefix (again for
+    // the request a pool's degradation step sent instead).
+    auto analyze = [&](const BuiltRequest& request) -> Status {
+      STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(request.body));
+      blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
+      rec.cached_tokens_predicted = model_->Lookup(blocks);
+      history_blocks = HistoryBlocks(request, prompt, blocks);
+      // A break: the request reuses fewer blocks than the previous request's history held.
+      sigs = Signatures(*context_);
+      size_t same = 0;
+      while (same < prev_hashes_.size() && same < blocks.hashes.size() &&
+             prev_hashes_[same] == blocks.hashes[same]) {
+        ++same;
+      }
+      changed.reset();
+      turn.break_causes.clear();
+      if (!prev_hashes_.empty() && static_cast<int64_t>(same) < prev_history_blocks_) {
+        PrefixBreakEvent e;
+        e.kind = PrefixBreakEvent::Kind::kPrefixChanged;
+        e.agent_id = config_.identity.id;
+        e.request_id = rec.request_id;
+        e.predicted_cached_tokens = rec.cached_tokens_predicted;
+        e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(blocks.block_tokens);
+        Layer first_layer = Layer::kHistory;
+        turn.break_causes = BreakCauses(prev_signatures_, sigs, !turn.compactions.empty(),
+                                        request.warnings, &e.segment_id, &first_layer);
+        if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
+        e.reason = JoinCauses(turn.break_causes);
+        changed = e;
+      }
+      return Status::Ok();
+    };
+    if (Status analyzed = analyze(*built); !analyzed.ok()) return fail(analyzed);
 
     CallOptions call;
     call.deadline = std::chrono::milliseconds(config_.endpoint.deadline_ms);
@@ -646,7 +687,37 @@ class Agent::Impl {
     // The prompt's size scales the first-byte timeout to the prefill, and is the exact input count
     // a PoolSet transport admits by.
     call.prompt_tokens = blocks.prompt_tokens > 0 ? blocks.prompt_tokens : static_cast<int64_t>(built->input_tokens);
+    // A PoolSet routes by the stable layers' hash and may ask this agent to compact or fork.
+    const bool pools = shared_.transport->Name() == "pools";
+    if (pools) call.headers.emplace_back(kPrefixHashHeader, built->stable_prefix_hash);
+    agent_internal::AgentDegradation degrade(DegradationHostFor(rec.request_id));
+    call.degradation = &degrade;
     Status sent = shared_.transport->Send(built->body, call, &turn.response);
+    degrade.Apply(&rec);
+    for (const CompactionReport& c : degrade.compactions()) {
+      turn.compactions.push_back(c);
+      WriteEvent("compaction", CompactionReportJson(c));
+    }
+    if (degrade.child() != nullptr && degrade.sent()) {
+      // The fork's request was sent: its blocks are what the server now holds; this agent's own
+      // history was not sent, so its previous request stays the reference for prefix breaks.
+      StatusOr<std::string> child_prompt = PromptOf(degrade.sent()->body);
+      if (!child_prompt.ok()) return fail(child_prompt.status());
+      blocks = prompt_tokens_->Hash(*child_prompt, salt_, config_.cache);
+      rec.cached_tokens_predicted = model_->Lookup(blocks);
+      history_blocks = prev_history_blocks_;
+      sigs = prev_signatures_;
+      changed.reset();
+      turn.break_causes.clear();
+      built = *degrade.sent();
+    } else if (degrade.sent()) {
+      built = *degrade.sent();  // the history compacted to fit a smaller pool
+      if (Status analyzed = analyze(*built); !analyzed.ok()) return fail(analyzed);
+    } else if (!degrade.compactions().empty()) {
+      // Compacted, but the pool then took another step and sent the request as built: the
+      // context is smaller now, what the server got is not.
+      sigs = Signatures(*context_);
+    }
     const Response& resp = turn.response;
     rec.attempts = resp.attempts;
     rec.http_status = resp.http_status;
@@ -656,6 +727,13 @@ class Agent::Impl {
                                                  : blocks.prompt_tokens;
     if (!sent.ok()) return fail(sent);
 
+    if (degrade.child() != nullptr && degrade.sent()) {
+      AssistantMessage reply;
+      reply.content = resp.content;
+      reply.reasoning = resp.reasoning;
+      reply.tool_calls = resp.tool_calls;
+      degrade.child()->context().AppendAssistant(std::move(reply)).status().IgnoreError();
+    }
     model_->Insert(blocks);
     if (resp.usage.reported && resp.usage.prompt_tokens > 0)
       rec.input_tokens = resp.usage.prompt_tokens;
@@ -697,9 +775,11 @@ class Agent::Impl {
     }
     if (turn.prefix_break) WriteEvent("prefix_break", PrefixBreakToJson(*turn.prefix_break));
 
-    prev_hashes_.assign(
-        blocks.hashes.begin(),
-        blocks.hashes.begin() + std::min<size_t>(history_blocks, blocks.hashes.size()));
+    if (degrade.child() == nullptr || !degrade.sent()) {
+      prev_hashes_.assign(
+          blocks.hashes.begin(),
+          blocks.hashes.begin() + std::min<size_t>(history_blocks, blocks.hashes.size()));
+    }
     prev_history_blocks_ = history_blocks;
     prev_signatures_ = std::move(sigs);
     SaveCacheState(blocks).IgnoreError();
@@ -1211,7 +1291,12 @@ StatusOr<RecallPage> Agent::Recall(std::string_view recall_id, size_t offset,
 
 StatusOr<std::unique_ptr<Agent>> Agent::Fork(std::string task, const ForkOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
-  Impl& parent = *impl_;
+  return impl_->ForkLocked(std::move(task), options);
+}
+
+StatusOr<std::unique_ptr<Agent>> Agent::Impl::ForkLocked(std::string task,
+                                                         const ForkOptions& options) {
+  Impl& parent = *this;
   AgentConfig config = parent.config_;
   config.identity.id = !options.id.empty()
                            ? options.id

@@ -216,9 +216,25 @@ class PoolSet::Impl {
   Status Send(std::string_view body, const CallOptions& options, Response* response,
               RequestRecord* record) {
     *response = Response();
+    DegradationHandler* const handler =
+        options.degradation != nullptr ? options.degradation : handler_;
+    // Tells the call's own handler what was decided, on every return path.
+    struct Notify {
+      const Impl* impl;
+      DegradationHandler* handler;
+      const Decision* decision;
+      const Status* status;
+      ~Notify() {
+        if (handler == nullptr) return;
+        RequestRecord record;
+        impl->Fill(&record, *decision, *status);
+        handler->OnDecision(record);
+      }
+    };
     const int64_t tokens =
         options.prompt_tokens > 0 ? options.prompt_tokens : static_cast<int64_t>(body.size() / 4);
     CallOptions forward = options;
+    forward.degradation = nullptr;
     std::string key_text;
     forward.headers.clear();
     for (const auto& [name, value] : options.headers) {
@@ -235,6 +251,8 @@ class PoolSet::Impl {
 
     Decision decision;
     decision.input_tokens = tokens;
+    Status outcome;
+    Notify notify{this, options.degradation, &decision, &outcome};
     std::string replaced_body;
     bool replaced = false;
     int64_t send_tokens = tokens;
@@ -258,7 +276,7 @@ class PoolSet::Impl {
           break;
         }
         if (step == DegradationStep::kCompact || step == DegradationStep::kFork) {
-          if (handler_ == nullptr) {
+          if (handler == nullptr) {
             decision.notes.push_back(name + " skipped: no degradation handler set");
             continue;
           }
@@ -275,8 +293,8 @@ class PoolSet::Impl {
           lock.unlock();
           StatusOr<DegradedRequest> smaller =
               step == DegradationStep::kCompact
-                  ? handler_->Compact(body, tokens, target_tokens, target_name)
-                  : handler_->Fork(body, tokens, target_tokens, target_name);
+                  ? handler->Compact(body, tokens, target_tokens, target_name)
+                  : handler->Fork(body, tokens, target_tokens, target_name);
           lock.lock();
           if (!smaller.ok()) {
             decision.notes.push_back(name + " failed: " + smaller.status().ToString());
@@ -343,8 +361,9 @@ class PoolSet::Impl {
         pool.queue.erase(std::find(pool.queue.begin(), pool.queue.end(), ticket));
         slot_freed_.notify_all();  // the next in line may now be at the front
         if (options.cancel != nullptr && options.cancel->cancelled()) {
-          return CancelledError("cancelled while waiting in the queue of pool \"" +
-                                pool.config.name + "\"");
+          outcome = CancelledError("cancelled while waiting in the queue of pool \"" +
+                                   pool.config.name + "\"");
+          return outcome;
         }
         ++pool.counters.queue_timeouts_total;
         decision.notes.push_back("waited " + Ms(decision.queue_wait_ms) +
@@ -383,6 +402,7 @@ class PoolSet::Impl {
         RememberLocked(options.request_id, decision);
         lock.unlock();
         Fill(record, decision, status);
+        outcome = status;
         return status;
       }
     }
@@ -397,6 +417,7 @@ class PoolSet::Impl {
       RememberLocked(options.request_id, decision);
       lock.unlock();
       Fill(record, decision, status);
+      outcome = status;
       return status;
     }
     Replica& replica = pool.replicas[replica_index];
@@ -445,6 +466,7 @@ class PoolSet::Impl {
       record->kv_cache_bytes =
           (send_tokens + response->usage.completion_tokens) * kv_bytes_per_token_;
     }
+    outcome = status;
     return status;
   }
 

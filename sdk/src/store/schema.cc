@@ -127,6 +127,12 @@ CREATE TABLE agent_state(
   updated_ms INTEGER NOT NULL,
   PRIMARY KEY(agent, key)) WITHOUT ROWID;
 )sql",
+    // 4 -> 5: what a length pool (strata/pools.h) did with each request: the degradation step it
+    // applied and why earlier steps were skipped (RequestRecord::degradation, degradation_notes).
+    R"sql(
+ALTER TABLE requests ADD COLUMN degradation TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN degradation_notes TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

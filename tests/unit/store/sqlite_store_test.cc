@@ -450,6 +450,71 @@ TEST_CASE("a version 1 store is migrated forward keeping its data", "[store]") {
   CHECK(*version == StoreSchemaVersion());
 }
 
+TEST_CASE("a request's pool decision round-trips: pool, queue wait, degradation and notes",
+          "[store]") {
+  TempDir dir;
+  auto store = OpenSqliteStore(dir.File("a.db"));
+  REQUIRE(store.ok());
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  RequestRecord r = Request("a", 1, 1000);
+  r.pool = "short";
+  r.queue_wait_ms = 12.5;
+  r.degradation = "compact";
+  r.degradation_notes = "fork skipped: no smaller pool has a free slot";
+  REQUIRE((*store)->AppendRequest(r).ok());
+  REQUIRE((*store)->AppendRequest(Request("a", 2, 2000)).ok());  // no decision
+  auto recent = (*store)->RecentRequests("a", 10);
+  REQUIRE(recent.ok());
+  REQUIRE(recent->size() == 2);
+  CHECK(recent->at(0).degradation.empty());
+  CHECK(recent->at(0).degradation_notes.empty());
+  CHECK(recent->at(1).pool == "short");
+  CHECK(recent->at(1).queue_wait_ms == 12.5);
+  CHECK(recent->at(1).degradation == "compact");
+  CHECK(recent->at(1).degradation_notes == "fork skipped: no smaller pool has a free slot");
+}
+
+TEST_CASE("a version 4 store gains the degradation columns and keeps its request records",
+          "[store]") {
+  TempDir dir;
+  std::string path = dir.File("v4.db");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(store_internal::CreateSchemaAtVersionForTesting(db, 4).ok());
+  REQUIRE(sqlite3_exec(db,
+                       "INSERT INTO agents(id, options, tokenizer, created_ms, updated_ms, turn) "
+                       "VALUES('old', '{\"agent\":{\"id\":\"old\"}}', 'estimate:4', 1, 1, 1);"
+                       "INSERT INTO requests(agent, request_id, pool, endpoint, model, started_ms, "
+                       "input_tokens, cached_reported, cached_predicted, output_tokens, "
+                       "reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, total_ms, "
+                       "kv_cache_bytes, finish_reason, attempts, http_status, code, error) "
+                       "VALUES(1, 'req-old', 'long', 'http://a/v1', 'm', 5, 100, NULL, 0, 7, 0, "
+                       "250.0, 1.0, 2.0, 3.0, 0, 'stop', 1, 200, 0, '')",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenSqliteStore(path);
+  REQUIRE(store.ok());
+  auto recent = (*store)->RecentRequests("old", 10);
+  REQUIRE(recent.ok());
+  REQUIRE(recent->size() == 1);
+  CHECK(recent->at(0).request_id == "req-old");
+  CHECK(recent->at(0).pool == "long");
+  CHECK(recent->at(0).queue_wait_ms == 250.0);
+  CHECK(recent->at(0).degradation.empty());  // the new columns' default
+  RequestRecord r = Request("old", 2, 10);
+  r.degradation = "wait";
+  REQUIRE((*store)->AppendRequest(r).ok());
+  recent = (*store)->RecentRequests("old", 1);
+  REQUIRE(recent.ok());
+  CHECK(recent->at(0).degradation == "wait");
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  auto version = store_internal::PragmaInt(db, "user_version", path);
+  sqlite3_close(db);
+  REQUIRE(version.ok());
+  CHECK(*version == 5);
+  CHECK(StoreSchemaVersion() == 5);
+}
+
 TEST_CASE("a missing file is NOT_FOUND when creation is not allowed", "[store]") {
   TempDir dir;
   StoreOptions options;
