@@ -1,6 +1,12 @@
 #include "registry.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +88,10 @@ CompletionSlot::~CompletionSlot() {
 // ------------------------------------------------------------------------------------ registry
 
 struct AgentRegistry::State {
+  ~State() {
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
+  }
+  int lock_fd = -1;  // flock'ed "<store>.lock": one registry per store
   RegistryOptions options;
   std::unique_ptr<Store> store;
   std::mutex mu;  // entries, agent_counts, completions
@@ -104,6 +114,18 @@ AgentRegistry::~AgentRegistry() {
 
 StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
   auto state = std::make_unique<State>();
+  // Agents are cached in memory, so two registries on one store would diverge: the second is
+  // refused. The kernel drops the lock when the process ends, SIGKILL included.
+  const std::string lock_path = options.store_path + ".lock";
+  state->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (state->lock_fd < 0) {
+    return PermissionDeniedError("cannot open " + lock_path + ": " + std::strerror(errno));
+  }
+  if (::flock(state->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return FailedPreconditionError("the store " + options.store_path +
+                                   " is in use by another strata-sidecar (" + lock_path +
+                                   " is locked): stop it, or give this one another --store");
+  }
   STRATA_ASSIGN_OR_RETURN(state->store, OpenSqliteStore(options.store_path));
   STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> agents, state->store->ListAgents());
   for (const StoredAgent& a : agents) {

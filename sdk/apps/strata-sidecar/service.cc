@@ -464,6 +464,12 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     if (!request->user_message().empty()) {
       STRATA_ASSIGN_OR_RETURN(user_segment, agent.AppendUser(request->user_message()));
     }
+    std::shared_ptr<void> in_flight;
+    if (hooks_.begin_completion) {
+      StatusOr<int64_t> input = agent.InputTokens();
+      in_flight = hooks_.begin_completion(t.name, input.ok() ? *input : 0,
+                                          agent.config().endpoint.max_output_tokens);
+    }
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
     std::mutex mu;

@@ -169,6 +169,12 @@ def test_startup_refusals(tmp_path, start_sidecar):
         result = run_sidecar(["--grpc-listen", f"127.0.0.1:{port}",
                               "--store", str(tmp_path / "y.db")])
     assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    # A port another sidecar listens on, and a store another sidecar has open.
+    first = start_sidecar([], store=tmp_path / "first.db")
+    result = run_sidecar(["--grpc-listen", first.target, "--store", str(tmp_path / "w.db")])
+    assert result.returncode == 1 and f"cannot listen on {first.target}" in result.stderr
+    result = run_sidecar(["--grpc-listen", "127.0.0.1:0", "--store", str(first.store)])
+    assert result.returncode == 1 and "in use by another strata-sidecar" in result.stderr
     result = run_sidecar(["--grpc-listen", "localhost", "--store", str(tmp_path / "z.db")])
     assert result.returncode == 1 and "HOST:PORT" in result.stderr
 

@@ -92,6 +92,18 @@ TEST_CASE("registry: agents are namespaced by tenant", "[sidecar][registry]") {
   registry.reset();
 }
 
+TEST_CASE("registry: one registry per store", "[sidecar][registry]") {
+  const std::string path = TempStore("lock.db");
+  auto first = OpenRegistry(path);
+  RegistryOptions options;
+  options.store_path = path;
+  StatusOr<std::unique_ptr<AgentRegistry>> second = AgentRegistry::Open(options);
+  CHECK(second.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(second.status().message(), Catch::Contains("in use by another strata-sidecar"));
+  first.reset();
+  CHECK(AgentRegistry::Open(options).ok());
+}
+
 TEST_CASE("registry: agents reopen from the store", "[sidecar][registry]") {
   const std::string path = TempStore("reopen.db");
   TenantConfig t = Tenant("t");
