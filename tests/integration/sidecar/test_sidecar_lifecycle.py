@@ -221,3 +221,21 @@ def test_many_agents_at_once(start_sim, start_sidecar):
     for n in range(8):
         mine = [c for c in contents if c.startswith(f"from {n}:")]
         assert mine == [f"from {n}: {k}" for k in range(5)]
+
+
+def test_client_cancel_stops_the_upstream_request(start_sim, start_sidecar):
+    # A minute-long answer, cancelled by the client after its first delta.
+    slow = start_sim(None, ["--output-tokens", "600", "--decode-us", "100000"])
+    sidecar = start_sidecar(["--upstream", slow.base_url])
+    stub = sidecar.stub()
+    stub.CreateAgent(pb.CreateAgentRequest(agent_id="c"))
+    call = stub.Complete(pb.CompleteRequest(agent_id="c", user_message="long"))
+    first = next(call)
+    assert first.HasField("delta")
+    call.cancel()
+    # Records waits for the agent's lease, which Complete holds until the upstream request
+    # stopped and its record was written; then the agent serves the next call.
+    records = stub.Records(pb.RecordsRequest(agent_id="c"), timeout=30).records
+    assert [r.code for r in records] == ["CANCELLED"]
+    assert records[0].output_tokens < 600
+    stub.AppendUser(pb.AppendUserRequest(agent_id="c", content="short now"), timeout=30)
