@@ -114,8 +114,9 @@ class HttpServer::Impl {
     });
     // Statuses httplib sets itself (404 no route, 413 body above the limit, 400 bad request) get
     // OpenAI's error shape; replies the routes made are left as they are.
-    s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty() || res.is_chunked_content_provided()) {
+    s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                     httplib::Response& res) {
+      if (!res.body.empty() || res.content_provider_) {
         return httplib::Server::HandlerResponse::Unhandled;
       }
       Status status = InternalError("request failed with HTTP " + std::to_string(res.status));
@@ -134,7 +135,7 @@ class HttpServer::Impl {
       res.set_content(reply.body, reply.content_type.c_str());
       res.status = code;
       return httplib::Server::HandlerResponse::Handled;
-    });
+    }));
     s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
       try {
