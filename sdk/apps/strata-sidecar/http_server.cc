@@ -99,30 +99,41 @@ class HttpServer::Impl {
       if (tenant == nullptr) return;
       if (static_cast<int64_t>(req.body.size()) > tenant->limits.max_request_bytes) {
         HttpReply reply = ErrorReply(InvalidArgumentError(
-            "the request body has " + std::to_string(req.body.size()) +
-            " bytes, above tenant \"" + tenant->name + "\"'s max_request_bytes (" +
+            "the request body has " + std::to_string(req.body.size()) + " bytes, above tenant \"" +
+            tenant->name + "\"'s max_request_bytes (" +
             std::to_string(tenant->limits.max_request_bytes) + ")"));
         reply.status = 413;
         Apply(reply, res);
         return;
       }
       if (draining_.load()) {
-        SetError(res, UnavailableError("the sidecar is draining (shutting down): retry on another instance"));
+        SetError(res, UnavailableError(
+                          "the sidecar is draining (shutting down): retry on another instance"));
         return;
       }
-      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"), req.body), res);
+      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"),
+                                            req.body),
+            res);
     });
     // Statuses httplib sets itself (404 no route, 413 body above the limit, 400 bad request) get
     // OpenAI's error shape; replies the routes made are left as they are.
     s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                     httplib::Response& res) {
+                                                                    httplib::Response& res) {
       if (!res.body.empty() || res.content_provider_) {
         return httplib::Server::HandlerResponse::Unhandled;
       }
       Status status = InternalError("request failed with HTTP " + std::to_string(res.status));
       if (res.status == 404) {
-        status = NotFoundError("no route for " + req.method + " " + req.path +
-                               " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+        status = NotFoundError(
+            "no route for " + req.method + " " + req.path +
+            " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+      } else if (res.status == 413 &&
+                 req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
+        // cpp-httplib parses form bodies and refuses those above 8,192 bytes (curl -d sends this
+        // type unless told otherwise).
+        status = InvalidArgumentError(
+            "the body was sent as application/x-www-form-urlencoded, which is limited to 8192 "
+            "bytes: send it with Content-Type: application/json");
       } else if (res.status == 413) {
         status = InvalidArgumentError("the request body is above the sidecar's limit of " +
                                       std::to_string(options_.authenticator->MaxRequestBytes()) +
@@ -136,16 +147,17 @@ class HttpServer::Impl {
       res.status = code;
       return httplib::Server::HandlerResponse::Handled;
     }));
-    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      SetError(res, InternalError("the sidecar failed on this request: " + what));
-    });
+    s.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown exception";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          SetError(res, InternalError("the sidecar failed on this request: " + what));
+        });
   }
 };
 
@@ -166,7 +178,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
         options.tls.client_ca_file.empty() ? nullptr : options.tls.client_ca_file.c_str());
     if (!ssl->is_valid()) {
       return UnavailableError("the HTTP listener's TLS setup failed: tls.cert_file \"" +
-                              options.tls.cert_file + "\" and tls.key_file \"" + options.tls.key_file +
+                              options.tls.cert_file + "\" and tls.key_file \"" +
+                              options.tls.key_file +
                               "\" must be a PEM certificate chain and its private key");
     }
     impl->server_ = std::move(ssl);

@@ -41,8 +41,8 @@
 namespace strata::sidecar {
 
 struct HttpServerOptions {
-  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 binds a free port
-  TlsConfig tls;                       // cert/key PEM files: HTTPS; client_ca_file: mTLS
+  std::string listen = "127.0.0.1:0";            // HOST:PORT; port 0 binds a free port
+  TlsConfig tls;                                 // cert/key PEM files: HTTPS; client_ca_file: mTLS
   const Authenticator* authenticator = nullptr;  // required
   Proxy* proxy = nullptr;                        // required
   // GET /metrics serves its text (text/plain; version=0.0.4). Empty: /metrics is 404.

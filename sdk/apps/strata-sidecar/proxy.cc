@@ -20,8 +20,8 @@ namespace {
 using json = nlohmann::json;
 
 // Request fields the proxy reads; every other one is reported in X-Strata-Ignored-Fields.
-const std::set<std::string> kHandledFields = {"model", "messages", "tools", "stream",
-                                              "stream_options", "n", "user"};
+const std::set<std::string> kHandledFields = {"model",          "messages", "tools", "stream",
+                                              "stream_options", "n",        "user"};
 
 std::string Hex(const unsigned char* data, size_t size) {
   static const char kHex[] = "0123456789abcdef";
@@ -53,9 +53,10 @@ json UsageJson(const Turn& turn) {
   const Usage& u = turn.response.usage;
   const int64_t prompt = u.reported ? u.prompt_tokens : turn.record.input_tokens;
   const int64_t completion = u.reported ? u.completion_tokens : turn.record.output_tokens;
-  json usage = {{"prompt_tokens", prompt},
-                {"completion_tokens", completion},
-                {"total_tokens", u.reported && u.total_tokens > 0 ? u.total_tokens : prompt + completion}};
+  json usage = {
+      {"prompt_tokens", prompt},
+      {"completion_tokens", completion},
+      {"total_tokens", u.reported && u.total_tokens > 0 ? u.total_tokens : prompt + completion}};
   if (u.cached_tokens) usage["prompt_tokens_details"] = {{"cached_tokens", *u.cached_tokens}};
   if (u.reasoning_tokens > 0) {
     usage["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
@@ -142,7 +143,8 @@ struct StreamJob {
 
 }  // namespace
 
-std::string OpenAiErrorJson(std::string_view message, std::string_view type, std::string_view code) {
+std::string OpenAiErrorJson(std::string_view message, std::string_view type,
+                            std::string_view code) {
   json error = {{"message", std::string(message)},
                 {"type", std::string(type)},
                 {"param", nullptr},
@@ -226,18 +228,21 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
   json request = json::parse(body, nullptr, false);
   if (!request.is_object()) {
-    return fail(InvalidArgumentError("the request body is not a JSON object (a Chat Completions request)"));
+    return fail(
+        InvalidArgumentError("the request body is not a JSON object (a Chat Completions request)"));
   }
   if (!request.contains("messages")) {
     return fail(InvalidArgumentError("the request has no \"messages\""));
   }
   if (request.contains("n") && !(request["n"].is_number_integer() && request["n"] == 1)) {
-    return fail(InvalidArgumentError("\"n\": the proxy answers with one choice; send n=1 or leave it out"));
+    return fail(
+        InvalidArgumentError("\"n\": the proxy answers with one choice; send n=1 or leave it out"));
   }
   if (request.contains("model") && !request["model"].is_string()) {
     return fail(InvalidArgumentError("\"model\" must be a string"));
   }
-  const json* tools = request.contains("tools") && !request["tools"].is_null() ? &request["tools"] : nullptr;
+  const json* tools =
+      request.contains("tools") && !request["tools"].is_null() ? &request["tools"] : nullptr;
   if (tools != nullptr && !tools->is_array()) {
     return fail(InvalidArgumentError("\"tools\" must be an array of tool objects"));
   }
@@ -323,8 +328,9 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
       return error;
     }
     const Response& r = turn->response;
-    json message = {{"role", "assistant"},
-                    {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
+    json message = {
+        {"role", "assistant"},
+        {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
     if (!r.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(r.tool_calls);
     if (!r.reasoning.empty()) message["reasoning_content"] = r.reasoning;
     json answer = {{"id", r.id.empty() ? job->completion_id : r.id},
@@ -440,12 +446,14 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
 
 HttpReply Proxy::Models() {
   if (options_.upstream.empty()) {
-    return ErrorReply(UnavailableError("no upstream is configured (--upstream): no models to list"));
+    return ErrorReply(
+        UnavailableError("no upstream is configured (--upstream): no models to list"));
   }
   // scheme://host[:port] and the base path ("/v1").
   const std::string& url = options_.upstream;
   const size_t scheme_end = url.find("://");
-  const size_t path_start = scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
+  const size_t path_start =
+      scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
   const std::string origin = path_start == std::string::npos ? url : url.substr(0, path_start);
   std::string path = path_start == std::string::npos ? "" : url.substr(path_start);
   while (!path.empty() && path.back() == '/') path.pop_back();
@@ -458,9 +466,10 @@ HttpReply Proxy::Models() {
   }
   httplib::Result result = client.Get((path + "/models").c_str(), headers);
   if (!result) {
-    return ErrorReply(UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
-                                       httplib::to_string(result.error()) + ")"),
-                      true);
+    return ErrorReply(
+        UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
+                         httplib::to_string(result.error()) + ")"),
+        true);
   }
   HttpReply reply;
   reply.status = result->status;
