@@ -1,0 +1,147 @@
+// The real consumer of the sidecar's metrics: Debian's Prometheus server scrapes a /metrics endpoint
+// serving SidecarMetrics every second, and the test reads the series back through Prometheus's
+// HTTP API — values, escaped label values, histogram quantiles, a second scrape after a change.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "catch2/catch.hpp"
+#include "prometheus_server.h"
+#include "sidecar_metrics.h"
+#include "strata/pools.h"
+#include "testing/scripted_transport.h"
+#include "testing/skip.h"
+
+namespace strata::sidecar {
+namespace {
+
+using nlohmann::json;
+
+// Serves metrics.RenderPrometheus() on GET /metrics from a thread, on 127.0.0.1 and a free port.
+class MetricsEndpoint {
+ public:
+  explicit MetricsEndpoint(const SidecarMetrics* metrics) {
+    server_.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics->RenderPrometheus(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~MetricsEndpoint() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+strata::Turn MakeTurn() {
+  strata::Turn turn;
+  RequestRecord& r = turn.record;
+  r.pool = "short";
+  r.input_tokens = 5000;
+  r.cached_tokens_reported = 4096;
+  r.output_tokens = 300;
+  r.ttft_ms = 150;
+  r.decode_ms = 2500;
+  r.total_ms = 2700;
+  r.attempts = 1;
+  r.finish_reason = "stop";
+  CompactionReport report;
+  report.tokens_before = 30000;
+  report.tokens_after = 12000;
+  turn.compactions.push_back(report);
+  PrefixBreakEvent e;
+  e.reason = "compaction";
+  turn.prefix_break = e;
+  turn.break_causes = {"compaction"};
+  return turn;
+}
+
+std::string PrometheusOrSkip() {
+  std::string prometheus = testing::FindProgram("prometheus");
+  if (prometheus.empty()) {
+    STRATA_SKIP("the prometheus binary is not on PATH (Debian package \"prometheus\", installed by "
+                "scripts/setup): the scrape by a real Prometheus server cannot run");
+  }
+  return prometheus;
+}
+
+TEST_CASE("a real Prometheus server scrapes SidecarMetrics and reads every kind of series back",
+          "[prometheus]") {
+  const std::string prometheus = PrometheusOrSkip();
+
+  MetricsConfig config;
+  config.kv_capacity_bytes = 1000000;
+  config.kv_bytes_per_token = 100;
+  config.kv_alert_ratio = 0.5;
+  std::vector<std::string> warnings;
+  SidecarMetrics metrics(config, nullptr, [&](const std::string& m) { warnings.push_back(m); });
+  testing::ScriptedTransport replica;
+  PoolSetConfig pool_config;
+  PoolConfig short_pool;
+  short_pool.name = "short";
+  short_pool.max_input_tokens = 32768;
+  short_pool.transports = {&replica};
+  pool_config.pools.push_back(short_pool);
+  std::unique_ptr<PoolSet> pools = PoolSet::Create(pool_config).value();
+  metrics.SetPoolSet(pools.get());
+
+  metrics.ObserveTurn("acme", MakeTurn());
+  metrics.ObserveTurn("acme", MakeTurn());
+  // A label value that needs every escape of the format: backslash, double quote and newline.
+  const std::string odd_pool = "we\"ird\\pool\nline two";
+  metrics.ObserveError("acme", odd_pool, StatusCode::kResourceExhausted);
+  metrics.SetAgents("acme", 3);
+  SidecarMetrics::InFlight in_flight = metrics.Begin("acme", 6000, 0);  // 600 kB of 1 MB: alert
+  REQUIRE(metrics.kv_alert());
+
+  MetricsEndpoint endpoint(&metrics);
+  testing::PrometheusServer server(prometheus, {endpoint.target()});
+  if (!server.Start()) FAIL("prometheus did not start; its log:\n" << server.log());
+
+  // The scrape succeeded (a parse error would make up 0) and samples arrived.
+  CHECK(server.WaitForValue("up{job=\"strata\"}", 1) == 1);
+  CHECK(server.WaitForValue(
+            "strata_sidecar_requests_total{tenant=\"acme\",pool=\"short\",finish_reason=\"stop\"}",
+            2) == 2);
+  CHECK(server.Value("scrape_samples_scraped{job=\"strata\"}") > 100);
+
+  json errors = server.Query("strata_sidecar_errors_total");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0]["metric"]["pool"] == odd_pool);
+  CHECK(errors[0]["metric"]["code"] == "RESOURCE_EXHAUSTED");
+  CHECK(errors[0]["value"][1] == "1");
+
+  CHECK(server.Value("strata_sidecar_input_tokens_sum / strata_sidecar_input_tokens_count") ==
+        5000);
+  CHECK(server.Value("strata_sidecar_cached_tokens_total") == 8192);
+  // 150 ms falls in the (0.1, 0.25] bucket: the quantile interpolates inside it.
+  const double p50 =
+      server.Value("histogram_quantile(0.5, sum by (le) (strata_sidecar_ttft_seconds_bucket))");
+  CHECK(p50 > 0.1);
+  CHECK(p50 <= 0.25);
+  CHECK(server.Value("strata_sidecar_compaction_tokens_saved_total{tenant=\"acme\"}") == 36000);
+  CHECK(server.Value("strata_sidecar_prefix_breaks_total{reason=\"compaction\"}") == 2);
+  CHECK(server.Value("strata_sidecar_agents{tenant=\"acme\"}") == 3);
+  CHECK(server.Value("strata_sidecar_kv_bytes_in_flight") == 600000);
+  CHECK(server.Value("strata_sidecar_kv_usage_ratio") == 0.6);
+  CHECK(server.Value("strata_sidecar_kv_watermark_alert") == 1);
+  CHECK(server.Value("strata_pool_in_flight{pool=\"short\"}") == 0);
+
+  // Later scrapes see later values: one more turn, the request ends, the alert clears.
+  metrics.ObserveTurn("acme", MakeTurn());
+  in_flight.End();
+  CHECK(server.WaitForValue("sum(strata_sidecar_requests_total)", 3) == 3);
+  CHECK(server.WaitForValue("strata_sidecar_kv_watermark_alert", 0) == 0);
+  CHECK(server.Value("strata_sidecar_kv_bytes_in_flight") == 0);
+  CHECK(warnings.size() == 1);
+}
+
+}  // namespace
+}  // namespace strata::sidecar
