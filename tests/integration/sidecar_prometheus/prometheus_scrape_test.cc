@@ -102,7 +102,10 @@ TEST_CASE("a real Prometheus server scrapes SidecarMetrics and reads every kind 
   REQUIRE(metrics.kv_alert());
 
   MetricsEndpoint endpoint(&metrics);
-  testing::PrometheusServer server(prometheus, {endpoint.target()});
+  // The example alert rules are loaded too: the KV watermark alert must go pending on these values.
+  testing::PrometheusServer server(
+      prometheus, {endpoint.target()},
+      {std::string(STRATA_SOURCE_DIR) + "/examples/prometheus/strata-sidecar-alerts.yml"});
   if (!server.Start()) FAIL("prometheus did not start; its log:\n" << server.log());
 
   // The scrape succeeded (a parse error would make up 0) and samples arrived.
@@ -133,6 +136,19 @@ TEST_CASE("a real Prometheus server scrapes SidecarMetrics and reads every kind 
   CHECK(server.Value("strata_sidecar_kv_usage_ratio") == 0.6);
   CHECK(server.Value("strata_sidecar_kv_watermark_alert") == 1);
   CHECK(server.Value("strata_pool_in_flight{pool=\"short\"}") == 0);
+  // The rule's `for: 2m` keeps it pending during the test; its value is the usage ratio.
+  CHECK(server.WaitForValue(
+            "ALERTS{alertname=\"StrataSidecarKvWatermark\",alertstate=\"pending\"}", 1) == 1);
+  json alerts = server.Get("/api/v1/alerts");
+  REQUIRE(alerts.is_object());
+  bool found = false;
+  for (const json& a : alerts["data"]["alerts"]) {
+    if (a["labels"]["alertname"] != "StrataSidecarKvWatermark") continue;
+    found = true;
+    CHECK(a["annotations"]["summary"] ==
+          "KV cache in flight at 60% of capacity on " + endpoint.target());
+  }
+  CHECK(found);
 
   // Later scrapes see later values: one more turn, the request ends, the alert clears.
   metrics.ObserveTurn("acme", MakeTurn());
