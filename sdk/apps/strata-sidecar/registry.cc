@@ -1,0 +1,469 @@
+#include "registry.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+
+// The key under which strata::Agent keeps its configuration in the store (store.h PutAgentState).
+constexpr char kAgentConfigKey[] = "config";
+
+}  // namespace
+
+bool IsValidAgentId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status CheckAgentId(std::string_view id, std::string_view field) {
+  if (IsValidAgentId(id)) return Status::Ok();
+  std::string shown(id.substr(0, 80));
+  for (char& c : shown) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return InvalidArgumentError(std::string(field) + " \"" + shown + "\"" +
+                              (id.empty() ? " is empty" : " is not a valid agent id") +
+                              ": use 1-128 characters of A-Z a-z 0-9 . _ -");
+}
+
+// ------------------------------------------------------------------------------------ leases
+
+struct AgentLease::Entry {
+  std::mutex mu;  // held by the lease
+  std::unique_ptr<Agent> agent;
+  std::string stored_id;
+  std::string local_id;
+  std::string tenant;
+  bool deleted = false;
+};
+
+AgentLease::AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::mutex> lock)
+    : entry_(std::move(entry)), lock_(std::move(lock)) {}
+AgentLease::AgentLease(AgentLease&&) noexcept = default;
+AgentLease& AgentLease::operator=(AgentLease&& other) noexcept {
+  if (this != &other) {
+    if (lock_.owns_lock()) lock_.unlock();
+    lock_ = std::move(other.lock_);
+    entry_ = std::move(other.entry_);
+  }
+  return *this;
+}
+AgentLease::~AgentLease() = default;  // the lock is released before the entry reference
+Agent& AgentLease::agent() { return *entry_->agent; }
+const std::string& AgentLease::id() const { return entry_->local_id; }
+const std::string& AgentLease::stored_id() const { return entry_->stored_id; }
+const std::string& AgentLease::tenant() const { return entry_->tenant; }
+
+CompletionSlot::CompletionSlot(std::shared_ptr<std::atomic<int64_t>> counter)
+    : counter_(std::move(counter)) {}
+CompletionSlot::CompletionSlot(CompletionSlot&& other) noexcept
+    : counter_(std::move(other.counter_)) {}
+CompletionSlot& CompletionSlot::operator=(CompletionSlot&& other) noexcept {
+  if (this != &other) {
+    if (counter_) counter_->fetch_sub(1);
+    counter_ = std::move(other.counter_);
+  }
+  return *this;
+}
+CompletionSlot::~CompletionSlot() {
+  if (counter_) counter_->fetch_sub(1);
+}
+
+// ------------------------------------------------------------------------------------ registry
+
+struct AgentRegistry::State {
+  RegistryOptions options;
+  std::unique_ptr<Store> store;
+  std::mutex mu;  // entries, agent_counts, completions
+  std::map<std::string, std::shared_ptr<AgentLease::Entry>, std::less<>> entries;
+  std::map<std::string, int64_t, std::less<>> agent_counts;  // tenant -> stored agents
+  std::map<std::string, std::shared_ptr<std::atomic<int64_t>>, std::less<>> completions;
+  std::mutex create_mu;  // one creation at a time: the max_agents check and the insert are atomic
+};
+
+AgentRegistry::AgentRegistry(std::unique_ptr<State> state) : state_(std::move(state)) {}
+AgentRegistry::~AgentRegistry() {
+  // Agents first: they write to the store until they are destroyed.
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (auto& [id, entry] : state_->entries) {
+    std::lock_guard<std::mutex> agent_lock(entry->mu);
+    entry->agent.reset();
+  }
+  state_->entries.clear();
+}
+
+StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
+  auto state = std::make_unique<State>();
+  STRATA_ASSIGN_OR_RETURN(state->store, OpenSqliteStore(options.store_path));
+  STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> agents, state->store->ListAgents());
+  for (const StoredAgent& a : agents) {
+    const std::string& id = a.options.agent.id;
+    size_t slash = id.find('/');
+    if (slash != std::string::npos) ++state->agent_counts[id.substr(0, slash)];
+  }
+  state->options = std::move(options);
+  return std::unique_ptr<AgentRegistry>(new AgentRegistry(std::move(state)));
+}
+
+Store& AgentRegistry::store() { return *state_->store; }
+const RegistryOptions& AgentRegistry::options() const { return state_->options; }
+
+std::string AgentRegistry::StoredId(const TenantConfig& tenant, std::string_view agent_id) {
+  return tenant.name + "/" + std::string(agent_id);
+}
+
+std::string AgentRegistry::LocalId(const TenantConfig& tenant, std::string_view stored_id) {
+  if (stored_id.size() <= tenant.name.size() + 1 ||
+      stored_id.compare(0, tenant.name.size(), tenant.name) != 0 ||
+      stored_id[tenant.name.size()] != '/') {
+    return "";
+  }
+  return std::string(stored_id.substr(tenant.name.size() + 1));
+}
+
+AgentConfig AgentRegistry::DefaultConfig(const TenantConfig& tenant,
+                                         std::string_view agent_id) const {
+  const RegistryOptions& o = state_->options;
+  AgentConfig config;
+  config.identity.id = StoredId(tenant, agent_id);
+  config.identity.tenant = tenant.name;
+  config.tokenizer = o.tokenizer;
+  config.chat_template = o.chat_template;
+  if (o.window > 0) config.budget.window = o.window;
+  config.endpoint.base_url = o.upstream;
+  config.endpoint.backend = o.backend;
+  config.endpoint.api_key_env = o.api_key_env;
+  return config;
+}
+
+StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenant,
+                                                       std::string_view agent_id,
+                                                       std::string_view config_json) const {
+  json doc = json::parse(config_json.begin(), config_json.end(), nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return InvalidArgumentError("config_json is not a JSON object (an AgentConfig document)");
+  }
+  auto refuse = [](const std::string& key, const std::string& why) {
+    return InvalidArgumentError("config_json: " + key + " " + why);
+  };
+  if (doc.contains("store_path")) {
+    return refuse("store_path", "is the sidecar's (--store): remove it from the document");
+  }
+  const RegistryOptions& o = state_->options;
+  if (doc.contains("endpoint") && doc["endpoint"].is_object()) {
+    const json& e = doc["endpoint"];
+    for (const char* key : {"base_url", "api_key_env", "deployment_secret_env"}) {
+      if (e.contains(key)) {
+        return refuse(std::string("endpoint.") + key,
+                      "is the sidecar's (--upstream, --config): remove it from the document");
+      }
+    }
+    if (e.contains("backend") && e["backend"] != o.backend) {
+      return refuse("endpoint.backend",
+                    e["backend"].dump() + " differs from the sidecar's backend \"" + o.backend +
+                        "\": remove it or start the sidecar with --backend");
+    }
+  }
+  if (doc.contains("identity") && doc["identity"].is_object()) {
+    const json& identity = doc["identity"];
+    if (identity.contains("id") && identity["id"] != std::string(agent_id)) {
+      return refuse("identity.id", identity["id"].dump() + " differs from agent_id \"" +
+                                       std::string(agent_id) + "\": omit it or make them equal");
+    }
+    if (identity.contains("tenant")) {
+      return refuse("identity.tenant", "is set by the sidecar from the caller's token: remove it");
+    }
+  }
+  StatusOr<AgentConfig> parsed = AgentConfigFromJson(config_json);
+  if (!parsed.ok()) {
+    return InvalidArgumentError("config_json: " + parsed.status().message());
+  }
+  AgentConfig config = std::move(parsed).value();
+  config.identity.id = StoredId(tenant, agent_id);
+  config.identity.tenant = tenant.name;
+  config.endpoint.base_url = o.upstream;
+  config.endpoint.backend = o.backend;
+  config.endpoint.api_key_env = o.api_key_env;
+  config.store_path.clear();
+  return config;
+}
+
+StatusOr<std::unique_ptr<Agent>> AgentRegistry::OpenStored(const std::string& stored_id) {
+  State& s = *state_;
+  const std::string local = stored_id.substr(stored_id.find('/') + 1);
+  StatusOr<std::optional<std::string>> stored = s.store->GetAgentState(stored_id, kAgentConfigKey);
+  if (!stored.ok()) {
+    if (stored.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("no agent \"" + local + "\"");
+    }
+    return stored.status();
+  }
+  OpenOptions open;
+  open.services.store = s.store.get();
+  open.services.transport = s.options.transport;
+  if (*stored) {
+    // The endpoint is the sidecar's now (its --upstream may have changed since the agent was
+    // made); the agent's other endpoint settings stay as stored.
+    StatusOr<AgentConfig> config = AgentConfigFromJson(**stored);
+    if (config.ok()) {
+      AgentEndpointConfig endpoint = config->endpoint;
+      if (endpoint.base_url != s.options.upstream || endpoint.backend != s.options.backend ||
+          endpoint.api_key_env != s.options.api_key_env) {
+        endpoint.base_url = s.options.upstream;
+        endpoint.backend = s.options.backend;
+        endpoint.api_key_env = s.options.api_key_env;
+        open.endpoint = endpoint;
+      }
+    }
+  }
+  StatusOr<std::unique_ptr<Agent>> agent = Agent::Open(*s.store, stored_id, std::move(open));
+  if (!agent.ok()) {
+    if (agent.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("no agent \"" + local + "\"");
+    }
+    return Status(agent.status().code(),
+                  "agent \"" + local + "\" does not open: " + agent.status().message());
+  }
+  return agent;
+}
+
+Status AgentRegistry::Reopen(AgentLease& lease) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, OpenStored(lease.stored_id()));
+  lease.entry_->agent = std::move(agent);
+  return Status::Ok();
+}
+
+StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) {
+  State& s = *state_;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<AgentLease::Entry> entry;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      auto it = s.entries.find(stored_id);
+      if (it != s.entries.end()) {
+        entry = it->second;
+      } else {
+        entry = std::make_shared<AgentLease::Entry>();
+        entry->stored_id = stored_id;
+        size_t slash = stored_id.find('/');
+        entry->tenant = stored_id.substr(0, slash);
+        entry->local_id = stored_id.substr(slash + 1);
+        s.entries.emplace(stored_id, entry);
+      }
+    }
+    std::unique_lock<std::mutex> agent_lock(entry->mu);
+    if (entry->deleted) continue;  // deleted while we waited: look again (it may be recreated)
+    if (!entry->agent) {
+      auto forget = [&]() {
+        entry->deleted = true;
+        std::lock_guard<std::mutex> lock(s.mu);
+        auto it = s.entries.find(stored_id);
+        if (it != s.entries.end() && it->second == entry) s.entries.erase(it);
+      };
+      StatusOr<std::unique_ptr<Agent>> agent = OpenStored(stored_id);
+      if (!agent.ok()) {
+        forget();
+        return agent.status();
+      }
+      entry->agent = std::move(agent).value();
+    }
+    return AgentLease(std::move(entry), std::move(agent_lock));
+  }
+  return NotFoundError("no agent \"" + stored_id.substr(stored_id.find('/') + 1) +
+                       "\" (it was deleted)");
+}
+
+StatusOr<AgentLease> AgentRegistry::Acquire(const TenantConfig& tenant,
+                                            std::string_view agent_id) {
+  STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
+  return AcquireStored(StoredId(tenant, agent_id));
+}
+
+StatusOr<AgentLease> AgentRegistry::AcquireOrCreate(const TenantConfig& tenant,
+                                                    std::string_view agent_id,
+                                                    const AgentConfig* config) {
+  STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
+  StatusOr<AgentLease> lease = AcquireStored(StoredId(tenant, agent_id));
+  if (lease.ok() || lease.status().code() != StatusCode::kNotFound) return lease;
+  AgentConfig made = config != nullptr ? *config : DefaultConfig(tenant, agent_id);
+  lease = Create(tenant, agent_id, std::move(made));
+  if (lease.status().code() == StatusCode::kAlreadyExists) {  // created by a concurrent call
+    return AcquireStored(StoredId(tenant, agent_id));
+  }
+  return lease;
+}
+
+Status AgentRegistry::CheckCanAdd(const TenantConfig& tenant) {
+  const int64_t max = tenant.limits.max_agents;
+  if (max <= 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->agent_counts.find(tenant.name);
+  int64_t n = it == state_->agent_counts.end() ? 0 : it->second;
+  if (n >= max) {
+    return ResourceExhaustedError("tenant \"" + tenant.name + "\" has " + std::to_string(n) +
+                                  " agents, its limit max_agents = " + std::to_string(max) +
+                                  ": delete agents or raise the tenant's limits.max_agents");
+  }
+  return Status::Ok();
+}
+
+StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::string_view agent_id,
+                                           AgentConfig config) {
+  STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
+  State& s = *state_;
+  const RegistryOptions& o = s.options;
+  config.identity.id = StoredId(tenant, agent_id);
+  config.identity.tenant = tenant.name;
+  config.endpoint.base_url = o.upstream;
+  config.endpoint.backend = o.backend;
+  config.endpoint.api_key_env = o.api_key_env;
+  config.store_path.clear();
+  std::lock_guard<std::mutex> create_lock(s.create_mu);
+  STRATA_RETURN_IF_ERROR(CheckCanAdd(tenant));
+  AgentServices services;
+  services.store = s.store.get();
+  services.transport = o.transport;
+  StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(std::move(config), services);
+  if (!agent.ok()) {
+    if (agent.status().code() == StatusCode::kAlreadyExists) {
+      return AlreadyExistsError("agent \"" + std::string(agent_id) +
+                                "\" exists: open it, or delete it first");
+    }
+    return agent.status();
+  }
+  return Adopt(tenant, std::move(agent).value());
+}
+
+StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
+                                          std::unique_ptr<Agent> agent) {
+  State& s = *state_;
+  const std::string stored_id = agent->id();
+  std::string local = LocalId(tenant, stored_id);
+  if (local.empty()) {
+    return InternalError("agent id \"" + stored_id + "\" is not within tenant \"" + tenant.name +
+                         "\"");
+  }
+  auto entry = std::make_shared<AgentLease::Entry>();
+  entry->stored_id = stored_id;
+  entry->local_id = local;
+  entry->tenant = tenant.name;
+  entry->agent = std::move(agent);
+  std::unique_lock<std::mutex> agent_lock(entry->mu);
+  std::shared_ptr<AgentLease::Entry> stale;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.entries.find(stored_id);
+    if (it != s.entries.end()) stale = it->second;
+    s.entries[stored_id] = entry;
+    ++s.agent_counts[tenant.name];
+  }
+  if (stale) {
+    // An entry of a failed open still in the map: whoever waits on it looks again and finds this
+    // one. Locked after s.mu is released (the lock order is entry, then registry).
+    std::lock_guard<std::mutex> old(stale->mu);
+    stale->deleted = true;
+  }
+  return AgentLease(std::move(entry), std::move(agent_lock));
+}
+
+StatusOr<std::pair<AgentLease, AgentLease>> AgentRegistry::AcquirePair(const TenantConfig& tenant,
+                                                                      std::string_view first,
+                                                                      std::string_view second) {
+  STRATA_RETURN_IF_ERROR(CheckAgentId(first));
+  STRATA_RETURN_IF_ERROR(CheckAgentId(second, "child_id"));
+  if (first == second) {
+    return InvalidArgumentError("agent_id and child_id are both \"" + std::string(first) +
+                                "\": an agent cannot join itself");
+  }
+  const bool in_order = first < second;
+  STRATA_ASSIGN_OR_RETURN(AgentLease a, Acquire(tenant, in_order ? first : second));
+  STRATA_ASSIGN_OR_RETURN(AgentLease b, Acquire(tenant, in_order ? second : first));
+  if (in_order) return std::make_pair(std::move(a), std::move(b));
+  return std::make_pair(std::move(b), std::move(a));
+}
+
+Status AgentRegistry::Delete(const TenantConfig& tenant, std::string_view agent_id) {
+  STRATA_ASSIGN_OR_RETURN(AgentLease lease, Acquire(tenant, agent_id));
+  State& s = *state_;
+  std::lock_guard<std::mutex> create_lock(s.create_mu);
+  lease.entry_->agent.reset();  // stop writing before deleting its rows
+  Status deleted = s.store->DeleteAgent(lease.stored_id());
+  lease.entry_->deleted = true;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.entries.find(lease.stored_id());
+    if (it != s.entries.end() && it->second == lease.entry_) s.entries.erase(it);
+    if (deleted.ok()) --s.agent_counts[tenant.name];
+  }
+  return deleted;
+}
+
+StatusOr<std::vector<StoredAgent>> AgentRegistry::List(const TenantConfig& tenant) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> all, state_->store->ListAgents());
+  std::vector<StoredAgent> mine;
+  for (StoredAgent& a : all) {
+    std::string local = LocalId(tenant, a.options.agent.id);
+    if (local.empty()) continue;
+    a.options.agent.id = local;
+    mine.push_back(std::move(a));
+  }
+  return mine;
+}
+
+StatusOr<StoredAgent> AgentRegistry::Info(const TenantConfig& tenant, std::string_view agent_id) {
+  STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
+  StatusOr<StoredAgent> a = state_->store->GetAgent(StoredId(tenant, agent_id));
+  if (!a.ok()) {
+    // The store's message lists other agents' ids: never show it across tenants.
+    if (a.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("no agent \"" + std::string(agent_id) + "\"");
+    }
+    return a.status();
+  }
+  a->options.agent.id = std::string(agent_id);
+  return a;
+}
+
+int64_t AgentRegistry::AgentCount(const TenantConfig& tenant) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->agent_counts.find(tenant.name);
+  return it == state_->agent_counts.end() ? 0 : it->second;
+}
+
+StatusOr<CompletionSlot> AgentRegistry::BeginCompletion(const TenantConfig& tenant) {
+  std::shared_ptr<std::atomic<int64_t>> counter;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto& c = state_->completions[tenant.name];
+    if (!c) c = std::make_shared<std::atomic<int64_t>>(0);
+    counter = c;
+  }
+  const int64_t max = tenant.limits.max_concurrent_completions;
+  int64_t n = counter->fetch_add(1) + 1;
+  if (max > 0 && n > max) {
+    counter->fetch_sub(1);
+    return ResourceExhaustedError(
+        "tenant \"" + tenant.name + "\" has " + std::to_string(max) +
+        " completions in progress, its limit max_concurrent_completions = " + std::to_string(max) +
+        ": retry when one ends, or raise the tenant's limits.max_concurrent_completions");
+  }
+  return CompletionSlot(std::move(counter));
+}
+
+int64_t AgentRegistry::CompletionsInFlight(const TenantConfig& tenant) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->completions.find(tenant.name);
+  return it == state_->completions.end() ? 0 : it->second->load();
+}
+
+}  // namespace strata::sidecar

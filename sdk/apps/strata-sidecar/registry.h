@@ -1,0 +1,171 @@
+// AgentRegistry: the agents strata-sidecar serves, persisted in one SQLite store.
+//
+// Every agent lives in the store under "<tenant>/<agent id>" (tenant names and agent ids never
+// contain '/'), so one file holds every tenant's agents and a tenant only ever sees its own: an id
+// of another tenant is NOT_FOUND, exactly like an id that does not exist. Agents are opened from
+// the store on first use (Agent::Open) and kept open; after a restart, even one after SIGKILL,
+// each agent reopens as it was after its last acknowledged operation (the store commits each
+// change before the call returns).
+//
+// Serialization: an AgentLease holds its agent's mutex while alive, so the operations on one
+// agent run one after the other while distinct agents run concurrently. A lease must not be held
+// while acquiring another lease, except through AcquirePair (which locks in a fixed order).
+//
+// Limits (RESOURCE_EXHAUSTED naming the limit and the tenant): TenantLimits::max_agents when
+// creating or forking, TenantLimits::max_concurrent_completions in BeginCompletion.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef STRATA_APPS_STRATA_SIDECAR_REGISTRY_H_
+#define STRATA_APPS_STRATA_SIDECAR_REGISTRY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sidecar_config.h"
+#include "strata/agent.h"
+#include "strata/status.h"
+#include "strata/store.h"
+#include "strata/transport.h"
+
+namespace strata::sidecar {
+
+// How the registry makes and opens agents.
+struct RegistryOptions {
+  std::string store_path;  // the SQLite store (created if missing)
+  // Defaults of new agents and the endpoint every agent uses (the sidecar's, never the client's).
+  std::string upstream;  // endpoint.base_url
+  std::string backend = "vllm";
+  std::string api_key_env;  // endpoint.api_key_env
+  std::string tokenizer = "estimate";
+  std::string chat_template = "glm5";
+  int64_t window = 0;  // 0: AgentBudgetConfig's default
+  // Injected instead of an HTTP transport per agent (tests, pools). Not owned.
+  Transport* transport = nullptr;
+};
+
+// True when `id` is a valid agent id: 1-128 characters of [A-Za-z0-9._-].
+bool IsValidAgentId(std::string_view id);
+// INVALID_ARGUMENT naming `field` and the offending value when !IsValidAgentId(id).
+Status CheckAgentId(std::string_view id, std::string_view field = "agent_id");
+
+class AgentRegistry;
+
+// Exclusive use of one agent while alive (movable, not copyable).
+class AgentLease {
+ public:
+  AgentLease() = default;
+  AgentLease(AgentLease&&) noexcept;
+  AgentLease& operator=(AgentLease&&) noexcept;
+  AgentLease(const AgentLease&) = delete;
+  AgentLease& operator=(const AgentLease&) = delete;
+  ~AgentLease();
+
+  strata::Agent& agent();
+  const std::string& id() const;         // the id within the tenant
+  const std::string& stored_id() const;  // "<tenant>/<id>"
+  const std::string& tenant() const;
+  explicit operator bool() const { return entry_ != nullptr; }
+
+  struct Entry;  // private to the registry
+
+ private:
+  friend class AgentRegistry;
+  AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::mutex> lock);
+  std::shared_ptr<Entry> entry_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+// A slot of the tenant's concurrent completions, released when destroyed (movable).
+class CompletionSlot {
+ public:
+  CompletionSlot() = default;
+  CompletionSlot(CompletionSlot&& other) noexcept;
+  CompletionSlot& operator=(CompletionSlot&& other) noexcept;
+  CompletionSlot(const CompletionSlot&) = delete;
+  CompletionSlot& operator=(const CompletionSlot&) = delete;
+  ~CompletionSlot();
+
+ private:
+  friend class AgentRegistry;
+  explicit CompletionSlot(std::shared_ptr<std::atomic<int64_t>> counter);
+  std::shared_ptr<std::atomic<int64_t>> counter_;
+};
+
+class AgentRegistry {
+ public:
+  static StatusOr<std::unique_ptr<AgentRegistry>> Open(RegistryOptions options);
+  ~AgentRegistry();
+  AgentRegistry(const AgentRegistry&) = delete;
+  AgentRegistry& operator=(const AgentRegistry&) = delete;
+
+  // The configuration a new agent of `tenant` gets by default: the sidecar's tokenizer, template,
+  // window and endpoint, identity {stored id, tenant}.
+  AgentConfig DefaultConfig(const TenantConfig& tenant, std::string_view agent_id) const;
+
+  // Checks a client's configuration and makes it the agent's: refuses (INVALID_ARGUMENT, naming
+  // the key) endpoint.base_url, endpoint.api_key_env, endpoint.deployment_secret_env, store_path
+  // and a backend other than the sidecar's, and an identity.id other than `agent_id`; then sets the
+  // identity and the sidecar's endpoint.
+  StatusOr<AgentConfig> AdoptClientConfig(const TenantConfig& tenant, std::string_view agent_id,
+                                          std::string_view config_json) const;
+
+  // The agent `agent_id` of `tenant`. NOT_FOUND when the tenant has no such agent.
+  StatusOr<AgentLease> Acquire(const TenantConfig& tenant, std::string_view agent_id);
+  // Acquire, or create it with `config` (nullptr: DefaultConfig) when it does not exist.
+  // `config`'s identity and endpoint are replaced by the registry's.
+  StatusOr<AgentLease> AcquireOrCreate(const TenantConfig& tenant, std::string_view agent_id,
+                                       const strata::AgentConfig* config);
+  // Creates a new agent. ALREADY_EXISTS when the id is taken; RESOURCE_EXHAUSTED at max_agents.
+  StatusOr<AgentLease> Create(const TenantConfig& tenant, std::string_view agent_id,
+                              strata::AgentConfig config);
+  // Two distinct agents at once, locked in a fixed order (Join). INVALID_ARGUMENT when equal.
+  StatusOr<std::pair<AgentLease, AgentLease>> AcquirePair(const TenantConfig& tenant,
+                                                          std::string_view first,
+                                                          std::string_view second);
+  // Registers an agent made from a leased one (Agent::Fork), counting against max_agents (checked
+  // by CheckCanAdd first). Its id must be "<tenant>/<id>".
+  Status CheckCanAdd(const TenantConfig& tenant);
+  StatusOr<AgentLease> Adopt(const TenantConfig& tenant, std::unique_ptr<strata::Agent> agent);
+
+  // Reopens the leased agent from the store, after a change made below the Agent (its tools
+  // replaced through its context), so that its in-memory state is what is stored.
+  Status Reopen(AgentLease& lease);
+
+  // Deletes the agent and everything stored for it (waits for its operation in progress).
+  Status Delete(const TenantConfig& tenant, std::string_view agent_id);
+  // The tenant's agents ordered by id, ids within the tenant (StoredAgent::options.agent.id).
+  StatusOr<std::vector<StoredAgent>> List(const TenantConfig& tenant);
+  // One agent's stored summary (id within the tenant).
+  StatusOr<StoredAgent> Info(const TenantConfig& tenant, std::string_view agent_id);
+  int64_t AgentCount(const TenantConfig& tenant);
+
+  // A slot of the tenant's max_concurrent_completions, or RESOURCE_EXHAUSTED.
+  StatusOr<CompletionSlot> BeginCompletion(const TenantConfig& tenant);
+  // Completions in progress for the tenant.
+  int64_t CompletionsInFlight(const TenantConfig& tenant);
+
+  // The id within the tenant of a stored id ("" when it is not the tenant's).
+  static std::string LocalId(const TenantConfig& tenant, std::string_view stored_id);
+  static std::string StoredId(const TenantConfig& tenant, std::string_view agent_id);
+
+  Store& store();
+  const RegistryOptions& options() const;
+
+ private:
+  struct State;
+  explicit AgentRegistry(std::unique_ptr<State> state);
+  StatusOr<AgentLease> AcquireStored(const std::string& stored_id);
+  StatusOr<std::unique_ptr<Agent>> OpenStored(const std::string& stored_id);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_REGISTRY_H_

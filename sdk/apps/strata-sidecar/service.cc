@@ -1,0 +1,737 @@
+#include "service.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "strata/client.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+
+std::string LocalOf(const std::string& stored_id) {
+  size_t slash = stored_id.find('/');
+  return slash == std::string::npos ? stored_id : stored_id.substr(slash + 1);
+}
+
+void FillLayer(Layer layer, const LayerUsage& usage, v1::LayerTokens* out) {
+  out->set_layer(std::string(LayerName(layer)));
+  out->set_segments(static_cast<int64_t>(usage.segments));
+  out->set_bytes(static_cast<int64_t>(usage.bytes));
+  out->set_tokens(static_cast<int64_t>(usage.tokens));
+}
+
+void FillReport(const CompactionReport& r, v1::CompactionReport* out) {
+  out->set_policy(r.policy);
+  out->set_reason(r.reason);
+  out->set_turn(r.turn);
+  out->set_tokens_before(static_cast<int64_t>(r.tokens_before));
+  out->set_tokens_after(static_cast<int64_t>(r.tokens_after));
+  out->set_boundary_segment_id(r.boundary_segment_id);
+  out->set_boundary_index(static_cast<int64_t>(r.boundary_index));
+  out->set_invalidated_tokens(static_cast<int64_t>(r.invalidated_tokens));
+  out->set_masked(static_cast<int64_t>(r.masked));
+  out->set_evicted(static_cast<int64_t>(r.evicted));
+  out->set_summarized(static_cast<int64_t>(r.summarized));
+  out->set_reasoning_dropped(static_cast<int64_t>(r.reasoning_dropped));
+  out->set_rounds(static_cast<int64_t>(r.rounds));
+  out->set_expected_saving(r.explanation.expected_saving);
+  out->set_invalidation_cost(r.explanation.invalidation_cost);
+  out->set_json(CompactionReportJson(r));
+}
+
+void FillRecord(const RequestRecord& r, v1::RequestRecord* out) {
+  out->set_agent_id(LocalOf(r.agent_id));
+  out->set_request_id(r.request_id);
+  out->set_pool(r.pool);
+  out->set_endpoint(r.endpoint);
+  out->set_model(r.model);
+  out->set_started_unix_ms(r.started_unix_ms);
+  out->set_input_tokens(r.input_tokens);
+  if (r.cached_tokens_reported) out->set_cached_tokens_reported(*r.cached_tokens_reported);
+  out->set_cached_tokens_predicted(r.cached_tokens_predicted);
+  out->set_output_tokens(r.output_tokens);
+  out->set_reasoning_tokens(r.reasoning_tokens);
+  out->set_queue_wait_ms(r.queue_wait_ms);
+  out->set_degradation(r.degradation);
+  out->set_degradation_notes(r.degradation_notes);
+  out->set_ttft_ms(r.ttft_ms);
+  out->set_decode_ms(r.decode_ms);
+  out->set_total_ms(r.total_ms);
+  out->set_kv_cache_bytes(r.kv_cache_bytes);
+  out->set_finish_reason(r.finish_reason);
+  out->set_attempts(r.attempts);
+  out->set_http_status(r.http_status);
+  out->set_code(StatusCodeName(r.code));
+  out->set_error(r.error);
+}
+
+void FillGrowth(const GrowthPoint& g, v1::GrowthPoint* out) {
+  out->set_turn(g.turn);
+  out->set_unix_ms(g.unix_ms);
+  for (int i = 0; i < kLayerCount; ++i) {
+    v1::LayerTokens* layer = out->add_layers();
+    layer->set_layer(std::string(LayerName(static_cast<Layer>(i))));
+    layer->set_tokens(g.layer_tokens[i]);
+  }
+  out->set_compactions(g.compactions);
+  out->set_invalidated_tokens(g.invalidated_tokens);
+}
+
+void FillInfo(const StoredAgent& a, const std::string& local_id, v1::AgentInfo* out) {
+  out->set_agent_id(local_id);
+  out->set_created_unix_ms(a.created_unix_ms);
+  out->set_updated_unix_ms(a.updated_unix_ms);
+  out->set_turn(a.turn);
+  out->set_segments(a.segments);
+  out->set_tokens(a.tokens);
+  out->set_requests(a.requests);
+  out->set_compactions(a.compactions);
+}
+
+// The configuration document as the client sees it: its id within the tenant.
+std::string ClientConfigJson(const Agent& agent, const std::string& local_id) {
+  json doc = json::parse(agent.ConfigJson(), nullptr, false);
+  if (doc.is_object() && doc.contains("identity") && doc["identity"].is_object()) {
+    doc["identity"]["id"] = local_id;
+  }
+  return doc.dump();
+}
+
+StatusOr<Layer> DocumentLayerOf(v1::DocumentLayer layer) {
+  switch (layer) {
+    case v1::DOCUMENT_LAYER_INDEX:
+      return Layer::kIndex;
+    case v1::DOCUMENT_LAYER_DOCS:
+      return Layer::kDocs;
+    default:
+      return InvalidArgumentError("layer " + std::to_string(static_cast<int>(layer)) +
+                                  " is not a document layer: use DOCUMENT_LAYER_INDEX or "
+                                  "DOCUMENT_LAYER_DOCS");
+  }
+}
+
+Status RequireNonNegative(int64_t value, const char* field) {
+  if (value >= 0) return Status::Ok();
+  return InvalidArgumentError(std::string(field) + " " + std::to_string(value) +
+                              " is negative");
+}
+
+// The agent's tools array with `tools_json`'s tools replacing its own (context_recall kept first).
+StatusOr<std::string> MergedToolsJson(Agent& agent, std::string_view tools_json) {
+  json tools = json::parse(tools_json.begin(), tools_json.end(), nullptr, false);
+  if (tools.is_discarded() || !tools.is_array()) {
+    return InvalidArgumentError(
+        "tools_json is not a JSON array of OpenAI tools "
+        "([{\"type\":\"function\",\"function\":{\"name\":...}}])");
+  }
+  json merged = json::array();
+  for (const Segment& s : agent.context().Segments()) {
+    if (s.layer != Layer::kTools) continue;
+    json tool = json::parse(s.content, nullptr, false);
+    if (tool.is_object() && tool.contains("function") &&
+        tool["function"].value("name", "") == "context_recall") {
+      merged.push_back(tool);
+    }
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& tool = tools[i];
+    std::string at = "tools_json[" + std::to_string(i) + "]";
+    if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object()) {
+      return InvalidArgumentError(at + " is not a tool object with a \"function\" object");
+    }
+    const json& function = tool["function"];
+    if (!function.contains("name") || !function["name"].is_string() ||
+        function["name"].get<std::string>().empty()) {
+      return InvalidArgumentError(at + ".function.name is missing or not a non-empty string");
+    }
+    std::string name = function["name"].get<std::string>();
+    if (name == "context_recall") {
+      return InvalidArgumentError(at + ": \"context_recall\" is the agent's own tool");
+    }
+    if (!names.insert(name).second) {
+      return InvalidArgumentError(at + ": a second tool named \"" + name + "\"");
+    }
+    if (function.contains("parameters") && !function["parameters"].is_object()) {
+      return InvalidArgumentError(at + ".function.parameters must be a JSON Schema object");
+    }
+    merged.push_back({{"type", "function"}, {"function", function}});
+  }
+  return merged.dump();
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
+                      status.message());
+}
+
+// One call: its authenticated tenant; reports errors to the hooks.
+struct ContextServiceImpl::Call {
+  ContextServiceImpl* service;
+  grpc::ServerContext* context;
+  const TenantConfig* tenant = nullptr;
+
+  Status Authorize(const google::protobuf::Message& request) {
+    std::string_view authorization;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find("authorization");
+    if (it != metadata.end()) authorization = std::string_view(it->second.data(), it->second.size());
+    STRATA_ASSIGN_OR_RETURN(tenant, service->authenticator_->Authenticate(authorization));
+    const int64_t size = static_cast<int64_t>(request.ByteSizeLong());
+    if (size > tenant->limits.max_request_bytes) {
+      return ResourceExhaustedError(
+          "the request is " + std::to_string(size) + " bytes, above the tenant's limit "
+          "max_request_bytes = " + std::to_string(tenant->limits.max_request_bytes));
+    }
+    return Status::Ok();
+  }
+
+  grpc::Status Done(const Status& status) {
+    if (!status.ok() && service->hooks_.on_error) {
+      service->hooks_.on_error(tenant != nullptr ? tenant->name : "", status.code());
+    }
+    return ToGrpcStatus(status);
+  }
+
+  // Authorizes, then runs fn(tenant).
+  template <typename Fn>
+  grpc::Status Run(const google::protobuf::Message& request, Fn&& fn) {
+    Status status = Authorize(request);
+    if (status.ok()) status = fn(*tenant);
+    return Done(status);
+  }
+
+  // Authorizes, leases `agent_id`, then runs fn(lease).
+  template <typename Fn>
+  grpc::Status WithAgent(const google::protobuf::Message& request, const std::string& agent_id,
+                         Fn&& fn) {
+    return Run(request, [&](const TenantConfig& t) -> Status {
+      STRATA_ASSIGN_OR_RETURN(AgentLease lease, service->registry_->Acquire(t, agent_id));
+      return fn(lease);
+    });
+  }
+};
+
+ContextServiceImpl::ContextServiceImpl(AgentRegistry* registry, const Authenticator* authenticator,
+                                       ServiceHooks hooks)
+    : registry_(registry), authenticator_(authenticator), hooks_(std::move(hooks)) {}
+
+#define STRATA_CALL Call call{this, context}
+
+// ----------------------------------------------------------------------------------- agents
+
+grpc::Status ContextServiceImpl::CreateAgent(grpc::ServerContext* context,
+                                             const v1::CreateAgentRequest* request,
+                                             v1::AgentInfo* response) {
+  STRATA_CALL;
+  return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    const std::string& id = request->agent_id();
+    STRATA_RETURN_IF_ERROR(CheckAgentId(id));
+    AgentConfig config;
+    std::vector<std::string> prompts;
+    if (request->config_case() == v1::CreateAgentRequest::kConfigJson) {
+      STRATA_ASSIGN_OR_RETURN(config, registry_->AdoptClientConfig(t, id, request->config_json()));
+    } else {
+      config = registry_->DefaultConfig(t, id);
+      const v1::AgentSpec& spec = request->spec();
+      if (!spec.model().empty()) config.render.model = spec.model();
+      if (!spec.tokenizer().empty()) config.tokenizer = spec.tokenizer();
+      if (!spec.chat_template().empty()) config.chat_template = spec.chat_template();
+      STRATA_RETURN_IF_ERROR(RequireNonNegative(spec.window(), "spec.window"));
+      if (spec.window() > 0) config.budget.window = spec.window();
+      if (!spec.policy().empty()) config.policy.name = spec.policy();
+      STRATA_RETURN_IF_ERROR(
+          RequireNonNegative(spec.max_output_tokens(), "spec.max_output_tokens"));
+      if (spec.max_output_tokens() > 0) config.endpoint.max_output_tokens = spec.max_output_tokens();
+      config.endpoint.reasoning_effort = spec.reasoning_effort();
+      prompts.assign(spec.system_prompts().begin(), spec.system_prompts().end());
+    }
+    STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry_->Create(t, id, std::move(config)));
+    if (!prompts.empty()) {
+      Status set = lease.agent().SetSystemPrompts(std::move(prompts));
+      if (!set.ok()) {
+        // Nothing is left behind on failure.
+        lease = AgentLease();
+        registry_->Delete(t, id).IgnoreError();
+        return Status(set.code(), "spec.system_prompts: " + set.message());
+      }
+    }
+    if (hooks_.on_agents) hooks_.on_agents(t.name, registry_->AgentCount(t));
+    response->set_agent_id(id);
+    response->set_config_json(ClientConfigJson(lease.agent(), id));
+    StatusOr<StoredAgent> info = registry_->store().GetAgent(lease.stored_id());
+    if (info.ok()) FillInfo(*info, id, response);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::OpenAgent(grpc::ServerContext* context,
+                                           const v1::OpenAgentRequest* request,
+                                           v1::AgentInfo* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(StoredAgent info, registry_->store().GetAgent(lease.stored_id()));
+    FillInfo(info, lease.id(), response);
+    response->set_config_json(ClientConfigJson(lease.agent(), lease.id()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::DeleteAgent(grpc::ServerContext* context,
+                                             const v1::DeleteAgentRequest* request,
+                                             v1::DeleteAgentResponse*) {
+  STRATA_CALL;
+  return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    STRATA_RETURN_IF_ERROR(registry_->Delete(t, request->agent_id()));
+    if (hooks_.on_agents) hooks_.on_agents(t.name, registry_->AgentCount(t));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::ListAgents(grpc::ServerContext* context,
+                                            const v1::ListAgentsRequest* request,
+                                            v1::ListAgentsResponse* response) {
+  STRATA_CALL;
+  return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> agents, registry_->List(t));
+    for (const StoredAgent& a : agents) FillInfo(a, a.options.agent.id, response->add_agents());
+    return Status::Ok();
+  });
+}
+
+// ----------------------------------------------------------------------------------- content
+
+grpc::Status ContextServiceImpl::SetSystemPrompt(grpc::ServerContext* context,
+                                                 const v1::SetSystemPromptRequest* request,
+                                                 v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    std::vector<std::string> prompts(request->prompts().begin(), request->prompts().end());
+    STRATA_RETURN_IF_ERROR(lease.agent().SetSystemPrompts(std::move(prompts)));
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::SetTools(grpc::ServerContext* context,
+                                          const v1::SetToolsRequest* request,
+                                          v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::string merged,
+                            MergedToolsJson(lease.agent(), request->tools_json()));
+    Status set = lease.agent().context().SetTools(merged);
+    if (!set.ok()) return Status(set.code(), "tools_json: " + set.message());
+    // The Agent reads its tools from its context when it opens: reopen it from the store.
+    STRATA_RETURN_IF_ERROR(registry_->Reopen(lease));
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::PutDocument(grpc::ServerContext* context,
+                                             const v1::PutDocumentRequest* request,
+                                             v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(Layer layer, DocumentLayerOf(request->layer()));
+    if (request->name().empty()) return InvalidArgumentError("name: a document needs a name");
+    Document doc{request->name(), request->content(), request->version(), request->order()};
+    STRATA_ASSIGN_OR_RETURN(std::string id, lease.agent().PutDocument(layer, std::move(doc)));
+    response->set_segment_id(id);
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::RemoveDocument(grpc::ServerContext* context,
+                                                const v1::RemoveDocumentRequest* request,
+                                                v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(Layer layer, DocumentLayerOf(request->layer()));
+    STRATA_RETURN_IF_ERROR(lease.agent().RemoveDocument(layer, request->name()));
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::AppendUser(grpc::ServerContext* context,
+                                            const v1::AppendUserRequest* request,
+                                            v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::string id, lease.agent().AppendUser(request->content()));
+    response->set_segment_id(id);
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::AppendAssistant(grpc::ServerContext* context,
+                                                 const v1::AppendAssistantRequest* request,
+                                                 v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    AssistantMessage message;
+    message.content = request->content();
+    message.reasoning = request->reasoning();
+    for (const v1::ToolCall& c : request->tool_calls()) {
+      message.tool_calls.push_back({c.id(), c.name(), c.arguments()});
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string id,
+                            lease.agent().context().AppendAssistant(std::move(message)));
+    response->set_segment_id(id);
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::AppendToolResult(grpc::ServerContext* context,
+                                                  const v1::AppendToolResultRequest* request,
+                                                  v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    if (request->tool_call_id().empty()) {
+      return InvalidArgumentError("tool_call_id is empty: name the call this result answers");
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        std::string id, lease.agent().AppendToolResult(
+                            {request->tool_call_id(), request->content(), request->is_error()}));
+    response->set_segment_id(id);
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+// ----------------------------------------------------------------------------------- requests
+
+grpc::Status ContextServiceImpl::Build(grpc::ServerContext* context,
+                                       const v1::BuildRequest* request,
+                                       v1::BuildResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    Agent& agent = lease.agent();
+    STRATA_ASSIGN_OR_RETURN(CachePrediction prediction, agent.PredictCachedTokens());
+    response->set_input_tokens(prediction.input_tokens);
+    response->set_input_tokens_exact(prediction.input_tokens_exact);
+    response->set_predicted_cached_tokens(prediction.predicted_cached_tokens);
+    response->set_compaction_due(prediction.compaction_due);
+    if (prediction.compaction) FillReport(*prediction.compaction, response->mutable_compaction());
+    const Context& ctx = agent.context();
+    StatusOr<BuiltRequest> built = ctx.Build();
+    if (built.ok()) {
+      response->set_body(built->body);
+      response->set_stable_prefix_hash(built->stable_prefix_hash);
+      response->set_limit_tokens(static_cast<int64_t>(built->limit_tokens));
+      for (int i = 0; i < kLayerCount; ++i) {
+        FillLayer(static_cast<Layer>(i), built->layers[i], response->add_layers());
+      }
+    } else if (!(prediction.compaction_due &&
+                 built.status().code() == StatusCode::kResourceExhausted)) {
+      return built.status();
+    }  // else: only the due compaction makes it fit; the body is left empty
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
+                                          const v1::CompleteRequest* request,
+                                          grpc::ServerWriter<v1::CompleteEvent>* writer) {
+  STRATA_CALL;
+  return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    STRATA_RETURN_IF_ERROR(CheckAgentId(request->agent_id()));
+    STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry_->BeginCompletion(t));
+    STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry_->Acquire(t, request->agent_id()));
+    Agent& agent = lease.agent();
+    std::string user_segment;
+    if (!request->user_message().empty()) {
+      STRATA_ASSIGN_OR_RETURN(user_segment, agent.AppendUser(request->user_message()));
+    }
+    // Cancels the upstream request when the client goes away or the server stops waiting.
+    CancellationToken cancel;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watcher([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!finished) {
+        if (context->IsCancelled()) {
+          cancel.Cancel();
+          return;
+        }
+        cv.wait_for(lock, std::chrono::milliseconds(20));
+      }
+    });
+    TurnOptions options;
+    options.cancel = &cancel;
+    options.on_delta = [&](const StreamDelta& d) {
+      v1::CompleteEvent event;
+      v1::Delta* delta = event.mutable_delta();
+      switch (d.kind) {
+        case StreamDelta::Kind::kContent:
+          delta->set_kind(v1::Delta::KIND_CONTENT);
+          break;
+        case StreamDelta::Kind::kReasoning:
+          delta->set_kind(v1::Delta::KIND_REASONING);
+          break;
+        case StreamDelta::Kind::kToolCallArguments:
+          delta->set_kind(v1::Delta::KIND_TOOL_CALL_ARGUMENTS);
+          break;
+      }
+      delta->set_text(d.text);
+      delta->set_tool_call_index(d.tool_call_index);
+      delta->set_tool_call_id(d.tool_call_id);
+      delta->set_tool_name(d.tool_name);
+      writer->Write(event);  // false: the client is gone; the watcher cancels the request
+    };
+    StatusOr<Turn> turn = agent.Complete(options);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    watcher.join();
+    if (!turn.ok()) {
+      Status s = turn.status();
+      if (!user_segment.empty()) {
+        s = Status(s.code(), s.message() + " (the user message stays appended as " +
+                                 user_segment +
+                                 "; call Complete again without user_message to retry)");
+      }
+      return s;
+    }
+    if (hooks_.on_turn) hooks_.on_turn(t.name, *turn);
+    v1::CompleteEvent event;
+    v1::Turn* out = event.mutable_turn();
+    FillRecord(turn->record, out->mutable_record());
+    out->set_assistant_segment_id(turn->assistant_segment_id);
+    out->set_user_segment_id(user_segment);
+    out->set_content(turn->response.content);
+    out->set_reasoning(turn->response.reasoning);
+    for (const ToolCall& c : turn->response.tool_calls) {
+      v1::ToolCall* call_out = out->add_tool_calls();
+      call_out->set_id(c.id);
+      call_out->set_name(c.name);
+      call_out->set_arguments(c.arguments);
+    }
+    out->set_finish_reason(turn->response.finish_reason);
+    for (const CompactionReport& r : turn->compactions) FillReport(r, out->add_compactions());
+    if (turn->prefix_break) {
+      const PrefixBreakEvent& e = *turn->prefix_break;
+      v1::PrefixBreak* b = out->mutable_prefix_break();
+      b->set_kind(std::string(PrefixBreakKindName(e.kind)));
+      b->set_reason(e.reason);
+      b->set_segment_id(e.segment_id);
+      b->set_layer(e.layer);
+      b->set_predicted_cached_tokens(e.predicted_cached_tokens);
+      if (e.reported_cached_tokens) b->set_reported_cached_tokens(*e.reported_cached_tokens);
+      b->set_previous_prompt_tokens(e.previous_prompt_tokens);
+    }
+    for (const std::string& cause : turn->break_causes) out->add_break_causes(cause);
+    FillGrowth(turn->growth, out->mutable_growth());
+    if (!writer->Write(event)) {
+      return CancelledError("the client went away before the turn was delivered (the turn is "
+                            "stored: read it with Records)");
+    }
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Compact(grpc::ServerContext* context,
+                                         const v1::CompactRequest* request,
+                                         v1::CompactResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::optional<CompactionReport> report,
+                            lease.agent().context().Compact(request->force()));
+    response->set_compacted(report.has_value());
+    if (report) {
+      // The store writes the "compaction" event with the change itself.
+      FillReport(*report, response->mutable_report());
+    }
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Recall(grpc::ServerContext* context,
+                                        const v1::RecallRequest* request,
+                                        v1::RecallResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_RETURN_IF_ERROR(RequireNonNegative(request->offset(), "offset"));
+    STRATA_RETURN_IF_ERROR(RequireNonNegative(request->max_tokens(), "max_tokens"));
+    if (request->recall_id().empty()) return InvalidArgumentError("recall_id is empty");
+    STRATA_ASSIGN_OR_RETURN(RecallPage page,
+                            lease.agent().Recall(request->recall_id(),
+                                                 static_cast<size_t>(request->offset()),
+                                                 static_cast<size_t>(request->max_tokens())));
+    response->set_content(page.content);
+    response->set_offset(static_cast<int64_t>(page.offset));
+    response->set_total_bytes(static_cast<int64_t>(page.total_bytes));
+    response->set_remaining_bytes(static_cast<int64_t>(page.remaining_bytes));
+    response->set_tokens(static_cast<int64_t>(page.tokens));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Pin(grpc::ServerContext* context, const v1::PinRequest* request,
+                                     v1::MutationResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    if (request->segment_id().empty()) return InvalidArgumentError("segment_id is empty");
+    STRATA_RETURN_IF_ERROR(
+        lease.agent().context().SetPinned(request->segment_id(), request->pinned()));
+    response->set_segment_id(request->segment_id());
+    response->set_input_tokens(static_cast<int64_t>(lease.agent().context().InputTokens()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Fork(grpc::ServerContext* context,
+                                      const v1::ForkRequest* request, v1::AgentInfo* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    const TenantConfig& t = *call.tenant;
+    if (request->task().empty()) return InvalidArgumentError("task: a fork needs a task");
+    STRATA_RETURN_IF_ERROR(RequireNonNegative(request->window(), "window"));
+    ForkOptions options;
+    if (!request->child_id().empty()) {
+      STRATA_RETURN_IF_ERROR(CheckAgentId(request->child_id(), "child_id"));
+      options.id = AgentRegistry::StoredId(t, request->child_id());
+    }
+    if (request->window() > 0) {
+      AgentBudgetConfig budget = lease.agent().config().budget;
+      budget.window = request->window();
+      budget.reserve_output.reset();
+      budget.reserve_reasoning.reset();
+      budget.reserve_headroom.reset();
+      options.budget = budget;
+    }
+    STRATA_RETURN_IF_ERROR(registry_->CheckCanAdd(t));
+    StatusOr<std::unique_ptr<Agent>> child = lease.agent().Fork(request->task(), options);
+    if (!child.ok()) {
+      if (child.status().code() == StatusCode::kAlreadyExists) {
+        return AlreadyExistsError("child_id \"" + request->child_id() + "\" is taken");
+      }
+      return child.status();
+    }
+    std::string task_segment;
+    for (const Segment& s : (*child)->context().Segments()) {
+      if (s.layer == Layer::kHistory && s.kind == SegmentKind::kUser) task_segment = s.id;
+    }
+    STRATA_ASSIGN_OR_RETURN(AgentLease child_lease, registry_->Adopt(t, std::move(child).value()));
+    if (hooks_.on_agents) hooks_.on_agents(t.name, registry_->AgentCount(t));
+    response->set_agent_id(child_lease.id());
+    response->set_parent_id(lease.id());
+    response->set_task_segment_id(task_segment);
+    response->set_config_json(ClientConfigJson(child_lease.agent(), child_lease.id()));
+    StatusOr<StoredAgent> info = registry_->store().GetAgent(child_lease.stored_id());
+    if (info.ok()) FillInfo(*info, child_lease.id(), response);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Join(grpc::ServerContext* context,
+                                      const v1::JoinRequest* request, v1::JoinResponse* response) {
+  STRATA_CALL;
+  return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    STRATA_RETURN_IF_ERROR(RequireNonNegative(request->max_tokens(), "max_tokens"));
+    STRATA_ASSIGN_OR_RETURN(auto pair,
+                            registry_->AcquirePair(t, request->agent_id(), request->child_id()));
+    JoinOptions options;
+    if (request->max_tokens() > 0) options.max_tokens = static_cast<size_t>(request->max_tokens());
+    STRATA_ASSIGN_OR_RETURN(std::string id,
+                            pair.first.agent().Join(pair.second.agent(), options));
+    response->set_segment_id(id);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Growth(grpc::ServerContext* context,
+                                        const v1::GrowthRequest* request,
+                                        v1::GrowthResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::vector<GrowthPoint> points,
+                            registry_->store().Growth(lease.stored_id()));
+    for (const GrowthPoint& g : points) FillGrowth(g, response->add_points());
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Records(grpc::ServerContext* context,
+                                         const v1::RecordsRequest* request,
+                                         v1::RecordsResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    int64_t page_size = request->page_size() == 0 ? 100 : request->page_size();
+    if (page_size < 1 || page_size > 1000) {
+      return InvalidArgumentError("page_size " + std::to_string(request->page_size()) +
+                                  " is outside 1-1000 (0: 100)");
+    }
+    int64_t offset = 0;
+    if (!request->page_token().empty()) {
+      const std::string& token = request->page_token();
+      bool digits = token.size() <= 12 && token.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) {
+        return InvalidArgumentError("page_token \"" + token.substr(0, 40) +
+                                    "\" is not one this service returned (use next_page_token)");
+      }
+      offset = std::stoll(token);
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<RequestRecord> records,
+                            registry_->store().RecentRequests(
+                                lease.stored_id(), static_cast<size_t>(offset + page_size + 1)));
+    for (int64_t i = offset; i < static_cast<int64_t>(records.size()) && i < offset + page_size;
+         ++i) {
+      FillRecord(records[i], response->add_records());
+    }
+    if (static_cast<int64_t>(records.size()) > offset + page_size) {
+      response->set_next_page_token(std::to_string(offset + page_size));
+    }
+    return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::Stats(grpc::ServerContext* context,
+                                       const v1::StatsRequest* request,
+                                       v1::StatsResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    const Context& ctx = lease.agent().context();
+    ContextStats stats = ctx.Stats();
+    response->set_segments(static_cast<int64_t>(stats.segments));
+    response->set_turns(static_cast<int64_t>(stats.turns));
+    response->set_truncated(static_cast<int64_t>(stats.truncated));
+    response->set_deduplicated(static_cast<int64_t>(stats.deduplicated));
+    response->set_folded(static_cast<int64_t>(stats.folded));
+    response->set_bytes_saved_by_hygiene(static_cast<int64_t>(stats.bytes_saved_by_hygiene));
+    for (int i = 0; i < kLayerCount; ++i) {
+      FillLayer(static_cast<Layer>(i), stats.layers[i], response->add_layers());
+    }
+    response->set_input_tokens(static_cast<int64_t>(ctx.InputTokens()));
+    STRATA_ASSIGN_OR_RETURN(StoredAgent stored, registry_->store().GetAgent(lease.stored_id()));
+    response->set_requests(stored.requests);
+    response->set_compactions(stored.compactions);
+    response->set_stored_tokens(stored.tokens);
+    STRATA_ASSIGN_OR_RETURN(std::vector<StoredEvent> breaks,
+                            registry_->store().Events(lease.stored_id(), "prefix_break"));
+    response->set_prefix_breaks(static_cast<int64_t>(breaks.size()));
+    return Status::Ok();
+  });
+}
+
+#undef STRATA_CALL
+
+}  // namespace strata::sidecar

@@ -1,0 +1,94 @@
+// The gRPC strata.v1.ContextService of strata-sidecar (proto/strata/v1/context_service.proto), on
+// gRPC++'s synchronous API: each call runs on a thread of the server's pool (bounded by
+// SidecarConfig::max_threads), where it may block on its agent's lease and on the upstream
+// request. docs/sidecar.md explains the choice.
+//
+// Every call authenticates first (metadata "authorization"), then checks the tenant's
+// max_request_bytes, then leases its agent from the registry: the call's work runs under the
+// lease, so one agent's calls are serialized. Complete also holds one of the tenant's
+// max_concurrent_completions slots, and cancels its upstream request when the client cancels or
+// the server shuts down past its drain deadline.
+#ifndef STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
+#define STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
+
+#include <functional>
+#include <string_view>
+
+#include "registry.h"
+#include "strata/agent.h"
+#include "strata/v1/context_service.grpc.pb.h"
+#include "tenants.h"
+
+namespace strata::sidecar {
+
+namespace v1 = ::strata::v1;
+
+// Observers the service calls (the metrics component plugs in here); each may be empty.
+struct ServiceHooks {
+  std::function<void(std::string_view tenant, const strata::Turn& turn)> on_turn;
+  std::function<void(std::string_view tenant, strata::StatusCode code)> on_error;
+  std::function<void(std::string_view tenant, int64_t agents)> on_agents;
+};
+
+// strata::Status -> grpc::Status (the codes are the same numbers).
+grpc::Status ToGrpcStatus(const Status& status);
+
+class ContextServiceImpl final : public strata::v1::ContextService::Service {
+ public:
+  // Not owned; both must outlive the service.
+  ContextServiceImpl(AgentRegistry* registry, const Authenticator* authenticator,
+                     ServiceHooks hooks = {});
+
+  grpc::Status CreateAgent(grpc::ServerContext* context, const v1::CreateAgentRequest* request,
+                      v1::AgentInfo* response) override;
+  grpc::Status OpenAgent(grpc::ServerContext* context, const v1::OpenAgentRequest* request,
+                      v1::AgentInfo* response) override;
+  grpc::Status DeleteAgent(grpc::ServerContext* context, const v1::DeleteAgentRequest* request,
+                      v1::DeleteAgentResponse* response) override;
+  grpc::Status ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest* request,
+                      v1::ListAgentsResponse* response) override;
+  grpc::Status SetSystemPrompt(grpc::ServerContext* context, const v1::SetSystemPromptRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status SetTools(grpc::ServerContext* context, const v1::SetToolsRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status PutDocument(grpc::ServerContext* context, const v1::PutDocumentRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status RemoveDocument(grpc::ServerContext* context, const v1::RemoveDocumentRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status AppendUser(grpc::ServerContext* context, const v1::AppendUserRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status AppendAssistant(grpc::ServerContext* context, const v1::AppendAssistantRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status AppendToolResult(grpc::ServerContext* context, const v1::AppendToolResultRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status Build(grpc::ServerContext* context, const v1::BuildRequest* request,
+                      v1::BuildResponse* response) override;
+  grpc::Status Complete(grpc::ServerContext* context, const v1::CompleteRequest* request,
+                      grpc::ServerWriter<v1::CompleteEvent>* writer) override;
+  grpc::Status Compact(grpc::ServerContext* context, const v1::CompactRequest* request,
+                      v1::CompactResponse* response) override;
+  grpc::Status Recall(grpc::ServerContext* context, const v1::RecallRequest* request,
+                      v1::RecallResponse* response) override;
+  grpc::Status Pin(grpc::ServerContext* context, const v1::PinRequest* request,
+                      v1::MutationResponse* response) override;
+  grpc::Status Fork(grpc::ServerContext* context, const v1::ForkRequest* request,
+                      v1::AgentInfo* response) override;
+  grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
+                      v1::JoinResponse* response) override;
+  grpc::Status Growth(grpc::ServerContext* context, const v1::GrowthRequest* request,
+                      v1::GrowthResponse* response) override;
+  grpc::Status Records(grpc::ServerContext* context, const v1::RecordsRequest* request,
+                      v1::RecordsResponse* response) override;
+  grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
+                      v1::StatsResponse* response) override;
+
+ private:
+  struct Call;
+  AgentRegistry* registry_;
+  const Authenticator* authenticator_;
+  ServiceHooks hooks_;
+};
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_SERVICE_H_

@@ -1,0 +1,86 @@
+// strata-sidecar's configuration: one JSON document (--config FILE) for everything, tenants and
+// limits included, with command-line flags overriding it (docs/sidecar.md "Configuration").
+//
+// Parsing is strict: unknown keys and wrong types are refused with INVALID_ARGUMENT naming the key
+// path ("tenants[1].limits.max_agents: expected an integer >= 0, got \"ten\""), so a typo never
+// silently falls back to a default.
+#ifndef STRATA_APPS_STRATA_SIDECAR_SIDECAR_CONFIG_H_
+#define STRATA_APPS_STRATA_SIDECAR_SIDECAR_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "strata/status.h"
+
+namespace strata::sidecar {
+
+// Limits of one tenant. 0 means "no limit" for max_agents and max_concurrent_completions.
+struct TenantLimits {
+  int64_t max_agents = 1000;               // agents stored for the tenant
+  int64_t max_concurrent_completions = 16;  // Complete calls (and proxied completions) at once
+  int64_t max_request_bytes = 4 << 20;      // one request message (gRPC) or body (HTTP)
+};
+
+struct TenantConfig {
+  std::string name;  // 1-64 characters of [A-Za-z0-9._-]; agents are namespaced by it
+  // SHA-256 (64 lowercase hex digits) of each bearer token that authenticates as this tenant
+  // (`strata-sidecar hash-token` prints it). Tokens themselves are never configured or stored.
+  std::vector<std::string> token_sha256;
+  TenantLimits limits;
+};
+
+// PEM files of a listener's TLS. Empty cert_file: plaintext.
+struct TlsConfig {
+  std::string cert_file;       // the server's certificate chain (PEM)
+  std::string key_file;        // its private key (PEM)
+  std::string client_ca_file;  // "" : no client certificates; else required and verified (mTLS)
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct SidecarConfig {
+  std::string grpc_listen = "127.0.0.1:50051";  // HOST:PORT; port 0 binds a free port
+  std::string http_listen;                      // "" : no HTTP listener (the proxy's)
+  std::string store = "strata-sidecar.db";      // the SQLite store of every agent
+  std::string upstream;                         // the model server's base URL, e.g. .../v1
+  std::string backend = "vllm";                 // "openai", "vllm", "sglang", "zai"
+  // The NAME of the environment variable holding the upstream API key ("" : none). The key is
+  // read from the environment when an agent is created or opened and never logged or stored.
+  std::string upstream_api_key_env;
+  std::string tokenizer = "estimate";  // default tokenizer spec of new agents
+  std::string chat_template = "glm5";  // default chat template of new agents
+  int64_t budget = 0;                  // default window of new agents in tokens; 0: 1,048,576
+  TlsConfig tls;       // applies to the gRPC listener and the HTTP listener
+  std::vector<TenantConfig> tenants;  // empty: one tenant "default", no authentication
+  TenantLimits default_limits;        // limits of the "default" tenant when no tenants are set
+  // Serve without tenants on a non-loopback address (refused otherwise).
+  bool allow_unauthenticated = false;
+  int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish
+  int64_t max_threads = 64;          // gRPC handler threads at most
+  // The "metrics" object, kept as given for the metrics component's own parser.
+  nlohmann::json metrics = nlohmann::json::object();
+};
+
+// Parses a configuration document (every key optional; defaults as above).
+StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text);
+// Reads and parses a file; errors name the file.
+StatusOr<SidecarConfig> LoadSidecarConfig(const std::string& path);
+// Checks the values that parsing cannot: listener addresses, tenant names and hashes unique, TLS
+// files readable. Called after flags are applied.
+Status ValidateSidecarConfig(const SidecarConfig& config);
+
+// "HOST:PORT" split into its parts (IPv6 in brackets: "[::1]:0"). INVALID_ARGUMENT naming `what`.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+StatusOr<HostPort> ParseHostPort(std::string_view text, std::string_view what);
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(std::string_view host);
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_SIDECAR_CONFIG_H_

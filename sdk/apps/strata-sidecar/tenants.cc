@@ -1,0 +1,77 @@
+#include "tenants.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+
+namespace strata::sidecar {
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (unsigned int i = 0; i < size; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+Authenticator::Authenticator(std::vector<TenantConfig> tenants, TenantLimits default_limits)
+    : enabled_(!tenants.empty()), tenants_(std::move(tenants)) {
+  if (!enabled_) {
+    TenantConfig tenant;
+    tenant.name = "default";
+    tenant.limits = default_limits;
+    tenants_.push_back(std::move(tenant));
+    return;
+  }
+  for (size_t i = 0; i < tenants_.size(); ++i) {
+    for (const std::string& hash : tenants_[i].token_sha256) by_hash_.emplace(hash, i);
+  }
+}
+
+StatusOr<const TenantConfig*> Authenticator::Authenticate(std::string_view authorization) const {
+  if (!enabled_) return &tenants_.front();
+  if (authorization.empty()) {
+    return UnauthenticatedError(
+        "no credentials: send the metadata/header \"authorization: Bearer <token>\"");
+  }
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size() ||
+      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(),
+                  [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+    return UnauthenticatedError(
+        "malformed credentials: the authorization value must be \"Bearer <token>\"");
+  }
+  std::string_view token = authorization.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  if (token.empty()) {
+    return UnauthenticatedError("malformed credentials: the bearer token is empty");
+  }
+  // The token is compared through its hash: the lookup's timing depends only on the hash.
+  auto it = by_hash_.find(Sha256Hex(token));
+  if (it == by_hash_.end()) {
+    return UnauthenticatedError("unknown bearer token (it matches no configured tenant)");
+  }
+  return &tenants_[it->second];
+}
+
+const TenantConfig* Authenticator::Find(std::string_view name) const {
+  for (const TenantConfig& t : tenants_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+int64_t Authenticator::MaxRequestBytes() const {
+  int64_t max = 0;
+  for (const TenantConfig& t : tenants_) max = std::max(max, t.limits.max_request_bytes);
+  return max;
+}
+
+}  // namespace strata::sidecar
