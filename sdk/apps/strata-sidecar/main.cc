@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "service.h"
 #include "sidecar_config.h"
+#include "sidecar_metrics.h"
 #include "tenants.h"
 
 namespace {
@@ -178,7 +179,26 @@ int main(int argc, char** argv) {
       sc::AgentRegistry::Open(registry_options);
   if (!registry.ok()) return Fail(registry.status());
 
+  StatusOr<sc::MetricsConfig> metrics_config = sc::ParseMetricsConfig(config.metrics);
+  if (!metrics_config.ok()) return Fail(metrics_config.status());
+  sc::SidecarMetrics metrics(*metrics_config, nullptr,
+                             [](const std::string& message) { Log("warning: " + message); });
+  for (const sc::TenantConfig& t : authenticator.tenants()) {
+    metrics.SetAgents(t.name, (*registry)->AgentCount(t));
+  }
   sc::ServiceHooks hooks;
+  hooks.on_turn = [&](std::string_view tenant, const strata::Turn& turn) {
+    metrics.ObserveTurn(tenant, turn);
+  };
+  hooks.on_error = [&](std::string_view tenant, strata::StatusCode code) {
+    metrics.ObserveError(tenant, "", code);
+  };
+  hooks.on_agents = [&](std::string_view tenant, int64_t n) { metrics.SetAgents(tenant, n); };
+  hooks.on_complete_begin = [&](std::string_view tenant, int64_t input_tokens,
+                                int64_t max_output_tokens) -> std::shared_ptr<void> {
+    return std::make_shared<sc::SidecarMetrics::InFlight>(
+        metrics.Begin(tenant, input_tokens, max_output_tokens));
+  };
   sc::ContextServiceImpl service(registry->get(), &authenticator, hooks);
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(config.tls);
   if (!credentials.ok()) return Fail(credentials.status());

@@ -495,6 +495,12 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
       delta->set_tool_name(d.tool_name);
       writer->Write(event);  // false: the client is gone; the watcher cancels the request
     };
+    std::shared_ptr<void> in_flight;
+    if (hooks_.on_complete_begin) {
+      StatusOr<int64_t> input_tokens = agent.InputTokens();
+      in_flight = hooks_.on_complete_begin(t.name, input_tokens.ok() ? *input_tokens : 0,
+                                           agent.config().endpoint.max_output_tokens);
+    }
     StatusOr<Turn> turn = agent.Complete(options);
     {
       std::lock_guard<std::mutex> lock(mu);
