@@ -329,16 +329,18 @@ StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::stri
   config.endpoint.api_key_env = o.api_key_env;
   config.store_path.clear();
   std::lock_guard<std::mutex> create_lock(s.create_mu);
+  auto taken = [&]() {
+    return AlreadyExistsError("agent \"" + std::string(agent_id) +
+                              "\" exists: open it, or delete it first");
+  };
+  if (s.store->GetAgent(config.identity.id).ok()) return taken();
   STRATA_RETURN_IF_ERROR(CheckCanAdd(tenant));
   AgentServices services;
   services.store = s.store.get();
   services.transport = o.transport;
   StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(std::move(config), services);
   if (!agent.ok()) {
-    if (agent.status().code() == StatusCode::kAlreadyExists) {
-      return AlreadyExistsError("agent \"" + std::string(agent_id) +
-                                "\" exists: open it, or delete it first");
-    }
+    if (agent.status().code() == StatusCode::kAlreadyExists) return taken();
     return agent.status();
   }
   return Adopt(tenant, std::move(agent).value());

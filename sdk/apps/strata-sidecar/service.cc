@@ -563,8 +563,15 @@ grpc::Status ContextServiceImpl::Compact(grpc::ServerContext* context,
                             lease.agent().context().Compact(request->force()));
     response->set_compacted(report.has_value());
     if (report) {
-      // The store writes the "compaction" event with the change itself.
       FillReport(*report, response->mutable_report());
+      // The Agent keeps compaction events out of its journal and writes them itself (in
+      // Complete); a compaction made through its context is recorded here the same way.
+      StoredEvent e;
+      e.agent_id = lease.stored_id();
+      e.turn = report->turn;
+      e.type = "compaction";
+      e.payload_json = CompactionReportJson(*report);
+      STRATA_RETURN_IF_ERROR(registry_->store().AppendEvent(e).status());
     }
     return Status::Ok();
   });

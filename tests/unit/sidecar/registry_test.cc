@@ -1,0 +1,256 @@
+#include "registry.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "testing/scripted_transport.h"
+
+namespace strata::sidecar {
+namespace {
+
+std::string TempStore(const std::string& name) {
+  std::string path = "/tmp/strata-sidecar-test-" + std::to_string(::getpid()) + "-" + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+TenantConfig Tenant(const std::string& name, int64_t max_agents = 0, int64_t max_completions = 0) {
+  TenantConfig t;
+  t.name = name;
+  t.limits.max_agents = max_agents;
+  t.limits.max_concurrent_completions = max_completions;
+  return t;
+}
+
+std::unique_ptr<AgentRegistry> OpenRegistry(const std::string& path,
+                                            Transport* transport = nullptr) {
+  RegistryOptions options;
+  options.store_path = path;
+  options.upstream = "http://127.0.0.1:9/v1";
+  options.transport = transport;
+  StatusOr<std::unique_ptr<AgentRegistry>> registry = AgentRegistry::Open(options);
+  REQUIRE(registry.ok());
+  return std::move(registry).value();
+}
+
+TEST_CASE("registry: agent ids", "[sidecar][registry]") {
+  CHECK(IsValidAgentId("agent-1.v2_x"));
+  CHECK_FALSE(IsValidAgentId(""));
+  CHECK_FALSE(IsValidAgentId("team/agent"));  // '/' separates the tenant in the store
+  CHECK_FALSE(IsValidAgentId("a b"));
+  CHECK_FALSE(IsValidAgentId(std::string(129, 'a')));
+  Status s = CheckAgentId("a/b");
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("agent_id \"a/b\" is not a valid agent id"));
+  CHECK_THAT(CheckAgentId("", "child_id").message(), Catch::Contains("child_id \"\" is empty"));
+}
+
+TEST_CASE("registry: agents are namespaced by tenant", "[sidecar][registry]") {
+  const std::string path = TempStore("tenants.db");
+  auto registry = OpenRegistry(path);
+  TenantConfig a = Tenant("team-a");
+  TenantConfig b = Tenant("team-b");
+  {
+    StatusOr<AgentLease> lease = registry->Create(a, "shared-name", registry->DefaultConfig(a, "x"));
+    REQUIRE(lease.ok());
+    CHECK(lease->id() == "shared-name");
+    CHECK(lease->stored_id() == "team-a/shared-name");
+    CHECK(lease->agent().config().identity.tenant == "team-a");
+    REQUIRE(lease->agent().AppendUser("from a").ok());
+  }
+  // Another tenant may use the same id: a different agent.
+  REQUIRE(registry->Create(b, "shared-name", registry->DefaultConfig(b, "x")).ok());
+  REQUIRE(registry->Create(a, "only-a", registry->DefaultConfig(a, "x")).ok());
+
+  StatusOr<AgentLease> theirs = registry->Acquire(b, "only-a");
+  CHECK(theirs.status().code() == StatusCode::kNotFound);
+  CHECK(theirs.status().message() == "no agent \"only-a\"");
+  CHECK(registry->Info(b, "only-a").status().code() == StatusCode::kNotFound);
+  CHECK(registry->Delete(b, "only-a").code() == StatusCode::kNotFound);
+  CHECK(registry->Acquire(a, "only-a").ok());  // still there
+
+  StatusOr<std::vector<StoredAgent>> listed = registry->List(a);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 2);
+  CHECK((*listed)[0].options.agent.id == "only-a");
+  CHECK((*listed)[1].options.agent.id == "shared-name");
+  listed = registry->List(b);
+  REQUIRE(listed->size() == 1);
+  CHECK((*listed)[0].segments == 1);  // b's agent (its tools layer), not a's (plus a message)
+  CHECK(registry->Info(a, "shared-name").value().segments == 2);
+  CHECK(registry->AgentCount(a) == 2);
+  CHECK(registry->AgentCount(b) == 1);
+  registry.reset();
+}
+
+TEST_CASE("registry: agents reopen from the store", "[sidecar][registry]") {
+  const std::string path = TempStore("reopen.db");
+  TenantConfig t = Tenant("t");
+  std::string body;
+  {
+    auto registry = OpenRegistry(path);
+    StatusOr<AgentLease> lease = registry->Create(t, "a1", registry->DefaultConfig(t, "a1"));
+    REQUIRE(lease.ok());
+    REQUIRE(lease->agent().SetSystemPrompt("You are a test agent.").ok());
+    REQUIRE(lease->agent().AppendUser("hello").ok());
+    body = lease->agent().context().Build().value().body;
+  }
+  auto registry = OpenRegistry(path);
+  CHECK(registry->AgentCount(t) == 1);
+  StatusOr<AgentLease> lease = registry->Acquire(t, "a1");
+  REQUIRE(lease.ok());
+  CHECK(lease->agent().context().Build().value().body == body);
+  CHECK(registry->Acquire(t, "a2").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("registry: max_agents per tenant", "[sidecar][registry]") {
+  const std::string path = TempStore("limit.db");
+  auto registry = OpenRegistry(path);
+  TenantConfig t = Tenant("small", /*max_agents=*/2);
+  REQUIRE(registry->Create(t, "a", registry->DefaultConfig(t, "a")).ok());
+  REQUIRE(registry->AcquireOrCreate(t, "b", nullptr).ok());
+  StatusOr<AgentLease> third = registry->Create(t, "c", registry->DefaultConfig(t, "c"));
+  CHECK(third.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(third.status().message(), Catch::Contains("max_agents = 2"));
+  CHECK_THAT(third.status().message(), Catch::Contains("tenant \"small\""));
+  CHECK(registry->AcquireOrCreate(t, "c", nullptr).status().code() ==
+        StatusCode::kResourceExhausted);
+  CHECK(registry->AcquireOrCreate(t, "a", nullptr).ok());  // existing agents still open
+  REQUIRE(registry->Delete(t, "a").ok());
+  CHECK(registry->Create(t, "c", registry->DefaultConfig(t, "c")).ok());
+  CHECK(registry->Create(t, "b", registry->DefaultConfig(t, "b")).status().code() ==
+        StatusCode::kAlreadyExists);
+  // Other tenants are not affected.
+  TenantConfig other = Tenant("other", 1);
+  CHECK(registry->Create(other, "a", registry->DefaultConfig(other, "a")).ok());
+}
+
+TEST_CASE("registry: concurrent completions per tenant", "[sidecar][registry]") {
+  const std::string path = TempStore("slots.db");
+  auto registry = OpenRegistry(path);
+  TenantConfig t = Tenant("t", 0, /*max_completions=*/2);
+  TenantConfig other = Tenant("u", 0, 1);
+  StatusOr<CompletionSlot> one = registry->BeginCompletion(t);
+  StatusOr<CompletionSlot> two = registry->BeginCompletion(t);
+  REQUIRE(one.ok());
+  REQUIRE(two.ok());
+  CHECK(registry->CompletionsInFlight(t) == 2);
+  StatusOr<CompletionSlot> three = registry->BeginCompletion(t);
+  CHECK(three.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(three.status().message(), Catch::Contains("max_concurrent_completions = 2"));
+  CHECK(registry->BeginCompletion(other).ok());  // per tenant
+  { CompletionSlot released = std::move(one).value(); }
+  CHECK(registry->CompletionsInFlight(t) == 1);
+  CHECK(registry->BeginCompletion(t).ok());
+}
+
+TEST_CASE("registry: a client's configuration never sets the endpoint or the store",
+          "[sidecar][registry]") {
+  const std::string path = TempStore("adopt.db");
+  auto registry = OpenRegistry(path);
+  TenantConfig t = Tenant("t");
+  struct Case {
+    std::string json;
+    std::string message;
+  };
+  const Case refused[] = {
+      {R"({"store_path": "/tmp/x.db"})", "store_path is the sidecar's"},
+      {R"({"endpoint": {"base_url": "http://evil.example/v1"}})", "endpoint.base_url"},
+      {R"({"endpoint": {"api_key_env": "HOME"}})", "endpoint.api_key_env"},
+      {R"({"endpoint": {"deployment_secret_env": "X"}})", "endpoint.deployment_secret_env"},
+      {R"({"endpoint": {"backend": "openai"}})", "differs from the sidecar's backend \"vllm\""},
+      {R"({"identity": {"id": "other"}})", "identity.id \"other\" differs from agent_id"},
+      {R"({"identity": {"tenant": "someone-else"}})", "identity.tenant"},
+      {R"({"budget": {"window": "big"}})", "config_json: budget.window"},
+      {R"([])", "not a JSON object"},
+  };
+  for (const Case& c : refused) {
+    INFO(c.json);
+    StatusOr<AgentConfig> config = registry->AdoptClientConfig(t, "a", c.json);
+    REQUIRE_FALSE(config.ok());
+    CHECK(config.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(config.status().message(), Catch::Contains(c.message));
+  }
+  StatusOr<AgentConfig> config = registry->AdoptClientConfig(
+      t, "a", R"({"identity": {"id": "a"}, "budget": {"window": 65536},
+                  "endpoint": {"backend": "vllm", "max_output_tokens": 128}})");
+  REQUIRE(config.ok());
+  CHECK(config->identity.id == "t/a");
+  CHECK(config->identity.tenant == "t");
+  CHECK(config->budget.window == 65536);
+  CHECK(config->endpoint.max_output_tokens == 128);
+  CHECK(config->endpoint.base_url == "http://127.0.0.1:9/v1");
+}
+
+TEST_CASE("registry: one agent's operations are serialized [concurrency]",
+          "[sidecar][registry][concurrency]") {
+  const std::string path = TempStore("serial.db");
+  auto registry = OpenRegistry(path);
+  TenantConfig t = Tenant("t");
+  REQUIRE(registry->Create(t, "a", registry->DefaultConfig(t, "a")).ok());
+  REQUIRE(registry->Create(t, "b", registry->DefaultConfig(t, "b")).ok());
+  std::atomic<int> inside_a{0};
+  std::atomic<int> max_inside_a{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 5; ++k) {
+        const char* id = (i % 2 == 0) ? "a" : "b";
+        StatusOr<AgentLease> lease = registry->Acquire(t, id);
+        if (!lease.ok()) {
+          ++failures;
+          continue;
+        }
+        if (i % 2 == 0) {
+          int now = ++inside_a;
+          int seen = max_inside_a.load();
+          while (now > seen && !max_inside_a.compare_exchange_weak(seen, now)) {
+          }
+        }
+        if (!lease->agent().AppendUser("message " + std::to_string(i) + "." + std::to_string(k))
+                 .ok()) {
+          ++failures;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (i % 2 == 0) --inside_a;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  CHECK(failures == 0);
+  CHECK(max_inside_a == 1);
+  StatusOr<AgentLease> a = registry->Acquire(t, "a");
+  REQUIRE(a.ok());
+  CHECK(a->agent().context().Stats().layers[static_cast<int>(Layer::kHistory)].segments == 15);
+}
+
+TEST_CASE("registry: agents complete through the injected transport", "[sidecar][registry]") {
+  const std::string path = TempStore("complete.db");
+  strata::testing::ScriptedTransport transport;
+  transport.Reply("Hello from upstream.");
+  auto registry = OpenRegistry(path, &transport);
+  TenantConfig t = Tenant("t");
+  StatusOr<AgentLease> lease = registry->AcquireOrCreate(t, "a", nullptr);
+  REQUIRE(lease.ok());
+  REQUIRE(lease->agent().AppendUser("hi").ok());
+  StatusOr<Turn> turn = lease->agent().Complete();
+  REQUIRE(turn.ok());
+  CHECK(turn->response.content == "Hello from upstream.");
+  CHECK(turn->record.agent_id == "t/a");
+  StatusOr<std::vector<RequestRecord>> records = registry->store().RecentRequests("t/a", 10);
+  REQUIRE(records.ok());
+  CHECK(records->size() == 1);
+}
+
+}  // namespace
+}  // namespace strata::sidecar
