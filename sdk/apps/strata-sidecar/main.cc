@@ -18,11 +18,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
+#include "http_server.h"
 #include "registry.h"
 #include "service.h"
 #include "sidecar_config.h"
@@ -153,9 +155,15 @@ int main(int argc, char** argv) {
   if (config.upstream.empty()) {
     Log("warning: no --upstream: Complete fails until one is configured");
   }
-  if (!config.http_listen.empty()) {
-    Log("warning: --http-listen " + config.http_listen +
-        ": this build has no HTTP proxy listener; serving gRPC only");
+  if (!config.http_listen.empty() && config.tenants.empty() && !config.allow_unauthenticated) {
+    StatusOr<sc::HostPort> http_address = sc::ParseHostPort(config.http_listen, "--http-listen");
+    if (!http_address.ok()) return Fail(http_address.status());
+    if (!sc::IsLoopbackHost(http_address->host)) {
+      return Fail(strata::FailedPreconditionError(
+          "refusing to serve without tenants on " + config.http_listen +
+          " (not a loopback address): configure tenants with token hashes, or pass "
+          "--allow-unauthenticated"));
+    }
   }
 
   // Signals go to the thread that waits for them below, never to gRPC's or the agents' threads.
@@ -222,6 +230,29 @@ int main(int argc, char** argv) {
                                          " (address in use, or not an address of this host)"));
   }
   std::cout << "grpc listening on " << grpc_address->host << ":" << grpc_port << std::endl;
+  // The OpenAI-compatible proxy (http_server.h), when --http-listen is given.
+  std::unique_ptr<sc::Proxy> proxy;
+  std::unique_ptr<sc::HttpServer> http;
+  if (!config.http_listen.empty()) {
+    sc::ProxyOptions proxy_options;
+    proxy_options.registry = registry->get();
+    proxy_options.upstream = config.upstream;
+    if (const char* key = config.upstream_api_key_env.empty()
+                              ? nullptr
+                              : std::getenv(config.upstream_api_key_env.c_str())) {
+      proxy_options.upstream_api_key = key;
+    }
+    proxy = std::make_unique<sc::Proxy>(std::move(proxy_options));
+    sc::HttpServerOptions http_options;
+    http_options.listen = config.http_listen;
+    http_options.tls = config.tls;
+    http_options.authenticator = &authenticator;
+    http_options.proxy = proxy.get();
+    StatusOr<std::unique_ptr<sc::HttpServer>> started = sc::HttpServer::Start(http_options);
+    if (!started.ok()) return Fail(started.status());
+    http = std::move(*started);
+    std::cout << "http listening on " << http->host() << ":" << http->port() << std::endl;
+  }
   Log("serving " + std::to_string(authenticator.tenants().size()) + " tenant(s), store " +
       config.store + (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
@@ -231,10 +262,12 @@ int main(int argc, char** argv) {
       ": draining (in-flight calls get up to " + std::to_string(config.drain_timeout_ms) +
       " ms)");
   if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
+  if (http) http->BeginDrain();
   const auto start = std::chrono::steady_clock::now();
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(config.drain_timeout_ms));
   server->Wait();
+  if (http) http->Stop();  // returns when the proxied completions in flight are answered
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - start)
                       .count();

@@ -1,0 +1,220 @@
+// strata-sidecar's HTTP listener on cpp-httplib (http_server.h).
+#include "http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace strata::sidecar {
+namespace {
+
+void Apply(const HttpReply& reply, httplib::Response& res) {
+  res.status = reply.status;
+  for (const auto& [name, value] : reply.headers) res.set_header(name, value);
+  if (!reply.stream) {
+    res.set_content(reply.body, reply.content_type.c_str());
+    return;
+  }
+  auto stream = reply.stream;
+  res.set_chunked_content_provider(reply.content_type, [stream](size_t, httplib::DataSink& sink) {
+    stream([&sink](std::string_view data) {
+      return sink.is_writable() && sink.write(data.data(), data.size());
+    });
+    sink.done();
+    return true;
+  });
+}
+
+void SetError(httplib::Response& res, const Status& status) { Apply(ErrorReply(status), res); }
+
+Status CheckReadable(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) {
+    return UnavailableError("tls." + what + " \"" + path +
+                            "\" cannot be read: check the path and its permissions");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  HttpServerOptions options_;
+  std::string host_;
+  int port_ = 0;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<bool> draining_{false};
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+
+  // The caller's tenant, or an error reply already set on `res`.
+  const TenantConfig* Authenticate(const httplib::Request& req, httplib::Response& res) {
+    StatusOr<const TenantConfig*> tenant =
+        options_.authenticator->Authenticate(req.get_header_value("Authorization"));
+    if (!tenant.ok()) {
+      SetError(res, tenant.status());
+      return nullptr;
+    }
+    return *tenant;
+  }
+
+  void Routes() {
+    httplib::Server& s = *server_;
+    s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      if (draining_.load()) {
+        res.status = 503;
+        res.set_content("draining\n", "text/plain");
+      } else if (options_.ready && !options_.ready()) {
+        res.status = 503;
+        res.set_content("not ready\n", "text/plain");
+      } else {
+        res.set_content("ready\n", "text/plain");
+      }
+    });
+    s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authenticate(req, res) == nullptr) return;
+      if (!options_.metrics) {
+        SetError(res, NotFoundError("this sidecar serves no metrics"));
+        return;
+      }
+      res.set_content(options_.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authenticate(req, res) == nullptr) return;
+      Apply(options_.proxy->Models(), res);
+    });
+    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      const TenantConfig* tenant = Authenticate(req, res);
+      if (tenant == nullptr) return;
+      if (static_cast<int64_t>(req.body.size()) > tenant->limits.max_request_bytes) {
+        HttpReply reply = ErrorReply(InvalidArgumentError(
+            "the request body has " + std::to_string(req.body.size()) +
+            " bytes, above tenant \"" + tenant->name + "\"'s max_request_bytes (" +
+            std::to_string(tenant->limits.max_request_bytes) + ")"));
+        reply.status = 413;
+        Apply(reply, res);
+        return;
+      }
+      if (draining_.load()) {
+        SetError(res, UnavailableError("the sidecar is draining (shutting down): retry on another instance"));
+        return;
+      }
+      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"), req.body), res);
+    });
+    // Statuses httplib sets itself (404 no route, 413 body above the limit, 400 bad request) get
+    // OpenAI's error shape; replies the routes made are left as they are.
+    s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                     httplib::Response& res) {
+      if (!res.body.empty() || res.content_provider_) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      Status status = InternalError("request failed with HTTP " + std::to_string(res.status));
+      if (res.status == 404) {
+        status = NotFoundError("no route for " + req.method + " " + req.path +
+                               " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+      } else if (res.status == 413) {
+        status = InvalidArgumentError("the request body is above the sidecar's limit of " +
+                                      std::to_string(options_.authenticator->MaxRequestBytes()) +
+                                      " bytes (the largest tenant max_request_bytes)");
+      } else if (res.status == 400) {
+        status = InvalidArgumentError("malformed HTTP request");
+      }
+      const int code = res.status;
+      HttpReply reply = ErrorReply(status);
+      res.set_content(reply.body, reply.content_type.c_str());
+      res.status = code;
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      SetError(res, InternalError("the sidecar failed on this request: " + what));
+    });
+  }
+};
+
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options) {
+  if (options.authenticator == nullptr || options.proxy == nullptr) {
+    return InvalidArgumentError("HttpServer needs an authenticator and a proxy");
+  }
+  STRATA_ASSIGN_OR_RETURN(HostPort address, ParseHostPort(options.listen, "--http-listen"));
+  auto impl = std::make_unique<Impl>();
+  if (options.tls.enabled()) {
+    STRATA_RETURN_IF_ERROR(CheckReadable(options.tls.cert_file, "cert_file"));
+    STRATA_RETURN_IF_ERROR(CheckReadable(options.tls.key_file, "key_file"));
+    if (!options.tls.client_ca_file.empty()) {
+      STRATA_RETURN_IF_ERROR(CheckReadable(options.tls.client_ca_file, "client_ca_file"));
+    }
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        options.tls.cert_file.c_str(), options.tls.key_file.c_str(),
+        options.tls.client_ca_file.empty() ? nullptr : options.tls.client_ca_file.c_str());
+    if (!ssl->is_valid()) {
+      return UnavailableError("the HTTP listener's TLS setup failed: tls.cert_file \"" +
+                              options.tls.cert_file + "\" and tls.key_file \"" + options.tls.key_file +
+                              "\" must be a PEM certificate chain and its private key");
+    }
+    impl->server_ = std::move(ssl);
+  } else {
+    impl->server_ = std::make_unique<httplib::Server>();
+  }
+  const int threads = std::max(2, options.threads);
+  impl->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->server_->set_payload_max_length(
+      static_cast<size_t>(std::max<int64_t>(1, options.authenticator->MaxRequestBytes())));
+  impl->server_->set_keep_alive_max_count(1000);
+  impl->server_->set_keep_alive_timeout(2);
+  impl->server_->set_read_timeout(30, 0);
+  impl->server_->set_write_timeout(30, 0);
+  impl->options_ = std::move(options);
+  impl->host_ = address.host;
+  impl->Routes();
+  int port = address.port;
+  if (port == 0) {
+    port = impl->server_->bind_to_any_port(address.host);
+  } else if (!impl->server_->bind_to_port(address.host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    return UnavailableError("cannot listen on " + impl->options_.listen +
+                            " (address in use, or not an address of this host)");
+  }
+  impl->port_ = port;
+  httplib::Server* server = impl->server_.get();
+  impl->thread_ = std::thread([server] { server->listen_after_bind(); });
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() { Stop(); }
+
+const std::string& HttpServer::host() const { return impl_->host_; }
+int HttpServer::port() const { return impl_->port_; }
+void HttpServer::BeginDrain() { impl_->draining_.store(true); }
+bool HttpServer::draining() const { return impl_->draining_.load(); }
+
+void HttpServer::Stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu_);
+  if (impl_->stopped_) return;
+  impl_->stopped_ = true;
+  impl_->draining_.store(true);
+  impl_->server_->stop();
+  if (impl_->thread_.joinable()) impl_->thread_.join();
+}
+
+}  // namespace strata::sidecar

@@ -1,0 +1,85 @@
+// http_server.h — strata-sidecar's HTTP listener (cpp-httplib), plain or TLS.
+//
+// Routes:
+//   POST /v1/chat/completions  the OpenAI-compatible proxy (proxy.h)
+//   GET  /v1/models            passed through to the upstream
+//   GET  /metrics              the text of ServeOptions::metrics (Prometheus exposition)
+//   GET  /healthz              200 while the process serves (never authenticated)
+//   GET  /readyz               200 when ready: the store is open (ready() says so) and not
+//                              draining; 503 otherwise (never authenticated)
+// Every other call carries "Authorization: Bearer <token>", checked by the Authenticator (401 in
+// OpenAI's error shape otherwise; with no tenants configured, no header is needed). Bodies above
+// the caller's tenant's max_request_bytes are refused with 413 (above the largest tenant's
+// limit, before they are read). While draining, new chat completions get 503 and /readyz 503;
+// completions in flight finish.
+//
+//   HttpServerOptions options;
+//   options.listen = "127.0.0.1:0";
+//   options.authenticator = &authenticator;
+//   options.proxy = &proxy;
+//   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> server, HttpServer::Start(options));
+//   std::cout << "http listening on " << server->host() << ":" << server->port() << "\n";
+//   ...
+//   server->BeginDrain();
+//   server->Stop();  // returns when the requests in flight are done
+//
+// Thread safety: every method may be called from any thread; the Authenticator, Proxy and
+// callbacks must outlive the server and be thread-safe.
+#ifndef STRATA_APPS_STRATA_SIDECAR_HTTP_SERVER_H_
+#define STRATA_APPS_STRATA_SIDECAR_HTTP_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "proxy.h"
+#include "sidecar_config.h"
+#include "strata/status.h"
+#include "tenants.h"
+
+namespace strata::sidecar {
+
+struct HttpServerOptions {
+  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 binds a free port
+  TlsConfig tls;                       // cert/key PEM files: HTTPS; client_ca_file: mTLS
+  const Authenticator* authenticator = nullptr;  // required
+  Proxy* proxy = nullptr;                        // required
+  // GET /metrics serves its text (text/plain; version=0.0.4). Empty: /metrics is 404.
+  std::function<std::string()> metrics;
+  // Readiness besides draining (e.g. the store is open). Empty: ready.
+  std::function<bool()> ready;
+  // Requests handled at once (streams included); more wait for a free thread. Default 64.
+  int threads = 64;
+};
+
+class HttpServer {
+ public:
+  // Binds and starts serving on its own threads. INVALID_ARGUMENT for a bad listen address or
+  // missing authenticator/proxy; UNAVAILABLE when the address cannot be bound or the TLS files
+  // cannot be loaded (the message names the file).
+  static StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options);
+  ~HttpServer();  // Stop()s
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  const std::string& host() const;
+  int port() const;  // the bound port
+
+  // /readyz answers 503 and new chat completions are refused with 503 from now on.
+  void BeginDrain();
+  bool draining() const;
+  // Stops accepting connections and returns once the requests in flight are answered.
+  // Idempotent.
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_HTTP_SERVER_H_

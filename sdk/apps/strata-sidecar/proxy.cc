@@ -1,0 +1,473 @@
+// The OpenAI-compatible proxy: chat completions through a managed agent, /v1/models passthrough.
+#include "proxy.h"
+
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <cctype>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "strata/transport.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+
+// Request fields the proxy reads; every other one is reported in X-Strata-Ignored-Fields.
+const std::set<std::string> kHandledFields = {"model", "messages", "tools", "stream",
+                                              "stream_options", "n", "user"};
+
+std::string Hex(const unsigned char* data, size_t size) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < size; ++i) {
+    out += kHex[data[i] >> 4];
+    out += kHex[data[i] & 15];
+  }
+  return out;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> buffer(bytes);
+  if (RAND_bytes(buffer.data(), static_cast<int>(bytes)) != 1) {
+    // Ids only need to be distinct; fall back to the clock.
+    uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (size_t i = 0; i < bytes; ++i) buffer[i] = static_cast<unsigned char>(t >> (8 * (i % 8)));
+  }
+  return Hex(buffer.data(), bytes);
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json UsageJson(const Turn& turn) {
+  const Usage& u = turn.response.usage;
+  const int64_t prompt = u.reported ? u.prompt_tokens : turn.record.input_tokens;
+  const int64_t completion = u.reported ? u.completion_tokens : turn.record.output_tokens;
+  json usage = {{"prompt_tokens", prompt},
+                {"completion_tokens", completion},
+                {"total_tokens", u.reported && u.total_tokens > 0 ? u.total_tokens : prompt + completion}};
+  if (u.cached_tokens) usage["prompt_tokens_details"] = {{"cached_tokens", *u.cached_tokens}};
+  if (u.reasoning_tokens > 0) {
+    usage["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
+  }
+  return usage;
+}
+
+json ToolCallsJson(const std::vector<ToolCall>& calls) {
+  json list = json::array();
+  for (const ToolCall& c : calls) {
+    list.push_back({{"id", c.id},
+                    {"type", "function"},
+                    {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return list;
+}
+
+json ReconcileJson(const ReconcileOutcome& o) {
+  json j = {{"kept", o.kept}, {"appended", o.appended}, {"replaced", o.replaced}};
+  if (o.replaced) {
+    j["first_difference"] = o.first_difference;
+    j["evicted_segments"] = o.evicted_segments;
+    j["reason"] = o.reason;
+  }
+  if (o.system_changed) j["system_changed"] = true;
+  return j;
+}
+
+std::string ReconcileHeader(const ReconcileOutcome& o) {
+  if (!o.replaced) return "appended " + std::to_string(o.appended);
+  return "replaced from message " + std::to_string(o.first_difference) + ": " + o.reason;
+}
+
+// What the sidecar did for this turn, in the answer's "strata" object.
+json StrataJson(const std::string& agent_id, const ReconcileOutcome& outcome, const Turn& turn) {
+  json j = {{"agent", agent_id},
+            {"reconcile", ReconcileJson(outcome)},
+            {"input_tokens", turn.record.input_tokens},
+            {"cached_tokens_predicted", turn.record.cached_tokens_predicted},
+            {"prefix_break", nullptr},
+            {"compaction", nullptr}};
+  if (turn.prefix_break) j["prefix_break"] = turn.prefix_break->reason;
+  if (!turn.compactions.empty()) {
+    const CompactionReport& c = turn.compactions.front();
+    j["compaction"] = {{"tokens_before", c.tokens_before},
+                       {"tokens_after", c.tokens_after},
+                       {"invalidated_tokens", c.invalidated_tokens}};
+  }
+  return j;
+}
+
+// When the client's history was replaced, the prefix break the agent reports says so.
+void ExplainBreak(const ReconcileOutcome& outcome, Turn* turn) {
+  if (!outcome.replaced || !turn->prefix_break) return;
+  const std::string cause = "client history replaced (" + outcome.reason + ")";
+  turn->break_causes.insert(turn->break_causes.begin(), cause);
+  turn->prefix_break->reason = cause + "; " + turn->prefix_break->reason;
+}
+
+// The tools of the agent's tools layer, as JSON values.
+json AgentTools(const Agent& agent) {
+  json tools = json::array();
+  for (const Segment& s : agent.context().Segments()) {
+    if (s.layer == Layer::kTools) tools.push_back(json::parse(s.content, nullptr, false));
+  }
+  return tools;
+}
+
+std::string SseEvent(const json& data) { return "data: " + data.dump() + "\n\n"; }
+
+// Everything a streamed answer needs after the handler returned (the lease keeps the agent).
+struct StreamJob {
+  AgentLease lease;
+  CompletionSlot slot;
+  ClientView view;
+  ReconcileOutcome outcome;
+  std::string tenant;
+  std::string agent_id;
+  std::string completion_id;
+  std::string model;
+  int64_t created = 0;
+  bool include_usage = false;
+};
+
+}  // namespace
+
+std::string OpenAiErrorJson(std::string_view message, std::string_view type, std::string_view code) {
+  json error = {{"message", std::string(message)},
+                {"type", std::string(type)},
+                {"param", nullptr},
+                {"code", code.empty() ? json(nullptr) : json(std::string(code))}};
+  return json{{"error", std::move(error)}}.dump();
+}
+
+HttpReply ErrorReply(const Status& status, bool upstream) {
+  int http = 500;
+  std::string type = "api_error";
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kOutOfRange:
+      http = 400;
+      type = "invalid_request_error";
+      break;
+    case StatusCode::kUnauthenticated:
+      http = upstream ? 502 : 401;
+      type = upstream ? "upstream_error" : "authentication_error";
+      break;
+    case StatusCode::kPermissionDenied:
+      http = upstream ? 502 : 403;
+      type = upstream ? "upstream_error" : "permission_error";
+      break;
+    case StatusCode::kNotFound:
+      http = upstream ? 502 : 404;
+      type = upstream ? "upstream_error" : "not_found_error";
+      break;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kAborted:
+      http = 409;
+      type = "conflict_error";
+      break;
+    case StatusCode::kResourceExhausted:
+      http = 429;
+      type = "rate_limit_error";
+      break;
+    case StatusCode::kUnavailable:
+      http = upstream ? 502 : 503;
+      type = upstream ? "upstream_error" : "service_unavailable";
+      break;
+    case StatusCode::kDeadlineExceeded:
+      http = 504;
+      type = "timeout_error";
+      break;
+    case StatusCode::kCancelled:
+      http = 499;
+      type = "cancelled";
+      break;
+    default:
+      break;
+  }
+  std::string code = StatusCodeName(status.code());
+  for (char& c : code) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (status.code() == StatusCode::kUnauthenticated && !upstream) code = "invalid_api_key";
+  HttpReply reply;
+  reply.status = http;
+  reply.body = OpenAiErrorJson(status.message(), type, code);
+  if (http == 401) reply.headers.push_back({"WWW-Authenticate", "Bearer"});
+  return reply;
+}
+
+Proxy::Proxy(ProxyOptions options) : options_(std::move(options)) {}
+
+std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
+  std::string text;
+  for (const std::string& s : chat.system) text += std::to_string(s.size()) + ":" + s;
+  text += chat.history.empty() ? std::string() : MessageDigest(chat.history.front());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  return kDerivedAgentPrefix + Hex(digest, 8);
+}
+
+HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
+                                 std::string_view body) {
+  auto fail = [this, &tenant](const Status& status, bool upstream = false) {
+    if (options_.on_error) options_.on_error(tenant.name, status.code());
+    return ErrorReply(status, upstream);
+  };
+  json request = json::parse(body, nullptr, false);
+  if (!request.is_object()) {
+    return fail(InvalidArgumentError("the request body is not a JSON object (a Chat Completions request)"));
+  }
+  if (!request.contains("messages")) {
+    return fail(InvalidArgumentError("the request has no \"messages\""));
+  }
+  if (request.contains("n") && !(request["n"].is_number_integer() && request["n"] == 1)) {
+    return fail(InvalidArgumentError("\"n\": the proxy answers with one choice; send n=1 or leave it out"));
+  }
+  if (request.contains("model") && !request["model"].is_string()) {
+    return fail(InvalidArgumentError("\"model\" must be a string"));
+  }
+  const json* tools = request.contains("tools") && !request["tools"].is_null() ? &request["tools"] : nullptr;
+  if (tools != nullptr && !tools->is_array()) {
+    return fail(InvalidArgumentError("\"tools\" must be an array of tool objects"));
+  }
+  const bool stream = request.value("stream", false);
+  const bool include_usage = stream && request.contains("stream_options") &&
+                             request["stream_options"].is_object() &&
+                             request["stream_options"].value("include_usage", false);
+  std::string ignored;
+  for (auto it = request.begin(); it != request.end(); ++it) {
+    if (!kHandledFields.count(it.key())) ignored += (ignored.empty() ? "" : ",") + it.key();
+  }
+
+  StatusOr<ParsedChat> chat = ParseChatMessages(request["messages"]);
+  if (!chat.ok()) return fail(chat.status());
+  const std::string agent_id =
+      agent_header.empty() ? DerivedAgentId(*chat) : std::string(agent_header);
+  if (Status valid = CheckAgentId(agent_id, "X-Strata-Agent"); !valid.ok()) return fail(valid);
+
+  AgentRegistry& registry = *options_.registry;
+  StatusOr<CompletionSlot> slot = registry.BeginCompletion(tenant);
+  if (!slot.ok()) return fail(slot.status());
+  AgentConfig config = registry.DefaultConfig(tenant, agent_id);
+  // The client runs its own tools: the agent's context_recall is not offered to the model.
+  config.recall.expose_tool = false;
+  if (request.contains("model") && !request["model"].get<std::string>().empty()) {
+    config.render.model = request["model"].get<std::string>();
+  }
+  StatusOr<AgentLease> lease = registry.AcquireOrCreate(tenant, agent_id, &config);
+  if (!lease.ok()) return fail(lease.status());
+
+  // Tools first (a change re-opens the agent), then the history.
+  {
+    const json want = tools != nullptr ? *tools : json::array();
+    if (AgentTools(lease->agent()) != want) {
+      Status set = lease->agent().context().SetTools(want.dump());
+      if (!set.ok()) return fail(Status(set.code(), "\"tools\": " + set.message()));
+      if (Status reopened = registry.Reopen(*lease); !reopened.ok()) return fail(reopened);
+    }
+  }
+  Agent& agent = lease->agent();
+  StatusOr<ClientView> view = LoadClientView(agent);
+  if (!view.ok()) return fail(view.status());
+  StatusOr<ReconcileOutcome> outcome = Reconcile(*chat, agent, &*view);
+  Status saved = SaveClientView(agent, *view);
+  if (!outcome.ok()) return fail(outcome.status());
+  if (!saved.ok()) return fail(saved);
+
+  auto job = std::make_shared<StreamJob>();
+  job->lease = std::move(*lease);
+  job->slot = std::move(*slot);
+  job->view = std::move(*view);
+  job->outcome = *outcome;
+  job->tenant = tenant.name;
+  job->agent_id = agent_id;
+  job->completion_id = "chatcmpl-" + RandomHex(12);
+  job->model = agent.config().render.model;
+  job->created = UnixSeconds();
+  job->include_usage = include_usage;
+
+  HttpReply reply;
+  reply.headers.push_back({"X-Strata-Agent", agent_id});
+  reply.headers.push_back({"X-Strata-Reconcile", ReconcileHeader(*outcome)});
+  if (!ignored.empty()) reply.headers.push_back({"X-Strata-Ignored-Fields", ignored});
+
+  ProxyOptions* options = &options_;
+  // Runs the turn; on success records the reply in the client's view.
+  auto complete = [options](StreamJob& j, const TurnOptions& turn_options) -> StatusOr<Turn> {
+    Agent& a = j.lease.agent();
+    StatusOr<Turn> turn = a.Complete(turn_options);
+    if (!turn.ok()) return turn;
+    RecordReply(*turn, &j.view);
+    SaveClientView(a, j.view).IgnoreError();  // a lost save is repaired by the next reconcile
+    ExplainBreak(j.outcome, &*turn);
+    if (options->on_turn) options->on_turn(j.tenant, *turn);
+    return turn;
+  };
+
+  if (!stream) {
+    StatusOr<Turn> turn = complete(*job, TurnOptions());
+    if (!turn.ok()) {
+      HttpReply error = fail(turn.status(), true);
+      error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
+      return error;
+    }
+    const Response& r = turn->response;
+    json message = {{"role", "assistant"},
+                    {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
+    if (!r.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(r.tool_calls);
+    if (!r.reasoning.empty()) message["reasoning_content"] = r.reasoning;
+    json answer = {{"id", r.id.empty() ? job->completion_id : r.id},
+                   {"object", "chat.completion"},
+                   {"created", job->created},
+                   {"model", r.model.empty() ? job->model : r.model},
+                   {"choices", json::array({{{"index", 0},
+                                             {"message", std::move(message)},
+                                             {"logprobs", nullptr},
+                                             {"finish_reason", r.finish_reason}}})},
+                   {"usage", UsageJson(*turn)},
+                   {"strata", StrataJson(agent_id, job->outcome, *turn)}};
+    reply.body = answer.dump();
+    return reply;
+  }
+
+  reply.content_type = "text/event-stream";
+  reply.headers.push_back({"Cache-Control", "no-cache"});
+  auto fail_code = options_.on_error;
+  reply.stream = [job, complete, fail_code](const std::function<bool(std::string_view)>& write) {
+    CancellationToken cancel;
+    bool open = true;
+    auto send = [&](const json& event) {
+      if (open && !write(SseEvent(event))) {
+        open = false;
+        cancel.Cancel();  // the client is gone: stop the upstream call
+      }
+    };
+    auto chunk = [&job](json delta, json finish) {
+      return json{{"id", job->completion_id},
+                  {"object", "chat.completion.chunk"},
+                  {"created", job->created},
+                  {"model", job->model},
+                  {"choices", json::array({{{"index", 0},
+                                            {"delta", std::move(delta)},
+                                            {"logprobs", nullptr},
+                                            {"finish_reason", std::move(finish)}}})}};
+    };
+    send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
+
+    // What was streamed per field, so that the end can add whatever no delta carried.
+    std::string content_sent;
+    std::string reasoning_sent;
+    std::map<int, std::string> arguments_sent;
+    std::set<int> announced;
+    auto tool_delta = [&](int index, const std::string& id, const std::string& name,
+                          const std::string& arguments) {
+      json call = {{"index", index}, {"function", {{"arguments", arguments}}}};
+      if (!announced.count(index) && !id.empty()) {
+        call["id"] = id;
+        call["type"] = "function";
+        call["function"]["name"] = name;
+        announced.insert(index);
+      }
+      arguments_sent[index] += arguments;
+      send(chunk({{"tool_calls", json::array({std::move(call)})}}, nullptr));
+    };
+    TurnOptions turn_options;
+    turn_options.cancel = &cancel;
+    turn_options.on_delta = [&](const StreamDelta& d) {
+      switch (d.kind) {
+        case StreamDelta::Kind::kContent:
+          content_sent += d.text;
+          send(chunk({{"content", d.text}}, nullptr));
+          break;
+        case StreamDelta::Kind::kReasoning:
+          reasoning_sent += d.text;
+          send(chunk({{"reasoning_content", d.text}}, nullptr));
+          break;
+        case StreamDelta::Kind::kToolCallArguments:
+          tool_delta(d.tool_call_index, d.tool_call_id, d.tool_name, d.text);
+          break;
+      }
+    };
+    StatusOr<Turn> turn = complete(*job, turn_options);
+    if (!turn.ok()) {
+      if (fail_code) fail_code(job->tenant, turn.status().code());
+      HttpReply error = ErrorReply(turn.status(), true);
+      if (open) write("data: " + error.body + "\n\n");
+      return;
+    }
+    const Response& r = turn->response;
+    auto rest = [](const std::string& full, const std::string& sent) {
+      return full.compare(0, sent.size(), sent) == 0 ? full.substr(sent.size()) : std::string();
+    };
+    if (std::string more = rest(r.reasoning, reasoning_sent); !more.empty()) {
+      send(chunk({{"reasoning_content", more}}, nullptr));
+    }
+    if (std::string more = rest(r.content, content_sent); !more.empty()) {
+      send(chunk({{"content", more}}, nullptr));
+    }
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+      const ToolCall& c = r.tool_calls[i];
+      const int index = static_cast<int>(i);
+      std::string more = rest(c.arguments, arguments_sent[index]);
+      if (!announced.count(index) || !more.empty()) tool_delta(index, c.id, c.name, more);
+    }
+    json last = chunk(json::object(), r.finish_reason);
+    last["strata"] = StrataJson(job->agent_id, job->outcome, *turn);
+    send(last);
+    if (job->include_usage) {
+      send({{"id", job->completion_id},
+            {"object", "chat.completion.chunk"},
+            {"created", job->created},
+            {"model", job->model},
+            {"choices", json::array()},
+            {"usage", UsageJson(*turn)}});
+    }
+    if (open) write("data: [DONE]\n\n");
+  };
+  return reply;
+}
+
+HttpReply Proxy::Models() {
+  if (options_.upstream.empty()) {
+    return ErrorReply(UnavailableError("no upstream is configured (--upstream): no models to list"));
+  }
+  // scheme://host[:port] and the base path ("/v1").
+  const std::string& url = options_.upstream;
+  const size_t scheme_end = url.find("://");
+  const size_t path_start = scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
+  const std::string origin = path_start == std::string::npos ? url : url.substr(0, path_start);
+  std::string path = path_start == std::string::npos ? "" : url.substr(path_start);
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  httplib::Client client(origin);
+  client.set_connection_timeout(10, 0);
+  client.set_read_timeout(30, 0);
+  httplib::Headers headers;
+  if (!options_.upstream_api_key.empty()) {
+    headers.emplace("Authorization", "Bearer " + options_.upstream_api_key);
+  }
+  httplib::Result result = client.Get((path + "/models").c_str(), headers);
+  if (!result) {
+    return ErrorReply(UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
+                                       httplib::to_string(result.error()) + ")"),
+                      true);
+  }
+  HttpReply reply;
+  reply.status = result->status;
+  reply.body = result->body;
+  reply.content_type = result->get_header_value("Content-Type");
+  if (reply.content_type.empty()) reply.content_type = "application/json";
+  return reply;
+}
+
+}  // namespace strata::sidecar

@@ -1,0 +1,15 @@
+# strata_sidecar_proxy: the sidecar's OpenAI-compatible HTTP side: reconcile.h (keeping an agent's
+# history in step with a client's message list), proxy.h (chat completions through a managed agent,
+# /v1/models), http_server.h (the listener on Debian's cpp-httplib, with OpenSSL for TLS).
+# Included by the sidecar's CMakeLists.txt.
+# Depends on: strata_sidecar_lib (tenants, registry), strata::agent, cpp-httplib, OpenSSL.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+add_library(strata_sidecar_proxy STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/reconcile.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proxy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/http_server.cc)
+target_include_directories(strata_sidecar_proxy PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(strata_sidecar_proxy
+  PUBLIC strata_sidecar_lib strata::agent nlohmann_json::nlohmann_json
+  PRIVATE PkgConfig::CPP_HTTPLIB OpenSSL::SSL OpenSSL::Crypto strata_build_flags)

@@ -1,0 +1,96 @@
+// proxy.h — the OpenAI-compatible side of strata-sidecar: POST /v1/chat/completions and
+// GET /v1/models, independent of the HTTP server that carries them (http_server.h).
+//
+// A chat completion names its agent with the X-Strata-Agent header, or gets one derived from the
+// conversation (kDerivedAgentPrefix + a digest of the system messages and the first user message,
+// so every request of one conversation lands on the same agent). The agent is created on first use
+// with the sidecar's defaults; the request's "model" is the new agent's model. The client's message
+// list is reconciled with the agent's history (reconcile.h), its "tools" become the agent's tools,
+// and the agent sends its own managed request upstream: compacted within the agent's budget,
+// byte-stable across turns, with the backend's fields. The answer goes back in OpenAI's shape:
+// a chat.completion object, or with "stream": true the chat.completion.chunk events of an SSE
+// stream ending with "data: [DONE]" (a usage chunk first with stream_options.include_usage).
+//
+// Headers of the answer: X-Strata-Agent (the agent id), X-Strata-Reconcile ("appended N" or
+// "replaced from message K: why"), X-Strata-Ignored-Fields (request fields the managed request
+// does not carry: sampling parameters and max_tokens come from the agent's configuration).
+// A "strata" object in the chat.completion (and in the stream's last chunk) says what the
+// sidecar did: agent, reconcile, compaction, prefix break, predicted cached tokens.
+//
+// Errors use OpenAI's shape {"error":{"message","type","param","code"}}. A failure after a stream
+// has started is sent as one event {"error":{...}} before the stream ends.
+//
+// Thread safety: a Proxy is thread-safe; requests for distinct agents run concurrently, requests
+// for one agent one after the other (the registry's lease).
+#ifndef STRATA_APPS_STRATA_SIDECAR_PROXY_H_
+#define STRATA_APPS_STRATA_SIDECAR_PROXY_H_
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "reconcile.h"
+#include "registry.h"
+#include "sidecar_config.h"
+#include "strata/agent.h"
+#include "strata/status.h"
+
+namespace strata::sidecar {
+
+// Agents the proxy derives for requests without X-Strata-Agent: this prefix and 16 hex digits.
+inline constexpr char kDerivedAgentPrefix[] = "conv-";
+
+// One HTTP answer, independent of the server library.
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  // A streamed answer: called once, on the connection's thread, after the status and headers
+  // went out; writes the body through `write`, which returns false once the client is gone.
+  std::function<void(const std::function<bool(std::string_view)>& write)> stream;
+};
+
+// OpenAI's error body for `status` ({"error":{"message","type","param":null,"code"}}).
+std::string OpenAiErrorJson(std::string_view message, std::string_view type, std::string_view code);
+// The HTTP status and OpenAI error of a Status; `upstream`: the error came from sending upstream
+// (an upstream refusal of the sidecar's key is a 502, not the caller's 401).
+HttpReply ErrorReply(const Status& status, bool upstream = false);
+
+struct ProxyOptions {
+  AgentRegistry* registry = nullptr;  // required; not owned
+  // Where GET /v1/models goes: the upstream's base URL (e.g. http://127.0.0.1:8000/v1) and the
+  // key it needs ("" none). The key is sent upstream only, never logged or returned.
+  std::string upstream;
+  std::string upstream_api_key;
+  // Called after every turn the proxy completed and every error it answered (metrics). May be
+  // empty. Called without the agent's lease held for errors, with it held for turns.
+  std::function<void(std::string_view tenant, const Turn& turn)> on_turn;
+  std::function<void(std::string_view tenant, StatusCode code)> on_error;
+};
+
+class Proxy {
+ public:
+  explicit Proxy(ProxyOptions options);
+
+  // POST /v1/chat/completions for `tenant` (already authenticated). `agent_header` is the
+  // X-Strata-Agent value ("" absent).
+  HttpReply ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
+                            std::string_view body);
+  // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable).
+  HttpReply Models();
+
+  // The agent id a request without X-Strata-Agent gets (kDerivedAgentPrefix + 16 hex digits of
+  // SHA-256 over the system messages and the first non-system message).
+  static std::string DerivedAgentId(const ParsedChat& chat);
+
+ private:
+  ProxyOptions options_;
+};
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_PROXY_H_

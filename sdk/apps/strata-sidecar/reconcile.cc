@@ -1,0 +1,432 @@
+// Reconciliation of an OpenAI client's message list with an agent's history (reconcile.h).
+#include "reconcile.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "strata/compaction.h"
+#include "strata/context.h"
+#include "strata/store.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Where(size_t index) { return "messages[" + std::to_string(index) + "]"; }
+
+std::string Sha256Hex32(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < 16 && i < size; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+std::string DigestOf(std::string_view role, std::string_view content,
+                     const std::vector<ToolCall>& calls, std::string_view tool_call_id) {
+  // Length-prefixed fields: no separator inside a field can make two messages collide.
+  std::string text;
+  auto field = [&text](std::string_view value) {
+    text += std::to_string(value.size());
+    text += ':';
+    text.append(value.data(), value.size());
+  };
+  field(role);
+  field(content);
+  field(std::to_string(calls.size()));
+  for (const ToolCall& c : calls) {
+    field(c.id);
+    field(c.name);
+    field(c.arguments);
+  }
+  field(tool_call_id);
+  return Sha256Hex32(text);
+}
+
+StatusOr<std::string> ContentText(const json& message, const std::string& where) {
+  auto it = message.find("content");
+  if (it == message.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) {
+    return InvalidArgumentError(where +
+                                ".content must be a string, null or an array of text parts, got " +
+                                std::string(it->type_name()));
+  }
+  std::string text;
+  for (size_t p = 0; p < it->size(); ++p) {
+    const json& part = (*it)[p];
+    const std::string at = where + ".content[" + std::to_string(p) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return InvalidArgumentError(at + " must be an object with a \"type\"");
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") {
+      return InvalidArgumentError(at + ": content part type \"" + type +
+                                  "\" is not supported by the proxy (text parts only)");
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return InvalidArgumentError(at + ".text must be a string");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+StatusOr<std::vector<ToolCall>> ToolCallsOf(const json& message, const std::string& where) {
+  std::vector<ToolCall> calls;
+  auto it = message.find("tool_calls");
+  if (it == message.end() || it->is_null()) return calls;
+  if (!it->is_array()) return InvalidArgumentError(where + ".tool_calls must be an array");
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& c = (*it)[k];
+    const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
+    if (!c.is_object()) return InvalidArgumentError(at + " must be an object");
+    if (c.contains("type") && !(c["type"].is_string() && c["type"] == "function")) {
+      return InvalidArgumentError(at + ".type must be \"function\"");
+    }
+    if (!c.contains("id") || !c["id"].is_string() || c["id"].get<std::string>().empty()) {
+      return InvalidArgumentError(at + ".id must be a non-empty string");
+    }
+    if (!c.contains("function") || !c["function"].is_object()) {
+      return InvalidArgumentError(at + ".function must be an object with name and arguments");
+    }
+    const json& f = c["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty()) {
+      return InvalidArgumentError(at + ".function.name must be a non-empty string");
+    }
+    ToolCall call;
+    call.id = c["id"].get<std::string>();
+    call.name = f["name"].get<std::string>();
+    if (f.contains("arguments") && !f["arguments"].is_null()) {
+      if (!f["arguments"].is_string()) {
+        return InvalidArgumentError(
+            at + ".function.arguments must be a string (the JSON text the model produced)");
+      }
+      call.arguments = f["arguments"].get<std::string>();
+    }
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+std::string JoinIds(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const std::string& id : ids) out += (out.empty() ? "" : ", ") + id;
+  return out.empty() ? "none" : out;
+}
+
+std::vector<std::string> SystemPromptsOf(const Agent& agent) {
+  std::vector<std::string> out;
+  for (const Segment& s : agent.context().Segments()) {
+    if (s.layer == Layer::kSystem) out.push_back(s.content);
+  }
+  return out;
+}
+
+bool Rendered(const Segment& s) {
+  return s.state == SegmentState::kLive || s.state == SegmentState::kMasked;
+}
+
+}  // namespace
+
+StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
+  if (!messages.is_array()) {
+    return InvalidArgumentError("\"messages\" must be an array of chat messages");
+  }
+  ParsedChat chat;
+  std::vector<std::string> open;  // tool calls of the last assistant message without a result
+  size_t open_from = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = Where(i);
+    if (!m.is_object()) return InvalidArgumentError(where + " must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) {
+      return InvalidArgumentError(where + " has no \"role\" string");
+    }
+    const std::string role = m["role"].get<std::string>();
+    STRATA_ASSIGN_OR_RETURN(std::string content, ContentText(m, where));
+    if (role == "system" || role == "developer") {
+      if (!chat.history.empty()) {
+        return InvalidArgumentError(where + " is a " + role +
+                                    " message after the conversation started; the proxy keeps "
+                                    "system messages as the agent's system prompt: put them first");
+      }
+      chat.system.push_back(std::move(content));
+      continue;
+    }
+    ChatMessage out;
+    out.index = i;
+    out.role = role;
+    out.content = std::move(content);
+    if (role == "tool") {
+      if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string()) {
+        return InvalidArgumentError(where + " (tool) has no \"tool_call_id\" string");
+      }
+      out.tool_call_id = m["tool_call_id"].get<std::string>();
+      auto it = std::find(open.begin(), open.end(), out.tool_call_id);
+      if (it == open.end()) {
+        return InvalidArgumentError(where + ": tool result for tool_call_id \"" + out.tool_call_id +
+                                    "\", which is not an unanswered call of the last assistant "
+                                    "message (unanswered: " +
+                                    JoinIds(open) + ")");
+      }
+      open.erase(it);
+    } else if (role == "user" || role == "assistant") {
+      if (!open.empty()) {
+        return InvalidArgumentError(where + " (" + role + ") follows " + Where(open_from) +
+                                    " whose tool calls " + JoinIds(open) +
+                                    " have no result; send a tool message for each call first");
+      }
+      if (role == "assistant") {
+        STRATA_ASSIGN_OR_RETURN(out.tool_calls, ToolCallsOf(m, where));
+        for (const char* key : {"reasoning_content", "reasoning"}) {
+          if (m.contains(key) && m[key].is_string()) {
+            out.reasoning = m[key].get<std::string>();
+            break;
+          }
+        }
+        for (const ToolCall& c : out.tool_calls) {
+          if (std::find(open.begin(), open.end(), c.id) != open.end()) {
+            return InvalidArgumentError(where + ": duplicate tool call id \"" + c.id + "\"");
+          }
+          open.push_back(c.id);
+        }
+        open_from = i;
+      }
+    } else {
+      return InvalidArgumentError(
+          where + " has role \"" + role +
+          "\"; the proxy accepts system, developer, user, assistant and tool");
+    }
+    chat.history.push_back(std::move(out));
+  }
+  if (chat.history.empty()) {
+    return InvalidArgumentError("\"messages\" holds no user message (only " +
+                                std::to_string(chat.system.size()) + " system messages)");
+  }
+  if (!open.empty()) {
+    return InvalidArgumentError(Where(open_from) + " made tool calls " + JoinIds(open) +
+                                " that have no result; send a tool message for each call");
+  }
+  if (chat.history.back().role == "assistant") {
+    return InvalidArgumentError(Where(chat.history.back().index) +
+                                " is an assistant message; the last message must be a user "
+                                "message or tool results for the proxy to answer");
+  }
+  return chat;
+}
+
+std::string MessageDigest(const ChatMessage& message) {
+  return DigestOf(message.role, message.content, message.tool_calls, message.tool_call_id);
+}
+
+std::string ReplyDigest(const Response& response) {
+  return DigestOf("assistant", response.content, response.tool_calls, "");
+}
+
+std::string ClientView::ToJson() const {
+  json list = json::array();
+  for (const Entry& e : entries) list.push_back({e.digest, e.role, e.segment_id});
+  return json{{"version", 1}, {"entries", std::move(list)}}.dump();
+}
+
+StatusOr<ClientView> ClientView::FromJson(std::string_view text) {
+  json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object() || doc.value("version", 0) != 1 || !doc.contains("entries") ||
+      !doc["entries"].is_array()) {
+    return InvalidArgumentError("stored client view is not a version 1 view document");
+  }
+  ClientView view;
+  for (const json& e : doc["entries"]) {
+    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_string() ||
+        !e[2].is_string()) {
+      return InvalidArgumentError("stored client view has a malformed entry: " + e.dump());
+    }
+    view.entries.push_back(
+        {e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<std::string>()});
+  }
+  return view;
+}
+
+StatusOr<ClientView> LoadClientView(const Agent& agent) {
+  Store* store = agent.store();
+  if (store == nullptr) return ClientView();
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text,
+                          store->GetAgentState(agent.id(), kClientViewKey));
+  if (!text) return ClientView();
+  StatusOr<ClientView> view = ClientView::FromJson(*text);
+  if (!view.ok()) {
+    return DataLossError("agent \"" + agent.id() + "\": " + view.status().message());
+  }
+  return view;
+}
+
+Status SaveClientView(const Agent& agent, const ClientView& view) {
+  Store* store = agent.store();
+  if (store == nullptr) return Status::Ok();
+  return store->PutAgentState(agent.id(), kClientViewKey, view.ToJson());
+}
+
+StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view) {
+  ReconcileOutcome outcome;
+  Context& context = agent.context();
+
+  // The view is trusted only as far as the agent still holds what it names: a segment that is gone,
+  // or that an earlier replacement evicted (its view was not saved), ends it.
+  for (size_t i = 0; i < view->entries.size(); ++i) {
+    const Segment* s = context.Find(view->entries[i].segment_id);
+    if (s == nullptr || s->layer != Layer::kHistory ||
+        (s->state == SegmentState::kEvicted && s->policy == kReconcilePolicy)) {
+      view->entries.resize(i);
+      break;
+    }
+  }
+
+  if (chat.system != SystemPromptsOf(agent)) {
+    STRATA_RETURN_IF_ERROR(agent.SetSystemPrompts(chat.system));
+    outcome.system_changed = true;
+  }
+
+  std::vector<std::string> digests;
+  digests.reserve(chat.history.size());
+  for (const ChatMessage& m : chat.history) digests.push_back(MessageDigest(m));
+  const size_t n = view->entries.size();
+  const size_t m = digests.size();
+  size_t k = 0;
+  while (k < n && k < m && view->entries[k].digest == digests[k]) ++k;
+  outcome.kept = k;
+
+  // The history segments in render order, and where the view's last segment is among them.
+  const std::vector<Segment> segments = context.Segments();
+  std::vector<const Segment*> history;
+  for (const Segment& s : segments) {
+    if (s.layer == Layer::kHistory) history.push_back(&s);
+  }
+  auto index_of = [&history](const std::string& id) -> size_t {
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (history[i]->id == id) return i;
+    }
+    return history.size();
+  };
+
+  size_t start = history.size();  // evict every rendered history segment from here on
+  if (k < n) {
+    outcome.reason = k == m ? "history truncated from " + std::to_string(n) + " to " +
+                                  std::to_string(m) + " messages"
+                            : Where(chat.history[k].index) + " (" + chat.history[k].role +
+                                  ") differs from what the client sent before";
+    // Inside a tool-call group, start at the assistant message that made the calls.
+    while (k > 0 && ((k < n && view->entries[k].role == "tool") ||
+                     (k < m && chat.history[k].role == "tool"))) {
+      --k;
+    }
+    outcome.kept = k;
+    start = index_of(view->entries[k].segment_id);
+    if (start < history.size() && history[start]->state == SegmentState::kSummarized) {
+      // Summarized: its summary (the last rendered one before it) holds it; replace that too.
+      for (size_t i = start; i-- > 0;) {
+        if (history[i]->kind == SegmentKind::kSummary && Rendered(*history[i])) {
+          start = i;
+          break;
+        }
+      }
+      // The client messages the summary also holds are appended again (summaries replace whole
+      // tool-call groups, so this starts at a group's beginning).
+      for (size_t j = 0; j < k; ++j) {
+        if (index_of(view->entries[j].segment_id) >= start) {
+          k = j;
+          break;
+        }
+      }
+      outcome.kept = k;
+    }
+  } else {
+    // Segments after the view's last one that the client never saw.
+    size_t after = 0;
+    if (n > 0) after = index_of(view->entries[n - 1].segment_id) + 1;
+    size_t unknown = 0;
+    for (size_t i = after; i < history.size(); ++i) {
+      if (Rendered(*history[i])) {
+        if (start == history.size()) start = i;
+        ++unknown;
+      }
+    }
+    if (unknown > 0) {
+      outcome.reason = std::to_string(unknown) + " history message" + (unknown == 1 ? "" : "s") +
+                       " the client did not send";
+    }
+  }
+
+  HistoryEdit edit;
+  for (size_t i = start; i < history.size(); ++i) {
+    if (Rendered(*history[i])) {
+      edit.edits.push_back({history[i]->id, SegmentEdit::Action::kEvict, ""});
+    }
+  }
+  if (k < n || !edit.empty()) {
+    outcome.replaced = true;
+    outcome.first_difference = k;
+    outcome.evicted_segments = edit.edits.size();
+    if (!edit.empty()) {
+      StatusOr<CompactionReport> applied =
+          context.ApplyEdit(edit, kReconcilePolicy, "client history replaced: " + outcome.reason);
+      if (!applied.ok()) {
+        return Status(applied.status().code(),
+                      "cannot replace the agent's history from the client's " +
+                          (k < m ? Where(chat.history[k].index) : std::string("last message")) +
+                          " on: " + applied.status().message());
+      }
+    }
+    view->entries.resize(std::min(view->entries.size(), k));
+    if (Store* store = agent.store()) {
+      StoredEvent event;
+      event.agent_id = agent.id();
+      event.turn = static_cast<int64_t>(context.Stats().turns);
+      event.type = "history_replaced";
+      event.payload_json = json{
+          {"reason", outcome.reason},
+          {"first_difference", k},
+          {"evicted_segments", outcome.evicted_segments},
+          {"client_messages", m},
+          {"view_messages", n}}.dump();
+      store->AppendEvent(event).status().IgnoreError();
+    }
+  }
+
+  for (size_t i = k; i < m; ++i) {
+    const ChatMessage& message = chat.history[i];
+    StatusOr<std::string> id = InternalError("unreachable");
+    if (message.role == "user") {
+      id = agent.AppendUser(message.content);
+    } else if (message.role == "assistant") {
+      AssistantMessage a;
+      a.content = message.content;
+      a.reasoning = message.reasoning;
+      a.tool_calls = message.tool_calls;
+      id = context.AppendAssistant(std::move(a));
+    } else {
+      id = agent.AppendToolResult({message.tool_call_id, message.content, false});
+    }
+    if (!id.ok()) {
+      return Status(id.status().code(), Where(message.index) + " (" + message.role +
+                                            ") could not be added: " + id.status().message());
+    }
+    view->entries.push_back({digests[i], message.role, *id});
+    ++outcome.appended;
+  }
+  return outcome;
+}
+
+void RecordReply(const Turn& turn, ClientView* view) {
+  view->entries.push_back({ReplyDigest(turn.response), "assistant", turn.assistant_segment_id});
+}
+
+}  // namespace strata::sidecar

@@ -1,0 +1,121 @@
+// reconcile.h — keeping an agent's stored history in step with the message list an OpenAI client
+// sends on every call.
+//
+// An OpenAI-compatible client keeps the conversation itself and sends all of it with every request.
+// The sidecar keeps the agent's context (compacted, cache-stable), which after a compaction no
+// longer looks like what the client sends: old tool results are masked, spans are summarized. So
+// the proxy never compares the client's messages with the stored context. It compares them with
+// what the same client sent before: a per-agent ClientView holds a digest of every message the
+// client sent (and of every reply it was given), and the id of the history segment each one became.
+// The view is persisted with the agent (Store::PutAgentState, key kClientViewKey).
+//
+// The rule, applied by Reconcile():
+//  - The client's history starts with every message of the view: the messages after them are new
+//    and are appended (user messages, assistant messages with tool calls, tool results).
+//  - Otherwise the client edited or truncated its history. The history is replaced from the first
+//    difference: every rendered history segment from the one the first differing message became
+//    is evicted (originals kept for recall, policy kReconcilePolicy), and the client's messages
+//    from there on are appended. When the difference falls inside a tool-call group, the
+//    replacement starts at the assistant message that made the calls, so tool calls stay paired.
+//    A "history_replaced" event is written to the store; the next request's prefix break is
+//    reported with the reason.
+//  - History segments the client does not know (after the last one of its view: appended through
+//    another API, or left by a crash between an append and the view's save) are replaced the same
+//    way: the client's list is the conversation.
+//  - Leading system (and developer) messages are the agent's system prompts, replaced when they
+//    differ.
+//
+// Thread safety: none of its own; callers hold the agent's lease (one request per agent at a time).
+#ifndef STRATA_APPS_STRATA_SIDECAR_RECONCILE_H_
+#define STRATA_APPS_STRATA_SIDECAR_RECONCILE_H_
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/agent.h"
+#include "strata/segment.h"
+#include "strata/status.h"
+
+namespace strata::sidecar {
+
+// The agent-state key of the persisted ClientView.
+inline constexpr char kClientViewKey[] = "proxy.client_view";
+// The policy name recorded on segments the proxy evicted when it replaced a history.
+inline constexpr char kReconcilePolicy[] = "proxy-reconcile@1";
+
+// One non-system chat message as an OpenAI client sends it, reduced to what an agent stores.
+struct ChatMessage {
+  size_t index = 0;       // its index in the request's "messages" array (for error messages)
+  std::string role;       // "user", "assistant" or "tool"
+  std::string content;    // text; null is ""; an array of text parts is their concatenation
+  std::string reasoning;  // assistant: "reasoning_content" or "reasoning" when the client sends it
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;          // tool
+};
+
+struct ParsedChat {
+  std::vector<std::string> system;   // the leading system / developer messages, in order
+  std::vector<ChatMessage> history;  // everything after them
+};
+
+// Parses a request's "messages" array. INVALID_ARGUMENT, naming messages[i] and what to do, for: a
+// non-array or empty list, a message that is not an object, an unknown role, a system message after
+// the conversation started, a content part that is not text, malformed tool calls, a tool message
+// without tool_call_id, a tool result that answers no open call, a message while tool calls are
+// unanswered, no message after the system ones, or an assistant message last (the proxy answers a
+// user message or tool results).
+StatusOr<ParsedChat> ParseChatMessages(const nlohmann::json& messages);
+
+// Hex digest (32 digits of SHA-256) of what identifies a message: role, content, tool calls (id,
+// name, arguments) and tool_call_id. Fields clients fill differently (null vs "" content, "name",
+// "refusal", echoed reasoning) do not count.
+std::string MessageDigest(const ChatMessage& message);
+
+// The digest of the assistant reply `response` as the client will send it back.
+std::string ReplyDigest(const Response& response);
+
+// What the client has seen of one agent's history.
+struct ClientView {
+  struct Entry {
+    std::string digest;
+    std::string role;
+    std::string segment_id;  // the history segment the message became
+  };
+  std::vector<Entry> entries;
+
+  std::string ToJson() const;
+  // INVALID_ARGUMENT for a document ToJson() did not write.
+  static StatusOr<ClientView> FromJson(std::string_view json);
+};
+
+// The view stored with `agent` (an empty view when it has none or no store).
+StatusOr<ClientView> LoadClientView(const Agent& agent);
+// Stores the view with `agent` (nothing without a store).
+Status SaveClientView(const Agent& agent, const ClientView& view);
+
+// What one reconciliation did.
+struct ReconcileOutcome {
+  size_t kept = 0;              // client messages that matched the view
+  size_t appended = 0;          // messages appended to the agent
+  bool replaced = false;        // the history was replaced from `first_difference`
+  size_t first_difference = 0;  // index into ParsedChat::history where the replacement started
+  size_t evicted_segments = 0;
+  bool system_changed = false;
+  std::string reason;  // why the history was replaced, e.g. "messages[3] (user) edited"
+};
+
+// Brings `agent` and `*view` in line with `chat` by the rule of the file comment. The agent's
+// context is changed under the caller's lease. On error (a message the context refuses, e.g.
+// invalid UTF-8) the messages before the failing one stay appended and `*view` says exactly what
+// the agent holds, so the caller saves it either way and a retry continues from there.
+StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view);
+
+// Adds the assistant reply Agent::Complete() appended to the view.
+void RecordReply(const Turn& turn, ClientView* view);
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_RECONCILE_H_

@@ -1,0 +1,395 @@
+// Reconciling an OpenAI client's whole message list with an agent's stored history: appends,
+// edits and truncations (replace from the first difference), compacted histories, persistence.
+#include "reconcile.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "strata/store.h"
+#include "testing/scripted_transport.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+using strata::testing::ScriptedTransport;
+
+template <typename T>
+T Must(StatusOr<T> value) {
+  if (!value.ok()) throw std::runtime_error(value.status().ToString());
+  return std::move(value).value();
+}
+
+std::string TempPath(const std::string& name) {
+  std::string path = "/tmp/strata-reconcile-test-" + std::to_string(::getpid()) + "-" + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+AgentConfig TestConfig(const std::string& id) {
+  AgentConfig c;
+  c.identity.id = id;
+  c.tokenizer = "estimate";
+  c.budget.enforce = false;
+  c.recall.expose_tool = false;
+  c.cache.block_tokens = 4;  // short test conversations still fill prefix-cache blocks
+  return c;
+}
+
+json User(const std::string& text) { return {{"role", "user"}, {"content", text}}; }
+json System(const std::string& text) { return {{"role", "system"}, {"content", text}}; }
+json Tool(const std::string& id, const std::string& text) {
+  return {{"role", "tool"}, {"tool_call_id", id}, {"content", text}};
+}
+// An assistant message the way the openai npm client hands it back (null content, refusal, ...).
+json AssistantCalls(const std::vector<std::pair<std::string, std::string>>& calls) {
+  json list = json::array();
+  for (const auto& [id, args] : calls) {
+    list.push_back({{"id", id},
+                    {"type", "function"},
+                    {"function", {{"name", "read_file"}, {"arguments", args}}}});
+  }
+  return {{"role", "assistant"}, {"content", nullptr}, {"refusal", nullptr}, {"tool_calls", list}};
+}
+json AssistantText(const std::string& text) {
+  return {{"role", "assistant"},
+          {"content", text},
+          {"refusal", nullptr},
+          {"annotations", json::array()}};
+}
+
+Response CallsReply(const std::vector<std::pair<std::string, std::string>>& calls) {
+  Response r;
+  for (const auto& [id, args] : calls) r.tool_calls.push_back(ToolCall{id, "read_file", args});
+  r.finish_reason = "tool_calls";
+  r.attempts = 1;
+  return r;
+}
+Response TextReply(const std::string& text) {
+  Response r;
+  r.content = text;
+  r.finish_reason = "stop";
+  r.attempts = 1;
+  return r;
+}
+
+// Rendered history of the agent as (role-ish kind, content) strings, e.g. "user:hi".
+std::vector<std::string> RenderedHistory(const Agent& agent) {
+  std::vector<std::string> out;
+  for (const Segment& s : agent.context().Segments()) {
+    if (s.layer != Layer::kHistory) continue;
+    if (s.state != SegmentState::kLive && s.state != SegmentState::kMasked) continue;
+    std::string text = std::string(SegmentKindName(s.kind)) + ":" + s.content;
+    for (const ToolCall& c : s.tool_calls) text += "[" + c.id + "]";
+    out.push_back(text);
+  }
+  return out;
+}
+
+// One proxy request: reconcile, complete with the next scripted answer, record the reply.
+struct Harness {
+  ScriptedTransport transport;
+  std::unique_ptr<Agent> agent;
+  ClientView view;
+
+  explicit Harness(const std::string& id, Store* store = nullptr) {
+    AgentServices services;
+    services.transport = &transport;
+    services.store = store;
+    agent = Must(Agent::Create(TestConfig(id), services));
+  }
+  ReconcileOutcome Send(const json& messages, Response reply) {
+    ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(messages)), *agent, &view));
+    transport.Respond(std::move(reply));
+    Turn turn = Must(agent->Complete());
+    RecordReply(turn, &view);
+    return outcome;
+  }
+};
+
+TEST_CASE("new trailing messages are appended, the client's echo of a reply matches it",
+          "[sidecar][reconcile]") {
+  Harness h("append");
+  json messages = json::array({System("You read files."), User("Read a.txt")});
+  ReconcileOutcome first = h.Send(messages, CallsReply({{"call_1", R"({"path":"a.txt"})"}}));
+  CHECK(first.appended == 1);
+  CHECK(first.system_changed);
+  CHECK_FALSE(first.replaced);
+
+  messages.push_back(AssistantCalls({{"call_1", R"({"path":"a.txt"})"}}));
+  messages.push_back(Tool("call_1", "alpha"));
+  ReconcileOutcome second = h.Send(messages, TextReply("a.txt says alpha"));
+  CHECK(second.kept == 2);  // the user message and the reply as echoed (null content, refusal)
+  CHECK(second.appended == 1);
+  CHECK_FALSE(second.replaced);
+  CHECK_FALSE(second.system_changed);
+
+  messages.push_back(AssistantText("a.txt says alpha"));
+  messages.push_back(User("Thanks"));
+  ReconcileOutcome third = h.Send(messages, TextReply("You're welcome"));
+  CHECK(third.kept == 4);
+  CHECK(third.appended == 1);
+  CHECK(RenderedHistory(*h.agent) ==
+        std::vector<std::string>{"user:Read a.txt", "tool_call:[call_1]", "tool_result:alpha",
+                                 "assistant:a.txt says alpha", "user:Thanks",
+                                 "assistant:You're welcome"});
+  // Each request sent upstream starts with the previous request's history bytes.
+  const std::vector<std::string> bodies = h.transport.bodies();
+  REQUIRE(bodies.size() == 3);
+  const std::string second_body = bodies[1];
+  CHECK(bodies[2].find(R"("content":"alpha")") != std::string::npos);
+  const size_t history_end = second_body.find(R"("content":"alpha")");
+  REQUIRE(history_end != std::string::npos);
+  CHECK(bodies[2].compare(0, history_end, second_body, 0, history_end) == 0);
+}
+
+TEST_CASE("an edited message replaces the history from the first difference",
+          "[sidecar][reconcile]") {
+  const std::string path = TempPath("edit.db");
+  auto store = Must(OpenSqliteStore(path));
+  Harness h("edit", store.get());
+  json messages = json::array({User("first question")});
+  h.Send(messages, TextReply("first answer"));
+  messages.push_back(AssistantText("first answer"));
+  messages.push_back(User("second question"));
+  h.Send(messages, TextReply("second answer"));
+
+  // The client edits its second question (the reply to it is dropped by the client too).
+  json edited = json::array(
+      {User("first question"), AssistantText("first answer"), User("second question, rephrased")});
+  const ClientView before_edit = h.view;
+  ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(edited)), *h.agent, &h.view));
+  CHECK(outcome.replaced);
+  CHECK(outcome.kept == 2);
+  CHECK(outcome.first_difference == 2);
+  CHECK(outcome.evicted_segments == 2);  // the old question and its answer
+  CHECK(outcome.appended == 1);
+  CHECK(outcome.reason == "messages[2] (user) differs from what the client sent before");
+  CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:first question",
+                                                              "assistant:first answer",
+                                                              "user:second question, rephrased"});
+  // What was replaced is kept for recall, and the store has the event.
+  size_t evicted = 0;
+  for (const Segment& s : h.agent->context().Segments()) {
+    if (s.state == SegmentState::kEvicted) {
+      ++evicted;
+      CHECK(s.policy == kReconcilePolicy);
+      CHECK(h.agent->context().Recall(s.recall_id).ok());
+    }
+  }
+  CHECK(evicted == 2);
+  auto events = Must(store->Events("edit", "history_replaced"));
+  REQUIRE(events.size() == 1);
+  CHECK(json::parse(events[0].payload_json)["first_difference"] == 2);
+
+  // A view saved before the replacement (a crash before the new one was saved) is cut where the
+  // replacement evicted: the agent ends up the same, nothing duplicated.
+  ClientView stale = before_edit;
+  ReconcileOutcome again = Must(Reconcile(Must(ParseChatMessages(edited)), *h.agent, &stale));
+  CHECK(again.kept == 2);
+  CHECK(again.reason == "1 history message the client did not send");
+  CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:first question",
+                                                              "assistant:first answer",
+                                                              "user:second question, rephrased"});
+  CHECK(stale.entries.size() == 3);
+
+  // The next request reports the prefix break.
+  h.transport.Respond(TextReply("rephrased answer"));
+  Turn turn = Must(h.agent->Complete());
+  REQUIRE(turn.prefix_break.has_value());
+  CHECK(turn.prefix_break->reason.find("history") != std::string::npos);
+}
+
+TEST_CASE("a truncated history (a retry without the reply) regenerates the answer",
+          "[sidecar][reconcile]") {
+  Harness h("retry");
+  json messages = json::array({User("question")});
+  h.Send(messages, TextReply("an answer the client never received"));
+  ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(messages)), *h.agent, &h.view));
+  CHECK(outcome.replaced);
+  CHECK(outcome.reason == "history truncated from 2 to 1 messages");
+  CHECK(outcome.evicted_segments == 1);
+  CHECK(outcome.appended == 0);
+  CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:question"});
+  CHECK(h.view.entries.size() == 1);
+}
+
+TEST_CASE("an edit inside a tool-call group replaces the whole group", "[sidecar][reconcile]") {
+  Harness h("group");
+  json messages = json::array({User("read two files")});
+  h.Send(messages, CallsReply({{"c1", R"({"path":"a"})"}, {"c2", R"({"path":"b"})"}}));
+  messages.push_back(AssistantCalls({{"c1", R"({"path":"a"})"}, {"c2", R"({"path":"b"})"}}));
+  messages.push_back(Tool("c1", "A"));
+  messages.push_back(Tool("c2", "B"));
+  h.Send(messages, TextReply("done"));
+
+  messages.erase(messages.end() - 1);
+  messages.push_back(Tool("c2", "B, corrected"));
+  ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(messages)), *h.agent, &h.view));
+  CHECK(outcome.replaced);
+  CHECK(outcome.reason == "messages[3] (tool) differs from what the client sent before");
+  CHECK(outcome.first_difference == 1);  // the assistant message that made the calls
+  CHECK(outcome.evicted_segments == 4);  // calls, two results, the answer
+  CHECK(outcome.appended == 3);
+  CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:read two files",
+                                                              "tool_call:[c1][c2]", "tool_result:A",
+                                                              "tool_result:B, corrected"});
+}
+
+TEST_CASE("a compacted history still matches what the client sends", "[sidecar][reconcile]") {
+  Harness h("compacted");
+  json messages = json::array({User("read a")});
+  h.Send(messages, CallsReply({{"c1", R"({"path":"a"})"}}));
+  messages.push_back(AssistantCalls({{"c1", R"({"path":"a"})"}}));
+  messages.push_back(Tool("c1", std::string(2000, 'x')));
+  h.Send(messages, TextReply("long file"));
+
+  // Compaction masks the tool result: the stored context no longer says what the client sends.
+  std::string result_id;
+  for (const Segment& s : h.agent->context().Segments()) {
+    if (s.kind == SegmentKind::kToolResult) result_id = s.id;
+  }
+  HistoryEdit mask;
+  mask.edits.push_back({result_id, SegmentEdit::Action::kMask, "[masked: 2000 bytes]"});
+  REQUIRE(h.agent->context().ApplyEdit(mask, "test@1", "test").ok());
+
+  messages.push_back(AssistantText("long file"));
+  messages.push_back(User("and now?"));
+  ReconcileOutcome outcome = h.Send(messages, TextReply("now this"));
+  CHECK_FALSE(outcome.replaced);
+  CHECK(outcome.kept == 4);
+  CHECK(outcome.appended == 1);
+  CHECK(RenderedHistory(*h.agent)[2] == "tool_result:[masked: 2000 bytes]");
+
+  SECTION("an edit before a summarized span appends the summarized messages again") {
+    std::vector<std::string> first_three;  // the question, the call and its (masked) result
+    for (const Segment& s : h.agent->context().Segments()) {
+      if (s.layer == Layer::kHistory && first_three.size() < 3) first_three.push_back(s.id);
+    }
+    HistoryEdit summary;
+    summary.summaries.push_back({first_three, "The user asked to read a."});
+    REQUIRE(h.agent->context().ApplyEdit(summary, "test@1", "test").ok());
+    // The client edits the tool result: its call group is inside the summary, so the summary goes
+    // and the client's messages from the first one it holds are appended again.
+    json edited = messages;
+    edited[2] = Tool("c1", "short now");
+    edited.erase(edited.begin() + 3, edited.end());
+    ReconcileOutcome again = Must(Reconcile(Must(ParseChatMessages(edited)), *h.agent, &h.view));
+    CHECK(again.replaced);
+    CHECK(again.kept == 0);
+    CHECK(again.appended == 3);
+    CHECK(RenderedHistory(*h.agent) ==
+          std::vector<std::string>{"user:read a", "tool_call:[c1]", "tool_result:short now"});
+  }
+}
+
+TEST_CASE("history the client never sent is replaced by the client's", "[sidecar][reconcile]") {
+  Harness h("foreign");
+  json messages = json::array({User("hello")});
+  h.Send(messages, TextReply("hi"));
+  REQUIRE(h.agent->AppendUser("appended by someone else").ok());
+  messages.push_back(AssistantText("hi"));
+  messages.push_back(User("how are you?"));
+  ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(messages)), *h.agent, &h.view));
+  CHECK(outcome.replaced);
+  CHECK(outcome.kept == 2);
+  CHECK(outcome.evicted_segments == 1);
+  CHECK(outcome.reason == "1 history message the client did not send");
+  CHECK(RenderedHistory(*h.agent) ==
+        std::vector<std::string>{"user:hello", "assistant:hi", "user:how are you?"});
+}
+
+TEST_CASE("a changed system message replaces the system prompt, not the history",
+          "[sidecar][reconcile]") {
+  Harness h("system");
+  json messages = json::array({System("v1"), User("q")});
+  h.Send(messages, TextReply("a"));
+  messages[0] = System("v2");
+  messages.push_back(AssistantText("a"));
+  messages.push_back(User("q2"));
+  ReconcileOutcome outcome = h.Send(messages, TextReply("a2"));
+  CHECK(outcome.system_changed);
+  CHECK_FALSE(outcome.replaced);
+  CHECK(outcome.appended == 1);
+  CHECK(h.transport.bodies().back().find("v2") != std::string::npos);
+}
+
+TEST_CASE("the client view is persisted with the agent and survives a reopen",
+          "[sidecar][reconcile]") {
+  const std::string path = TempPath("persist.db");
+  json messages = json::array({User("q1")});
+  {
+    auto store = Must(OpenSqliteStore(path));
+    Harness h("persist", store.get());
+    h.Send(messages, TextReply("a1"));
+    REQUIRE(SaveClientView(*h.agent, h.view).ok());
+  }
+  auto store = Must(OpenSqliteStore(path));
+  ScriptedTransport transport;
+  OpenOptions options;
+  options.services.transport = &transport;
+  auto agent = Must(Agent::Open(*store, "persist", options));
+  ClientView view = Must(LoadClientView(*agent));
+  REQUIRE(view.entries.size() == 2);
+  CHECK(view.entries[1].role == "assistant");
+  messages.push_back(AssistantText("a1"));
+  messages.push_back(User("q2"));
+  ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(messages)), *agent, &view));
+  CHECK_FALSE(outcome.replaced);
+  CHECK(outcome.appended == 1);
+
+  CHECK_FALSE(ClientView::FromJson("{\"version\":2}").ok());
+  CHECK_FALSE(ClientView::FromJson("[1,2]").ok());
+  REQUIRE(store->PutAgentState("persist", kClientViewKey, "not json").ok());
+  StatusOr<ClientView> broken = LoadClientView(*agent);
+  CHECK(broken.status().code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("message lists the proxy cannot answer are refused naming the message",
+          "[sidecar][reconcile]") {
+  auto error = [](const json& messages) {
+    StatusOr<ParsedChat> parsed = ParseChatMessages(messages);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    return parsed.status().message();
+  };
+  CHECK(error(json::object()).find("must be an array") != std::string::npos);
+  CHECK(error(json::array({System("s")})).find("no user message") != std::string::npos);
+  CHECK(error(json::array({User("q"), AssistantText("a")}))
+            .find("messages[1] is an assistant message") != std::string::npos);
+  CHECK(error(json::array({User("q"), System("late")}))
+            .find("messages[1] is a system message after") != std::string::npos);
+  CHECK(error(json::array(
+                  {{{"role", "user"},
+                    {"content", json::array({{{"type", "image_url"}, {"image_url", "x"}}})}}}))
+            .find("messages[0].content[0]: content part type \"image_url\"") != std::string::npos);
+  CHECK(error(json::array({User("q"), Tool("nope", "x")})).find("tool_call_id \"nope\"") !=
+        std::string::npos);
+  CHECK(error(json::array({User("q"), AssistantCalls({{"c1", "{}"}}), User("again")}))
+            .find("tool calls c1 have no result") != std::string::npos);
+  CHECK(error(json::array({{{"role", "function"}, {"content", "x"}}})).find("role \"function\"") !=
+        std::string::npos);
+  json bad_args = AssistantCalls({{"c1", "{}"}});
+  bad_args["tool_calls"][0]["function"]["arguments"] = json::object();
+  CHECK(error(json::array({User("q"), bad_args, Tool("c1", "x")}))
+            .find("arguments must be a string") != std::string::npos);
+
+  // Text parts are joined; the digest does not depend on the form the client used.
+  ParsedChat parts = Must(ParseChatMessages(json::array(
+      {{{"role", "user"},
+        {"content",
+         json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}}})));
+  ParsedChat plain = Must(ParseChatMessages(json::array({User("ab")})));
+  CHECK(parts.history[0].content == "ab");
+  CHECK(MessageDigest(parts.history[0]) == MessageDigest(plain.history[0]));
+  CHECK(MessageDigest(plain.history[0]) !=
+        MessageDigest(Must(ParseChatMessages(json::array({User("ab ")}))).history[0]));
+}
+
+}  // namespace
+}  // namespace strata::sidecar
