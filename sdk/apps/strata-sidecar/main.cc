@@ -242,12 +242,16 @@ int main(int argc, char** argv) {
                               : std::getenv(config.upstream_api_key_env.c_str())) {
       proxy_options.upstream_api_key = key;
     }
+    proxy_options.on_turn = hooks.on_turn;
+    proxy_options.on_error = hooks.on_error;
+    proxy_options.on_complete_begin = hooks.on_complete_begin;
     proxy = std::make_unique<sc::Proxy>(std::move(proxy_options));
     sc::HttpServerOptions http_options;
     http_options.listen = config.http_listen;
     http_options.tls = config.tls;
     http_options.authenticator = &authenticator;
     http_options.proxy = proxy.get();
+    http_options.metrics = [&metrics] { return metrics.RenderPrometheus(); };
     StatusOr<std::unique_ptr<sc::HttpServer>> started = sc::HttpServer::Start(http_options);
     if (!started.ok()) return Fail(started.status());
     http = std::move(*started);
