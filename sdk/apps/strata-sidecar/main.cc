@@ -251,7 +251,13 @@ int main(int argc, char** argv) {
     http_options.tls = config.tls;
     http_options.authenticator = &authenticator;
     http_options.proxy = proxy.get();
-    http_options.metrics = [&metrics] { return metrics.RenderPrometheus(); };
+    // Agent counts are read at scrape time too: the proxy creates agents on first use.
+    http_options.metrics = [&metrics, &authenticator, &registry] {
+      for (const sc::TenantConfig& t : authenticator.tenants()) {
+        metrics.SetAgents(t.name, (*registry)->AgentCount(t));
+      }
+      return metrics.RenderPrometheus();
+    };
     StatusOr<std::unique_ptr<sc::HttpServer>> started = sc::HttpServer::Start(http_options);
     if (!started.ok()) return Fail(started.status());
     http = std::move(*started);

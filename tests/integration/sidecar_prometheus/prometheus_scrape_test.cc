@@ -1,6 +1,13 @@
 // The real consumer of the sidecar's metrics: Debian's Prometheus server scrapes a /metrics endpoint
 // serving SidecarMetrics every second, and the test reads the series back through Prometheus's
 // HTTP API — values, escaped label values, histogram quantiles, a second scrape after a change.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -158,6 +165,126 @@ TEST_CASE("a real Prometheus server scrapes SidecarMetrics and reads every kind 
   CHECK(server.Value("strata_sidecar_kv_bytes_in_flight") == 0);
   CHECK(warnings.size() == 1);
 }
+
+#if defined(STRATA_SIM_PATH) && defined(STRATA_SIDECAR_PATH)
+
+// A program started by the test with its stdout read line by line; SIGTERM and reaped at the end.
+class Program {
+ public:
+  Program(std::vector<std::string> argv, const std::string& log_path) {
+    int out[2];
+    REQUIRE(::pipe(out) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (log >= 0) ::dup2(log, STDERR_FILENO);
+      ::close(out[0]);
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    fd_ = out[0];
+  }
+  ~Program() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    ::close(fd_);
+  }
+  // The rest of the first stdout line starting with `prefix`; "" after 30 s or at end of output.
+  std::string WaitForLine(const std::string& prefix) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        ssize_t n = ::read(fd_, buf, sizeof buf);
+        if (n <= 0) return "";
+        buffer_.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return "";
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+TEST_CASE("a real Prometheus server scrapes strata-sidecar's /metrics", "[prometheus]") {
+  const std::string prometheus = PrometheusOrSkip();
+  const std::string dir = testing::MakeTempDir("strata-sidecar-scrape-");
+  REQUIRE(!dir.empty());
+  Program sim({STRATA_SIM_PATH, "--host", "127.0.0.1", "--port", "0"}, dir + "/sim.log");
+  const std::string sim_line = sim.WaitForLine("strata-sim http=");
+  REQUIRE(!sim_line.empty());
+  const std::string sim_address = sim_line.substr(0, sim_line.find(' '));
+  {
+    std::ofstream config(dir + "/sidecar.json");
+    config << R"({"metrics": {"kv_capacity_bytes": 1000000000, "long_request_tokens": 100000}})";
+  }
+  Program sidecar({STRATA_SIDECAR_PATH, "--config", dir + "/sidecar.json", "--grpc-listen",
+                   "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store",
+                   dir + "/sidecar.db", "--upstream", "http://" + sim_address + "/v1"},
+                  dir + "/sidecar.log");
+  REQUIRE(!sidecar.WaitForLine("grpc listening on ").empty());
+  const std::string http_address = sidecar.WaitForLine("http listening on ");
+  REQUIRE(!http_address.empty());
+  const size_t colon = http_address.rfind(':');
+  httplib::Client client(http_address.substr(0, colon), std::stoi(http_address.substr(colon + 1)));
+
+  // Three turns of one agent and two of another through the OpenAI-compatible proxy.
+  for (const auto& [agent, turns] : std::vector<std::pair<std::string, int>>{{"a1", 3}, {"a2", 2}}) {
+    json messages = json::array({{{"role", "system"}, {"content", "You are terse."}}});
+    for (int i = 0; i < turns; ++i) {
+      messages.push_back({{"role", "user"}, {"content", "question " + std::to_string(i)}});
+      json body{{"model", "glm-5.3-flash"}, {"messages", messages}};
+      auto r = client.Post("/v1/chat/completions", {{"X-Strata-Agent", agent}}, body.dump(),
+                           "application/json");
+      REQUIRE(r);
+      REQUIRE(r->status == 200);
+      messages.push_back(json::parse(r->body)["choices"][0]["message"]);
+    }
+  }
+
+  testing::PrometheusServer server(prometheus, {http_address});
+  if (!server.Start()) FAIL("prometheus did not start; its log:\n" << server.log());
+  CHECK(server.WaitForValue("up{job=\"strata\"}", 1) == 1);
+  CHECK(server.WaitForValue("sum(strata_sidecar_requests_total{tenant=\"default\",pool=\"none\","
+                            "finish_reason=\"stop\"})",
+                            5) == 5);
+  CHECK(server.Value("strata_sidecar_input_tokens_count{tenant=\"default\"}") == 5);
+  CHECK(server.Value("strata_sidecar_output_tokens_sum{tenant=\"default\"}") > 0);
+  CHECK(server.Value("strata_sidecar_ttft_seconds_count{tenant=\"default\"}") == 5);
+  CHECK(server.Value("strata_sidecar_agents{tenant=\"default\"}") == 2);
+  CHECK(server.Value("strata_sidecar_kv_capacity_bytes") == 1e9);
+  CHECK(server.Value("strata_sidecar_kv_bytes_in_flight") == 0);
+  CHECK(server.Value("strata_sidecar_requests_in_flight{tenant=\"default\"}") == 0);
+  CHECK(server.Value("strata_sidecar_kv_watermark_alert") == 0);
+
+  // An error reaches the errors series: the proxy refuses a body that is not JSON (400,
+  // INVALID_ARGUMENT).
+  auto bad = client.Post("/v1/chat/completions", {{"X-Strata-Agent", "a1"}}, "{not json",
+                         "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(server.WaitForValue(
+            "strata_sidecar_errors_total{tenant=\"default\",code=\"INVALID_ARGUMENT\"}", 1) == 1);
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+#endif  // STRATA_SIM_PATH && STRATA_SIDECAR_PATH
 
 }  // namespace
 }  // namespace strata::sidecar
