@@ -95,11 +95,17 @@ void FillInfo(const StoredAgent& a, const std::string& local_id, v1::AgentInfo* 
   out->set_compactions(a.compactions);
 }
 
-// The configuration document as the client sees it: its id within the tenant.
+// The configuration document as the client sees it: its id within the tenant, without what
+// belongs to the sidecar (the upstream's address, the names of its secrets' variables, the store).
 std::string ClientConfigJson(const Agent& agent, const std::string& local_id) {
   json doc = json::parse(agent.ConfigJson(), nullptr, false);
-  if (doc.is_object() && doc.contains("identity") && doc["identity"].is_object()) {
-    doc["identity"]["id"] = local_id;
+  if (!doc.is_object()) return "{}";
+  if (doc.contains("identity") && doc["identity"].is_object()) doc["identity"]["id"] = local_id;
+  doc.erase("store_path");
+  if (doc.contains("endpoint") && doc["endpoint"].is_object()) {
+    for (const char* key : {"base_url", "api_key_env", "deployment_secret_env"}) {
+      doc["endpoint"].erase(key);
+    }
   }
   return doc.dump();
 }

@@ -1,6 +1,12 @@
 #include "sidecar_config.h"
 
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -148,6 +154,44 @@ Status ParseTenant(const json& value, const std::string& path, const TenantLimit
   return r.Finish();
 }
 
+// The certificate and key parse as PEM and belong together; the client CA parses.
+Status CheckTlsFiles(const TlsConfig& tls) {
+  auto open = [](const std::string& path) {
+    return std::unique_ptr<BIO, decltype(&BIO_free)>(BIO_new_file(path.c_str(), "r"), &BIO_free);
+  };
+  auto cert_bio = open(tls.cert_file);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      cert_bio ? PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr) : nullptr,
+      &X509_free);
+  if (!cert) {
+    return InvalidArgumentError("tls.cert_file: " + tls.cert_file +
+                                " holds no PEM certificate");
+  }
+  auto key_bio = open(tls.key_file);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr) : nullptr,
+      &EVP_PKEY_free);
+  if (!key) {
+    return InvalidArgumentError("tls.key_file: " + tls.key_file +
+                                " holds no PEM private key (an encrypted key is not supported)");
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    return InvalidArgumentError("tls.key_file: the key in " + tls.key_file +
+                                " does not match the certificate in " + tls.cert_file);
+  }
+  if (!tls.client_ca_file.empty()) {
+    auto ca_bio = open(tls.client_ca_file);
+    std::unique_ptr<X509, decltype(&X509_free)> ca(
+        ca_bio ? PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr) : nullptr,
+        &X509_free);
+    if (!ca) {
+      return InvalidArgumentError("tls.client_ca_file: " + tls.client_ca_file +
+                                  " holds no PEM certificate");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
@@ -269,6 +313,7 @@ Status ValidateSidecarConfig(const SidecarConfig& c) {
     std::ifstream in(*file);
     if (!in) return NotFoundError(std::string(key) + ": cannot read " + *file);
   }
+  if (c.tls.enabled()) STRATA_RETURN_IF_ERROR(CheckTlsFiles(c.tls));
   if (c.drain_timeout_ms > 3600000) {
     return InvalidArgumentError("drain_timeout_ms: " + std::to_string(c.drain_timeout_ms) +
                                 " is above one hour");

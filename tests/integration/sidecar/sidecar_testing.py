@@ -60,11 +60,13 @@ class Sidecar:
     kept in files (`output()`), for the tests that read what it logged."""
 
     def __init__(self, tmp: pathlib.Path, args: Sequence[str], env: Optional[Dict[str, str]] = None,
-                 store: Optional[pathlib.Path] = None, expect_listening: bool = True):
+                 store: Optional[pathlib.Path] = None, expect_listening: bool = True,
+                 listen: Optional[str] = "127.0.0.1:0"):
         self.tmp = tmp
         self.store = store or tmp / "sidecar.db"
-        self.args = [str(SIDECAR), "--grpc-listen", "127.0.0.1:0", "--store", str(self.store),
-                     *args]
+        self.args = [str(SIDECAR), "--store", str(self.store), *args]
+        if listen is not None:
+            self.args += ["--grpc-listen", listen]
         n = len(list(tmp.glob("sidecar-*.out")))
         self.out_path = tmp / f"sidecar-{n}.out"
         self.err_path = tmp / f"sidecar-{n}.err"
