@@ -1,5 +1,7 @@
 #include "sidecar_metrics.h"
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <regex>
 #include <set>
@@ -361,6 +363,56 @@ TEST_CASE("metrics are updated from many threads", "[sidecar_metrics][concurrenc
                 "strata_sidecar_requests_total{tenant=\"odd\",pool=\"short\",finish_reason="
                 "\"tool_calls\"} 4000"));
   CHECK(HasLine(text, "strata_sidecar_requests_in_flight{tenant=\"even\"} 0"));
+}
+
+std::string ReadDoc() {
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/docs/sidecar.md");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_CASE("docs/sidecar.md lists every series and its metrics section parses", "[sidecar_metrics]") {
+  const std::string doc = ReadDoc();
+  REQUIRE(!doc.empty());
+  const size_t metrics_at = doc.find("\n## Metrics\n");
+  REQUIRE(metrics_at != std::string::npos);
+  const std::string section = doc.substr(metrics_at, doc.find("\n## Alert rules\n") - metrics_at);
+
+  // The table's series are exactly the families the exposition has.
+  std::set<std::string> documented;
+  const std::regex row(R"(\n\| `(strata_sidecar_[a-z_]+)` \|)");
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    documented.insert((*it)[1]);
+  }
+  SidecarMetrics metrics(MetricsConfig{});
+  std::set<std::string> exported;
+  const std::string text = metrics.RenderPrometheus();
+  const std::regex type_line(R"(# TYPE (strata_sidecar_[a-z_]+) )");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), type_line);
+       it != std::sregex_iterator(); ++it) {
+    exported.insert((*it)[1]);
+  }
+  CHECK(exported.size() >= 27);
+  CHECK(documented == exported);
+
+  // The example "metrics" object is valid and means what the table says.
+  const size_t block = section.find("```jsonc\n");
+  REQUIRE(block != std::string::npos);
+  const size_t body = block + 9;
+  const json example = json::parse(section.substr(body, section.find("```", body) - body));
+  MetricsConfig parsed = ParseMetricsConfig(example.at("metrics")).value();
+  CHECK(parsed.kv_capacity_bytes == 68719476736);
+  const MetricsConfig defaults;
+  CHECK(parsed.kv_bytes_per_token == defaults.kv_bytes_per_token);
+  CHECK(parsed.kv_alert_ratio == defaults.kv_alert_ratio);
+  CHECK(parsed.long_request_tokens == defaults.long_request_tokens);
+  CHECK(parsed.long_share_window_s == defaults.long_share_window_s);
+  CHECK(parsed.long_share_alert == defaults.long_share_alert);
+  CHECK(parsed.long_share_min_requests == defaults.long_share_min_requests);
+  // The error message the doc quotes is the one printed.
+  StatusOr<MetricsConfig> bad = ParseMetricsConfig(json::parse(R"({"kv_alert_ratio": 85})"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(section, Contains("`" + bad.status().message() + "`"));
 }
 
 }  // namespace
