@@ -392,7 +392,10 @@ void SidecarMetrics::ObserveTurn(std::string_view tenant, const strata::Turn& tu
 
 void SidecarMetrics::ObserveError(std::string_view tenant, std::string_view pool,
                                   strata::StatusCode code) {
-  impl_->errors->WithLabels({tenant, PoolLabel(pool), StatusCodeName(code)}).Increment();
+  // A call refused before authentication has no tenant.
+  impl_->errors->WithLabels({tenant.empty() ? std::string_view(kNoPool) : tenant, PoolLabel(pool),
+                             StatusCodeName(code)})
+      .Increment();
 }
 
 void SidecarMetrics::SetAgents(std::string_view tenant, int64_t n) {

@@ -108,7 +108,8 @@ class SidecarMetrics {
   // A completed turn: its record (tokens, latencies, finish reason, retries, degradation), its
   // compaction and its prefix break.
   void ObserveTurn(std::string_view tenant, const strata::Turn& turn);
-  // A failed request or call; `pool` "" when unknown.
+  // A failed request or call; `pool` "" when unknown (label "none"), `tenant` "" when the call
+  // failed before authentication (label "none").
   void ObserveError(std::string_view tenant, std::string_view pool, strata::StatusCode code);
   // The number of agents the tenant has now.
   void SetAgents(std::string_view tenant, int64_t n);

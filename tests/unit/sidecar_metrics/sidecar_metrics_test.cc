@@ -184,6 +184,7 @@ TEST_CASE("errors by code and agents by tenant", "[sidecar_metrics]") {
   metrics.ObserveError("acme", "long", StatusCode::kResourceExhausted);
   metrics.ObserveError("acme", "long", StatusCode::kResourceExhausted);
   metrics.ObserveError("beta", "", StatusCode::kUnavailable);
+  metrics.ObserveError("", "", StatusCode::kUnauthenticated);
   metrics.SetAgents("acme", 7);
   metrics.SetAgents("acme", 5);
   const std::string text = metrics.RenderPrometheus();
@@ -193,6 +194,9 @@ TEST_CASE("errors by code and agents by tenant", "[sidecar_metrics]") {
   CHECK(HasLine(text,
                 "strata_sidecar_errors_total{tenant=\"beta\",pool=\"none\",code=\"UNAVAILABLE\"} 1"));
   CHECK(HasLine(text, "strata_sidecar_agents{tenant=\"acme\"} 5"));
+  CHECK(HasLine(text,
+                "strata_sidecar_errors_total{tenant=\"none\",pool=\"none\",code="
+                "\"UNAUTHENTICATED\"} 1"));
 }
 
 TEST_CASE("requests in flight hold their estimated KV bytes until they end", "[sidecar_metrics]") {
