@@ -28,6 +28,7 @@
 #include "registry.h"
 #include "service.h"
 #include "sidecar_config.h"
+#include "sidecar_metrics.h"
 #include "tenants.h"
 
 namespace {
@@ -186,7 +187,26 @@ int main(int argc, char** argv) {
       sc::AgentRegistry::Open(registry_options);
   if (!registry.ok()) return Fail(registry.status());
 
+  StatusOr<sc::MetricsConfig> metrics_config = sc::ParseMetricsConfig(config.metrics);
+  if (!metrics_config.ok()) return Fail(metrics_config.status());
+  sc::SidecarMetrics metrics(*metrics_config, nullptr,
+                             [](const std::string& message) { Log("warning: " + message); });
+  for (const sc::TenantConfig& t : authenticator.tenants()) {
+    metrics.SetAgents(t.name, (*registry)->AgentCount(t));
+  }
   sc::ServiceHooks hooks;
+  hooks.on_turn = [&](std::string_view tenant, const strata::Turn& turn) {
+    metrics.ObserveTurn(tenant, turn);
+  };
+  hooks.on_error = [&](std::string_view tenant, strata::StatusCode code) {
+    metrics.ObserveError(tenant, "", code);
+  };
+  hooks.on_agents = [&](std::string_view tenant, int64_t n) { metrics.SetAgents(tenant, n); };
+  hooks.on_complete_begin = [&](std::string_view tenant, int64_t input_tokens,
+                                int64_t max_output_tokens) -> std::shared_ptr<void> {
+    return std::make_shared<sc::SidecarMetrics::InFlight>(
+        metrics.Begin(tenant, input_tokens, max_output_tokens));
+  };
   sc::ContextServiceImpl service(registry->get(), &authenticator, hooks);
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(config.tls);
   if (!credentials.ok()) return Fail(credentials.status());
@@ -224,12 +244,22 @@ int main(int argc, char** argv) {
                               : std::getenv(config.upstream_api_key_env.c_str())) {
       proxy_options.upstream_api_key = key;
     }
+    proxy_options.on_turn = hooks.on_turn;
+    proxy_options.on_error = hooks.on_error;
+    proxy_options.on_complete_begin = hooks.on_complete_begin;
     proxy = std::make_unique<sc::Proxy>(std::move(proxy_options));
     sc::HttpServerOptions http_options;
     http_options.listen = config.http_listen;
     http_options.tls = config.tls;
     http_options.authenticator = &authenticator;
     http_options.proxy = proxy.get();
+    // Agent counts are read at scrape time too: the proxy creates agents on first use.
+    http_options.metrics = [&metrics, &authenticator, &registry] {
+      for (const sc::TenantConfig& t : authenticator.tenants()) {
+        metrics.SetAgents(t.name, (*registry)->AgentCount(t));
+      }
+      return metrics.RenderPrometheus();
+    };
     StatusOr<std::unique_ptr<sc::HttpServer>> started = sc::HttpServer::Start(http_options);
     if (!started.ok()) return Fail(started.status());
     http = std::move(*started);

@@ -311,6 +311,12 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   // Runs the turn; on success records the reply in the client's view.
   auto complete = [options](StreamJob& j, const TurnOptions& turn_options) -> StatusOr<Turn> {
     Agent& a = j.lease.agent();
+    std::shared_ptr<void> in_flight;
+    if (options->on_complete_begin) {
+      StatusOr<int64_t> input_tokens = a.InputTokens();
+      in_flight = options->on_complete_begin(j.tenant, input_tokens.ok() ? *input_tokens : 0,
+                                             a.config().endpoint.max_output_tokens);
+    }
     StatusOr<Turn> turn = a.Complete(turn_options);
     if (!turn.ok()) return turn;
     RecordReply(*turn, &j.view);

@@ -26,6 +26,7 @@
 #define STRATA_APPS_STRATA_SIDECAR_PROXY_H_
 
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -70,6 +71,11 @@ struct ProxyOptions {
   // empty. Called without the agent's lease held for errors, with it held for turns.
   std::function<void(std::string_view tenant, const Turn& turn)> on_turn;
   std::function<void(std::string_view tenant, StatusCode code)> on_error;
+  // Called before each completion is sent (the agent's input tokens now and its max output
+  // tokens); the returned object is released when the completion ends (metrics' in-flight).
+  std::function<std::shared_ptr<void>(std::string_view tenant, int64_t input_tokens,
+                                      int64_t max_output_tokens)>
+      on_complete_begin;
 };
 
 class Proxy {

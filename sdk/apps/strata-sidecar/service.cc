@@ -464,12 +464,6 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     if (!request->user_message().empty()) {
       STRATA_ASSIGN_OR_RETURN(user_segment, agent.AppendUser(request->user_message()));
     }
-    std::shared_ptr<void> in_flight;
-    if (hooks_.begin_completion) {
-      StatusOr<int64_t> input = agent.InputTokens();
-      in_flight = hooks_.begin_completion(t.name, input.ok() ? *input : 0,
-                                          agent.config().endpoint.max_output_tokens);
-    }
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
     std::mutex mu;
@@ -507,6 +501,12 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
       delta->set_tool_name(d.tool_name);
       writer->Write(event);  // false: the client is gone; the watcher cancels the request
     };
+    std::shared_ptr<void> in_flight;
+    if (hooks_.on_complete_begin) {
+      StatusOr<int64_t> input_tokens = agent.InputTokens();
+      in_flight = hooks_.on_complete_begin(t.name, input_tokens.ok() ? *input_tokens : 0,
+                                           agent.config().endpoint.max_output_tokens);
+    }
     StatusOr<Turn> turn = agent.Complete(options);
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -29,11 +29,11 @@ struct ServiceHooks {
   std::function<void(std::string_view tenant, const strata::Turn& turn)> on_turn;
   std::function<void(std::string_view tenant, strata::StatusCode code)> on_error;
   std::function<void(std::string_view tenant, int64_t agents)> on_agents;
-  // Called when a Complete is about to send (its user message appended); what it returns is held
-  // until the call ends (e.g. the metrics' in-flight KV estimate).
+  // A completion is about to be sent (the agent's input tokens now and its max output tokens);
+  // the returned object is released when the call ends (the metrics' requests in flight).
   std::function<std::shared_ptr<void>(std::string_view tenant, int64_t input_tokens,
                                       int64_t max_output_tokens)>
-      begin_completion;
+      on_complete_begin;
 };
 
 // strata::Status -> grpc::Status (the codes are the same numbers).

@@ -1,6 +1,7 @@
 // Length pools: admission, the degradation ladder, prefix-affinity routing, health and alerts.
 #include "strata/pools.h"
 #include "strata/grpc_transport.h"
+#include "strata/metrics.h"
 
 #include <algorithm>
 #include <climits>
@@ -831,48 +832,62 @@ PoolSetMetrics PoolSet::Metrics() const {
 
 std::string PoolSet::PrometheusText() const {
   PoolSetMetrics m = Metrics();
-  std::ostringstream out;
-  auto family = [&](const char* name, const char* type, const char* help, auto value) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-    for (const PoolMetrics& p : m.pools)
-      out << name << "{pool=\"" << p.name << "\"} " << value(p) << "\n";
+  std::vector<MetricFamilySnapshot> families;
+  auto family = [&](const char* name, MetricType type, const char* help, auto value) {
+    MetricFamilySnapshot f{name, help, type, {"pool"}, {}, {}};
+    for (const PoolMetrics& p : m.pools) {
+      MetricSeries s;
+      s.label_values = {p.name};
+      s.value = static_cast<double>(value(p));
+      f.series.push_back(std::move(s));
+    }
+    families.push_back(std::move(f));
   };
-  family("strata_pool_in_flight", "gauge", "Requests in flight.",
+  auto single = [&](const char* name, const char* help, std::vector<std::string> label_names,
+                    std::vector<std::pair<std::vector<std::string>, double>> values) {
+    MetricFamilySnapshot f{name, help, MetricType::kGauge, std::move(label_names), {}, {}};
+    for (auto& [labels, value] : values) {
+      MetricSeries s;
+      s.label_values = std::move(labels);
+      s.value = value;
+      f.series.push_back(std::move(s));
+    }
+    families.push_back(std::move(f));
+  };
+  const MetricType kGauge = MetricType::kGauge, kCounter = MetricType::kCounter;
+  family("strata_pool_in_flight", kGauge, "Requests in flight.",
          [](const PoolMetrics& p) { return p.in_flight; });
-  family("strata_pool_queued", "gauge", "Requests waiting in the queue.",
+  family("strata_pool_queued", kGauge, "Requests waiting in the queue.",
          [](const PoolMetrics& p) { return p.queued; });
-  family("strata_pool_concurrency_cap", "gauge", "Concurrency cap in force (0 unlimited).",
+  family("strata_pool_concurrency_cap", kGauge, "Concurrency cap in force (0 unlimited).",
          [](const PoolMetrics& p) { return p.effective_concurrency; });
-  family("strata_pool_admitted_total", "counter", "Requests admitted.",
+  family("strata_pool_admitted_total", kCounter, "Requests admitted.",
          [](const PoolMetrics& p) { return p.admitted_total; });
-  family("strata_pool_refused_total", "counter", "Requests refused with RESOURCE_EXHAUSTED.",
+  family("strata_pool_refused_total", kCounter, "Requests refused with RESOURCE_EXHAUSTED.",
          [](const PoolMetrics& p) { return p.refused_total; });
-  family("strata_pool_queue_timeouts_total", "counter", "Queue waits that timed out.",
+  family("strata_pool_queue_timeouts_total", kCounter, "Queue waits that timed out.",
          [](const PoolMetrics& p) { return p.queue_timeouts_total; });
-  family("strata_pool_compacted_total", "counter", "Requests admitted after compaction.",
+  family("strata_pool_compacted_total", kCounter, "Requests admitted after compaction.",
          [](const PoolMetrics& p) { return p.compacted_total; });
-  family("strata_pool_forked_total", "counter", "Requests admitted after a fork.",
+  family("strata_pool_forked_total", kCounter, "Requests admitted after a fork.",
          [](const PoolMetrics& p) { return p.forked_total; });
-  family("strata_pool_queue_wait_seconds_total", "counter", "Time admitted requests waited.",
+  family("strata_pool_queue_wait_seconds_total", kCounter, "Time admitted requests waited.",
          [](const PoolMetrics& p) { return p.queue_wait_ms_total / 1000.0; });
-  family("strata_pool_healthy_replicas", "gauge", "Replicas considered healthy.",
+  family("strata_pool_healthy_replicas", kGauge, "Replicas considered healthy.",
          [](const PoolMetrics& p) { return p.healthy_replicas; });
-  out << "# HELP strata_kv_in_flight_tokens Estimated KV tokens of requests in flight.\n"
-      << "# TYPE strata_kv_in_flight_tokens gauge\nstrata_kv_in_flight_tokens "
-      << m.kv_in_flight_tokens
-      << "\n# HELP strata_kv_capacity_tokens Configured KV capacity.\n# TYPE "
-         "strata_kv_capacity_tokens gauge\n"
-      << "strata_kv_capacity_tokens " << m.kv_capacity_tokens
-      << "\n# HELP strata_kv_usage_ratio KV in flight / capacity.\n# TYPE strata_kv_usage_ratio "
-         "gauge\n"
-      << "strata_kv_usage_ratio " << m.kv_usage
-      << "\n# HELP strata_long_request_share Share of recent admissions in the longest pool.\n"
-      << "# TYPE strata_long_request_share gauge\nstrata_long_request_share " << m.long_share
-      << "\n# HELP strata_alert_active Alerts in force (1) or not (0).\n# TYPE strata_alert_active "
-         "gauge\n"
-      << "strata_alert_active{alert=\"kv_watermark\"} " << (m.kv_alert ? 1 : 0) << "\n"
-      << "strata_alert_active{alert=\"long_share\"} " << (m.long_share_alert ? 1 : 0) << "\n";
-  return out.str();
+  single("strata_kv_in_flight_tokens", "Estimated KV tokens of requests in flight.", {},
+         {{{}, static_cast<double>(m.kv_in_flight_tokens)}});
+  single("strata_kv_capacity_tokens", "Configured KV capacity.", {},
+         {{{}, static_cast<double>(m.kv_capacity_tokens)}});
+  single("strata_kv_usage_ratio", "KV in flight / capacity.", {}, {{{}, m.kv_usage}});
+  single("strata_long_request_share", "Share of recent admissions in the longest pool.", {},
+         {{{}, m.long_share}});
+  single("strata_alert_active", "Alerts in force (1) or not (0).", {"alert"},
+         {{{"kv_watermark"}, m.kv_alert ? 1.0 : 0.0},
+          {{"long_share"}, m.long_share_alert ? 1.0 : 0.0}});
+  // Pool names are unique (Create checks) and the family names are fixed, so this cannot fail.
+  StatusOr<std::string> text = RenderPrometheusText(families);
+  return text.ok() ? *std::move(text) : "# " + EscapePrometheusHelp(text.status().ToString()) + "\n";
 }
 
 }  // namespace strata

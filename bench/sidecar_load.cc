@@ -1,0 +1,510 @@
+// sidecar_load: strata-sidecar under agent load, against strata-sim as the model server, over
+// loopback. The same workload (agents x turns, `concurrency` agents at once, each agent's turns one
+// after the other) runs three ways, side by side in one process:
+//   direct  the client keeps its message list and POSTs it whole to strata-sim (no sidecar);
+//   grpc    CreateAgent, then one ContextService.Complete(user_message) per turn;
+//   proxy   the client POSTs its whole message list to the sidecar's /v1/chat/completions with
+//           X-Strata-Agent (skipped when the sidecar has no HTTP listener).
+// Reported: per-request latency p50/p90/p99 of each way, the sidecar's added latency (p50/p99
+// against direct, as a difference and a ratio), requests/s, and the sidecar's RSS before and after
+// (growth per agent). --soak-minutes N then repeats the gRPC load (the same agents deleted and
+// created again each round) for N minutes and prints the RSS after each round.
+//
+//   sidecar_load [--agents 200] [--turns 30] [--concurrency 32] [--modes direct,grpc,proxy]
+//                [--soak-minutes 0] [--json FILE] [--sim PATH] [--sidecar PATH]
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "strata/v1/context_service.grpc.pb.h"
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int agents = 200;
+  int turns = 30;
+  int concurrency = 32;
+  std::string modes = "direct,grpc,proxy";
+  double soak_minutes = 0;
+  std::string json_path;
+  std::string sim = STRATA_SIM_PATH;
+  std::string sidecar = STRATA_SIDECAR_PATH;
+  int system_bytes = 4000;  // the agents' system prompt
+  int user_bytes = 600;     // each user message
+};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::cerr << "sidecar_load: " << message << std::endl;
+  std::exit(1);
+}
+
+// ---- child processes --------------------------------------------------------------------------
+
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::string& log_path) {
+    int out[2];
+    if (::pipe(out) != 0) Die("pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) Die("fork failed");
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (log >= 0) ::dup2(log, STDERR_FILENO);
+      ::close(out[0]);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    stdout_fd_ = out[0];
+  }
+  ~Child() { Stop(); }
+
+  // Reads stdout lines until one starts with `prefix`; the rest of that line. "" after `timeout`.
+  std::string WaitForLine(const std::string& prefix, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      size_t nl;
+      while ((nl = buffer_.find('\n')) != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+      }
+      pollfd p{stdout_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
+        if (n <= 0) return "";
+        buffer_.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return "";
+  }
+
+  // Resident set size in KiB (VmRSS), 0 when unknown.
+  int64_t RssKib() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+    }
+    return 0;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    ::close(stdout_fd_);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffer_;
+};
+
+// ---- workload ---------------------------------------------------------------------------------
+
+// Deterministic filler text of about `bytes` bytes.
+std::string Words(uint64_t seed, int bytes) {
+  static const char* kWords[] = {"context", "cache",   "prefix", "agent",  "token",   "window",
+                                 "layer",   "compact", "tool",   "result", "request", "stable",
+                                 "segment", "budget",  "record", "replica"};
+  std::string out;
+  uint64_t x = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  while (static_cast<int>(out.size()) < bytes) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    out += kWords[(x >> 33) % 16];
+    out += ' ';
+  }
+  return out;
+}
+
+struct Sample {
+  double ms = 0;
+  bool ok = false;
+};
+
+struct RunResult {
+  std::string mode;
+  std::vector<double> ms;  // successful requests
+  int64_t errors = 0;
+  std::string first_error;
+  double seconds = 0;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+// Runs `agent_fn(agent_index, record)` for every agent on `concurrency` threads.
+RunResult RunAgents(const std::string& mode, const Options& o,
+                    const std::function<void(int, std::vector<Sample>*, std::string*)>& agent_fn) {
+  RunResult result;
+  result.mode = mode;
+  std::atomic<int> next{0};
+  std::mutex mu;
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < o.concurrency; ++t) {
+    threads.emplace_back([&] {
+      for (int a; (a = next.fetch_add(1)) < o.agents;) {
+        std::vector<Sample> samples;
+        std::string error;
+        agent_fn(a, &samples, &error);
+        std::lock_guard<std::mutex> lock(mu);
+        for (const Sample& s : samples) {
+          if (s.ok) {
+            result.ms.push_back(s.ms);
+          } else {
+            ++result.errors;
+          }
+        }
+        if (!error.empty() && result.first_error.empty()) result.first_error = error;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+double MsSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+json ChatBody(const json& messages) {
+  return json{{"model", "glm-5.3-flash"}, {"messages", messages}, {"max_tokens", 64},
+              {"stream", false}};
+}
+
+// One agent's conversation POSTed whole every turn to `host:port` (strata-sim or the proxy).
+void HttpAgent(const std::string& host, int port, const std::string& agent_id, int agent,
+               const Options& o, std::vector<Sample>* samples, std::string* error) {
+  httplib::Client client(host, port);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+  client.set_read_timeout(std::chrono::seconds(120));
+  httplib::Headers headers;
+  if (!agent_id.empty()) headers.emplace("X-Strata-Agent", agent_id);
+  json messages = json::array();
+  messages.push_back({{"role", "system"}, {"content", Words(1, o.system_bytes)}});
+  for (int turn = 0; turn < o.turns; ++turn) {
+    messages.push_back(
+        {{"role", "user"},
+         {"content", "turn " + std::to_string(turn) + ": " +
+                         Words(static_cast<uint64_t>(agent) * 1000 + turn, o.user_bytes)}});
+    const std::string body = ChatBody(messages).dump();
+    const auto t0 = Clock::now();
+    auto r = client.Post("/v1/chat/completions", headers, body, "application/json");
+    Sample s{MsSince(t0), r && r->status == 200};
+    samples->push_back(s);
+    if (!s.ok) {
+      if (error->empty()) {
+        *error = r ? "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300)
+                   : "HTTP request failed: " + httplib::to_string(r.error());
+      }
+      return;
+    }
+    json reply = json::parse(r->body, nullptr, false);
+    std::string content;
+    if (reply.is_object() && reply.contains("choices")) {
+      content = reply["choices"][0]["message"].value("content", "");
+    }
+    messages.push_back({{"role", "assistant"}, {"content", content}});
+  }
+}
+
+void GrpcAgent(strata::v1::ContextService::Stub* stub, const std::string& agent_id, int agent,
+               const Options& o, std::vector<Sample>* samples, std::string* error) {
+  {
+    grpc::ClientContext ctx;
+    strata::v1::CreateAgentRequest req;
+    req.set_agent_id(agent_id);
+    req.mutable_spec()->set_max_output_tokens(64);
+    req.mutable_spec()->add_system_prompts(Words(1, o.system_bytes));
+    strata::v1::AgentInfo info;
+    grpc::Status s = stub->CreateAgent(&ctx, req, &info);
+    if (!s.ok()) {
+      *error = "CreateAgent: " + s.error_message();
+      return;
+    }
+  }
+  for (int turn = 0; turn < o.turns; ++turn) {
+    grpc::ClientContext ctx;
+    strata::v1::CompleteRequest req;
+    req.set_agent_id(agent_id);
+    req.set_user_message("turn " + std::to_string(turn) + ": " +
+                         Words(static_cast<uint64_t>(agent) * 1000 + turn, o.user_bytes));
+    const auto t0 = Clock::now();
+    auto reader = stub->Complete(&ctx, req);
+    strata::v1::CompleteEvent event;
+    bool got_turn = false;
+    while (reader->Read(&event)) got_turn = got_turn || event.has_turn();
+    grpc::Status s = reader->Finish();
+    Sample sample{MsSince(t0), s.ok() && got_turn};
+    samples->push_back(sample);
+    if (!sample.ok) {
+      if (error->empty()) *error = "Complete: " + s.error_message();
+      return;
+    }
+  }
+}
+
+void DeleteAgent(strata::v1::ContextService::Stub* stub, const std::string& agent_id) {
+  grpc::ClientContext ctx;
+  strata::v1::DeleteAgentRequest req;
+  req.set_agent_id(agent_id);
+  strata::v1::DeleteAgentResponse resp;
+  (void)stub->DeleteAgent(&ctx, req, &resp);
+}
+
+std::pair<std::string, int> SplitHostPort(const std::string& hp) {
+  const size_t colon = hp.rfind(':');
+  return {hp.substr(0, colon), std::atoi(hp.c_str() + colon + 1)};
+}
+
+json Summary(const RunResult& r, const RunResult* direct) {
+  json j{{"mode", r.mode},
+         {"requests", r.ms.size()},
+         {"errors", r.errors},
+         {"seconds", r.seconds},
+         {"requests_per_s", r.seconds > 0 ? static_cast<double>(r.ms.size()) / r.seconds : 0},
+         {"p50_ms", Percentile(r.ms, 0.50)},
+         {"p90_ms", Percentile(r.ms, 0.90)},
+         {"p99_ms", Percentile(r.ms, 0.99)}};
+  if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  if (direct != nullptr && r.mode != "direct" && !direct->ms.empty()) {
+    const double d50 = Percentile(direct->ms, 0.50), d99 = Percentile(direct->ms, 0.99);
+    j["added_p50_ms"] = Percentile(r.ms, 0.50) - d50;
+    j["added_p99_ms"] = Percentile(r.ms, 0.99) - d99;
+    j["p50_ratio_to_direct"] = d50 > 0 ? Percentile(r.ms, 0.50) / d50 : 0;
+    j["p99_ratio_to_direct"] = d99 > 0 ? Percentile(r.ms, 0.99) / d99 : 0;
+    j["throughput_ratio_to_direct"] =
+        direct->seconds > 0 && r.seconds > 0
+            ? (static_cast<double>(r.ms.size()) / r.seconds) /
+                  (static_cast<double>(direct->ms.size()) / direct->seconds)
+            : 0;
+  }
+  return j;
+}
+
+void Print(const json& s) {
+  std::printf("%-7s %6lld req %4lld err %8.1f req/s  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms",
+              s["mode"].get<std::string>().c_str(), static_cast<long long>(s["requests"]),
+              static_cast<long long>(s["errors"]), s["requests_per_s"].get<double>(),
+              s["p50_ms"].get<double>(), s["p90_ms"].get<double>(), s["p99_ms"].get<double>());
+  if (s.contains("added_p50_ms")) {
+    std::printf("  added p50 %+.2f ms (x%.2f)  p99 %+.2f ms (x%.2f)",
+                s["added_p50_ms"].get<double>(), s["p50_ratio_to_direct"].get<double>(),
+                s["added_p99_ms"].get<double>(), s["p99_ratio_to_direct"].get<double>());
+  }
+  std::printf("\n");
+  if (s.contains("first_error")) {
+    std::printf("        first error: %s\n", s["first_error"].get<std::string>().c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--agents") {
+      o.agents = std::stoi(value());
+    } else if (a == "--turns") {
+      o.turns = std::stoi(value());
+    } else if (a == "--concurrency") {
+      o.concurrency = std::stoi(value());
+    } else if (a == "--modes") {
+      o.modes = value();
+    } else if (a == "--soak-minutes") {
+      o.soak_minutes = std::stod(value());
+    } else if (a == "--json") {
+      o.json_path = value();
+    } else if (a == "--sim") {
+      o.sim = value();
+    } else if (a == "--sidecar") {
+      o.sidecar = value();
+    } else {
+      Die("unknown flag " + a +
+          " (known: --agents --turns --concurrency --modes --soak-minutes --json --sim --sidecar)");
+    }
+  }
+  if (o.agents < 1 || o.turns < 1 || o.concurrency < 1) {
+    Die("--agents, --turns and --concurrency must be >= 1");
+  }
+  auto has_mode = [&](const char* m) { return ("," + o.modes + ",").find(std::string(",") + m + ",") != std::string::npos; };
+
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("strata-sidecar-load-" + std::to_string(::getpid())))
+                              .string();
+  std::filesystem::create_directories(dir);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Child sim({o.sim, "--host", "127.0.0.1", "--port", "0"}, dir + "/sim.log");
+  const std::string sim_line = sim.WaitForLine("strata-sim http=", std::chrono::seconds(30));
+  if (sim_line.empty()) Die("strata-sim did not start (log: " + dir + "/sim.log)");
+  const auto [sim_host, sim_port] = SplitHostPort(sim_line.substr(0, sim_line.find(' ')));
+
+  {
+    std::ofstream config(dir + "/sidecar.json");
+    config << R"({"default_limits": {"max_agents": 0, "max_concurrent_completions": 0},)"
+           << R"( "max_threads": )" << (o.concurrency * 2 + 8) << "}";
+  }
+  Child sidecar({o.sidecar, "--config", dir + "/sidecar.json", "--grpc-listen", "127.0.0.1:0",
+                 "--http-listen", "127.0.0.1:0", "--store", dir + "/sidecar.db", "--upstream",
+                 "http://" + sim_host + ":" + std::to_string(sim_port) + "/v1"},
+                dir + "/sidecar.log");
+  const std::string grpc_address =
+      sidecar.WaitForLine("grpc listening on ", std::chrono::seconds(30));
+  if (grpc_address.empty()) Die("strata-sidecar did not start (log: " + dir + "/sidecar.log)");
+  const std::string http_address =
+      sidecar.WaitForLine("http listening on ", std::chrono::seconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t rss_start = sidecar.RssKib();
+
+  std::printf("sidecar_load: %d agents x %d turns, concurrency %d; strata-sim %s:%d, sidecar grpc %s"
+              ", http %s\n",
+              o.agents, o.turns, o.concurrency, sim_host.c_str(), sim_port, grpc_address.c_str(),
+              http_address.empty() ? "(none)" : http_address.c_str());
+
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<strata::v1::ContextService::Stub>> stubs;
+  for (int t = 0; t < o.concurrency; ++t) {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.channel_id", t);  // distinct connections, one per worker, like separate agents
+    channels.push_back(
+        grpc::CreateCustomChannel(grpc_address, grpc::InsecureChannelCredentials(), args));
+    stubs.push_back(strata::v1::ContextService::NewStub(channels.back()));
+  }
+  auto stub_for = [&](int agent) { return stubs[static_cast<size_t>(agent % o.concurrency)].get(); };
+
+  json report{{"agents", o.agents}, {"turns", o.turns}, {"concurrency", o.concurrency},
+              {"runs", json::array()}};
+  RunResult direct;
+  bool have_direct = false;
+  if (has_mode("direct")) {
+    direct = RunAgents("direct", o, [&](int a, std::vector<Sample>* s, std::string* e) {
+      HttpAgent(sim_host, sim_port, "", a, o, s, e);
+    });
+    have_direct = true;
+    json s = Summary(direct, nullptr);
+    Print(s);
+    report["runs"].push_back(s);
+  }
+  int64_t rss_after_grpc = 0;
+  if (has_mode("grpc")) {
+    RunResult r = RunAgents("grpc", o, [&](int a, std::vector<Sample>* s, std::string* e) {
+      GrpcAgent(stub_for(a), "grpc-" + std::to_string(a), a, o, s, e);
+    });
+    rss_after_grpc = sidecar.RssKib();
+    json s = Summary(r, have_direct ? &direct : nullptr);
+    Print(s);
+    report["runs"].push_back(s);
+  }
+  int64_t rss_after_proxy = 0;
+  if (has_mode("proxy")) {
+    if (http_address.empty()) {
+      std::printf("proxy   skipped: the sidecar printed no \"http listening on\" line\n");
+    } else {
+      const auto [http_host, http_port] = SplitHostPort(http_address);
+      RunResult r = RunAgents("proxy", o, [&](int a, std::vector<Sample>* s, std::string* e) {
+        HttpAgent(http_host, http_port, "proxy-" + std::to_string(a), a, o, s, e);
+      });
+      rss_after_proxy = sidecar.RssKib();
+      json s = Summary(r, have_direct ? &direct : nullptr);
+      Print(s);
+      report["runs"].push_back(s);
+    }
+  }
+  std::printf("sidecar RSS: start %.1f MiB", rss_start / 1024.0);
+  report["rss_start_kib"] = rss_start;
+  if (rss_after_grpc > 0) {
+    std::printf(", after grpc %.1f MiB (%+.1f KiB per agent)", rss_after_grpc / 1024.0,
+                static_cast<double>(rss_after_grpc - rss_start) / o.agents);
+    report["rss_after_grpc_kib"] = rss_after_grpc;
+    report["rss_growth_per_agent_grpc_kib"] =
+        static_cast<double>(rss_after_grpc - rss_start) / o.agents;
+  }
+  if (rss_after_proxy > 0) {
+    const int64_t base = rss_after_grpc > 0 ? rss_after_grpc : rss_start;
+    std::printf(", after proxy %.1f MiB (%+.1f KiB per agent)", rss_after_proxy / 1024.0,
+                static_cast<double>(rss_after_proxy - base) / o.agents);
+    report["rss_after_proxy_kib"] = rss_after_proxy;
+    report["rss_growth_per_agent_proxy_kib"] = static_cast<double>(rss_after_proxy - base) / o.agents;
+  }
+  std::printf("\n");
+
+  if (o.soak_minutes > 0) {
+    // The same load again and again: the soak agents are deleted after each round and created
+    // again by the next, so a flat RSS means nothing is kept per request or per deleted agent.
+    json rounds = json::array();
+    const auto soak_end = Clock::now() + std::chrono::duration<double, std::ratio<60>>(o.soak_minutes);
+    for (int round = 1; Clock::now() < soak_end; ++round) {
+      RunResult r = RunAgents("soak", o, [&](int a, std::vector<Sample>* s, std::string* e) {
+        GrpcAgent(stub_for(a), "soak-" + std::to_string(a), a, o, s, e);
+        DeleteAgent(stub_for(a), "soak-" + std::to_string(a));
+      });
+      const int64_t rss = sidecar.RssKib();
+      std::printf("soak round %2d: %6zu req %3lld err %8.1f req/s p50 %6.2f ms p99 %6.2f ms  RSS %.1f MiB\n",
+                  round, r.ms.size(), static_cast<long long>(r.errors),
+                  static_cast<double>(r.ms.size()) / r.seconds, Percentile(r.ms, 0.5),
+                  Percentile(r.ms, 0.99), rss / 1024.0);
+      std::fflush(stdout);
+      rounds.push_back({{"round", round}, {"requests", r.ms.size()}, {"errors", r.errors},
+                        {"p50_ms", Percentile(r.ms, 0.5)}, {"p99_ms", Percentile(r.ms, 0.99)},
+                        {"rss_kib", rss}});
+    }
+    report["soak_minutes"] = o.soak_minutes;
+    report["soak"] = rounds;
+  }
+
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << report.dump(2) << "\n";
+  sidecar.Stop();
+  sim.Stop();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return 0;
+}
