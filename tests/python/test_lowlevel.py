@@ -165,6 +165,8 @@ def test_client_completes_against_strata_sim_over_http(start_sim):
     assert transport.name == "http" and transport.endpoint == sim.base_url
     transport.health_check(5000)
     complete_through(transport)
+    with pytest.raises(strata.Unimplemented):
+        transport.abort("req-1")  # HTTP has no abort: a CancellationToken cancels the call
 
 
 def test_client_completes_against_strata_sim_over_grpc(start_sim):
@@ -257,3 +259,34 @@ def test_contexts_complete_in_parallel_through_one_client(start_sim):
     assert errors == []
     assert all(c.messages()[-1]["content"] == "parallel" for c in contexts)
     assert sorted(r.agent_id for r in client.records()) == ["c0", "c1", "c2", "c3"]
+
+
+def test_a_cancellation_token_stops_client_complete_and_transport_send(start_sim):
+    sim = start_sim([{"role": "assistant", "content": "late"}])
+    transport = strata.HttpTransport(sim.base_url, max_attempts=1)
+    client = strata.Client(transport, stream=False)
+    ctx = strata.Context({"identity": {"id": "cancelled"}})
+    ctx.append_user("question")
+    before = ctx.messages()
+    slow = {"x-strata-sim-fault": "slow-first-byte,delay_ms=600000"}
+    for call in (lambda token: client.complete(ctx, cancel=token, headers=slow),
+                 lambda token: transport.send({"model": "m", "messages": before}, cancel=token,
+                                              headers=slow)):
+        token = strata.CancellationToken()
+        outcome = []
+
+        def work():
+            try:
+                call(token)
+            except BaseException as e:  # checked below
+                outcome.append(e)
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join(timeout=0.5)
+        assert thread.is_alive()  # blocked on the simulator's 10-minute first byte
+        token.cancel()
+        thread.join(timeout=120)
+        assert not thread.is_alive() and isinstance(outcome[0], strata.Cancelled), outcome
+    assert ctx.messages() == before
+    assert [r.code for r in client.records()] == ["CANCELLED"]

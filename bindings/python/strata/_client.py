@@ -259,6 +259,11 @@ class Transport:
         """Returns when the endpoint answers its health check; raises otherwise."""
         self._impl.health_check(timeout_ms)
 
+    def abort(self, request_id: str) -> None:
+        """Asks the server to abort the request sent with ``request_id`` (gRPC; over HTTP it
+        raises Unimplemented: cancel the call with a CancellationToken instead)."""
+        self._impl.abort(request_id)
+
     def __repr__(self) -> str:
         return f"strata.{type(self).__name__}({self.endpoint!r})"
 
