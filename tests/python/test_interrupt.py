@@ -76,3 +76,34 @@ def test_sigint_cancels_a_blocked_non_streaming_call(kind, start_sim, tmp_path, 
         import strata
         codes = [r.code for r in strata.Store.open(str(tmp_path / "a.db")).requests("interrupted")]
         assert codes == ["OK", "CANCELLED"]  # newest first: the interrupted request was recorded
+
+
+def test_a_wakeup_fd_set_before_gets_the_signal_and_is_restored(start_sim, tmp_path):
+    # asyncio (and other event loops) point Python's wakeup fd at their own pipe: during the call
+    # the watch forwards the bytes there, and the fd is theirs again afterwards.
+    import os
+    import threading
+
+    import strata
+    sim = start_sim([{"role": "assistant", "content": "the answer"}])
+    agent = strata.Agent.create({"identity": {"id": "forwarded"},
+                                 "endpoint": {"base_url": sim.base_url, "stream": False,
+                                              "max_attempts": 1}})
+    agent.append_user("question")
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    original = signal.set_wakeup_fd(write_fd)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            agent.complete(headers={"x-strata-sim-fault": SLOW})
+        assert signal.set_wakeup_fd(write_fd) == write_fd  # restored
+        assert bytes([signal.SIGINT]) in os.read(read_fd, 64)  # forwarded
+    finally:
+        timer.cancel()
+        signal.set_wakeup_fd(original)
+        os.close(read_fd)
+        os.close(write_fd)
+    assert agent.complete().response.content == "the answer"

@@ -13,7 +13,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -214,18 +213,17 @@ auto Unlocked(F&& f) {
 // returns. On other threads (whose calls Python's signal handlers never interrupt) it does nothing.
 class SignalWatch {
  public:
-  // Requires the GIL.
+  // Requires the GIL. `token` must outlive the watch.
   explicit SignalWatch(strata::CancellationToken* token);
-  // Requires the GIL. Restores the previous wakeup fd and stops the watcher.
+  // Requires the GIL. Restores the previous wakeup fd.
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;
 
  private:
-  int wake_read_ = -1, wake_write_ = -1;  // the pipe set as the wakeup fd
-  int stop_read_ = -1, stop_write_ = -1;  // tells the watcher to finish
-  int previous_fd_ = -1;                  // the wakeup fd before ours, -1 for none
-  std::thread watcher_;
+  strata::CancellationToken* token_;
+  bool active_ = false;
+  int previous_fd_ = -1;  // the wakeup fd before this watch, -1 for none
 };
 
 // Runs `call` (which must not touch Python objects) with the GIL released, as one blocking call:
