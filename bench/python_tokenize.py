@@ -1,5 +1,6 @@
 """strata.Tokenizer (Python) encoding and counting throughput on every message content of the
-traces, next to the C++ figure of bench_tokenize measured in the same run.
+traces, next to the C++ figure of bench_tokenize and the Hugging Face reference tokenizer's
+(bench/python_tokenize_hf.js) measured in the same run.
 
     bench/python-tokenize [BUILD_DIR] [TRACES_DIR]
 
@@ -12,7 +13,7 @@ import pathlib
 import sys
 import time
 
-build, traces, tokenizer_file, cpp_json = sys.argv[1:5]
+build, traces, tokenizer_file, cpp_json, hf_jsonl = sys.argv[1:6]
 sys.path.insert(0, str(pathlib.Path(build) / "python"))
 import strata  # noqa: E402
 
@@ -20,8 +21,9 @@ texts = []
 for trace in sorted(p for d in pathlib.Path(traces).iterdir() if d.is_dir()
                     for p in d.glob("*.jsonl")):
     for line in trace.read_text().splitlines():
-        if line:
-            texts.append(json.loads(line)["content"])
+        content = json.loads(line).get("content") if line.strip() else None
+        if isinstance(content, str):  # as scripts/tokenizer-corpus.js traceTexts reads them
+            texts.append(content)
 total_bytes = sum(len(t.encode()) for t in texts)
 tok = strata.Tokenizer.from_spec(f"hf:{tokenizer_file}")
 
@@ -49,6 +51,16 @@ rows.append(measure("Python strata.Tokenizer.count, one call per text",
                     lambda: sum(tok.count(t) for t in texts)))
 rows.append(measure("Python strata.Tokenizer.encode, one call per text (ids as a list)",
                     lambda: sum(len(tok.encode(t)) for t in texts)))
+HF_NAMES = {
+    "hf_tokenizers_rust_per_text": "Hugging Face tokenizers (Rust, Node binding), one call per text",
+    "hf_tokenizers_rust_batch": "Hugging Face tokenizers (Rust, Node binding), one encodeBatch",
+}
+for line in open(hf_jsonl):
+    r = json.loads(line)
+    if r["bytes"] != total_bytes:
+        sys.exit(f"python_tokenize.py: the Node side read {r['bytes']} bytes, this side {total_bytes}")
+    rows.append({"impl": HF_NAMES[r["impl"]], "cpu": r["bytes"] / r["cpu_seconds"] / 1e6,
+                 "wall": r["bytes"] / r["wall_seconds"] / 1e6, "tokens": r["tokens"]})
 print(f"{len(texts)} texts, {total_bytes / 1e6:.2f} MB")
 print("| implementation | MB/s (CPU time) | MB/s (wall) | tokens |")
 print("|---|---|---|---|")

@@ -32,10 +32,12 @@ sys.path.insert(0, str(PACKAGE_DIR))
 class Sim:
     """A strata-sim process on 127.0.0.1, port 0, replying with a scripted trajectory."""
 
-    def __init__(self, trajectory: Optional[List[dict]], tmp: pathlib.Path, extra: List[str]):
+    def __init__(self, trajectory: Optional[List[dict]], tmp: pathlib.Path, extra: List[str],
+                 grpc: bool = False):
         if not SIM.exists():
             raise RuntimeError(f"strata-sim is not built at {SIM} (build the strata_sim target)")
-        args = [str(SIM), "--host", "127.0.0.1", "--port", "0", "--grpc-port", "-1", *extra]
+        args = [str(SIM), "--host", "127.0.0.1", "--port", "0", "--grpc-port",
+                "0" if grpc else "-1", *extra]
         if trajectory is not None:
             path = tmp / "trajectory.jsonl"
             path.write_text("".join(json.dumps(m) + "\n" for m in trajectory))
@@ -48,6 +50,7 @@ class Sim:
             self.close()
             raise RuntimeError(f"strata-sim printed no address: {line!r}")
         self.base_url = f"http://{fields['http']}/v1"
+        self.grpc_target = fields.get("grpc", "")  # "host:port" when started with grpc=True
 
     def close(self) -> None:
         self.process.terminate()
@@ -58,8 +61,8 @@ class Sim:
 def start_sim(tmp_path: pathlib.Path) -> Iterator:
     sims: List[Sim] = []
 
-    def start(trajectory: Optional[List[dict]] = None, *extra: str) -> Sim:
-        sim = Sim(trajectory, tmp_path, list(extra))
+    def start(trajectory: Optional[List[dict]] = None, *extra: str, grpc: bool = False) -> Sim:
+        sim = Sim(trajectory, tmp_path, list(extra), grpc)
         sims.append(sim)
         return sim
 
@@ -74,3 +77,9 @@ def subprocess_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR), env.get("PYTHONPATH")]))
     return env
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: minutes long (a full build); `scripts/test --quick` deselects it with "
+        "-m 'not slow', `scripts/test` runs it")

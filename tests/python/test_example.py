@@ -68,3 +68,18 @@ def test_the_trim_history_example_fits_the_budget(tmp_path, subprocess_env):
                           "10"], input='[{"role": "wizard"}]', env=subprocess_env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.stderr
+
+
+def test_the_client_loop_example_runs_over_http_and_grpc(start_sim, tmp_path, subprocess_env):
+    lines = (EXAMPLE / "tool_agent_trajectory.jsonl").read_text().splitlines()
+    for transport in ("http", "grpc"):
+        sim = start_sim([json.loads(line) for line in lines], "--chat-template", "glm5",
+                        grpc=(transport == "grpc"))
+        where = ["--endpoint", sim.base_url] if transport == "http" else ["--grpc", sim.grpc_target]
+        run = subprocess.run([sys.executable, str(EXAMPLE / "client_loop.py"), *where],
+                             cwd=EXAMPLE, env=subprocess_env, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr
+        requests = [line for line in run.stdout.splitlines() if line.startswith("request ")]
+        assert len(requests) == 2 and all(line.endswith(f"over {transport}") for line in requests)
+        assert "answer: It runs a strata agent" in run.stdout

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common.h"
+
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
@@ -30,167 +32,9 @@
 #include "strata/tokenizer.h"
 #include "strata/transport.h"
 
-namespace py = pybind11;
-using json = nlohmann::json;
-
 namespace {
 
-// Raises the strata.Error subclass of `status`. Requires the GIL.
-[[noreturn]] void Raise(const strata::Status& status) {
-  py::object errors = py::module_::import("strata._errors");
-  py::object exc = errors.attr("from_status")(static_cast<int>(status.code()), status.message());
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-  throw py::error_already_set();
-}
-
-void Check(const strata::Status& status) {
-  if (!status.ok()) Raise(status);
-}
-
-template <typename T>
-T Take(strata::StatusOr<T>&& value) {
-  if (!value.ok()) Raise(value.status());
-  return std::move(*value);
-}
-
-// A Python object kept by C++ (a tool handler): released with the GIL held, whatever thread drops
-// the last reference.
-std::shared_ptr<py::object> Hold(py::object object) {
-  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* p) {
-    if (!Py_IsInitialized()) return;  // interpreter gone: nothing left to release into
-    py::gil_scoped_acquire gil;
-    delete p;
-  });
-}
-
-// The state of one blocking call made with the GIL released. Python code run during the call
-// (tool handlers, the delta callback) may raise an exception that must stop the whole call
-// (KeyboardInterrupt, or any exception from the delta callback): it is kept here, the call is
-// cancelled through `token`, and the exception is re-raised once the call returns.
-struct CallState {
-  strata::CancellationToken own_token;
-  strata::CancellationToken* token = &own_token;
-  std::optional<py::error_already_set> pending;  // touched only with the GIL held
-
-  // Requires the GIL. Keeps the current Python exception and cancels the call.
-  void Abort() {
-    if (!pending) pending.emplace();
-    else PyErr_Clear();
-    token->Cancel();
-  }
-  // Requires the GIL. Re-raises a kept exception.
-  void RethrowPending() {
-    if (pending) {
-      py::error_already_set e = std::move(*pending);
-      pending.reset();
-      throw e;
-    }
-  }
-};
-thread_local CallState* current_call = nullptr;
-
-// Sets current_call for the duration of a call on this thread.
-class CallScope {
- public:
-  explicit CallScope(CallState* state) : previous_(current_call) { current_call = state; }
-  ~CallScope() { current_call = previous_; }
-
- private:
-  CallState* previous_;
-};
-
-// Requires the GIL. Ctrl-C during a blocking call: Python's handler only sets a flag, which is
-// checked here each time the call comes back into Python (a delta, a tool call).
-void CheckSignals(CallState* state) {
-  if (state != nullptr && PyErr_CheckSignals() != 0) state->Abort();
-}
-
-strata::ToolHandler MakeToolHandler(py::object fn) {
-  std::shared_ptr<py::object> handler = Hold(std::move(fn));
-  return [handler](const std::string& arguments) -> strata::ToolOutput {
-    py::gil_scoped_acquire gil;
-    CallState* state = current_call;
-    CheckSignals(state);
-    if (state != nullptr && state->pending) {
-      throw std::runtime_error("interrupted");  // the call is cancelled; this result is never sent
-    }
-    try {
-      py::tuple result = (*handler)(arguments);
-      return strata::ToolOutput{result[0].cast<std::string>(), result[1].cast<bool>()};
-    } catch (py::error_already_set& e) {
-      // An ordinary exception is the tool's error result; KeyboardInterrupt, SystemExit and
-      // GeneratorExit stop the run.
-      if (!e.matches(PyExc_Exception) && state != nullptr) {
-        e.restore();
-        state->Abort();
-        throw std::runtime_error("interrupted");
-      }
-      std::string type = py::str(e.type().attr("__name__"));
-      std::string message = py::str(e.value());
-      throw std::runtime_error(type + ": " + message);
-    }
-  };
-}
-
-strata::DeltaCallback MakeDeltaCallback(py::object fn) {
-  std::shared_ptr<py::object> callback = fn.is_none() ? nullptr : Hold(std::move(fn));
-  return [callback](const strata::StreamDelta& delta) {
-    py::gil_scoped_acquire gil;
-    CallState* state = current_call;
-    CheckSignals(state);
-    if (state != nullptr && state->pending) return;
-    if (!callback) return;
-    static const char* const kKinds[] = {"content", "reasoning", "tool_call_arguments"};
-    try {
-      (*callback)(kKinds[static_cast<int>(delta.kind)], py::bytes(delta.text), delta.tool_call_index,
-                  delta.tool_call_id, delta.tool_name);
-    } catch (py::error_already_set& e) {
-      e.restore();
-      if (state != nullptr) state->Abort();
-      else PyErr_Clear();
-    }
-  };
-}
-
-// ---- JSON of the result types --------------------------------------------------------------
-
-json ToolCallsJson(const std::vector<strata::ToolCall>& calls) {
-  json out = json::array();
-  for (const strata::ToolCall& c : calls) {
-    out.push_back({{"id", c.id},
-                   {"type", "function"},
-                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  }
-  return out;
-}
-
-json ResponseJson(const strata::Response& r) {
-  json usage = {{"reported", r.usage.reported},
-                {"prompt_tokens", r.usage.prompt_tokens},
-                {"completion_tokens", r.usage.completion_tokens},
-                {"total_tokens", r.usage.total_tokens},
-                {"cached_tokens", r.usage.cached_tokens ? json(*r.usage.cached_tokens) : json()},
-                {"reasoning_tokens", r.usage.reasoning_tokens}};
-  json timings = {{"ttft_ms", r.timings.ttft_ms},
-                  {"decode_ms", r.timings.decode_ms},
-                  {"total_ms", r.timings.total_ms},
-                  {"retry_wait_ms", r.timings.retry_wait_ms}};
-  return {{"id", r.id},
-          {"model", r.model},
-          {"content", r.content},
-          {"reasoning", r.reasoning},
-          {"tool_calls", ToolCallsJson(r.tool_calls)},
-          {"finish_reason", r.finish_reason},
-          {"usage", usage},
-          {"timings", timings},
-          {"streamed", r.streamed},
-          {"attempts", r.attempts},
-          {"http_status", r.http_status}};
-}
-
-json ReportJson(const strata::CompactionReport& report) {
-  return json::parse(strata::CompactionReportJson(report));
-}
+using namespace strata_py;  // NOLINT: the helpers of this extension
 
 json GrowthJson(const strata::GrowthPoint& g) {
   json layers = json::object();
@@ -230,22 +74,6 @@ json RunJson(const strata::RunResult& r) {
           {"tool_errors", r.tool_errors}};
 }
 
-// A sub-object of AgentConfig parsed with AgentConfigFromJson, so that its errors name the key
-// path exactly like the C++ configuration's ("budget.window: expected an integer").
-strata::StatusOr<strata::AgentConfig> ConfigWith(const char* key, const std::string& value_json) {
-  json doc = json::parse(value_json, nullptr, false);
-  if (doc.is_discarded()) {
-    return strata::InvalidArgumentError(std::string(key) + ": not valid JSON");
-  }
-  return strata::AgentConfigFromJson(json{{key, doc}}.dump());
-}
-
-// Runs `f` with the GIL released; the result (a Status or StatusOr) is checked after.
-template <typename F>
-auto Unlocked(F&& f) {
-  py::gil_scoped_release release;
-  return f();
-}
 
 // ---- Agent ----------------------------------------------------------------------------------
 
@@ -342,16 +170,12 @@ class PyAgent {
     options.cancel = state.token;
     options.headers = std::move(headers);
     options.on_delta = MakeDeltaCallback(std::move(on_delta));
-    strata::StatusOr<std::string> out = strata::InternalError("unset");
-    {
-      CallScope scope(&state);
-      py::gil_scoped_release release;
+    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
       strata::StatusOr<strata::Turn> turn = agent_->Complete(options);
-      out = turn.ok() ? strata::StatusOr<std::string>(TurnJson(*turn).dump())
-                      : strata::StatusOr<std::string>(turn.status());
       options.on_delta = nullptr;  // drops the callback's reference (Hold takes the GIL)
-    }
-    state.RethrowPending();
+      if (!turn.ok()) return turn.status();
+      return TurnJson(*turn).dump();
+    });
     return Take(std::move(out));
   }
 
@@ -365,31 +189,23 @@ class PyAgent {
     options.turn.cancel = state.token;
     options.turn.headers = std::move(headers);
     options.turn.on_delta = MakeDeltaCallback(std::move(on_delta));
-    strata::StatusOr<std::string> out = strata::InternalError("unset");
-    {
-      CallScope scope(&state);
-      py::gil_scoped_release release;
+    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
       strata::StatusOr<strata::RunResult> run = agent_->Run(std::move(user_message), options);
-      out = run.ok() ? strata::StatusOr<std::string>(RunJson(*run).dump())
-                     : strata::StatusOr<std::string>(run.status());
       options.turn.on_delta = nullptr;
-    }
-    state.RethrowPending();
+      if (!run.ok()) return run.status();
+      return RunJson(*run).dump();
+    });
     return Take(std::move(out));
   }
 
   std::string DispatchToolCalls() {
     CallState state;
-    strata::StatusOr<std::string> out = strata::InternalError("unset");
-    {
-      CallScope scope(&state);
-      py::gil_scoped_release release;
+    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
       strata::RunResult stats;
       strata::Status status = agent_->DispatchToolCalls(&stats);
-      out = status.ok() ? strata::StatusOr<std::string>(RunJson(stats).dump())
-                        : strata::StatusOr<std::string>(status);
-    }
-    state.RethrowPending();
+      if (!status.ok()) return status;
+      return RunJson(stats).dump();
+    });
     return Take(std::move(out));
   }
 
@@ -752,6 +568,8 @@ PYBIND11_MODULE(_strata, m) {
       .def("growth", &PyStore::Growth, py::arg("agent_id"))
       .def("stats", &PyStore::Stats)
       .def("backup", &PyStore::Backup, py::arg("destination"));
+
+  DefineLowLevel(m);
 
   m.def("trim_messages", &TrimMessages, py::arg("messages_json"), py::arg("budget_json"),
         py::arg("policy"), py::arg("tokenizer"), py::arg("chat_template"), py::arg("hygiene"));

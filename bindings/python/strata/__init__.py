@@ -24,6 +24,8 @@ from ._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExcee
                       Unimplemented, Unknown)
 from ._agent import (Agent, CancellationToken, TurnStream, normalize_config, resolve_budget,
                      trim_messages)
+from ._client import (Budget, BuiltRequest, Client, Completion, Context, GrpcTransport,
+                      HttpTransport, Transport)
 from ._lowlevel import ChatTemplate, Store, Tokenizer
 from ._types import (CachePrediction, CompactionReport, Delta, GrowthPoint, JsonObject,
                      PrefixBreak, RecallPage, RequestRecord, Response, RunResult, Timings,
@@ -38,6 +40,8 @@ __all__ = [
     "Unknown",
     "Agent", "CancellationToken", "TurnStream", "normalize_config", "resolve_budget",
     "trim_messages",
+    "Budget", "BuiltRequest", "Client", "Completion", "Context", "GrpcTransport", "HttpTransport",
+    "Transport",
     "ChatTemplate", "Store", "Tokenizer",
     "CachePrediction", "CompactionReport", "Delta", "GrowthPoint", "JsonObject", "PrefixBreak",
     "RecallPage", "RequestRecord", "Response", "RunResult", "Timings", "ToolOutput", "TrimResult",

@@ -7,7 +7,7 @@ Every failing strata call raises a subclass of :class:`Error` named after its ca
 
 from __future__ import annotations
 
-from typing import Dict, Type
+from typing import Any, Dict, Optional, Type
 
 
 class Error(Exception):
@@ -15,6 +15,9 @@ class Error(Exception):
 
     code: str = "UNKNOWN"
     code_value: int = 2
+    # Client.complete: the RequestRecord of the failed request (None elsewhere).
+    record: Optional[Any] = None
+    record_json: Optional[str] = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
