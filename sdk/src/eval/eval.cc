@@ -62,28 +62,37 @@ void EvalSummary::Finish(double cached_price) {
   retention = old_identifiers ? static_cast<double>(old_identifiers_kept) / old_identifiers : 1.0;
 }
 
-StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, const EvalOptions& options) {
-  if (options.tokenizer == nullptr) return InvalidArgumentError("EvalOptions.tokenizer is required");
+namespace {
+
+// What one evaluation replays into: the policy, the exact request counter and the context using them.
+struct EvalContext {
   std::unique_ptr<ChatTemplate> owned_template;
-  const ChatTemplate* chat_template = options.chat_template;
-  if (chat_template == nullptr) {
-    owned_template = MakeGlm5ChatTemplate();
-    chat_template = owned_template.get();
-  }
+  const ChatTemplate* chat_template = nullptr;
   std::unique_ptr<CompactionPolicy> policy;
-  if (options.policy == "strata") {
-    policy = MakeStrataPolicy(options.strata);
-  } else {
-    STRATA_ASSIGN_OR_RETURN(policy, MakePolicyByName(options.policy));
+  std::unique_ptr<RequestTokenCounter> counter;
+  std::unique_ptr<Context> context;
+};
+
+StatusOr<std::unique_ptr<EvalContext>> MakeEvalContext(const EvalOptions& options) {
+  auto eval = std::make_unique<EvalContext>();
+  eval->chat_template = options.chat_template;
+  if (eval->chat_template == nullptr) {
+    eval->owned_template = MakeGlm5ChatTemplate();
+    eval->chat_template = eval->owned_template.get();
   }
-  std::unique_ptr<RequestTokenCounter> counter = MakeRequestTokenCounter(*chat_template, *options.tokenizer);
+  if (options.policy == "strata") {
+    eval->policy = MakeStrataPolicy(options.strata);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(eval->policy, MakePolicyByName(options.policy));
+  }
+  eval->counter = MakeRequestTokenCounter(*eval->chat_template, *options.tokenizer);
   const bool is_strata = options.policy == "strata";
 
   ContextOptions context_options;
   context_options.agent.id = "eval";
   context_options.tokenizer = options.tokenizer;
   // Budget decisions on exact counts (template + tokenizer), as the server counts.
-  context_options.request_counter = counter.get();
+  context_options.request_counter = eval->counter.get();
   context_options.hygiene = options.hygiene;
   if (context_options.hygiene.max_segment_tokens == 0) {
     context_options.hygiene.max_segment_tokens =
@@ -100,17 +109,75 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
     budget.trigger = BudgetLimit::Fraction(is_strata ? options.trigger : 1.0);
     budget.target = BudgetLimit::Fraction(is_strata ? options.target : 1.0);
     context_options.budget = budget;
-    context_options.compaction = policy.get();
+    context_options.compaction = eval->policy.get();
   }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> context, Context::Create(context_options));
+  STRATA_ASSIGN_OR_RETURN(eval->context, Context::Create(context_options));
+  return eval;
+}
+
+// Identifiers: those the user or system gave (known), and those first seen in a tool output, with
+// the turn they appeared in (learned).
+struct IdentifierLedger {
+  std::unordered_map<std::string, int64_t> learned;
+  std::unordered_set<std::string> known;
+};
+
+// Measures the request built before assistant message `m`: its prompt tokens and reuse through the
+// server's template, budget and pairing, and the retention of old identifiers `m` uses.
+void MeasureRequest(const BuiltRequest& built, const std::string& prompt, const TraceMessage& m,
+                    const IdentifierLedger& ids, int64_t turn, const EvalOptions& options,
+                    const PrefixCacheOptions& cache_options, PrefixCacheModel& cache, EvalTurn& stats) {
+  PromptBlocks blocks = HashPrompt(prompt, "", options.tokenizer, cache_options);
+  stats.input_tokens = static_cast<size_t>(blocks.prompt_tokens);
+  stats.counted_tokens = built.input_tokens;
+  stats.reused_tokens = static_cast<size_t>(cache.LookupAndInsert(blocks));
+  stats.violation = options.budget_tokens && stats.input_tokens > options.budget_tokens;
+  stats.pairing_error = !PairingOk(built.body);
+  stats.compaction = built.compaction;
+  // Retention: identifiers this message uses that were learned from old tool outputs.
+  std::string used_text = m.content;
+  for (const ToolCall& call : m.tool_calls) used_text += "\n" + call.arguments;
+  for (const std::string& id : ExtractIdentifiers(used_text, kAllIdentifiers)) {
+    auto it = ids.learned.find(id);
+    if (it == ids.learned.end() || ids.known.count(id) || it->second > turn - options.retention_age) continue;
+    ++stats.old_identifiers;
+    if (built.body.find(id) != std::string::npos) {
+      ++stats.old_identifiers_kept;
+    } else {
+      stats.lost_identifiers.push_back(id);
+    }
+  }
+}
+
+void AddTurn(const EvalTurn& stats, EvalSummary& sum) {
+  ++sum.requests;
+  sum.violations += stats.violation;
+  sum.pairing_errors += stats.pairing_error;
+  sum.peak_tokens = std::max(sum.peak_tokens, stats.input_tokens);
+  sum.input_tokens += stats.input_tokens;
+  sum.reused_tokens += stats.reused_tokens;
+  sum.uncached_tokens += stats.input_tokens - std::min(stats.input_tokens, stats.reused_tokens);
+  if (stats.compaction) {
+    ++sum.compactions;
+    sum.invalidated_tokens += stats.compaction->invalidated_tokens;
+  }
+  sum.old_identifiers += stats.old_identifiers;
+  sum.old_identifiers_kept += stats.old_identifiers_kept;
+}
+
+}  // namespace
+
+StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, const EvalOptions& options) {
+  if (options.tokenizer == nullptr) return InvalidArgumentError("EvalOptions.tokenizer is required");
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<EvalContext> eval, MakeEvalContext(options));
+  Context* context = eval->context.get();
 
   PrefixCacheOptions cache_options;
   cache_options.block_tokens = options.block_tokens;
   cache_options.capacity_blocks = static_cast<size_t>(-1) / 2;
   PrefixCacheModel cache(cache_options);
 
-  std::unordered_map<std::string, int64_t> learned;  // identifier -> turn it first appeared in a tool output
-  std::unordered_set<std::string> known;             // identifiers the user or system gave
+  IdentifierLedger ids;
   EvalResult result;
   std::vector<std::string> system_prompts;
   bool started = false;
@@ -122,7 +189,7 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
     };
     if (m.role == TraceRole::kSystem && !started) {
       system_prompts.push_back(m.content);
-      for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) known.insert(id);
+      for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) ids.known.insert(id);
       continue;
     }
     if (!started) {
@@ -137,7 +204,7 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
         return at(InvalidArgumentError("system message after the conversation started"));
       case TraceRole::kUser: {
         for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) {
-          if (!learned.count(id)) known.insert(id);
+          if (!ids.learned.count(id)) ids.known.insert(id);
         }
         Status s = context->AppendUser(m.content).status();
         if (!s.ok()) return at(s);
@@ -153,43 +220,11 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
           ++result.summary.failed_builds;
           stats.error = built.status().message();
         } else {
-          STRATA_ASSIGN_OR_RETURN(std::string prompt, chat_template->Render(built->body));
-          PromptBlocks blocks = HashPrompt(prompt, "", options.tokenizer, cache_options);
-          stats.input_tokens = static_cast<size_t>(blocks.prompt_tokens);
-          stats.counted_tokens = built->input_tokens;
-          stats.reused_tokens = static_cast<size_t>(cache.LookupAndInsert(blocks));
-          stats.violation = options.budget_tokens && stats.input_tokens > options.budget_tokens;
-          stats.pairing_error = !PairingOk(built->body);
-          stats.compaction = built->compaction;
-          // Retention: identifiers this message uses that were learned from old tool outputs.
-          std::string used_text = m.content;
-          for (const ToolCall& call : m.tool_calls) used_text += "\n" + call.arguments;
-          for (const std::string& id : ExtractIdentifiers(used_text, kAllIdentifiers)) {
-            auto it = learned.find(id);
-            if (it == learned.end() || known.count(id) || it->second > turn - options.retention_age) continue;
-            ++stats.old_identifiers;
-            if (built->body.find(id) != std::string::npos) {
-              ++stats.old_identifiers_kept;
-            } else {
-              stats.lost_identifiers.push_back(id);
-            }
-          }
+          STRATA_ASSIGN_OR_RETURN(std::string prompt, eval->chat_template->Render(built->body));
+          MeasureRequest(*built, prompt, m, ids, turn, options, cache_options, cache, stats);
           if (options.on_turn) options.on_turn(stats, built->body);
         }
-        EvalSummary& sum = result.summary;
-        ++sum.requests;
-        sum.violations += stats.violation;
-        sum.pairing_errors += stats.pairing_error;
-        sum.peak_tokens = std::max(sum.peak_tokens, stats.input_tokens);
-        sum.input_tokens += stats.input_tokens;
-        sum.reused_tokens += stats.reused_tokens;
-        sum.uncached_tokens += stats.input_tokens - std::min(stats.input_tokens, stats.reused_tokens);
-        if (stats.compaction) {
-          ++sum.compactions;
-          sum.invalidated_tokens += stats.compaction->invalidated_tokens;
-        }
-        sum.old_identifiers += stats.old_identifiers;
-        sum.old_identifiers_kept += stats.old_identifiers_kept;
+        AddTurn(stats, result.summary);
         result.turns.push_back(std::move(stats));
         ++turn;
         Status s = context->AppendAssistant(AssistantMessage{m.content, m.reasoning, m.tool_calls}).status();
@@ -198,7 +233,7 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
       }
       case TraceRole::kTool: {
         for (const std::string& id : ExtractIdentifiers(m.content, kAllIdentifiers)) {
-          if (!known.count(id)) learned.emplace(id, turn - 1);
+          if (!ids.known.count(id)) ids.learned.emplace(id, turn - 1);
         }
         Status s = context->AppendToolResult(ToolResult{m.tool_call_id, m.content, false}).status();
         if (!s.ok()) return at(s);

@@ -173,29 +173,9 @@ class Client::Impl {
     rec.cached_tokens_predicted = model_.Lookup(blocks);
     rec.input_tokens = blocks.prompt_tokens;
 
-    // History end in the prompt: where the volatile message starts, else before the generation
-    // prompt. Blocks before it are what the next request can reuse.
     std::vector<SegmentSignature> sigs = Signatures(context);
     std::vector<SegmentSignature> starts = MessageStarts(sigs, context.options().render.system_layout);
-    size_t history_end = prompt->text.size() - std::string_view("<|assistant|>").size();
-    if (options_.chat_template != nullptr || prompt->message_offsets.empty()) {
-      // The prompt of the body cut after the last history message: the common prefix with the full
-      // prompt ends where the history ends (whatever the template adds after it differs).
-      std::string cut = built->body.substr(0, built->history_end_bytes) + "]}";
-      StatusOr<PromptText> history = PromptFor(options_.chat_template, cut);
-      if (history.ok()) {
-        const std::string& a = prompt->text;
-        const std::string& b = history->text;
-        size_t n = std::min(a.size(), b.size());
-        history_end = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
-      }
-    } else if (!starts.empty() && starts.back().layer == Layer::kVolatile) {
-      history_end = prompt->message_offsets.back();
-    }
-    size_t history_blocks = std::min(blocks.cacheable_blocks, BlocksIn(prompt->text, history_end));
-    // With an exact tokenizer the tokens at the history end may merge with what follows it (the
-    // next message's role marker), so the block holding the boundary is not counted as stable.
-    if (options_.tokenizer != nullptr && !options_.tokenizer->IsEstimate() && history_blocks > 0) --history_blocks;
+    const size_t history_blocks = HistoryBlocks(*built, *prompt, blocks, starts);
 
     std::optional<PrefixBreakEvent> changed = PredictBreak(agent.id, rec, blocks, sigs, built->warnings);
     if (changed && built->compaction.has_value()) changed->reason = "compaction";
@@ -217,13 +197,7 @@ class Client::Impl {
     if (!sent.ok()) return fail(sent);
 
     model_.Insert(blocks);
-    if (resp.usage.reported && resp.usage.prompt_tokens > 0) rec.input_tokens = resp.usage.prompt_tokens;
-    rec.cached_tokens_reported = resp.usage.cached_tokens;
-    rec.output_tokens = resp.usage.completion_tokens;
-    rec.reasoning_tokens = resp.usage.reasoning_tokens;
-    rec.finish_reason = resp.finish_reason;
-    rec.kv_cache_bytes = (rec.input_tokens + rec.output_tokens) * options_.kv_bytes_per_token +
-                         options_.kv_bytes_per_sequence;
+    RecordUsage(resp, rec);
 
     if (copt.append_reply) {
       AssistantMessage message;
@@ -239,42 +213,14 @@ class Client::Impl {
     }
     rec.total_ms = transport_internal::SteadyMillis() - start_ms;
 
-    // The server served less than the model predicted, by more than one block.
-    if (rec.cached_tokens_reported &&
-        *rec.cached_tokens_reported + static_cast<int64_t>(blocks.block_tokens) < rec.cached_tokens_predicted) {
-      PrefixBreakEvent e;
-      e.kind = PrefixBreakEvent::Kind::kServerShortfall;
-      e.agent_id = agent.id;
-      e.request_id = rec.request_id;
-      e.predicted_cached_tokens = rec.cached_tokens_predicted;
-      e.reported_cached_tokens = rec.cached_tokens_reported;
-      e.previous_prompt_tokens = changed ? changed->previous_prompt_tokens : rec.cached_tokens_predicted;
-      size_t offset = OffsetOfTokens(prompt->text, *rec.cached_tokens_reported);
-      size_t message = 0;
-      for (size_t i = 0; i < prompt->message_offsets.size(); ++i) {
-        if (prompt->message_offsets[i] <= offset) message = i;
-      }
-      if (offset < prompt->tools_bytes) {
-        e.layer = "tools";
-      } else if (starts.size() == prompt->message_offsets.size() && message < starts.size()) {
-        e.segment_id = starts[message].id;
-        e.layer = std::string(LayerName(starts[message].layer));
-      }
-      e.reason = "server evicted or mismatched (reported " + std::to_string(*rec.cached_tokens_reported) +
-                 " cached tokens, predicted " + std::to_string(rec.cached_tokens_predicted) + ")";
-      done.prefix_break = e;
-      EmitEvent(e);
+    if (std::optional<PrefixBreakEvent> shortfall = ServerShortfall(rec, blocks, *prompt, starts, changed)) {
+      done.prefix_break = shortfall;
+      EmitEvent(*shortfall);
     } else if (changed) {
       done.prefix_break = changed;
       EmitEvent(*changed);
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      AgentState& state = agents_[agent.id];
-      state.hashes.assign(blocks.hashes.begin(), blocks.hashes.begin() + history_blocks);
-      state.history_tokens = static_cast<int64_t>(history_blocks * blocks.block_tokens);
-      state.signatures = std::move(sigs);
-    }
+    RememberPrefix(agent.id, blocks, history_blocks, std::move(sigs));
     Emit(rec);
     done.record = rec;
     if (record_out != nullptr) *record_out = rec;
@@ -285,6 +231,86 @@ class Client::Impl {
   PrefixCacheModel model_;
 
  private:
+  // How many of the prompt's blocks the next request can reuse: those before the history's end in
+  // the prompt (where the volatile message starts, else before the generation prompt).
+  size_t HistoryBlocks(const BuiltRequest& built, const PromptText& prompt, const PromptBlocks& blocks,
+                       const std::vector<SegmentSignature>& starts) const {
+    size_t history_end = prompt.text.size() - std::string_view("<|assistant|>").size();
+    if (options_.chat_template != nullptr || prompt.message_offsets.empty()) {
+      // The prompt of the body cut after the last history message: the common prefix with the full
+      // prompt ends where the history ends (whatever the template adds after it differs).
+      std::string cut = built.body.substr(0, built.history_end_bytes) + "]}";
+      StatusOr<PromptText> history = PromptFor(options_.chat_template, cut);
+      if (history.ok()) {
+        const std::string& a = prompt.text;
+        const std::string& b = history->text;
+        size_t n = std::min(a.size(), b.size());
+        history_end = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+      }
+    } else if (!starts.empty() && starts.back().layer == Layer::kVolatile) {
+      history_end = prompt.message_offsets.back();
+    }
+    size_t history_blocks = std::min(blocks.cacheable_blocks, BlocksIn(prompt.text, history_end));
+    // With an exact tokenizer the tokens at the history end may merge with what follows it (the
+    // next message's role marker), so the block holding the boundary is not counted as stable.
+    if (options_.tokenizer != nullptr && !options_.tokenizer->IsEstimate() && history_blocks > 0) --history_blocks;
+    return history_blocks;
+  }
+
+  // The answer's usage in the record (the server's prompt count wins over the prediction's).
+  void RecordUsage(const Response& resp, RequestRecord& rec) const {
+    if (resp.usage.reported && resp.usage.prompt_tokens > 0) rec.input_tokens = resp.usage.prompt_tokens;
+    rec.cached_tokens_reported = resp.usage.cached_tokens;
+    rec.output_tokens = resp.usage.completion_tokens;
+    rec.reasoning_tokens = resp.usage.reasoning_tokens;
+    rec.finish_reason = resp.finish_reason;
+    rec.kv_cache_bytes = (rec.input_tokens + rec.output_tokens) * options_.kv_bytes_per_token +
+                         options_.kv_bytes_per_sequence;
+  }
+
+  // A kServerShortfall event when the server served less than the model predicted, by more than
+  // one block, locating the segment where its reported cache ends.
+  std::optional<PrefixBreakEvent> ServerShortfall(const RequestRecord& rec, const PromptBlocks& blocks,
+                                                  const PromptText& prompt,
+                                                  const std::vector<SegmentSignature>& starts,
+                                                  const std::optional<PrefixBreakEvent>& changed) const {
+    if (!rec.cached_tokens_reported ||
+        *rec.cached_tokens_reported + static_cast<int64_t>(blocks.block_tokens) >= rec.cached_tokens_predicted) {
+      return std::nullopt;
+    }
+    PrefixBreakEvent e;
+    e.kind = PrefixBreakEvent::Kind::kServerShortfall;
+    e.agent_id = rec.agent_id;
+    e.request_id = rec.request_id;
+    e.predicted_cached_tokens = rec.cached_tokens_predicted;
+    e.reported_cached_tokens = rec.cached_tokens_reported;
+    e.previous_prompt_tokens = changed ? changed->previous_prompt_tokens : rec.cached_tokens_predicted;
+    size_t offset = OffsetOfTokens(prompt.text, *rec.cached_tokens_reported);
+    size_t message = 0;
+    for (size_t i = 0; i < prompt.message_offsets.size(); ++i) {
+      if (prompt.message_offsets[i] <= offset) message = i;
+    }
+    if (offset < prompt.tools_bytes) {
+      e.layer = "tools";
+    } else if (starts.size() == prompt.message_offsets.size() && message < starts.size()) {
+      e.segment_id = starts[message].id;
+      e.layer = std::string(LayerName(starts[message].layer));
+    }
+    e.reason = "server evicted or mismatched (reported " + std::to_string(*rec.cached_tokens_reported) +
+               " cached tokens, predicted " + std::to_string(rec.cached_tokens_predicted) + ")";
+    return e;
+  }
+
+  // What the next request of this agent is compared with.
+  void RememberPrefix(const std::string& agent_id, const PromptBlocks& blocks, size_t history_blocks,
+                      std::vector<SegmentSignature> sigs) {
+    std::lock_guard<std::mutex> lock(mu_);
+    AgentState& state = agents_[agent_id];
+    state.hashes.assign(blocks.hashes.begin(), blocks.hashes.begin() + history_blocks);
+    state.history_tokens = static_cast<int64_t>(history_blocks * blocks.block_tokens);
+    state.signatures = std::move(sigs);
+  }
+
   struct AgentState {
     std::vector<uint64_t> hashes;  // block hashes up to the end of the previous request's history
     int64_t history_tokens = 0;

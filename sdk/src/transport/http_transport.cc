@@ -333,21 +333,9 @@ class HttpTransport : public Transport {
     if (idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(c));
   }
 
-  AttemptResult Attempt(std::string_view body, const CallOptions& call, int64_t budget_ms,
-                        Response* response) {
-    AttemptResult result;
-    std::unique_ptr<Connection> conn = Acquire();
-    if (conn == nullptr) {
-      result.status = InternalError("could not create a curl handle");
-      return result;
-    }
-    CURL* easy = conn->easy;
-    curl_easy_reset(easy);
-    Transfer t;
-    t.cancel = call.cancel;
-    t.max_body_bytes = options_.max_response_bytes;
-    t.url = shown_url_;
-    t.assembler.set_on_delta(&call.on_delta);
+  // The request's headers: content negotiation, authorization, request id, then the transport's
+  // and the call's own headers.
+  struct curl_slist* RequestHeaders(const CallOptions& call) {
     struct curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, "Content-Type: application/json");
     headers = curl_slist_append(headers, "Accept: text/event-stream, application/json");
@@ -363,7 +351,12 @@ class HttpTransport : public Transport {
       if (!transport_internal::ValidHeader(name, value)) continue;  // Send() refused these already
       headers = curl_slist_append(headers, (name + ": " + value).c_str());
     }
-    const int64_t total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
+    return headers;
+  }
+
+  // Sets up `easy` to POST `body` with `headers`, its callbacks writing into `t`.
+  void ConfigureRequest(CURL* easy, std::string_view body, struct curl_slist* headers, int64_t total_ms,
+                        Transfer* t) {
     curl_easy_setopt(easy, CURLOPT_URL, url_.c_str());
     curl_easy_setopt(easy, CURLOPT_POST, 1L);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
@@ -381,25 +374,30 @@ class HttpTransport : public Transport {
     }
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(std::min<int64_t>(options_.timeouts.connect.count(), total_ms)));
-    // Backstop only: the loop below enforces the attempt's total time itself.
+    // Backstop only: RunTransfer enforces the attempt's total time itself.
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(total_ms + 1000));
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, HeaderCallback);
-    curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, WriteCallback);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
+  }
 
+  // Drives the transfer on `conn` until it finishes, is cancelled, or runs out of time (first byte,
+  // idle, total). OK when the transfer ran to its end (curl's own result is then in *code), else
+  // why it was stopped.
+  Status RunTransfer(Connection& conn, Transfer& t, const CallOptions& call, int64_t total_ms,
+                     int64_t prompt_tokens, CURLcode* code) {
+    CURL* easy = conn.easy;
     t.start_ms = SteadyMillis();
     const double end_ms = t.start_ms + static_cast<double>(total_ms);
-    const int64_t prompt_tokens =
-        call.prompt_tokens > 0 ? call.prompt_tokens : static_cast<int64_t>(body.size() / 4);
     const int64_t first_byte_timeout = transport_internal::FirstByteTimeout(options_.timeouts, prompt_tokens).count();
     const double first_byte_ms = static_cast<double>(first_byte_timeout);
     const double idle_ms = static_cast<double>(options_.timeouts.idle.count());
-    curl_multi_add_handle(conn->multi, easy);
+    curl_multi_add_handle(conn.multi, easy);
     Status aborted;
     for (;;) {
       int running = 0;
-      CURLMcode mc = curl_multi_perform(conn->multi, &running);
+      CURLMcode mc = curl_multi_perform(conn.multi, &running);
       if (mc != CURLM_OK) {
         aborted = InternalError(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
         break;
@@ -436,25 +434,23 @@ class HttpTransport : public Transport {
         break;
       }
       wait = std::min(wait, end_ms - now);
-      curl_multi_poll(conn->multi, nullptr, 0, std::max(1, static_cast<int>(wait)), nullptr);
+      curl_multi_poll(conn.multi, nullptr, 0, std::max(1, static_cast<int>(wait)), nullptr);
     }
-    CURLcode code = CURLE_OK;
+    *code = CURLE_OK;
     if (aborted.ok()) {
       int queued = 0;
-      while (CURLMsg* msg = curl_multi_info_read(conn->multi, &queued)) {
-        if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) code = msg->data.result;
+      while (CURLMsg* msg = curl_multi_info_read(conn.multi, &queued)) {
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) *code = msg->data.result;
       }
     }
-    curl_multi_remove_handle(conn->multi, easy);
-    curl_slist_free_all(headers);
-    response->http_status = t.http_status;
-    if (!aborted.ok()) {
-      // The connection is mid-transfer; drop it rather than reuse it.
-      result.status = aborted;
-      return result;
-    }
-    Release(std::move(conn));
+    curl_multi_remove_handle(conn.multi, easy);
+    return aborted;
+  }
 
+  // The outcome of a transfer that ran to its end: a transport or HTTP error (and whether it may
+  // be retried), or the assembled answer in *response.
+  AttemptResult ClassifyOutcome(CURLcode code, Transfer& t, Response* response) {
+    AttemptResult result;
     if (code != CURLE_OK) {
       if (!t.parse_error.ok()) {
         result.status = t.parse_error;
@@ -498,6 +494,40 @@ class HttpTransport : public Transport {
       response->timings.decode_ms = t.last_token_ms - t.first_token_ms;
     }
     return result;
+  }
+
+  // One HTTP attempt: set up, transfer, classify. A connection stopped mid-transfer is dropped; one
+  // that finished goes back to the idle pool.
+  AttemptResult Attempt(std::string_view body, const CallOptions& call, int64_t budget_ms,
+                        Response* response) {
+    AttemptResult result;
+    std::unique_ptr<Connection> conn = Acquire();
+    if (conn == nullptr) {
+      result.status = InternalError("could not create a curl handle");
+      return result;
+    }
+    curl_easy_reset(conn->easy);
+    Transfer t;
+    t.cancel = call.cancel;
+    t.max_body_bytes = options_.max_response_bytes;
+    t.url = shown_url_;
+    t.assembler.set_on_delta(&call.on_delta);
+    struct curl_slist* headers = RequestHeaders(call);
+    const int64_t total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
+    ConfigureRequest(conn->easy, body, headers, total_ms, &t);
+    const int64_t prompt_tokens =
+        call.prompt_tokens > 0 ? call.prompt_tokens : static_cast<int64_t>(body.size() / 4);
+    CURLcode code = CURLE_OK;
+    Status aborted = RunTransfer(*conn, t, call, total_ms, prompt_tokens, &code);
+    curl_slist_free_all(headers);
+    response->http_status = t.http_status;
+    if (!aborted.ok()) {
+      // The connection is mid-transfer; drop it rather than reuse it.
+      result.status = aborted;
+      return result;
+    }
+    Release(std::move(conn));
+    return ClassifyOutcome(code, t, response);
   }
 
   HttpTransportOptions options_;
