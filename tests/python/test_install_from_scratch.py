@@ -54,4 +54,4 @@ def test_pip_install_from_scratch_configures_and_builds_then_imports(tmp_path):
     location, count, messages = check.stdout.splitlines()
     assert pathlib.Path(location).is_relative_to(venv)
     assert count == "10"
-    assert messages == "[{'content': 'hi', 'role': 'user'}]"
+    assert messages == "[{'role': 'user', 'content': 'hi'}]"
