@@ -7,13 +7,14 @@ Slow (the whole SDK is compiled): marked `slow`, so `scripts/test --quick` leave
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import REPO
+from conftest import BUILD, REPO
 
 
 @pytest.mark.slow
@@ -24,9 +25,19 @@ def test_pip_install_from_scratch_configures_and_builds_then_imports(tmp_path):
     if made.returncode != 0:
         pytest.skip(f"cannot create a venv (install python3-venv): {made.stderr.strip()}")
     python = venv / "bin" / "python"
-    build_dir = tmp_path / "build"  # the backend's build directory: empty, kept to inspect it
+    # The backend's build directory: empty. Beside the suite's build directory when there is one
+    # (inside the checkout, so that ccache, whose base directory is the checkout, can reuse the
+    # suite's objects) and with its build type; else in the test's temporary directory.
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "STRATA_PY_BUILD_DIR", "STRATA_BUILD_DIR")}
+    build_dir = tmp_path / "build"
+    if (BUILD / "CMakeCache.txt").is_file():
+        suite_cache = (BUILD / "CMakeCache.txt").read_text()
+        build_type = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", suite_cache, re.M)
+        if build_type and build_type.group(1):
+            env["STRATA_PY_BUILD_TYPE"] = build_type.group(1)
+        build_dir = BUILD / f"pip-from-scratch-{os.getpid()}"
+        shutil.rmtree(build_dir, ignore_errors=True)
     env["STRATA_PY_BUILD_DIR"] = str(build_dir)
     started = time.monotonic()
     install = subprocess.run(
@@ -55,3 +66,4 @@ def test_pip_install_from_scratch_configures_and_builds_then_imports(tmp_path):
     assert pathlib.Path(location).is_relative_to(venv)
     assert count == "10"
     assert messages == "[{'role': 'user', 'content': 'hi'}]"
+    shutil.rmtree(build_dir, ignore_errors=True)
