@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 namespace strata::sidecar {
@@ -191,9 +190,9 @@ StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenan
       }
     }
     if (e.contains("backend") && e["backend"] != o.backend) {
-      return refuse("endpoint.backend",
-                    e["backend"].dump() + " differs from the sidecar's backend \"" + o.backend +
-                        "\": remove it or start the sidecar with --backend");
+      return refuse("endpoint.backend", e["backend"].dump() +
+                                            " differs from the sidecar's backend \"" + o.backend +
+                                            "\": remove it or start the sidecar with --backend");
     }
   }
   if (doc.contains("identity") && doc["identity"].is_object()) {
@@ -305,8 +304,7 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
                        "\" (it was deleted)");
 }
 
-StatusOr<AgentLease> AgentRegistry::Acquire(const TenantConfig& tenant,
-                                            std::string_view agent_id) {
+StatusOr<AgentLease> AgentRegistry::Acquire(const TenantConfig& tenant, std::string_view agent_id) {
   STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
   return AcquireStored(StoredId(tenant, agent_id));
 }
@@ -401,8 +399,8 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
 }
 
 StatusOr<std::pair<AgentLease, AgentLease>> AgentRegistry::AcquirePair(const TenantConfig& tenant,
-                                                                      std::string_view first,
-                                                                      std::string_view second) {
+                                                                       std::string_view first,
+                                                                       std::string_view second) {
   STRATA_RETURN_IF_ERROR(CheckAgentId(first));
   STRATA_RETURN_IF_ERROR(CheckAgentId(second, "child_id"));
   if (first == second) {
