@@ -1,12 +1,11 @@
 #include "sidecar_config.h"
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 namespace strata::sidecar {
 namespace {
@@ -35,12 +34,15 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
     "upstream": "http://127.0.0.1:8000/v1", "backend": "sglang",
     "upstream_api_key_env": "UPSTREAM_KEY", "tokenizer": "estimate:3.5", "template": "generic",
     "budget": 32768, "allow_unauthenticated": false, "drain_timeout_ms": 2500, "max_threads": 8,
+    "max_open_agents": 50,
     "tls": {"cert_file": "c.pem", "key_file": "k.pem", "client_ca_file": "ca.pem"},
     "default_limits": {"max_agents": 5},
     "tenants": [
-      {"name": "team-a", "token_sha256": [")" + kHashA + R"("],
+      {"name": "team-a", "token_sha256": [")" +
+                          kHashA + R"("],
        "limits": {"max_concurrent_completions": 2}},
-      {"name": "team-b", "token_sha256": [")" + kHashB + R"("]}
+      {"name": "team-b", "token_sha256": [")" +
+                          kHashB + R"("]}
     ],
     "metrics": {"kv_capacity_bytes": 1000, "anything": [1, 2]}
   })";
@@ -56,6 +58,7 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
   CHECK(c->budget == 32768);
   CHECK(c->drain_timeout_ms == 2500);
   CHECK(c->max_threads == 8);
+  CHECK(c->max_open_agents == 50);
   CHECK(c->tls.client_ca_file == "ca.pem");
   REQUIRE(c->tenants.size() == 2);
   // Tenant limits start from default_limits; the tenant's own keys override them.
@@ -106,8 +109,8 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
 TEST_CASE("sidecar config: a token pasted instead of its hash is refused without echoing it",
           "[sidecar][config]") {
   const std::string secret = "sk-live-0123456789-very-secret";
-  StatusOr<SidecarConfig> c = ParseSidecarConfig(
-      R"({"tenants": [{"name": "a", "token_sha256": [")" + secret + R"("]}]})");
+  StatusOr<SidecarConfig> c =
+      ParseSidecarConfig(R"({"tenants": [{"name": "a", "token_sha256": [")" + secret + R"("]}]})");
   REQUIRE_FALSE(c.ok());
   CHECK_THAT(c.status().message(), Catch::Contains("tenants[0].token_sha256[0]"));
   CHECK_THAT(c.status().message(), Catch::Contains("hash-token"));
