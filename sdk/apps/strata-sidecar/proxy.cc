@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -208,7 +209,40 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
   return reply;
 }
 
-Proxy::Proxy(ProxyOptions options) : options_(std::move(options)) {}
+struct Proxy::Cancellations {
+  std::mutex mu;
+  std::set<CancellationToken*> in_flight;  // guarded by mu
+  bool cancel_all = false;                 // guarded by mu
+};
+
+class Proxy::InFlight {
+ public:
+  InFlight(Proxy* proxy, CancellationToken* token) : c_(*proxy->cancellations_), token_(token) {
+    std::lock_guard<std::mutex> lock(c_.mu);
+    if (c_.cancel_all) token_->Cancel();
+    c_.in_flight.insert(token_);
+  }
+  ~InFlight() {
+    std::lock_guard<std::mutex> lock(c_.mu);
+    c_.in_flight.erase(token_);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  Cancellations& c_;
+  CancellationToken* token_;
+};
+
+Proxy::Proxy(ProxyOptions options)
+    : options_(std::move(options)), cancellations_(std::make_unique<Cancellations>()) {}
+Proxy::~Proxy() = default;
+
+void Proxy::CancelAll() {
+  std::lock_guard<std::mutex> lock(cancellations_->mu);
+  cancellations_->cancel_all = true;
+  for (CancellationToken* token : cancellations_->in_flight) token->Cancel();
+}
 
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   std::string text;
@@ -321,7 +355,11 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
 
   if (!stream) {
-    StatusOr<Turn> turn = complete(*job, TurnOptions());
+    CancellationToken cancel;
+    InFlight registered(this, &cancel);
+    TurnOptions turn_options;
+    turn_options.cancel = &cancel;
+    StatusOr<Turn> turn = complete(*job, turn_options);
     if (!turn.ok()) {
       HttpReply error = fail(turn.status(), true);
       error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
@@ -350,8 +388,10 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
   auto fail_code = options_.on_error;
-  reply.stream = [job, complete, fail_code](const std::function<bool(std::string_view)>& write) {
+  reply.stream = [this, job, complete,
+                  fail_code](const std::function<bool(std::string_view)>& write) {
     CancellationToken cancel;
+    InFlight registered(this, &cancel);
     bool open = true;
     auto send = [&](const json& event) {
       if (open && !write(SseEvent(event))) {
