@@ -280,10 +280,22 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   if (tools != nullptr && !tools->is_array()) {
     return fail(InvalidArgumentError("\"tools\" must be an array of tool objects"));
   }
-  const bool stream = request.value("stream", false);
-  const bool include_usage = stream && request.contains("stream_options") &&
-                             request["stream_options"].is_object() &&
-                             request["stream_options"].value("include_usage", false);
+  for (const char* flag : {"stream"}) {
+    if (request.contains(flag) && !request[flag].is_boolean() && !request[flag].is_null()) {
+      return fail(InvalidArgumentError(std::string("\"") + flag + "\" must be true or false"));
+    }
+  }
+  const bool stream =
+      request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
+  bool include_usage = false;
+  if (request.contains("stream_options") && !request["stream_options"].is_null()) {
+    const json& o = request["stream_options"];
+    if (!o.is_object() || (o.contains("include_usage") && !o["include_usage"].is_boolean())) {
+      return fail(InvalidArgumentError(
+          "\"stream_options\" must be an object whose include_usage is true or false"));
+    }
+    include_usage = stream && o.value("include_usage", false);
+  }
   std::string ignored;
   for (auto it = request.begin(); it != request.end(); ++it) {
     if (!kHandledFields.count(it.key())) ignored += (ignored.empty() ? "" : ",") + it.key();

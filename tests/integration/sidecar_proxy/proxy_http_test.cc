@@ -233,6 +233,23 @@ TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors i
   CHECK(json::parse(bad.second)["error"]["message"].get<std::string>().find(
             "messages[0] is an assistant message") == 0);
 
+  auto not_bool =
+      f.Curl(alpha + f.base + "/v1/chat/completions -d '{\"stream\":\"yes\",\"messages\":[]}'");
+  CHECK(not_bool.first == 400);
+  CHECK(json::parse(not_bool.second)["error"]["message"] == "\"stream\" must be true or false");
+
+  // An upstream that keeps failing: 502 before a stream starts, an error event inside one.
+  REQUIRE(f.sim->InjectFault("503", 8).ok());  // 4 attempts per completion, two completions
+  auto down = f.Curl(alpha + "-H 'X-Strata-Agent: down' " + f.base + "/v1/chat/completions -d '" +
+                     ChatBody("anyone there?") + "'");
+  CHECK(down.first == 502);
+  CHECK(json::parse(down.second)["error"]["code"] == "unavailable");
+  auto down_stream = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: down' " + f.base +
+                            "/v1/chat/completions -d '" + ChatBody("anyone there?", true) + "'");
+  CHECK(down_stream.first == 200);
+  CHECK(down_stream.second.find("data: {\"error\":{") != std::string::npos);
+  CHECK(down_stream.second.find("[DONE]") == std::string::npos);
+
   // Streaming over curl: chunks, then [DONE].
   auto streamed = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: streamer' " + f.base +
                          "/v1/chat/completions -d '" + ChatBody("hello", true) + "'");
