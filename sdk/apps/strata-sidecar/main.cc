@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
   registry_options.tokenizer = config.tokenizer;
   registry_options.chat_template = config.chat_template;
   registry_options.window = config.budget;
+  registry_options.max_open_agents = static_cast<size_t>(config.max_open_agents);
   StatusOr<std::unique_ptr<sc::AgentRegistry>> registry =
       sc::AgentRegistry::Open(registry_options);
   if (!registry.ok()) return Fail(registry.status());

@@ -49,7 +49,10 @@ struct AgentLease::Entry {
   std::string stored_id;
   std::string local_id;
   std::string tenant;
+  // Set (under mu) when the entry left the registry's map: deleted, closed as idle, or a failed
+  // open. Whoever then locks it looks the agent up again.
   bool deleted = false;
+  std::atomic<uint64_t> last_used{0};  // the registry's use clock at the last lease
 };
 
 AgentLease::AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::mutex> lock)
@@ -98,6 +101,7 @@ struct AgentRegistry::State {
   std::map<std::string, int64_t, std::less<>> agent_counts;  // tenant -> stored agents
   std::map<std::string, std::shared_ptr<std::atomic<int64_t>>, std::less<>> completions;
   std::mutex create_mu;  // one creation at a time: the max_agents check and the insert are atomic
+  std::atomic<uint64_t> clock{0};  // counts leases: Entry::last_used
 };
 
 AgentRegistry::AgentRegistry(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -258,6 +262,41 @@ StatusOr<std::unique_ptr<Agent>> AgentRegistry::OpenStored(const std::string& st
   return agent;
 }
 
+void AgentRegistry::CloseIdle(const AgentLease::Entry* keep) {
+  State& s = *state_;
+  const size_t max = s.options.max_open_agents;
+  if (max == 0) return;
+  std::vector<std::unique_ptr<Agent>> closed;  // destroyed after the registry's mutex is released
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.entries.size() <= max) return;
+    std::vector<std::pair<uint64_t, std::shared_ptr<AgentLease::Entry>>> idle;
+    for (const auto& [id, entry] : s.entries) {
+      if (entry.get() != keep) idle.emplace_back(entry->last_used.load(), entry);
+    }
+    std::sort(idle.begin(), idle.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t excess = s.entries.size() - max;
+    for (auto& [used, entry] : idle) {
+      if (excess == 0) break;
+      // try_lock: never waits while holding the registry's mutex; a leased agent is not idle.
+      std::unique_lock<std::mutex> agent_lock(entry->mu, std::try_to_lock);
+      if (!agent_lock.owns_lock() || entry->deleted || !entry->agent) continue;
+      entry->deleted = true;
+      closed.push_back(std::move(entry->agent));
+      s.entries.erase(entry->stored_id);
+      --excess;
+    }
+  }
+}
+
+size_t AgentRegistry::OpenAgents() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  size_t n = 0;
+  for (const auto& [id, entry] : state_->entries) n += entry->agent != nullptr ? 1 : 0;
+  return n;
+}
+
 Status AgentRegistry::Reopen(AgentLease& lease) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, OpenStored(lease.stored_id()));
   lease.entry_->agent = std::move(agent);
@@ -266,7 +305,7 @@ Status AgentRegistry::Reopen(AgentLease& lease) {
 
 StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) {
   State& s = *state_;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
     std::shared_ptr<AgentLease::Entry> entry;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -297,7 +336,9 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
         return agent.status();
       }
       entry->agent = std::move(agent).value();
+      CloseIdle(entry.get());
     }
+    entry->last_used = ++s.clock;
     return AgentLease(std::move(entry), std::move(agent_lock));
   }
   return NotFoundError("no agent \"" + stored_id.substr(stored_id.find('/') + 1) +
@@ -395,6 +436,8 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
     std::lock_guard<std::mutex> old(stale->mu);
     stale->deleted = true;
   }
+  entry->last_used = ++s.clock;
+  CloseIdle(entry.get());
   return AgentLease(std::move(entry), std::move(agent_lock));
 }
 

@@ -46,6 +46,9 @@ struct RegistryOptions {
   std::string tokenizer = "estimate";
   std::string chat_template = "glm5";
   int64_t window = 0;  // 0: AgentBudgetConfig's default
+  // Agents kept open in memory at most (0: no limit). Beyond it, the least recently used idle
+  // agents are closed; they reopen from the store, exactly as they were, on their next call.
+  size_t max_open_agents = 1024;
   // Injected instead of an HTTP transport per agent (tests, pools). Not owned.
   Transport* transport = nullptr;
 };
@@ -152,6 +155,8 @@ class AgentRegistry {
   StatusOr<CompletionSlot> BeginCompletion(const TenantConfig& tenant);
   // Completions in progress for the tenant.
   int64_t CompletionsInFlight(const TenantConfig& tenant);
+  // Agents open in memory now (at most max_open_agents, plus those leased at once).
+  size_t OpenAgents();
 
   // The id within the tenant of a stored id ("" when it is not the tenant's).
   static std::string LocalId(const TenantConfig& tenant, std::string_view stored_id);
@@ -165,6 +170,8 @@ class AgentRegistry {
   explicit AgentRegistry(std::unique_ptr<State> state);
   StatusOr<AgentLease> AcquireStored(const std::string& stored_id);
   StatusOr<std::unique_ptr<Agent>> OpenStored(const std::string& stored_id);
+  // Closes least recently used idle agents beyond max_open_agents (never `keep`).
+  void CloseIdle(const AgentLease::Entry* keep);
   std::unique_ptr<State> state_;
 };
 

@@ -210,6 +210,7 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.Bool("allow_unauthenticated", &c.allow_unauthenticated));
   STRATA_RETURN_IF_ERROR(r.Int("drain_timeout_ms", &c.drain_timeout_ms));
   STRATA_RETURN_IF_ERROR(r.Int("max_threads", &c.max_threads, 2));
+  STRATA_RETURN_IF_ERROR(r.Int("max_open_agents", &c.max_open_agents));
   if (const json* tls = r.Get("tls")) STRATA_RETURN_IF_ERROR(ParseTls(*tls, "tls", &c.tls));
   if (const json* limits = r.Get("default_limits")) {
     STRATA_RETURN_IF_ERROR(ParseLimits(*limits, "default_limits", &c.default_limits));

@@ -59,6 +59,9 @@ struct SidecarConfig {
   bool allow_unauthenticated = false;
   int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish
   int64_t max_threads = 64;          // gRPC handler threads at most
+  // Agents kept open in memory at most; idle ones beyond it are closed and reopen from the store
+  // on their next call. 0: no limit.
+  int64_t max_open_agents = 1024;
   // The "metrics" object, kept as given for the metrics component's own parser.
   nlohmann::json metrics = nlohmann::json::object();
 };

@@ -30,10 +30,11 @@ TenantConfig Tenant(const std::string& name, int64_t max_agents = 0, int64_t max
   return t;
 }
 
-std::unique_ptr<AgentRegistry> OpenRegistry(const std::string& path,
-                                            Transport* transport = nullptr) {
+std::unique_ptr<AgentRegistry> OpenRegistry(const std::string& path, Transport* transport = nullptr,
+                                            size_t max_open_agents = 1024) {
   RegistryOptions options;
   options.store_path = path;
+  options.max_open_agents = max_open_agents;
   options.upstream = "http://127.0.0.1:9/v1";
   options.transport = transport;
   StatusOr<std::unique_ptr<AgentRegistry>> registry = AgentRegistry::Open(options);
@@ -122,6 +123,71 @@ TEST_CASE("registry: agents reopen from the store", "[sidecar][registry]") {
   REQUIRE(lease.ok());
   CHECK(lease->agent().context().Build().value().body == body);
   CHECK(registry->Acquire(t, "a2").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("registry: idle agents beyond max_open_agents are closed and reopen as they were",
+          "[sidecar][registry]") {
+  const std::string path = TempStore("idle.db");
+  auto registry = OpenRegistry(path, nullptr, /*max_open_agents=*/2);
+  TenantConfig t = Tenant("t");
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "a" + std::to_string(i);
+    StatusOr<AgentLease> lease = registry->Create(t, id, registry->DefaultConfig(t, id));
+    REQUIRE(lease.ok());
+    REQUIRE(lease->agent().AppendUser("message of " + id).ok());
+    bodies.push_back(lease->agent().context().Build().value().body);
+  }
+  CHECK(registry->OpenAgents() == 2);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 5; ++i) {
+      StatusOr<AgentLease> lease = registry->Acquire(t, "a" + std::to_string(i));
+      REQUIRE(lease.ok());
+      CHECK(lease->agent().context().Build().value().body == bodies[i]);
+    }
+  }
+  CHECK(registry->OpenAgents() == 2);
+  // A leased agent is never closed: with two leases held, a third open goes beyond the limit.
+  StatusOr<AgentLease> a = registry->Acquire(t, "a0");
+  StatusOr<AgentLease> b = registry->Acquire(t, "a1");
+  StatusOr<AgentLease> c = registry->Acquire(t, "a2");
+  REQUIRE((a.ok() && b.ok() && c.ok()));
+  CHECK(registry->OpenAgents() == 3);
+  REQUIRE(a->agent().AppendUser("still mine").ok());
+  CHECK(registry->AgentCount(t) == 5);
+}
+
+TEST_CASE("registry: closing idle agents under concurrent use [concurrency]",
+          "[sidecar][registry][concurrency]") {
+  const std::string path = TempStore("idle-threads.db");
+  auto registry = OpenRegistry(path, nullptr, /*max_open_agents=*/1);
+  TenantConfig t = Tenant("t");
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "a" + std::to_string(i);
+    REQUIRE(registry->Create(t, id, registry->DefaultConfig(t, id)).ok());
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int n = 0; n < 6; ++n) {
+    threads.emplace_back([&, n] {
+      for (int k = 0; k < 10; ++k) {
+        StatusOr<AgentLease> lease = registry->Acquire(t, "a" + std::to_string((n + k) % 3));
+        if (!lease.ok() ||
+            !lease->agent().AppendUser(std::to_string(n) + "." + std::to_string(k)).ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  CHECK(failures == 0);
+  size_t messages = 0;
+  for (int i = 0; i < 3; ++i) {
+    StatusOr<AgentLease> lease = registry->Acquire(t, "a" + std::to_string(i));
+    REQUIRE(lease.ok());
+    messages += lease->agent().context().Stats().layers[static_cast<int>(Layer::kHistory)].segments;
+  }
+  CHECK(messages == 60);  // every append arrived once, whichever instance served it
 }
 
 TEST_CASE("registry: max_agents per tenant", "[sidecar][registry]") {

@@ -34,6 +34,7 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
     "upstream": "http://127.0.0.1:8000/v1", "backend": "sglang",
     "upstream_api_key_env": "UPSTREAM_KEY", "tokenizer": "estimate:3.5", "template": "generic",
     "budget": 32768, "allow_unauthenticated": false, "drain_timeout_ms": 2500, "max_threads": 8,
+    "max_open_agents": 50,
     "tls": {"cert_file": "c.pem", "key_file": "k.pem", "client_ca_file": "ca.pem"},
     "default_limits": {"max_agents": 5},
     "tenants": [
@@ -57,6 +58,7 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
   CHECK(c->budget == 32768);
   CHECK(c->drain_timeout_ms == 2500);
   CHECK(c->max_threads == 8);
+  CHECK(c->max_open_agents == 50);
   CHECK(c->tls.client_ca_file == "ca.pem");
   REQUIRE(c->tenants.size() == 2);
   // Tenant limits start from default_limits; the tenant's own keys override them.
