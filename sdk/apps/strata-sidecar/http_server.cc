@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -54,6 +55,9 @@ class HttpServer::Impl {
   std::atomic<bool> draining_{false};
   std::mutex stop_mu_;
   bool stopped_ = false;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;  // guarded by done_mu_: the listener and its requests have finished
 
   // The caller's tenant, or an error reply already set on `res`.
   const TenantConfig* Authenticate(const httplib::Request& req, httplib::Response& res) {
@@ -208,8 +212,13 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
                             " (address in use, or not an address of this host)");
   }
   impl->port_ = port;
-  httplib::Server* server = impl->server_.get();
-  impl->thread_ = std::thread([server] { server->listen_after_bind(); });
+  Impl* raw = impl.get();
+  impl->thread_ = std::thread([raw] {
+    raw->server_->listen_after_bind();  // returns after stop(), once the requests are answered
+    std::lock_guard<std::mutex> lock(raw->done_mu_);
+    raw->done_ = true;
+    raw->done_cv_.notify_all();
+  });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -221,12 +230,18 @@ int HttpServer::port() const { return impl_->port_; }
 void HttpServer::BeginDrain() { impl_->draining_.store(true); }
 bool HttpServer::draining() const { return impl_->draining_.load(); }
 
-void HttpServer::Stop() {
+void HttpServer::Stop(std::chrono::milliseconds drain_timeout) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu_);
   if (impl_->stopped_) return;
   impl_->stopped_ = true;
   impl_->draining_.store(true);
   impl_->server_->stop();
+  if (drain_timeout.count() > 0) {
+    std::unique_lock<std::mutex> done(impl_->done_mu_);
+    if (!impl_->done_cv_.wait_for(done, drain_timeout, [this] { return impl_->done_; })) {
+      impl_->options_.proxy->CancelAll();
+    }
+  }
   if (impl_->thread_.joinable()) impl_->thread_.join();
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -208,7 +209,40 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
   return reply;
 }
 
-Proxy::Proxy(ProxyOptions options) : options_(std::move(options)) {}
+struct Proxy::Cancellations {
+  std::mutex mu;
+  std::set<CancellationToken*> in_flight;  // guarded by mu
+  bool cancel_all = false;                 // guarded by mu
+};
+
+class Proxy::InFlight {
+ public:
+  InFlight(Proxy* proxy, CancellationToken* token) : c_(*proxy->cancellations_), token_(token) {
+    std::lock_guard<std::mutex> lock(c_.mu);
+    if (c_.cancel_all) token_->Cancel();
+    c_.in_flight.insert(token_);
+  }
+  ~InFlight() {
+    std::lock_guard<std::mutex> lock(c_.mu);
+    c_.in_flight.erase(token_);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  Cancellations& c_;
+  CancellationToken* token_;
+};
+
+Proxy::Proxy(ProxyOptions options)
+    : options_(std::move(options)), cancellations_(std::make_unique<Cancellations>()) {}
+Proxy::~Proxy() = default;
+
+void Proxy::CancelAll() {
+  std::lock_guard<std::mutex> lock(cancellations_->mu);
+  cancellations_->cancel_all = true;
+  for (CancellationToken* token : cancellations_->in_flight) token->Cancel();
+}
 
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   std::string text;
@@ -246,10 +280,22 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   if (tools != nullptr && !tools->is_array()) {
     return fail(InvalidArgumentError("\"tools\" must be an array of tool objects"));
   }
-  const bool stream = request.value("stream", false);
-  const bool include_usage = stream && request.contains("stream_options") &&
-                             request["stream_options"].is_object() &&
-                             request["stream_options"].value("include_usage", false);
+  for (const char* flag : {"stream"}) {
+    if (request.contains(flag) && !request[flag].is_boolean() && !request[flag].is_null()) {
+      return fail(InvalidArgumentError(std::string("\"") + flag + "\" must be true or false"));
+    }
+  }
+  const bool stream =
+      request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
+  bool include_usage = false;
+  if (request.contains("stream_options") && !request["stream_options"].is_null()) {
+    const json& o = request["stream_options"];
+    if (!o.is_object() || (o.contains("include_usage") && !o["include_usage"].is_boolean())) {
+      return fail(InvalidArgumentError(
+          "\"stream_options\" must be an object whose include_usage is true or false"));
+    }
+    include_usage = stream && o.value("include_usage", false);
+  }
   std::string ignored;
   for (auto it = request.begin(); it != request.end(); ++it) {
     if (!kHandledFields.count(it.key())) ignored += (ignored.empty() ? "" : ",") + it.key();
@@ -327,7 +373,11 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
 
   if (!stream) {
-    StatusOr<Turn> turn = complete(*job, TurnOptions());
+    CancellationToken cancel;
+    InFlight registered(this, &cancel);
+    TurnOptions turn_options;
+    turn_options.cancel = &cancel;
+    StatusOr<Turn> turn = complete(*job, turn_options);
     if (!turn.ok()) {
       HttpReply error = fail(turn.status(), true);
       error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
@@ -356,8 +406,10 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
   auto fail_code = options_.on_error;
-  reply.stream = [job, complete, fail_code](const std::function<bool(std::string_view)>& write) {
+  reply.stream = [this, job, complete,
+                  fail_code](const std::function<bool(std::string_view)>& write) {
     CancellationToken cancel;
+    InFlight registered(this, &cancel);
     bool open = true;
     auto send = [&](const json& event) {
       if (open && !write(SseEvent(event))) {

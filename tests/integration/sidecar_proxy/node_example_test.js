@@ -97,6 +97,15 @@ async function main() {
     assert.strictEqual(code, 0, 'strata-sidecar did not exit 0 after SIGTERM: ' + sidecar.stderr());
     fs.rmSync(dir, { recursive: true, force: true });
   }
+  // Without tenants, an HTTP listener on a non-loopback address is refused at startup.
+  const refused = await new Promise((resolve) => {
+    execFile(sidecarBinary, ['--grpc-listen', '127.0.0.1:0', '--http-listen', '0.0.0.0:0', '--store',
+      path.join(os.tmpdir(), 'strata-node-example-refused-' + process.pid + '.db')], { timeout: 30000 },
+    (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }));
+  });
+  assert.notStrictEqual(refused.code, 0);
+  assert.match(refused.stderr, /refusing to serve without tenants on 0\.0\.0\.0:0/);
+  assert.doesNotMatch(refused.stdout, /http listening/);
   console.log('node example: ok');
 }
 

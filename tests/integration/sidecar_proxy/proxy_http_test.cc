@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http_server.h"
@@ -71,9 +73,11 @@ struct Fixture {
   std::unique_ptr<HttpServer> http;
   std::string base;  // http://127.0.0.1:PORT
 
-  explicit Fixture(const std::string& name, TlsConfig tls = {}) : dir(TempDir(name)) {
+  explicit Fixture(const std::string& name, TlsConfig tls = {}, double decode_us_per_token = 0)
+      : dir(TempDir(name)) {
     sim::SimOptions sim_options;
     sim_options.trajectory_path = kTrajectory;
+    sim_options.decode_us_per_token = decode_us_per_token;
     sim = std::move(sim::SimServer::Start(sim_options)).value();
 
     TenantConfig alpha;
@@ -229,6 +233,23 @@ TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors i
   CHECK(json::parse(bad.second)["error"]["message"].get<std::string>().find(
             "messages[0] is an assistant message") == 0);
 
+  auto not_bool =
+      f.Curl(alpha + f.base + "/v1/chat/completions -d '{\"stream\":\"yes\",\"messages\":[]}'");
+  CHECK(not_bool.first == 400);
+  CHECK(json::parse(not_bool.second)["error"]["message"] == "\"stream\" must be true or false");
+
+  // An upstream that keeps failing: 502 before a stream starts, an error event inside one.
+  REQUIRE(f.sim->InjectFault("503", 8).ok());  // 4 attempts per completion, two completions
+  auto down = f.Curl(alpha + "-H 'X-Strata-Agent: down' " + f.base + "/v1/chat/completions -d '" +
+                     ChatBody("anyone there?") + "'");
+  CHECK(down.first == 502);
+  CHECK(json::parse(down.second)["error"]["code"] == "unavailable");
+  auto down_stream = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: down' " + f.base +
+                            "/v1/chat/completions -d '" + ChatBody("anyone there?", true) + "'");
+  CHECK(down_stream.first == 200);
+  CHECK(down_stream.second.find("data: {\"error\":{") != std::string::npos);
+  CHECK(down_stream.second.find("[DONE]") == std::string::npos);
+
   // Streaming over curl: chunks, then [DONE].
   auto streamed = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: streamer' " + f.base +
                          "/v1/chat/completions -d '" + ChatBody("hello", true) + "'");
@@ -308,6 +329,32 @@ TEST_CASE(
   CHECK(f.registry->Acquire(*beta_tenant, "big").status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("a drain lets completions finish until its deadline, then cancels them",
+          "[sidecar][proxy]") {
+  RequireTools();
+  // The simulated model decodes one token per second: a completion takes about 16 s.
+  Fixture f("drain", {}, 1e6);
+  std::pair<int, std::string> slow;
+  std::thread client([&] {
+    slow = f.Curl("-H 'Authorization: Bearer alpha-token' " + f.base + "/v1/chat/completions -d '" +
+                  ChatBody("take your time") + "'");
+  });
+  // Wait until the simulator has the request (the completion is in flight).
+  auto in_flight = [&f] {
+    for (const sim::SimRequestLog& r : f.sim->requests()) {
+      if (r.path.find("chat/completions") != std::string::npos) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 3000 && !in_flight(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(in_flight());
+  f.http->Stop(std::chrono::milliseconds(200));
+  client.join();
+  CHECK(slow.first == 499);
+  CHECK(json::parse(slow.second)["error"]["code"] == "cancelled");
+}
+
 TEST_CASE("the proxy serves HTTPS from PEM files", "[sidecar][proxy]") {
   RequireTools();
   if (RunCommand("command -v openssl >/dev/null && echo yes").output.find("yes") ==
@@ -339,6 +386,29 @@ TEST_CASE("the proxy serves HTTPS from PEM files", "[sidecar][proxy]") {
   CHECK(json::parse(reply.second)["object"] == "chat.completion");
   // Without the CA the client refuses the certificate: no plaintext fallback.
   CHECK(f.Curl(f.base + "/healthz").first == 0);
+
+  // Mutual TLS: with client_ca_file, a client without a certificate from that CA is refused.
+  auto client_cert = RunCommand("cd '" + dir +
+                                "' && "
+                                "openssl req -newkey rsa:2048 -nodes -keyout client.key -out "
+                                "client.csr -subj /CN=client 2>&1 && "
+                                "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+                                "-CAcreateserial -out client.pem -days 1 2>&1");
+  INFO(client_cert.output);
+  REQUIRE(client_cert.exit_code == 0);
+  HttpServerOptions mtls_options;
+  mtls_options.tls = tls;
+  mtls_options.tls.client_ca_file = dir + "/ca.pem";
+  mtls_options.authenticator = f.authenticator.get();
+  mtls_options.proxy = f.proxy.get();
+  auto mtls = HttpServer::Start(mtls_options);
+  REQUIRE(mtls.ok());
+  const std::string mtls_base = "https://127.0.0.1:" + std::to_string((*mtls)->port());
+  CHECK(f.Curl("--cacert '" + dir + "/ca.pem' " + mtls_base + "/healthz").first == 0);
+  CHECK(f.Curl("--cacert '" + dir + "/ca.pem' --cert '" + dir + "/client.pem' --key '" + dir +
+               "/client.key' " + mtls_base + "/healthz") ==
+        std::make_pair(200, std::string("ok\n")));
+  (*mtls)->Stop();
 
   // Unreadable PEM files are named.
   TlsConfig missing;
