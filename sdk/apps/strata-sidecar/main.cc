@@ -216,6 +216,8 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(config.grpc_listen, *credentials, &grpc_port);
+  // A port another process listens on is an error, not a port shared with it (SO_REUSEPORT).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   // The transport's limit is the largest tenant's (plus framing); each call then checks its own
   // tenant's max_request_bytes and names it when refusing.

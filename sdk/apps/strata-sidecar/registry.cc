@@ -1,7 +1,12 @@
 #include "registry.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 namespace strata::sidecar {
@@ -82,6 +87,10 @@ CompletionSlot::~CompletionSlot() {
 // ------------------------------------------------------------------------------------ registry
 
 struct AgentRegistry::State {
+  ~State() {
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
+  }
+  int lock_fd = -1;  // flock'ed "<store>.lock": one registry per store
   RegistryOptions options;
   std::unique_ptr<Store> store;
   std::mutex mu;  // entries, agent_counts, completions
@@ -104,6 +113,18 @@ AgentRegistry::~AgentRegistry() {
 
 StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
   auto state = std::make_unique<State>();
+  // Agents are cached in memory, so two registries on one store would diverge: the second is
+  // refused. The kernel drops the lock when the process ends, SIGKILL included.
+  const std::string lock_path = options.store_path + ".lock";
+  state->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (state->lock_fd < 0) {
+    return PermissionDeniedError("cannot open " + lock_path + ": " + std::strerror(errno));
+  }
+  if (::flock(state->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return FailedPreconditionError("the store " + options.store_path +
+                                   " is in use by another strata-sidecar (" + lock_path +
+                                   " is locked): stop it, or give this one another --store");
+  }
   STRATA_ASSIGN_OR_RETURN(state->store, OpenSqliteStore(options.store_path));
   STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> agents, state->store->ListAgents());
   for (const StoredAgent& a : agents) {
@@ -169,9 +190,9 @@ StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenan
       }
     }
     if (e.contains("backend") && e["backend"] != o.backend) {
-      return refuse("endpoint.backend",
-                    e["backend"].dump() + " differs from the sidecar's backend \"" + o.backend +
-                        "\": remove it or start the sidecar with --backend");
+      return refuse("endpoint.backend", e["backend"].dump() +
+                                            " differs from the sidecar's backend \"" + o.backend +
+                                            "\": remove it or start the sidecar with --backend");
     }
   }
   if (doc.contains("identity") && doc["identity"].is_object()) {
@@ -283,8 +304,7 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
                        "\" (it was deleted)");
 }
 
-StatusOr<AgentLease> AgentRegistry::Acquire(const TenantConfig& tenant,
-                                            std::string_view agent_id) {
+StatusOr<AgentLease> AgentRegistry::Acquire(const TenantConfig& tenant, std::string_view agent_id) {
   STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
   return AcquireStored(StoredId(tenant, agent_id));
 }
@@ -379,8 +399,8 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
 }
 
 StatusOr<std::pair<AgentLease, AgentLease>> AgentRegistry::AcquirePair(const TenantConfig& tenant,
-                                                                      std::string_view first,
-                                                                      std::string_view second) {
+                                                                       std::string_view first,
+                                                                       std::string_view second) {
   STRATA_RETURN_IF_ERROR(CheckAgentId(first));
   STRATA_RETURN_IF_ERROR(CheckAgentId(second, "child_id"));
   if (first == second) {

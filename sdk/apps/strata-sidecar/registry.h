@@ -100,6 +100,8 @@ class CompletionSlot {
 
 class AgentRegistry {
  public:
+  // Opens (creating if missing) the store and takes an exclusive lock on "<store>.lock":
+  // FAILED_PRECONDITION while another registry (another strata-sidecar) has the store open.
   static StatusOr<std::unique_ptr<AgentRegistry>> Open(RegistryOptions options);
   ~AgentRegistry();
   AgentRegistry(const AgentRegistry&) = delete;

@@ -4,9 +4,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "strata/client.h"
 
@@ -125,8 +124,7 @@ StatusOr<Layer> DocumentLayerOf(v1::DocumentLayer layer) {
 
 Status RequireNonNegative(int64_t value, const char* field) {
   if (value >= 0) return Status::Ok();
-  return InvalidArgumentError(std::string(field) + " " + std::to_string(value) +
-                              " is negative");
+  return InvalidArgumentError(std::string(field) + " " + std::to_string(value) + " is negative");
 }
 
 // The agent's tools array with `tools_json`'s tools replacing its own (context_recall kept first).
@@ -191,13 +189,15 @@ struct ContextServiceImpl::Call {
     std::string_view authorization;
     const auto& metadata = context->client_metadata();
     auto it = metadata.find("authorization");
-    if (it != metadata.end()) authorization = std::string_view(it->second.data(), it->second.size());
+    if (it != metadata.end())
+      authorization = std::string_view(it->second.data(), it->second.size());
     STRATA_ASSIGN_OR_RETURN(tenant, service->authenticator_->Authenticate(authorization));
     const int64_t size = static_cast<int64_t>(request.ByteSizeLong());
     if (size > tenant->limits.max_request_bytes) {
-      return ResourceExhaustedError(
-          "the request is " + std::to_string(size) + " bytes, above the tenant's limit "
-          "max_request_bytes = " + std::to_string(tenant->limits.max_request_bytes));
+      return ResourceExhaustedError("the request is " + std::to_string(size) +
+                                    " bytes, above the tenant's limit "
+                                    "max_request_bytes = " +
+                                    std::to_string(tenant->limits.max_request_bytes));
     }
     return Status::Ok();
   }
@@ -232,7 +232,8 @@ ContextServiceImpl::ContextServiceImpl(AgentRegistry* registry, const Authentica
                                        ServiceHooks hooks)
     : registry_(registry), authenticator_(authenticator), hooks_(std::move(hooks)) {}
 
-#define STRATA_CALL Call call{this, context}
+#define STRATA_CALL \
+  Call call { this, context }
 
 // ----------------------------------------------------------------------------------- agents
 
@@ -258,7 +259,8 @@ grpc::Status ContextServiceImpl::CreateAgent(grpc::ServerContext* context,
       if (!spec.policy().empty()) config.policy.name = spec.policy();
       STRATA_RETURN_IF_ERROR(
           RequireNonNegative(spec.max_output_tokens(), "spec.max_output_tokens"));
-      if (spec.max_output_tokens() > 0) config.endpoint.max_output_tokens = spec.max_output_tokens();
+      if (spec.max_output_tokens() > 0)
+        config.endpoint.max_output_tokens = spec.max_output_tokens();
       config.endpoint.reasoning_effort = spec.reasoning_effort();
       prompts.assign(spec.system_prompts().begin(), spec.system_prompts().end());
     }
@@ -517,8 +519,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     if (!turn.ok()) {
       Status s = turn.status();
       if (!user_segment.empty()) {
-        s = Status(s.code(), s.message() + " (the user message stays appended as " +
-                                 user_segment +
+        s = Status(s.code(), s.message() + " (the user message stays appended as " + user_segment +
                                  "; call Complete again without user_message to retry)");
       }
       return s;
@@ -553,8 +554,9 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     for (const std::string& cause : turn->break_causes) out->add_break_causes(cause);
     FillGrowth(turn->growth, out->mutable_growth());
     if (!writer->Write(event)) {
-      return CancelledError("the client went away before the turn was delivered (the turn is "
-                            "stored: read it with Records)");
+      return CancelledError(
+          "the client went away before the turn was delivered (the turn is "
+          "stored: read it with Records)");
     }
     return Status::Ok();
   });
@@ -591,10 +593,10 @@ grpc::Status ContextServiceImpl::Recall(grpc::ServerContext* context,
     STRATA_RETURN_IF_ERROR(RequireNonNegative(request->offset(), "offset"));
     STRATA_RETURN_IF_ERROR(RequireNonNegative(request->max_tokens(), "max_tokens"));
     if (request->recall_id().empty()) return InvalidArgumentError("recall_id is empty");
-    STRATA_ASSIGN_OR_RETURN(RecallPage page,
-                            lease.agent().Recall(request->recall_id(),
-                                                 static_cast<size_t>(request->offset()),
-                                                 static_cast<size_t>(request->max_tokens())));
+    STRATA_ASSIGN_OR_RETURN(
+        RecallPage page,
+        lease.agent().Recall(request->recall_id(), static_cast<size_t>(request->offset()),
+                             static_cast<size_t>(request->max_tokens())));
     response->set_content(page.content);
     response->set_offset(static_cast<int64_t>(page.offset));
     response->set_total_bytes(static_cast<int64_t>(page.total_bytes));
@@ -617,8 +619,8 @@ grpc::Status ContextServiceImpl::Pin(grpc::ServerContext* context, const v1::Pin
   });
 }
 
-grpc::Status ContextServiceImpl::Fork(grpc::ServerContext* context,
-                                      const v1::ForkRequest* request, v1::AgentInfo* response) {
+grpc::Status ContextServiceImpl::Fork(grpc::ServerContext* context, const v1::ForkRequest* request,
+                                      v1::AgentInfo* response) {
   STRATA_CALL;
   return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
     const TenantConfig& t = *call.tenant;
@@ -661,8 +663,8 @@ grpc::Status ContextServiceImpl::Fork(grpc::ServerContext* context,
   });
 }
 
-grpc::Status ContextServiceImpl::Join(grpc::ServerContext* context,
-                                      const v1::JoinRequest* request, v1::JoinResponse* response) {
+grpc::Status ContextServiceImpl::Join(grpc::ServerContext* context, const v1::JoinRequest* request,
+                                      v1::JoinResponse* response) {
   STRATA_CALL;
   return call.Run(*request, [&](const TenantConfig& t) -> Status {
     STRATA_RETURN_IF_ERROR(RequireNonNegative(request->max_tokens(), "max_tokens"));
@@ -670,8 +672,7 @@ grpc::Status ContextServiceImpl::Join(grpc::ServerContext* context,
                             registry_->AcquirePair(t, request->agent_id(), request->child_id()));
     JoinOptions options;
     if (request->max_tokens() > 0) options.max_tokens = static_cast<size_t>(request->max_tokens());
-    STRATA_ASSIGN_OR_RETURN(std::string id,
-                            pair.first.agent().Join(pair.second.agent(), options));
+    STRATA_ASSIGN_OR_RETURN(std::string id, pair.first.agent().Join(pair.second.agent(), options));
     response->set_segment_id(id);
     return Status::Ok();
   });
@@ -702,7 +703,8 @@ grpc::Status ContextServiceImpl::Records(grpc::ServerContext* context,
     int64_t offset = 0;
     if (!request->page_token().empty()) {
       const std::string& token = request->page_token();
-      bool digits = token.size() <= 12 && token.find_first_not_of("0123456789") == std::string::npos;
+      bool digits =
+          token.size() <= 12 && token.find_first_not_of("0123456789") == std::string::npos;
       if (!digits) {
         return InvalidArgumentError("page_token \"" + token.substr(0, 40) +
                                     "\" is not one this service returned (use next_page_token)");

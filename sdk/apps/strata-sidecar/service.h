@@ -46,47 +46,51 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
                      ServiceHooks hooks = {});
 
   grpc::Status CreateAgent(grpc::ServerContext* context, const v1::CreateAgentRequest* request,
-                      v1::AgentInfo* response) override;
+                           v1::AgentInfo* response) override;
   grpc::Status OpenAgent(grpc::ServerContext* context, const v1::OpenAgentRequest* request,
-                      v1::AgentInfo* response) override;
+                         v1::AgentInfo* response) override;
   grpc::Status DeleteAgent(grpc::ServerContext* context, const v1::DeleteAgentRequest* request,
-                      v1::DeleteAgentResponse* response) override;
+                           v1::DeleteAgentResponse* response) override;
   grpc::Status ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest* request,
-                      v1::ListAgentsResponse* response) override;
-  grpc::Status SetSystemPrompt(grpc::ServerContext* context, const v1::SetSystemPromptRequest* request,
-                      v1::MutationResponse* response) override;
+                          v1::ListAgentsResponse* response) override;
+  grpc::Status SetSystemPrompt(grpc::ServerContext* context,
+                               const v1::SetSystemPromptRequest* request,
+                               v1::MutationResponse* response) override;
   grpc::Status SetTools(grpc::ServerContext* context, const v1::SetToolsRequest* request,
-                      v1::MutationResponse* response) override;
+                        v1::MutationResponse* response) override;
   grpc::Status PutDocument(grpc::ServerContext* context, const v1::PutDocumentRequest* request,
-                      v1::MutationResponse* response) override;
-  grpc::Status RemoveDocument(grpc::ServerContext* context, const v1::RemoveDocumentRequest* request,
-                      v1::MutationResponse* response) override;
+                           v1::MutationResponse* response) override;
+  grpc::Status RemoveDocument(grpc::ServerContext* context,
+                              const v1::RemoveDocumentRequest* request,
+                              v1::MutationResponse* response) override;
   grpc::Status AppendUser(grpc::ServerContext* context, const v1::AppendUserRequest* request,
-                      v1::MutationResponse* response) override;
-  grpc::Status AppendAssistant(grpc::ServerContext* context, const v1::AppendAssistantRequest* request,
-                      v1::MutationResponse* response) override;
-  grpc::Status AppendToolResult(grpc::ServerContext* context, const v1::AppendToolResultRequest* request,
-                      v1::MutationResponse* response) override;
+                          v1::MutationResponse* response) override;
+  grpc::Status AppendAssistant(grpc::ServerContext* context,
+                               const v1::AppendAssistantRequest* request,
+                               v1::MutationResponse* response) override;
+  grpc::Status AppendToolResult(grpc::ServerContext* context,
+                                const v1::AppendToolResultRequest* request,
+                                v1::MutationResponse* response) override;
   grpc::Status Build(grpc::ServerContext* context, const v1::BuildRequest* request,
-                      v1::BuildResponse* response) override;
+                     v1::BuildResponse* response) override;
   grpc::Status Complete(grpc::ServerContext* context, const v1::CompleteRequest* request,
-                      grpc::ServerWriter<v1::CompleteEvent>* writer) override;
+                        grpc::ServerWriter<v1::CompleteEvent>* writer) override;
   grpc::Status Compact(grpc::ServerContext* context, const v1::CompactRequest* request,
-                      v1::CompactResponse* response) override;
+                       v1::CompactResponse* response) override;
   grpc::Status Recall(grpc::ServerContext* context, const v1::RecallRequest* request,
                       v1::RecallResponse* response) override;
   grpc::Status Pin(grpc::ServerContext* context, const v1::PinRequest* request,
-                      v1::MutationResponse* response) override;
+                   v1::MutationResponse* response) override;
   grpc::Status Fork(grpc::ServerContext* context, const v1::ForkRequest* request,
-                      v1::AgentInfo* response) override;
+                    v1::AgentInfo* response) override;
   grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
-                      v1::JoinResponse* response) override;
+                    v1::JoinResponse* response) override;
   grpc::Status Growth(grpc::ServerContext* context, const v1::GrowthRequest* request,
                       v1::GrowthResponse* response) override;
   grpc::Status Records(grpc::ServerContext* context, const v1::RecordsRequest* request,
-                      v1::RecordsResponse* response) override;
+                       v1::RecordsResponse* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
-                      v1::StatsResponse* response) override;
+                     v1::StatsResponse* response) override;
 
  private:
   struct Call;

@@ -30,9 +30,7 @@ class ObjectReader {
  public:
   ObjectReader(const json& object, std::string path) : object_(object), path_(std::move(path)) {}
 
-  std::string Path(const std::string& key) const {
-    return path_.empty() ? key : path_ + "." + key;
-  }
+  std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
   const json* Get(const std::string& key) {
     seen_.insert(key);
     auto it = object_.find(key);
@@ -164,8 +162,7 @@ Status CheckTlsFiles(const TlsConfig& tls) {
       cert_bio ? PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr) : nullptr,
       &X509_free);
   if (!cert) {
-    return InvalidArgumentError("tls.cert_file: " + tls.cert_file +
-                                " holds no PEM certificate");
+    return InvalidArgumentError("tls.cert_file: " + tls.cert_file + " holds no PEM certificate");
   }
   auto key_bio = open(tls.key_file);
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
@@ -182,8 +179,7 @@ Status CheckTlsFiles(const TlsConfig& tls) {
   if (!tls.client_ca_file.empty()) {
     auto ca_bio = open(tls.client_ca_file);
     std::unique_ptr<X509, decltype(&X509_free)> ca(
-        ca_bio ? PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr) : nullptr,
-        &X509_free);
+        ca_bio ? PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr) : nullptr, &X509_free);
     if (!ca) {
       return InvalidArgumentError("tls.client_ca_file: " + tls.client_ca_file +
                                   " holds no PEM certificate");
@@ -294,8 +290,9 @@ Status ValidateSidecarConfig(const SidecarConfig& c) {
     }
     for (const std::string& h : t.token_sha256) {
       if (!hashes.insert(h).second) {
-        return InvalidArgumentError(at + ".token_sha256: a token hash is configured for two "
-                                         "tenants (or twice); each token names one tenant");
+        return InvalidArgumentError(at +
+                                    ".token_sha256: a token hash is configured for two "
+                                    "tenants (or twice); each token names one tenant");
       }
     }
   }
@@ -305,10 +302,10 @@ Status ValidateSidecarConfig(const SidecarConfig& c) {
   if (!c.tls.enabled() && !c.tls.client_ca_file.empty()) {
     return InvalidArgumentError("tls.client_ca_file needs tls.cert_file and tls.key_file");
   }
-  for (const auto& [key, file] : {std::pair<const char*, const std::string*>{"tls.cert_file",
-                                                                             &c.tls.cert_file},
-                                  {"tls.key_file", &c.tls.key_file},
-                                  {"tls.client_ca_file", &c.tls.client_ca_file}}) {
+  for (const auto& [key, file] :
+       {std::pair<const char*, const std::string*>{"tls.cert_file", &c.tls.cert_file},
+        {"tls.key_file", &c.tls.key_file},
+        {"tls.client_ca_file", &c.tls.client_ca_file}}) {
     if (file->empty()) continue;
     std::ifstream in(*file);
     if (!in) return NotFoundError(std::string(key) + ": cannot read " + *file);

@@ -8,11 +8,10 @@
 #define STRATA_APPS_STRATA_SIDECAR_SIDECAR_CONFIG_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "strata/status.h"
 
@@ -20,7 +19,7 @@ namespace strata::sidecar {
 
 // Limits of one tenant. 0 means "no limit" for max_agents and max_concurrent_completions.
 struct TenantLimits {
-  int64_t max_agents = 1000;               // agents stored for the tenant
+  int64_t max_agents = 1000;                // agents stored for the tenant
   int64_t max_concurrent_completions = 16;  // Complete calls (and proxied completions) at once
   int64_t max_request_bytes = 4 << 20;      // one request message (gRPC) or body (HTTP)
 };
@@ -53,9 +52,9 @@ struct SidecarConfig {
   std::string tokenizer = "estimate";  // default tokenizer spec of new agents
   std::string chat_template = "glm5";  // default chat template of new agents
   int64_t budget = 0;                  // default window of new agents in tokens; 0: 1,048,576
-  TlsConfig tls;       // applies to the gRPC listener and the HTTP listener
-  std::vector<TenantConfig> tenants;  // empty: one tenant "default", no authentication
-  TenantLimits default_limits;        // limits of the "default" tenant when no tenants are set
+  TlsConfig tls;                       // applies to the gRPC listener and the HTTP listener
+  std::vector<TenantConfig> tenants;   // empty: one tenant "default", no authentication
+  TenantLimits default_limits;         // limits of the "default" tenant when no tenants are set
   // Serve without tenants on a non-loopback address (refused otherwise).
   bool allow_unauthenticated = false;
   int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish

@@ -42,8 +42,9 @@ StatusOr<const TenantConfig*> Authenticator::Authenticate(std::string_view autho
   }
   constexpr std::string_view kScheme = "bearer ";
   if (authorization.size() <= kScheme.size() ||
-      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(),
-                  [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      })) {
     return UnauthenticatedError(
         "malformed credentials: the authorization value must be \"Bearer <token>\"");
   }

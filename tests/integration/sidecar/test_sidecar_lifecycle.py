@@ -169,6 +169,12 @@ def test_startup_refusals(tmp_path, start_sidecar):
         result = run_sidecar(["--grpc-listen", f"127.0.0.1:{port}",
                               "--store", str(tmp_path / "y.db")])
     assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    # A port another sidecar listens on, and a store another sidecar has open.
+    first = start_sidecar([], store=tmp_path / "first.db")
+    result = run_sidecar(["--grpc-listen", first.target, "--store", str(tmp_path / "w.db")])
+    assert result.returncode == 1 and f"cannot listen on {first.target}" in result.stderr
+    result = run_sidecar(["--grpc-listen", "127.0.0.1:0", "--store", str(first.store)])
+    assert result.returncode == 1 and "in use by another strata-sidecar" in result.stderr
     result = run_sidecar(["--grpc-listen", "localhost", "--store", str(tmp_path / "z.db")])
     assert result.returncode == 1 and "HOST:PORT" in result.stderr
 
@@ -215,3 +221,21 @@ def test_many_agents_at_once(start_sim, start_sidecar):
     for n in range(8):
         mine = [c for c in contents if c.startswith(f"from {n}:")]
         assert mine == [f"from {n}: {k}" for k in range(5)]
+
+
+def test_client_cancel_stops_the_upstream_request(start_sim, start_sidecar):
+    # A minute-long answer, cancelled by the client after its first delta.
+    slow = start_sim(None, ["--output-tokens", "600", "--decode-us", "100000"])
+    sidecar = start_sidecar(["--upstream", slow.base_url])
+    stub = sidecar.stub()
+    stub.CreateAgent(pb.CreateAgentRequest(agent_id="c"))
+    call = stub.Complete(pb.CompleteRequest(agent_id="c", user_message="long"))
+    first = next(call)
+    assert first.HasField("delta")
+    call.cancel()
+    # Records waits for the agent's lease, which Complete holds until the upstream request
+    # stopped and its record was written; then the agent serves the next call.
+    records = stub.Records(pb.RecordsRequest(agent_id="c"), timeout=30).records
+    assert [r.code for r in records] == ["CANCELLED"]
+    assert records[0].output_tokens < 600
+    stub.AppendUser(pb.AppendUserRequest(agent_id="c", content="short now"), timeout=30)

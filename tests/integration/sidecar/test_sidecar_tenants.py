@@ -230,3 +230,20 @@ def test_secrets_never_appear(tmp_path, sidecar):
             assert secret not in text
         assert secret.encode() not in stored
     assert turn.record.agent_id == "s1" and sidecar.output()  # something was checked
+
+
+def test_prefix_cache_is_not_shared_across_tenants(sidecar):
+    """The same prompt from two tenants: the server (strata-sim, which salts its prefix cache
+    with cache_salt like vLLM) reuses it within a tenant, never across."""
+    prompt = "You are a careful reviewer. " * 100  # under beta's 4096-byte request limit
+    alpha = sidecar.stub(ALPHA_TOKEN)
+    beta = sidecar.stub(BETA_TOKEN)
+    for stub, agent_id in ((alpha, "first"), (alpha, "second"), (beta, "first")):
+        stub.CreateAgent(pb.CreateAgentRequest(agent_id=agent_id, spec=pb.AgentSpec(
+            system_prompts=[prompt])))
+    _, first = complete(alpha, "first", "Review the patch.")
+    _, same_tenant = complete(alpha, "second", "Review the patch.")
+    _, other_tenant = complete(beta, "first", "Review the patch.")
+    assert first.record.cached_tokens_reported == 0
+    assert same_tenant.record.cached_tokens_reported > 300  # alpha's prefix, reused
+    assert other_tenant.record.cached_tokens_reported == 0   # same bytes, another tenant

@@ -1,16 +1,15 @@
 #include "registry.h"
 
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "testing/scripted_transport.h"
 
@@ -60,7 +59,8 @@ TEST_CASE("registry: agents are namespaced by tenant", "[sidecar][registry]") {
   TenantConfig a = Tenant("team-a");
   TenantConfig b = Tenant("team-b");
   {
-    StatusOr<AgentLease> lease = registry->Create(a, "shared-name", registry->DefaultConfig(a, "x"));
+    StatusOr<AgentLease> lease =
+        registry->Create(a, "shared-name", registry->DefaultConfig(a, "x"));
     REQUIRE(lease.ok());
     CHECK(lease->id() == "shared-name");
     CHECK(lease->stored_id() == "team-a/shared-name");
@@ -90,6 +90,18 @@ TEST_CASE("registry: agents are namespaced by tenant", "[sidecar][registry]") {
   CHECK(registry->AgentCount(a) == 2);
   CHECK(registry->AgentCount(b) == 1);
   registry.reset();
+}
+
+TEST_CASE("registry: one registry per store", "[sidecar][registry]") {
+  const std::string path = TempStore("lock.db");
+  auto first = OpenRegistry(path);
+  RegistryOptions options;
+  options.store_path = path;
+  StatusOr<std::unique_ptr<AgentRegistry>> second = AgentRegistry::Open(options);
+  CHECK(second.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(second.status().message(), Catch::Contains("in use by another strata-sidecar"));
+  first.reset();
+  CHECK(AgentRegistry::Open(options).ok());
 }
 
 TEST_CASE("registry: agents reopen from the store", "[sidecar][registry]") {
@@ -180,8 +192,8 @@ TEST_CASE("registry: a client's configuration never sets the endpoint or the sto
     CHECK(config.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(config.status().message(), Catch::Contains(c.message));
   }
-  StatusOr<AgentConfig> config = registry->AdoptClientConfig(
-      t, "a", R"({"identity": {"id": "a"}, "budget": {"window": 65536},
+  StatusOr<AgentConfig> config =
+      registry->AdoptClientConfig(t, "a", R"({"identity": {"id": "a"}, "budget": {"window": 65536},
                   "endpoint": {"backend": "vllm", "max_output_tokens": 128}})");
   REQUIRE(config.ok());
   CHECK(config->identity.id == "t/a");
@@ -217,7 +229,8 @@ TEST_CASE("registry: one agent's operations are serialized [concurrency]",
           while (now > seen && !max_inside_a.compare_exchange_weak(seen, now)) {
           }
         }
-        if (!lease->agent().AppendUser("message " + std::to_string(i) + "." + std::to_string(k))
+        if (!lease->agent()
+                 .AppendUser("message " + std::to_string(i) + "." + std::to_string(k))
                  .ok()) {
           ++failures;
         }

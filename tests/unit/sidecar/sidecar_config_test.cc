@@ -1,12 +1,11 @@
 #include "sidecar_config.h"
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 namespace strata::sidecar {
 namespace {
@@ -38,9 +37,11 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
     "tls": {"cert_file": "c.pem", "key_file": "k.pem", "client_ca_file": "ca.pem"},
     "default_limits": {"max_agents": 5},
     "tenants": [
-      {"name": "team-a", "token_sha256": [")" + kHashA + R"("],
+      {"name": "team-a", "token_sha256": [")" +
+                          kHashA + R"("],
        "limits": {"max_concurrent_completions": 2}},
-      {"name": "team-b", "token_sha256": [")" + kHashB + R"("]}
+      {"name": "team-b", "token_sha256": [")" +
+                          kHashB + R"("]}
     ],
     "metrics": {"kv_capacity_bytes": 1000, "anything": [1, 2]}
   })";
@@ -106,8 +107,8 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
 TEST_CASE("sidecar config: a token pasted instead of its hash is refused without echoing it",
           "[sidecar][config]") {
   const std::string secret = "sk-live-0123456789-very-secret";
-  StatusOr<SidecarConfig> c = ParseSidecarConfig(
-      R"({"tenants": [{"name": "a", "token_sha256": [")" + secret + R"("]}]})");
+  StatusOr<SidecarConfig> c =
+      ParseSidecarConfig(R"({"tenants": [{"name": "a", "token_sha256": [")" + secret + R"("]}]})");
   REQUIRE_FALSE(c.ok());
   CHECK_THAT(c.status().message(), Catch::Contains("tenants[0].token_sha256[0]"));
   CHECK_THAT(c.status().message(), Catch::Contains("hash-token"));

@@ -1,7 +1,6 @@
 #include "tenants.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 namespace strata::sidecar {
