@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -54,6 +55,9 @@ class HttpServer::Impl {
   std::atomic<bool> draining_{false};
   std::mutex stop_mu_;
   bool stopped_ = false;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;  // guarded by done_mu_: the listener and its requests have finished
 
   // The caller's tenant, or an error reply already set on `res`.
   const TenantConfig* Authenticate(const httplib::Request& req, httplib::Response& res) {
@@ -99,30 +103,41 @@ class HttpServer::Impl {
       if (tenant == nullptr) return;
       if (static_cast<int64_t>(req.body.size()) > tenant->limits.max_request_bytes) {
         HttpReply reply = ErrorReply(InvalidArgumentError(
-            "the request body has " + std::to_string(req.body.size()) +
-            " bytes, above tenant \"" + tenant->name + "\"'s max_request_bytes (" +
+            "the request body has " + std::to_string(req.body.size()) + " bytes, above tenant \"" +
+            tenant->name + "\"'s max_request_bytes (" +
             std::to_string(tenant->limits.max_request_bytes) + ")"));
         reply.status = 413;
         Apply(reply, res);
         return;
       }
       if (draining_.load()) {
-        SetError(res, UnavailableError("the sidecar is draining (shutting down): retry on another instance"));
+        SetError(res, UnavailableError(
+                          "the sidecar is draining (shutting down): retry on another instance"));
         return;
       }
-      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"), req.body), res);
+      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"),
+                                            req.body),
+            res);
     });
     // Statuses httplib sets itself (404 no route, 413 body above the limit, 400 bad request) get
     // OpenAI's error shape; replies the routes made are left as they are.
     s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                     httplib::Response& res) {
+                                                                    httplib::Response& res) {
       if (!res.body.empty() || res.content_provider_) {
         return httplib::Server::HandlerResponse::Unhandled;
       }
       Status status = InternalError("request failed with HTTP " + std::to_string(res.status));
       if (res.status == 404) {
-        status = NotFoundError("no route for " + req.method + " " + req.path +
-                               " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+        status = NotFoundError(
+            "no route for " + req.method + " " + req.path +
+            " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+      } else if (res.status == 413 &&
+                 req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
+        // cpp-httplib parses form bodies and refuses those above 8,192 bytes (curl -d sends this
+        // type unless told otherwise).
+        status = InvalidArgumentError(
+            "the body was sent as application/x-www-form-urlencoded, which is limited to 8192 "
+            "bytes: send it with Content-Type: application/json");
       } else if (res.status == 413) {
         status = InvalidArgumentError("the request body is above the sidecar's limit of " +
                                       std::to_string(options_.authenticator->MaxRequestBytes()) +
@@ -136,16 +151,17 @@ class HttpServer::Impl {
       res.status = code;
       return httplib::Server::HandlerResponse::Handled;
     }));
-    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      SetError(res, InternalError("the sidecar failed on this request: " + what));
-    });
+    s.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown exception";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          SetError(res, InternalError("the sidecar failed on this request: " + what));
+        });
   }
 };
 
@@ -166,7 +182,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
         options.tls.client_ca_file.empty() ? nullptr : options.tls.client_ca_file.c_str());
     if (!ssl->is_valid()) {
       return UnavailableError("the HTTP listener's TLS setup failed: tls.cert_file \"" +
-                              options.tls.cert_file + "\" and tls.key_file \"" + options.tls.key_file +
+                              options.tls.cert_file + "\" and tls.key_file \"" +
+                              options.tls.key_file +
                               "\" must be a PEM certificate chain and its private key");
     }
     impl->server_ = std::move(ssl);
@@ -195,8 +212,13 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
                             " (address in use, or not an address of this host)");
   }
   impl->port_ = port;
-  httplib::Server* server = impl->server_.get();
-  impl->thread_ = std::thread([server] { server->listen_after_bind(); });
+  Impl* raw = impl.get();
+  impl->thread_ = std::thread([raw] {
+    raw->server_->listen_after_bind();  // returns after stop(), once the requests are answered
+    std::lock_guard<std::mutex> lock(raw->done_mu_);
+    raw->done_ = true;
+    raw->done_cv_.notify_all();
+  });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -208,12 +230,18 @@ int HttpServer::port() const { return impl_->port_; }
 void HttpServer::BeginDrain() { impl_->draining_.store(true); }
 bool HttpServer::draining() const { return impl_->draining_.load(); }
 
-void HttpServer::Stop() {
+void HttpServer::Stop(std::chrono::milliseconds drain_timeout) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu_);
   if (impl_->stopped_) return;
   impl_->stopped_ = true;
   impl_->draining_.store(true);
   impl_->server_->stop();
+  if (drain_timeout.count() > 0) {
+    std::unique_lock<std::mutex> done(impl_->done_mu_);
+    if (!impl_->done_cv_.wait_for(done, drain_timeout, [this] { return impl_->done_; })) {
+      impl_->options_.proxy->CancelAll();
+    }
+  }
   if (impl_->thread_.joinable()) impl_->thread_.join();
 }
 

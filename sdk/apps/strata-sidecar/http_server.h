@@ -21,13 +21,14 @@
 //   std::cout << "http listening on " << server->host() << ":" << server->port() << "\n";
 //   ...
 //   server->BeginDrain();
-//   server->Stop();  // returns when the requests in flight are done
+//   server->Stop(std::chrono::seconds(10));  // in-flight requests get 10 s, then are cancelled
 //
 // Thread safety: every method may be called from any thread; the Authenticator, Proxy and
 // callbacks must outlive the server and be thread-safe.
 #ifndef STRATA_APPS_STRATA_SIDECAR_HTTP_SERVER_H_
 #define STRATA_APPS_STRATA_SIDECAR_HTTP_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,8 +42,8 @@
 namespace strata::sidecar {
 
 struct HttpServerOptions {
-  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 binds a free port
-  TlsConfig tls;                       // cert/key PEM files: HTTPS; client_ca_file: mTLS
+  std::string listen = "127.0.0.1:0";            // HOST:PORT; port 0 binds a free port
+  TlsConfig tls;                                 // cert/key PEM files: HTTPS; client_ca_file: mTLS
   const Authenticator* authenticator = nullptr;  // required
   Proxy* proxy = nullptr;                        // required
   // GET /metrics serves its text (text/plain; version=0.0.4). Empty: /metrics is 404.
@@ -69,9 +70,10 @@ class HttpServer {
   // /readyz answers 503 and new chat completions are refused with 503 from now on.
   void BeginDrain();
   bool draining() const;
-  // Stops accepting connections and returns once the requests in flight are answered.
-  // Idempotent.
-  void Stop();
+  // Stops accepting connections and returns once the requests in flight are answered; those
+  // still running after `drain_timeout` (0: no limit) are cancelled (Proxy::CancelAll: a stream
+  // ends with an error event, a plain completion gets 499). Idempotent.
+  void Stop(std::chrono::milliseconds drain_timeout = std::chrono::milliseconds(0));
 
   class Impl;
 

@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(config.drain_timeout_ms));
   server->Wait();
-  if (http) http->Stop();  // returns when the proxied completions in flight are answered
+  if (http) http->Stop(std::chrono::milliseconds(config.drain_timeout_ms));
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - start)
                       .count();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -20,8 +21,8 @@ namespace {
 using json = nlohmann::json;
 
 // Request fields the proxy reads; every other one is reported in X-Strata-Ignored-Fields.
-const std::set<std::string> kHandledFields = {"model", "messages", "tools", "stream",
-                                              "stream_options", "n", "user"};
+const std::set<std::string> kHandledFields = {"model",          "messages", "tools", "stream",
+                                              "stream_options", "n",        "user"};
 
 std::string Hex(const unsigned char* data, size_t size) {
   static const char kHex[] = "0123456789abcdef";
@@ -53,9 +54,10 @@ json UsageJson(const Turn& turn) {
   const Usage& u = turn.response.usage;
   const int64_t prompt = u.reported ? u.prompt_tokens : turn.record.input_tokens;
   const int64_t completion = u.reported ? u.completion_tokens : turn.record.output_tokens;
-  json usage = {{"prompt_tokens", prompt},
-                {"completion_tokens", completion},
-                {"total_tokens", u.reported && u.total_tokens > 0 ? u.total_tokens : prompt + completion}};
+  json usage = {
+      {"prompt_tokens", prompt},
+      {"completion_tokens", completion},
+      {"total_tokens", u.reported && u.total_tokens > 0 ? u.total_tokens : prompt + completion}};
   if (u.cached_tokens) usage["prompt_tokens_details"] = {{"cached_tokens", *u.cached_tokens}};
   if (u.reasoning_tokens > 0) {
     usage["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
@@ -142,7 +144,8 @@ struct StreamJob {
 
 }  // namespace
 
-std::string OpenAiErrorJson(std::string_view message, std::string_view type, std::string_view code) {
+std::string OpenAiErrorJson(std::string_view message, std::string_view type,
+                            std::string_view code) {
   json error = {{"message", std::string(message)},
                 {"type", std::string(type)},
                 {"param", nullptr},
@@ -206,7 +209,40 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
   return reply;
 }
 
-Proxy::Proxy(ProxyOptions options) : options_(std::move(options)) {}
+struct Proxy::Cancellations {
+  std::mutex mu;
+  std::set<CancellationToken*> in_flight;  // guarded by mu
+  bool cancel_all = false;                 // guarded by mu
+};
+
+class Proxy::InFlight {
+ public:
+  InFlight(Proxy* proxy, CancellationToken* token) : c_(*proxy->cancellations_), token_(token) {
+    std::lock_guard<std::mutex> lock(c_.mu);
+    if (c_.cancel_all) token_->Cancel();
+    c_.in_flight.insert(token_);
+  }
+  ~InFlight() {
+    std::lock_guard<std::mutex> lock(c_.mu);
+    c_.in_flight.erase(token_);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  Cancellations& c_;
+  CancellationToken* token_;
+};
+
+Proxy::Proxy(ProxyOptions options)
+    : options_(std::move(options)), cancellations_(std::make_unique<Cancellations>()) {}
+Proxy::~Proxy() = default;
+
+void Proxy::CancelAll() {
+  std::lock_guard<std::mutex> lock(cancellations_->mu);
+  cancellations_->cancel_all = true;
+  for (CancellationToken* token : cancellations_->in_flight) token->Cancel();
+}
 
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   std::string text;
@@ -226,18 +262,21 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
   json request = json::parse(body, nullptr, false);
   if (!request.is_object()) {
-    return fail(InvalidArgumentError("the request body is not a JSON object (a Chat Completions request)"));
+    return fail(
+        InvalidArgumentError("the request body is not a JSON object (a Chat Completions request)"));
   }
   if (!request.contains("messages")) {
     return fail(InvalidArgumentError("the request has no \"messages\""));
   }
   if (request.contains("n") && !(request["n"].is_number_integer() && request["n"] == 1)) {
-    return fail(InvalidArgumentError("\"n\": the proxy answers with one choice; send n=1 or leave it out"));
+    return fail(
+        InvalidArgumentError("\"n\": the proxy answers with one choice; send n=1 or leave it out"));
   }
   if (request.contains("model") && !request["model"].is_string()) {
     return fail(InvalidArgumentError("\"model\" must be a string"));
   }
-  const json* tools = request.contains("tools") && !request["tools"].is_null() ? &request["tools"] : nullptr;
+  const json* tools =
+      request.contains("tools") && !request["tools"].is_null() ? &request["tools"] : nullptr;
   if (tools != nullptr && !tools->is_array()) {
     return fail(InvalidArgumentError("\"tools\" must be an array of tool objects"));
   }
@@ -322,15 +361,20 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
 
   if (!stream) {
-    StatusOr<Turn> turn = complete(*job, TurnOptions());
+    CancellationToken cancel;
+    InFlight registered(this, &cancel);
+    TurnOptions turn_options;
+    turn_options.cancel = &cancel;
+    StatusOr<Turn> turn = complete(*job, turn_options);
     if (!turn.ok()) {
       HttpReply error = fail(turn.status(), true);
       error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
       return error;
     }
     const Response& r = turn->response;
-    json message = {{"role", "assistant"},
-                    {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
+    json message = {
+        {"role", "assistant"},
+        {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
     if (!r.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(r.tool_calls);
     if (!r.reasoning.empty()) message["reasoning_content"] = r.reasoning;
     json answer = {{"id", r.id.empty() ? job->completion_id : r.id},
@@ -350,8 +394,10 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
   auto fail_code = options_.on_error;
-  reply.stream = [job, complete, fail_code](const std::function<bool(std::string_view)>& write) {
+  reply.stream = [this, job, complete,
+                  fail_code](const std::function<bool(std::string_view)>& write) {
     CancellationToken cancel;
+    InFlight registered(this, &cancel);
     bool open = true;
     auto send = [&](const json& event) {
       if (open && !write(SseEvent(event))) {
@@ -446,12 +492,14 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
 
 HttpReply Proxy::Models() {
   if (options_.upstream.empty()) {
-    return ErrorReply(UnavailableError("no upstream is configured (--upstream): no models to list"));
+    return ErrorReply(
+        UnavailableError("no upstream is configured (--upstream): no models to list"));
   }
   // scheme://host[:port] and the base path ("/v1").
   const std::string& url = options_.upstream;
   const size_t scheme_end = url.find("://");
-  const size_t path_start = scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
+  const size_t path_start =
+      scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
   const std::string origin = path_start == std::string::npos ? url : url.substr(0, path_start);
   std::string path = path_start == std::string::npos ? "" : url.substr(path_start);
   while (!path.empty() && path.back() == '/') path.pop_back();
@@ -464,9 +512,10 @@ HttpReply Proxy::Models() {
   }
   httplib::Result result = client.Get((path + "/models").c_str(), headers);
   if (!result) {
-    return ErrorReply(UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
-                                       httplib::to_string(result.error()) + ")"),
-                      true);
+    return ErrorReply(
+        UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
+                         httplib::to_string(result.error()) + ")"),
+        true);
   }
   HttpReply reply;
   reply.status = result->status;

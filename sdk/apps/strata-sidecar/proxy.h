@@ -81,6 +81,7 @@ struct ProxyOptions {
 class Proxy {
  public:
   explicit Proxy(ProxyOptions options);
+  ~Proxy();
 
   // POST /v1/chat/completions for `tenant` (already authenticated). `agent_header` is the
   // X-Strata-Agent value ("" absent).
@@ -89,12 +90,21 @@ class Proxy {
   // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable).
   HttpReply Models();
 
+  // Cancels every completion in flight, and every one that starts from now on, with CANCELLED
+  // (their upstream requests are cancelled too): the end of a drain's deadline.
+  void CancelAll();
+
   // The agent id a request without X-Strata-Agent gets (kDerivedAgentPrefix + 16 hex digits of
   // SHA-256 over the system messages and the first non-system message).
   static std::string DerivedAgentId(const ParsedChat& chat);
 
  private:
+  // The tokens of the completions in flight (CancelAll cancels them), and the registration of one.
+  struct Cancellations;
+  class InFlight;
+
   ProxyOptions options_;
+  std::unique_ptr<Cancellations> cancellations_;
 };
 
 }  // namespace strata::sidecar

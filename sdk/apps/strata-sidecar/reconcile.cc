@@ -305,7 +305,7 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
   outcome.kept = k;
 
   // The history segments in render order, and where the view's last segment is among them.
-  const std::vector<Segment> segments = context.Segments();
+  std::vector<Segment> segments = context.Segments();
   std::vector<const Segment*> history;
   for (const Segment& s : segments) {
     if (s.layer == Layer::kHistory) history.push_back(&s);
@@ -362,6 +362,23 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
     if (unknown > 0) {
       outcome.reason = std::to_string(unknown) + " history message" + (unknown == 1 ? "" : "s") +
                        " the client did not send";
+    }
+  }
+
+  // The agent's last reply may hold tool calls the client answers no more (it replaced them): a
+  // context edits no history while calls are open, so they get a placeholder result, evicted with
+  // the rest (the open calls belong to the last reply, which is inside the replaced range).
+  const std::vector<std::string> open = context.OpenToolCalls();
+  if (start < history.size() && !open.empty()) {
+    for (const std::string& call_id : open) {
+      StatusOr<std::string> answered = context.AppendToolResult(
+          {call_id, "[strata: the client replaced the history before answering this call]", false});
+      if (!answered.ok()) return answered.status();
+    }
+    segments = context.Segments();
+    history.clear();
+    for (const Segment& s : segments) {
+      if (s.layer == Layer::kHistory) history.push_back(&s);
     }
   }
 

@@ -219,6 +219,19 @@ TEST_CASE("a truncated history (a retry without the reply) regenerates the answe
   CHECK(h.view.entries.size() == 1);
 }
 
+TEST_CASE("a history replaced while the last reply's tool calls are open", "[sidecar][reconcile]") {
+  Harness h("open-calls");
+  h.Send(json::array({User("read a")}), CallsReply({{"c1", R"({"path":"a"})"}}));
+  REQUIRE(h.agent->context().OpenToolCalls() == std::vector<std::string>{"c1"});
+  // The client never answers c1: it edits its question instead.
+  ReconcileOutcome outcome =
+      Must(Reconcile(Must(ParseChatMessages(json::array({User("read b")}))), *h.agent, &h.view));
+  CHECK(outcome.replaced);
+  CHECK(outcome.evicted_segments == 3);  // the question, the call and its placeholder result
+  CHECK(h.agent->context().OpenToolCalls().empty());
+  CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:read b"});
+}
+
 TEST_CASE("an edit inside a tool-call group replaces the whole group", "[sidecar][reconcile]") {
   Harness h("group");
   json messages = json::array({User("read two files")});

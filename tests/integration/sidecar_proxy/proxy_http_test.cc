@@ -1,0 +1,410 @@
+// strata-sidecar's OpenAI-compatible proxy over real HTTP, with strata-sim as the upstream: the
+// official `openai` npm client runs a tool-using agent through it (openai_proxy_client.js), curl
+// checks the routes, authentication, limits and tenant isolation, and the simulator's request log
+// shows what the sidecar sent upstream (compacted, byte-stable across turns).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http_server.h"
+#include "proxy.h"
+#include "registry.h"
+#include "sim_server.h"
+#include "tenants.h"
+#include "testing/command.h"
+#include "testing/skip.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+using strata::testing::RunCommand;
+
+const char kTrajectory[] =
+    STRATA_TEST_TRACES_DIR "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
+
+std::string TempDir(const std::string& name) {
+  std::string dir = "/tmp/strata-proxy-test-" + std::to_string(::getpid()) + "-" + name;
+  RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+  return dir;
+}
+
+// Where the "messages" array of a request body ends (its closing bracket): a body that starts with
+// another body's bytes up to there carries that request's whole conversation unchanged.
+size_t MessagesEnd(const std::string& body) {
+  size_t i = body.find("\"messages\":[");
+  REQUIRE(i != std::string::npos);
+  i += std::string("\"messages\":[").size();
+  int depth = 1;
+  bool in_string = false;
+  for (; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      if (--depth == 0) return i;
+    }
+  }
+  FAIL("unterminated messages array");
+  return 0;
+}
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<sim::SimServer> sim;
+  std::unique_ptr<Authenticator> authenticator;
+  std::unique_ptr<AgentRegistry> registry;
+  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<HttpServer> http;
+  std::string base;  // http://127.0.0.1:PORT
+
+  explicit Fixture(const std::string& name, TlsConfig tls = {}, double decode_us_per_token = 0)
+      : dir(TempDir(name)) {
+    sim::SimOptions sim_options;
+    sim_options.trajectory_path = kTrajectory;
+    sim_options.decode_us_per_token = decode_us_per_token;
+    sim = std::move(sim::SimServer::Start(sim_options)).value();
+
+    TenantConfig alpha;
+    alpha.name = "alpha";
+    alpha.token_sha256 = {Sha256Hex("alpha-token")};
+    alpha.limits.max_request_bytes = 1 << 20;
+    TenantConfig beta;
+    beta.name = "beta";
+    beta.token_sha256 = {Sha256Hex("beta-token")};
+    beta.limits.max_request_bytes = 16 << 10;
+    authenticator =
+        std::make_unique<Authenticator>(std::vector<TenantConfig>{alpha, beta}, TenantLimits());
+
+    RegistryOptions registry_options;
+    registry_options.store_path = dir + "/sidecar.db";
+    registry_options.upstream = sim->base_url();
+    registry_options.window = 8000;  // small: the agent's context must be compacted
+    registry = std::move(AgentRegistry::Open(registry_options)).value();
+
+    ProxyOptions proxy_options;
+    proxy_options.registry = registry.get();
+    proxy_options.upstream = sim->base_url();
+    proxy = std::make_unique<Proxy>(proxy_options);
+
+    HttpServerOptions http_options;
+    http_options.listen = "127.0.0.1:0";
+    http_options.tls = tls;
+    http_options.authenticator = authenticator.get();
+    http_options.proxy = proxy.get();
+    http_options.metrics = [] { return std::string("strata_test_metric 1\n"); };
+    http = std::move(HttpServer::Start(http_options)).value();
+    base = std::string(tls.enabled() ? "https" : "http") +
+           "://127.0.0.1:" + std::to_string(http->port());
+  }
+
+  // curl's status line code and body: "<code>\n<body>".
+  std::pair<int, std::string> Curl(const std::string& args) {
+    const std::string out_file = dir + "/curl.out";
+    auto result = RunCommand("curl -s -H 'Content-Type: application/json' -o '" + out_file +
+                             "' -w '%{http_code}' " + args);
+    std::ifstream in(out_file);
+    std::string body((std::istreambuf_iterator<char>(in)), {});
+    return {std::atoi(result.output.c_str()), body};
+  }
+
+  std::vector<sim::SimRequestLog> UpstreamRequests(const std::string& stored_agent) {
+    std::vector<sim::SimRequestLog> out;
+    for (const sim::SimRequestLog& r : sim->requests()) {
+      auto id = r.headers.find("x-request-id");
+      if (r.path.find("chat/completions") != std::string::npos && id != r.headers.end() &&
+          id->second.rfind(stored_agent + "-", 0) == 0) {
+        out.push_back(r);
+      }
+    }
+    return out;
+  }
+};
+
+std::string ChatBody(const std::string& user, bool stream = false) {
+  json body = {{"model", "glm-5.3-flash"},
+               {"messages", json::array({{{"role", "user"}, {"content", user}}})}};
+  if (stream) body["stream"] = true;
+  return body.dump();
+}
+
+void RequireTools() {
+  if (RunCommand("command -v curl >/dev/null && echo yes").output.find("yes") ==
+      std::string::npos) {
+    STRATA_SKIP("curl is not installed (scripts/setup installs it)");
+  }
+}
+
+TEST_CASE(
+    "the openai client runs a tool-using agent through the proxy, upstream sees a managed request",
+    "[sidecar][proxy]") {
+  RequireTools();
+  if (RunCommand("command -v node >/dev/null && echo yes").output.find("yes") ==
+      std::string::npos) {
+    STRATA_SKIP("node is not installed (scripts/setup installs it)");
+  }
+  Fixture f("openai");
+  auto run = RunCommand("timeout 120 node '" STRATA_SOURCE_DIR
+                        "/tests/integration/sidecar_proxy/openai_proxy_client.js' '" +
+                        f.base + "/v1' alpha-token agent-1 '" + kTrajectory + "' 2>&1");
+  if (run.exit_code == 77) STRATA_SKIP(run.output);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const json summary = json::parse(run.output.substr(run.output.rfind("\n{") + 1));
+  CHECK(summary["streamed"].get<int>() >= 2);
+  CHECK(summary["compactions"].get<int>() >= 1);  // the 8,000-token window was reached
+
+  // What the sidecar sent upstream for this agent: every request's conversation is carried on
+  // byte for byte by the next one, except where the sidecar compacted, and the managed requests
+  // are smaller than what the client sent.
+  std::vector<sim::SimRequestLog> sent = f.UpstreamRequests("alpha/agent-1");
+  const int turns = summary["turns"].get<int>();
+  REQUIRE(static_cast<int>(sent.size()) == turns + 1);  // + the edited history
+  int stable = 0;
+  int changed = 0;
+  for (int i = 0; i + 1 < turns; ++i) {
+    const std::string& before = sent[i].body;
+    const std::string& after = sent[i + 1].body;
+    const size_t end = MessagesEnd(before);
+    if (after.compare(0, end, before, 0, end) == 0) {
+      ++stable;
+    } else {
+      ++changed;
+    }
+  }
+  CHECK(changed == summary["compactions"].get<int>());
+  CHECK(stable >= 3);
+  CHECK(sent[turns - 1].body_bytes < summary["last_request_bytes"].get<size_t>());
+  // Each turn's request reuses what the previous one left in the simulator's prefix cache.
+  CHECK(sent[turns - 1].cached_tokens > 0);
+  // The edited history replaced the conversation from the first user message.
+  const std::string& edited = sent.back().body;
+  CHECK(edited.find("(Edited: be brief.)") != std::string::npos);
+  CHECK(json::parse(edited)["messages"].size() == 2);
+  CHECK(summary["edit_break"].get<std::string>().find("client history replaced") == 0);
+}
+
+TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors in OpenAI's shape",
+          "[sidecar][proxy]") {
+  RequireTools();
+  Fixture f("routes");
+  CHECK(f.Curl(f.base + "/healthz") == std::make_pair(200, std::string("ok\n")));
+  CHECK(f.Curl(f.base + "/readyz").first == 200);
+
+  // Authentication: health excepted, everything needs a tenant's bearer token.
+  auto [code, body] = f.Curl(f.base + "/v1/chat/completions -d '" + ChatBody("hi") + "'");
+  CHECK(code == 401);
+  CHECK(json::parse(body)["error"]["type"] == "authentication_error");
+  CHECK(body.find("alpha-token") == std::string::npos);
+  CHECK(f.Curl("-H 'Authorization: Bearer wrong' " + f.base + "/v1/models").first == 401);
+  CHECK(f.Curl(f.base + "/metrics").first == 401);
+  const std::string alpha = "-H 'Authorization: Bearer alpha-token' ";
+  CHECK(f.Curl(alpha + f.base + "/metrics") ==
+        std::make_pair(200, std::string("strata_test_metric 1\n")));
+
+  auto models = f.Curl(alpha + f.base + "/v1/models");
+  CHECK(models.first == 200);
+  CHECK(json::parse(models.second)["data"][0]["id"] == "glm-5.3-flash");
+
+  auto missing = f.Curl(alpha + f.base + "/v1/nothing");
+  CHECK(missing.first == 404);
+  CHECK(json::parse(missing.second)["error"]["message"].get<std::string>().find("no route") == 0);
+
+  // A bad request names what is wrong.
+  auto bad = f.Curl(
+      alpha + f.base +
+      "/v1/chat/completions -d '{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}]}'");
+  CHECK(bad.first == 400);
+  CHECK(json::parse(bad.second)["error"]["message"].get<std::string>().find(
+            "messages[0] is an assistant message") == 0);
+
+  // Streaming over curl: chunks, then [DONE].
+  auto streamed = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: streamer' " + f.base +
+                         "/v1/chat/completions -d '" + ChatBody("hello", true) + "'");
+  CHECK(streamed.first == 200);
+  CHECK(streamed.second.find("\"object\":\"chat.completion.chunk\"") != std::string::npos);
+  CHECK(streamed.second.size() > 14);
+  CHECK(streamed.second.substr(streamed.second.size() - 14) == "data: [DONE]\n\n");
+
+  // Without X-Strata-Agent the agent is derived from the conversation: the same one next turn.
+  const std::string headers_file = f.dir + "/headers";
+  f.Curl("-D '" + headers_file + "' " + alpha + f.base + "/v1/chat/completions -d '" +
+         ChatBody("derive me") + "'");
+  std::string headers = strata::testing::ReadFile(headers_file);
+  const size_t at = headers.find("X-Strata-Agent: conv-");
+  REQUIRE(at != std::string::npos);
+  const std::string derived = headers.substr(at + 16, 21);
+  auto reply = f.Curl(alpha + f.base + "/v1/chat/completions -d '" + ChatBody("derive me") + "'");
+  INFO(reply.second);
+  CHECK(json::parse(reply.second)["strata"]["agent"] == derived);
+
+  // Draining: not ready, new completions refused.
+  f.http->BeginDrain();
+  CHECK(f.Curl(f.base + "/readyz").first == 503);
+  CHECK(f.Curl(alpha + f.base + "/v1/chat/completions -d '" + ChatBody("late") + "'").first == 503);
+}
+
+TEST_CASE(
+    "proxy limits and tenants: 413 above the tenant's size, another tenant's agent is its own",
+    "[sidecar][proxy]") {
+  RequireTools();
+  Fixture f("tenants");
+  const std::string alpha = "-H 'Authorization: Bearer alpha-token' ";
+  const std::string beta = "-H 'Authorization: Bearer beta-token' ";
+  const std::string big_file = f.dir + "/big.json";
+  {
+    std::ofstream out(big_file);
+    out << ChatBody(std::string(20000, 'x'));
+  }
+  // 20 KB: fine for alpha (1 MiB), above beta's 16 KiB.
+  auto fits = f.Curl(alpha + "-H 'X-Strata-Agent: big' " + f.base +
+                     "/v1/chat/completions --data-binary @" + big_file);
+  INFO(fits.second);
+  CHECK(fits.first == 200);
+  auto refused = f.Curl(beta + f.base + "/v1/chat/completions --data-binary @" + big_file);
+  CHECK(refused.first == 413);
+  CHECK(json::parse(refused.second)["error"]["message"].get<std::string>().find(
+            "max_request_bytes (16384)") != std::string::npos);
+  // Above every tenant's limit: refused before the body is read.
+  {
+    std::ofstream out(big_file);
+    out << ChatBody(std::string(1100000, 'y'));
+  }
+  auto huge = f.Curl(alpha + f.base + "/v1/chat/completions --data-binary @" + big_file);
+  CHECK(huge.first == 413);
+  CHECK(json::parse(huge.second)["error"]["type"] == "invalid_request_error");
+
+  // Alpha's agent "shared" holds a secret; beta naming the same id gets its own empty agent, and
+  // nothing of alpha's conversation reaches beta's upstream request.
+  auto a = f.Curl(alpha + "-H 'X-Strata-Agent: shared' " + f.base + "/v1/chat/completions -d '" +
+                  ChatBody("alpha secret 4242") + "'");
+  REQUIRE(a.first == 200);
+  auto b = f.Curl(beta + "-H 'X-Strata-Agent: shared' " + f.base + "/v1/chat/completions -d '" +
+                  ChatBody("beta question") + "'");
+  REQUIRE(b.first == 200);
+  const json strata = json::parse(b.second)["strata"];
+  CHECK(strata["reconcile"]["kept"] == 0);
+  CHECK(strata["reconcile"]["replaced"] == false);
+  std::vector<sim::SimRequestLog> beta_sent = f.UpstreamRequests("beta/shared");
+  REQUIRE(beta_sent.size() == 1);
+  CHECK(beta_sent[0].body.find("alpha secret") == std::string::npos);
+  std::vector<sim::SimRequestLog> alpha_sent = f.UpstreamRequests("alpha/shared");
+  REQUIRE(alpha_sent.size() == 1);
+  CHECK(alpha_sent[0].cache_salt != beta_sent[0].cache_salt);
+  // Through the registry, beta cannot reach alpha's agent at all.
+  const TenantConfig* beta_tenant = f.authenticator->Find("beta");
+  REQUIRE(beta_tenant != nullptr);
+  CHECK(f.registry->Acquire(*beta_tenant, "big").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("a drain lets completions finish until its deadline, then cancels them",
+          "[sidecar][proxy]") {
+  RequireTools();
+  // The simulated model decodes one token per second: a completion takes about 16 s.
+  Fixture f("drain", {}, 1e6);
+  std::pair<int, std::string> slow;
+  std::thread client([&] {
+    slow = f.Curl("-H 'Authorization: Bearer alpha-token' " + f.base + "/v1/chat/completions -d '" +
+                  ChatBody("take your time") + "'");
+  });
+  // Wait until the simulator has the request (the completion is in flight).
+  auto in_flight = [&f] {
+    for (const sim::SimRequestLog& r : f.sim->requests()) {
+      if (r.path.find("chat/completions") != std::string::npos) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 3000 && !in_flight(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(in_flight());
+  f.http->Stop(std::chrono::milliseconds(200));
+  client.join();
+  CHECK(slow.first == 499);
+  CHECK(json::parse(slow.second)["error"]["code"] == "cancelled");
+}
+
+TEST_CASE("the proxy serves HTTPS from PEM files", "[sidecar][proxy]") {
+  RequireTools();
+  if (RunCommand("command -v openssl >/dev/null && echo yes").output.find("yes") ==
+      std::string::npos) {
+    STRATA_SKIP("openssl is not installed (scripts/setup installs it)");
+  }
+  const std::string dir = TempDir("tls-pem");
+  auto made = RunCommand("cd '" + dir +
+                         "' && "
+                         "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+                         "-days 1 -subj /CN=test-ca 2>&1 && "
+                         "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
+                         "-subj /CN=127.0.0.1 2>&1 && "
+                         "printf 'subjectAltName=IP:127.0.0.1\\n' > ext.cnf && "
+                         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+                         "-CAcreateserial -out server.pem -days 1 "
+                         "-extfile ext.cnf 2>&1");
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  TlsConfig tls;
+  tls.cert_file = dir + "/server.pem";
+  tls.key_file = dir + "/server.key";
+  Fixture f("tls", tls);
+  CHECK(f.Curl("--cacert '" + dir + "/ca.pem' " + f.base + "/healthz") ==
+        std::make_pair(200, std::string("ok\n")));
+  auto reply = f.Curl("--cacert '" + dir + "/ca.pem' -H 'Authorization: Bearer alpha-token' " +
+                      f.base + "/v1/chat/completions -d '" + ChatBody("over tls") + "'");
+  CHECK(reply.first == 200);
+  CHECK(json::parse(reply.second)["object"] == "chat.completion");
+  // Without the CA the client refuses the certificate: no plaintext fallback.
+  CHECK(f.Curl(f.base + "/healthz").first == 0);
+
+  // Mutual TLS: with client_ca_file, a client without a certificate from that CA is refused.
+  auto client_cert = RunCommand("cd '" + dir +
+                                "' && "
+                                "openssl req -newkey rsa:2048 -nodes -keyout client.key -out "
+                                "client.csr -subj /CN=client 2>&1 && "
+                                "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+                                "-CAcreateserial -out client.pem -days 1 2>&1");
+  INFO(client_cert.output);
+  REQUIRE(client_cert.exit_code == 0);
+  HttpServerOptions mtls_options;
+  mtls_options.tls = tls;
+  mtls_options.tls.client_ca_file = dir + "/ca.pem";
+  mtls_options.authenticator = f.authenticator.get();
+  mtls_options.proxy = f.proxy.get();
+  auto mtls = HttpServer::Start(mtls_options);
+  REQUIRE(mtls.ok());
+  const std::string mtls_base = "https://127.0.0.1:" + std::to_string((*mtls)->port());
+  CHECK(f.Curl("--cacert '" + dir + "/ca.pem' " + mtls_base + "/healthz").first == 0);
+  CHECK(f.Curl("--cacert '" + dir + "/ca.pem' --cert '" + dir + "/client.pem' --key '" + dir +
+               "/client.key' " + mtls_base + "/healthz") ==
+        std::make_pair(200, std::string("ok\n")));
+  (*mtls)->Stop();
+
+  // Unreadable PEM files are named.
+  TlsConfig missing;
+  missing.cert_file = dir + "/nope.pem";
+  missing.key_file = dir + "/server.key";
+  HttpServerOptions options;
+  options.tls = missing;
+  options.authenticator = f.authenticator.get();
+  options.proxy = f.proxy.get();
+  auto refused = HttpServer::Start(options);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("nope.pem") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::sidecar
