@@ -157,10 +157,14 @@ struct Sample {
   bool ok = false;
 };
 
+// HTTP requests of the current run retried once on a new connection.
+std::atomic<int64_t> reconnect_count{0};
+
 struct RunResult {
   std::string mode;
   std::vector<double> ms;  // successful requests
   int64_t errors = 0;
+  int64_t reconnects = 0;  // HTTP requests retried once on a new connection
   std::string first_error;
   double seconds = 0;
 };
@@ -175,6 +179,7 @@ double Percentile(std::vector<double> v, double p) {
 // Runs `agent_fn(agent_index, record)` for every agent on `concurrency` threads.
 RunResult RunAgents(const std::string& mode, const Options& o,
                     const std::function<void(int, std::vector<Sample>*, std::string*)>& agent_fn) {
+  reconnect_count = 0;
   RunResult result;
   result.mode = mode;
   std::atomic<int> next{0};
@@ -201,6 +206,7 @@ RunResult RunAgents(const std::string& mode, const Options& o,
   }
   for (std::thread& t : threads) t.join();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.reconnects = reconnect_count.load();
   return result;
 }
 
@@ -216,6 +222,7 @@ json ChatBody(const json& messages) {
 // One agent's conversation POSTed whole every turn to `host:port` (strata-sim or the proxy).
 void HttpAgent(const std::string& host, int port, const std::string& agent_id, int agent,
                const Options& o, std::vector<Sample>* samples, std::string* error) {
+  std::atomic<int64_t>* reconnects = &reconnect_count;
   httplib::Client client(host, port);
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);
@@ -232,6 +239,13 @@ void HttpAgent(const std::string& host, int port, const std::string& agent_id, i
     const std::string body = ChatBody(messages).dump();
     const auto t0 = Clock::now();
     auto r = client.Post("/v1/chat/completions", headers, body, "application/json");
+    if (!r) {
+      // No response at all (e.g. the server closed a kept-alive connection as the request went
+      // out): retry once on a new connection, as HTTP clients such as the openai SDK do, and
+      // count it.
+      ++*reconnects;
+      r = client.Post("/v1/chat/completions", headers, body, "application/json");
+    }
     Sample s{MsSince(t0), r && r->status == 200};
     samples->push_back(s);
     if (!s.ok) {
@@ -303,6 +317,7 @@ json Summary(const RunResult& r, const RunResult* direct) {
   json j{{"mode", r.mode},
          {"requests", r.ms.size()},
          {"errors", r.errors},
+         {"reconnects", r.reconnects},
          {"seconds", r.seconds},
          {"requests_per_s", r.seconds > 0 ? static_cast<double>(r.ms.size()) / r.seconds : 0},
          {"p50_ms", Percentile(r.ms, 0.50)},
@@ -333,6 +348,9 @@ void Print(const json& s) {
     std::printf("  added p50 %+.2f ms (x%.2f)  p99 %+.2f ms (x%.2f)",
                 s["added_p50_ms"].get<double>(), s["p50_ratio_to_direct"].get<double>(),
                 s["added_p99_ms"].get<double>(), s["p99_ratio_to_direct"].get<double>());
+  }
+  if (s["reconnects"].get<int64_t>() > 0) {
+    std::printf("  (%lld retried on a new connection)", static_cast<long long>(s["reconnects"]));
   }
   std::printf("\n");
   if (s.contains("first_error")) {
