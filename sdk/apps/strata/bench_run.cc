@@ -96,13 +96,23 @@ std::string TraceBody(const CellSpec& spec, uint64_t doc_seed, int turn, size_t 
     }
     return corpus.trajectories[t][m++];
   };
+  // Bytes as the body holds them (JSON escapes and each message's fields), since the body's size
+  // is what the target length is measured in (and what a PoolSet estimates tokens from).
+  auto body_bytes = [](const std::string& text) {
+    return nlohmann::json(text).dump().size() + 30;  // {"role":"assistant","content":...},
+  };
   size_t bytes = 0;
   std::string last_role;
-  while (bytes < doc_bytes) {
+  while (bytes + 64 < doc_bytes) {
     const auto& [role, content] = next();
     std::string text = Utf8Prefix(content, doc_bytes - bytes);
+    size_t size = body_bytes(text);
+    while (!text.empty() && bytes + size > doc_bytes) {
+      text = Utf8Prefix(text, text.size() - std::min(text.size(), bytes + size - doc_bytes));
+      size = body_bytes(text);
+    }
     if (text.empty()) continue;
-    bytes += text.size();
+    bytes += size;
     last_role = role;
     messages.push_back({{"role", role}, {"content", std::move(text)}});
   }
