@@ -1,8 +1,8 @@
-// Length pools in front of an endpoint, with an Agent that degrades itself: requests are admitted by
-// their exact input tokens into a short or a long pool (the long pool runs one request at a time);
-// when the agent's context outgrows every pool, the PoolSet asks the agent (its DegradationHandler
-// for the call) to compact its history to the long pool's length. Prints each turn's pool decision
-// and the pool metrics.
+// Length pools in front of an endpoint, with an Agent that degrades itself: requests are admitted
+// by their exact input tokens into a short or a long pool (the long pool runs one request at a
+// time); when the agent's context outgrows every pool, the PoolSet asks the agent (its
+// DegradationHandler for the call) to compact its history to the long pool's length. Prints each
+// turn's pool decision and the pool metrics.
 //
 //   strata-sim --port 8000 &
 //   ./example_length_pools http://127.0.0.1:8000/v1
