@@ -88,7 +88,8 @@ std::string TraceBody(const CellSpec& spec, uint64_t doc_seed, int turn, size_t 
   // Start somewhere in the corpus, chosen by the seed; walk the messages from there.
   const size_t n = corpus.trajectories.size();
   size_t t = static_cast<size_t>(doc_seed % n);
-  size_t m = static_cast<size_t>((doc_seed / n) % std::max<size_t>(1, corpus.trajectories[t].size()));
+  size_t m =
+      static_cast<size_t>((doc_seed / n) % std::max<size_t>(1, corpus.trajectories[t].size()));
   auto next = [&]() -> const std::pair<std::string, std::string>& {
     while (m >= corpus.trajectories[t].size()) {
       t = (t + 1) % n;

@@ -90,7 +90,8 @@ TEST_CASE("strata bench --traces cuts the agents' contexts from the repository's
   Result r = Run(std::string("bench --sim ") + STRATA_SIM_PATH + " --sim-args '" + kFastSim +
                  "' --traces " + STRATA_TEST_TRACES_DIR +
                  " --lengths 4k,64k --concurrency 1 --requests 2 --output-tokens 8 --no-progress"
-                 " --json " + json_file);
+                 " --json " +
+                 json_file);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = nlohmann::json::parse(ReadFile(json_file));
@@ -101,8 +102,7 @@ TEST_CASE("strata bench --traces cuts the agents' contexts from the repository's
     INFO(cell.dump());
     CHECK(cell["errors"] == 0);
     // About the target length per request (estimated at 4 bytes per token).
-    const double per_request =
-        cell["prompt_tokens"].get<double>() / cell["requests"].get<double>();
+    const double per_request = cell["prompt_tokens"].get<double>() / cell["requests"].get<double>();
     CHECK(per_request > 0.5 * cell["length"].get<double>());
     CHECK(per_request < 1.5 * cell["length"].get<double>());
     if (cell["cache"] == "cold") CHECK(cell["cached_share"].get<double>() < 0.2);
