@@ -5,9 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include "strata/trace.h"
 
 namespace strata::cli::bench {
 
@@ -46,7 +49,124 @@ std::string Document(uint64_t seed, size_t bytes) {
   return out;
 }
 
+// Cuts `text` to at most `bytes` at a UTF-8 character boundary.
+std::string Utf8Prefix(const std::string& text, size_t bytes) {
+  if (bytes >= text.size()) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes);
+}
+
+std::pair<std::string, std::string> Flatten(const TraceMessage& m) {
+  switch (m.role) {
+    case TraceRole::kSystem:
+      return {"user", "Instructions:\n" + m.content};
+    case TraceRole::kUser:
+      return {"user", m.content};
+    case TraceRole::kTool:
+      return {"user", "Output of " + (m.name.empty() ? std::string("the tool") : m.name) + ":\n" +
+                          m.content};
+    case TraceRole::kAssistant: {
+      std::string text = m.content;
+      for (const ToolCall& c : m.tool_calls) {
+        text += (text.empty() ? "" : "\n") + std::string("Calling ") + c.name + " " + c.arguments;
+      }
+      return {"assistant", text.empty() ? "(no text)" : text};
+    }
+  }
+  return {"user", m.content};
+}
+
+// The body of an agent's turn cut from the trajectories (see AgentBody).
+std::string TraceBody(const CellSpec& spec, uint64_t doc_seed, int turn, size_t doc_bytes) {
+  const TraceCorpus& corpus = *spec.traces;
+  nlohmann::ordered_json body;
+  body["model"] = spec.model;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "system"},
+                      {"content", "You are a software engineering agent. Session " +
+                                      std::to_string(doc_seed) + "."}});
+  // Start somewhere in the corpus, chosen by the seed; walk the messages from there.
+  const size_t n = corpus.trajectories.size();
+  size_t t = static_cast<size_t>(doc_seed % n);
+  size_t m =
+      static_cast<size_t>((doc_seed / n) % std::max<size_t>(1, corpus.trajectories[t].size()));
+  auto next = [&]() -> const std::pair<std::string, std::string>& {
+    while (m >= corpus.trajectories[t].size()) {
+      t = (t + 1) % n;
+      m = 0;
+    }
+    return corpus.trajectories[t][m++];
+  };
+  // Bytes as the body holds them (JSON escapes and each message's fields), since the body's size
+  // is what the target length is measured in (and what a PoolSet estimates tokens from).
+  auto body_bytes = [](const std::string& text) {
+    return nlohmann::json(text).dump().size() + 30;  // {"role":"assistant","content":...},
+  };
+  size_t bytes = 0;
+  std::string last_role;
+  while (bytes + 64 < doc_bytes) {
+    const auto& [role, content] = next();
+    std::string text = Utf8Prefix(content, doc_bytes - bytes);
+    size_t size = body_bytes(text);
+    while (!text.empty() && bytes + size > doc_bytes) {
+      text = Utf8Prefix(text, text.size() - std::min(text.size(), bytes + size - doc_bytes));
+      size = body_bytes(text);
+    }
+    if (text.empty()) continue;
+    bytes += size;
+    last_role = role;
+    messages.push_back({{"role", role}, {"content", std::move(text)}});
+  }
+  const size_t turn_bytes = static_cast<size_t>(256 * spec.bytes_per_token);
+  for (int i = 0; i < turn; ++i) {
+    const auto& [role, content] = next();
+    last_role = role;
+    messages.push_back({{"role", role}, {"content", Utf8Prefix(content, turn_bytes)}});
+  }
+  if (last_role != "user") {
+    messages.push_back({{"role", "user"}, {"content", "Continue with the next step."}});
+  }
+  body["messages"] = messages;
+  body["max_tokens"] = spec.output_tokens;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  return body.dump();
+}
+
 }  // namespace
+
+StatusOr<TraceCorpus> LoadTraceCorpus(const std::vector<std::string>& dirs) {
+  TraceCorpus corpus;
+  std::vector<std::string> files;
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      return NotFoundError("trace directory \"" + dir + "\" does not exist");
+    }
+    const size_t before = files.size();
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
+        files.push_back(entry.path().string());
+      }
+    }
+    if (files.size() == before) {
+      return NotFoundError("no trajectories (*.jsonl) under \"" + dir + "\"");
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<TraceMessage> messages, ReadTrace(file));
+    std::vector<std::pair<std::string, std::string>> flat;
+    for (const TraceMessage& message : messages) {
+      flat.push_back(Flatten(message));
+      corpus.bytes += static_cast<int64_t>(flat.back().second.size());
+    }
+    if (!flat.empty()) corpus.trajectories.push_back(std::move(flat));
+  }
+  corpus.files = files.size();
+  if (corpus.bytes == 0) return NotFoundError("the trajectories hold no message text");
+  return corpus;
+}
 
 std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn) {
   nlohmann::ordered_json body;
@@ -58,6 +178,7 @@ std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn) {
   const int64_t reserve = std::min<int64_t>(1024, spec.length / 16) + spec.output_tokens;
   const size_t doc_bytes =
       static_cast<size_t>(std::max<int64_t>(64, spec.length - reserve) * spec.bytes_per_token);
+  if (spec.traces != nullptr) return TraceBody(spec, doc_seed, turn, doc_bytes);
   messages.push_back({{"role", "user"},
                       {"content", Document(doc_seed, doc_bytes) + "\n\nSummarize the document."}});
   for (int t = 0; t < turn; ++t) {

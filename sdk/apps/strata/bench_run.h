@@ -1,5 +1,6 @@
 // The load tester behind `strata bench`: agent-shaped workloads (synthetic documents of a target
-// length, growing over an agent's turns), cold or warm prefix, at several concurrencies, through
+// length, or the messages of recorded agent trajectories, growing over an agent's turns), cold or
+// warm prefix, at several concurrencies, through
 // one endpoint or a PoolSet; per-cell latency percentiles, throughput and cached share; the JSON
 // results and the self-contained HTML report.
 #ifndef STRATA_APPS_STRATA_BENCH_RUN_H_
@@ -9,12 +10,27 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/pools.h"
+#include "strata/status.h"
 #include "strata/transport.h"
 
 namespace strata::cli::bench {
+
+// Recorded agent trajectories (strata/trace.h JSON lines), as the (role, content) messages a
+// workload is cut from: a tool call becomes assistant text naming the call, a tool result a user
+// message holding the output, so any chat template accepts the sequence.
+struct TraceCorpus {
+  std::vector<std::vector<std::pair<std::string, std::string>>> trajectories;
+  size_t files = 0;
+  int64_t bytes = 0;  // of message contents
+};
+// Every *.jsonl under each of `dirs` (recursively; manifest.jsonl excepted), sorted by path.
+// INVALID_ARGUMENT naming the file and line of a malformed trajectory; NOT_FOUND for a missing
+// directory or one holding no trajectory.
+StatusOr<TraceCorpus> LoadTraceCorpus(const std::vector<std::string>& dirs);
 
 struct Percentiles {
   double p50 = 0, p90 = 0, p99 = 0;
@@ -31,6 +47,9 @@ struct CellSpec {
   int bytes_per_token = 4;  // size of the synthetic document per target token
   std::string model = "glm-5.3-flash";
   uint64_t seed = 1;
+  // Not owned. Set: agents' contexts are cut from these trajectories instead of synthetic
+  // documents (see AgentBody).
+  const TraceCorpus* traces = nullptr;
 };
 
 struct CellResult {
@@ -47,6 +66,10 @@ struct CellResult {
 
 // The body of an agent's turn: a system message, a synthetic document of about
 // length * bytes_per_token bytes (deterministic in `doc_seed`), then `turn` follow-up exchanges.
+// With spec.traces: a system message naming the session (`doc_seed`), then the trajectories'
+// messages from a place chosen by `doc_seed` (continuing into the next trajectories) up to about
+// length * bytes_per_token bytes, then the `turn` messages that follow them in the trajectories
+// (each cut to 256 tokens' bytes), ending on a user message.
 std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn);
 
 // Runs one cell. `on_request_done` is called after every measured request (for a progress bar).

@@ -65,7 +65,27 @@ struct BenchArgs {
   int64_t mixed_kv_capacity = 1100000;
   int affinity_replicas = 0;
   uint64_t seed = 1;
+  std::vector<std::string> traces;  // --traces DIR...: workloads cut from these trajectories
 };
+
+// The trajectories of --traces, loaded once (nullptr without --traces).
+std::shared_ptr<const bench::TraceCorpus> Corpus(const BenchArgs& args) {
+  if (args.traces.empty()) return nullptr;
+  StatusOr<bench::TraceCorpus> corpus = bench::LoadTraceCorpus(args.traces);
+  if (!corpus.ok()) throw CLI::ValidationError("--traces", corpus.status().message());
+  return std::make_shared<const bench::TraceCorpus>(std::move(corpus).value());
+}
+
+// What the requests were made of, for the results.
+nlohmann::ordered_json WorkloadJson(const bench::TraceCorpus* corpus) {
+  nlohmann::ordered_json j;
+  j["kind"] = corpus != nullptr ? "traces" : "synthetic";
+  if (corpus != nullptr) {
+    j["trace_files"] = corpus->files;
+    j["trace_bytes"] = corpus->bytes;
+  }
+  return j;
+}
 
 StatusOr<int64_t> ParseLength(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -278,7 +298,8 @@ std::string MixedSimArgs(const BenchArgs& args) {
   return out + "--kv-capacity-tokens " + std::to_string(args.mixed_kv_capacity);
 }
 
-MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress) {
+MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress,
+                     const bench::TraceCorpus* corpus) {
   const std::string sim_args = MixedSimArgs(args);
   const std::string sim_path = args.sim_path.empty() ? DefaultSimPath() : args.sim_path;
   auto sim_a = SimProcess::Start(sim_path, sim_args);
@@ -316,6 +337,7 @@ MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress)
   CellSpec short_spec;
   short_spec.length = *ParseLength(args.mixed_short_length);
   short_spec.output_tokens = args.output_tokens;
+  short_spec.traces = corpus;
   std::vector<int64_t> long_lengths;
   for (const std::string& l : Split(args.mixed_long_lengths))
     long_lengths.push_back(*ParseLength(l));
@@ -396,15 +418,17 @@ void RunMixed(const BenchArgs& args) {
   const int64_t per_arm = args.mixed_short_clients * args.mixed_short_requests +
                           static_cast<int64_t>(Split(args.mixed_long_lengths).size());
   Progress progress(2 * per_arm, !args.no_progress);
+  std::shared_ptr<const bench::TraceCorpus> corpus = Corpus(args);
   progress.SetLabel("undivided pool");
-  MixedArm undivided = RunMixedArm(args, false, progress);
+  MixedArm undivided = RunMixedArm(args, false, progress, corpus.get());
   progress.SetLabel("strata pools");
-  MixedArm pooled = RunMixedArm(args, true, progress);
+  MixedArm pooled = RunMixedArm(args, true, progress, corpus.get());
   progress.Finish();
   nlohmann::ordered_json out;
   out["scenario"] = "mixed";
   out["started"] = NowIso();
   out["sim_args"] = MixedSimArgs(args);
+  out["workload"] = WorkloadJson(corpus.get());
   out["short"] = {{"clients", args.mixed_short_clients},
                   {"requests_per_client", args.mixed_short_requests},
                   {"length", *ParseLength(args.mixed_short_length)}};
@@ -425,7 +449,8 @@ void RunMixed(const BenchArgs& args) {
 
 // --- Prefix affinity: cached share of agents' turns across several replicas. ---
 
-nlohmann::ordered_json RunAffinityArm(const BenchArgs& args, int64_t length, bool affinity) {
+nlohmann::ordered_json RunAffinityArm(const BenchArgs& args, int64_t length, bool affinity,
+                                      const bench::TraceCorpus* corpus) {
   const std::string sim_path = args.sim_path.empty() ? DefaultSimPath() : args.sim_path;
   std::vector<std::unique_ptr<SimProcess>> sims;
   std::vector<std::unique_ptr<Transport>> transports;
@@ -443,6 +468,7 @@ nlohmann::ordered_json RunAffinityArm(const BenchArgs& args, int64_t length, boo
   CellSpec spec;
   spec.length = length;
   spec.output_tokens = args.output_tokens;
+  spec.traces = corpus;
   std::mutex mu;
   int64_t prompt = 0, cached = 0, errors = 0;
   std::vector<double> ttft;
@@ -498,7 +524,10 @@ void RunAffinity(const BenchArgs& args) {
   out["started"] = NowIso();
   out["sim_args"] = args.sim_args;
   out["length"] = *length;
-  out["arms"] = {RunAffinityArm(args, *length, true), RunAffinityArm(args, *length, false)};
+  std::shared_ptr<const bench::TraceCorpus> corpus = Corpus(args);
+  out["workload"] = WorkloadJson(corpus.get());
+  out["arms"] = {RunAffinityArm(args, *length, true, corpus.get()),
+                 RunAffinityArm(args, *length, false, corpus.get())};
   std::printf("%-34s %9s %9s %12s %12s %7s\n", "routing", "replicas", "turns", "cached share",
               "TTFT p50", "errors");
   for (const auto& arm : out["arms"]) {
@@ -548,6 +577,7 @@ void Run(const BenchArgs& args) {
         "this strata was built without Chart.js, so --html cannot draw charts: run "
         "scripts/setup (npm package chart.js) and reconfigure, or use --json"};
   }
+  std::shared_ptr<const bench::TraceCorpus> corpus = Corpus(args);
   std::unique_ptr<SimProcess> sim;
   std::string endpoint = args.endpoint;
   if (endpoint.empty()) {
@@ -567,6 +597,7 @@ void Run(const BenchArgs& args) {
   nlohmann::ordered_json results;
   results["endpoint"] = sim ? "strata-sim " + args.sim_args : endpoint;
   results["model"] = args.model;
+  results["workload"] = WorkloadJson(corpus.get());
   results["started"] = NowIso();
   results["cells"] = nlohmann::ordered_json::array();
   uint64_t seed = args.seed * 7777;
@@ -581,6 +612,7 @@ void Run(const BenchArgs& args) {
         spec.output_tokens = args.output_tokens;
         spec.model = args.model;
         spec.seed = ++seed;
+        spec.traces = corpus.get();
         progress.SetLabel(LengthName(length) + " c=" + std::to_string(c) +
                           (warm ? " warm" : " cold"));
         CellResult cell =
@@ -639,6 +671,10 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option(
       "--pools", args->pools_file,
       "Send through a pool set (strata/pools.h JSON; endpoint \"sim\" = the started simulator)");
+  cmd->add_option("--traces", args->traces,
+                  "Cut the agents' contexts from the trajectories (*.jsonl, strata/trace.h) under "
+                  "these directories, e.g. tests/data/traces, instead of synthetic documents")
+      ->type_name("DIR");
   cmd->add_option("--json", args->json_file, "Write the results as JSON");
   cmd->add_option("--html", args->html_file, "Write a self-contained HTML report with charts");
   cmd->add_option("--model", args->model, "model field of the requests")->capture_default_str();

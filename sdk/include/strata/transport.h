@@ -124,8 +124,8 @@ struct CallOptions {
   // the response parser sees it (before Send() returns). May be empty. Must not throw.
   std::function<void(const StreamDelta&)> on_delta;
   // For a PoolSet transport (strata/pools.h): the handler that compacts or forks this request when
-  // its pool is full (e.g. the Agent that sent it), and that is told the pool's decision. Ignored by
-  // other transports. Not owned; nullptr: the PoolSet's own handler, if any.
+  // its pool is full (e.g. the Agent that sent it), and that is told the pool's decision. Ignored
+  // by other transports. Not owned; nullptr: the PoolSet's own handler, if any.
   DegradationHandler* degradation = nullptr;
 };
 

@@ -89,10 +89,9 @@ StatusOr<DegradedRequest> AgentDegradation::Compact(std::string_view body, int64
     StatusOr<std::optional<CompactionReport>> report = host_.context->Compact(/*force=*/false);
     host_.policy->ClearGoal();
     if (!report.ok()) {
-      return Status(report.status().code(), "compacting the history of agent " +
-                                                Quoted(host_.agent_id) + " for pool " +
-                                                Quoted(target_pool) + ": " +
-                                                report.status().message());
+      return Status(report.status().code(),
+                    "compacting the history of agent " + Quoted(host_.agent_id) + " for pool " +
+                        Quoted(target_pool) + ": " + report.status().message());
     }
     if (!report->has_value()) break;  // the policy has nothing more to remove
     compactions_.push_back(**report);
@@ -214,8 +213,8 @@ StatusOr<DegradedRequest> AgentDegradation::Fork(std::string_view body, int64_t 
     }
     Discard(std::move(child).value());
   }
-  return Status(last.code(), "forking the task of agent " + Quoted(host_.agent_id) + ": " +
-                                 last.message());
+  return Status(last.code(),
+                "forking the task of agent " + Quoted(host_.agent_id) + ": " + last.message());
 }
 
 void AgentDegradation::OnDecision(const RequestRecord& decision) {

@@ -63,10 +63,10 @@ struct DegradationHost {
   GoalPolicy* policy = nullptr;
   Summarizer* summarizer = nullptr;
   const Tokenizer* tokenizer = nullptr;
-  std::optional<Budget> budget;      // the agent's resolved budget; nullopt when none is enforced
-  AgentBudgetConfig budget_config;   // the agent's budget configuration (a fork's starts from it)
-  BuildOptions fields;               // the request's extra fields (same request id)
-  Store* store = nullptr;            // where a discarded fork is deleted from; may be nullptr
+  std::optional<Budget> budget;     // the agent's resolved budget; nullopt when none is enforced
+  AgentBudgetConfig budget_config;  // the agent's budget configuration (a fork's starts from it)
+  BuildOptions fields;              // the request's extra fields (same request id)
+  Store* store = nullptr;           // where a discarded fork is deleted from; may be nullptr
   // The prompt tokens of `body` as the agent counts them for CallOptions::prompt_tokens (what the
   // PoolSet admits by).
   std::function<StatusOr<int64_t>(const std::string& body)> count;

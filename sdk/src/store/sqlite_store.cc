@@ -594,7 +594,8 @@ class SqliteStore final : public Store {
         Prepare(
             "SELECT request_id, pool, endpoint, model, started_ms, input_tokens, cached_reported, "
             "cached_predicted, output_tokens, reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, "
-            "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error, degradation, "
+            "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error, "
+            "degradation, "
             "degradation_notes FROM "
             "requests "
             "WHERE agent = ?1 ORDER BY id DESC LIMIT ?2"));

@@ -84,6 +84,36 @@ TEST_CASE(
   std::remove(html_file.c_str());
 }
 
+TEST_CASE("strata bench --traces cuts the agents' contexts from the repository's trajectories",
+          "[serving][cli]") {
+  const std::string json_file = TempPath("traces_bench.json");
+  Result r = Run(std::string("bench --sim ") + STRATA_SIM_PATH + " --sim-args '" + kFastSim +
+                 "' --traces " + STRATA_TEST_TRACES_DIR +
+                 " --lengths 4k,64k --concurrency 1 --requests 2 --output-tokens 8 --no-progress"
+                 " --json " +
+                 json_file);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json_file));
+  CHECK(j["workload"]["kind"] == "traces");
+  CHECK(j["workload"]["trace_files"] == 19);
+  REQUIRE(j["cells"].size() == 4);
+  for (const auto& cell : j["cells"]) {
+    INFO(cell.dump());
+    CHECK(cell["errors"] == 0);
+    // About the target length per request (estimated at 4 bytes per token).
+    const double per_request = cell["prompt_tokens"].get<double>() / cell["requests"].get<double>();
+    CHECK(per_request > 0.5 * cell["length"].get<double>());
+    CHECK(per_request < 1.5 * cell["length"].get<double>());
+    if (cell["cache"] == "cold") CHECK(cell["cached_share"].get<double>() < 0.2);
+    if (cell["cache"] == "warm") CHECK(cell["cached_share"].get<double>() > 0.8);
+  }
+  Result missing = Run("bench --traces /nonexistent-trace-dir --no-progress");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("/nonexistent-trace-dir"));
+  std::remove(json_file.c_str());
+}
+
 TEST_CASE("strata bench --pools sends through a pool set and reports queue waits",
           "[serving][cli]") {
   const std::string pools_file = TempPath("pools.json");

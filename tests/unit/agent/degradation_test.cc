@@ -124,8 +124,8 @@ class Blocker {
 std::string ToolOutput(int n, int words) {
   std::string out;
   for (int i = 0; i < words; ++i) {
-    out += "src/module" + std::to_string(n) + "/file" + std::to_string(i) + ".cc:" +
-           std::to_string(i * 7 + n) + (i % 8 == 7 ? "\n" : " ");
+    out += "src/module" + std::to_string(n) + "/file" + std::to_string(i) +
+           ".cc:" + std::to_string(i * 7 + n) + (i % 8 == 7 ? "\n" : " ");
   }
   return out;
 }
@@ -279,7 +279,8 @@ TEST_CASE("a request waits in the full pool's queue and is recorded with its wai
   Blocker blocker(pools.get(), &long_gate, 30000);
   StatusOr<Turn> turn = InternalError("not run");
   std::thread waiter([&] { turn = agent->Complete(); });
-  while (pools->Metrics().pools[1].queued < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  while (pools->Metrics().pools[1].queued < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(blocker.Release().ok());
   waiter.join();
@@ -303,8 +304,8 @@ TEST_CASE("a refused request names the pool, its cap and queue depth and changes
   AgentConfig c = Config("refused", db);
   auto agent = Must(Agent::Create(c, {pools.get(), nullptr, nullptr}));
   // Stable layers larger than the short pool: neither compaction nor a fork can get under it.
-  MustOk(agent->SetSystemPrompt("You are a coding agent. The repository map:\n" +
-                                ToolOutput(1, 500)));
+  MustOk(
+      agent->SetSystemPrompt("You are a coding agent. The repository map:\n" + ToolOutput(1, 500)));
   Must(agent->AppendUser("Read the log."));
   const int64_t before = Must(agent->InputTokens());
   REQUIRE(before > 4000);

@@ -124,7 +124,9 @@ class FakeHandler : public DegradationHandler {
     int64_t input, target;
     std::string pool;
   };
+  void OnDecision(const RequestRecord& decision) override { decisions.push_back(decision); }
   std::vector<Call> compact_calls, fork_calls;
+  std::vector<RequestRecord> decisions;
   Status compact_status;
   int64_t compact_result = 0;
 };
@@ -202,6 +204,43 @@ TEST_CASE("a request over every pool is refused naming the largest pool and why 
   CHECK(r.degradation == "refuse");
   CHECK(r.code == StatusCode::kResourceExhausted);
   CHECK(f.long_a.calls() == 0);
+}
+
+TEST_CASE("a call's own handler degrades that call and is told every decision", "[pools]") {
+  Fixture f;
+  auto pools = f.Make();
+  FakeHandler shared, own;
+  pools->SetDegradationHandler(&shared);
+  CallOptions call;
+  call.prompt_tokens = 2000000;  // over every pool: compacted into the largest
+  call.degradation = &own;
+  Response response;
+  RequestRecord r;
+  REQUIRE(pools->Send("{\"messages\":[]}", call, &response, &r).ok());
+  CHECK(shared.compact_calls.empty());
+  REQUIRE(own.compact_calls.size() == 1);
+  REQUIRE(own.decisions.size() == 1);
+  CHECK(own.decisions[0].pool == "long");
+  CHECK(own.decisions[0].endpoint == "long-a");
+  CHECK(own.decisions[0].degradation == "compact");
+  CHECK(own.decisions[0].code == StatusCode::kOk);
+  CHECK(f.long_a.options().back().degradation == nullptr);  // not forwarded to the replica
+  // A refusal is told too: the handler's compaction fails, nothing else applies.
+  own.compact_status = ResourceExhaustedError("cannot shrink");
+  f.config.ladder = {DegradationStep::kCompact, DegradationStep::kRefuse};
+  auto strict = f.Make();
+  own.decisions.clear();
+  REQUIRE(strict->Send("{\"messages\":[]}", call, &response, &r).code() ==
+          StatusCode::kResourceExhausted);
+  REQUIRE(own.decisions.size() == 1);
+  CHECK(own.decisions[0].degradation == "refuse");
+  CHECK(own.decisions[0].code == StatusCode::kResourceExhausted);
+  CHECK_THAT(own.decisions[0].degradation_notes, Catch::Contains("cannot shrink"));
+  // Without a handler of its own, a call is told nothing and uses the PoolSet's.
+  call.degradation = nullptr;
+  REQUIRE(pools->Send("{\"messages\":[]}", call, &response, &r).ok());
+  CHECK(shared.compact_calls.size() == 1);
+  CHECK(shared.decisions.empty());
 }
 
 TEST_CASE("compact: an over-long request is compacted by the handler to fit the largest pool",
