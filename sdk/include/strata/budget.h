@@ -31,12 +31,15 @@ namespace strata {
 
 // A trigger or target: a fraction of the usable input (0 < f <= 1) or an absolute token count.
 struct BudgetLimit {
+  // Which of fraction or tokens applies.
   enum class Kind { kFraction, kTokens };
-  Kind kind = Kind::kFraction;
+  Kind kind = Kind::kFraction;  // kFraction or kTokens
   double fraction = 1.0;  // used when kind == kFraction
   int64_t tokens = 0;     // used when kind == kTokens
 
+  // A fraction of the usable input, 0 < f <= 1.
   static BudgetLimit Fraction(double f) { return BudgetLimit{Kind::kFraction, f, 0}; }
+  // An absolute token count.
   static BudgetLimit Tokens(int64_t n) { return BudgetLimit{Kind::kTokens, 0.0, n}; }
   // "0.85" or "600000 tokens".
   std::string ToString() const;
@@ -47,6 +50,7 @@ struct BudgetLimit {
   }
 };
 
+// The token budget of a context: the window, what is kept free, and when and how far to compact.
 struct Budget {
   // The model's context window in tokens (input + output). Default: GLM-5.3-Flash, 1,048,576.
   int64_t window = 1048576;
@@ -80,12 +84,12 @@ int64_t TargetTokens(const Budget& budget);
 
 // Per-agent changes to a base budget: each field that is set replaces the base's.
 struct BudgetOverride {
-  std::optional<int64_t> window;
-  std::optional<int64_t> reserve_output;
-  std::optional<int64_t> reserve_reasoning;
-  std::optional<int64_t> reserve_headroom;
-  std::optional<BudgetLimit> trigger;
-  std::optional<BudgetLimit> target;
+  std::optional<int64_t> window;  // replaces Budget::window
+  std::optional<int64_t> reserve_output;  // replaces Budget::reserve_output
+  std::optional<int64_t> reserve_reasoning;  // replaces Budget::reserve_reasoning
+  std::optional<int64_t> reserve_headroom;  // replaces Budget::reserve_headroom
+  std::optional<BudgetLimit> trigger;  // replaces Budget::trigger
+  std::optional<BudgetLimit> target;  // replaces Budget::target
 };
 
 // `base` with the fields of `override` applied, validated. Errors: INVALID_ARGUMENT from

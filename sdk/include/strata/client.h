@@ -62,7 +62,7 @@ StatusOr<Backend> ParseBackend(std::string_view name);
 
 // Per-request values the profile renders.
 struct RequestFields {
-  bool stream = true;
+  bool stream = true;  // ask for a streamed (SSE) answer
   int64_t max_output_tokens = 0;  // 0: not sent
   std::string cache_salt;         // "": not sent
   std::string request_id;         // "": not sent
@@ -83,6 +83,7 @@ std::vector<std::pair<std::string, std::string>> ProfileFields(Backend backend,
 
 // Why a request reused less of the server's prefix cache than expected.
 struct PrefixBreakEvent {
+  // What kind of break.
   enum class Kind : int {
     // The rendered prompt diverged from the previous request's before its end.
     kPrefixChanged = 0,
@@ -90,11 +91,11 @@ struct PrefixBreakEvent {
     // another replica, a different template or tokenizer).
     kServerShortfall = 1,
   };
-  Kind kind = Kind::kPrefixChanged;
-  std::string agent_id;
-  std::string request_id;
-  int64_t predicted_cached_tokens = 0;
-  std::optional<int64_t> reported_cached_tokens;
+  Kind kind = Kind::kPrefixChanged;  // what kind of break
+  std::string agent_id;  // the agent whose request it was
+  std::string request_id;  // the request that saw it
+  int64_t predicted_cached_tokens = 0;  // cached tokens strata's prefix-cache model predicted
+  std::optional<int64_t> reported_cached_tokens;  // cached tokens the server reported, if it did
   int64_t previous_prompt_tokens = 0;  // cacheable tokens of the previous request of this agent
   // The first segment that differs from the previous request (kPrefixChanged), or the segment the
   // server's cache stopped in (kServerShortfall); "" when unknown.
@@ -105,6 +106,7 @@ struct PrefixBreakEvent {
   std::string reason;
   std::string ToString() const;
 };
+// "prefix_changed" or "server_shortfall".
 std::string_view PrefixBreakKindName(PrefixBreakEvent::Kind kind);
 
 // Where RequestRecords and events go (the SQLite store implements it later).
@@ -121,6 +123,7 @@ class RecordSink {
 // {"type":"prefix_break",...}. Thread-safe. The stream must outlive the sink.
 class JsonLinesRecordSink : public RecordSink {
  public:
+  // Writes to `out`, which must outlive the sink.
   explicit JsonLinesRecordSink(std::ostream& out) : out_(out) {}
   Status Write(const RequestRecord& record) override;
   Status WriteEvent(const PrefixBreakEvent& event) override;
@@ -134,6 +137,7 @@ class JsonLinesRecordSink : public RecordSink {
 std::string RecordToJson(const RequestRecord& record);
 std::string PrefixBreakToJson(const PrefixBreakEvent& event);
 
+// What a Client is created with (Client::Create).
 struct ClientOptions {
   // Not owned; required; must outlive the client.
   Transport* transport = nullptr;
@@ -174,8 +178,9 @@ struct ClientOptions {
   std::chrono::milliseconds deadline{0};
 };
 
+// Per-call options of Client::Complete.
 struct CompleteOptions {
-  const CancellationToken* cancel = nullptr;
+  const CancellationToken* cancel = nullptr;  // cancels the call when set; not owned
   // Extra headers for this call (e.g. tracing, or strata-sim's X-Strata-Sim-Fault in tests).
   std::vector<std::pair<std::string, std::string>> headers;
   // Overrides the generated request id when non-empty.
@@ -185,14 +190,16 @@ struct CompleteOptions {
   bool append_reply = true;
 };
 
+// The outcome of Client::Complete.
 struct Completion {
-  Response response;
-  RequestRecord record;
+  Response response;  // the server's answer
+  RequestRecord record;  // the request's record (also given to the record sink)
   std::string assistant_segment_id;  // the appended assistant message
-  std::optional<PrefixBreakEvent> prefix_break;
+  std::optional<PrefixBreakEvent> prefix_break;  // set when the request reused less of the prefix cache than expected
   std::string body;  // the request body that was sent
 };
 
+// Builds, predicts, sends, appends and records requests of contexts (see the file comment).
 class Client {
  public:
   // INVALID_ARGUMENT when the transport is missing or the cache options are invalid.

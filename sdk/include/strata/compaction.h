@@ -38,13 +38,14 @@ namespace strata {
 
 // One change to one history segment.
 struct SegmentEdit {
+  // What the edit does.
   enum class Action {
     kMask,           // tool results only: render `placeholder` instead of the content
     kEvict,          // stop rendering the segment
     kDropReasoning,  // assistant messages only: stop replaying the reasoning
   };
-  std::string segment_id;
-  Action action = Action::kMask;
+  std::string segment_id;  // the history segment to change
+  Action action = Action::kMask;  // what to do with it
   std::string placeholder;  // kMask: the text rendered instead (non-empty)
 };
 
@@ -58,14 +59,14 @@ struct SummaryEdit {
 // One edit a cost-aware policy considered, with what it would save and cost (see
 // CompactionExplanation). Tokens are the context's own counts.
 struct CompactionCandidate {
-  std::string segment_id;
+  std::string segment_id;  // the segment the edit would change
   std::string action;           // "mask", "drop-reasoning", "summarize", "evict"
   size_t tokens_removed = 0;    // input tokens the edit removes from every later request
   size_t invalidated_tokens = 0;  // history tokens from this segment on: re-prefilled if it is the boundary
   double expected_saving = 0;   // cached price x tokens_removed x turns it pays for
   double invalidation_cost = 0;  // (uncached - cached price) x tokens re-prefilled if it is the boundary
   std::string value;            // "stale", "superseded", "unused", "in use"
-  bool chosen = false;
+  bool chosen = false;  // in the planned edit
 };
 
 // Why a policy planned what it planned: the candidates it considered, its estimate of the remaining
@@ -75,8 +76,8 @@ struct CompactionExplanation {
   std::string mode;  // "limit", "trigger", "forced", "below-trigger" (the cost model alone)
   double remaining_turns = 0;   // estimated turns the context is still sent
   double horizon_turns = 0;     // turns a saving is counted over (at most remaining_turns)
-  double uncached_price = 1.0;
-  double cached_price = 0.1;
+  double uncached_price = 1.0;  // price of an uncached input token (the unit)
+  double cached_price = 0.1;  // price of a cached input token, relative to uncached
   size_t need_tokens = 0;       // tokens that had to go (0 below the trigger)
   std::vector<CompactionCandidate> candidates;  // in history order
   std::string boundary_segment_id;               // the chosen set's earliest segment
@@ -84,12 +85,14 @@ struct CompactionExplanation {
   size_t invalidated_tokens = 0;                 // of the chosen set: history tokens from the boundary on
   double expected_saving = 0;                    // of the chosen set
   double invalidation_cost = 0;                  // of the chosen set
+  // True when no policy filled it.
   bool empty() const { return mode.empty(); }
 };
 
+// A policy's plan: segment edits and summaries, applied together (Context::ApplyEdit).
 struct HistoryEdit {
-  std::vector<SegmentEdit> edits;
-  std::vector<SummaryEdit> summaries;
+  std::vector<SegmentEdit> edits;  // masks, evictions, dropped reasoning
+  std::vector<SummaryEdit> summaries;  // summaries replacing runs of segments
   // Optional: why the policy planned it, copied into the CompactionReport ("" and empty: the
   // context describes the trigger itself).
   std::string reason;
@@ -101,18 +104,18 @@ struct HistoryEdit {
 struct CompactionReport {
   std::string policy;  // "name@version" of the policy that planned it
   std::string reason;  // why it ran, e.g. "input 30,112 tokens above trigger 27,200"
-  int64_t turn = 0;
+  int64_t turn = 0;  // the context's turn when it ran
   size_t tokens_before = 0;  // input tokens of the request before the edit
-  size_t tokens_after = 0;
+  size_t tokens_after = 0;  // input tokens of the request after the edit
   std::string boundary_segment_id;  // earliest segment the edit touched
   size_t boundary_index = 0;        // its index among the history's segments
   // Tokens of the rendered history from the boundary on, before the edit: what the server has
   // cached and must now compute again.
   size_t invalidated_tokens = 0;
-  size_t masked = 0;
-  size_t evicted = 0;
+  size_t masked = 0;  // tool results masked
+  size_t evicted = 0;  // segments evicted
   size_t summarized = 0;  // segments folded into summaries
-  size_t reasoning_dropped = 0;
+  size_t reasoning_dropped = 0;  // assistant messages whose reasoning was dropped
   // Compaction rounds Context::Build() needed for this request (1 usually; see docs/compaction.md
   // for the bound).
   size_t rounds = 1;
@@ -132,12 +135,12 @@ std::string CompactionReportJson(const CompactionReport& report);
 struct CompactionInput {
   std::vector<const Segment*> history;  // rendered history segments (live or masked), in order
   size_t stable_tokens = 0;             // system, tools, index, docs
-  size_t volatile_tokens = 0;
-  size_t history_tokens = 0;
+  size_t volatile_tokens = 0;  // the volatile layer
+  size_t history_tokens = 0;  // the rendered history
   size_t total_tokens = 0;  // everything the request holds, overheads included
   size_t limit_tokens = 0;  // the budget's usable input: a request must not exceed it
-  size_t trigger_tokens = 0;
-  size_t target_tokens = 0;
+  size_t trigger_tokens = 0;  // the budget's trigger: compact above it
+  size_t target_tokens = 0;  // the budget's target: compact down to it
   size_t message_overhead_tokens = 0;  // counted per rendered message
   int64_t turn = 0;                    // the context's current turn
   bool forced = false;                 // Context::Compact(force=true)
@@ -149,6 +152,7 @@ struct CompactionInput {
   size_t Count(const std::string& text) const { return tokenizer ? tokenizer->Count(text) : text.size() / 4; }
 };
 
+// Plans compactions of a context's history (strata/compact.h has the built-in policies).
 class CompactionPolicy {
  public:
   virtual ~CompactionPolicy() = default;

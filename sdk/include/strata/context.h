@@ -73,6 +73,7 @@ struct HygieneOptions {
   size_t min_bytes = 256;
 };
 
+// How the stable layers become system messages.
 enum class SystemLayout : int {
   // All stable layers (system, index, docs) in one leading system message, joined by fixed
   // separators. Default.
@@ -81,10 +82,11 @@ enum class SystemLayout : int {
   kMessagePerSegment = 1,
 };
 
+// How a context renders its requests.
 struct RenderOptions {
   // The request's "model" field. Default "glm-5.3-flash".
   std::string model = "glm-5.3-flash";
-  SystemLayout system_layout = SystemLayout::kSingleMessage;
+  SystemLayout system_layout = SystemLayout::kSingleMessage;  // how the stable layers become system messages
   // Name of the assistant message field that replays past reasoning; "" drops past reasoning from
   // requests. Default "reasoning_content" (GLM, SGLang, vLLM chat templates read it).
   std::string reasoning_field = "reasoning_content";
@@ -96,8 +98,8 @@ struct RenderOptions {
 // One change to a context, as handed to a ContextJournal: segments created or altered (their full new
 // value), segments removed, and originals newly kept for recall. Volatile items never appear here.
 struct ContextChange {
-  std::vector<Segment> upserted;
-  std::vector<std::string> removed_ids;
+  std::vector<Segment> upserted;  // segments created or altered, with their full new value
+  std::vector<std::string> removed_ids;  // ids of segments removed
   // (recall_id, original content) pairs kept by this change.
   std::vector<std::pair<std::string, std::string>> originals;
   int64_t turn = 0;  // the context's turn counter after the change
@@ -111,6 +113,7 @@ struct ContextChange {
 class ContextJournal {
  public:
   virtual ~ContextJournal() = default;
+  // Records `change` durably; a non-OK status makes the context roll the change back.
   virtual Status Record(const ContextChange& change) = 0;
 };
 
@@ -118,13 +121,14 @@ class ContextJournal {
 struct ContextSnapshot {
   std::vector<Segment> segments;  // non-volatile segments, any order (they carry their ordering)
   std::vector<std::pair<std::string, std::string>> originals;  // (recall_id, content)
-  int64_t turn = 0;
+  int64_t turn = 0;  // the context's turn counter
 };
 
+// Everything a Context is created with (Context::Create).
 struct ContextOptions {
-  AgentIdentity agent;
-  RenderOptions render;
-  HygieneOptions hygiene;
+  AgentIdentity agent;  // who the agent is; agent.id must be non-empty
+  RenderOptions render;  // how requests render
+  HygieneOptions hygiene;  // append-time hygiene of tool results
   // Counts segment tokens. Not owned; must outlive the context. nullptr: a built-in estimator
   // (4 bytes per token), flagged as an estimate in every count.
   const Tokenizer* tokenizer = nullptr;
@@ -157,26 +161,29 @@ struct Document {
   int64_t order = 0;
 };
 
+// An assistant message to append (Context::AppendAssistant).
 struct AssistantMessage {
-  std::string content;
-  std::string reasoning;
-  std::vector<ToolCall> tool_calls;
+  std::string content;  // the visible answer
+  std::string reasoning;  // the reasoning, replayed under RenderOptions::reasoning_field
+  std::vector<ToolCall> tool_calls;  // tool calls; each must be answered before the next message
 };
 
+// A tool's output, answering a call of the last assistant message (Context::AppendToolResult).
 struct ToolResult {
   std::string tool_call_id;  // must name an open call of the last assistant message
-  std::string content;
+  std::string content;  // the output; hygiene may shorten what renders (the original is kept)
   // Force classification as an error log (e.g. non-zero exit status). Otherwise it is detected.
   bool is_error = false;
 };
 
 // A volatile-looking value found in a stable layer (rendering rule 8).
 struct LintWarning {
-  std::string segment_id;
-  Layer layer = Layer::kSystem;
+  std::string segment_id;  // the segment that holds it
+  Layer layer = Layer::kSystem;  // that segment's layer
   std::string what;     // "timestamp", "uuid" or "date phrase"
   size_t offset = 0;    // byte offset in the segment content
   std::string excerpt;  // the matched text
+  // One line naming the segment, the finding and how to fix it.
   std::string ToString() const;
 };
 
@@ -188,12 +195,14 @@ struct BuildOptions {
   std::vector<std::pair<std::string, std::string>> extra_fields;
 };
 
+// The size of one layer.
 struct LayerUsage {
-  size_t segments = 0;
+  size_t segments = 0;  // rendered segments
   size_t bytes = 0;   // rendered content bytes
   size_t tokens = 0;  // content tokens counted by the context's tokenizer
 };
 
+// A rendered request and what it holds (Context::Build).
 struct BuiltRequest {
   std::string body;  // the Chat Completions request body (canonical JSON)
   // body[0, stable_prefix_bytes) holds the model, the tools and the stable system message(s).
@@ -213,22 +222,24 @@ struct BuiltRequest {
   // The budget's usable input (0 when no budget is set); input_tokens never exceeds it.
   size_t limit_tokens = 0;
   bool tokens_estimated = true;  // counts came from an estimator
-  std::vector<LintWarning> warnings;
+  std::vector<LintWarning> warnings;  // volatile-looking values in stable layers (Context::Lint)
   // Set when Build() compacted the history before rendering this request.
   std::optional<CompactionReport> compaction;
 };
 
 // Counters of what the context did, for observability.
 struct ContextStats {
-  size_t segments = 0;
-  size_t turns = 0;
-  size_t truncated = 0;
-  size_t deduplicated = 0;
-  size_t folded = 0;
-  size_t bytes_saved_by_hygiene = 0;
-  LayerUsage layers[kLayerCount];
+  size_t segments = 0;  // segments in the context (all layers but volatile)
+  size_t turns = 0;  // assistant turns so far
+  size_t truncated = 0;  // tool results shortened to head and tail
+  size_t deduplicated = 0;  // tool results rendered as a reference to an identical earlier output
+  size_t folded = 0;  // error logs folded
+  size_t bytes_saved_by_hygiene = 0;  // bytes hygiene kept out of the requests
+  LayerUsage layers[kLayerCount];  // per layer, indexed by Layer
 };
 
+// An agent's context: layered segments rendered into byte-stable Chat Completions requests
+// (see the file comment). Not thread-safe: one thread at a time.
 class Context {
  public:
   // Validates `options` (agent.id non-empty, valid UTF-8 names, head_share in [0,1], known
@@ -243,6 +254,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
+  // The options the context was created with.
   const ContextOptions& options() const;
 
   // --- Stable layers ------------------------------------------------------------------------

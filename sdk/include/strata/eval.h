@@ -61,8 +61,9 @@ struct EvalOptions {
   std::function<void(const struct EvalTurn&, const std::string& body)> on_turn;
 };
 
+// One request of an evaluated trace.
 struct EvalTurn {
-  size_t turn = 0;
+  size_t turn = 0;  // index of the request in the trace
   size_t input_tokens = 0;     // exact: tokenizer(template(request))
   size_t counted_tokens = 0;   // the context's own count
   size_t reused_tokens = 0;    // served from the prefix-cache model
@@ -71,37 +72,43 @@ struct EvalTurn {
   size_t old_identifiers = 0;       // identifiers the next message uses, learned > age turns ago
   size_t old_identifiers_kept = 0;  // of those, still present in the request
   std::vector<std::string> lost_identifiers;  // the old identifiers the request no longer holds
-  std::optional<CompactionReport> compaction;
+  std::optional<CompactionReport> compaction;  // the compaction its build applied, if any
   std::string error;  // why the request could not be built (RESOURCE_EXHAUSTED), if it could not
 };
 
+// Totals over the requests of one trace (or several, with Add).
 struct EvalSummary {
-  size_t requests = 0;
-  size_t violations = 0;
-  size_t pairing_errors = 0;
+  size_t requests = 0;  // requests built or refused
+  size_t violations = 0;  // requests above the budget
+  size_t pairing_errors = 0;  // requests with unpaired tool calls
   size_t failed_builds = 0;  // requests the context refused to build (RESOURCE_EXHAUSTED)
-  size_t peak_tokens = 0;
-  double mean_tokens = 0;
-  uint64_t input_tokens = 0;
-  uint64_t reused_tokens = 0;
-  uint64_t uncached_tokens = 0;
+  size_t peak_tokens = 0;  // largest input_tokens
+  double mean_tokens = 0;  // input tokens per request
+  uint64_t input_tokens = 0;  // sum of input_tokens
+  uint64_t reused_tokens = 0;  // sum of reused_tokens
+  uint64_t uncached_tokens = 0;  // input tokens not served from cache
   double reuse_share = 0;  // reused / input
   double cost = 0;         // uncached + cached_price * reused
-  size_t compactions = 0;
-  uint64_t invalidated_tokens = 0;
-  size_t old_identifiers = 0;
-  size_t old_identifiers_kept = 0;
+  size_t compactions = 0;  // requests whose build compacted
+  uint64_t invalidated_tokens = 0;  // history tokens those compactions invalidated
+  size_t old_identifiers = 0;  // old identifiers the messages used
+  size_t old_identifiers_kept = 0;  // of those, still in the request
   double retention = 1;  // kept / old (1 when none)
   // Adds `other` (another trace's summary) into this one and recomputes the ratios.
   void Add(const EvalSummary& other);
+  // Computes the ratios (mean, reuse share, cost at `cached_price`, retention).
   void Finish(double cached_price);
 };
 
+// The evaluation of one trace.
 struct EvalResult {
-  EvalSummary summary;
-  std::vector<EvalTurn> turns;
+  EvalSummary summary;  // totals
+  std::vector<EvalTurn> turns;  // one per request
 };
 
+// Replays `messages` through a context under `options` (policy, budget, tokenizer and chat
+// template) and measures each request. INVALID_ARGUMENT without a tokenizer or for an unknown
+// policy; a message that cannot be appended fails with its line number.
 StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, const EvalOptions& options);
 
 }  // namespace strata

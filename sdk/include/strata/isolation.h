@@ -20,11 +20,12 @@
 
 namespace strata {
 
+// What may share cache blocks: requests with equal keys get the same cache_salt.
 struct IsolationKey {
-  std::string tenant;
-  std::string model_version;
-  std::string template_version;
-  std::string scope;
+  std::string tenant;  // the agent's tenant (AgentIdentity::tenant)
+  std::string model_version;  // AgentIdentity::model_version
+  std::string template_version;  // AgentIdentity::template_version
+  std::string scope;  // the agent's scope (AgentIdentity::scope)
   // Non-empty only for agents that must not share cache blocks with any other agent.
   std::string agent_id;
 };

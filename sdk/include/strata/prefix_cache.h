@@ -36,6 +36,7 @@
 
 namespace strata {
 
+// The shape of the modelled cache.
 struct PrefixCacheOptions {
   // Tokens per block. vLLM's default is 16; hybrid models such as GLM-5.3-Flash use large blocks
   // (e.g. 512). Must be > 0. Default 16.
@@ -49,7 +50,7 @@ struct PrefixCacheOptions {
 
 // The rendered prompt of a request and where each message starts in it.
 struct PromptText {
-  std::string text;
+  std::string text;  // the prompt as the chat template renders it
   // message_offsets[i]: byte offset of messages[i] in text. The tools block, when present, comes
   // first, at offset 0.
   std::vector<size_t> message_offsets;
@@ -66,10 +67,10 @@ StatusOr<PromptText> RenderPromptText(std::string_view request_body);
 
 // The block hash chain of a prompt under a salt.
 struct PromptBlocks {
-  std::string salt;
+  std::string salt;  // the cache salt the chain is seeded with
   std::vector<uint64_t> hashes;  // one per full block; hashes[i] covers blocks 0..i
   int64_t prompt_tokens = 0;     // tokens of the whole prompt
-  size_t block_tokens = 16;
+  size_t block_tokens = 16;  // tokens per block
   // Blocks that may be served from cache: servers always compute the last prompt token, so
   // only full blocks before it count, min(hashes.size(), (prompt_tokens - 1) / block_tokens).
   size_t cacheable_blocks = 0;
@@ -85,13 +86,17 @@ PromptBlocks HashPrompt(std::string_view text, std::string_view salt, const Toke
 PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view salt,
                            const PrefixCacheOptions& options);
 
+// A model of a server's prefix (KV) cache: block hash chains per salt, LRU eviction.
+// Thread-safe.
 class PrefixCacheModel {
  public:
+  // An empty cache.
   explicit PrefixCacheModel(PrefixCacheOptions options = {});
   ~PrefixCacheModel();
   PrefixCacheModel(const PrefixCacheModel&) = delete;
   PrefixCacheModel& operator=(const PrefixCacheModel&) = delete;
 
+  // The options it was created with.
   const PrefixCacheOptions& options() const;
 
   // Tokens a server would serve from cache: the number of leading cacheable blocks present,
@@ -103,6 +108,7 @@ class PrefixCacheModel {
   // Lookup then Insert, atomically (what a server does per request).
   int64_t LookupAndInsert(const PromptBlocks& blocks);
 
+  // Blocks held over all salts.
   size_t size_blocks() const;
   // Blocks currently held for `salt`.
   size_t blocks_for_salt(std::string_view salt) const;

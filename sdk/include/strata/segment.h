@@ -26,8 +26,10 @@ enum class Layer : int {
   kHistory = 4,   // the conversation; append-only between compactions
   kVolatile = 5,  // per-request data; always the last message, never persisted into history
 };
+// The number of layers (the size of arrays indexed by Layer).
 inline constexpr int kLayerCount = 6;
 
+// What a segment holds; decides how it renders (role, fields).
 enum class SegmentKind : int {
   kSystem = 0,
   kTools = 1,
@@ -42,6 +44,7 @@ enum class SegmentKind : int {
   kVolatile = 10,
 };
 
+// Whether a segment is rendered: live and masked ones are, evicted and summarized ones are not.
 enum class SegmentState : int {
   kLive = 0,        // rendered as it was appended (after append-time hygiene)
   kMasked = 1,      // replaced by a placeholder; original recallable
@@ -78,6 +81,7 @@ struct ToolCall {
   std::string arguments;  // the arguments string, byte for byte; never re-serialized
 };
 
+// One unit of context: a system prompt, a tool schema, a document, a message or a summary.
 struct Segment {
   std::string id;  // stable within its context: "s<seq>"
   uint64_t seq = 0;  // creation sequence number within the context, from 1
@@ -96,10 +100,10 @@ struct Segment {
   int64_t order = 0;                 // documents: the declared order key
   int64_t turn = 0;  // turn in which it was added (turn t starts with the t-th assistant message)
   size_t tokens = 0;  // tokens of the rendered content, counted by the context's tokenizer
-  bool pinned = false;
+  bool pinned = false;  // never edited by compaction; stable layers are always pinned
   bool sensitive = false;  // never logged or exported in clear by strata
-  SegmentState state = SegmentState::kLive;
-  HygieneAction hygiene = HygieneAction::kNone;
+  SegmentState state = SegmentState::kLive;  // rendered when kLive or kMasked
+  HygieneAction hygiene = HygieneAction::kNone;  // what append-time hygiene did to a tool result
   // Non-empty when the original content is kept in the recall store (Context::Recall).
   std::string recall_id;
   // kDeduplicated: the id of the tool call whose identical output this repeats.

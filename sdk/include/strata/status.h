@@ -51,6 +51,7 @@ enum class StatusCode : int {
 // "INVALID_ARGUMENT", "NOT_FOUND", ...; "UNKNOWN_CODE_<n>" for values outside the enum.
 std::string StatusCodeName(StatusCode code);
 
+// The outcome of a fallible call: OK, or a StatusCode with a message that says what was wrong.
 class [[nodiscard]] Status {
  public:
   // An OK status.
@@ -58,10 +59,14 @@ class [[nodiscard]] Status {
   // A status with `code` and `message`; a kOk code ignores the message.
   Status(StatusCode code, std::string message);
 
+  // An OK status (the same as Status()).
   static Status Ok() { return Status(); }
 
+  // True when the code is kOk.
   bool ok() const { return code_ == StatusCode::kOk; }
+  // The canonical code.
   StatusCode code() const { return code_; }
+  // The message (empty for OK).
   const std::string& message() const { return message_; }
   // "OK" or "<CODE_NAME>: <message>".
   std::string ToString() const;
@@ -79,6 +84,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// Writes ToString().
 std::ostream& operator<<(std::ostream& os, const Status& status);
 
 // Constructors for each non-OK code.
@@ -121,25 +127,32 @@ class [[nodiscard]] StatusOr {
                                                     !std::is_same_v<std::decay_t<U>, Status>>>
   StatusOr(U&& value) : value_(std::forward<U>(value)) {}  // NOLINT: implicit by design
 
+  // True when a value is held.
   bool ok() const { return status_.ok(); }
+  // OK when a value is held, else the error.
   const Status& status() const& { return status_; }
   Status status() && { return std::move(status_); }
 
+  // The value; aborts the process when an error is held (check ok() first).
   const T& value() const& {
     if (!ok()) internal::DieOnBadStatusAccess(status_);
     return *value_;
   }
+  // The value, movable in place; aborts when an error is held.
   T& value() & {
     if (!ok()) internal::DieOnBadStatusAccess(status_);
     return *value_;
   }
+  // The value, moved out; aborts when an error is held.
   T&& value() && {
     if (!ok()) internal::DieOnBadStatusAccess(status_);
     return std::move(*value_);
   }
+  // The value, as value().
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
+  // A pointer to the value, as &value().
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
 

@@ -24,6 +24,8 @@
 
 namespace strata {
 
+// Counts (and, when exact, encodes) tokens. Implementations: the estimator here, the exact
+// tokenizers of strata/tokenize.h.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

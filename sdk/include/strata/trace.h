@@ -26,11 +26,13 @@
 
 namespace strata {
 
+// The role of a trace message.
 enum class TraceRole { kSystem, kUser, kAssistant, kTool };
 
+// One message of a trajectory file (a line of OpenAI chat JSON).
 struct TraceMessage {
-  TraceRole role = TraceRole::kUser;
-  std::string content;
+  TraceRole role = TraceRole::kUser;  // the message's role
+  std::string content;  // the message text
   std::string reasoning;             // "reasoning_content" or "reasoning", if present
   std::vector<ToolCall> tool_calls;  // assistant
   std::string tool_call_id;          // tool
