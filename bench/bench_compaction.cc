@@ -6,7 +6,7 @@
 //                                [--budgets 8000,32000] [--policies strata,none,sliding,last-n]
 //                                [--traces DIR] [--threads 2] [--trigger 0.95] [--target 0.7]
 //                                [--cost-model on|off] [--prior TURNS] [--prior-weight W] [--margin M]
-//                                [--use-window TURNS]
+//                                [--use-window TURNS] [--mask-after-use on|off]
 //
 // Prints one Markdown table per budget: requests, budget violations, pairing errors, peak and mean
 // input tokens, prefix reuse share, uncached (prefill) tokens, cost = uncached + 0.1 x cached, the
@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   double prior = cost_defaults.prior_remaining_turns, prior_weight = cost_defaults.prior_weight;
   double margin = cost_defaults.below_trigger_margin;
   size_t use_window = cost_defaults.use_window_turns;
+  bool mask_after_use = cost_defaults.mask_after_use;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     else if (flag == "--prior-weight") prior_weight = std::atof(value.c_str());
     else if (flag == "--margin") margin = std::atof(value.c_str());
     else if (flag == "--use-window") use_window = static_cast<size_t>(std::atol(value.c_str()));
+    else if (flag == "--mask-after-use") mask_after_use = value == "on";
     else if (flag == "--tokens-per-identifier") tokens_per_identifier = static_cast<size_t>(std::atol(value.c_str()));
     else {
       std::cerr << "unknown flag " << flag << "\n";
@@ -111,7 +113,8 @@ int main(int argc, char** argv) {
   std::cout << "traces: " << traces.size() << " from " << traces_dir << "; tokenizer " << tokenizer_spec
             << "; template glm5; block 16 tokens; strata trigger " << trigger << ", target " << target
             << "; cost model " << (cost_model ? "on" : "off") << " (prior " << prior << " turns, weight "
-            << prior_weight << ", margin " << margin << ", use window " << use_window << ")\n";
+            << prior_weight << ", margin " << margin << ", use window " << use_window
+            << ", mask after use " << (mask_after_use ? "on" : "off") << ")\n";
   for (const std::string& budget_text : Split(budgets)) {
     const size_t budget = static_cast<size_t>(std::atol(budget_text.c_str()));
     struct Row {
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
           options.strata.prior_weight = prior_weight;
           options.strata.below_trigger_margin = margin;
           options.strata.use_window_turns = use_window;
+          options.strata.mask_after_use = mask_after_use;
           options.hygiene.fold_error_logs = fold;
           options.hygiene.deduplicate = dedupe;
           auto result = strata::EvaluateTrace(traces[i], options);

@@ -9,7 +9,8 @@ is marked). Then, in both directions, picks the best setting on one source and r
 other, next to the other source's own best and the hysteresis-only policy (cost model off).
 
   bench/compaction_cv.py --bench build/bench/bench_compaction --traces DIR \\
-      [--tokenizer estimate] [--budgets 8000,16000,32000]
+      [--tokenizer estimate] [--budgets 8000,16000,32000] [--priors 5,20] [--margins 1,3]
+      [--windows 3] [--after-use on,off]
 """
 import argparse
 import itertools
@@ -20,7 +21,7 @@ import sys
 
 def run(bench, tokenizer, traces, budgets, policies, extra):
     args = [bench, "--tokenizer", tokenizer, "--traces", traces, "--budgets", budgets,
-            "--policies", policies, "--threads", "1"] + extra
+            "--policies", policies, "--threads", "2"] + extra
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     rows, budget = {}, None
     for line in out.splitlines():
@@ -44,21 +45,24 @@ def main():
     p.add_argument("--priors", default="5,10,20,40")
     p.add_argument("--margins", default="1,2,4")
     p.add_argument("--windows", default="3")
+    p.add_argument("--after-use", default="on,off")
     a = p.parse_args()
     budgets = [int(b) for b in a.budgets.split(",")]
     sources = sorted(d for d in os.listdir(a.traces) if os.path.isdir(os.path.join(a.traces, d)))
-    grid = [("on", float(pr), float(m), int(w)) for pr, m, w in
-            itertools.product(a.priors.split(","), a.margins.split(","), a.windows.split(","))]
-    grid.append(("off", 10.0, 2.0, 3))
+    grid = [("on", float(pr), float(m), int(w), au) for pr, m, w, au in
+            itertools.product(a.priors.split(","), a.margins.split(","), a.windows.split(","),
+                              a.after_use.split(","))]
+    off = ("off", 10.0, 2.0, 3, "off")
+    grid.append(off)
     score = {}  # (source, setting) -> (mean relative cost, ok, detail)
     for source in sources:
         traces = os.path.join(a.traces, source)
         base = run(a.bench, a.tokenizer, traces, a.budgets, "none,sliding,last-n", [])
         for setting in grid:
-            model, prior, margin, window = setting
+            model, prior, margin, window, after_use = setting
             rows = run(a.bench, a.tokenizer, traces, a.budgets, "strata",
                        ["--cost-model", model, "--prior", str(prior), "--margin", str(margin),
-                        "--use-window", str(window)])
+                        "--use-window", str(window), "--mask-after-use", after_use])
             rel, ok, notes = [], True, []
             for b in budgets:
                 cheapest = min(base[(pol, b)]["cost"] for pol in ("none", "sliding", "last-n")
@@ -74,7 +78,8 @@ def main():
                     notes.append(f"{b}: retention {ret:.3f} < {best_ret:.3f}")
                 ok &= s["violations"] == 0 and s["pairing"] == 0 and ret >= best_ret - 1e-9
             score[(source, setting)] = (sum(rel) / len(rel), ok, rel)
-            print(f"{source:16} {model:3} prior {prior:5} margin {margin:4} window {window}: "
+            print(f"{source:16} {model:3} prior {prior:5} margin {margin:4} window {window} "
+                  f"after-use {after_use:3}: "
                   f"mean {sum(rel)/len(rel):.3f} " + " ".join(f"{r:.3f}" for r in rel) +
                   ("" if ok else "  (" + "; ".join(notes) + ")"), flush=True)
     print()
@@ -82,15 +87,16 @@ def main():
         cands = [s for s in grid if s[0] == "on" and score[(tune, s)][1]] or [s for s in grid if s[0] == "on"]
         best = min(cands, key=lambda s: score[(tune, s)][0])
         own = min((s for s in grid if s[0] == "on"), key=lambda s: score[(test, s)][0])
-        off = ("off", 10.0, 2.0, 3)
-        print(f"tuned on {tune}: prior {best[1]}, margin {best[2]}, window {best[3]} "
+        print(f"tuned on {tune}: prior {best[1]}, margin {best[2]}, window {best[3]}, after-use {best[4]} "
               f"(mean {score[(tune, best)][0]:.3f} there) -> on {test}: {score[(test, best)][0]:.3f} "
               f"[{' '.join(f'{r:.3f}' for r in score[(test, best)][2])}]; "
-              f"{test}'s own best {score[(test, own)][0]:.3f} (prior {own[1]}, margin {own[2]}); "
+              f"{test}'s own best {score[(test, own)][0]:.3f} (prior {own[1]}, margin {own[2]}, "
+              f"after-use {own[4]}); "
               f"cost model off {score[(test, off)][0]:.3f}")
     worst = min((s for s in grid if s[0] == "on"),
                 key=lambda s: max(score[(src, s)][0] for src in sources))
-    print(f"best worst-case over sources: prior {worst[1]}, margin {worst[2]}, window {worst[3]}: " +
+    print(f"best worst-case over sources: prior {worst[1]}, margin {worst[2]}, window {worst[3]}, "
+          f"after-use {worst[4]}: " +
           ", ".join(f"{src} {score[(src, worst)][0]:.3f}" for src in sources))
 
 

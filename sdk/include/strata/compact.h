@@ -122,6 +122,13 @@ struct StrataPolicyOptions {
   // Results the agent still uses are altered last: those sharing a path or two names with the
   // assistant messages of the last `use_window_turns` turns. Default 3.
   size_t use_window_turns = 3;
+  // Below the trigger, also mask results the agent has seen once and did not use: those that share
+  // no path and fewer than two names with the assistant messages after them (within
+  // use_window_turns), from the next request on, when that pays. Such a result is still at the end
+  // of what the server cached, so masking it re-prefills little; keep_turns and keep_tool_results
+  // then protect only the current turn and the latest result. Default true, chosen by
+  // cross-validation between two agent frameworks (docs/compaction.md, "Why these defaults").
+  bool mask_after_use = true;
 };
 
 std::unique_ptr<CompactionPolicy> MakeStrataPolicy(StrataPolicyOptions options = {});

@@ -1,6 +1,7 @@
 // Compaction policies: strata's (cache-aware, hysteresis, latest boundary) and the baselines.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -287,11 +288,19 @@ class StrataPolicy final : public CompactionPolicy {
     const size_t n = h.size();
     const auto calls = CallsById(h);
 
+    const bool below = need == 0;  // below the trigger: the cost model alone decides
+    // Below the trigger with mask_after_use, a result the agent has seen once and does not use is a
+    // candidate from the next request on: only what the server has not seen yet (the current turn)
+    // and the latest result stay protected.
+    const bool after_use = below && options_.cost_model && options_.mask_after_use;
+
     // Protection.
-    const int64_t keep_turns = relax > 0 ? 0 : static_cast<int64_t>(options_.keep_turns);
+    const int64_t keep_turns =
+        relax > 0 ? 0 : static_cast<int64_t>(after_use ? std::min<size_t>(options_.keep_turns, 1) : options_.keep_turns);
     const int64_t recent_turn = in.turn - keep_turns + 1;  // turns >= this are protected
     const size_t keep_results =
-        relax == 0 ? options_.keep_tool_results : (relax == 1 ? std::min<size_t>(options_.keep_tool_results, 1) : 0);
+        relax == 0 ? (after_use ? std::min<size_t>(options_.keep_tool_results, 1) : options_.keep_tool_results)
+                   : (relax == 1 ? std::min<size_t>(options_.keep_tool_results, 1) : 0);
     const bool keep_first_user = options_.keep_first_user && relax < 2;
     std::vector<bool> protect(n, false);
     size_t first_user = n;
@@ -312,19 +321,23 @@ class StrataPolicy final : public CompactionPolicy {
       protect[k] = p;
     }
 
-    const bool below = need == 0;  // below the trigger: the cost model alone decides
     const Economics econ = EstimateEconomics(in);
 
     // What the agent still uses: names and paths of the assistant messages (and their calls) of the
-    // last use_window_turns turns.
+    // last use_window_turns turns. Below the trigger with mask_after_use, a result is judged by the
+    // assistant messages after it only (its own call names what was asked, not what was used).
     std::set<std::string> recent_names;
+    std::map<int64_t, std::set<std::string>> names_by_turn;
     if (options_.cost_model) {
       const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
       for (const Segment* s : h) {
         if (s->turn < since || IsToolResult(*s) || s->kind == SegmentKind::kUser) continue;
         std::string text = s->content;
         for (const ToolCall& call : s->tool_calls) text += "\n" + call.arguments;
-        for (std::string& id : ExtractIdentifiers(text, 256)) recent_names.insert(std::move(id));
+        for (std::string& id : ExtractIdentifiers(text, 256)) {
+          recent_names.insert(id);
+          names_by_turn[s->turn].insert(std::move(id));
+        }
       }
     }
     // Results a later call with the same tool and arguments superseded (index of the later one).
@@ -369,27 +382,46 @@ class StrataPolicy final : public CompactionPolicy {
         } else if (options_.cost_model && superseded[i]) {
           use = Use::kSuperseded;
         } else if (options_.cost_model) {
+          auto used = [&](const std::string& id) {
+            if (!after_use) return recent_names.count(id) > 0;
+            for (auto it = names_by_turn.upper_bound(s.turn); it != names_by_turn.end(); ++it) {
+              if (it->second.count(id)) return true;
+            }
+            return false;
+          };
           size_t shared = 0;
           bool shared_path = false;
           for (const std::string& id : ExtractIdentifiers(s.content, 16)) {
-            if (!recent_names.count(id)) continue;
+            if (!used(id)) continue;
             ++shared;
             shared_path |= id.find('/') != std::string::npos;
           }
           if (call != nullptr) {
             for (const std::string& id : ExtractIdentifiers(call->arguments, 8)) {
-              shared_path |= id.find('/') != std::string::npos && recent_names.count(id) > 0;
+              shared_path |= id.find('/') != std::string::npos && used(id);
             }
           }
           if (shared_path || shared >= 2) use = Use::kInUse;
         }
         const bool stale = use == Use::kStale || use == Use::kSuperseded;
-        if (below && !stale) continue;  // below the trigger only what the agent no longer needs
+        // Below the trigger only what the agent no longer needs: stale or superseded results, and
+        // with mask_after_use those its latest turns do not use.
+        if (below && !stale && !(after_use && use == Use::kUnused)) continue;
+        // ...and only when its placeholder can list every name it mentions (nothing is lost).
+        if (below && use == Use::kUnused &&
+            ExtractIdentifiers(s.content, options_.placeholder_identifiers + 1).size() > options_.placeholder_identifiers) {
+          continue;
+        }
         if (below && s.tokens < 64) continue;  // not worth an invalidation on its own
         ensure_present();
-        const size_t identifiers = std::clamp<size_t>(
-            s.tokens / std::max<size_t>(1, options_.tokens_per_identifier), std::min<size_t>(8, options_.placeholder_identifiers),
-            options_.placeholder_identifiers);
+        // A result masked after one use may still be needed: its placeholder lists every name it
+        // can (up to placeholder_identifiers).
+        const size_t identifiers =
+            below && use == Use::kUnused
+                ? options_.placeholder_identifiers
+                : std::clamp<size_t>(s.tokens / std::max<size_t>(1, options_.tokens_per_identifier),
+                                     std::min<size_t>(8, options_.placeholder_identifiers),
+                                     options_.placeholder_identifiers);
         std::string placeholder = MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present);
         const size_t placeholder_tokens = in.Count(placeholder);
         if (placeholder_tokens + 8 >= s.tokens) continue;  // masking would not pay
@@ -403,9 +435,11 @@ class StrataPolicy final : public CompactionPolicy {
       }
     }
 
-    // tail[i]: history tokens from h[i] on (what a boundary at i invalidates).
+    // tail[i]: history tokens from h[i] on that the server has cached, i.e. what a boundary at i
+    // makes it prefill again. Segments of the current turn (added since the last request) are not
+    // counted: they are prefilled anyway.
     std::vector<size_t> tail(n + 1, 0);
-    for (size_t i = n; i-- > 0;) tail[i] = tail[i + 1] + MessageTokens(in, *h[i]);
+    for (size_t i = n; i-- > 0;) tail[i] = tail[i + 1] + (h[i]->turn < in.turn ? MessageTokens(in, *h[i]) : 0);
 
     // suffix[i]: what masking everything from candidate i on would free.
     std::vector<size_t> suffix(candidates.size() + 1, 0);
@@ -546,7 +580,7 @@ class StrataPolicy final : public CompactionPolicy {
       }
       if (freed < need) continue;
       for (size_t k = b; k < m; ++k) {
-        if (!take[k] && candidates[k].stale) {
+        if (!take[k] && (candidates[k].stale || below)) {  // below: every candidate is stale or unused
           take[k] = true;
           freed += candidates[k].saving;
         }

@@ -53,7 +53,11 @@ size_t CommonPrefix(const std::string& a, const std::string& b) {
 }
 
 TEST_CASE("the strata policy masks old tool results with informative placeholders", "[compact]") {
-  auto policy = MakeStrataPolicy();
+  // Above the trigger (masking after use, below it, narrows the protections by design; see
+  // cost_model_test.cc).
+  StrataPolicyOptions options;
+  options.mask_after_use = false;
+  auto policy = MakeStrataPolicy(options);
   auto context = BudgetedContext(policy.get(), 8000);
   REQUIRE(context->SetSystemPrompt("You are a coding agent.").ok());
   REQUIRE(context->AppendUser("Fix the bug in src/.").ok());
@@ -96,7 +100,10 @@ TEST_CASE("the strata policy masks old tool results with informative placeholder
 }
 
 TEST_CASE("compaction runs rarely: above the trigger, down to the target", "[compact]") {
-  auto policy = MakeStrataPolicy();
+  // Hysteresis alone: masking after use, below the trigger, is covered in cost_model_test.cc.
+  StrataPolicyOptions options;
+  options.mask_after_use = false;
+  auto policy = MakeStrataPolicy(options);
   auto context = BudgetedContext(policy.get(), 10000, 0.9, 0.5);
   REQUIRE(context->AppendUser("task").ok());
   size_t builds = 0;

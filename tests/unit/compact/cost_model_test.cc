@@ -24,14 +24,16 @@ struct History {
     s.tokens = tokens;
     segments.push_back(s);
   }
-  // One turn: an assistant message of 20 tokens calling bash(command), and its result.
-  void Turn(const std::string& command, size_t result_tokens) {
+  // One turn: an assistant message of 20 tokens calling bash(command), and its result. `said` and
+  // `output`, when given, replace the assistant's text and the result's filler.
+  void Turn(const std::string& command, size_t result_tokens, const std::string& said = "",
+            const std::string& output = "") {
     ++turn;
     Segment a;
     a.id = "a" + std::to_string(turn);
     a.kind = SegmentKind::kToolCall;
     a.turn = turn;
-    a.content = std::string(60, 'a');
+    a.content = said.empty() ? std::string(60, 'a') : said;
     a.tool_calls = {{"c" + std::to_string(turn), "bash", "{\"command\":\"" + command + "\"}"}};
     a.tokens = 20;
     segments.push_back(a);
@@ -42,7 +44,7 @@ struct History {
     r.name = "bash";
     r.tool_call_id = a.tool_calls[0].id;
     // Plain filler (no identifiers), so placeholders stay short: about 20 tokens.
-    r.content = std::string(result_tokens * 4, '.');
+    r.content = output.empty() ? std::string(result_tokens * 4, '.') : output;
     r.tokens = result_tokens;
     segments.push_back(r);
   }
@@ -51,13 +53,14 @@ struct History {
     for (const Segment& s : segments) total += s.tokens;
     return total;
   }
-  // Tokens of the history from segment `id` on: what a boundary there invalidates.
+  // Tokens of the history from segment `id` on that the server has cached (every turn before the
+  // current one): what a boundary there makes it prefill again.
   size_t TokensFrom(const std::string& id) const {
     size_t total = 0;
     bool on = false;
     for (const Segment& s : segments) {
       on |= s.id == id;
-      if (on) total += s.tokens;
+      if (on && s.turn < turn) total += s.tokens;
     }
     return total;
   }
@@ -80,6 +83,7 @@ StrataPolicyOptions HandOptions() {
   options.prior_remaining_turns = 10;
   options.prior_weight = 1;
   options.below_trigger_margin = 1;
+  options.mask_after_use = false;  // the cases below are about superseded outputs
   return options;
 }
 
@@ -113,14 +117,15 @@ TEST_CASE("cost model: a superseded 6K-token log early in a session is worth mas
   // Removes 6,000 minus a placeholder of at most 40 tokens.
   CHECK(x.tokens_removed >= 5960);
   CHECK(x.tokens_removed < 6000);
-  // Invalidates everything from r1 on: 6,000 + 8 x (20 + 200) + 20 + 300 = 8,080 tokens.
-  CHECK(x.invalidated_tokens == 8080);
+  // Invalidates what the server cached from r1 on: 6,000 + 8 x (20 + 200) = 7,760 tokens (turn 10,
+  // a10 and r10, was never sent: it is prefilled anyway).
+  CHECK(x.invalidated_tokens == 7760);
   CHECK(x.invalidated_tokens == h.TokensFrom("r1"));
-  // Saving 0.1 x removed x 10 turns (about 6,000) against (1 - 0.1) x (8,080 - removed) (about 1,850).
+  // Saving 0.1 x removed x 10 turns (about 6,000) against (1 - 0.1) x (7,760 - removed) (about 1,600).
   CHECK(x.expected_saving == Approx(0.1 * x.tokens_removed * 10));
-  CHECK(x.invalidation_cost == Approx(0.9 * (8080.0 - x.tokens_removed)));
+  CHECK(x.invalidation_cost == Approx(0.9 * (7760.0 - x.tokens_removed)));
   CHECK(x.expected_saving > 5900);
-  CHECK(x.invalidation_cost < 1900);
+  CHECK(x.invalidation_cost < 1650);
   CHECK_THAT(edit->reason, Catch::Contains("expected saving"));
 }
 
@@ -133,8 +138,8 @@ TEST_CASE("cost model: a small superseded output before a long tail is not worth
   h.Turn("pytest", 300);
   auto policy = MakeStrataPolicy(HandOptions());
   const CompactionInput in = h.Input();
-  // By hand: saving 0.1 x (300 - ~20) x 10 = ~280; cost 0.9 x (300 + 8 x 2,020 + 320 - ~280) =
-  // ~14,800. Not applied.
+  // By hand: saving 0.1 x (300 - ~20) x 10 = ~280; cost 0.9 x (300 + 8 x 2,020 - ~280) = ~14,560
+  // (turn 10 was never sent). Not applied.
   auto edit = policy->Plan(in);
   REQUIRE(edit.ok());
   CHECK(edit->empty());
@@ -163,14 +168,14 @@ TEST_CASE("cost model: superseded outputs worth masking only together, as one ba
   auto policy = MakeStrataPolicy(HandOptions());
 
   // Alone, masking r3 (C's first output) would save 0.1 x ~980 x 8 = ~784 and cost
-  // 0.9 x (1,000 + 3 x 620 - ~980) = ~1,690: not applied.
+  // 0.9 x (1,000 + 2 x 620 - ~980) = ~1,130 (turns 4 and 5; turn 6 was never sent): not applied.
   History alone = build(false);
   auto single = policy->Plan(alone.Input());
   REQUIRE(single.ok());
   CHECK(single->empty());
 
   // With A and B superseded too, the batch r1..r3 saves 0.1 x ~2,940 x 8 = ~2,350 and costs
-  // 0.9 x (3,000 + 2 x 20 + 3 x 620 - ~2,940) = ~1,770: the one invalidation pays for all three.
+  // 0.9 x (3,000 + 2 x 20 + 2 x 620 - ~2,940) = ~1,210: the one invalidation pays for all three.
   History batch = build(true);
   auto edit = policy->Plan(batch.Input());
   REQUIRE(edit.ok());
@@ -178,9 +183,9 @@ TEST_CASE("cost model: superseded outputs worth masking only together, as one ba
   const CompactionExplanation& x = edit->explanation;
   CHECK(x.remaining_turns == Approx(8));
   CHECK(x.invalidated_tokens == batch.TokensFrom("r1"));
-  CHECK(x.invalidated_tokens == 3000 + 2 * 20 + 3 * 620);
+  CHECK(x.invalidated_tokens == 3000 + 2 * 20 + 2 * 620);
   CHECK(x.expected_saving == Approx(0.1 * x.tokens_removed * 8));
-  CHECK(x.invalidation_cost == Approx(0.9 * (4900.0 - x.tokens_removed)));
+  CHECK(x.invalidation_cost == Approx(0.9 * (4280.0 - x.tokens_removed)));
   CHECK(x.expected_saving > x.invalidation_cost);
   // Each member alone would not pay: its own saving is below the cost of a boundary at it.
   size_t listed = 0;
@@ -258,6 +263,126 @@ TEST_CASE("below the trigger, Build compacts only when it pays, and says why", "
   auto next = context->Build();
   REQUIRE(next.ok());
   CHECK_FALSE(next->compaction);
+}
+
+StrataPolicyOptions AfterUseOptions() {
+  StrataPolicyOptions options = HandOptions();
+  options.keep_turns = 2;         // the defaults: mask_after_use narrows them below the trigger
+  options.keep_tool_results = 3;
+  options.mask_after_use = true;
+  return options;
+}
+
+TEST_CASE("mask after use: a result seen once and not used is worth masking at the next request",
+          "[compact][cost]") {
+  History h;
+  h.User(100);
+  // r1 answers `cat src/app/models.py`; the agent's next message (a2) mentions nothing of it.
+  h.Turn("cat src/app/models.py", 800, "",
+         "class UserModel:\n    pass\n" + std::string(3140, '.'));
+  h.Turn("ls", 200);  // turn 2, the current one: a2 and r2 were never sent
+  const CompactionInput in = h.Input();
+  auto edit = MakeStrataPolicy(AfterUseOptions())->Plan(in);
+  REQUIRE(edit.ok());
+  CHECK(Masked(*edit) == std::vector<std::string>{"r1"});
+  // By hand: 2 turns so far, prior 10 with weight 1 -> (10 + 2) / 2 = 6 remaining turns. r1 is the
+  // last thing the server cached: a boundary there re-prefills only r1 itself (800 tokens), and
+  // masking removes all but its placeholder: cost 0.9 x (800 - removed) = 0.9 x placeholder.
+  const CompactionExplanation& x = edit->explanation;
+  CHECK(x.mode == "below-trigger");
+  CHECK(x.remaining_turns == Approx(6));
+  CHECK(x.invalidated_tokens == 800);
+  CHECK(x.invalidated_tokens == h.TokensFrom("r1"));
+  CHECK(x.tokens_removed > 700);
+  CHECK(x.expected_saving == Approx(0.1 * x.tokens_removed * 6));
+  CHECK(x.invalidation_cost == Approx(0.9 * (800.0 - x.tokens_removed)));
+  CHECK(x.invalidation_cost < 90);
+  CHECK(x.expected_saving > 420);
+  for (const CompactionCandidate& c : x.candidates) {
+    if (c.segment_id == "r1") CHECK(c.value == "unused");
+  }
+  // The placeholder keeps the names the output defined.
+  CHECK_THAT(edit->edits[0].placeholder, Catch::Contains("UserModel"));
+
+  // Off: the same history is left alone below the trigger (r1 is neither stale nor superseded).
+  StrataPolicyOptions off = AfterUseOptions();
+  off.mask_after_use = false;
+  auto none = MakeStrataPolicy(off)->Plan(in);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+}
+
+TEST_CASE("mask after use: a result the agent mentions after seeing it stays", "[compact][cost]") {
+  History h;
+  h.User(100);
+  h.Turn("cat src/app/models.py", 800, "",
+         "class UserModel:\n    pass\n" + std::string(3140, '.'));
+  h.Turn("sed -i s/pass/id=1/ src/app/models.py", 200, "UserModel lacks an id; edit src/app/models.py");
+  auto edit = MakeStrataPolicy(AfterUseOptions())->Plan(h.Input());
+  REQUIRE(edit.ok());
+  CHECK(edit->empty());
+}
+
+TEST_CASE("mask after use: a small unused result before a long cached tail is not worth it",
+          "[compact][cost]") {
+  History h;
+  h.User(100);
+  h.Turn("ls", 100);  // r1: unused, small
+  h.Turn("cat src/app/models.py", 6000, "", "class UserModel:\n" + std::string(23940, '.'));
+  h.Turn("grep id src/app/models.py", 200, "UserModel in src/app/models.py needs an id");  // uses r2
+  // By hand: 3 turns, (10 + 3) / 2 = 6.5 remaining. Masking r1 saves 0.1 x (100 - ~20) x 6.5 = ~52;
+  // a boundary at r1 re-prefills r1, a2 and r2: 0.9 x (100 + 20 + 6,000 - ~80) = ~5,440. r2 is in
+  // use, so it is not a candidate. Nothing pays.
+  auto edit = MakeStrataPolicy(AfterUseOptions())->Plan(h.Input());
+  REQUIRE(edit.ok());
+  CHECK(edit->empty());
+}
+
+TEST_CASE("mask after use in Build: each unused result is masked at the next request, the cached prefix kept",
+          "[compact][cost]") {
+  StrataPolicyOptions policy_options;  // the defaults
+  REQUIRE(policy_options.mask_after_use);
+  auto policy = MakeStrataPolicy(policy_options);
+  ContextOptions options;
+  options.agent.id = "after-use";
+  options.message_overhead_tokens = 0;
+  Budget budget;
+  budget.window = 100000;
+  budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+  options.budget = budget;
+  options.compaction = policy.get();
+  options.hygiene.deduplicate = false;
+  options.hygiene.fold_error_logs = false;
+  auto context = testing::NewContext(options);
+  REQUIRE(context->AppendUser("Fix the failing test.").ok());
+  auto turn = [&](int t, const std::string& said, const std::string& command, const std::string& output) {
+    const std::string id = "c" + std::to_string(t);
+    REQUIRE(context->AppendAssistant({said, "", {{id, "bash", "{\"command\":\"" + command + "\"}"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, output, false}).ok());
+  };
+  turn(1, "look around", "ls -R", std::string(4000, '.'));
+  auto first = context->Build();
+  REQUIRE(first.ok());
+  CHECK_FALSE(first->compaction);  // nothing seen yet
+  turn(2, "read the model", "cat src/app/models.py", "class UserModel:\n" + std::string(4000, '.'));
+  auto second = context->Build();
+  REQUIRE(second.ok());
+  REQUIRE(second->compaction);  // the listing was seen and not used: masked
+  CHECK(second->compaction->masked == 1);
+  CHECK(second->compaction->explanation.invalidated_tokens <= 1000);  // the listing only
+  CHECK_THAT(second->compaction->reason, Catch::Contains("below the trigger"));
+  // The agent works on the model it read: that result stays.
+  turn(3, "UserModel lacks an id; edit src/app/models.py", "sed -i s/x/y/ src/app/models.py", "done");
+  auto third = context->Build();
+  REQUIRE(third.ok());
+  CHECK_FALSE(third->compaction);
+  bool model_live = false;
+  for (const Segment& s : context->Segments()) {
+    if (s.kind == SegmentKind::kToolResult && s.content.rfind("class UserModel", 0) == 0) {
+      model_live = s.state == SegmentState::kLive;
+    }
+  }
+  CHECK(model_live);
 }
 
 }  // namespace
