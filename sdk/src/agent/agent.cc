@@ -694,11 +694,12 @@ class Agent::Impl {
     call.degradation = &degrade;
     Status sent = shared_.transport->Send(built->body, call, &turn.response);
     degrade.Apply(&rec);
+    const bool forked = degrade.child() != nullptr && degrade.sent().has_value();
     for (const CompactionReport& c : degrade.compactions()) {
       turn.compactions.push_back(c);
       WriteEvent("compaction", CompactionReportJson(c));
     }
-    if (degrade.child() != nullptr && degrade.sent()) {
+    if (forked) {
       // The fork's request was sent: its blocks are what the server now holds; this agent's own
       // history was not sent, so its previous request stays the reference for prefix breaks.
       StatusOr<std::string> child_prompt = PromptOf(degrade.sent()->body);
@@ -727,7 +728,7 @@ class Agent::Impl {
                                                  : blocks.prompt_tokens;
     if (!sent.ok()) return fail(sent);
 
-    if (degrade.child() != nullptr && degrade.sent()) {
+    if (forked) {
       AssistantMessage reply;
       reply.content = resp.content;
       reply.reasoning = resp.reasoning;
@@ -775,14 +776,17 @@ class Agent::Impl {
     }
     if (turn.prefix_break) WriteEvent("prefix_break", PrefixBreakToJson(*turn.prefix_break));
 
-    if (degrade.child() == nullptr || !degrade.sent()) {
+    PromptBlocks saved = blocks;
+    if (forked) {
+      saved.hashes = prev_hashes_;  // this agent's own last request stays the reference
+    } else {
       prev_hashes_.assign(
           blocks.hashes.begin(),
           blocks.hashes.begin() + std::min<size_t>(history_blocks, blocks.hashes.size()));
     }
     prev_history_blocks_ = history_blocks;
     prev_signatures_ = std::move(sigs);
-    SaveCacheState(blocks).IgnoreError();
+    SaveCacheState(saved).IgnoreError();
     WriteRecord(rec);
     int64_t invalidated = 0;
     for (const CompactionReport& c : turn.compactions)
