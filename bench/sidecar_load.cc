@@ -13,6 +13,8 @@
 //   sidecar_load [--agents 200] [--turns 30] [--concurrency 32] [--modes direct,grpc,proxy]
 //                [--soak-minutes 0] [--json FILE] [--sim PATH] [--sidecar PATH]
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,9 +23,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,15 +33,12 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "strata/v1/context_service.grpc.pb.h"
 
@@ -215,8 +214,8 @@ double MsSince(Clock::time_point t) {
 }
 
 json ChatBody(const json& messages) {
-  return json{{"model", "glm-5.3-flash"}, {"messages", messages}, {"max_tokens", 64},
-              {"stream", false}};
+  return json{
+      {"model", "glm-5.3-flash"}, {"messages", messages}, {"max_tokens", 64}, {"stream", false}};
 }
 
 // One agent's conversation POSTed whole every turn to `host:port` (strata-sim or the proxy).
@@ -393,7 +392,9 @@ int main(int argc, char** argv) {
   if (o.agents < 1 || o.turns < 1 || o.concurrency < 1) {
     Die("--agents, --turns and --concurrency must be >= 1");
   }
-  auto has_mode = [&](const char* m) { return ("," + o.modes + ",").find(std::string(",") + m + ",") != std::string::npos; };
+  auto has_mode = [&](const char* m) {
+    return ("," + o.modes + ",").find(std::string(",") + m + ",") != std::string::npos;
+  };
 
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("strata-sidecar-load-" + std::to_string(::getpid())))
@@ -423,23 +424,29 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const int64_t rss_start = sidecar.RssKib();
 
-  std::printf("sidecar_load: %d agents x %d turns, concurrency %d; strata-sim %s:%d, sidecar grpc %s"
-              ", http %s\n",
-              o.agents, o.turns, o.concurrency, sim_host.c_str(), sim_port, grpc_address.c_str(),
-              http_address.empty() ? "(none)" : http_address.c_str());
+  std::printf(
+      "sidecar_load: %d agents x %d turns, concurrency %d; strata-sim %s:%d, sidecar grpc %s"
+      ", http %s\n",
+      o.agents, o.turns, o.concurrency, sim_host.c_str(), sim_port, grpc_address.c_str(),
+      http_address.empty() ? "(none)" : http_address.c_str());
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<strata::v1::ContextService::Stub>> stubs;
   for (int t = 0; t < o.concurrency; ++t) {
     grpc::ChannelArguments args;
-    args.SetInt("grpc.channel_id", t);  // distinct connections, one per worker, like separate agents
+    args.SetInt("grpc.channel_id",
+                t);  // distinct connections, one per worker, like separate agents
     channels.push_back(
         grpc::CreateCustomChannel(grpc_address, grpc::InsecureChannelCredentials(), args));
     stubs.push_back(strata::v1::ContextService::NewStub(channels.back()));
   }
-  auto stub_for = [&](int agent) { return stubs[static_cast<size_t>(agent % o.concurrency)].get(); };
+  auto stub_for = [&](int agent) {
+    return stubs[static_cast<size_t>(agent % o.concurrency)].get();
+  };
 
-  json report{{"agents", o.agents}, {"turns", o.turns}, {"concurrency", o.concurrency},
+  json report{{"agents", o.agents},
+              {"turns", o.turns},
+              {"concurrency", o.concurrency},
               {"runs", json::array()}};
   RunResult direct;
   bool have_direct = false;
@@ -491,7 +498,8 @@ int main(int argc, char** argv) {
     std::printf(", after proxy %.1f MiB (%+.1f KiB per agent)", rss_after_proxy / 1024.0,
                 static_cast<double>(rss_after_proxy - base) / o.agents);
     report["rss_after_proxy_kib"] = rss_after_proxy;
-    report["rss_growth_per_agent_proxy_kib"] = static_cast<double>(rss_after_proxy - base) / o.agents;
+    report["rss_growth_per_agent_proxy_kib"] =
+        static_cast<double>(rss_after_proxy - base) / o.agents;
   }
   std::printf("\n");
 
@@ -499,20 +507,26 @@ int main(int argc, char** argv) {
     // The same load again and again: the soak agents are deleted after each round and created
     // again by the next, so a flat RSS means nothing is kept per request or per deleted agent.
     json rounds = json::array();
-    const auto soak_end = Clock::now() + std::chrono::duration<double, std::ratio<60>>(o.soak_minutes);
+    const auto soak_end =
+        Clock::now() + std::chrono::duration<double, std::ratio<60>>(o.soak_minutes);
     for (int round = 1; Clock::now() < soak_end; ++round) {
       RunResult r = RunAgents("soak", o, [&](int a, std::vector<Sample>* s, std::string* e) {
         GrpcAgent(stub_for(a), "soak-" + std::to_string(a), a, o, s, e);
         DeleteAgent(stub_for(a), "soak-" + std::to_string(a));
       });
       const int64_t rss = sidecar.RssKib();
-      std::printf("soak round %2d: %6zu req %3lld err %8.1f req/s p50 %6.2f ms p99 %6.2f ms  RSS %.1f MiB\n",
-                  round, r.ms.size(), static_cast<long long>(r.errors),
-                  static_cast<double>(r.ms.size()) / r.seconds, Percentile(r.ms, 0.5),
-                  Percentile(r.ms, 0.99), rss / 1024.0);
+      std::printf(
+          "soak round %2d: %6zu req %3lld err %8.1f req/s p50 %6.2f ms p99 %6.2f ms  RSS %.1f "
+          "MiB\n",
+          round, r.ms.size(), static_cast<long long>(r.errors),
+          static_cast<double>(r.ms.size()) / r.seconds, Percentile(r.ms, 0.5),
+          Percentile(r.ms, 0.99), rss / 1024.0);
       std::fflush(stdout);
-      rounds.push_back({{"round", round}, {"requests", r.ms.size()}, {"errors", r.errors},
-                        {"p50_ms", Percentile(r.ms, 0.5)}, {"p99_ms", Percentile(r.ms, 0.99)},
+      rounds.push_back({{"round", round},
+                        {"requests", r.ms.size()},
+                        {"errors", r.errors},
+                        {"p50_ms", Percentile(r.ms, 0.5)},
+                        {"p99_ms", Percentile(r.ms, 0.99)},
                         {"rss_kib", rss}});
     }
     report["soak_minutes"] = o.soak_minutes;

@@ -83,14 +83,14 @@ StatusOr<MetricsConfig> ParseMetricsConfig(const json& metrics) {
     return Status();
   };
   static const std::set<std::string> kKnown = {
-      "kv_capacity_bytes", "kv_bytes_per_token", "kv_alert_ratio",         "long_request_tokens",
-      "long_share_window_s", "long_share_alert", "long_share_min_requests"};
+      "kv_capacity_bytes",   "kv_bytes_per_token", "kv_alert_ratio",         "long_request_tokens",
+      "long_share_window_s", "long_share_alert",   "long_share_min_requests"};
   for (auto it = metrics.begin(); it != metrics.end(); ++it) {
     if (kKnown.count(it.key()) == 0) {
       std::string known;
       for (const std::string& k : kKnown) known += (known.empty() ? "" : ", ") + k;
-      return InvalidArgumentError("metrics." + it.key() + ": unknown key (known keys here: " +
-                                  known + ")");
+      return InvalidArgumentError("metrics." + it.key() +
+                                  ": unknown key (known keys here: " + known + ")");
     }
   }
   STRATA_RETURN_IF_ERROR(integer("kv_capacity_bytes", 0, &c.kv_capacity_bytes));
@@ -135,9 +135,9 @@ class SidecarMetrics::Impl {
     auto gauge = [&](const char* name, const char* help, std::vector<std::string> labels = {}) {
       return registry.AddGauge(name, help, std::move(labels)).value();
     };
-    requests = counter("strata_sidecar_requests_total",
-                       "Completed model requests by finish reason.", {"tenant", "pool",
-                                                                      "finish_reason"});
+    requests =
+        counter("strata_sidecar_requests_total", "Completed model requests by finish reason.",
+                {"tenant", "pool", "finish_reason"});
     errors = counter("strata_sidecar_errors_total", "Failed requests and calls by status code.",
                      {"tenant", "pool", "code"});
     input_tokens = histogram("strata_sidecar_input_tokens", "Input (prompt) tokens per request.",
@@ -162,21 +162,20 @@ class SidecarMetrics::Impl {
     retries = counter("strata_sidecar_retries_total", "Retried attempts of model requests.", tp);
     degradations = counter("strata_sidecar_degradations_total",
                            "Requests a length pool degraded, by step.", {"tenant", "pool", "step"});
-    compactions = counter("strata_sidecar_compactions_total", "Compactions before a request.",
-                          {"tenant"});
+    compactions =
+        counter("strata_sidecar_compactions_total", "Compactions before a request.", {"tenant"});
     tokens_saved = counter("strata_sidecar_compaction_tokens_saved_total",
                            "Input tokens removed by compaction (before - after).", {"tenant"});
     invalidated = counter("strata_sidecar_compaction_invalidated_tokens_total",
                           "Cached prompt tokens compaction invalidated.", {"tenant"});
-    prefix_breaks = counter("strata_sidecar_prefix_breaks_total",
-                            "Requests that reused less of the cached prefix, by cause.",
-                            {"tenant", "reason"});
+    prefix_breaks =
+        counter("strata_sidecar_prefix_breaks_total",
+                "Requests that reused less of the cached prefix, by cause.", {"tenant", "reason"});
     agents = gauge("strata_sidecar_agents", "Agents stored for the tenant.", {"tenant"});
-    in_flight = gauge("strata_sidecar_requests_in_flight", "Model requests in flight.",
-                      {"tenant"});
-    long_requests = counter("strata_sidecar_long_requests_total",
-                            "Requests of at least long_request_tokens (input + max output).",
-                            {"tenant"});
+    in_flight = gauge("strata_sidecar_requests_in_flight", "Model requests in flight.", {"tenant"});
+    long_requests =
+        counter("strata_sidecar_long_requests_total",
+                "Requests of at least long_request_tokens (input + max output).", {"tenant"});
     kv_bytes = &gauge("strata_sidecar_kv_bytes_in_flight",
                       "Estimated KV cache bytes of the requests in flight.")
                     ->WithLabels({});
@@ -189,9 +188,9 @@ class SidecarMetrics::Impl {
     long_share = &gauge("strata_sidecar_long_request_share",
                         "Share of long requests among those begun in the window.")
                       ->WithLabels({});
-    kv_alert_gauge = &gauge("strata_sidecar_kv_watermark_alert",
-                            "1 while KV usage is above kv_alert_ratio.")
-                          ->WithLabels({});
+    kv_alert_gauge =
+        &gauge("strata_sidecar_kv_watermark_alert", "1 while KV usage is above kv_alert_ratio.")
+             ->WithLabels({});
     long_alert_gauge = &gauge("strata_sidecar_long_share_alert",
                               "1 while the long-request share is above long_share_alert.")
                             ->WithLabels({});
@@ -220,10 +219,10 @@ class SidecarMetrics::Impl {
   // Updates the gauges and alert states; returns the warnings of alerts that rose. Requires mu.
   std::vector<std::string> EvaluateLocked() {
     std::vector<std::string> rose;
-    const double usage = config.kv_capacity_bytes > 0
-                             ? static_cast<double>(kv_in_flight) /
-                                   static_cast<double>(config.kv_capacity_bytes)
-                             : 0;
+    const double usage =
+        config.kv_capacity_bytes > 0
+            ? static_cast<double>(kv_in_flight) / static_cast<double>(config.kv_capacity_bytes)
+            : 0;
     kv_bytes->Set(static_cast<double>(kv_in_flight));
     kv_usage->Set(usage);
     const bool kv_now = config.kv_capacity_bytes > 0 && usage > config.kv_alert_ratio;
@@ -277,9 +276,9 @@ class SidecarMetrics::Impl {
     int64_t long_count = 0;
   };
   mutable std::mutex mu;
-  std::vector<Slot> window;  // guarded by mu; one slot per second of the window, by second % size
-  int64_t kv_in_flight = 0;  // guarded by mu
-  bool kv_alert_on = false;  // guarded by mu
+  std::vector<Slot> window;    // guarded by mu; one slot per second of the window, by second % size
+  int64_t kv_in_flight = 0;    // guarded by mu
+  bool kv_alert_on = false;    // guarded by mu
   bool long_alert_on = false;  // guarded by mu
 };
 
@@ -313,7 +312,8 @@ void SidecarMetrics::InFlight::End() {
 SidecarMetrics::InFlight SidecarMetrics::Begin(std::string_view tenant, int64_t input_tokens,
                                                int64_t max_output_tokens) {
   const MetricsConfig& c = impl_->config;
-  const int64_t tokens = std::max<int64_t>(0, input_tokens) + std::max<int64_t>(0, max_output_tokens);
+  const int64_t tokens =
+      std::max<int64_t>(0, input_tokens) + std::max<int64_t>(0, max_output_tokens);
   const bool is_long = tokens >= c.long_request_tokens;
   InFlight handle;
   handle.metrics_ = this;
@@ -384,17 +384,20 @@ void SidecarMetrics::ObserveTurn(std::string_view tenant, const strata::Turn& tu
     if (turn.prefix_break->kind == PrefixBreakEvent::Kind::kServerShortfall) {
       reasons.insert("server evicted or mismatched");
     }
-    for (const std::string& cause : turn.break_causes) reasons.insert(PrefixBreakReasonLabel(cause));
+    for (const std::string& cause : turn.break_causes)
+      reasons.insert(PrefixBreakReasonLabel(cause));
     if (reasons.empty()) reasons.insert(PrefixBreakReasonLabel(turn.prefix_break->reason));
-    for (const std::string& reason : reasons) m.prefix_breaks->WithLabels({tenant, reason}).Increment();
+    for (const std::string& reason : reasons)
+      m.prefix_breaks->WithLabels({tenant, reason}).Increment();
   }
 }
 
 void SidecarMetrics::ObserveError(std::string_view tenant, std::string_view pool,
                                   strata::StatusCode code) {
   // A call refused before authentication has no tenant.
-  impl_->errors->WithLabels({tenant.empty() ? std::string_view(kNoPool) : tenant, PoolLabel(pool),
-                             StatusCodeName(code)})
+  impl_->errors
+      ->WithLabels({tenant.empty() ? std::string_view(kNoPool) : tenant, PoolLabel(pool),
+                    StatusCodeName(code)})
       .Increment();
 }
 

@@ -16,10 +16,10 @@
 //
 // The exposition: one "# HELP" and one "# TYPE" line per family (HELP text with '\' and newline
 // escaped), families in registration order (snapshots: in the order given), series sorted by their
-// label values, labels in the order the family declared them, label values with '\', '"' and newline
-// escaped; histograms as cumulative <name>_bucket{...,le="<bound>"} series ending with le="+Inf",
-// then <name>_sum and <name>_count. Values print as the shortest decimal that reads back exactly;
-// infinities and NaN as +Inf, -Inf and NaN.
+// label values, labels in the order the family declared them, label values with '\', '"' and
+// newline escaped; histograms as cumulative <name>_bucket{...,le="<bound>"} series ending with
+// le="+Inf", then <name>_sum and <name>_count. Values print as the shortest decimal that reads back
+// exactly; infinities and NaN as +Inf, -Inf and NaN.
 //
 // Thread safety: MetricRegistry and the families are thread-safe. The Counter, Gauge and Histogram
 // references that WithLabels() returns stay valid for the registry's lifetime (series are never

@@ -14,7 +14,8 @@ namespace strata {
 namespace {
 
 bool IsNameStart(char c, bool colon_allowed) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon_allowed && c == ':');
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+         (colon_allowed && c == ':');
 }
 
 bool IsNameChar(char c, bool colon_allowed) {
@@ -169,8 +170,8 @@ Status ValidateMetricFamily(const MetricFamilySnapshot& family) {
       }
     }
   } else if (!family.bucket_bounds.empty()) {
-    return InvalidArgumentError(where + "bucket bounds given for a " +
-                                MetricTypeName(family.type) + " (only histograms have buckets)");
+    return InvalidArgumentError(where + "bucket bounds given for a " + MetricTypeName(family.type) +
+                                " (only histograms have buckets)");
   }
   for (const MetricSeries& s : family.series) {
     if (s.label_values.size() != family.label_names.size()) {
@@ -205,9 +206,10 @@ StatusOr<std::string> RenderPrometheusText(const std::vector<MetricFamilySnapsho
     std::vector<const MetricSeries*> sorted;
     sorted.reserve(f.series.size());
     for (const MetricSeries& s : f.series) sorted.push_back(&s);
-    std::stable_sort(sorted.begin(), sorted.end(), [](const MetricSeries* a, const MetricSeries* b) {
-      return a->label_values < b->label_values;
-    });
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const MetricSeries* a, const MetricSeries* b) {
+                       return a->label_values < b->label_values;
+                     });
     for (const MetricSeries* s : sorted) {
       if (f.type != MetricType::kHistogram) {
         out += f.name;
@@ -219,9 +221,9 @@ StatusOr<std::string> RenderPrometheusText(const std::vector<MetricFamilySnapsho
       for (size_t i = 0; i <= f.bucket_bounds.size(); ++i) {
         cumulative += s->bucket_counts[i];
         out += f.name + "_bucket";
-        WriteLabels(&out, f.label_names, s->label_values, "le",
-                    i < f.bucket_bounds.size() ? FormatPrometheusValue(f.bucket_bounds[i])
-                                               : "+Inf");
+        WriteLabels(
+            &out, f.label_names, s->label_values, "le",
+            i < f.bucket_bounds.size() ? FormatPrometheusValue(f.bucket_bounds[i]) : "+Inf");
         out += " " + std::to_string(cumulative) + "\n";
       }
       out += f.name + "_sum";
@@ -394,8 +396,7 @@ class HistogramFamilyImpl final : public HistogramFamily {
                        [this] { return std::make_unique<Histogram::Cell>(&info_.bounds); });
   }
   MetricFamilySnapshot Snapshot() const {
-    MetricFamilySnapshot f{info_.name, info_.help,        info_.type,
-                           info_.label_names, info_.bounds, {}};
+    MetricFamilySnapshot f{info_.name, info_.help, info_.type, info_.label_names, info_.bounds, {}};
     series_.ForEach([&](const std::vector<std::string>& values, const Histogram& h) {
       MetricSeries s = h.Snapshot();
       s.label_values = values;
@@ -445,8 +446,8 @@ MetricRegistry::~MetricRegistry() = default;
 
 StatusOr<CounterFamily*> MetricRegistry::AddCounter(std::string name, std::string help,
                                                     std::vector<std::string> label_names) {
-  FamilyInfo info{std::move(name), std::move(help), MetricType::kCounter, std::move(label_names),
-                  {}};
+  FamilyInfo info{
+      std::move(name), std::move(help), MetricType::kCounter, std::move(label_names), {}};
   std::lock_guard<std::mutex> lock(impl_->mu);
   STRATA_RETURN_IF_ERROR(impl_->Check(info));
   Impl::Entry e;
@@ -459,8 +460,7 @@ StatusOr<CounterFamily*> MetricRegistry::AddCounter(std::string name, std::strin
 
 StatusOr<GaugeFamily*> MetricRegistry::AddGauge(std::string name, std::string help,
                                                 std::vector<std::string> label_names) {
-  FamilyInfo info{std::move(name), std::move(help), MetricType::kGauge, std::move(label_names),
-                  {}};
+  FamilyInfo info{std::move(name), std::move(help), MetricType::kGauge, std::move(label_names), {}};
   std::lock_guard<std::mutex> lock(impl_->mu);
   STRATA_RETURN_IF_ERROR(impl_->Check(info));
   Impl::Entry e;
@@ -474,8 +474,8 @@ StatusOr<GaugeFamily*> MetricRegistry::AddGauge(std::string name, std::string he
 StatusOr<HistogramFamily*> MetricRegistry::AddHistogram(std::string name, std::string help,
                                                         std::vector<std::string> label_names,
                                                         std::vector<double> bucket_bounds) {
-  FamilyInfo info{std::move(name), std::move(help), MetricType::kHistogram,
-                  std::move(label_names), std::move(bucket_bounds)};
+  FamilyInfo info{std::move(name), std::move(help), MetricType::kHistogram, std::move(label_names),
+                  std::move(bucket_bounds)};
   std::lock_guard<std::mutex> lock(impl_->mu);
   STRATA_RETURN_IF_ERROR(impl_->Check(info));
   Impl::Entry e;
@@ -502,7 +502,8 @@ std::string MetricRegistry::RenderPrometheus() const {
   StatusOr<std::string> text = RenderPrometheusText(Snapshot());
   // Registration validated every family and WithLabels() normalises label counts, so rendering a
   // registry cannot fail; an empty exposition would hide the bug, so say it in the text.
-  if (!text.ok()) return "# strata metrics: " + EscapePrometheusHelp(text.status().ToString()) + "\n";
+  if (!text.ok())
+    return "# strata metrics: " + EscapePrometheusHelp(text.status().ToString()) + "\n";
   return *std::move(text);
 }
 

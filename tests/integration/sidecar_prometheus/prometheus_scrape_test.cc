@@ -1,6 +1,7 @@
-// The real consumer of the sidecar's metrics: Debian's Prometheus server scrapes a /metrics endpoint
-// serving SidecarMetrics every second, and the test reads the series back through Prometheus's
-// HTTP API — values, escaped label values, histogram quantiles, a second scrape after a change.
+// The real consumer of the sidecar's metrics: Debian's Prometheus server scrapes a /metrics
+// endpoint serving SidecarMetrics every second, and the test reads the series back through
+// Prometheus's HTTP API — values, escaped label values, histogram quantiles, a second scrape after
+// a change.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -73,8 +74,9 @@ strata::Turn MakeTurn() {
 std::string PrometheusOrSkip() {
   std::string prometheus = testing::FindProgram("prometheus");
   if (prometheus.empty()) {
-    STRATA_SKIP("the prometheus binary is not on PATH (Debian package \"prometheus\", installed by "
-                "scripts/setup): the scrape by a real Prometheus server cannot run");
+    STRATA_SKIP(
+        "the prometheus binary is not on PATH (Debian package \"prometheus\", installed by "
+        "scripts/setup): the scrape by a real Prometheus server cannot run");
   }
   return prometheus;
 }
@@ -144,8 +146,8 @@ TEST_CASE("a real Prometheus server scrapes SidecarMetrics and reads every kind 
   CHECK(server.Value("strata_sidecar_kv_watermark_alert") == 1);
   CHECK(server.Value("strata_pool_in_flight{pool=\"short\"}") == 0);
   // The rule's `for: 2m` keeps it pending during the test; its value is the usage ratio.
-  CHECK(server.WaitForValue(
-            "ALERTS{alertname=\"StrataSidecarKvWatermark\",alertstate=\"pending\"}", 1) == 1);
+  CHECK(server.WaitForValue("ALERTS{alertname=\"StrataSidecarKvWatermark\",alertstate=\"pending\"}",
+                            1) == 1);
   json alerts = server.Get("/api/v1/alerts");
   REQUIRE(alerts.is_object());
   bool found = false;
@@ -234,8 +236,8 @@ TEST_CASE("a real Prometheus server scrapes strata-sidecar's /metrics", "[promet
     config << R"({"metrics": {"kv_capacity_bytes": 1000000000, "long_request_tokens": 100000}})";
   }
   Program sidecar({STRATA_SIDECAR_PATH, "--config", dir + "/sidecar.json", "--grpc-listen",
-                   "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store",
-                   dir + "/sidecar.db", "--upstream", "http://" + sim_address + "/v1"},
+                   "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store", dir + "/sidecar.db",
+                   "--upstream", "http://" + sim_address + "/v1"},
                   dir + "/sidecar.log");
   REQUIRE(!sidecar.WaitForLine("grpc listening on ").empty());
   const std::string http_address = sidecar.WaitForLine("http listening on ");
@@ -244,7 +246,8 @@ TEST_CASE("a real Prometheus server scrapes strata-sidecar's /metrics", "[promet
   httplib::Client client(http_address.substr(0, colon), std::stoi(http_address.substr(colon + 1)));
 
   // Three turns of one agent and two of another through the OpenAI-compatible proxy.
-  for (const auto& [agent, turns] : std::vector<std::pair<std::string, int>>{{"a1", 3}, {"a2", 2}}) {
+  for (const auto& [agent, turns] :
+       std::vector<std::pair<std::string, int>>{{"a1", 3}, {"a2", 2}}) {
     json messages = json::array({{{"role", "system"}, {"content", "You are terse."}}});
     for (int i = 0; i < turns; ++i) {
       messages.push_back({{"role", "user"}, {"content", "question " + std::to_string(i)}});

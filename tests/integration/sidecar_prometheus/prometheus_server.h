@@ -1,9 +1,10 @@
-// A real Prometheus server (Debian's `prometheus`) started by a test: a generated configuration that
-// scrapes given targets every second (and evaluates rule files every second), a private data
+// A real Prometheus server (Debian's `prometheus`) started by a test: a generated configuration
+// that scrapes given targets every second (and evaluates rule files every second), a private data
 // directory, a free loopback port, and queries through its HTTP API.
 #ifndef STRATA_TESTS_INTEGRATION_SIDECAR_PROMETHEUS_PROMETHEUS_SERVER_H_
 #define STRATA_TESTS_INTEGRATION_SIDECAR_PROMETHEUS_PROMETHEUS_SERVER_H_
 
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -15,12 +16,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "testing/command.h"
 

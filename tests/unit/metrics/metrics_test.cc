@@ -12,7 +12,9 @@ namespace strata {
 namespace {
 
 TEST_CASE("label values escape backslash, double quote and newline", "[metrics]") {
-  CHECK(EscapePrometheusLabelValue(R"(a\b"c)" "\n" "d") == R"(a\\b\"c\nd)");
+  CHECK(EscapePrometheusLabelValue(R"(a\b"c)"
+                                   "\n"
+                                   "d") == R"(a\\b\"c\nd)");
   CHECK(EscapePrometheusLabelValue("plain ünïcode") == "plain ünïcode");
   MetricRegistry registry;
   GaugeFamily* g = registry.AddGauge("g", "Help.", {"path"}).value();
@@ -47,8 +49,7 @@ TEST_CASE("values print as the shortest exact decimal, infinities and NaN by nam
 
 TEST_CASE("labels print in declared order and series sort by label values", "[metrics]") {
   MetricRegistry registry;
-  CounterFamily* c =
-      registry.AddCounter("req_total", "Requests.", {"tenant", "code"}).value();
+  CounterFamily* c = registry.AddCounter("req_total", "Requests.", {"tenant", "code"}).value();
   c->WithLabels({"zeta", "OK"}).Increment();
   c->WithLabels({"acme", "UNAVAILABLE"}).Increment(2);
   c->WithLabels({"acme", "OK"}).Increment(3);
@@ -150,8 +151,8 @@ TEST_CASE("a wrong number of label values is normalised and counted", "[metrics]
 
 TEST_CASE("snapshots render through the same path and bad snapshots are refused whole",
           "[metrics]") {
-  MetricFamilySnapshot pool{"strata_pool_in_flight", "In flight.", MetricType::kGauge, {"pool"},
-                            {}, {}};
+  MetricFamilySnapshot pool{
+      "strata_pool_in_flight", "In flight.", MetricType::kGauge, {"pool"}, {}, {}};
   MetricSeries s;
   s.label_values = {"long \"1M\""};
   s.value = 2;
@@ -178,8 +179,7 @@ TEST_CASE("exponential buckets", "[metrics]") {
   CHECK(ExponentialBuckets(1, 1, 4).empty());
 }
 
-TEST_CASE("series are updated from many threads without losing counts",
-          "[metrics][concurrency]") {
+TEST_CASE("series are updated from many threads without losing counts", "[metrics][concurrency]") {
   MetricRegistry registry;
   CounterFamily* c = registry.AddCounter("c_total", "C.", {"t"}).value();
   HistogramFamily* h = registry.AddHistogram("h", "H.", {"t"}, {0.5}).value();

@@ -77,9 +77,11 @@ TEST_CASE("the metrics config parses with defaults and refuses bad keys and valu
   };
   for (const Bad& bad : std::vector<Bad>{
            {R"({"kv_capacity": 1})", "metrics.kv_capacity: unknown key"},
-           {R"({"kv_capacity_bytes": -1})", "metrics.kv_capacity_bytes: expected an integer >= 0, got -1"},
+           {R"({"kv_capacity_bytes": -1})",
+            "metrics.kv_capacity_bytes: expected an integer >= 0, got -1"},
            {R"({"kv_capacity_bytes": "1G"})", "got \"1G\""},
-           {R"({"kv_alert_ratio": 85})", "metrics.kv_alert_ratio: expected a number in (0, 1], got 85"},
+           {R"({"kv_alert_ratio": 85})",
+            "metrics.kv_alert_ratio: expected a number in (0, 1], got 85"},
            {R"({"long_share_alert": 0})", "metrics.long_share_alert"},
            {R"({"long_share_window_s": 0})", "metrics.long_share_window_s"},
            {R"({"long_share_window_s": 100000})", "at most 86400"},
@@ -105,10 +107,10 @@ TEST_CASE("a turn's record fields are exported by tenant and pool", "[sidecar_me
                 "\"tool_calls\"} 2"));
   CHECK(HasLine(text, "strata_sidecar_input_tokens_sum" + tp + " 10000"));
   CHECK(HasLine(text, "strata_sidecar_input_tokens_count" + tp + " 2"));
-  CHECK(HasLine(text,
-                "strata_sidecar_input_tokens_bucket{tenant=\"acme\",pool=\"short\",le=\"4096\"} 0"));
-  CHECK(HasLine(text,
-                "strata_sidecar_input_tokens_bucket{tenant=\"acme\",pool=\"short\",le=\"16384\"} 2"));
+  CHECK(HasLine(
+      text, "strata_sidecar_input_tokens_bucket{tenant=\"acme\",pool=\"short\",le=\"4096\"} 0"));
+  CHECK(HasLine(
+      text, "strata_sidecar_input_tokens_bucket{tenant=\"acme\",pool=\"short\",le=\"16384\"} 2"));
   CHECK(HasLine(text, "strata_sidecar_output_tokens_sum" + tp + " 600"));
   CHECK(HasLine(text, "strata_sidecar_cached_tokens_total" + tp + " 8192"));
   CHECK(HasLine(text, "strata_sidecar_predicted_cached_tokens_total" + tp + " 8000"));
@@ -116,14 +118,14 @@ TEST_CASE("a turn's record fields are exported by tenant and pool", "[sidecar_me
   CHECK(HasLine(text, "strata_sidecar_ttft_seconds_sum" + tp + " 0.3"));
   CHECK(HasLine(text,
                 "strata_sidecar_ttft_seconds_bucket{tenant=\"acme\",pool=\"short\",le=\"0.1\"} 0"));
-  CHECK(HasLine(text,
-                "strata_sidecar_ttft_seconds_bucket{tenant=\"acme\",pool=\"short\",le=\"0.25\"} 2"));
+  CHECK(HasLine(
+      text, "strata_sidecar_ttft_seconds_bucket{tenant=\"acme\",pool=\"short\",le=\"0.25\"} 2"));
   CHECK(HasLine(text, "strata_sidecar_decode_seconds_sum" + tp + " 5"));
   CHECK(HasLine(text, "strata_sidecar_request_duration_seconds_sum" + tp + " 5.4"));
   CHECK(HasLine(text, "strata_sidecar_queue_wait_seconds_sum" + tp + " 0.04"));
   CHECK(HasLine(text, "strata_sidecar_retries_total" + tp + " 2"));
-  CHECK(HasLine(text,
-                "strata_sidecar_degradations_total{tenant=\"acme\",pool=\"short\",step=\"wait\"} 2"));
+  CHECK(HasLine(
+      text, "strata_sidecar_degradations_total{tenant=\"acme\",pool=\"short\",step=\"wait\"} 2"));
 }
 
 TEST_CASE("requests without a pool, reported cache or finish reason get explicit labels",
@@ -166,8 +168,8 @@ TEST_CASE("compactions, tokens saved and prefix breaks by reason", "[sidecar_met
   CHECK(HasLine(text, "strata_sidecar_compactions_total{tenant=\"acme\"} 1"));
   CHECK(HasLine(text, "strata_sidecar_compaction_tokens_saved_total{tenant=\"acme\"} 18000"));
   CHECK(HasLine(text, "strata_sidecar_compaction_invalidated_tokens_total{tenant=\"acme\"} 9000"));
-  CHECK(HasLine(text,
-                "strata_sidecar_prefix_breaks_total{tenant=\"acme\",reason=\"compaction\"} 1"));
+  CHECK(
+      HasLine(text, "strata_sidecar_prefix_breaks_total{tenant=\"acme\",reason=\"compaction\"} 1"));
   CHECK(HasLine(text,
                 "strata_sidecar_prefix_breaks_total{tenant=\"acme\",reason=\"doc version "
                 "change\"} 1"));
@@ -191,8 +193,8 @@ TEST_CASE("errors by code and agents by tenant", "[sidecar_metrics]") {
   CHECK(HasLine(text,
                 "strata_sidecar_errors_total{tenant=\"acme\",pool=\"long\",code="
                 "\"RESOURCE_EXHAUSTED\"} 2"));
-  CHECK(HasLine(text,
-                "strata_sidecar_errors_total{tenant=\"beta\",pool=\"none\",code=\"UNAVAILABLE\"} 1"));
+  CHECK(HasLine(
+      text, "strata_sidecar_errors_total{tenant=\"beta\",pool=\"none\",code=\"UNAVAILABLE\"} 1"));
   CHECK(HasLine(text, "strata_sidecar_agents{tenant=\"acme\"} 5"));
   CHECK(HasLine(text,
                 "strata_sidecar_errors_total{tenant=\"none\",pool=\"none\",code="
@@ -219,7 +221,8 @@ TEST_CASE("requests in flight hold their estimated KV bytes until they end", "[s
     CHECK(metrics.kv_bytes_in_flight() == 10240);
   }
   CHECK(metrics.kv_bytes_in_flight() == 0);
-  CHECK(HasLine(metrics.RenderPrometheus(), "strata_sidecar_requests_in_flight{tenant=\"acme\"} 0"));
+  CHECK(
+      HasLine(metrics.RenderPrometheus(), "strata_sidecar_requests_in_flight{tenant=\"acme\"} 0"));
 }
 
 TEST_CASE("the KV watermark alert rises above the ratio, warns once and clears",
@@ -326,7 +329,8 @@ TEST_CASE("the pool set's families are appended and the whole text is well forme
   CHECK(HasLine(text, "strata_kv_capacity_tokens 0"));
 
   // Every line is a comment (HELP/TYPE) or a sample; every family is declared once.
-  const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf|-Inf|NaN)$)");
+  const std::regex sample(
+      R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf|-Inf|NaN)$)");
   const std::regex comment(R"(^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) .*$)");
   std::set<std::string> typed;
   std::istringstream in(text);
@@ -374,7 +378,8 @@ std::string ReadDoc() {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-TEST_CASE("docs/sidecar.md lists every series and its metrics section parses", "[sidecar_metrics]") {
+TEST_CASE("docs/sidecar.md lists every series and its metrics section parses",
+          "[sidecar_metrics]") {
   const std::string doc = ReadDoc();
   REQUIRE(!doc.empty());
   const size_t metrics_at = doc.find("\n## Metrics\n");
