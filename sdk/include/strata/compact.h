@@ -4,10 +4,11 @@
 //   - above the budget's trigger it brings the input down to the target (hysteresis), so each
 //     invalidation of the server's prefix cache is amortized over many turns;
 //   - it decides by expected cost (StrataPolicyOptions::cost_model): each edit removes tokens from
-//     every remaining turn (saving cached-price x tokens x turns) and invalidates everything after its
-//     boundary (costing (uncached - cached price) x those tokens); it picks the batch with the best
-//     net saving, and below the trigger applies a batch of stale or superseded outputs only when it
-//     pays for its re-prefill;
+//     every remaining turn (saving cached-price x tokens x turns) and invalidates what the server
+//     cached after its boundary (costing (uncached - cached price) x those tokens); it picks the
+//     batch with the best net saving, and below the trigger applies a batch of stale or superseded
+//     outputs, or of outputs the agent saw and did not use (mask_after_use), only when it pays for
+//     its re-prefill;
 //   - within what it must re-render, it alters the least useful content first: stale outputs
 //     (superseded error logs, ephemeral tools, old reasoning), then observation masking of old tool
 //     results with informative placeholders (tool, arguments, size, exit status, identifiers the

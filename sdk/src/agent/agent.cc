@@ -965,9 +965,10 @@ class Agent::Impl {
     bool due = !built.ok() && built.status().code() == StatusCode::kResourceExhausted;
     if (!built.ok() && !due) return built.status();
     if (built.ok() && budget_) {
+      // last-n and strata (masking after use, below the trigger) may compact at any build.
       due = built->input_tokens >
                 static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*budget_))) ||
-            config_.policy.name == "last-n";
+            config_.policy.name == "last-n" || config_.policy.name == "strata";
     }
     std::unique_ptr<Context> scratch;
     if (due) {

@@ -48,6 +48,13 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
   if (chat_template) counter = MakeRequestTokenCounter(*chat_template, *tokenizer);
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy,
                           MakePolicyByName(options.policy));
+  if (options.policy == "strata") {
+    // One stateless call: a list that fits is returned unchanged, so no masking after use (a cache
+    // optimization for a session that goes on).
+    StrataPolicyOptions strata_options;
+    strata_options.mask_after_use = false;
+    policy = MakeStrataPolicy(strata_options);
+  }
 
   ContextOptions context_options;
   context_options.agent.id = "trim";
