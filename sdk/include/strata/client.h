@@ -81,61 +81,15 @@ struct RequestFields {
 std::vector<std::pair<std::string, std::string>> ProfileFields(Backend backend,
                                                                const RequestFields& fields);
 
-// Why a request reused less of the server's prefix cache than expected.
-struct PrefixBreakEvent {
-  // What kind of break.
-  enum class Kind : int {
-    // The rendered prompt diverged from the previous request's before its end.
-    kPrefixChanged = 0,
-    // The server reported fewer cached tokens than predicted by more than one block (eviction,
-    // another replica, a different template or tokenizer).
-    kServerShortfall = 1,
-  };
-  Kind kind = Kind::kPrefixChanged;  // what kind of break
-  std::string agent_id;  // the agent whose request it was
-  std::string request_id;  // the request that saw it
-  int64_t predicted_cached_tokens = 0;  // cached tokens strata's prefix-cache model predicted
-  std::optional<int64_t> reported_cached_tokens;  // cached tokens the server reported, if it did
-  int64_t previous_prompt_tokens = 0;  // cacheable tokens of the previous request of this agent
-  // The first segment that differs from the previous request (kPrefixChanged), or the segment the
-  // server's cache stopped in (kServerShortfall); "" when unknown.
-  std::string segment_id;
-  std::string layer;   // LayerName of that segment, or "tools"
-  // "tools changed", "doc version change", "compaction", "system prompt changed", "lint hit",
-  // "server evicted or mismatched", "unknown".
-  std::string reason;
-  std::string ToString() const;
-};
-// "prefix_changed" or "server_shortfall".
-std::string_view PrefixBreakKindName(PrefixBreakEvent::Kind kind);
+// PrefixBreakEvent, RecordSink, JsonLinesRecordSink and their JSON are strata::core's
+// (strata/record.h, included above).
 
-// Where RequestRecords and events go (the SQLite store implements it later).
-class RecordSink {
- public:
-  virtual ~RecordSink() = default;
-  // Must be thread-safe. A failing sink is reported by Complete() only through its return
-  // value being logged in the record's error field; it never fails the request.
-  virtual Status Write(const RequestRecord& record) = 0;
-  virtual Status WriteEvent(const PrefixBreakEvent& /*event*/) { return Status(); }
-};
-
-// One JSON object per line: {"type":"request",...fields of RequestRecord...} and
-// {"type":"prefix_break",...}. Thread-safe. The stream must outlive the sink.
-class JsonLinesRecordSink : public RecordSink {
- public:
-  // Writes to `out`, which must outlive the sink.
-  explicit JsonLinesRecordSink(std::ostream& out) : out_(out) {}
-  Status Write(const RequestRecord& record) override;
-  Status WriteEvent(const PrefixBreakEvent& event) override;
-
- private:
-  std::mutex mu_;
-  std::ostream& out_;  // guarded by mu_
-};
-
-// A record as one JSON object (no trailing newline); the format JsonLinesRecordSink writes.
-std::string RecordToJson(const RequestRecord& record);
-std::string PrefixBreakToJson(const PrefixBreakEvent& event);
+// A record as one JSON object (no trailing newline): RequestRecordJson(), under its former name.
+inline std::string RecordToJson(const RequestRecord& record) { return RequestRecordJson(record); }
+// An event as one JSON object: PrefixBreakEventJson(), under its former name.
+inline std::string PrefixBreakToJson(const PrefixBreakEvent& event) {
+  return PrefixBreakEventJson(event);
+}
 
 // What a Client is created with (Client::Create).
 struct ClientOptions {

@@ -1,15 +1,21 @@
-// strata/record.h — what was measured for one request.
+// strata/record.h — what was measured for one request, and where records go.
 //
-// The Client fills one RequestRecord per request it sends (success or failure); sinks (the SQLite
-// store, JSON lines) persist or export it.
+// The Client (strata/client.h) fills one RequestRecord per request it sends (success or failure)
+// and a PrefixBreakEvent when a request reused less of the prefix cache than expected; a RecordSink
+// (the SQLite store's MakeStoreRecordSink, JsonLinesRecordSink) persists or exports them. Their JSON
+// forms are defined here, once. Part of strata::core.
 //
-// Thread safety: plain value type.
+// Thread safety: RequestRecord and PrefixBreakEvent are plain value types; sinks must be
+// thread-safe.
 #ifndef STRATA_RECORD_H_
 #define STRATA_RECORD_H_
 
 #include <cstdint>
+#include <mutex>
+#include <ostream>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "strata/status.h"
 
@@ -46,6 +52,66 @@ struct RequestRecord {
   StatusCode code = StatusCode::kOk;  // outcome
   std::string error;                  // message when code != kOk
 };
+
+// Why a request reused less of the server's prefix cache than expected.
+struct PrefixBreakEvent {
+  // What kind of break.
+  enum class Kind : int {
+    // The rendered prompt diverged from the previous request's before its end.
+    kPrefixChanged = 0,
+    // The server reported fewer cached tokens than predicted by more than one block (eviction,
+    // another replica, a different template or tokenizer).
+    kServerShortfall = 1,
+  };
+  Kind kind = Kind::kPrefixChanged;  // what kind of break
+  std::string agent_id;  // the agent whose request it was
+  std::string request_id;  // the request that saw it
+  int64_t predicted_cached_tokens = 0;  // cached tokens strata's prefix-cache model predicted
+  std::optional<int64_t> reported_cached_tokens;  // cached tokens the server reported, if it did
+  int64_t previous_prompt_tokens = 0;  // cacheable tokens of the previous request of this agent
+  // The first segment that differs from the previous request (kPrefixChanged), or the segment the
+  // server's cache stopped in (kServerShortfall); "" when unknown.
+  std::string segment_id;
+  std::string layer;   // LayerName of that segment, or "tools"
+  // "tools changed", "doc version change", "compaction", "system prompt changed", "lint hit",
+  // "server evicted or mismatched", "unknown".
+  std::string reason;
+  std::string ToString() const;
+};
+// "prefix_changed" or "server_shortfall".
+std::string_view PrefixBreakKindName(PrefixBreakEvent::Kind kind);
+
+// Where RequestRecords and events go: JsonLinesRecordSink below, MakeStoreRecordSink (strata/store.h).
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // Must be thread-safe. A failing sink is reported by Complete() only through its return
+  // value being logged in the record's error field; it never fails the request.
+  virtual Status Write(const RequestRecord& record) = 0;
+  virtual Status WriteEvent(const PrefixBreakEvent& /*event*/) { return Status(); }
+};
+
+// One JSON object per line: {"type":"request",...fields of RequestRecord...} and
+// {"type":"prefix_break",...}. Thread-safe. The stream must outlive the sink.
+class JsonLinesRecordSink : public RecordSink {
+ public:
+  // Writes to `out`, which must outlive the sink.
+  explicit JsonLinesRecordSink(std::ostream& out) : out_(out) {}
+  Status Write(const RequestRecord& record) override;
+  Status WriteEvent(const PrefixBreakEvent& event) override;
+
+ private:
+  std::mutex mu_;
+  std::ostream& out_;  // guarded by mu_
+};
+
+// The JSON object of a record: {"type":"request", ...every field of RequestRecord...}, one line.
+std::string RequestRecordJson(const RequestRecord& record);
+
+// The JSON object of an event: {"type":"prefix_break","kind":...,"agent_id":...,"request_id":...,
+// ...}, one line. Without `with_type_and_agent` the "type" and "agent_id" keys are left out (the
+// store's event payload, which keeps them in columns).
+std::string PrefixBreakEventJson(const PrefixBreakEvent& event, bool with_type_and_agent = true);
 
 }  // namespace strata
 

@@ -1,9 +1,8 @@
-// JSON forms of RequestRecord and PrefixBreakEvent, and the JSON lines sink.
+// JSON forms of RequestRecord and PrefixBreakEvent (strata/record.h), and the JSON lines sink.
+#include "strata/record.h"
+
 #include <nlohmann/json.hpp>
-
 #include <ostream>
-
-#include "strata/client.h"
 
 namespace strata {
 
@@ -21,7 +20,7 @@ std::string PrefixBreakEvent::ToString() const {
   return s;
 }
 
-std::string RecordToJson(const RequestRecord& r) {
+std::string RequestRecordJson(const RequestRecord& r) {
   nlohmann::ordered_json j;
   j["type"] = "request";
   j["agent_id"] = r.agent_id;
@@ -54,11 +53,11 @@ std::string RecordToJson(const RequestRecord& r) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string PrefixBreakToJson(const PrefixBreakEvent& e) {
+std::string PrefixBreakEventJson(const PrefixBreakEvent& e, bool with_type_and_agent) {
   nlohmann::ordered_json j;
-  j["type"] = "prefix_break";
+  if (with_type_and_agent) j["type"] = "prefix_break";
   j["kind"] = std::string(PrefixBreakKindName(e.kind));
-  j["agent_id"] = e.agent_id;
+  if (with_type_and_agent) j["agent_id"] = e.agent_id;
   j["request_id"] = e.request_id;
   j["predicted_cached_tokens"] = e.predicted_cached_tokens;
   if (e.reported_cached_tokens) {
@@ -74,7 +73,7 @@ std::string PrefixBreakToJson(const PrefixBreakEvent& e) {
 }
 
 Status JsonLinesRecordSink::Write(const RequestRecord& record) {
-  std::string line = RecordToJson(record);
+  std::string line = RequestRecordJson(record);
   std::lock_guard<std::mutex> lock(mu_);
   out_ << line << '\n';
   out_.flush();
@@ -83,7 +82,7 @@ Status JsonLinesRecordSink::Write(const RequestRecord& record) {
 }
 
 Status JsonLinesRecordSink::WriteEvent(const PrefixBreakEvent& event) {
-  std::string line = PrefixBreakToJson(event);
+  std::string line = PrefixBreakEventJson(event);
   std::lock_guard<std::mutex> lock(mu_);
   out_ << line << '\n';
   out_.flush();
