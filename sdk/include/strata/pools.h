@@ -60,41 +60,11 @@
 
 namespace strata {
 
-// Call header carrying the stable-prefix hash (strata/context.h BuiltRequest::stable_prefix_hash)
-// to the PoolSet; removed before the request is forwarded.
-inline constexpr char kPrefixHashHeader[] = "x-strata-prefix-hash";
-
 enum class DegradationStep : int { kCompact = 0, kFork = 1, kWait = 2, kRefuse = 3 };
 // "compact", "fork", "wait", "refuse".
 std::string DegradationStepName(DegradationStep step);
 // INVALID_ARGUMENT naming the known steps.
 StatusOr<DegradationStep> ParseDegradationStep(const std::string& name);
-
-// A smaller request produced by a DegradationHandler.
-struct DegradedRequest {
-  std::string body;          // the Chat Completions body to send instead
-  int64_t input_tokens = 0;  // its exact input tokens
-};
-
-// Implemented by the owner of the conversation (the Agent): it alone can compact its history or
-// fork its task. Both return a request of at most `target_tokens` input tokens, or an error (the
-// step is then skipped and the error recorded).
-class DegradationHandler {
- public:
-  virtual ~DegradationHandler() = default;
-  // Compacts the conversation of `body` (`input_tokens` tokens) to at most `target_tokens` so that
-  // it fits pool `target_pool`.
-  virtual StatusOr<DegradedRequest> Compact(std::string_view body, int64_t input_tokens,
-                                            int64_t target_tokens,
-                                            const std::string& target_pool) = 0;
-  // Forks the task: a new request carrying what the fork needs, within `target_tokens`.
-  virtual StatusOr<DegradedRequest> Fork(std::string_view body, int64_t input_tokens,
-                                         int64_t target_tokens, const std::string& target_pool) = 0;
-  // Called once per Send() of a handler given in CallOptions::degradation, before Send() returns
-  // (also on refusal): `decision` holds the pool, endpoint (replica), queue_wait_ms, input_tokens,
-  // degradation and degradation_notes. Default: nothing.
-  virtual void OnDecision(const RequestRecord& decision) { (void)decision; }
-};
 
 struct PoolConfig {
   std::string name;  // required, unique, e.g. "short"

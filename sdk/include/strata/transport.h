@@ -45,12 +45,45 @@
 #include <utility>
 #include <vector>
 
+#include "strata/record.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 
 namespace strata {
 
-class DegradationHandler;  // strata/pools.h
+// The degradation ladder's side of a call (strata/pools.h): a transport that schedules requests by
+// length (a PoolSet) reads these from CallOptions. They live here, with CallOptions, so that the
+// conversation's owner (the Agent) implements them without depending on the pools.
+
+// Call header carrying the stable-prefix hash (strata/context.h BuiltRequest::stable_prefix_hash)
+// to the PoolSet; removed before the request is forwarded.
+inline constexpr char kPrefixHashHeader[] = "x-strata-prefix-hash";
+
+// A smaller request produced by a DegradationHandler.
+struct DegradedRequest {
+  std::string body;          // the Chat Completions body to send instead
+  int64_t input_tokens = 0;  // its exact input tokens
+};
+
+// Implemented by the owner of the conversation (the Agent): it alone can compact its history or
+// fork its task. Both return a request of at most `target_tokens` input tokens, or an error (the
+// step is then skipped and the error recorded).
+class DegradationHandler {
+ public:
+  virtual ~DegradationHandler() = default;
+  // Compacts the conversation of `body` (`input_tokens` tokens) to at most `target_tokens` so that
+  // it fits pool `target_pool`.
+  virtual StatusOr<DegradedRequest> Compact(std::string_view body, int64_t input_tokens,
+                                            int64_t target_tokens,
+                                            const std::string& target_pool) = 0;
+  // Forks the task: a new request carrying what the fork needs, within `target_tokens`.
+  virtual StatusOr<DegradedRequest> Fork(std::string_view body, int64_t input_tokens,
+                                         int64_t target_tokens, const std::string& target_pool) = 0;
+  // Called once per Send() of a handler given in CallOptions::degradation, before Send() returns
+  // (also on refusal): `decision` holds the pool, endpoint (replica), queue_wait_ms, input_tokens,
+  // degradation and degradation_notes. Default: nothing.
+  virtual void OnDecision(const RequestRecord& decision) { (void)decision; }
+};
 
 // Token usage as reported by the server.
 struct Usage {

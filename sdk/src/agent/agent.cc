@@ -17,7 +17,7 @@
 #include "strata/chat_template.h"
 #include "strata/compact.h"
 #include "strata/isolation.h"
-#include "strata/pools.h"
+#include "strata/transport.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
 

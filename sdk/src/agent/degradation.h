@@ -24,7 +24,7 @@
 #include "strata/agent.h"
 #include "strata/compaction.h"
 #include "strata/context.h"
-#include "strata/pools.h"
+#include "strata/transport.h"
 #include "strata/record.h"
 
 namespace strata::agent_internal {
