@@ -119,3 +119,37 @@ w('store_rows', 'blob-codec.bin', edit_int(21, 0, 5) + edit_int(20, 1, 1 << 20))
 w('store_rows', 'blob-data.bin', edit_bytes(22, 0, b'\x28\xb5\x2f\xfd garbage'))
 w('store_rows', 'options-json.bin', edit_bytes(24, 0, b'{"agent":{"id":5},"hygiene":[]}'))
 w('store_rows', 'content-null.bin', bytes([17, 2, 0xff]) + bytes([18, 2, 0xff]))
+# --- agent_config: AgentConfig JSON documents (every section; limits as fractions and as tokens)
+full = {"identity":{"id":"ctf-forensics-flash","tenant":"t1","scope":"repo","model_version":"glm-5.3-flash","template_version":"1"},
+  "tokenizer":"spm:tests/data/strata-test-spm.model","chat_template":"glm-5.3",
+  "budget":{"window":131072,"reserve_output":4096,"reserve_reasoning":2048,"trigger":{"fraction":0.9},"target":{"tokens":60000},"enforce":True},
+  "policy":{"name":"strata","keep_turns":2,"keep_tool_results":3,"keep_first_user":True,"exclude_tools":["submit"],"ephemeral_tools":["ls","find"],"max_summary_tokens":512,"last_n":8},
+  "hygiene":{"max_segment_tokens":8192,"head_share":0.5,"deduplicate":True,"fold_error_logs":True,"min_repeat_run":3,"min_bytes":256},
+  "render":{"model":"glm-5.3-flash","system_layout":"single_message","reasoning_field":"reasoning_content","volatile_role":"user"},
+  "keep_originals":True,"message_overhead_tokens":6,
+  "endpoint":{"backend":"sglang","base_url":"http://127.0.0.1:8000/v1","api_key_env":"STRATA_API_KEY","deployment_secret_env":"","stream":True,"max_output_tokens":4096,
+    "thinking":True,"reasoning_effort":"high","send_cache_salt":True,"deadline_ms":600000,"connect_timeout_ms":5000,"first_byte_timeout_ms":120000,"idle_timeout_ms":60000,"total_timeout_ms":600000,"max_attempts":3},
+  "cache":{"block_tokens":16,"bytes_per_token":3.5,"capacity_blocks":65536},
+  "recall":{"expose_tool":True,"max_share_of_target":0.25,"protect_turns":3},"store_path":"agents.db"}
+w('agent_config', 'full.json', json.dumps(full))
+w('agent_config', 'minimal.json', '{"identity":{"id":"x"}}')
+w('agent_config', 'estimate-generic.json', json.dumps({"identity":{"id":"demo-function_calling_simple"},"tokenizer":"estimate:3.5","chat_template":"generic",
+  "budget":{"window":32000,"trigger":{"tokens":30000},"target":{"fraction":0.5}},"policy":{"name":"last-n","last_n":4},"endpoint":{"thinking":None}}))
+w('agent_config', 'wrong-types.json', '{"budget":{"window":-5,"trigger":{"fraction":"high"}},"policy":{"exclude_tools":["a",3]},"hygiene":{"head_share":2}}')
+w('agent_config', 'unknown-key.json', '{"budget":{"windw":8000},"tokeniser":"estimate"}')
+# --- sim_request: raw HTTP requests to strata-sim (bodies from the traces)
+def http(body, path='/v1/chat/completions', extra=''):
+    if isinstance(body, str): body = body.encode('utf-8')
+    return (f'POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n').encode() + body
+msgs = [json.loads(clip(l, 600)) for l in lines('swe-agent/demo-function_calling_simple.jsonl')]
+for m in msgs:
+    for c in m.get('tool_calls') or []: c.pop('index', None)
+w('sim_request', 'trace-stream.http', http(json.dumps({"model":"glm-5.3-flash","messages":msgs[:3],"stream":True,"stream_options":{"include_usage":True},"max_tokens":64,"cache_salt":"s1"})))
+w('sim_request', 'trace-whole.http', http(json.dumps({"model":"glm-5.3-flash","messages":msgs,"max_tokens":32,"temperature":0.2})))
+w('sim_request', 'tools-reasoning.http', http(json.dumps(dict(req, stream=True, max_completion_tokens=16)), extra='X-Request-Id: r1\r\nX-Strata-Sim-Chunk: 3\r\n'))
+w('sim_request', 'wrong-types.http', http('{"model":5,"stream":"yes","messages":[{"role":5,"content":"x"}]}'))
+w('sim_request', 'keep-alive-two.http', http('{"messages":[{"role":"user","content":"a"}]}') + http('{"messages":[{"role":"user","content":"b"}],"stream":true}'))
+w('sim_request', 'chunked-and-negative-length.http', b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}' +
+  b'POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n')
+w('sim_request', 'get-metrics-models.http', b'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
+w('sim_request', 'reply-header.http', http('{"messages":[{"role":"user","content":"hi"}]}', extra='X-Strata-Sim-Reply: {"role":"assistant","content":"ok","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}\r\n'))

@@ -141,6 +141,8 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
   std::vector<size_t> request_tokens;
   size_t total_bytes = 0, total_reused = 0, turns = 0, compactions = 0, violations = 0;
   std::string previous;
+  std::unique_ptr<IncrementalEncoder> prompt_ids;
+  if (tokenizer) prompt_ids = std::make_unique<IncrementalEncoder>(*tokenizer);
   Status status = ReplayTrace(
       *trace, context, [&](const TraceMessage& message, const BuiltRequest& request) -> Status {
         if (persisted) STRATA_RETURN_IF_ERROR(persisted->OnTurn(request));
@@ -154,7 +156,10 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
         j["input_tokens"] = request.input_tokens;
         if (chat_template) {
           STRATA_ASSIGN_OR_RETURN(std::string prompt, chat_template->Render(request.body));
-          const PromptBlocks blocks = HashPrompt(prompt, "", tokenizer.get(), cache.options());
+          // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt.
+          const PromptBlocks blocks =
+              tokenizer->IsEstimate() ? HashPrompt(prompt, "", tokenizer.get(), cache.options())
+                                      : HashPromptIds(prompt_ids->Encode(prompt), "", cache.options());
           const int64_t reused_tokens = cache.LookupAndInsert(blocks);
           j["reused_tokens"] = reused_tokens;
           total_tokens += static_cast<uint64_t>(blocks.prompt_tokens);

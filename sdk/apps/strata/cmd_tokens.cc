@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -33,20 +33,28 @@ void Run(const TokensArgs& args) {
     throw CLI::ValidationError("--ids",
                                "tokenizer \"" + args.tokenizer +
                                    "\" is an estimator and has no token ids; use hf: or spm:");
+  // Each file is read in chunks and counted as it streams (StreamEncoder), so a large file is
+  // counted in memory bounded by the chunk and the longest line, not the file (--ids keeps the ids:
+  // 4 bytes per token).
+  constexpr size_t kChunkBytes = 1u << 20;
+  std::string chunk(kChunkBytes, '\0');
   for (const std::string& file : args.files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw CommandFailed{"cannot read \"" + file + "\""};
-    std::ostringstream text;
-    text << in.rdbuf();
+    StreamEncoder encoder(tokenizer);
+    std::vector<int32_t> ids;
+    std::vector<int32_t>* ids_out = args.ids ? &ids : nullptr;
+    while (in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      const std::streamsize got = in.gcount();
+      if (got > 0) encoder.Append(std::string_view(chunk.data(), static_cast<size_t>(got)), ids_out);
+    }
+    if (in.bad()) throw CommandFailed{"reading \"" + file + "\" failed"};
+    const size_t tokens = encoder.Finish(ids_out);
     nlohmann::ordered_json line;
     line["file"] = file;
-    if (args.ids) {
-      std::vector<int32_t> ids = tokenizer.Encode(text.str());
-      line["tokens"] = ids.size();
-      line["ids"] = ids;
-    } else {
-      line["tokens"] = tokenizer.Count(text.str());
-    }
+    line["tokens"] = tokens;
+    if (args.ids) line["ids"] = ids;
     if (tokenizer.IsEstimate()) line["estimated"] = true;
     std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }

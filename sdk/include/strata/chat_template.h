@@ -125,7 +125,12 @@ StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template
                                                std::string_view request_json);
 
 // A RequestTokenCounter (strata/tokenizer.h) that counts CountRequestTokens(chat_template,
-// tokenizer, body). Neither argument is owned; both must outlive the counter.
+// tokenizer, body), incrementally: it keeps the last few prompts it counted with the token count at
+// each place the tokenizer allows a prompt to be cut (a Hugging Face byte-level BPE tokenizer: before
+// an added token, and after a newline that nothing merges across), and counts a new prompt from the
+// last such place inside its common prefix with one of them, so an agent's turn costs its new bytes.
+// Other tokenizers count each distinct prompt whole. Neither argument is owned; both must outlive
+// the counter.
 std::unique_ptr<RequestTokenCounter> MakeRequestTokenCounter(const ChatTemplate& chat_template,
                                                              const Tokenizer& tokenizer);
 

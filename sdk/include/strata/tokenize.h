@@ -72,6 +72,57 @@ struct EstimateFamily {
 // The families `estimate:FAMILY` accepts, with the figures docs/tokenizers.md reports.
 const std::vector<EstimateFamily>& EstimateFamilies();
 
+// Encodes a sequence of texts that mostly repeat the previous text's beginning (an agent's
+// successive prompts): each result equals tokenizer.Encode(text) / Count(text), but only the part
+// after the common prefix with the previous text is encoded again, from the last place before it
+// where the tokenizer allows the text to be cut (a Hugging Face byte-level BPE tokenizer: before an
+// added token, and after a newline that nothing merges across). Other tokenizers encode each
+// distinct text whole. `tokenizer` is not owned and must outlive the encoder.
+// Thread safety: not thread-safe (one encoder per thread or agent).
+class IncrementalEncoder {
+ public:
+  explicit IncrementalEncoder(const Tokenizer& tokenizer);
+  ~IncrementalEncoder();
+  IncrementalEncoder(IncrementalEncoder&&) noexcept;
+  IncrementalEncoder& operator=(IncrementalEncoder&&) noexcept;
+
+  // Ids of `text` (empty for an estimator); valid until the next call.
+  const std::vector<int32_t>& Encode(std::string_view text);
+  // Tokens of `text`, without keeping ids (an encoder used only for counts keeps none).
+  size_t Count(std::string_view text);
+  // The previous text (what the next one is compared with).
+  const std::string& text() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Counts (and with `ids`, encodes) a text that arrives in consecutive chunks, such as a large file
+// read piece by piece, holding only the text after the last place the tokenizer allows it to be
+// cut (a Hugging Face byte-level BPE tokenizer: before an added token, and after a newline that
+// nothing merges across; so for text with lines, about a line). The result equals
+// tokenizer.Count() / Encode() of the whole text. Other tokenizers hold the whole text until
+// Finish(), except strata's estimator, which counts the length alone and holds nothing.
+// Thread safety: not thread-safe.
+class StreamEncoder {
+ public:
+  explicit StreamEncoder(const Tokenizer& tokenizer);
+  ~StreamEncoder();
+
+  // Adds the next chunk; the ids of the text that became final are appended to `ids` if given.
+  void Append(std::string_view chunk, std::vector<int32_t>* ids = nullptr);
+  // Ends the text: encodes what is left (ids appended to `ids` if given) and returns the tokens of
+  // the whole text.
+  size_t Finish(std::vector<int32_t>* ids = nullptr);
+  // Bytes held, not encoded yet.
+  size_t pending_bytes() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 }  // namespace strata
 
 #endif  // STRATA_TOKENIZE_H_

@@ -1,10 +1,17 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/estimate_tokenizer.h"
 #include "strata/tokenizer.h"
 
 namespace strata {
 namespace {
+
+// The estimate for a text of `bytes` bytes (one formula for Count and EstimateCountForBytes).
+size_t Estimate(uint64_t bytes, double bytes_per_token) {
+  if (bytes == 0) return 0;
+  return static_cast<size_t>(std::ceil(static_cast<double>(bytes) / bytes_per_token));
+}
 
 class EstimateTokenizer final : public Tokenizer {
  public:
@@ -18,16 +25,24 @@ class EstimateTokenizer final : public Tokenizer {
   }
   bool IsEstimate() const override { return true; }
   std::vector<int32_t> Encode(std::string_view) const override { return {}; }
-  size_t Count(std::string_view text) const override {
-    if (text.empty()) return 0;
-    return static_cast<size_t>(std::ceil(static_cast<double>(text.size()) / bytes_per_token_));
-  }
+  size_t Count(std::string_view text) const override { return Estimate(text.size(), bytes_per_token_); }
+  double bytes_per_token() const { return bytes_per_token_; }
 
  private:
   const double bytes_per_token_;
 };
 
 }  // namespace
+
+namespace internal {
+
+std::optional<size_t> EstimateCountForBytes(const Tokenizer& tokenizer, uint64_t bytes) {
+  const auto* estimate = dynamic_cast<const EstimateTokenizer*>(&tokenizer);
+  if (estimate == nullptr) return std::nullopt;
+  return Estimate(bytes, estimate->bytes_per_token());
+}
+
+}  // namespace internal
 
 std::unique_ptr<Tokenizer> MakeEstimateTokenizer(double bytes_per_token) {
   return std::make_unique<EstimateTokenizer>(bytes_per_token);

@@ -11,8 +11,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -239,8 +243,20 @@ std::string ScalarText(const ojson& v) {
 // ---------------------------------------------------------------------------------------------
 // The request as the template receives it.
 
+// A request's messages, normalised (NormalizeMessage); shared with the message memo below and
+// never changed once made.
+class MessageList {
+ public:
+  size_t size() const { return items_.size(); }
+  const ojson& operator[](size_t i) const { return *items_[i]; }
+  void push_back(std::shared_ptr<const ojson> m) { items_.push_back(std::move(m)); }
+
+ private:
+  std::vector<std::shared_ptr<const ojson>> items_;
+};
+
 struct Request {
-  ojson messages;  // normalised (see Normalize)
+  MessageList messages;
   ojson tools = ojson::array();
   std::optional<std::string> reasoning_effort;  // nullopt: undefined
   std::optional<bool> enable_thinking;
@@ -331,17 +347,203 @@ Status NormalizeMessage(ojson& m, size_t i) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Message memo. An agent's successive requests repeat their earlier messages byte for byte, so
+// parsing and normalising every message of every request would make a run quadratic in its turns.
+// ParseRequest cuts the body's "messages" array into its elements' texts with a light scan, and
+// parses (and normalises) only the elements it has not seen; the rest of the body is parsed as a
+// "skeleton" with an empty array. Whenever the scan meets anything unusual (not an object, a
+// duplicate or escaped "messages" key, an element that does not parse) the whole body is parsed as
+// before, so results and errors are those of the whole parse.
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+size_t SkipSpace(std::string_view t, size_t i) {
+  while (i < t.size() && IsJsonSpace(t[i])) ++i;
+  return i;
+}
+
+// The end of the JSON string starting at t[pos] == '"', or npos.
+size_t SkipString(std::string_view t, size_t pos) {
+  for (size_t i = pos + 1; i < t.size(); ++i) {
+    if (t[i] == '\\') {
+      ++i;
+    } else if (t[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The end of the value starting at t[pos] (not validated: nlohmann parses it later), or npos.
+size_t SkipValue(std::string_view t, size_t pos) {
+  if (pos >= t.size()) return std::string_view::npos;
+  const char c = t[pos];
+  if (c == '"') return SkipString(t, pos);
+  if (c == '{' || c == '[') {
+    size_t depth = 0;
+    for (size_t i = pos; i < t.size(); ++i) {
+      const char d = t[i];
+      if (d == '"') {
+        i = SkipString(t, i);
+        if (i == std::string_view::npos) return i;
+        --i;
+      } else if (d == '{' || d == '[') {
+        ++depth;
+      } else if (d == '}' || d == ']') {
+        if (--depth == 0) return i + 1;
+      }
+    }
+    return std::string_view::npos;
+  }
+  size_t i = pos;
+  while (i < t.size() && t[i] != ',' && t[i] != '}' && t[i] != ']' && !IsJsonSpace(t[i])) ++i;
+  return i == pos ? std::string_view::npos : i;
+}
+
+// Cuts `body` into the texts of its "messages" elements and the body with "messages": [].
+bool SplitMessages(std::string_view t, std::vector<std::string_view>* elements, std::string* skeleton) {
+  constexpr size_t npos = std::string_view::npos;
+  size_t i = SkipSpace(t, 0);
+  if (i >= t.size() || t[i] != '{') return false;
+  i = SkipSpace(t, i + 1);
+  size_t array_begin = npos, array_end = npos;
+  for (;;) {
+    if (i >= t.size() || t[i] != '"') return false;
+    const size_t key_end = SkipString(t, i);
+    if (key_end == npos) return false;
+    const std::string_view key = t.substr(i, key_end - i);
+    i = SkipSpace(t, key_end);
+    if (i >= t.size() || t[i] != ':') return false;
+    i = SkipSpace(t, i + 1);
+    const size_t value_end = SkipValue(t, i);
+    if (value_end == npos) return false;
+    if (key == "\"messages\"") {
+      if (array_begin != npos || t[i] != '[') return false;
+      array_begin = i;
+      array_end = value_end;
+    }
+    i = SkipSpace(t, value_end);
+    if (i < t.size() && t[i] == ',') {
+      i = SkipSpace(t, i + 1);
+      continue;
+    }
+    if (i < t.size() && t[i] == '}') break;
+    return false;
+  }
+  if (SkipSpace(t, i + 1) != t.size() || array_begin == npos) return false;
+  size_t j = SkipSpace(t, array_begin + 1);
+  if (j < array_end && t[j] != ']') {
+    for (;;) {
+      const size_t end = SkipValue(t, j);
+      if (end == npos || end > array_end) return false;
+      elements->push_back(t.substr(j, end - j));
+      j = SkipSpace(t, end);
+      if (j < array_end && t[j] == ',') {
+        j = SkipSpace(t, j + 1);
+        continue;
+      }
+      break;
+    }
+  }
+  if (j + 1 != array_end || t[j] != ']') return false;
+  skeleton->reserve(t.size() - (array_end - array_begin) + 2);
+  skeleton->append(t.substr(0, array_begin));
+  skeleton->append("[]");
+  skeleton->append(t.substr(array_end));
+  return true;
+}
+
+// Normalised messages by their text, process-wide (the normalisation is the same for every
+// template). Bounded: when the texts held exceed kMaxBytes it starts over.
+class MessageMemo {
+ public:
+  static MessageMemo& Get() {
+    static MessageMemo* memo = new MessageMemo();  // never destroyed: used until exit
+    return *memo;
+  }
+
+  std::shared_ptr<const ojson> Find(std::string_view text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(text);
+    return it == map_.end() ? nullptr : it->second->message;
+  }
+
+  void Insert(std::string_view text, std::shared_ptr<const ojson> message) {
+    if (text.size() > kMaxBytes / 4) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(text) != 0) return;
+    if (bytes_ + text.size() > kMaxBytes) {
+      map_.clear();
+      bytes_ = 0;
+    }
+    auto stored = std::make_unique<Stored>(Stored{std::string(text), std::move(message)});
+    const std::string_view key = stored->text;
+    map_.emplace(key, std::move(stored));
+    bytes_ += text.size();
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = 64u << 20;
+  struct Stored {
+    std::string text;
+    std::shared_ptr<const ojson> message;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string_view, std::unique_ptr<Stored>> map_;  // keys view Stored::text
+  size_t bytes_ = 0;
+};
+
+// The messages of the split body, from the memo or parsed; false when an element does not parse
+// (the whole body is parsed instead, for its error). New messages are normalised in order after
+// every element parsed, so the first invalid message gives the whole parse's error.
+StatusOr<bool> MemoMessages(const std::vector<std::string_view>& elements, MessageList* out) {
+  MessageMemo& memo = MessageMemo::Get();
+  std::vector<std::shared_ptr<const ojson>> found(elements.size());
+  std::vector<std::pair<size_t, ojson>> parsed;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    found[i] = memo.Find(elements[i]);
+    if (found[i] != nullptr) continue;
+    ojson m = ojson::parse(elements[i].begin(), elements[i].end(), nullptr, false);
+    if (m.is_discarded()) return false;
+    parsed.emplace_back(i, std::move(m));
+  }
+  for (auto& [i, m] : parsed) {
+    STRATA_RETURN_IF_ERROR(NormalizeMessage(m, i));
+    found[i] = std::make_shared<const ojson>(std::move(m));
+    memo.Insert(elements[i], found[i]);
+  }
+  for (auto& m : found) out->push_back(std::move(m));
+  return true;
+}
+
 StatusOr<Request> ParseRequest(std::string_view request_json) {
   STRATA_RETURN_IF_ERROR(CheckNesting(request_json, "the request body"));
-  ojson body = ojson::parse(request_json.begin(), request_json.end(), nullptr, false);
-  if (body.is_discarded() || !body.is_object())
-    return InvalidArgumentError("chat template: the request body is not a JSON object");
-  if (!body.contains("messages") || !body["messages"].is_array())
-    return InvalidArgumentError("chat template: the request body has no \"messages\" array");
   Request r;
-  r.messages = std::move(body["messages"]);
-  for (size_t i = 0; i < r.messages.size(); ++i)
-    STRATA_RETURN_IF_ERROR(NormalizeMessage(r.messages[i], i));
+  ojson body;
+  std::vector<std::string_view> elements;
+  std::string skeleton;
+  bool split = SplitMessages(request_json, &elements, &skeleton);
+  if (split) {
+    body = ojson::parse(skeleton, nullptr, false);
+    split = !body.is_discarded() && body.is_object();
+  }
+  if (split) {
+    STRATA_ASSIGN_OR_RETURN(split, MemoMessages(elements, &r.messages));
+    if (!split) r.messages = MessageList();
+  }
+  if (!split) {
+    body = ojson::parse(request_json.begin(), request_json.end(), nullptr, false);
+    if (body.is_discarded() || !body.is_object())
+      return InvalidArgumentError("chat template: the request body is not a JSON object");
+    if (!body.contains("messages") || !body["messages"].is_array())
+      return InvalidArgumentError("chat template: the request body has no \"messages\" array");
+    ojson& messages = body["messages"];
+    for (size_t i = 0; i < messages.size(); ++i) {
+      STRATA_RETURN_IF_ERROR(NormalizeMessage(messages[i], i));
+      r.messages.push_back(std::make_shared<const ojson>(std::move(messages[i])));
+    }
+  }
   if (const ojson* tools = Field(body, "tools"); tools != nullptr && !tools->is_null()) {
     if (!tools->is_array())
       return InvalidArgumentError("chat template: \"tools\" must be an array");
@@ -374,7 +576,7 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
   return r;
 }
 
-int LastUserIndex(const ojson& messages) {
+int LastUserIndex(const MessageList& messages) {
   int last = -1;
   for (size_t i = 0; i < messages.size(); ++i)
     if (messages[i]["role"] == "user") last = static_cast<int>(i);
@@ -469,7 +671,7 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
 
     const int last_user = LastUserIndex(r.messages);
     const bool clear_thinking = r.clear_thinking.value_or(false);
-    const ojson& msgs = r.messages;
+    const MessageList& msgs = r.messages;
     for (size_t i = 0; i < msgs.size(); ++i) {
       p.message_offsets.push_back(out.size());
       const ojson& m = msgs[i];
@@ -648,7 +850,7 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
   // assistant turn's tool_calls when every result id is present, unique and matches a call and
   // the call ids are present and unique; otherwise in message order.
   static Status ToolBlock(const Request& r, size_t start, std::string* out) {
-    const ojson& msgs = r.messages;
+    const MessageList& msgs = r.messages;
     size_t end = start;
     while (end + 1 < msgs.size() && Role(msgs[end + 1]) == "tool") ++end;
     const ojson* calls = nullptr;
@@ -728,7 +930,7 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
     p.preamble_bytes = out.size();
 
     const int last_user = LastUserIndex(r.messages);
-    const ojson& msgs = r.messages;
+    const MessageList& msgs = r.messages;
     for (size_t i = 0; i < msgs.size(); ++i) {
       p.message_offsets.push_back(out.size());
       const ojson& m = msgs[i];
@@ -836,7 +1038,8 @@ class GenericChatTemplate final : public ChatTemplate {
       out += "\n";
     }
     p.preamble_bytes = out.size();
-    for (const ojson& m : r.messages) {
+    for (size_t i = 0; i < r.messages.size(); ++i) {
+      const ojson& m = r.messages[i];
       p.message_offsets.push_back(out.size());
       out += Role(m) + "\n";
       const ojson& content = m["content"];

@@ -18,10 +18,27 @@ class ExactTokenizer : public Tokenizer {
   bool IsEstimate() const override { return false; }
   virtual StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const = 0;
   virtual StatusOr<int32_t> TokenId(std::string_view token) const = 0;
+
+  // Places where `text` may be cut for incremental counting (request_counter.cc): appends to `cuts`,
+  // ascending, every position c with from < c < text.size() at which
+  //   Encode(text) == Encode(text[0, c)) + Encode(text[c, end))
+  // holds, also for every text that has the same bytes as `text` up to c + CutContext() and any
+  // bytes after. Several cuts hold together: the pieces between them encode to the ids of the whole.
+  // Default: none (the whole text is encoded).
+  virtual void FindCuts(std::string_view text, size_t from, std::vector<size_t>* cuts) const {
+    (void)text;
+    (void)from;
+    (void)cuts;
+  }
+  // How many bytes after a cut its validity depends on (see FindCuts).
+  virtual size_t CutContext() const { return 0; }
 };
 
 // Hex SHA-256 of `data` (names tokenizers after the model file they were built from).
 std::string Sha256Hex(std::string_view data);
+
+// Length of the common prefix of `a` and `b` (incremental.cc).
+size_t CommonPrefix(std::string_view a, std::string_view b);
 
 // Reads a whole file; NOT_FOUND / DATA_LOSS with the path in the message.
 StatusOr<std::string> ReadFile(const std::string& path);

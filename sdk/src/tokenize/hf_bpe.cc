@@ -378,6 +378,7 @@ struct PreStep {
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
   bool add_prefix_space = false;  // ByteLevel only
+  bool digits = false;            // the Digits pre-tokenizer (a `\p{N}` split)
 };
 
 constexpr const char* kGpt2Pattern =
@@ -420,6 +421,7 @@ Status ParsePreTokenizer(const json& j, std::vector<PreStep>* steps, bool* has_b
     bool individual = j.value("individual_digits", false);
     STRATA_ASSIGN_OR_RETURN(step.regex, Regex::Compile("\\p{N}"));
     step.behavior = individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous;
+    step.digits = true;
   } else {
     return InvalidArgumentError(
         "tokenizer.json: unsupported pre-tokenizer \"" + type +
@@ -608,6 +610,39 @@ class HfBpeTokenizer final : public ExactTokenizer {
 
   size_t Count(std::string_view text) const override { return Encode(text).size(); }
 
+  // Two kinds of cut (each only where no added token could match across it, since added tokens
+  // are matched on the raw text first, leftmost):
+  //  - before an added token: the tokenizer itself splits the text there (any pre-tokenizer);
+  //  - after a newline that ends a line with a visible ASCII character (a line "...x\n" followed by
+  //    a visible ASCII character): the newline is its own pre-tokenizer piece and nothing merges
+  //    into the next line, whatever the bytes around it. That holds for the pre-tokenizer regexes
+  //    of the byte-level BPE files strata reads (GPT-2's, Llama-3's, Qwen's, DeepSeek's, GLM's),
+  //    which never join a newline with a following visible character; since a file may carry any
+  //    regex, it is checked on this file's own pre-tokenizer once (NewlineCutsHold) and these cuts
+  //    are not used when a probe disagrees, when a pre-tokenizer adds a prefix space to each piece,
+  //    or when a Split step merges pieces (MergedWithPrevious/Next, Contiguous other than Digits).
+  void FindCuts(std::string_view text, size_t from, std::vector<size_t>* cuts) const override {
+    const bool newline = NewlineCutsHold();
+    for (size_t c = from + 1; c < text.size(); ++c) {
+      const unsigned char here = static_cast<unsigned char>(text[c]);
+      bool candidate = false;
+      if (newline && text[c - 1] == '\n' && c >= 2 && IsVisibleAscii(text[c - 2]) &&
+          IsVisibleAscii(text[c])) {
+        candidate = true;
+      } else if (added_first_byte_[here]) {
+        for (const AddedToken* t : added_by_first_byte_[here]) {
+          if (text.compare(c, t->content.size(), t->content) == 0) {
+            candidate = true;
+            break;
+          }
+        }
+      }
+      if (candidate && !AddedTokenAcross(text, c)) cuts->push_back(c);
+    }
+  }
+
+  size_t CutContext() const override { return std::max<size_t>(max_added_size_, 1); }
+
   StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override {
     std::string out;
     for (int32_t id : ids) {
@@ -629,6 +664,53 @@ class HfBpeTokenizer final : public ExactTokenizer {
   }
 
  private:
+  static bool IsVisibleAscii(char c) { return c > ' ' && c < 0x7f; }
+
+  // True when an added token could match text[p, p + size) with p < c < p + size.
+  bool AddedTokenAcross(std::string_view text, size_t c) const {
+    const size_t first = c + 1 > max_added_size_ ? c + 1 - max_added_size_ : 0;
+    for (size_t p = first; p < c; ++p) {
+      for (const AddedToken* t : added_by_first_byte_[static_cast<unsigned char>(text[p])]) {
+        if (p + t->content.size() > c && text.compare(p, t->content.size(), t->content) == 0)
+          return true;
+      }
+    }
+    return false;
+  }
+
+  // Whether newline cuts (see FindCuts) hold for this file: its pipeline allows them and, for
+  // every pair of visible ASCII characters a, b and a few neighbours, a line ending in "a\n"
+  // followed by one starting with b encodes to the ids of the two lines encoded apart. Computed
+  // once, on first use.
+  bool NewlineCutsHold() const {
+    std::call_once(newline_cuts_once_, [this] {
+      newline_cuts_ = false;
+      for (const PreStep& step : pre_steps_) {
+        if (step.add_prefix_space) return;
+        if (!step.regex) continue;
+        const bool splits = step.behavior == SplitBehavior::kIsolated ||
+                            step.behavior == SplitBehavior::kRemoved ||
+                            (step.behavior == SplitBehavior::kContiguous && step.digits);
+        if (!splits) return;
+      }
+      static constexpr const char* kBefore[] = {"w", " ", "\n", "9", "\xc3\xa9"};
+      static constexpr const char* kAfter[] = {"yz", " q", "\n", "7", "\xe4\xb8\xad", "  "};
+      size_t k = 0;
+      for (char a = '!'; a < 0x7f; ++a) {
+        for (char b = '!'; b < 0x7f; ++b, ++k) {
+          const std::string first = std::string("x") + kBefore[k % 5] + a + "\n";
+          const std::string second = std::string(1, b) + kAfter[k % 6];
+          if (AddedTokenAcross(first + second, first.size())) continue;
+          std::vector<int32_t> apart = Encode(first), rest = Encode(second);
+          apart.insert(apart.end(), rest.begin(), rest.end());
+          if (apart != Encode(first + second)) return;
+        }
+      }
+      newline_cuts_ = true;
+    });
+    return newline_cuts_;
+  }
+
   void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
     size_t start = 0;
     for (size_t i = 0; i < text.size();) {
@@ -776,6 +858,10 @@ class HfBpeTokenizer final : public ExactTokenizer {
   bool added_first_byte_[256] = {};
   std::vector<const AddedToken*> added_by_first_byte_[256];
 
+  size_t max_added_size_ = 0;  // bytes of the longest added token
+  mutable std::once_flag newline_cuts_once_;
+  mutable bool newline_cuts_ = false;  // written once under newline_cuts_once_
+
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // guarded by cache_mutex_
 };
@@ -921,6 +1007,7 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
       unsigned char c = static_cast<unsigned char>(t.content[0]);
       tok->added_first_byte_[c] = true;
       tok->added_by_first_byte_[c].push_back(&t);
+      tok->max_added_size_ = std::max(tok->max_added_size_, t.content.size());
     }
     for (auto& list : tok->added_by_first_byte_)
       std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {

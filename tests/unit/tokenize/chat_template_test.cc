@@ -495,3 +495,59 @@ TEST_CASE("generic template adds a per-message overhead", "[chat_template]") {
   CHECK(count->tokens == text->size() + 2 * 5 + 2);
   CHECK(count->estimated);
 }
+
+// Messages are parsed once and reused by later requests that repeat them byte for byte (the
+// message memo of ParseRequest); a request must render the same whether its messages were seen
+// before or not, and refusals must stay those of parsing the whole body.
+TEST_CASE("a request renders the same when its messages were seen before", "[chat_template]") {
+  const std::string request = ReadTestData("glm_request.json");
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(request);
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    auto t = Make(name);
+    auto first = t->Render(request);
+    REQUIRE(first.ok());
+    CHECK(t->Render(request).value() == *first);  // every message from the memo
+    // The same messages with other spacing and member order around them.
+    nlohmann::ordered_json reordered = nlohmann::ordered_json::object();
+    for (auto it = body.rbegin(); it != body.rend(); ++it) reordered[it.key()] = it.value();
+    CHECK(t->Render(reordered.dump(2)).value() == *first);
+    // Each prefix of the messages, longest first (the memo holds them all), equals a render of the
+    // same prefix with every message new (a marker field makes each text unseen).
+    for (size_t n = body["messages"].size(); n > 0; --n) {
+      nlohmann::ordered_json prefix = body;
+      prefix["messages"] = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < n; ++i) prefix["messages"].push_back(body["messages"][i]);
+      nlohmann::ordered_json fresh = prefix;
+      for (auto& m : fresh["messages"]) m["x_unseen_" + std::to_string(n)] = true;
+      CHECK(t->Render(prefix.dump()).value() == t->Render(fresh.dump()).value());
+    }
+  }
+}
+
+TEST_CASE("refusals do not depend on which messages were seen before", "[chat_template]") {
+  auto t = Make("glm-5.3");
+  const std::string good = R"({"role": "user", "content": "seen"})";
+  REQUIRE(t->Render(R"({"messages": [)" + good + "]}").ok());
+  // A later message that does not parse: the whole body is not JSON.
+  CHECK_THAT(t->Render(R"({"messages": [)" + good + R"(, {"role": "user", "content": }]})").status().message(),
+             Catch::Contains("not a JSON object"));
+  // Junk between messages, after the body, and a key spelled with an escape.
+  CHECK_THAT(t->Render(R"({"messages": [)" + good + " x " + good + "]}").status().message(),
+             Catch::Contains("not a JSON object"));
+  CHECK_THAT(t->Render(R"({"messages": [)" + good + "]} x").status().message(), Catch::Contains("not a JSON object"));
+  CHECK(t->Render(R"({"m\u0065ssages": [)" + good + "]}").value() == t->Render(R"({"messages": [)" + good + "]}").value());
+  // The first invalid message is named, whether the messages before it were seen or not.
+  CHECK_THAT(t->Render(R"({"messages": [)" + good + R"(, {"role": "robot"}, {"role": 5}]})").status().message(),
+             Catch::Contains("messages[1] has unknown role \"robot\""));
+  CHECK_THAT(t->Render(R"({"messages": [{"role": 5}, )" + good + "]}").status().message(),
+             Catch::Contains("messages[0] has no \"role\""));
+  // Messages that are not objects, and a "messages" that is not an array.
+  CHECK_THAT(t->Render(R"({"messages": [5, )" + good + "]}").status().message(),
+             Catch::Contains("messages[0] is not an object"));
+  CHECK_THAT(t->Render(R"({"messages": {"a": 1}})").status().message(), Catch::Contains("no \"messages\" array"));
+  // A duplicate "messages" key: parsed whole, as before.
+  auto duplicate = t->Render(R"({"messages": [{"role": "robot"}], "messages": [)" + good + "]}");
+  auto whole = nlohmann::ordered_json::parse(R"({"messages": [{"role": "robot"}], "messages": [)" + good + "]}");
+  CHECK(duplicate.ok() == (whole["messages"].size() == 1 && whole["messages"][0]["role"] == "user"));
+}
