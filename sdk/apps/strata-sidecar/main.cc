@@ -29,6 +29,7 @@
 #include "service.h"
 #include "sidecar_config.h"
 #include "sidecar_metrics.h"
+#include "strata/pools.h"
 #include "tenants.h"
 
 namespace {
@@ -114,6 +115,10 @@ int main(int argc, char** argv) {
   auto* drain = app.add_option("--drain-timeout-ms", flags.drain_timeout_ms,
                                "how long in-flight calls may run after SIGTERM")
                     ->check(CLI::NonNegativeNumber);
+  std::string pools_file;
+  app.add_option("--pools", pools_file,
+                 "length pools: a PoolSetConfig JSON file (overrides the configuration's "
+                 "\"pools\"); their endpoints are the upstreams");
   auto* allow = app.add_flag("--allow-unauthenticated", flags.allow_unauthenticated,
                              "serve without tenants on a non-loopback address");
   CLI11_PARSE(app, argc, argv);
@@ -140,6 +145,33 @@ int main(int argc, char** argv) {
   if (allow->count()) config.allow_unauthenticated = true;
   if (Status valid = sc::ValidateSidecarConfig(config); !valid.ok()) return Fail(valid);
 
+  // Length pools (strata/pools.h): the agents send through them instead of to --upstream.
+  std::unique_ptr<strata::PoolSet> pools;
+  {
+    StatusOr<strata::PoolSetConfig> pool_config = strata::InvalidArgumentError("no pools");
+    if (!pools_file.empty()) {
+      StatusOr<std::string> text = ReadFile(pools_file, "--pools");
+      if (!text.ok()) return Fail(text.status());
+      pool_config = strata::ParsePoolSetConfig(*text);
+      if (!pool_config.ok()) {
+        return Fail(Status(pool_config.status().code(),
+                           "--pools " + pools_file + ": " + pool_config.status().message()));
+      }
+    } else if (!config.pools.empty()) {
+      pool_config = sc::ParseSidecarPools(config.pools);
+      if (!pool_config.ok()) return Fail(pool_config.status());
+    }
+    if (pool_config.ok()) {
+      const std::string where = pools_file.empty() ? "pools" : "--pools " + pools_file;
+      StatusOr<std::unique_ptr<strata::PoolSet>> created =
+          strata::PoolSet::Create(std::move(pool_config).value());
+      if (!created.ok()) {
+        return Fail(Status(created.status().code(), where + ": " + created.status().message()));
+      }
+      pools = std::move(created).value();
+    }
+  }
+
   StatusOr<sc::HostPort> grpc_address = sc::ParseHostPort(config.grpc_listen, "--grpc-listen");
   if (!grpc_address.ok()) return Fail(grpc_address.status());
   if (config.tenants.empty() && !config.allow_unauthenticated &&
@@ -152,7 +184,16 @@ int main(int argc, char** argv) {
   if (config.tenants.empty()) {
     Log("warning: no tenants configured: every call is tenant \"default\", unauthenticated");
   }
-  if (config.upstream.empty()) {
+  if (pools) {
+    std::string names;
+    for (const strata::PoolMetrics& p : pools->Metrics().pools) {
+      names += (names.empty() ? "" : ", ") + p.name + " (" + std::to_string(p.max_input_tokens) +
+               " tokens)";
+    }
+    Log("length pools " + names + ": agents send through them; their endpoints are the "
+        "upstreams (--upstream is not needed" +
+        (config.upstream.empty() ? std::string(")") : ", and is not used by the agents)"));
+  } else if (config.upstream.empty()) {
     Log("warning: no --upstream: Complete fails until one is configured");
   }
   if (!config.http_listen.empty() && config.tenants.empty() && !config.allow_unauthenticated) {
@@ -184,6 +225,7 @@ int main(int argc, char** argv) {
   registry_options.chat_template = config.chat_template;
   registry_options.window = config.budget;
   registry_options.max_open_agents = static_cast<size_t>(config.max_open_agents);
+  registry_options.transport = pools.get();  // nullptr: an HTTP transport to --upstream
   StatusOr<std::unique_ptr<sc::AgentRegistry>> registry =
       sc::AgentRegistry::Open(registry_options);
   if (!registry.ok()) return Fail(registry.status());
@@ -192,6 +234,7 @@ int main(int argc, char** argv) {
   if (!metrics_config.ok()) return Fail(metrics_config.status());
   sc::SidecarMetrics metrics(*metrics_config, nullptr,
                              [](const std::string& message) { Log("warning: " + message); });
+  metrics.SetPoolSet(pools.get());  // strata_pool_* families and the pool label of turns
   for (const sc::TenantConfig& t : authenticator.tenants()) {
     metrics.SetAgents(t.name, (*registry)->AgentCount(t));
   }

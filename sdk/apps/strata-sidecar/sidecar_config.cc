@@ -228,8 +228,21 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
     if (!metrics->is_object()) return TypeError("metrics", "an object", *metrics);
     c.metrics = *metrics;
   }
+  if (const json* pools = r.Get("pools")) {
+    if (!pools->is_object()) return TypeError("pools", "an object", *pools);
+    if (!pools->empty()) STRATA_RETURN_IF_ERROR(ParseSidecarPools(*pools).status());
+    c.pools = *pools;
+  }
   STRATA_RETURN_IF_ERROR(r.Finish());
   return c;
+}
+
+StatusOr<PoolSetConfig> ParseSidecarPools(const json& pools) {
+  StatusOr<PoolSetConfig> parsed = ParsePoolSetConfig(pools.dump());
+  if (!parsed.ok()) {
+    return Status(parsed.status().code(), "pools: " + parsed.status().message());
+  }
+  return parsed;
 }
 
 StatusOr<SidecarConfig> LoadSidecarConfig(const std::string& path) {

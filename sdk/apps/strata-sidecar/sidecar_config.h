@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/pools.h"
 #include "strata/status.h"
 
 namespace strata::sidecar {
@@ -64,7 +65,15 @@ struct SidecarConfig {
   int64_t max_open_agents = 1024;
   // The "metrics" object, kept as given for the metrics component's own parser.
   nlohmann::json metrics = nlohmann::json::object();
+  // The "pools" object (a strata::PoolSetConfig document, strata/pools.h), kept as given; empty:
+  // no length pools, agents send to `upstream`. With pools, the pools' endpoints are the
+  // upstreams. Checked by ParseSidecarConfig with ParseSidecarPools.
+  nlohmann::json pools = nlohmann::json::object();
 };
+
+// The length pools of a "pools" object: strata::ParsePoolSetConfig, its errors prefixed with the
+// key "pools". Callers treat an empty object as "no pools".
+StatusOr<PoolSetConfig> ParseSidecarPools(const nlohmann::json& pools);
 
 // Parses a configuration document (every key optional; defaults as above).
 StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text);

@@ -26,6 +26,24 @@ TEST_CASE("sidecar config: an empty document gives the defaults", "[sidecar][con
   CHECK(c->drain_timeout_ms == 10000);
   CHECK(c->metrics.is_object());
   CHECK(c->metrics.empty());
+  CHECK(c->pools.is_object());
+  CHECK(c->pools.empty());  // no length pools
+}
+
+TEST_CASE("sidecar config: the pools object is checked and kept as given", "[sidecar][config]") {
+  StatusOr<SidecarConfig> c = ParseSidecarConfig(R"({"pools": {
+    "pools": [{"name": "short", "max_input_tokens": 2000, "endpoints": ["http://a:8000/v1"]},
+              {"name": "long", "max_input_tokens": 100000, "endpoints": ["http://b:8000/v1"]}],
+    "ladder": ["wait", "refuse"]}})");
+  REQUIRE(c.ok());
+  CHECK(c->pools["pools"].size() == 2);
+  StatusOr<strata::PoolSetConfig> pools = ParseSidecarPools(c->pools);
+  REQUIRE(pools.ok());
+  REQUIRE(pools->pools.size() == 2);
+  CHECK(pools->pools[0].name == "short");
+  CHECK(pools->pools[1].max_input_tokens == 100000);
+  CHECK(pools->pools[1].endpoints == std::vector<std::string>{"http://b:8000/v1"});
+  CHECK(pools->ladder.size() == 2);
 }
 
 TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
@@ -94,6 +112,10 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
        "tenants[0].name: \"a/b\" is not a tenant name"},
       {"{\"tenants\": [{\"name\": \"a\"}]}", "tenants[0].token_sha256: a tenant needs"},
       {"{\"metrics\": 3}", "metrics: expected an object"},
+      {"{\"pools\": [1]}", "pools: expected an object"},
+      {"{\"pools\": {\"pools\": [{\"name\": \"s\", \"max_input_tokens\": \"many\"}]}}",
+       "pools: \"pools[0].max_input_tokens\" must be a number"},
+      {"{\"pools\": {\"ladders\": []}}", "pools: unknown key \"ladders\""},
       {"{\"max_threads\": 1}", "max_threads: expected an integer >= 2"},
       {"{not json", "not valid JSON"},
   };
