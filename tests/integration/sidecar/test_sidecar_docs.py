@@ -26,7 +26,7 @@ def blocks(language):
 
 def test_config_and_python_blocks_run(tmp_path, start_sim, start_sidecar):
     sim = start_sim(TRAJECTORY)
-    (config_text,) = blocks("json")
+    config_text, _pools_text = blocks("json")
     config = write_config(tmp_path, json.loads(config_text), "doc-config.json")
     sidecar = start_sidecar(["--config", str(config), "--upstream", sim.base_url],
                             env={"UPSTREAM_API_KEY": "not-a-real-key"})
@@ -47,6 +47,16 @@ def test_config_and_python_blocks_run(tmp_path, start_sim, start_sidecar):
     # The second request was predicted to reuse the first one's prefix.
     built = [line for line in text.splitlines() if re.fullmatch(r"\d+ \d+", line)]
     assert built and int(built[0].split()[1]) > 0
+
+
+def test_pools_block_starts(tmp_path, start_sidecar):
+    # The "Length pools" example: accepted, and the sidecar runs without --upstream.
+    _, pools_text = blocks("json")
+    config = json.loads(pools_text)
+    config["store"] = str(tmp_path / "pools.db")
+    sidecar = start_sidecar(["--config", str(write_config(tmp_path, config, "pools.json"))])
+    assert "length pools short (32768 tokens), long (1048576 tokens)" in sidecar.output()
+    assert "--upstream is not needed" in sidecar.output()
 
 
 def test_flags_in_the_table_exist():
