@@ -120,7 +120,7 @@ TEST_CASE("a 100 MB file streams in bounded memory with the in-memory count", "[
   auto tokenizer = Make(std::string("hf:") + STRATA_TOK_QWEN3_JSON);
   std::string block = TraceText(1 << 20);
   block.resize(block.rfind('\n') + 1);
-  REQUIRE(block.size() > 500000);
+  REQUIRE(block.size() > 100000);  // the repository's traces give about 300 KB
   const size_t repeat = (100u << 20) / block.size() + 1;
   const size_t block_tokens = tokenizer->Count(block);
   CHECK(tokenizer->Count(block + block + block) == 3 * block_tokens);
