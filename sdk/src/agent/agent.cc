@@ -973,10 +973,15 @@ class Agent::Impl {
     std::unique_ptr<Context> scratch;
     if (due) {
       STRATA_ASSIGN_OR_RETURN(scratch, Scratch(true));
-      built = scratch->Build(fields);
-      if (!built.ok()) return built.status();
-      out.compaction = built->compaction;
-      out.compaction_due = built->compaction.has_value();
+      StatusOr<BuiltRequest> compacted = scratch->Build(fields);
+      if (!compacted.ok()) return compacted.status();
+      // A build that did not compact predicts from the context as it is (the scratch copy is
+      // only for a compaction that Complete() would apply).
+      if (compacted->compaction.has_value() || !built.ok()) {
+        built = std::move(compacted);
+        out.compaction = built->compaction;
+        out.compaction_due = built->compaction.has_value();
+      }
     }
     STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(built->body));
     PromptBlocks blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
