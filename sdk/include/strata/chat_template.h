@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "strata/status.h"
-#include "strata/tokenizer.h"
+#include "strata/tokenizer.h"  // Tokenizer, RequestTokenCounter, ChatTemplate, RenderedPrompt
 
 namespace strata {
 
@@ -44,41 +44,6 @@ namespace strata {
 // many arrays/objects is refused with INVALID_ARGUMENT naming the limit, before any of it is
 // walked. Python's json module (and so vLLM and SGLang) gives up near 1,000 levels.
 inline constexpr size_t kChatTemplateMaxJsonDepth = 512;
-
-// A rendered prompt and where each message starts in it.
-struct RenderedPrompt {
-  std::string text;
-  // message_offsets[i]: byte offset in `text` where messages[i] starts rendering. A message the
-  // template renders nothing for (a `developer` message; a tool result rendered with the first
-  // result of its run) gets the offset where the next rendered text begins.
-  std::vector<size_t> message_offsets;
-  // Bytes before the first message: the prefix, reasoning-effort line and tools block.
-  size_t preamble_bytes = 0;
-};
-
-class ChatTemplate {
- public:
-  virtual ~ChatTemplate() = default;
-
-  // Stable name and version, persisted with counts it produced, e.g. "glm-5.3:1".
-  virtual std::string Name() const = 0;
-
-  // The prompt text for `request_json` (a Chat Completions body). Special tokens appear as text
-  // ("<|user|>"); an exact tokenizer whose file declares them as added tokens counts each as one
-  // token. Errors: INVALID_ARGUMENT naming the offending field for a body that is not JSON, lacks
-  // "messages", has an unknown role, content that is neither a string, null nor an array,
-  // tool-call arguments that are not a JSON object, or JSON nested deeper than
-  // kChatTemplateMaxJsonDepth.
-  virtual StatusOr<std::string> Render(std::string_view request_json) const = 0;
-
-  // Render() plus the byte offset of each message. The default implementation leaves the offsets
-  // empty; the GLM templates fill them. Errors as Render.
-  virtual StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const;
-
-  // Tokens the server adds that the rendered text does not show (the generic template's per-message
-  // overhead). 0 for templates that render every token. Errors as Render.
-  virtual StatusOr<size_t> OverheadTokens(std::string_view request_json) const = 0;
-};
 
 // The names MakeChatTemplate accepts (aliases not included): "glm-5.3", "glm-4.7", "generic".
 std::vector<std::string> ChatTemplateNames();

@@ -36,7 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include "strata/chat_template.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/record.h"
@@ -113,10 +112,10 @@ struct ClientOptions {
   // block size. Counting uses `tokenizer` (not owned; nullptr: byte blocks).
   PrefixCacheOptions cache;
   const Tokenizer* tokenizer = nullptr;
-  // The server's chat template (strata/chat_template.h, e.g. MakeChatTemplate("glm-4.7")) for the
-  // prompt text the blocks are cut from. Not owned. nullptr: the GLM-5.3-Flash template
-  // (RenderPromptText()). With an exact tokenizer and the deployed template, predictions follow a
-  // real server's blocks.
+  // The server's chat template (the interface of strata/tokenizer.h; strata/chat_template.h makes
+  // them, e.g. MakeChatTemplate("glm-4.7")) for the prompt text the blocks are cut from. Not owned.
+  // nullptr: the GLM-5.3-Flash template (RenderPromptText()). With an exact tokenizer and the
+  // deployed template, predictions follow a real server's blocks.
   const ChatTemplate* chat_template = nullptr;
   // Receives a record per request and the prefix-break events. Not owned; nullptr: none.
   RecordSink* record_sink = nullptr;

@@ -3,7 +3,10 @@
 // A Tokenizer turns text into token ids. strata uses it to size segments, layers and whole requests
 // against a Budget. Implementations: a bytes-per-token estimator (built into strata::core, used when
 // no model file is configured) and exact tokenizers (Hugging Face tokenizer.json byte-level BPE,
-// SentencePiece) in strata::tokenize.
+// SentencePiece) in strata::tokenize. A ChatTemplate turns a Chat Completions request into the
+// prompt text the server tokenizes; a RequestTokenCounter counts a whole request through both. This
+// header declares the three interfaces (strata::core); strata/tokenize.h and strata/chat_template.h
+// create the implementations.
 //
 //   std::unique_ptr<strata::Tokenizer> est = strata::MakeEstimateTokenizer(3.6);
 //   size_t n = est->Count("hello world");
@@ -42,6 +45,45 @@ class Tokenizer {
 
   // Number of tokens of `text`. Exact tokenizers may do this faster than Encode().size().
   virtual size_t Count(std::string_view text) const = 0;
+};
+
+// A rendered prompt and where each message starts in it.
+struct RenderedPrompt {
+  std::string text;
+  // message_offsets[i]: byte offset in `text` where messages[i] starts rendering. A message the
+  // template renders nothing for (a `developer` message; a tool result rendered with the first
+  // result of its run) gets the offset where the next rendered text begins.
+  std::vector<size_t> message_offsets;
+  // Bytes before the first message: the prefix, reasoning-effort line and tools block.
+  size_t preamble_bytes = 0;
+};
+
+// The prompt text a server builds from a Chat Completions request (tokens = tokenizer(template(
+// request))). Implementations: the templates of strata/chat_template.h (MakeChatTemplate), in
+// strata::tokenize. The interface is strata::core's so that components take a template without
+// linking the ones that implement it. Implementations are immutable and thread-safe.
+class ChatTemplate {
+ public:
+  virtual ~ChatTemplate() = default;
+
+  // Stable name and version, persisted with counts it produced, e.g. "glm-5.3:1".
+  virtual std::string Name() const = 0;
+
+  // The prompt text for `request_json` (a Chat Completions body). Special tokens appear as text
+  // ("<|user|>"); an exact tokenizer whose file declares them as added tokens counts each as one
+  // token. Errors: INVALID_ARGUMENT naming the offending field for a body that is not JSON, lacks
+  // "messages", has an unknown role, content that is neither a string, null nor an array,
+  // tool-call arguments that are not a JSON object, or JSON nested deeper than the template's
+  // limit (strata/chat_template.h kChatTemplateMaxJsonDepth for strata's templates).
+  virtual StatusOr<std::string> Render(std::string_view request_json) const = 0;
+
+  // Render() plus the byte offset of each message. The default implementation leaves the offsets
+  // empty; the GLM templates fill them. Errors as Render.
+  virtual StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const;
+
+  // Tokens the server adds that the rendered text does not show (the generic template's per-message
+  // overhead). 0 for templates that render every token. Errors as Render.
+  virtual StatusOr<size_t> OverheadTokens(std::string_view request_json) const = 0;
 };
 
 // Counts the input tokens of a whole rendered request (an OpenAI Chat Completions body) as the

@@ -1076,13 +1076,6 @@ std::string Lower(std::string_view s) {
 
 }  // namespace
 
-StatusOr<RenderedPrompt> ChatTemplate::RenderWithOffsets(std::string_view request_json) const {
-  STRATA_ASSIGN_OR_RETURN(std::string text, Render(request_json));
-  RenderedPrompt p;
-  p.text = std::move(text);
-  return p;
-}
-
 std::vector<std::string> ChatTemplateNames() { return {"glm-5.3", "glm-4.7", "generic"}; }
 
 StatusOr<std::unique_ptr<ChatTemplate>> MakeChatTemplate(std::string_view name) {
