@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/clock.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/record.h"
@@ -129,6 +130,9 @@ struct ClientOptions {
   std::string pool;
   // Per-call deadline (0: the transport's total timeout).
   std::chrono::milliseconds deadline{0};
+  // Records' started_unix_ms and total_ms, and the random tag in generated request ids
+  // ("<agent>-<tag>-<n>") (strata/clock.h). Not owned; nullptr: SystemClock().
+  Clock* clock = nullptr;
 };
 
 // Per-call options of Client::Complete.

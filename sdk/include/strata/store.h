@@ -37,13 +37,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "strata/clock.h"
 #include "strata/context.h"
 #include "strata/record.h"
 #include "strata/segment.h"
@@ -84,9 +84,9 @@ struct StoreOptions {
   // Upper bound of the database size in pages of 4096 bytes (SQLite max_page_count); 0: no limit.
   // A mutation that would exceed it fails with RESOURCE_EXHAUSTED and changes nothing. Default 0.
   int64_t max_pages = 0;
-  // Wall clock in milliseconds since the Unix epoch, for created/updated times. Default
-  // (empty): the system clock. Tests inject a fake.
-  std::function<int64_t()> now_unix_ms;
+  // The wall clock (Clock::UnixMillis) of created/updated times and record timestamps the store
+  // sets (strata/clock.h). Not owned; nullptr: SystemClock().
+  Clock* clock = nullptr;
 };
 
 // An agent as stored: its options (tokenizer and journal pointers are null; the tokenizer's Name()

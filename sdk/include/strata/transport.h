@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/clock.h"
 #include "strata/record.h"
 #include "strata/segment.h"
 #include "strata/status.h"
@@ -162,16 +163,6 @@ struct CallOptions {
   DegradationHandler* degradation = nullptr;
 };
 
-// Time and sleeping, injectable so tests never wait (Envoy TimeSource, LevelDB Env).
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual int64_t NowMicros() = 0;  // monotonic
-  virtual void SleepForMicros(int64_t micros) = 0;
-};
-// The process's steady clock and std::this_thread::sleep_for. Never null; not owned by callers.
-Clock* SystemClock();
-
 struct RetryPolicy {
   // Attempts in total (1 = no retry). Default 4.
   int max_attempts = 4;
@@ -184,7 +175,8 @@ struct RetryPolicy {
   // Retry on connection failures, 429 and 500/502/503/504. Never after the first byte of a
   // successful (2xx) response body: a broken stream is returned, not re-sent. Default true.
   bool retry_enabled = true;
-  // Returns U[0,1) for the jitter. nullptr: a generator seeded with `seed` (0: random_device).
+  // Returns U[0,1) for the jitter. nullptr: a generator seeded with `seed` (0: the transport's
+  // Clock::Random64()).
   std::function<double()> uniform01;
   uint64_t seed = 0;
 };
@@ -241,7 +233,8 @@ struct HttpTransportOptions {
   RetryPolicy retry;
   // Idle connections kept for reuse. Default 64.
   size_t max_idle_connections = 64;
-  // Backoff sleeps and the deadline accounting of retries. Not owned; nullptr: SystemClock().
+  // Backoff sleeps, the deadline accounting of retries and the jitter seed (strata/clock.h). Not
+  // owned; nullptr: SystemClock().
   Clock* clock = nullptr;
   // Extra headers on every request.
   std::vector<std::pair<std::string, std::string>> headers;

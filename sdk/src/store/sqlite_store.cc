@@ -205,12 +205,6 @@ class Stmt {
   sqlite3_stmt* stmt_;
 };
 
-int64_t SystemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 class SqliteStore;
 
 class StoreJournal final : public ContextJournal {
@@ -839,7 +833,7 @@ class SqliteStore final : public Store {
   }
 
  private:
-  int64_t Now() const { return options_.now_unix_ms ? options_.now_unix_ms() : SystemNowMs(); }
+  int64_t Now() const { return (options_.clock != nullptr ? options_.clock : SystemClock())->UnixMillis(); }
 
   Status Error(int rc, std::string_view what) {
     return SqliteStatus(db_, rc, what, path_, options_.busy_timeout_ms);

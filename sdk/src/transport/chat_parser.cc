@@ -276,10 +276,6 @@ Status StatusFromHttp(int http_status, std::string_view body) {
   return UnknownError(prefix + message);
 }
 
-double ParseRetryAfterSeconds(std::string_view value) {
-  return ParseRetryAfterSeconds(value, static_cast<int64_t>(std::time(nullptr)));
-}
-
 double ParseRetryAfterSeconds(std::string_view value, int64_t now_unix_seconds) {
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);

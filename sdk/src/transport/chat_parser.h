@@ -109,8 +109,6 @@ Status StatusFromHttp(int http_status, std::string_view body);
 // Parses a Retry-After header value: delay-seconds, or an HTTP-date turned into the seconds from
 // `now_unix_seconds` to it (0 when it has passed). -1 when empty or neither.
 double ParseRetryAfterSeconds(std::string_view value, int64_t now_unix_seconds);
-// The same, from the system clock's time.
-double ParseRetryAfterSeconds(std::string_view value);
 
 }  // namespace strata::transport_internal
 

@@ -7,7 +7,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "strata/isolation.h"
 #include "transport/retry.h"
@@ -103,20 +102,17 @@ StatusOr<PromptText> PromptFor(const ChatTemplate* chat_template, std::string_vi
   return prompt;
 }
 
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions options) : options_(std::move(options)), model_(options_.cache) {
-    std::random_device rd;
+  explicit Impl(ClientOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : SystemClock()),
+        model_(options_.cache) {
     static const char kHex[] = "0123456789abcdef";
-    for (int i = 0; i < 6; ++i) instance_tag_ += kHex[rd() % 16];
+    uint64_t bits = clock_->Random64();
+    for (int i = 0; i < 6; ++i, bits >>= 4) instance_tag_ += kHex[bits % 16];
   }
 
   std::string SaltFor(const AgentIdentity& agent) const {
@@ -150,14 +146,14 @@ class Client::Impl {
     rec.pool = options_.pool;
     rec.endpoint = options_.transport->Endpoint();
     rec.model = context.options().render.model;
-    rec.started_unix_ms = UnixMillis();
+    rec.started_unix_ms = clock_->UnixMillis();
     rec.request_id = !copt.request_id.empty() ? copt.request_id
                                                : agent.id + "-" + instance_tag_ + "-" + std::to_string(++sequence_);
-    const double start_ms = transport_internal::SteadyMillis();
+    const int64_t start_us = clock_->NowMicros();
     auto fail = [&](Status status) -> Status {
       rec.code = status.code();
       rec.error = status.message();
-      rec.total_ms = transport_internal::SteadyMillis() - start_ms;
+      rec.total_ms = static_cast<double>(clock_->NowMicros() - start_us) / 1000.0;
       Emit(rec);
       if (record_out != nullptr) *record_out = rec;
       return status;
@@ -211,7 +207,7 @@ class Client::Impl {
       }
       done.assistant_segment_id = *appended;
     }
-    rec.total_ms = transport_internal::SteadyMillis() - start_ms;
+    rec.total_ms = static_cast<double>(clock_->NowMicros() - start_us) / 1000.0;
 
     if (std::optional<PrefixBreakEvent> shortfall = ServerShortfall(rec, blocks, *prompt, starts, changed)) {
       done.prefix_break = shortfall;
@@ -228,6 +224,7 @@ class Client::Impl {
   }
 
   ClientOptions options_;
+  Clock* clock_;  // options_.clock or SystemClock()
   PrefixCacheModel model_;
 
  private:

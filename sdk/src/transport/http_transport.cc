@@ -59,6 +59,7 @@ struct Connection {
 // State of one attempt, shared with the curl callbacks.
 struct Transfer {
   const CancellationToken* cancel = nullptr;
+  Clock* clock = nullptr;  // the transport's: the "now" of a Retry-After date
   int http_status = 0;
   std::string content_type;
   double retry_after = -1;
@@ -117,7 +118,9 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
   std::string name = Lower(Trim(line.substr(0, colon)));
   std::string value = Trim(line.substr(colon + 1));
   if (name == "content-type") t->content_type = Lower(value);
-  if (name == "retry-after") t->retry_after = transport_internal::ParseRetryAfterSeconds(value);
+  if (name == "retry-after") {
+    t->retry_after = transport_internal::ParseRetryAfterSeconds(value, t->clock->UnixMillis() / 1000);
+  }
   return n;
 }
 
@@ -195,11 +198,13 @@ bool IsConnectError(CURLcode code) {
 
 class HttpTransport : public Transport {
  public:
-  explicit HttpTransport(HttpTransportOptions options) : options_(std::move(options)), backoff_(options_.retry) {
+  explicit HttpTransport(HttpTransportOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : SystemClock()),
+        backoff_(options_.retry, clock_) {
     while (!options_.base_url.empty() && options_.base_url.back() == '/') options_.base_url.pop_back();
     url_ = options_.base_url + "/chat/completions";
     shown_url_ = RedactUrl(url_);
-    clock_ = options_.clock != nullptr ? options_.clock : SystemClock();
     if (!options_.api_key.empty()) secrets_.push_back(options_.api_key);
     std::string password = transport_internal::UrlPassword(options_.base_url);
     if (!password.empty()) secrets_.push_back(password);
@@ -509,6 +514,7 @@ class HttpTransport : public Transport {
     curl_easy_reset(conn->easy);
     Transfer t;
     t.cancel = call.cancel;
+    t.clock = clock_;
     t.max_body_bytes = options_.max_response_bytes;
     t.url = shown_url_;
     t.assembler.set_on_delta(&call.on_delta);

@@ -7,32 +7,11 @@
 #include <nlohmann/json.hpp>
 
 namespace strata {
-namespace {
-
-class SteadyClock : public Clock {
- public:
-  int64_t NowMicros() override {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  void SleepForMicros(int64_t micros) override {
-    if (micros > 0) std::this_thread::sleep_for(std::chrono::microseconds(micros));
-  }
-};
-
-}  // namespace
-
-Clock* SystemClock() {
-  static SteadyClock* clock = new SteadyClock();
-  return clock;
-}
-
 namespace transport_internal {
 
-Backoff::Backoff(const RetryPolicy& policy) : policy_(policy) {
+Backoff::Backoff(const RetryPolicy& policy, Clock* clock) : policy_(policy) {
   uint64_t seed = policy.seed;
-  if (seed == 0) seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  if (seed == 0) seed = clock->Random64();
   rng_.seed(seed);
 }
 

@@ -1,4 +1,4 @@
-// Backoff computation and the system clock, shared by the HTTP and gRPC transports.
+// Backoff computation and timing helpers, shared by the HTTP and gRPC transports.
 #ifndef STRATA_SRC_TRANSPORT_RETRY_H_
 #define STRATA_SRC_TRANSPORT_RETRY_H_
 
@@ -17,7 +17,8 @@ namespace strata::transport_internal {
 // Thread-safe jitter source over RetryPolicy::uniform01 or a seeded generator.
 class Backoff {
  public:
-  explicit Backoff(const RetryPolicy& policy);
+  // `clock` (not null) seeds the generator when policy.seed is 0.
+  Backoff(const RetryPolicy& policy, Clock* clock);
   // Delay before retry number `retry` (1 = first retry), in microseconds. When
   // `retry_after_seconds` >= 0 it replaces the exponential backoff (capped at max_retry_after).
   int64_t DelayMicros(int retry, double retry_after_seconds);

@@ -90,8 +90,8 @@ class GrpcTransport : public Transport {
       : options_(std::move(options)),
         channel_(std::move(channel)),
         stub_(pb::SglangService::NewStub(channel_)),
-        backoff_(options_.retry),
-        clock_(options_.clock != nullptr ? options_.clock : SystemClock()) {}
+        clock_(options_.clock != nullptr ? options_.clock : SystemClock()),
+        backoff_(options_.retry, clock_) {}
 
   std::string Name() const override { return "grpc"; }
   std::string Endpoint() const override { return options_.target; }
@@ -346,8 +346,8 @@ class GrpcTransport : public Transport {
   const GrpcTransportOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::SglangService::Stub> stub_;
-  Backoff backoff_;
   Clock* clock_;
+  Backoff backoff_;
 };
 
 int ClampInt(int64_t v) { return static_cast<int>(std::min<int64_t>(v, INT_MAX)); }

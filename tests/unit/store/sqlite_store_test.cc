@@ -16,6 +16,7 @@
 #include "store/schema.h"
 #include "strata/store.h"
 #include "testing/child_process.h"
+#include "testing/fake_clock.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -238,6 +239,33 @@ TEST_CASE("agents are unique and unknown agents are named in errors", "[store]")
   REQUIRE(agents->size() == 2);
   CHECK(agents->at(0).options.agent.id == "alpha");
   CHECK(agents->at(1).options.agent.id == "beta");
+}
+
+TEST_CASE("created, updated and event times come from StoreOptions::clock", "[store]") {
+  TempDir dir;
+  testing::FakeClock clock;
+  StoreOptions options;
+  options.clock = &clock;
+  auto store = OpenSqliteStore(dir.File("a.db"), options);
+  REQUIRE(store.ok());
+  const int64_t start = testing::FakeClock::kStartUnixMillis;
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  clock.Advance(60 * 1000000);  // one minute later
+  ContextChange change;
+  change.turn = 1;
+  REQUIRE((*store)->ApplyChange("a", change).ok());
+  StoredEvent event;
+  event.agent_id = "a";
+  event.type = "note";
+  REQUIRE((*store)->AppendEvent(event).ok());  // unix_ms 0: the store's now
+  auto agent = (*store)->GetAgent("a");
+  REQUIRE(agent.ok());
+  CHECK(agent->created_unix_ms == start);
+  CHECK(agent->updated_unix_ms == start + 60000);
+  auto events = (*store)->Events("a");
+  REQUIRE(events.ok());
+  REQUIRE(events->size() == 1);
+  CHECK(events->at(0).unix_ms == start + 60000);
 }
 
 RequestRecord Request(const std::string& agent, int n, int64_t started) {

@@ -121,11 +121,11 @@ TEST_CASE("both error shapes give the server's message, status codes map to cano
 }
 
 TEST_CASE("Retry-After in seconds or as an HTTP date", "[transport]") {
-  CHECK(ParseRetryAfterSeconds(" 3 ") == 3);
-  CHECK(ParseRetryAfterSeconds("0.5") == 0.5);
-  CHECK(ParseRetryAfterSeconds("") < 0);
-  CHECK(ParseRetryAfterSeconds("-4") < 0);
-  CHECK(ParseRetryAfterSeconds("soon") < 0);
+  CHECK(ParseRetryAfterSeconds(" 3 ", 0) == 3);
+  CHECK(ParseRetryAfterSeconds("0.5", 0) == 0.5);
+  CHECK(ParseRetryAfterSeconds("", 0) < 0);
+  CHECK(ParseRetryAfterSeconds("-4", 0) < 0);
+  CHECK(ParseRetryAfterSeconds("soon", 0) < 0);
   // 2015-10-21 07:28:00 GMT is 1445412480; the three HTTP-date forms of RFC 9110.
   const int64_t now = 1445412480 - 90;
   CHECK(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT", now) == 90);
@@ -142,7 +142,7 @@ TEST_CASE("backoff doubles up to the cap with injected jitter, Retry-After repla
   policy.max_retry_after = std::chrono::milliseconds(2000);
   double u = 0;
   policy.uniform01 = [&u] { return u; };
-  Backoff backoff(policy);
+  Backoff backoff(policy, SystemClock());
   CHECK(backoff.DelayMicros(1, -1) == 50000);   // d = 100 ms, half of it
   CHECK(backoff.DelayMicros(2, -1) == 100000);  // d = 200 ms
   CHECK(backoff.DelayMicros(3, -1) == 175000);  // d = 350 ms (capped)

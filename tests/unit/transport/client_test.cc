@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "strata/client.h"
+#include "testing/fake_clock.h"
 #include "testing/scripted_transport.h"
 
 namespace strata {
@@ -67,6 +68,42 @@ TEST_CASE("Complete appends the reply and writes one record per request", "[tran
   std::string all = lines.str();
   CHECK(std::count(all.begin(), all.end(), '\n') == 3);
   CHECK(all.find("\"code\":\"UNAVAILABLE\"") != std::string::npos);
+}
+
+// A ScriptedTransport whose every Send() takes 250 ms of `clock`'s time.
+class SlowScriptedTransport : public testing::ScriptedTransport {
+ public:
+  explicit SlowScriptedTransport(testing::FakeClock* clock) : clock_(clock) {}
+  Status Send(std::string_view body, const CallOptions& options, Response* response) override {
+    clock_->Advance(250000);
+    return ScriptedTransport::Send(body, options, response);
+  }
+
+ private:
+  testing::FakeClock* clock_;
+};
+
+TEST_CASE("Records take their times and request ids from ClientOptions::clock", "[transport][client]") {
+  std::vector<RequestRecord> records;
+  for (int run = 0; run < 2; ++run) {
+    testing::FakeClock clock;
+    clock.Advance(5000000);  // 5 s after the start: the wall time moves with it
+    SlowScriptedTransport transport(&clock);
+    transport.Reply("one");
+    ClientOptions options;
+    options.transport = &transport;
+    options.clock = &clock;
+    auto client = Client::Create(options).value();
+    auto context = NewContext();
+    auto done = client->Complete(*context);
+    REQUIRE(done.ok());
+    records.push_back(done->record);
+  }
+  CHECK(records[0].started_unix_ms == testing::FakeClock::kStartUnixMillis + 5000);
+  CHECK(records[0].total_ms == 250.0);
+  // The id's random tag comes from the clock's Random64(): the same fake gives the same id.
+  CHECK(records[0].request_id.rfind("unit-agent-", 0) == 0);
+  CHECK(records[0].request_id == records[1].request_id);
 }
 
 TEST_CASE("append_reply=false leaves the context to the caller", "[transport][client]") {

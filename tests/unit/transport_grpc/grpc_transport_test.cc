@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sglang/runtime/v1/sglang.grpc.pb.h"
 #include "sim_server.h"
 #include "strata/transport.h"
+#include "testing/fake_clock.h"
 #include "transport/timeouts.h"
 
 namespace strata {
@@ -276,6 +278,32 @@ TEST_CASE("gRPC transport: errors map to strata codes", "[grpc][sim]") {
     CHECK(nowhere->Send(Body(true), {}, &response).code() == StatusCode::kUnavailable);
     CHECK(nowhere->HealthCheck(std::chrono::seconds(2)).code() == StatusCode::kUnavailable);
   }
+}
+
+TEST_CASE("gRPC transport: backoff sleeps and their jitter come from GrpcTransportOptions::clock",
+          "[grpc][sim]") {
+  auto sim = StartSim();
+  std::vector<std::vector<int64_t>> runs;
+  for (int run = 0; run < 2; ++run) {
+    testing::FakeClock clock;
+    GrpcTransportOptions options = Options(*sim);
+    options.retry.uniform01 = nullptr;  // seed 0: the jitter generator is seeded by the clock
+    options.clock = &clock;
+    auto grpc = Grpc(options);
+    CallOptions call;
+    call.headers = {{"x-strata-sim-fault", "503,times=2"}};
+    Response response;
+    REQUIRE(grpc->Send(Body(true), call, &response).ok());
+    CHECK(response.attempts == 3);
+    runs.push_back(clock.sleeps());
+  }
+  REQUIRE(runs[0].size() == 2);
+  // Backoffs of 10 and 20 ms, half of each jitter: in [d/2, d).
+  CHECK(runs[0][0] >= 5000);
+  CHECK(runs[0][0] < 10000);
+  CHECK(runs[0][1] >= 10000);
+  CHECK(runs[0][1] < 20000);
+  CHECK(runs[0] == runs[1]);  // the same fake clock, the same jitter
 }
 
 TEST_CASE("gRPC transport: cancellation reaches the server", "[grpc][sim]") {

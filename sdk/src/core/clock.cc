@@ -1,0 +1,47 @@
+#include "strata/clock.h"
+
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace strata {
+namespace {
+
+class RealClock final : public Clock {
+ public:
+  RealClock() {
+    std::random_device rd;
+    rng_.seed((uint64_t{rd()} << 32) ^ rd());
+  }
+  int64_t NowMicros() override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  int64_t UnixMillis() override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  void SleepForMicros(int64_t micros) override {
+    if (micros > 0) std::this_thread::sleep_for(std::chrono::microseconds(micros));
+  }
+  uint64_t Random64() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rng_();
+  }
+
+ private:
+  std::mutex mu_;
+  std::mt19937_64 rng_;  // guarded by mu_
+};
+
+}  // namespace
+
+Clock* SystemClock() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+}  // namespace strata
