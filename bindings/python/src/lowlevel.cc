@@ -511,13 +511,22 @@ class PyTransport {
 
 // ---- Client ---------------------------------------------------------------------------------
 
-// Keeps every record and prefix-break event the client writes, as JSON, for Client.records().
+// Keeps every record and prefix-break event the client writes, as JSON, for Client.records(),
+// and the last record written on each thread: Client::Complete writes a request's record, a failed
+// one's included, on the thread that called it, so that thread reads its failed record back here.
 class CollectingSink : public strata::RecordSink {
  public:
   strata::Status Write(const strata::RequestRecord& record) override {
+    std::string record_json = strata::RecordToJson(record);
+    LastOnThisThread() = record_json;
     std::lock_guard<std::mutex> lock(mu_);
-    records_.push_back(json::parse(strata::RecordToJson(record)));
+    records_.push_back(json::parse(record_json));
     return strata::Status();
+  }
+  // The JSON of the last record any CollectingSink wrote on the calling thread ("" if none).
+  static std::string& LastOnThisThread() {
+    thread_local std::string last;
+    return last;
   }
   strata::Status WriteEvent(const strata::PrefixBreakEvent& event) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -601,10 +610,16 @@ class PyClient {
     options.headers = std::move(headers);
     options.request_id = std::move(request_id);
     options.append_reply = append_reply;
-    strata::RequestRecord record;
+    std::string failed_record_json;
     strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
       return context.WithContext([&](strata::Context& c) -> strata::StatusOr<std::string> {
-        STRATA_ASSIGN_OR_RETURN(strata::Completion done, client_->Complete(c, options, &record));
+        CollectingSink::LastOnThisThread().clear();
+        strata::StatusOr<strata::Completion> completed = client_->Complete(c, options);
+        if (!completed.ok()) {
+          failed_record_json = CollectingSink::LastOnThisThread();  // written by this call
+          return completed.status();
+        }
+        strata::Completion& done = *completed;
         return json{{"response", ResponseJson(done.response)},
                     {"record", json::parse(strata::RecordToJson(done.record))},
                     {"assistant_segment_id", done.assistant_segment_id},
@@ -619,7 +634,7 @@ class PyClient {
       py::object errors = py::module_::import("strata._errors");
       py::object exc = errors.attr("from_status")(static_cast<int>(out.status().code()),
                                                   out.status().message());
-      exc.attr("record_json") = strata::RecordToJson(record);
+      if (!failed_record_json.empty()) exc.attr("record_json") = failed_record_json;
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
       throw py::error_already_set();
     }

@@ -152,8 +152,7 @@ Status ReplaySender::SendTurn(Context& context) {
   ++turns_;
   CompleteOptions complete;
   complete.append_reply = false;  // the trajectory's own message is appended by ReplayTrace
-  RequestRecord record;
-  StatusOr<Completion> done = s.client->Complete(context, complete, &record);
+  StatusOr<Completion> done = s.client->Complete(context, complete);
   if (!done.ok()) {
     ++failures_;
     ++consecutive_failures_;
@@ -166,6 +165,7 @@ Status ReplaySender::SendTurn(Context& context) {
     return Status::Ok();
   }
   consecutive_failures_ = 0;
+  const RequestRecord& record = done->record;
   s.input += record.input_tokens;
   s.predicted += record.cached_tokens_predicted;
   s.output += record.output_tokens;

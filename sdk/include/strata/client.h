@@ -150,7 +150,7 @@ struct CompleteOptions {
 // The outcome of Client::Complete.
 struct Completion {
   Response response;  // the server's answer
-  RequestRecord record;  // the request's record (also given to the record sink)
+  RequestRecord record;  // the request's record, as given to the record sink
   std::string assistant_segment_id;  // the appended assistant message
   std::optional<PrefixBreakEvent> prefix_break;  // set when the request reused less of the prefix cache than expected
   std::string body;  // the request body that was sent
@@ -166,13 +166,14 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Builds (the non-const Context::Build(), which may compact the history first when the context
-  // has a budget and a policy), predicts, sends, appends and records. On failure no assistant
-  // message is appended (a compaction done by Build() stays: it was due anyway), the
-  // record (with code and error) is written to the sink and, when `record` is non-null, to
-  // *record; the Status says what failed (see strata/transport.h for transport codes;
-  // FAILED_PRECONDITION from Build, or when the reply cannot be appended).
-  StatusOr<Completion> Complete(Context& context, const CompleteOptions& options = {},
-                                RequestRecord* record = nullptr);
+  // has a budget and a policy), predicts, sends, appends and records. Every request's record,
+  // a failed one's included, is written to ClientOptions::record_sink before Complete() returns,
+  // on the calling thread; on success Completion::record is the same record. On failure no
+  // assistant message is appended (a compaction done by Build() stays: it was due anyway), the
+  // sink gets the record with its code and error, and the Status says what failed (see
+  // strata/transport.h for transport codes; FAILED_PRECONDITION from Build, or when the reply
+  // cannot be appended).
+  StatusOr<Completion> Complete(Context& context, const CompleteOptions& options = {});
 
   // The request body Complete() would send now (same fields, a fresh request id).
   StatusOr<BuiltRequest> BuildRequest(const Context& context, const std::string& request_id) const;

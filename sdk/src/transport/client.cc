@@ -139,7 +139,7 @@ class Client::Impl {
     return build;
   }
 
-  StatusOr<Completion> Complete(Context& context, const CompleteOptions& copt, RequestRecord* record_out) {
+  StatusOr<Completion> Complete(Context& context, const CompleteOptions& copt) {
     const AgentIdentity& agent = context.options().agent;
     RequestRecord rec;
     rec.agent_id = agent.id;
@@ -155,7 +155,6 @@ class Client::Impl {
       rec.error = status.message();
       rec.total_ms = static_cast<double>(clock_->NowMicros() - start_us) / 1000.0;
       Emit(rec);
-      if (record_out != nullptr) *record_out = rec;
       return status;
     };
 
@@ -219,7 +218,6 @@ class Client::Impl {
     RememberPrefix(agent.id, blocks, history_blocks, std::move(sigs));
     Emit(rec);
     done.record = rec;
-    if (record_out != nullptr) *record_out = rec;
     return done;
   }
 
@@ -392,8 +390,8 @@ StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
-StatusOr<Completion> Client::Complete(Context& context, const CompleteOptions& options, RequestRecord* record) {
-  return impl_->Complete(context, options, record);
+StatusOr<Completion> Client::Complete(Context& context, const CompleteOptions& options) {
+  return impl_->Complete(context, options);
 }
 
 StatusOr<BuiltRequest> Client::BuildRequest(const Context& context, const std::string& request_id) const {

@@ -351,13 +351,18 @@ TEST_CASE("different tenants never share cache blocks, the same tenant does", "[
   auto a1 = NewContext("agent-a1", "tenant-a");
   auto a2 = NewContext("agent-a2", "tenant-a");
   auto b1 = NewContext("agent-b1", "tenant-b");
-  RequestRecord r;
-  REQUIRE(h.client->Complete(*a1, {}, &r).ok());
+  auto done = h.client->Complete(*a1);
+  REQUIRE(done.ok());
+  RequestRecord r = done->record;
   CHECK(r.cached_tokens_reported == 0);
-  REQUIRE(h.client->Complete(*b1, {}, &r).ok());
+  done = h.client->Complete(*b1);
+  REQUIRE(done.ok());
+  r = done->record;
   CHECK(r.cached_tokens_reported == 0);  // same bytes, other tenant: nothing shared
   CHECK(r.cached_tokens_predicted == 0);
-  REQUIRE(h.client->Complete(*a2, {}, &r).ok());
+  done = h.client->Complete(*a2);
+  REQUIRE(done.ok());
+  r = done->record;
   CHECK(r.cached_tokens_reported > 0);  // same tenant, another agent: shared prefix
   CHECK(r.cached_tokens_reported == r.cached_tokens_predicted);
   std::string salt_a = h.client->CacheSaltFor(a1->options().agent);
@@ -379,8 +384,9 @@ TEST_CASE("a server cache shortfall raises a prefix-break event naming a segment
   REQUIRE(client->Complete(*context).ok());
   REQUIRE(context->AppendUser("Now run the tests again and report.").ok());
   h.sim->cache().Clear();  // the server lost its cache (restart, eviction)
-  RequestRecord record;
-  REQUIRE(client->Complete(*context, {}, &record).ok());
+  auto done = client->Complete(*context);
+  REQUIRE(done.ok());
+  RequestRecord record = done->record;
   CHECK(record.cached_tokens_predicted > 0);
   CHECK(record.cached_tokens_reported == 0);
   REQUIRE(events.size() == 1);
@@ -389,7 +395,7 @@ TEST_CASE("a server cache shortfall raises a prefix-break event naming a segment
   // A changed system prompt breaks the prefix before the previous history end.
   REQUIRE(context->SetSystemPrompt("You are a different agent now.").ok());
   REQUIRE(context->AppendUser("Continue.").ok());
-  REQUIRE(client->Complete(*context, {}, &record).ok());
+  REQUIRE(client->Complete(*context).ok());
   REQUIRE(events.size() == 2);
   CHECK(events[1].kind == PrefixBreakEvent::Kind::kPrefixChanged);
   CHECK(events[1].layer == "system");
@@ -427,10 +433,10 @@ TEST_CASE("predicted cached tokens equal the simulator's on a replayed trace", "
       } else if (m.role == TraceRole::kTool) {
         REQUIRE(context->AppendToolResult({m.tool_call_id, m.content, false}).ok());
       } else {
-        RequestRecord record;
-        auto done = client->Complete(*context, {}, &record);
+        auto done = client->Complete(*context);
         INFO(name << " turn " << turns << ": " << done.status().ToString());
         REQUIRE(done.ok());
+        const RequestRecord& record = done->record;
         REQUIRE(record.cached_tokens_reported.has_value());
         CHECK(record.cached_tokens_predicted == *record.cached_tokens_reported);
         CHECK(done->response.content == m.content);
@@ -533,9 +539,9 @@ TEST_CASE("with an exact tokenizer on both sides, token-block predictions match 
   Status replayed = ReplayTrace(*trace, *context, [&](const TraceMessage&, const BuiltRequest&) -> Status {
     CompleteOptions complete;
     complete.append_reply = false;  // ReplayTrace appends the trajectory's message
-    RequestRecord record;
-    auto done = client->Complete(*context, complete, &record);
+    auto done = client->Complete(*context, complete);
     if (!done.ok()) return done.status();
+    const RequestRecord& record = done->record;
     CHECK(record.cached_tokens_reported == record.cached_tokens_predicted);
     CHECK(record.cached_tokens_predicted % 32 == 0);
     CHECK(record.input_tokens == static_cast<int64_t>(sim->requests().back().prompt_tokens));
@@ -589,9 +595,9 @@ TEST_CASE("compactions in Complete keep predictions exact and are named as prefi
   Status replayed = ReplayTrace(*trace, *context, [&](const TraceMessage&, const BuiltRequest&) -> Status {
     CompleteOptions complete;
     complete.append_reply = false;
-    RequestRecord record;
-    auto done = client->Complete(*context, complete, &record);
+    auto done = client->Complete(*context, complete);
     if (!done.ok()) return done.status();
+    const RequestRecord& record = done->record;
     CHECK(record.cached_tokens_reported == record.cached_tokens_predicted);
     ++turns;
     return Status::Ok();

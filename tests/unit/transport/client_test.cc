@@ -21,6 +21,21 @@ std::unique_ptr<Context> NewContext() {
   return context;
 }
 
+// Keeps every record written and forwards it to `next`.
+class KeepingSink : public RecordSink {
+ public:
+  explicit KeepingSink(RecordSink* next) : next_(next) {}
+  Status Write(const RequestRecord& record) override {
+    records.push_back(record);
+    return next_->Write(record);
+  }
+  Status WriteEvent(const PrefixBreakEvent& event) override { return next_->WriteEvent(event); }
+  std::vector<RequestRecord> records;
+
+ private:
+  RecordSink* next_;
+};
+
 TEST_CASE("Complete appends the reply and writes one record per request", "[transport][client]") {
   testing::ScriptedTransport transport;
   Response tool_reply;
@@ -34,7 +49,8 @@ TEST_CASE("Complete appends the reply and writes one record per request", "[tran
   transport.Respond(tool_reply);
   transport.Fail(UnavailableError("HTTP 503: server error"), 503);
   std::ostringstream lines;
-  JsonLinesRecordSink sink(lines);
+  JsonLinesRecordSink json_sink(lines);
+  KeepingSink sink(&json_sink);
   ClientOptions options;
   options.transport = &transport;
   options.backend = Backend::kSglang;
@@ -42,9 +58,9 @@ TEST_CASE("Complete appends the reply and writes one record per request", "[tran
   auto client = Client::Create(options).value();
   auto context = NewContext();
 
-  RequestRecord record;
-  auto done = client->Complete(*context, {}, &record);
+  auto done = client->Complete(*context);
   REQUIRE(done.ok());
+  RequestRecord record = done->record;
   CHECK(context->OpenToolCalls() == std::vector<std::string>{"call_1"});
   CHECK(record.input_tokens == 40);
   CHECK(record.cached_tokens_reported == 32);
@@ -58,8 +74,12 @@ TEST_CASE("Complete appends the reply and writes one record per request", "[tran
   // A failure appends nothing and is recorded with its code.
   REQUIRE(context->AppendToolResult({"call_1", "a\nb", false}).ok());
   std::string before = context->Build()->body;
-  auto failed = client->Complete(*context, {}, &record);
+  auto failed = client->Complete(*context);
   CHECK(failed.status().code() == StatusCode::kUnavailable);
+  // A failed request's record reaches the sink, as every request's does.
+  REQUIRE(sink.records.size() == 2);
+  CHECK(sink.records[0].request_id == done->record.request_id);
+  record = sink.records[1];
   CHECK(record.code == StatusCode::kUnavailable);
   CHECK(record.http_status == 503);
   CHECK(context->Build()->body == before);
