@@ -56,6 +56,7 @@ StatusOr<std::unique_ptr<ChatTemplate>> MakeChatTemplate(std::string_view name);
 // "zai-org/GLM-5.3-Flash"), "glm-4.7" for GLM-4 models, "generic" otherwise. Case-insensitive.
 std::string DefaultChatTemplateName(std::string_view model);
 
+// Options of the GLM templates (MakeGlm5ChatTemplate, MakeGlm47ChatTemplate).
 struct Glm5TemplateOptions {
   // Append the generation prompt, as servers do for a completion request, unless the request's
   // "add_generation_prompt" says otherwise. Default true.
@@ -68,6 +69,7 @@ std::unique_ptr<ChatTemplate> MakeGlm5ChatTemplate(Glm5TemplateOptions options =
 // The "glm-4.7" template with options.
 std::unique_ptr<ChatTemplate> MakeGlm47ChatTemplate(Glm5TemplateOptions options = {});
 
+// Options of the "generic" template (MakeGenericChatTemplate).
 struct GenericTemplateOptions {
   // Tokens each message costs beyond its text (role markers, separators). Default 4 (OpenAI's
   // documented figure for its chat models).
@@ -79,6 +81,7 @@ struct GenericTemplateOptions {
 // Renders "role\ncontent\n" per message (tool calls as "name arguments", tools as their JSON).
 std::unique_ptr<ChatTemplate> MakeGenericChatTemplate(GenericTemplateOptions options = {});
 
+// The input tokens of a request (CountRequestTokens).
 struct RequestTokenCount {
   size_t tokens = 0;       // tokenizer.Count(Render(request)) + OverheadTokens(request)
   bool estimated = false;  // the tokenizer is an estimator

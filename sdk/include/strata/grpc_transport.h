@@ -40,6 +40,7 @@
 
 namespace strata {
 
+// What a gRPC transport is created with (MakeGrpcTransport).
 struct GrpcTransportOptions {
   // "host:port" of an SGLang gRPC server (or strata-sim --grpc-port), without a scheme. Required.
   std::string target;

@@ -51,6 +51,7 @@
 
 namespace strata {
 
+// How durable a committed change is (StoreOptions::synchronous; SQLite's synchronous pragma).
 enum class StoreSync : int {
   // fsync the WAL at every commit: an acknowledged change survives power loss. Default.
   kFull = 0,
@@ -60,6 +61,7 @@ enum class StoreSync : int {
   kNormal = 1,
 };
 
+// What a store is opened with (OpenSqliteStore).
 struct StoreOptions {
   // Create the file (and the schema) when it does not exist. Default true. When false, a missing
   // file is NOT_FOUND.
@@ -92,10 +94,10 @@ struct StoreOptions {
 // An agent as stored: its options (tokenizer and journal pointers are null; the tokenizer's Name()
 // is kept in tokenizer_name) and a summary of its state.
 struct StoredAgent {
-  ContextOptions options;
+  ContextOptions options;  // as created (identity, render, hygiene, budget; no pointers)
   std::string tokenizer_name;  // Tokenizer::Name() of the tokenizer that counted its tokens
-  int64_t created_unix_ms = 0;
-  int64_t updated_unix_ms = 0;
+  int64_t created_unix_ms = 0;  // when CreateAgent() ran (StoreOptions::clock)
+  int64_t updated_unix_ms = 0;  // when its last change was applied
   int64_t turn = 0;         // the context's turn counter
   int64_t segments = 0;     // stored non-volatile segments (all states)
   int64_t tokens = 0;       // sum of the rendered (live or masked) segments' token counts
@@ -108,21 +110,22 @@ struct StoredAgent {
 // {"segment_id":...,"reason":...}); applications may add their own.
 struct StoredEvent {
   int64_t id = 0;  // assigned by the store
-  std::string agent_id;
-  int64_t turn = 0;
+  std::string agent_id;  // the agent it is about
+  int64_t turn = 0;      // the agent's turn when it happened
   int64_t unix_ms = 0;  // 0 on append: now
-  std::string type;
+  std::string type;     // "compaction", "prefix_break" or an application's own
   std::string payload_json = "{}";  // a JSON object; validated on append
 };
 
 // One point of an agent's growth curve: its size after a turn.
 struct GrowthPoint {
-  std::string agent_id;
-  int64_t turn = 0;
+  std::string agent_id;  // the agent measured
+  int64_t turn = 0;      // the turn it was measured after
   int64_t unix_ms = 0;                              // 0 on append: now
   std::array<int64_t, kLayerCount> layer_tokens{};  // indexed by Layer
   int64_t compactions = 0;                          // compactions performed during this turn
   int64_t invalidated_tokens = 0;  // cached tokens the turn's compactions invalidated
+  // The sum of layer_tokens.
   int64_t TotalTokens() const;
 };
 
@@ -132,18 +135,21 @@ struct RetentionPolicy {
   int64_t max_records_per_agent = 0;  // keep only each agent's newest records
 };
 
+// What a store holds (Store::Stats).
 struct StoreStats {
-  int64_t schema_version = 0;
+  int64_t schema_version = 0;  // the file's schema version (StoreSchemaVersion() once migrated)
   int64_t file_bytes = 0;  // page_count * page_size (WAL not included)
-  int64_t agents = 0;
-  int64_t segments = 0;
-  int64_t blobs = 0;
+  int64_t agents = 0;    // stored agents
+  int64_t segments = 0;  // stored segment rows, every agent's
+  int64_t blobs = 0;     // distinct blob contents
   int64_t blob_raw_bytes = 0;     // uncompressed size of the stored blobs
   int64_t blob_stored_bytes = 0;  // their size on disk (compressed)
-  int64_t requests = 0;
-  int64_t events = 0;
+  int64_t requests = 0;  // request records
+  int64_t events = 0;    // stored events
 };
 
+// Where agents, their contexts' changes, request records, events and growth are kept (see the
+// file comment). OpenSqliteStore() opens the implementation.
 class Store {
  public:
   virtual ~Store() = default;
@@ -221,6 +227,7 @@ class Store {
 
   // --- Maintenance ----------------------------------------------------------------------------
 
+  // Counts of what the store holds and the file's size.
   virtual StatusOr<StoreStats> Stats() = 0;
   // Writes a consistent copy of the whole database to `destination` (a new file) while the store
   // stays usable (SQLite's VACUUM INTO). ALREADY_EXISTS if the file exists.

@@ -81,10 +81,13 @@ const std::vector<EstimateFamily>& EstimateFamilies();
 // Thread safety: not thread-safe (one encoder per thread or agent).
 class IncrementalEncoder {
  public:
+  // An encoder over `tokenizer` (not owned; must outlive the encoder) with no previous text.
   explicit IncrementalEncoder(const Tokenizer& tokenizer);
   ~IncrementalEncoder();
-  IncrementalEncoder(IncrementalEncoder&&) noexcept;
-  IncrementalEncoder& operator=(IncrementalEncoder&&) noexcept;
+  // Moves the encoder, its previous text and its state; `other` must not be used afterwards.
+  IncrementalEncoder(IncrementalEncoder&& other) noexcept;
+  // Moves the encoder, its previous text and its state; `other` must not be used afterwards.
+  IncrementalEncoder& operator=(IncrementalEncoder&& other) noexcept;
 
   // Ids of `text` (empty for an estimator); valid until the next call.
   const std::vector<int32_t>& Encode(std::string_view text);
@@ -107,6 +110,7 @@ class IncrementalEncoder {
 // Thread safety: not thread-safe.
 class StreamEncoder {
  public:
+  // A stream encoder over `tokenizer` (not owned; must outlive the encoder), at the start of a text.
   explicit StreamEncoder(const Tokenizer& tokenizer);
   ~StreamEncoder();
 

@@ -49,7 +49,7 @@ class Tokenizer {
 
 // A rendered prompt and where each message starts in it.
 struct RenderedPrompt {
-  std::string text;
+  std::string text;  // the prompt, as ChatTemplate::Render() returns it
   // message_offsets[i]: byte offset in `text` where messages[i] starts rendering. A message the
   // template renders nothing for (a `developer` message; a tool result rendered with the first
   // result of its run) gets the offset where the next rendered text begins.

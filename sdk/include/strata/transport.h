@@ -89,9 +89,9 @@ class DegradationHandler {
 // Token usage as reported by the server.
 struct Usage {
   bool reported = false;  // the response carried a usage object
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  int64_t total_tokens = 0;
+  int64_t prompt_tokens = 0;      // input tokens the server counted
+  int64_t completion_tokens = 0;  // output tokens, reasoning included
+  int64_t total_tokens = 0;       // prompt_tokens + completion_tokens as the server reports it
   // prompt_tokens_details.cached_tokens; std::nullopt when absent or null (vLLM without
   // --enable-prompt-tokens-details, SGLang without --enable-cache-report).
   std::optional<int64_t> cached_tokens;
@@ -106,15 +106,16 @@ struct Timings {
   double retry_wait_ms = 0;   // time spent in backoff between attempts
 };
 
+// What Transport::Send() parsed from one answer (streamed or not; see the file comment).
 struct Response {
   std::string id;     // the server's completion id
   std::string model;  // the model that answered
-  std::string content;
+  std::string content;  // the answer's text (content deltas concatenated)
   std::string reasoning;  // from "reasoning" or "reasoning_content"
   std::vector<ToolCall> tool_calls;  // in index order; arguments exactly as streamed
   std::string finish_reason;  // stop, length, tool_calls, content_filter, abort
-  Usage usage;
-  Timings timings;
+  Usage usage;      // the server's token counts
+  Timings timings;  // measured by the transport
   bool streamed = false;  // the answer came as a stream of chunks
   // Filled on success and on failure, so that a record can say what happened:
   int attempts = 0;       // 1 + retries
@@ -124,7 +125,9 @@ struct Response {
 // Cancels in-flight calls that were given this token. Thread-safe; may be cancelled from any thread.
 class CancellationToken {
  public:
+  // Cancels every call given this token, now and later (there is no reset).
   void Cancel() { cancelled_.store(true, std::memory_order_release); }
+  // True once Cancel() was called.
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
  private:
@@ -134,14 +137,16 @@ class CancellationToken {
 // One streamed fragment of an answer, handed to CallOptions::on_delta as it arrives (a whole,
 // non-streamed answer gives one delta per field).
 struct StreamDelta {
+  // Which part of the answer a fragment belongs to.
   enum class Kind : int { kContent = 0, kReasoning = 1, kToolCallArguments = 2 };
-  Kind kind = Kind::kContent;
-  std::string text;
+  Kind kind = Kind::kContent;  // the part this fragment extends
+  std::string text;            // the fragment, exactly as received
   int tool_call_index = 0;    // kToolCallArguments: the call's index in the answer
   std::string tool_call_id;   // kToolCallArguments: the call's id once known, else ""
   std::string tool_name;      // kToolCallArguments: the function name once known, else ""
 };
 
+// Per-call options of Transport::Send().
 struct CallOptions {
   // Total time budget of the call including retries; 0 uses the transport's total timeout.
   std::chrono::milliseconds deadline{0};
@@ -163,6 +168,7 @@ struct CallOptions {
   DegradationHandler* degradation = nullptr;
 };
 
+// When and how long a transport waits before sending a failed request again.
 struct RetryPolicy {
   // Attempts in total (1 = no retry). Default 4.
   int max_attempts = 4;
@@ -194,6 +200,8 @@ struct Timeouts {
   std::chrono::milliseconds prefill_per_100k_tokens{60000};
 };
 
+// Sends Chat Completions requests to one endpoint (see the file comment). Implementations:
+// MakeHttpTransport() below, MakeGrpcTransport() (strata/grpc_transport.h).
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -216,6 +224,7 @@ class Transport {
   virtual Status Abort(const std::string& request_id) = 0;
 };
 
+// What an HTTP transport is created with (MakeHttpTransport).
 struct HttpTransportOptions {
   // Base URL up to and excluding /chat/completions, e.g. "http://127.0.0.1:8000/v1" (vLLM,
   // SGLang) or "https://api.z.ai/api/paas/v4". Required.
