@@ -833,7 +833,9 @@ class SqliteStore final : public Store {
   }
 
  private:
-  int64_t Now() const { return (options_.clock != nullptr ? options_.clock : SystemClock())->UnixMillis(); }
+  int64_t Now() const {
+    return (options_.clock != nullptr ? options_.clock : SystemClock())->UnixMillis();
+  }
 
   Status Error(int rc, std::string_view what) {
     return SqliteStatus(db_, rc, what, path_, options_.busy_timeout_ms);
