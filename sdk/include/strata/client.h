@@ -162,7 +162,7 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Builds (the non-const Context::Build(), which may compact the history first when the context
+  // Builds (Context::Build(), which may compact the history first when the context
   // has a budget and a policy), predicts, sends, appends and records. On failure no assistant
   // message is appended (a compaction done by Build() stays: it was due anyway), the
   // record (with code and error) is written to the sink and, when `record` is non-null, to
@@ -171,8 +171,11 @@ class Client {
   StatusOr<Completion> Complete(Context& context, const CompleteOptions& options = {},
                                 RequestRecord* record = nullptr);
 
-  // The request body Complete() would send now (same fields, a fresh request id).
-  StatusOr<BuiltRequest> BuildRequest(const Context& context, const std::string& request_id) const;
+  // The request body Complete() would send now (same fields, a fresh request id), rendered by
+  // Context::Preview(): the context is never changed, and RESOURCE_EXHAUSTED where Complete()
+  // would compact first to fit the budget.
+  StatusOr<BuiltRequest> PreviewRequest(const Context& context,
+                                        const std::string& request_id) const;
 
   // The cache_salt used for `agent`.
   std::string CacheSaltFor(const AgentIdentity& agent) const;
