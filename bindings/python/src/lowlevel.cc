@@ -15,9 +15,9 @@
 
 #include "common.h"
 #include "strata/budget.h"
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
-#include "strata/compact.h"
 #include "strata/context.h"
 #include "strata/grpc_transport.h"
 #include "strata/tokenize.h"

@@ -25,7 +25,7 @@
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/status.h"
 #include "strata/store.h"
 #include "strata/tokenize.h"

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "strata/budget.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -139,8 +139,8 @@ struct ContextOptions {
   ContextJournal* journal = nullptr;
   // The token budget. std::nullopt (default): no limit is enforced.
   std::optional<Budget> budget;
-  // Plans compactions when the budget requires (strata/compaction.h). Not owned; must outlive the
-  // context. nullptr: Build() fails with RESOURCE_EXHAUSTED instead of compacting.
+  // Plans compactions when the budget requires (strata/compaction_policy.h). Not owned; must
+  // outlive the context. nullptr: Build() fails with RESOURCE_EXHAUSTED instead of compacting.
   CompactionPolicy* compaction = nullptr;
   // Counts whole requests exactly (chat template + tokenizer) for budget decisions. Not owned; must
   // outlive the context. nullptr: the budget is enforced on the context's own incremental count
@@ -325,7 +325,7 @@ class Context {
   // would have to compact first. A policy's early trigger below the limit does not make it fail.
   StatusOr<BuiltRequest> Preview(const BuildOptions& options = {}) const;
 
-  // --- Compaction (strata/compaction.h) ------------------------------------------------------
+  // --- Compaction (strata/compaction_policy.h) -----------------------------------------------
 
   // Input tokens of the request Build() would render now (content plus message overheads).
   size_t InputTokens() const;

@@ -14,8 +14,8 @@
 
 #include "agent/degradation.h"
 #include "agent/prompt_tokens.h"
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
-#include "strata/compact.h"
 #include "strata/isolation.h"
 #include "strata/transport.h"
 #include "strata/prefix_cache.h"

@@ -5,7 +5,7 @@
 #include <set>
 #include <string_view>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "strata/transport.h"
 
 namespace strata {

@@ -5,7 +5,7 @@
 #include <regex>
 #include <set>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "testing/context_testing.h"
 
 namespace strata {

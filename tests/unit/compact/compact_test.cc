@@ -1,4 +1,4 @@
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
