@@ -231,7 +231,7 @@ void BM_PredictWhole(benchmark::State& state) {
     options.journal = nullptr;
     auto plain = strata::Context::Restore(options, agent->context().Snapshot()).value();
     state.ResumeTiming();
-    auto built = static_cast<const strata::Context&>(*plain).Build();
+    auto built = plain->Preview();
     auto text = glm->Render(built->body);
     size_t counted = tokenizer->Count(*text);  // the budget's exact count
     auto blocks = strata::HashPrompt(*text, "salt", tokenizer.get(), model.options());

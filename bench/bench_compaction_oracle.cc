@@ -48,7 +48,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "strata/eval.h"
 #include "strata/identifiers.h"
 #include "strata/tokenize.h"

@@ -67,10 +67,10 @@ Shared& Get() {
     copt.transport = s->transport.get();
     copt.backend = strata::Backend::kSglang;
     s->client = strata::Client::Create(copt).value();
-    s->stream_body = s->client->BuildRequest(*s->context, "bench-request").value().body;
+    s->stream_body = s->client->PreviewRequest(*s->context, "bench-request").value().body;
     copt.stream = false;
     auto plain = strata::Client::Create(copt).value();
-    s->plain_body = plain->BuildRequest(*s->context, "bench-request").value().body;
+    s->plain_body = plain->PreviewRequest(*s->context, "bench-request").value().body;
     if (!g_body_out.empty()) {
       std::ofstream(g_body_out, std::ios::binary) << s->stream_body;
       std::ofstream(g_body_out + ".plain", std::ios::binary) << s->plain_body;

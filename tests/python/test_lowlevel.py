@@ -97,7 +97,7 @@ def test_context_built_and_budgeted_from_python_compacts_within_its_budget():
         ctx.append_assistant(f"noted {i}")
     assert ctx.input_tokens() > budget.trigger_tokens
     with pytest.raises(strata.ResourceExhausted):
-        ctx.build(compact=False)  # over the limit, and not allowed to compact
+        ctx.preview()  # over the limit, and preview never compacts
     ctx.append_user("What did the last chunk say?")
     built = ctx.build()
     assert built.compaction is not None

@@ -18,16 +18,16 @@ inline std::unique_ptr<Context> NewContext(ContextOptions options = {}) {
   return std::move(created).value();
 }
 
-// Builds through the non-const Build(), which compacts when a budget and policy are set.
+// Builds through Build(), which compacts when a budget and policy are set.
 inline BuiltRequest MustBuild(Context& context, const BuildOptions& options = {}) {
   auto built = context.Build(options);
   if (!built.ok()) throw std::runtime_error(built.status().ToString());
   return std::move(built).value();
 }
 
-// Renders through the const Build(), which never compacts.
-inline BuiltRequest MustBuild(const Context& context, const BuildOptions& options = {}) {
-  auto built = context.Build(options);
+// Renders through Preview(), which never changes the context.
+inline BuiltRequest MustPreview(const Context& context, const BuildOptions& options = {}) {
+  auto built = context.Preview(options);
   if (!built.ok()) throw std::runtime_error(built.status().ToString());
   return std::move(built).value();
 }

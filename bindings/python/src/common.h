@@ -20,7 +20,7 @@
 
 #include "strata/agent.h"
 #include "strata/client.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/status.h"
 #include "strata/transport.h"
 

@@ -15,9 +15,9 @@
 
 #include "common.h"
 #include "strata/budget.h"
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
-#include "strata/compact.h"
 #include "strata/context.h"
 #include "strata/grpc_transport.h"
 #include "strata/tokenize.h"
@@ -278,14 +278,20 @@ class PyContext {
       return 0;
     });
   }
-  std::string Build(std::vector<std::pair<std::string, std::string>> extra_fields, bool compact) {
+  std::string Build(std::vector<std::pair<std::string, std::string>> extra_fields) {
     strata::BuildOptions options;
     options.extra_fields = std::move(extra_fields);
     return Take(Locked([&](strata::Context& c) -> strata::StatusOr<std::string> {
-      strata::StatusOr<strata::BuiltRequest> built =
-          compact ? c.Build(options) : std::as_const(c).Build(options);
-      if (!built.ok()) return built.status();
-      return BuiltJson(*built).dump();
+      STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest built, c.Build(options));
+      return BuiltJson(built).dump();
+    }));
+  }
+  std::string Preview(std::vector<std::pair<std::string, std::string>> extra_fields) {
+    strata::BuildOptions options;
+    options.extra_fields = std::move(extra_fields);
+    return Take(Locked([&](strata::Context& c) -> strata::StatusOr<std::string> {
+      STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest built, std::as_const(c).Preview(options));
+      return BuiltJson(built).dump();
     }));
   }
   size_t InputTokens() {
@@ -641,10 +647,10 @@ class PyClient {
     return std::move(*out);
   }
 
-  std::string BuildRequest(PyContext& context, const std::string& request_id) {
+  std::string PreviewRequest(PyContext& context, const std::string& request_id) {
     strata::StatusOr<std::string> out = Unlocked([&] {
       return context.WithContext([&](strata::Context& c) -> strata::StatusOr<std::string> {
-        STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest built, client_->BuildRequest(c, request_id));
+        STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest built, client_->PreviewRequest(c, request_id));
         return BuiltJson(built).dump();
       });
     });
@@ -693,7 +699,8 @@ void DefineLowLevel(py::module_& m) {
       .def("set_volatile", &PyContext::SetVolatile, py::arg("key"), py::arg("value"))
       .def("remove_volatile", &PyContext::RemoveVolatile, py::arg("key"))
       .def("clear_volatile", &PyContext::ClearVolatile)
-      .def("build", &PyContext::Build, py::arg("extra_fields"), py::arg("compact"))
+      .def("build", &PyContext::Build, py::arg("extra_fields"))
+      .def("preview", &PyContext::Preview, py::arg("extra_fields"))
       .def("input_tokens", &PyContext::InputTokens)
       .def("compact", &PyContext::Compact, py::arg("force"))
       .def("compactions", &PyContext::Compactions)
@@ -716,7 +723,8 @@ void DefineLowLevel(py::module_& m) {
       .def_property_readonly("transport", &PyClient::transport)
       .def("complete", &PyClient::Complete, py::arg("context"), py::arg("cancel"),
            py::arg("headers"), py::arg("request_id"), py::arg("append_reply"))
-      .def("build_request", &PyClient::BuildRequest, py::arg("context"), py::arg("request_id"))
+      .def("preview_request", &PyClient::PreviewRequest, py::arg("context"),
+           py::arg("request_id"))
       .def("cache_salt_for", &PyClient::CacheSaltFor, py::arg("context"))
       .def("records", &PyClient::Records)
       .def("events", &PyClient::Events);

@@ -25,7 +25,7 @@
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/status.h"
 #include "strata/store.h"
 #include "strata/tokenize.h"
@@ -238,8 +238,7 @@ class PyAgent {
   // The request body the next Complete() would send, rendered without compacting.
   std::string Request() const {
     strata::StatusOr<strata::BuiltRequest> built = Unlocked([&] {
-      const strata::Context& context = std::as_const(*agent_).context();
-      return context.Build();
+      return std::as_const(*agent_).context().Preview();
     });
     return Take(std::move(built)).body;
   }

@@ -186,17 +186,22 @@ class Context:
 
     # ---- Rendering and compaction -------------------------------------------------------------
 
-    def build(self, *, extra_fields: Optional[Mapping[str, Any]] = None,
-              compact: bool = True) -> BuiltRequest:
-        """Renders the request, compacting first when the budget requires it (``compact=False``:
-        never, and ResourceExhausted where a compaction would be needed). ``extra_fields`` are
-        top-level request fields (``{"max_completion_tokens": 4096}``)."""
+    def build(self, *, extra_fields: Optional[Mapping[str, Any]] = None) -> BuiltRequest:
+        """Renders the request, compacting first when the budget and policy say so; never above
+        the budget. ``extra_fields`` are top-level request fields
+        (``{"max_completion_tokens": 4096}``)."""
         extra = [(k, json.dumps(v)) for k, v in (extra_fields or {}).items()]
-        return BuiltRequest._from(json.loads(self._impl.build(extra, compact)))
+        return BuiltRequest._from(json.loads(self._impl.build(extra)))
+
+    def preview(self, *, extra_fields: Optional[Mapping[str, Any]] = None) -> BuiltRequest:
+        """Renders the request the context holds now and never changes the context:
+        ResourceExhausted where ``build()`` would have to compact first to fit the budget."""
+        extra = [(k, json.dumps(v)) for k, v in (extra_fields or {}).items()]
+        return BuiltRequest._from(json.loads(self._impl.preview(extra)))
 
     def messages(self) -> List[Dict[str, Any]]:
-        """The context as OpenAI message dicts (rendered without compacting)."""
-        return self.build(compact=False).messages
+        """The context as OpenAI message dicts (``preview()``: never compacts)."""
+        return self.preview().messages
 
     def input_tokens(self) -> int:
         return int(self._impl.input_tokens())
@@ -375,9 +380,11 @@ class Client:
             raise
         return Completion._from(json.loads(out))
 
-    def build_request(self, context: Context, request_id: str = "") -> BuiltRequest:
-        """The body ``complete`` would send now (same fields), without sending it."""
-        return BuiltRequest._from(json.loads(self._impl.build_request(context._impl, request_id)))
+    def preview_request(self, context: Context, request_id: str = "") -> BuiltRequest:
+        """The body ``complete`` would send now (same fields), without sending it or changing the
+        context (``Context.preview()``)."""
+        return BuiltRequest._from(
+            json.loads(self._impl.preview_request(context._impl, request_id)))
 
     def cache_salt_for(self, context: Context) -> str:
         return str(self._impl.cache_salt_for(context._impl))

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/store.h"
 

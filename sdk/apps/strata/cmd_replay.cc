@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "commands.h"
+#include "strata/builtin_policies.h"
 #include "strata/trace.h"
 #include "strata/chat_template.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
-#include "strata/compact.h"
 #include "strata/transport.h"
 #include "replay_budget.h"
 #include "replay_common.h"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 
 namespace strata::cli {
 

@@ -39,9 +39,9 @@
 #include <vector>
 
 #include "strata/budget.h"
+#include "strata/builtin_policies.h"
 #include "strata/client.h"
-#include "strata/compact.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/record.h"
 #include "strata/status.h"
@@ -63,7 +63,7 @@ struct AgentBudgetConfig {
   bool enforce = true;  // false: no budget (the context grows without limit)
 };
 
-// The compaction policy by name and its knobs (strata/compact.h StrataPolicyOptions).
+// The compaction policy by name and its knobs (strata/builtin_policies.h StrataPolicyOptions).
 struct AgentPolicyConfig {
   std::string name = "strata";  // "strata", "none", "sliding", "last-n"
   size_t keep_turns = 2;

@@ -165,7 +165,7 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Builds (the non-const Context::Build(), which may compact the history first when the context
+  // Builds (Context::Build(), which may compact the history first when the context
   // has a budget and a policy), predicts, sends, appends and records. Every request's record,
   // a failed one's included, is written to ClientOptions::record_sink before Complete() returns,
   // on the calling thread; on success Completion::record is the same record. On failure no
@@ -175,8 +175,11 @@ class Client {
   // cannot be appended).
   StatusOr<Completion> Complete(Context& context, const CompleteOptions& options = {});
 
-  // The request body Complete() would send now (same fields, a fresh request id).
-  StatusOr<BuiltRequest> BuildRequest(const Context& context, const std::string& request_id) const;
+  // The request body Complete() would send now (same fields, a fresh request id), rendered by
+  // Context::Preview(): the context is never changed, and RESOURCE_EXHAUSTED where Complete()
+  // would compact first to fit the budget.
+  StatusOr<BuiltRequest> PreviewRequest(const Context& context,
+                                        const std::string& request_id) const;
 
   // The cache_salt used for `agent`.
   std::string CacheSaltFor(const AgentIdentity& agent) const;

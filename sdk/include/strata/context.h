@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "strata/budget.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -139,8 +139,8 @@ struct ContextOptions {
   ContextJournal* journal = nullptr;
   // The token budget. std::nullopt (default): no limit is enforced.
   std::optional<Budget> budget;
-  // Plans compactions when the budget requires (strata/compaction.h). Not owned; must outlive the
-  // context. nullptr: Build() fails with RESOURCE_EXHAUSTED instead of compacting.
+  // Plans compactions when the budget requires (strata/compaction_policy.h). Not owned; must
+  // outlive the context. nullptr: Build() fails with RESOURCE_EXHAUSTED instead of compacting.
   CompactionPolicy* compaction = nullptr;
   // Counts whole requests exactly (chat template + tokenizer) for budget decisions. Not owned; must
   // outlive the context. nullptr: the budget is enforced on the context's own incremental count
@@ -187,7 +187,7 @@ struct LintWarning {
   std::string ToString() const;
 };
 
-// Per-call options of Build().
+// Per-call options of Build() and Preview().
 struct BuildOptions {
   // Extra top-level request fields, each a (name, JSON value text) pair, rendered after "messages"
   // in the given order, canonicalized. E.g. {"max_completion_tokens", "4096"}, {"stream", "true"}.
@@ -202,7 +202,7 @@ struct LayerUsage {
   size_t tokens = 0;  // content tokens counted by the context's tokenizer
 };
 
-// A rendered request and what it holds (Context::Build).
+// A rendered request and what it holds (Context::Build, Context::Preview).
 struct BuiltRequest {
   std::string body;  // the Chat Completions request body (canonical JSON)
   // body[0, stable_prefix_bytes) holds the model, the tools and the stable system message(s).
@@ -319,11 +319,13 @@ class Context {
   // FAILED_PRECONDITION when there is nothing to send (no message) or tool calls are unanswered;
   // INVALID_ARGUMENT for bad extra fields.
   StatusOr<BuiltRequest> Build(const BuildOptions& options = {});
-  // Renders without compacting (for inspection and for const access). Fails with
-  // RESOURCE_EXHAUSTED where the non-const Build() would have to compact.
-  StatusOr<BuiltRequest> Build(const BuildOptions& options = {}) const;
+  // Renders the request the context holds now and never changes the context (for inspection, and
+  // for predictions that must not compact). The same checks and body as Build() when Build() would
+  // not compact; RESOURCE_EXHAUSTED when the request is above the budget's limit, where Build()
+  // would have to compact first. A policy's early trigger below the limit does not make it fail.
+  StatusOr<BuiltRequest> Preview(const BuildOptions& options = {}) const;
 
-  // --- Compaction (strata/compaction.h) ------------------------------------------------------
+  // --- Compaction (strata/compaction_policy.h) -----------------------------------------------
 
   // Input tokens of the request Build() would render now (content plus message overheads).
   size_t InputTokens() const;

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/compact.h"
-#include "strata/compaction.h"
+#include "strata/builtin_policies.h"
+#include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"

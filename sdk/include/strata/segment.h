@@ -101,7 +101,6 @@ struct Segment {
   int64_t turn = 0;  // turn in which it was added (turn t starts with the t-th assistant message)
   size_t tokens = 0;  // tokens of the rendered content, counted by the context's tokenizer
   bool pinned = false;  // never edited by compaction; stable layers are always pinned
-  bool sensitive = false;  // never logged or exported in clear by strata
   SegmentState state = SegmentState::kLive;  // rendered when kLive or kMasked
   HygieneAction hygiene = HygieneAction::kNone;  // what append-time hygiene did to a tool result
   // Non-empty when the original content is kept in the recall store (Context::Recall).

@@ -14,8 +14,8 @@
 
 #include "agent/degradation.h"
 #include "agent/prompt_tokens.h"
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
-#include "strata/compact.h"
 #include "strata/isolation.h"
 #include "strata/transport.h"
 #include "strata/prefix_cache.h"
@@ -961,7 +961,7 @@ class Agent::Impl {
   StatusOr<CachePrediction> Predict() const {
     CachePrediction out;
     const BuildOptions fields = Fields("predict");
-    StatusOr<BuiltRequest> built = static_cast<const Context&>(*context_).Build(fields);
+    StatusOr<BuiltRequest> built = context_->Preview(fields);
     bool due = !built.ok() && built.status().code() == StatusCode::kResourceExhausted;
     if (!built.ok() && !due) return built.status();
     if (built.ok() && budget_) {
@@ -993,12 +993,12 @@ class Agent::Impl {
   }
 
   StatusOr<int64_t> InputTokens() const {
-    StatusOr<BuiltRequest> built = static_cast<const Context&>(*context_).Build(Fields("count"));
+    StatusOr<BuiltRequest> built = context_->Preview(Fields("count"));
     if (built.ok()) return static_cast<int64_t>(built->input_tokens);
     if (built.status().code() != StatusCode::kResourceExhausted) return built.status();
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> scratch, Scratch(false));
     STRATA_ASSIGN_OR_RETURN(BuiltRequest unlimited,
-                            static_cast<const Context&>(*scratch).Build(Fields("count")));
+                            scratch->Preview(Fields("count")));
     return static_cast<int64_t>(unlimited.input_tokens);
   }
 };

@@ -96,7 +96,7 @@ StatusOr<DegradedRequest> AgentDegradation::Compact(std::string_view body, int64
     if (!report->has_value()) break;  // the policy has nothing more to remove
     compactions_.push_back(**report);
     // Rendered without compacting again: the agent's own budget is larger than the pool.
-    StatusOr<BuiltRequest> built = static_cast<const Context&>(*host_.context).Build(host_.fields);
+    StatusOr<BuiltRequest> built = host_.context->Preview(host_.fields);
     if (!built.ok()) return built.status();
     STRATA_ASSIGN_OR_RETURN(tokens, host_.count(built->body));
     if (tokens <= target_tokens) {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "strata/agent.h"
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/transport.h"
 #include "strata/record.h"

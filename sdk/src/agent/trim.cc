@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "strata/agent.h"
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
-#include "strata/compact.h"
 #include "strata/tokenize.h"
 
 namespace strata {

@@ -1,7 +1,7 @@
 // ExplainCompaction: a compaction's candidates, expected savings and invalidation costs as text.
 #include <cstdio>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 
 namespace strata {
 namespace {

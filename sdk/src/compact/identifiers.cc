@@ -4,7 +4,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 
 namespace strata {
 namespace {

@@ -5,12 +5,41 @@
 #include <set>
 #include <unordered_map>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 
 namespace strata {
 namespace {
 
 constexpr size_t kAllIdentifiers = 1 << 20;
+
+// The strata policy's thresholds.
+// Below the trigger, a result or reasoning smaller than this is not worth an invalidation alone.
+constexpr size_t kMinTokensBelowTrigger = 64;
+// A mask pays only when its placeholder is more than this many tokens shorter than the content.
+constexpr size_t kMinMaskSaving = 8;
+// Placeholders list at least this many of a result's identifiers (placeholder_identifiers caps it).
+constexpr size_t kMinPlaceholderIdentifiers = 8;
+// Identifiers read from each recent assistant message (with its calls): the names the agent uses.
+constexpr size_t kIdentifiersPerRecentMessage = 256;
+// A result is in use when the agent's recent messages use a path, or at least kSharedNamesInUse
+// names, among the first kResultIdentifiersChecked identifiers of the result or the first
+// kCallIdentifiersChecked of its call's arguments.
+constexpr size_t kResultIdentifiersChecked = 16;
+constexpr size_t kCallIdentifiersChecked = 8;
+constexpr size_t kSharedNamesInUse = 2;
+// A summary takes at most 1/kSummaryShareDivisor of the target (so that small budgets keep room
+// for turns), and at least kMinSummaryTokens.
+constexpr size_t kSummaryShareDivisor = 4;
+constexpr size_t kMinSummaryTokens = 64;
+
+// How far the strata policy's protections hold. Above the hard limit, when what the configured
+// protections leave cannot be compacted enough, the policy relaxes them step by step in one plan
+// (so that one build needs one round).
+enum class Protection {
+  kConfigured,    // keep_turns, keep_tool_results and keep_first_user as configured
+  kLatestResult,  // recent turns unprotected; only the latest tool result is kept (if any is)
+  kPinsOnly,      // only pins and excluded tools: the task and the latest turn may be summarized
+};
 
 bool IsToolResult(const Segment& s) {
   return s.kind == SegmentKind::kToolResult || s.kind == SegmentKind::kErrorLog;
@@ -165,10 +194,10 @@ class StrataPolicy final : public CompactionPolicy {
                       (in.trigger_tokens && in.total_tokens > in.trigger_tokens);
     if (!must || in.total_tokens <= goal) {
       if (!options_.cost_model || in.forced || in.round > 0) return HistoryEdit{};
-      return PlanWith(in, /*need=*/0, /*relax=*/0);  // below the trigger: only when it pays
+      return PlanWith(in, /*need=*/0, Protection::kConfigured);  // below the trigger: when it pays
     }
     const size_t need = in.total_tokens - goal;
-    StatusOr<HistoryEdit> plan = PlanWith(in, need, /*relax=*/0);
+    StatusOr<HistoryEdit> plan = PlanWith(in, need, Protection::kConfigured);
     if (!plan.ok()) return plan;
     // Nothing, or not enough to fit, could be done within the protections. Above the hard limit,
     // relax them step by step, in this one plan (so that one build needs one round): first the
@@ -176,10 +205,11 @@ class StrataPolicy final : public CompactionPolicy {
     // tools, the task and the latest turn included (summarized, never dropped).
     if (in.limit_tokens && in.total_tokens > in.limit_tokens) {
       size_t freed = Freed(in, *plan);
-      for (int relax = 1; relax <= 2 && (plan->empty() || in.total_tokens - std::min(freed, in.total_tokens) >
-                                                                in.limit_tokens);
-           ++relax) {
-        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relax);
+      for (Protection relaxed_to : {Protection::kLatestResult, Protection::kPinsOnly}) {
+        const bool fits =
+            !plan->empty() && in.total_tokens - std::min(freed, in.total_tokens) <= in.limit_tokens;
+        if (fits) break;
+        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relaxed_to);
         if (!relaxed.ok()) return relaxed;
         const size_t relaxed_freed = Freed(in, *relaxed);
         if (!relaxed->empty() && (plan->empty() || relaxed_freed > freed)) {
@@ -283,30 +313,42 @@ class StrataPolicy final : public CompactionPolicy {
     return e;
   }
 
-  StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, int relax) {
+  // Which history segments the plan must not touch (protect[i] for in.history[i]), and where the
+  // task (the first user message) is.
+  struct Protected {
+    std::vector<bool> protect;
+    size_t first_user = 0;         // index of the first user message, or history.size()
+    bool keep_first_user = false;  // the task is never summarized
+  };
+
+  Protected Protect(const CompactionInput& in, Protection level, bool after_use) const {
     const std::vector<const Segment*>& h = in.history;
     const size_t n = h.size();
-    const auto calls = CallsById(h);
-
-    const bool below = need == 0;  // below the trigger: the cost model alone decides
-    // Below the trigger with mask_after_use, a result the agent has seen once and does not use is a
-    // candidate from the next request on: only what the server has not seen yet (the current turn)
-    // and the latest result stay protected.
-    const bool after_use = below && options_.cost_model && options_.mask_after_use;
-
-    // Protection.
+    const size_t configured_turns =
+        after_use ? std::min<size_t>(options_.keep_turns, 1) : options_.keep_turns;
     const int64_t keep_turns =
-        relax > 0 ? 0 : static_cast<int64_t>(after_use ? std::min<size_t>(options_.keep_turns, 1) : options_.keep_turns);
+        level == Protection::kConfigured ? static_cast<int64_t>(configured_turns) : 0;
     const int64_t recent_turn = in.turn - keep_turns + 1;  // turns >= this are protected
-    const size_t keep_results =
-        relax == 0 ? (after_use ? std::min<size_t>(options_.keep_tool_results, 1) : options_.keep_tool_results)
-                   : (relax == 1 ? std::min<size_t>(options_.keep_tool_results, 1) : 0);
-    const bool keep_first_user = options_.keep_first_user && relax < 2;
-    std::vector<bool> protect(n, false);
-    size_t first_user = n;
+    size_t keep_results = 0;
+    switch (level) {
+      case Protection::kConfigured:
+        keep_results = after_use ? std::min<size_t>(options_.keep_tool_results, 1)
+                                 : options_.keep_tool_results;
+        break;
+      case Protection::kLatestResult:
+        keep_results = std::min<size_t>(options_.keep_tool_results, 1);
+        break;
+      case Protection::kPinsOnly:
+        keep_results = 0;
+        break;
+    }
+    Protected out;
+    out.keep_first_user = options_.keep_first_user && level != Protection::kPinsOnly;
+    out.protect.assign(n, false);
+    out.first_user = n;
     for (size_t i = 0; i < n; ++i) {
       if (h[i]->kind == SegmentKind::kUser) {
-        first_user = i;
+        out.first_user = i;
         break;
       }
     }
@@ -318,40 +360,92 @@ class StrataPolicy final : public CompactionPolicy {
         if (results_seen++ < keep_results) p = true;
         if (options_.exclude_tools.count(s.name)) p = true;
       }
-      protect[k] = p;
+      out.protect[k] = p;
     }
+    return out;
+  }
 
-    const Economics econ = EstimateEconomics(in);
-
-    // What the agent still uses: names and paths of the assistant messages (and their calls) of the
-    // last use_window_turns turns. Below the trigger with mask_after_use, a result is judged by the
-    // assistant messages after it only (its own call names what was asked, not what was used).
+  // What tells whether the agent still uses a result (cost model only).
+  struct UseSignals {
+    // Names and paths of the assistant messages (and their calls) of the last use_window_turns
+    // turns, in all and by turn.
     std::set<std::string> recent_names;
     std::map<int64_t, std::set<std::string>> names_by_turn;
+    // superseded[i]: a later call with the same tool and arguments superseded result i.
+    std::vector<bool> superseded;
+  };
+
+  UseSignals ReadUse(const CompactionInput& in,
+                     const std::unordered_map<std::string, const ToolCall*>& calls) const {
+    const std::vector<const Segment*>& h = in.history;
+    UseSignals use;
     if (options_.cost_model) {
       const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
       for (const Segment* s : h) {
         if (s->turn < since || IsToolResult(*s) || s->kind == SegmentKind::kUser) continue;
         std::string text = s->content;
         for (const ToolCall& call : s->tool_calls) text += "\n" + call.arguments;
-        for (std::string& id : ExtractIdentifiers(text, 256)) {
-          recent_names.insert(id);
-          names_by_turn[s->turn].insert(std::move(id));
+        for (std::string& id : ExtractIdentifiers(text, kIdentifiersPerRecentMessage)) {
+          use.recent_names.insert(id);
+          use.names_by_turn[s->turn].insert(std::move(id));
         }
       }
     }
-    // Results a later call with the same tool and arguments superseded (index of the later one).
-    std::vector<bool> superseded(n, false);
-    {
-      std::set<std::pair<std::string, std::string>> later;
-      for (size_t k = n; k-- > 0;) {
-        if (!IsToolResult(*h[k])) continue;
-        const ToolCall* call = CallOf(calls, *h[k]);
-        if (call == nullptr) continue;
-        superseded[k] = !later.emplace(call->name, call->arguments).second;
+    use.superseded.assign(h.size(), false);
+    std::set<std::pair<std::string, std::string>> later;
+    for (size_t k = h.size(); k-- > 0;) {
+      if (!IsToolResult(*h[k])) continue;
+      const ToolCall* call = CallOf(calls, *h[k]);
+      if (call == nullptr) continue;
+      use.superseded[k] = !later.emplace(call->name, call->arguments).second;
+    }
+    return use;
+  }
+
+  // How much the agent may still need tool result h[i]. Below the trigger with mask_after_use
+  // (`after_use`), a result is judged by the assistant messages after it only (its own call names
+  // what was asked, not what was used).
+  Use ClassifyResult(const std::vector<const Segment*>& h, size_t i, const ToolCall* call,
+                     const std::unordered_map<std::string, const ToolCall*>& calls,
+                     const UseSignals& signals, bool after_use) const {
+    const Segment& s = *h[i];
+    if (options_.ephemeral_tools.count(s.name) > 0 ||
+        (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
+      return Use::kStale;
+    }
+    if (!options_.cost_model) return Use::kUnused;
+    if (signals.superseded[i]) return Use::kSuperseded;
+    auto used = [&](const std::string& id) {
+      if (!after_use) return signals.recent_names.count(id) > 0;
+      for (auto it = signals.names_by_turn.upper_bound(s.turn); it != signals.names_by_turn.end();
+           ++it) {
+        if (it->second.count(id)) return true;
+      }
+      return false;
+    };
+    size_t shared = 0;
+    bool shared_path = false;
+    for (const std::string& id : ExtractIdentifiers(s.content, kResultIdentifiersChecked)) {
+      if (!used(id)) continue;
+      ++shared;
+      shared_path |= id.find('/') != std::string::npos;
+    }
+    if (call != nullptr) {
+      for (const std::string& id : ExtractIdentifiers(call->arguments, kCallIdentifiersChecked)) {
+        shared_path |= id.find('/') != std::string::npos && used(id);
       }
     }
+    return shared_path || shared >= kSharedNamesInUse ? Use::kInUse : Use::kUnused;
+  }
 
+  // The edits the plan may choose from, in history order: masks of unprotected live tool results
+  // and drops of old reasoning. Below the trigger (`below`) only what the agent no longer needs.
+  std::vector<Candidate> FindCandidates(const CompactionInput& in, const std::vector<bool>& protect,
+                                        const std::unordered_map<std::string, const ToolCall*>& calls,
+                                        const UseSignals& signals, bool below,
+                                        bool after_use) const {
+    const std::vector<const Segment*>& h = in.history;
+    const size_t n = h.size();
     // Identifiers the request keeps anyway (messages that are never masked, protected results):
     // placeholders need not repeat them. Computed only when a placeholder is needed.
     std::set<std::string> present;
@@ -368,41 +462,13 @@ class StrataPolicy final : public CompactionPolicy {
       }
     };
 
-    // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
     std::vector<Candidate> candidates;
     for (size_t i = 0; i < n; ++i) {
       const Segment& s = *h[i];
       if (protect[i]) continue;
       if (IsToolResult(s) && s.state == SegmentState::kLive) {
         const ToolCall* call = CallOf(calls, s);
-        Use use = Use::kUnused;
-        if (options_.ephemeral_tools.count(s.name) > 0 ||
-            (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
-          use = Use::kStale;
-        } else if (options_.cost_model && superseded[i]) {
-          use = Use::kSuperseded;
-        } else if (options_.cost_model) {
-          auto used = [&](const std::string& id) {
-            if (!after_use) return recent_names.count(id) > 0;
-            for (auto it = names_by_turn.upper_bound(s.turn); it != names_by_turn.end(); ++it) {
-              if (it->second.count(id)) return true;
-            }
-            return false;
-          };
-          size_t shared = 0;
-          bool shared_path = false;
-          for (const std::string& id : ExtractIdentifiers(s.content, 16)) {
-            if (!used(id)) continue;
-            ++shared;
-            shared_path |= id.find('/') != std::string::npos;
-          }
-          if (call != nullptr) {
-            for (const std::string& id : ExtractIdentifiers(call->arguments, 8)) {
-              shared_path |= id.find('/') != std::string::npos && used(id);
-            }
-          }
-          if (shared_path || shared >= 2) use = Use::kInUse;
-        }
+        const Use use = ClassifyResult(h, i, call, calls, signals, after_use);
         const bool stale = use == Use::kStale || use == Use::kSuperseded;
         // Below the trigger only what the agent no longer needs: stale or superseded results, and
         // with mask_after_use those its latest turns do not use.
@@ -412,7 +478,7 @@ class StrataPolicy final : public CompactionPolicy {
             ExtractIdentifiers(s.content, options_.placeholder_identifiers + 1).size() > options_.placeholder_identifiers) {
           continue;
         }
-        if (below && s.tokens < 64) continue;  // not worth an invalidation on its own
+        if (below && s.tokens < kMinTokensBelowTrigger) continue;
         ensure_present();
         // A result masked after one use may still be needed: its placeholder lists every name it
         // can (up to placeholder_identifiers).
@@ -420,26 +486,50 @@ class StrataPolicy final : public CompactionPolicy {
             below && use == Use::kUnused
                 ? options_.placeholder_identifiers
                 : std::clamp<size_t>(s.tokens / std::max<size_t>(1, options_.tokens_per_identifier),
-                                     std::min<size_t>(8, options_.placeholder_identifiers),
+                                     std::min<size_t>(kMinPlaceholderIdentifiers,
+                                                      options_.placeholder_identifiers),
                                      options_.placeholder_identifiers);
         std::string placeholder = MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present);
         const size_t placeholder_tokens = in.Count(placeholder);
-        if (placeholder_tokens + 8 >= s.tokens) continue;  // masking would not pay
+        if (placeholder_tokens + kMinMaskSaving >= s.tokens) continue;  // masking would not pay
         candidates.push_back({i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
                               s.tokens - placeholder_tokens, stale, use});
       } else if (!s.reasoning.empty() &&
                  (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
         const size_t saving = in.Count(s.reasoning);
-        if (saving == 0 || (below && saving < 64)) continue;
+        if (saving == 0 || (below && saving < kMinTokensBelowTrigger)) continue;
         candidates.push_back({i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale});
       }
     }
+    return candidates;
+  }
 
-    // tail[i]: history tokens from h[i] on that the server has cached, i.e. what a boundary at i
-    // makes it prefill again. Segments of the current turn (added since the last request) are not
-    // counted: they are prefilled anyway.
-    std::vector<size_t> tail(n + 1, 0);
-    for (size_t i = n; i-- > 0;) tail[i] = tail[i + 1] + (h[i]->turn < in.turn ? MessageTokens(in, *h[i]) : 0);
+  // tail[i]: history tokens from h[i] on that the server has cached, i.e. what a boundary at i
+  // makes it prefill again. Segments of the current turn (added since the last request) are not
+  // counted: they are prefilled anyway.
+  static std::vector<size_t> CachedTail(const CompactionInput& in) {
+    const std::vector<const Segment*>& h = in.history;
+    std::vector<size_t> tail(h.size() + 1, 0);
+    for (size_t i = h.size(); i-- > 0;) {
+      tail[i] = tail[i + 1] + (h[i]->turn < in.turn ? MessageTokens(in, *h[i]) : 0);
+    }
+    return tail;
+  }
+
+  StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, Protection level) {
+    const auto calls = CallsById(in.history);
+    const bool below = need == 0;  // below the trigger: the cost model alone decides
+    // Below the trigger with mask_after_use, a result the agent has seen once and does not use is a
+    // candidate from the next request on: only what the server has not seen yet (the current turn)
+    // and the latest result stay protected.
+    const bool after_use = below && options_.cost_model && options_.mask_after_use;
+    const Protected prot = Protect(in, level, after_use);
+    const Economics econ = EstimateEconomics(in);
+    const UseSignals signals = ReadUse(in, calls);
+    // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
+    const std::vector<Candidate> candidates =
+        FindCandidates(in, prot.protect, calls, signals, below, after_use);
+    const std::vector<size_t> tail = CachedTail(in);
 
     // suffix[i]: what masking everything from candidate i on would free.
     std::vector<size_t> suffix(candidates.size() + 1, 0);
@@ -447,7 +537,7 @@ class StrataPolicy final : public CompactionPolicy {
 
     HistoryEdit edit;
     if (options_.cost_model && (below || suffix[0] >= need)) {
-      ChooseByValue(in, econ, candidates, tail, need, relax, edit);
+      ChooseByValue(in, econ, candidates, tail, need, edit);
       return edit;
     }
     if (below) return edit;
@@ -463,14 +553,24 @@ class StrataPolicy final : public CompactionPolicy {
       SelectFrom(candidates, start, need, edit);
       return edit;
     }
+    STRATA_RETURN_IF_ERROR(SummarizeOldest(in, need, prot, econ, candidates, suffix, tail, edit));
+    return edit;
+  }
 
-    // Masking alone cannot reach the goal: summarize the oldest turns (after the task), then mask
-    // from what follows, stale and oldest first.
+  // Masking alone cannot reach the goal: summarizes the oldest turns (after the task), then masks
+  // from what follows, stale and oldest first.
+  Status SummarizeOldest(const CompactionInput& in, size_t need, const Protected& prot,
+                         const Economics& econ, const std::vector<Candidate>& candidates,
+                         const std::vector<size_t>& suffix, const std::vector<size_t>& tail,
+                         HistoryEdit& edit) {
+    const std::vector<const Segment*>& h = in.history;
     const std::vector<Unit> units = Units(h);
     auto unit_eligible = [&](const Unit& u) {
-      if (keep_first_user && u.begin <= first_user && first_user < u.end) return false;
+      if (prot.keep_first_user && u.begin <= prot.first_user && prot.first_user < u.end) {
+        return false;
+      }
       for (size_t i = u.begin; i < u.end; ++i) {
-        if (protect[i] || h[i]->pinned) return false;
+        if (prot.protect[i] || h[i]->pinned) return false;
       }
       return true;
     };
@@ -478,11 +578,11 @@ class StrataPolicy final : public CompactionPolicy {
     while (first_unit < units.size() && !unit_eligible(units[first_unit])) ++first_unit;
     if (first_unit == units.size()) {
       SelectFrom(candidates, 0, need, edit);  // free what masking can
-      return edit;
+      return Status::Ok();
     }
-    // A summary takes at most a quarter of the target, so that small budgets keep room for turns.
     const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
-    const size_t summary_limit = std::min(options_.max_summary_tokens, std::max<size_t>(64, goal / 4));
+    const size_t summary_limit = std::min(
+        options_.max_summary_tokens, std::max<size_t>(kMinSummaryTokens, goal / kSummaryShareDivisor));
     const size_t summary_estimate = summary_limit + in.message_overhead_tokens;
     size_t span_tokens = 0, last_unit = first_unit;
     size_t c_after = 0;  // first candidate after the span
@@ -499,48 +599,49 @@ class StrataPolicy final : public CompactionPolicy {
     for (size_t u = first_unit; u < last_unit; ++u) {
       for (size_t i = units[u].begin; i < units[u].end; ++i) span.push_back(h[i]);
     }
-    if (span.size() >= 2 || (span.size() == 1 && span.front()->kind != SegmentKind::kSummary)) {
-      Summarizer* summarizer = options_.summarizer ? options_.summarizer : extractive_.get();
-      const Tokenizer* tokenizer = in.tokenizer;
-      std::unique_ptr<Tokenizer> fallback;
-      if (tokenizer == nullptr) {
-        fallback = MakeEstimateTokenizer(4.0);
-        tokenizer = fallback.get();
-      }
-      STRATA_ASSIGN_OR_RETURN(std::string summary,
-                              summarizer->Summarize(span, summary_limit, *tokenizer));
-      SummaryEdit summary_edit;
-      for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
-      summary_edit.content = std::move(summary);
-      const size_t actual = in.Count(summary_edit.content) + in.message_overhead_tokens;
-      if (actual >= span_tokens) {
-        // The summary would not be shorter than what it replaces (e.g. a span of placeholders and
-        // duplicate references): never apply an edit that adds tokens; mask what can be masked.
-        SelectFrom(candidates, 0, need, edit);
-        return edit;
-      }
-      const size_t saving = span_tokens - actual;
-      if (options_.cost_model) {
-        edit.explanation.mode = ModeOf(in);
-        edit.explanation.need_tokens = need;
-        CompactionCandidate summary_candidate;
-        summary_candidate.segment_id = span.front()->id;
-        summary_candidate.action = "summarize";
-        summary_candidate.tokens_removed = saving;
-        summary_candidate.invalidated_tokens = tail[first_index_of(h, span.front())];
-        summary_candidate.expected_saving = econ.Saving(saving);
-        summary_candidate.invalidation_cost = econ.Cost(summary_candidate.invalidated_tokens, saving);
-        summary_candidate.value = "oldest turns";
-        summary_candidate.chosen = true;
-        edit.explanation.candidates.push_back(summary_candidate);
-      }
-      edit.summaries.push_back(std::move(summary_edit));
-      if (saving < need) SelectFrom(candidates, c_after, need - saving, edit);
-    } else {
+    if (!(span.size() >= 2 || (span.size() == 1 && span.front()->kind != SegmentKind::kSummary))) {
       SelectFrom(candidates, c_after, need, edit);
+      if (options_.cost_model) FinishExplanation(in, econ, candidates, tail, edit);
+      return Status::Ok();
     }
+    Summarizer* summarizer = options_.summarizer ? options_.summarizer : extractive_.get();
+    const Tokenizer* tokenizer = in.tokenizer;
+    std::unique_ptr<Tokenizer> fallback;
+    if (tokenizer == nullptr) {
+      fallback = MakeEstimateTokenizer(4.0);
+      tokenizer = fallback.get();
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string summary,
+                            summarizer->Summarize(span, summary_limit, *tokenizer));
+    SummaryEdit summary_edit;
+    for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
+    summary_edit.content = std::move(summary);
+    const size_t actual = in.Count(summary_edit.content) + in.message_overhead_tokens;
+    if (actual >= span_tokens) {
+      // The summary would not be shorter than what it replaces (e.g. a span of placeholders and
+      // duplicate references): never apply an edit that adds tokens; mask what can be masked.
+      SelectFrom(candidates, 0, need, edit);
+      return Status::Ok();
+    }
+    const size_t saving = span_tokens - actual;
+    if (options_.cost_model) {
+      edit.explanation.mode = ModeOf(in);
+      edit.explanation.need_tokens = need;
+      CompactionCandidate summary_candidate;
+      summary_candidate.segment_id = span.front()->id;
+      summary_candidate.action = "summarize";
+      summary_candidate.tokens_removed = saving;
+      summary_candidate.invalidated_tokens = tail[first_index_of(h, span.front())];
+      summary_candidate.expected_saving = econ.Saving(saving);
+      summary_candidate.invalidation_cost = econ.Cost(summary_candidate.invalidated_tokens, saving);
+      summary_candidate.value = "oldest turns";
+      summary_candidate.chosen = true;
+      edit.explanation.candidates.push_back(summary_candidate);
+    }
+    edit.summaries.push_back(std::move(summary_edit));
+    if (saving < need) SelectFrom(candidates, c_after, need - saving, edit);
     if (options_.cost_model) FinishExplanation(in, econ, candidates, tail, edit);
-    return edit;
+    return Status::Ok();
   }
 
   static size_t first_index_of(const std::vector<const Segment*>& h, const Segment* s) {
@@ -561,9 +662,11 @@ class StrataPolicy final : public CompactionPolicy {
   // goal; below it, the best batch of stale and superseded results, applied only when its saving
   // exceeds below_trigger_margin times its re-prefill cost.
   void ChooseByValue(const CompactionInput& in, const Economics& econ, const std::vector<Candidate>& candidates,
-                     const std::vector<size_t>& tail, size_t need, int relax, HistoryEdit& edit) const {
+                     const std::vector<size_t>& tail, size_t need, HistoryEdit& edit) const {
     const bool below = need == 0;
     const size_t m = candidates.size();
+    // Stale and superseded first, then unused, then in-use results.
+    constexpr int kUseRanks = 3;
     auto rank = [](Use use) { return use == Use::kStale || use == Use::kSuperseded ? 0 : (use == Use::kUnused ? 1 : 2); };
     std::vector<bool> best_set;
     double best_net = -1e300;
@@ -571,7 +674,7 @@ class StrataPolicy final : public CompactionPolicy {
     for (size_t b = 0; b < m; ++b) {
       std::vector<bool> take(m, false);
       size_t freed = 0;
-      for (int r = 0; r < 3 && freed < need; ++r) {
+      for (int r = 0; r < kUseRanks && freed < need; ++r) {
         for (size_t k = b; k < m && freed < need; ++k) {
           if (rank(candidates[k].use) != r) continue;
           take[k] = true;
@@ -599,7 +702,6 @@ class StrataPolicy final : public CompactionPolicy {
         best_invalidated = invalidated;
       }
     }
-    (void)relax;
     if (best_set.empty()) return;
     if (below) {
       const double saving = econ.Saving(best_removed), cost = econ.Cost(best_invalidated, best_removed);

@@ -1,4 +1,4 @@
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 
 #include <nlohmann/json.hpp>
 

@@ -272,8 +272,8 @@ Status Context::SetVolatile(std::string key, std::string value) {
 }
 Status Context::RemoveVolatile(std::string_view key) { return impl_->RemoveVolatile(key); }
 void Context::ClearVolatile() { impl_->ClearVolatile(); }
-StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) const {
-  return impl_->Build(options);
+StatusOr<BuiltRequest> Context::Preview(const BuildOptions& options) const {
+  return impl_->Preview(options);
 }
 StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) {
   return impl_->BuildWithinBudget(options);

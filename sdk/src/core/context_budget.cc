@@ -110,7 +110,7 @@ Status Context::Impl::OverBudgetError(size_t tokens, size_t limit, bool can_comp
           : (options_.compaction == nullptr
                  ? "set ContextOptions::compaction to let strata compact the history, or raise the "
                    "budget"
-                 : "call Build() on a non-const Context so that it can compact first");
+                 : "call Build(), which compacts first, instead of Preview()");
   return ResourceExhaustedError("request needs " + WithThousands(tokens) +
                                 " input tokens but the budget allows " + WithThousands(limit) +
                                 " (tokens by layer: " + layers + "); " + advice);
@@ -180,7 +180,7 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
   }
 }
 
-StatusOr<BuiltRequest> Context::Impl::Build(const BuildOptions& build) const {
+StatusOr<BuiltRequest> Context::Impl::Preview(const BuildOptions& build) const {
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
   if (options_.budget && request.input_tokens > LimitTokens()) {
     return OverBudgetError(request.input_tokens, LimitTokens(), false);

@@ -1,12 +1,15 @@
 // Context::Impl, the state behind strata/context.h, and the helpers its parts share. Private to
 // strata::core. The members are defined by topic, one file each:
 //   context.cc           construction, options, the volatile layer, inspection, the public
-//   forwarding context_stable.cc    the stable layers: system prompts, tools, index and docs
-//   documents context_history.cc   appends to the history (user, assistant, tool results with
-//   hygiene, recall) context_render.cc    the render buffers (header_, history_buf_) and the
-//   request they assemble context_edit.cc      history edits: validate, pairing check, cost report,
-//   apply; Compact() context_budget.cc    Build(): render, count, compact within the budget
-//   (bounded rounds) context_snapshot.cc  Snapshot() and restoring one
+//                        forwarding
+//   context_stable.cc    the stable layers: system prompts, tools, index and docs documents
+//   context_history.cc   appends to the history (user, assistant, tool results with hygiene,
+//                        recall)
+//   context_render.cc    the render buffers (header_, history_buf_) and the request they assemble
+//   context_edit.cc      history edits: validate, pairing check, cost report, apply; Compact()
+//   context_budget.cc    Build() and Preview(): render, count, compact within the budget (bounded
+//                        rounds)
+//   context_snapshot.cc  Snapshot() and restoring one
 //
 // Rendering keeps two buffers so that Build() costs about one copy of the request:
 //   header_       `{"model":...,"tools":[...],"messages":[` plus the stable system message(s);
@@ -110,8 +113,9 @@ class Context::Impl {
   size_t InputTokens() const;
   size_t LimitTokens() const;
 
-  // Build (context_budget.cc): the const one never changes the context; BuildWithinBudget compacts.
-  StatusOr<BuiltRequest> Build(const BuildOptions& build) const;
+  // Context::Preview and Context::Build (context_budget.cc): Preview never changes the context;
+  // BuildWithinBudget compacts.
+  StatusOr<BuiltRequest> Preview(const BuildOptions& build) const;
   StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build);
 
   // History edits (context_edit.cc). With `require_reduction`, an edit that would not lower the

@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
-#include "strata/compact.h"
 #include "strata/prefix_cache.h"
 
 namespace strata {

@@ -378,7 +378,8 @@ class SqliteStore final : public Store {
             insert.Int(5, static_cast<int>(s.kind)).Int(6, static_cast<int>(s.layer));
             insert.Int(7, static_cast<int>(s.state)).Int(8, static_cast<int>(s.hygiene));
             insert.Int(9, s.turn).Int(10, static_cast<int64_t>(s.tokens)).Int(11, s.pinned);
-            insert.Int(12, s.sensitive).Int(13, s.order).Text(14, s.version).Text(15, s.name);
+            // Column `sensitive` (schema version 1) is unused: always 0.
+            insert.Int(12, 0).Int(13, s.order).Text(14, s.version).Text(15, s.name);
             insert.Text(16, s.tool_call_id).Text(17, s.recall_id).Text(18, s.duplicate_of);
             insert.Text(19, s.reasoning).Blob(20, EncodeToolCalls(s.tool_calls));
             STRATA_RETURN_IF_ERROR(BindContent(insert, 21, 22, s.content));
@@ -483,7 +484,7 @@ class SqliteStore final : public Store {
         s.turn = select.ColInt(7);
         s.tokens = static_cast<size_t>(select.ColInt(8));
         s.pinned = select.ColInt(9) != 0;
-        s.sensitive = select.ColInt(10) != 0;
+        // Column 10 (`sensitive`) is unused.
         s.order = select.ColInt(11);
         s.version = select.ColText(12);
         s.name = select.ColText(13);

@@ -121,8 +121,8 @@ class Client::Impl {
     return DeriveCacheSalt(options_.deployment_secret, IsolationKeyOf(agent, per_agent));
   }
 
-  StatusOr<BuiltRequest> Build(const Context& context, const std::string& request_id) const {
-    return context.Build(Options(context, request_id));
+  StatusOr<BuiltRequest> Preview(const Context& context, const std::string& request_id) const {
+    return context.Preview(Options(context, request_id));
   }
 
   BuildOptions Options(const Context& context, const std::string& request_id) const {
@@ -158,7 +158,7 @@ class Client::Impl {
       return status;
     };
 
-    // The non-const Build() may compact the history first (budget and policy permitting).
+    // Build() (unlike Preview()) may compact the history first (budget and policy permitting).
     StatusOr<BuiltRequest> built = context.Build(Options(context, rec.request_id));
     if (!built.ok()) return fail(built.status());
     const std::string salt = options_.send_cache_salt ? SaltFor(agent) : std::string();
@@ -394,8 +394,9 @@ StatusOr<Completion> Client::Complete(Context& context, const CompleteOptions& o
   return impl_->Complete(context, options);
 }
 
-StatusOr<BuiltRequest> Client::BuildRequest(const Context& context, const std::string& request_id) const {
-  return impl_->Build(context, request_id);
+StatusOr<BuiltRequest> Client::PreviewRequest(const Context& context,
+                                              const std::string& request_id) const {
+  return impl_->Preview(context, request_id);
 }
 
 std::string Client::CacheSaltFor(const AgentIdentity& agent) const { return impl_->SaltFor(agent); }

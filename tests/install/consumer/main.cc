@@ -1,7 +1,7 @@
 // A program outside the strata tree that uses an installed strata.
 #include <iostream>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "strata/context.h"
 #include "strata/tokenize.h"
 

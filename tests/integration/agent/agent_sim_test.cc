@@ -88,7 +88,7 @@ TEST_CASE("agent child process: create and run turns", "[.agent-child]") {
   Must(agent->Complete());
   MustOk(agent->AppendUser("Turn three.").status());
   std::ofstream out(std::string(db) + ".body", std::ios::binary);
-  out << testing::MustBuild(static_cast<const Context&>(agent->context())).body;
+  out << testing::MustPreview(agent->context()).body;
 }
 
 TEST_CASE("an agent reopened in another process keeps its configuration, rendering and cache view",
@@ -119,7 +119,7 @@ TEST_CASE("an agent reopened in another process keeps its configuration, renderi
   CHECK(agent->config().budget.window == 20000);
   CHECK(agent->config().policy.keep_tool_results == 2);
   CHECK(agent->config().endpoint.base_url == sim.server->base_url());
-  CHECK(testing::MustBuild(static_cast<const Context&>(agent->context())).body ==
+  CHECK(testing::MustPreview(agent->context()).body ==
         ReadFile(db + ".body"));
   CachePrediction predicted = Must(agent->PredictCachedTokens());
   CHECK(predicted.predicted_cached_tokens > 0);
@@ -145,7 +145,7 @@ TEST_CASE("a fork's first request is served from the parent's cached stable pref
   MustOk(parent->PutDocument(Layer::kIndex, Document{"index", index, "1", 0}).status());
   MustOk(parent->AppendUser("A long task.").status());
   Must(parent->Complete());
-  const BuiltRequest built = testing::MustBuild(static_cast<const Context&>(parent->context()));
+  const BuiltRequest built = testing::MustPreview(parent->context());
   // Tokens of the stable prefix: the prompt of a request holding only the stable message.
   nlohmann::json body = nlohmann::json::parse(built.body);
   nlohmann::json stable = {

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "sim_server.h"
+#include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
-#include "strata/compact.h"
 #include "strata/context.h"
 #include "strata/isolation.h"
 #include "strata/tokenize.h"

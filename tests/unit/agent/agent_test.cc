@@ -116,7 +116,7 @@ TEST_CASE("Open restores the configuration, the rendering and the cache state", 
     transport.Respond(TextReply("hi"));
     Must(agent->Complete());
     MustOk(agent->AppendUser("again").status());
-    body_before = testing::MustBuild(static_cast<const Context&>(agent->context())).body;
+    body_before = testing::MustPreview(agent->context()).body;
   }
   ScriptedTransport transport2;
   OpenOptions options;
@@ -127,7 +127,7 @@ TEST_CASE("Open restores the configuration, the rendering and the cache state", 
   CHECK(agent->config().policy.keep_tool_results == 1);
   CHECK(agent->context().options().budget.has_value());
   CHECK(agent->context().options().request_counter != nullptr);
-  CHECK(testing::MustBuild(static_cast<const Context&>(agent->context())).body == body_before);
+  CHECK(testing::MustPreview(agent->context()).body == body_before);
   // The prefix-cache state came back: the next request is predicted to reuse the stored prefix.
   auto prediction = Must(agent->PredictCachedTokens());
   CHECK(prediction.predicted_cached_tokens > 0);
@@ -136,7 +136,7 @@ TEST_CASE("Open restores the configuration, the rendering and the cache state", 
   MustOk(agent->RegisterTool("read_file", kReadFileSchema, [](const std::string&) {
     return ToolOutput{"x", false};
   }));
-  CHECK(testing::MustBuild(static_cast<const Context&>(agent->context())).body == body_before);
+  CHECK(testing::MustPreview(agent->context()).body == body_before);
 }
 
 TEST_CASE("Open refuses another tokenizer or template naming both, unless retokenizing",
@@ -486,12 +486,12 @@ TEST_CASE("Fork copies the stable layers byte for byte, Join folds the answer ba
   }));
   MustOk(parent->AppendUser("Big task.").status());
   const BuiltRequest parent_request =
-      testing::MustBuild(static_cast<const Context&>(parent->context()));
+      testing::MustPreview(parent->context());
 
   auto child = Must(parent->Fork("Read a.py and report."));
   CHECK(child->id() == "parent.fork-1");
   const BuiltRequest child_request =
-      testing::MustBuild(static_cast<const Context&>(child->context()));
+      testing::MustPreview(child->context());
   CHECK(child_request.stable_prefix_hash == parent_request.stable_prefix_hash);
   CHECK(child_request.body.compare(0, parent_request.stable_prefix_bytes, parent_request.body, 0,
                                    parent_request.stable_prefix_bytes) == 0);

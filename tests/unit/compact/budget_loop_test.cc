@@ -5,7 +5,7 @@
 #include <regex>
 #include <set>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "testing/context_testing.h"
 
 namespace strata {
@@ -119,7 +119,7 @@ TEST_CASE("an edit that would not reduce the input tokens is not applied by Buil
   REQUIRE(context->AppendUser("task").ok());
   REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{}"}}}).ok());
   REQUIRE(context->AppendToolResult({"c1", std::string(10000, 'o'), false}).ok());
-  const std::string before = testing::MustBuild(static_cast<const Context&>(*context)).body;
+  const std::string before = testing::MustPreview(*context).body;
   auto request = context->Build();
   REQUIRE(request.ok());  // above the trigger, within the limit: sent as it was
   CHECK_FALSE(request->compaction);
@@ -224,6 +224,58 @@ TEST_CASE("summaries keep the recall id of every item they omit", "[compact][sum
   REQUIRE(merged.ok());
   const std::set<std::string> merged_ids = RecallIds(*merged);
   for (const std::string& id : ids) CHECK(merged_ids.count(id) == 1);
+}
+
+TEST_CASE("Preview never changes the context; Build compacts where Preview fails", "[compact][budget]") {
+  auto policy = MakeStrataPolicy();
+  ContextOptions options;
+  options.agent.id = "preview";
+  Budget budget;
+  budget.window = 3000;
+  budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
+  options.budget = budget;
+  options.compaction = policy.get();
+  auto context = testing::NewContext(options);
+  REQUIRE(context->AppendUser("Find the failing handler.").ok());
+  for (int turn = 1; turn <= 8; ++turn) {
+    const std::string id = "c" + std::to_string(turn);
+    REQUIRE(context->AppendAssistant({"", "", {{id, "bash", "{\"command\":\"cat " + id + "\"}"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, Output(id, 500), false}).ok());
+  }
+  REQUIRE(context->InputTokens() > context->options().budget->window);  // above the limit
+  const ContextSnapshot before = context->Snapshot();
+  const ContextStats stats_before = context->Stats();
+
+  // Preview: RESOURCE_EXHAUSTED, and the context is exactly as it was, however often it is called.
+  for (int i = 0; i < 3; ++i) {
+    auto preview = context->Preview();
+    CHECK(preview.status().code() == StatusCode::kResourceExhausted);
+    CHECK_THAT(preview.status().message(), Catch::Contains("call Build()"));
+  }
+  CHECK(context->Compactions().empty());
+  const ContextSnapshot after = context->Snapshot();
+  REQUIRE(after.segments.size() == before.segments.size());
+  for (size_t i = 0; i < before.segments.size(); ++i) {
+    CHECK(after.segments[i].id == before.segments[i].id);
+    CHECK(after.segments[i].content == before.segments[i].content);
+    CHECK(after.segments[i].state == before.segments[i].state);
+  }
+  CHECK(after.originals == before.originals);
+  CHECK(context->Stats().segments == stats_before.segments);
+
+  // Build compacts, and returns a request within the budget.
+  auto built = context->Build();
+  REQUIRE(built.ok());
+  REQUIRE(built->compaction.has_value());
+  CHECK(built->input_tokens <= built->limit_tokens);
+  CHECK(context->Compactions().size() == 1);
+  // Now within the budget, Preview renders exactly what Build would send, still without changing it.
+  const size_t compactions = context->Compactions().size();
+  auto preview = context->Preview();
+  REQUIRE(preview.ok());
+  CHECK(preview->body == built->body);
+  CHECK_FALSE(preview->compaction.has_value());
+  CHECK(context->Compactions().size() == compactions);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "testing/context_testing.h"
 
 namespace strata {

@@ -3,7 +3,7 @@
 // expected saving pays for the re-prefill.
 #include <catch2/catch.hpp>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "testing/context_testing.h"
 
 namespace strata {

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 
 namespace strata {
 namespace {

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "strata/transport.h"
 #include "testing/context_testing.h"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "strata/compact.h"
+#include "strata/builtin_policies.h"
 #include "strata/store.h"
 #include "strata/trace.h"
 #include "testing/traces.h"

@@ -83,7 +83,6 @@ ContextChange RichChange(std::mt19937& rng) {
   result.name = "bash";
   result.hygiene = HygieneAction::kTruncated;
   result.recall_id = "r4";
-  result.sensitive = true;
   Segment masked = MakeSegment(5, Layer::kHistory, SegmentKind::kErrorLog, "[masked]");
   masked.tool_call_id = "call_2";
   masked.state = SegmentState::kMasked;

@@ -40,7 +40,7 @@ inline std::string Describe(const Segment& s) {
   for (const ToolCall& c : s.tool_calls)
     out << "[" << c.id << "," << c.name << "," << c.arguments << "]";
   out << "|" << s.tool_call_id << "|" << s.name << "|" << s.version << "|" << s.order << "|"
-      << s.turn << "|" << s.tokens << "|" << s.pinned << s.sensitive << "|"
+      << s.turn << "|" << s.tokens << "|" << s.pinned << "|"
       << static_cast<int>(s.state) << "|" << static_cast<int>(s.hygiene) << "|" << s.recall_id
       << "|" << s.duplicate_of;
   return out.str();

@@ -1,4 +1,5 @@
-// strata/compaction.h — planned edits of an agent's history that keep it inside a token budget.
+// strata/compaction_policy.h — the compaction policy interface: planned edits of an agent's
+// history that keep it inside a token budget, and the report of applying one (core).
 //
 // A CompactionPolicy looks at a context's history and returns a HistoryEdit: tool results to mask
 // (replace by a one-line placeholder), reasoning to drop, spans to replace by a summary, segments
@@ -6,11 +7,11 @@
 // cost: everything before the edit's *boundary* (its earliest touched segment) renders
 // byte-identically afterwards, so the server's prefix cache keeps serving it.
 //
-// Policies ship in strata::compact (strata/compact.h): the strata policy (stale first, observation
-// masking, summarization, eviction; trigger/target hysteresis; latest boundary) and the baselines
-// none, sliding and last-n. Attach one with ContextOptions::compaction and a ContextOptions::budget;
-// Context::Build() then compacts before rendering whenever the policy says so, and never returns a
-// request above the budget.
+// Policies ship in strata::compact (strata/builtin_policies.h): the strata policy (stale first,
+// observation masking, summarization, eviction; trigger/target hysteresis; latest boundary) and the
+// baselines none, sliding and last-n. Attach one with ContextOptions::compaction and a
+// ContextOptions::budget; Context::Build() then compacts before rendering whenever the policy says
+// so, and never returns a request above the budget.
 //
 //   strata::ContextOptions options;
 //   options.budget = budget;                        // strata/budget.h
@@ -22,8 +23,8 @@
 //
 // Thread safety: policies are called on the context's thread; a policy instance may be shared by
 // contexts only if its implementation says so (the built-in ones are stateless and may).
-#ifndef STRATA_COMPACTION_H_
-#define STRATA_COMPACTION_H_
+#ifndef STRATA_COMPACTION_POLICY_H_
+#define STRATA_COMPACTION_POLICY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -71,7 +72,7 @@ struct CompactionCandidate {
 
 // Why a policy planned what it planned: the candidates it considered, its estimate of the remaining
 // turns, the chosen set's expected saving and its re-prefill cost. Filled by the strata policy;
-// format it with strata::ExplainCompaction (strata/compact.h).
+// format it with strata::ExplainCompaction (strata/builtin_policies.h).
 struct CompactionExplanation {
   std::string mode;  // "limit", "trigger", "forced", "below-trigger" (the cost model alone)
   double remaining_turns = 0;   // estimated turns the context is still sent
@@ -152,7 +153,7 @@ struct CompactionInput {
   size_t Count(const std::string& text) const { return tokenizer ? tokenizer->Count(text) : text.size() / 4; }
 };
 
-// Plans compactions of a context's history (strata/compact.h has the built-in policies).
+// Plans compactions of a context's history (strata/builtin_policies.h has the built-in policies).
 class CompactionPolicy {
  public:
   virtual ~CompactionPolicy() = default;
@@ -173,4 +174,4 @@ inline constexpr char kRecallToolName[] = "context_recall";
 
 }  // namespace strata
 
-#endif  // STRATA_COMPACTION_H_
+#endif  // STRATA_COMPACTION_POLICY_H_

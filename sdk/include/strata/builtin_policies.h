@@ -1,4 +1,6 @@
-// strata/compact.h — compaction policies and summarizers (component strata::compact).
+// strata/builtin_policies.h — the compaction policies and summarizers strata ships (component
+// strata::compact). The interface they implement, the edits they return and the report of applying
+// one are in strata/compaction_policy.h (core), which a Context needs without linking them.
 //
 // The strata policy keeps an agent inside its budget at the lowest cache cost:
 //   - above the budget's trigger it brings the input down to the target (hysteresis), so each
@@ -25,8 +27,8 @@
 //
 // Thread safety: the built-in policies and the extractive summarizer hold no mutable state and may
 // be shared by contexts on different threads. The LLM summarizer is as thread-safe as its Transport.
-#ifndef STRATA_COMPACT_H_
-#define STRATA_COMPACT_H_
+#ifndef STRATA_BUILTIN_POLICIES_H_
+#define STRATA_BUILTIN_POLICIES_H_
 
 #include <chrono>
 #include <cstddef>
@@ -35,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/compaction.h"
+#include "strata/compaction_policy.h"
 #include "strata/identifiers.h"
 #include "strata/segment.h"
 #include "strata/status.h"
@@ -61,8 +63,10 @@ class Summarizer {
 // tool call with its exit status and recall id, the file paths mentioned and the error lines.
 std::unique_ptr<Summarizer> MakeExtractiveSummarizer();
 
+// How MakeLlmSummarizer asks a model for a summary.
 struct LlmSummarizerOptions {
   std::string model = "glm-5.3-flash";  // may name a cheaper endpoint's model
+  // The summary's token bound sent as max_tokens (also bounded by the policy's summary limit).
   size_t max_output_tokens = 1024;
   int attempts = 2;                       // tries before falling back
   std::chrono::milliseconds deadline{60000};  // per attempt
@@ -75,6 +79,8 @@ struct LlmSummarizerOptions {
 // summary is used instead, so compaction never fails because the summarizer did.
 std::unique_ptr<Summarizer> MakeLlmSummarizer(Transport* transport, LlmSummarizerOptions options = {});
 
+// The knobs of the strata policy (MakeStrataPolicy): protections, placeholders, summaries and the
+// cost model. The defaults suit a coding agent; docs/compaction.md explains each.
 struct StrataPolicyOptions {
   // The last `keep_turns` turns are never altered. Default 2.
   size_t keep_turns = 2;
@@ -132,6 +138,8 @@ struct StrataPolicyOptions {
   bool mask_after_use = true;
 };
 
+// The strata policy (see the file comment): cache-aware, with trigger/target hysteresis and the
+// latest boundary that reaches the target. Stateless: one instance may serve many contexts.
 std::unique_ptr<CompactionPolicy> MakeStrataPolicy(StrataPolicyOptions options = {});
 
 // Baselines.
@@ -160,4 +168,4 @@ std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const s
 
 }  // namespace strata
 
-#endif  // STRATA_COMPACT_H_
+#endif  // STRATA_BUILTIN_POLICIES_H_
