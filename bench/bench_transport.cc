@@ -1,4 +1,4 @@
-// Transport benchmarks (issue 6) against a running strata-sim (bench/transport_vs_curl.sh starts one
+// Transport benchmarks against a running strata-sim (bench/transport_vs_curl.sh starts one
 // and runs curl against the same server with the same body):
 //   BM_ClientComplete       Client::Complete: build + predict + send (SSE) + parse + record, one
 //                           context of a real trace (the reply is not appended, so every

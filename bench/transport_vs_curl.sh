@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transport benchmark (issue 6): strata's HTTP transport and curl driving the same strata-sim with the
+# Transport benchmark: strata's HTTP transport and curl driving the same strata-sim with the
 # same request body, at concurrency 1, 16 and 64. Prints figures for docs/benchmarks.md.
 #
 #   bench/transport_vs_curl.sh BUILD_DIR [REQUESTS_PER_CURL_RUN]

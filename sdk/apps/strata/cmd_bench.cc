@@ -540,29 +540,30 @@ void RunAffinity(const BenchArgs& args) {
   if (!args.json_file.empty()) WriteFile(args.json_file, out.dump(2) + "\n");
 }
 
-void Run(const BenchArgs& args) {
-  if (args.mixed) {
-    RunMixed(args);
-    return;
-  }
-  if (args.affinity_replicas > 0) {
-    RunAffinity(args);
-    return;
-  }
+// The cells of the matrix: --lengths x --concurrency x --cache.
+struct BenchMatrix {
   std::vector<int64_t> lengths;
+  std::vector<int> concurrency;
+  std::vector<bool> states;  // warm?
+};
+
+// The matrix from the command line; CLI::ValidationError naming the option for a bad value.
+BenchMatrix ParseMatrix(const BenchArgs& args) {
+  BenchMatrix matrix;
+  std::vector<int64_t>& lengths = matrix.lengths;
+  std::vector<int>& concurrency = matrix.concurrency;
+  std::vector<bool>& states = matrix.states;
   for (const std::string& l : Split(args.lengths)) {
     StatusOr<int64_t> n = ParseLength(l);
     if (!n.ok()) throw CLI::ValidationError("--lengths", n.status().message());
     lengths.push_back(*n);
   }
-  std::vector<int> concurrency;
   for (const std::string& c : Split(args.concurrency)) {
     int n = std::atoi(c.c_str());
     if (n < 1)
       throw CLI::ValidationError("--concurrency", "\"" + c + "\" is not a positive number");
     concurrency.push_back(n);
   }
-  std::vector<bool> states;
   for (const std::string& c : Split(args.cache)) {
     if (c != "cold" && c != "warm")
       throw CLI::ValidationError("--cache", "\"" + c + "\" is neither cold nor warm");
@@ -572,6 +573,43 @@ void Run(const BenchArgs& args) {
     throw CLI::ValidationError("bench",
                                "--lengths, --concurrency and --cache need at least one value each");
   }
+  return matrix;
+}
+
+// The matrix's results as a table on stdout, one line per cell.
+void PrintCells(const nlohmann::ordered_json& cells) {
+  std::printf("%-6s %4s %-5s %5s %6s %10s %10s %10s %10s %12s %7s\n", "length", "conc", "cache",
+              "reqs", "errors", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "tokens/s",
+              "cached");
+  for (const auto& cell : cells) {
+    std::string cached =
+        cell["cached_share"].is_null()
+            ? "-"
+            : std::to_string(static_cast<int>(cell["cached_share"].get<double>() * 100)) + "%";
+    std::printf("%-6s %4d %-5s %5lld %6lld %7.1f ms %7.1f ms %7.2f ms %7.1f ms %12.0f %7s\n",
+                LengthName(cell["length"].get<int64_t>()).c_str(), cell["concurrency"].get<int>(),
+                cell["cache"].get<std::string>().c_str(),
+                static_cast<long long>(cell["requests"].get<int64_t>()),
+                static_cast<long long>(cell["errors"].get<int64_t>()),
+                cell["ttft_ms"]["p50"].get<double>(), cell["ttft_ms"]["p99"].get<double>(),
+                cell["tpot_ms"]["p50"].get<double>(), cell["e2e_ms"]["p99"].get<double>(),
+                cell["throughput_tokens_per_s"].get<double>(), cached.c_str());
+  }
+}
+
+void Run(const BenchArgs& args) {
+  if (args.mixed) {
+    RunMixed(args);
+    return;
+  }
+  if (args.affinity_replicas > 0) {
+    RunAffinity(args);
+    return;
+  }
+  const BenchMatrix matrix = ParseMatrix(args);
+  const std::vector<int64_t>& lengths = matrix.lengths;
+  const std::vector<int>& concurrency = matrix.concurrency;
+  const std::vector<bool>& states = matrix.states;
   if (!args.html_file.empty() && bench::ChartJsBundle().empty()) {
     throw CommandFailed{
         "this strata was built without Chart.js, so --html cannot draw charts: run "
@@ -622,23 +660,7 @@ void Run(const BenchArgs& args) {
     }
   }
   progress.Finish();
-  std::printf("%-6s %4s %-5s %5s %6s %10s %10s %10s %10s %12s %7s\n", "length", "conc", "cache",
-              "reqs", "errors", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "tokens/s",
-              "cached");
-  for (const auto& cell : results["cells"]) {
-    std::string cached =
-        cell["cached_share"].is_null()
-            ? "-"
-            : std::to_string(static_cast<int>(cell["cached_share"].get<double>() * 100)) + "%";
-    std::printf("%-6s %4d %-5s %5lld %6lld %7.1f ms %7.1f ms %7.2f ms %7.1f ms %12.0f %7s\n",
-                LengthName(cell["length"].get<int64_t>()).c_str(), cell["concurrency"].get<int>(),
-                cell["cache"].get<std::string>().c_str(),
-                static_cast<long long>(cell["requests"].get<int64_t>()),
-                static_cast<long long>(cell["errors"].get<int64_t>()),
-                cell["ttft_ms"]["p50"].get<double>(), cell["ttft_ms"]["p99"].get<double>(),
-                cell["tpot_ms"]["p50"].get<double>(), cell["e2e_ms"]["p99"].get<double>(),
-                cell["throughput_tokens_per_s"].get<double>(), cached.c_str());
-  }
+  PrintCells(results["cells"]);
   if (!args.json_file.empty()) WriteFile(args.json_file, results.dump(2) + "\n");
   if (!args.html_file.empty())
     WriteFile(args.html_file, bench::RenderHtmlReport(results, bench::ChartJsBundle()));

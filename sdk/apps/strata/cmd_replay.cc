@@ -81,45 +81,242 @@ std::string ConfigJson(const ReplayArgs& args, const ReplayBudgetArgs& budget, c
   return DumpJson(config);
 }
 
-void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const ReplaySendArgs& send_args) {
-  StatusOr<std::vector<TraceMessage>> trace = ReadTrace(args.trace);
-  if (!trace.ok()) throw CommandFailed{trace.status().message()};
-
-  ExactCounting counting;
-  if (!args.tokenizer.empty()) counting = MakeExactCounting(args.tokenizer);
-  const std::unique_ptr<Tokenizer>& tokenizer = counting.tokenizer;
-  const std::unique_ptr<ChatTemplate>& chat_template = counting.chat_template;
-  const std::unique_ptr<RequestTokenCounter>& counter = counting.counter;
+// The context options of a replay: hygiene, exact counting when --tokenizer is given, and with
+// --budget the budget and the policy (made into *policy, which must outlive the context).
+ContextOptions ReplayContextOptions(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
+                                    const ExactCounting& counting,
+                                    std::unique_ptr<CompactionPolicy>* policy) {
   ContextOptions options;
   options.agent.id = args.agent.empty() ? ValidUtf8(TraceAgentId(args.trace)) : args.agent;
-  options.tokenizer = tokenizer.get();
-  options.request_counter = counter.get();
+  options.tokenizer = counting.tokenizer.get();
+  options.request_counter = counting.counter.get();
   options.render.model = args.model;
   options.hygiene = ReplayHygiene(args.max_segment_tokens, args.no_hygiene);
-  std::unique_ptr<CompactionPolicy> policy;
-  const bool budgeted = budget_args.budget > 0;
-  if (budgeted) {
+  if (budget_args.budget > 0) {
     Budget budget;
     budget.window = static_cast<int64_t>(budget_args.budget);
     budget.reserve_output = budget.reserve_reasoning = budget.reserve_headroom = 0;
     budget.trigger = BudgetLimit::Fraction(budget_args.trigger);
     budget.target = BudgetLimit::Fraction(budget_args.target);
-    policy = MakeReplayPolicy(budget_args);
+    *policy = MakeReplayPolicy(budget_args);
     options.budget = budget;
-    options.compaction = policy.get();
+    options.compaction = policy->get();
     // A tool output may not take more than a quarter of the budget.
     if (!args.no_hygiene && (options.hygiene.max_segment_tokens == 0 ||
                              options.hygiene.max_segment_tokens > budget_args.budget / 4)) {
       options.hygiene.max_segment_tokens = std::max<size_t>(64, budget_args.budget / 4);
     }
   }
-  const std::string policy_name = budgeted ? budget_args.policy : "none";
+  return options;
+}
+
+// What the replay measured over its turns.
+struct ReplayTotals {
+  uint64_t total_tokens = 0, reused_tokens_total = 0;
+  std::vector<size_t> request_tokens;
+  size_t total_bytes = 0, total_reused = 0, turns = 0, compactions = 0, violations = 0;
+};
+
+// Measures each replayed request (reuse against the previous one, tokens served from a
+// prefix-cache model, budget violations, hygiene, compactions) into the totals, and writes the
+// --out line.
+class TurnMeasurer {
+ public:
+  TurnMeasurer(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
+               const ExactCounting& counting, const std::string& policy_name, Context& context,
+               OutputFile* out)
+      : args_(args),
+        budget_args_(budget_args),
+        counting_(counting),
+        policy_name_(policy_name),
+        context_(context),
+        out_(out) {
+    if (counting.tokenizer) prompt_ids_ = std::make_unique<IncrementalEncoder>(*counting.tokenizer);
+  }
+
+  Status Measure(const TraceMessage& message, const BuiltRequest& request) {
+    const size_t reused = CommonPrefix(previous_, request.body);
+    nlohmann::ordered_json j;
+    j["messages"] = request.message_count;
+    j["request_bytes"] = request.body.size();
+    j["reused_bytes"] = reused;
+    j["input_tokens"] = request.input_tokens;
+    if (counting_.chat_template) {
+      STRATA_ASSIGN_OR_RETURN(int64_t reused_tokens, ReusedTokens(request));
+      j["reused_tokens"] = reused_tokens;
+    }
+    j["tokens_estimated"] = !request.input_tokens_exact;
+    if (budget_args_.budget > 0) {
+      const bool violation = request.input_tokens > budget_args_.budget;
+      j["violation"] = violation;
+      if (violation) ++totals_.violations;
+    }
+    nlohmann::ordered_json layers;
+    for (int i = 0; i < kLayerCount; ++i) {
+      layers[std::string(LayerName(static_cast<Layer>(i)))] = request.layers[i].tokens;
+    }
+    j["layer_tokens"] = layers;
+    ContextStats stats = context_.Stats();
+    j["hygiene"] = {{"truncated", stats.truncated},
+                    {"deduplicated", stats.deduplicated},
+                    {"folded", stats.folded},
+                    {"bytes_saved", stats.bytes_saved_by_hygiene}};
+    j["lint_warnings"] = request.warnings.size();
+    j["trace_line"] = message.line;
+    const std::string reports = NewCompactions();
+    if (out_ != nullptr) STRATA_RETURN_IF_ERROR(WriteLine(request, j, reports));
+    totals_.request_tokens.push_back(request.input_tokens);
+    totals_.total_bytes += request.body.size();
+    totals_.total_reused += reused;
+    previous_ = request.body;
+    ++totals_.turns;
+    return Status::Ok();
+  }
+
+  const ReplayTotals& totals() const { return totals_; }
+
+ private:
+  // Tokens of the request's prompt the prefix-cache model (blocks of 16 tokens, fed with every
+  // request before) already holds.
+  StatusOr<int64_t> ReusedTokens(const BuiltRequest& request) {
+    const Tokenizer* tokenizer = counting_.tokenizer.get();
+    STRATA_ASSIGN_OR_RETURN(std::string prompt, counting_.chat_template->Render(request.body));
+    // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt.
+    const PromptBlocks blocks =
+        tokenizer->IsEstimate() ? HashPrompt(prompt, "", tokenizer, cache_.options())
+                                : HashPromptIds(prompt_ids_->Encode(prompt), "", cache_.options());
+    const int64_t reused_tokens = cache_.LookupAndInsert(blocks);
+    totals_.total_tokens += static_cast<uint64_t>(blocks.prompt_tokens);
+    totals_.reused_tokens_total += static_cast<uint64_t>(reused_tokens);
+    return reused_tokens;
+  }
+
+  // Every compaction of this turn's build (a build may compact in several rounds) as JSON
+  // objects joined by commas; with --explain, printed.
+  std::string NewCompactions() {
+    const std::vector<CompactionReport>& all_compactions = context_.Compactions();
+    std::string reports;
+    for (size_t k = totals_.compactions; k < all_compactions.size(); ++k) {
+      reports += (reports.empty() ? "" : ",") + CompactionReportJson(all_compactions[k]);
+      // --explain: the candidates each compaction considered and the set it chose.
+      if (budget_args_.explain) std::fputs(ExplainCompaction(all_compactions[k]).c_str(), stdout);
+    }
+    totals_.compactions = all_compactions.size();
+    return reports;
+  }
+
+  Status WriteLine(const BuiltRequest& request, const nlohmann::ordered_json& stats,
+                   const std::string& reports) {
+    // The request body is written verbatim: it is already canonical JSON.
+    std::ostream& line = out_->stream();
+    line << "{\"turn\":" << totals_.turns << ",\"request\":" << request.body
+         << ",\"stats\":" << DumpJson(stats) << ",\"policy\":\"" << policy_name_ << "\"";
+    if (!reports.empty()) line << ",\"compactions\":[" << reports << "]";
+    line << "}\n";
+    if (!out_->good()) return UnavailableError("write to --out file \"" + args_.out + "\" failed");
+    return Status::Ok();
+  }
+
+  const ReplayArgs& args_;
+  const ReplayBudgetArgs& budget_args_;
+  const ExactCounting& counting_;
+  const std::string& policy_name_;
+  Context& context_;
+  OutputFile* out_;
+  PrefixCacheModel cache_;
+  std::unique_ptr<IncrementalEncoder> prompt_ids_;
+  std::string previous_;
+  ReplayTotals totals_;
+};
+
+// The --summary-json document.
+nlohmann::ordered_json ReplaySummary(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
+                                     const ExactCounting& counting, const std::string& policy_name,
+                                     const ReplayTotals& t, const ContextStats& stats) {
+  nlohmann::ordered_json summary;
+  summary["trace"] = args.trace;
+  summary["turns"] = t.turns;
+  summary["policy"] = policy_name;
+  if (budget_args.budget > 0) {
+    summary["budget"] = budget_args.budget;
+    summary["compactions"] = t.compactions;
+    summary["budget_violations"] = t.violations;
+  }
+  summary["tokens_estimated"] = counting.counter == nullptr;
+  if (counting.tokenizer) summary["tokenizer"] = counting.tokenizer->Name();
+  const std::vector<size_t>& request_tokens = t.request_tokens;
+  summary["tokens_per_request"] = {
+      {"min", request_tokens.empty()
+                  ? 0
+                  : *std::min_element(request_tokens.begin(), request_tokens.end())},
+      {"median", Median(request_tokens)},
+      {"max", request_tokens.empty()
+                  ? 0
+                  : *std::max_element(request_tokens.begin(), request_tokens.end())}};
+  summary["request_bytes_total"] = t.total_bytes;
+  summary["reused_bytes_total"] = t.total_reused;
+  summary["reused_share"] =
+      t.total_bytes ? static_cast<double>(t.total_reused) / t.total_bytes : 0.0;
+  if (counting.chat_template) {
+    summary["input_tokens_total"] = t.total_tokens;
+    summary["reused_tokens_total"] = t.reused_tokens_total;
+    summary["reused_token_share"] =
+        t.total_tokens ? static_cast<double>(t.reused_tokens_total) / t.total_tokens : 0.0;
+  }
+  summary["hygiene"] = {{"truncated", stats.truncated},
+                        {"deduplicated", stats.deduplicated},
+                        {"folded", stats.folded},
+                        {"bytes_saved", stats.bytes_saved_by_hygiene}};
+  return summary;
+}
+
+// The human-readable summary on stdout.
+void PrintReplaySummary(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
+                        const ExactCounting& counting, const std::string& policy_name,
+                        const ReplayTotals& t, const ContextStats& stats,
+                        const nlohmann::ordered_json& summary) {
+  std::cout << "replayed " << t.turns << " turns of " << args.trace << "\n"
+            << "  tokens per request"
+            << (counting.counter ? " (" + counting.tokenizer->Name() + ", GLM-5 template)"
+                                 : " (estimated)")
+            << ": min " << summary["tokens_per_request"]["min"] << ", median "
+            << summary["tokens_per_request"]["median"] << ", max "
+            << summary["tokens_per_request"]["max"] << "\n";
+  if (budget_args.budget > 0) {
+    std::cout << "  budget " << budget_args.budget << " tokens, policy " << policy_name << ": "
+              << t.compactions << " compactions, " << t.violations << " requests over the budget\n";
+  }
+  std::cout << "  bytes reused from the previous request: " << t.total_reused << " of "
+            << t.total_bytes << " ("
+            << static_cast<int>(100.0 * summary["reused_share"].get<double>() + 0.5) << "%)\n";
+  if (counting.chat_template) {
+    std::cout << "  tokens served from the prefix cache (blocks of 16): " << t.reused_tokens_total
+              << " of " << t.total_tokens << " ("
+              << static_cast<int>(100.0 * summary["reused_token_share"].get<double>() + 0.5)
+              << "%)\n";
+  }
+  std::cout << "  hygiene: " << stats.truncated << " truncated, " << stats.deduplicated
+            << " deduplicated, " << stats.folded << " folded, " << stats.bytes_saved_by_hygiene
+            << " bytes saved\n";
+}
+
+void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
+         const ReplaySendArgs& send_args) {
+  StatusOr<std::vector<TraceMessage>> trace = ReadTrace(args.trace);
+  if (!trace.ok()) throw CommandFailed{trace.status().message()};
+
+  ExactCounting counting;
+  if (!args.tokenizer.empty()) counting = MakeExactCounting(args.tokenizer);
+  std::unique_ptr<CompactionPolicy> policy;
+  const ContextOptions options = ReplayContextOptions(args, budget_args, counting, &policy);
+  const std::string policy_name = budget_args.budget > 0 ? budget_args.policy : "none";
   std::unique_ptr<ReplayPersistence> persisted;
   std::unique_ptr<Context> in_memory;
   if (!args.db.empty()) {
     StatusOr<std::unique_ptr<ReplayPersistence>> opened = ReplayPersistence::Open(
         args.db, options,
-        ConfigJson(args, budget_args, send_args, tokenizer ? tokenizer->Name() : std::string("estimate:4")));
+        ConfigJson(args, budget_args, send_args,
+                   counting.tokenizer ? counting.tokenizer->Name() : std::string("estimate:4")));
     if (!opened.ok()) throw CommandFailed{opened.status().ToString()};
     persisted = std::move(*opened);
   } else {
@@ -134,109 +331,19 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
   std::unique_ptr<OutputFile> out;
   if (!args.out.empty()) out = std::make_unique<OutputFile>(args.out, "--out");
 
-  // With a tokenizer, reuse is measured in tokens: a prefix-cache model (blocks of 16 tokens) fed
-  // with every request sent before.
-  PrefixCacheModel cache;
-  uint64_t total_tokens = 0, reused_tokens_total = 0;
-  std::vector<size_t> request_tokens;
-  size_t total_bytes = 0, total_reused = 0, turns = 0, compactions = 0, violations = 0;
-  std::string previous;
-  std::unique_ptr<IncrementalEncoder> prompt_ids;
-  if (tokenizer) prompt_ids = std::make_unique<IncrementalEncoder>(*tokenizer);
+  TurnMeasurer measurer(args, budget_args, counting, policy_name, context, out.get());
   Status status = ReplayTrace(
       *trace, context, [&](const TraceMessage& message, const BuiltRequest& request) -> Status {
         if (persisted) STRATA_RETURN_IF_ERROR(persisted->OnTurn(request));
         if (sender) STRATA_RETURN_IF_ERROR(sender->SendTurn(context));
-        const size_t reused = CommonPrefix(previous, request.body);
-        ContextStats stats = context.Stats();
-        nlohmann::ordered_json j;
-        j["messages"] = request.message_count;
-        j["request_bytes"] = request.body.size();
-        j["reused_bytes"] = reused;
-        j["input_tokens"] = request.input_tokens;
-        if (chat_template) {
-          STRATA_ASSIGN_OR_RETURN(std::string prompt, chat_template->Render(request.body));
-          // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt.
-          const PromptBlocks blocks =
-              tokenizer->IsEstimate() ? HashPrompt(prompt, "", tokenizer.get(), cache.options())
-                                      : HashPromptIds(prompt_ids->Encode(prompt), "", cache.options());
-          const int64_t reused_tokens = cache.LookupAndInsert(blocks);
-          j["reused_tokens"] = reused_tokens;
-          total_tokens += static_cast<uint64_t>(blocks.prompt_tokens);
-          reused_tokens_total += static_cast<uint64_t>(reused_tokens);
-        }
-        j["tokens_estimated"] = !request.input_tokens_exact;
-        if (budgeted) {
-          const bool violation = request.input_tokens > budget_args.budget;
-          j["violation"] = violation;
-          if (violation) ++violations;
-        }
-        nlohmann::ordered_json layers;
-        for (int i = 0; i < kLayerCount; ++i) {
-          layers[std::string(LayerName(static_cast<Layer>(i)))] = request.layers[i].tokens;
-        }
-        j["layer_tokens"] = layers;
-        j["hygiene"] = {{"truncated", stats.truncated},
-                        {"deduplicated", stats.deduplicated},
-                        {"folded", stats.folded},
-                        {"bytes_saved", stats.bytes_saved_by_hygiene}};
-        j["lint_warnings"] = request.warnings.size();
-        j["trace_line"] = message.line;
-        // Every compaction of this turn's build (a build may compact in several rounds).
-        const std::vector<CompactionReport>& all_compactions = context.Compactions();
-        std::string reports;
-        for (size_t k = compactions; k < all_compactions.size(); ++k) {
-          reports += (reports.empty() ? "" : ",") + CompactionReportJson(all_compactions[k]);
-          // --explain: the candidates each compaction considered and the set it chose.
-          if (budget_args.explain) std::fputs(ExplainCompaction(all_compactions[k]).c_str(), stdout);
-        }
-        compactions = all_compactions.size();
-        if (out) {
-          // The request body is written verbatim: it is already canonical JSON.
-          std::ostream& line = out->stream();
-          line << "{\"turn\":" << turns << ",\"request\":" << request.body << ",\"stats\":" << DumpJson(j)
-               << ",\"policy\":\"" << policy_name << "\"";
-          if (!reports.empty()) line << ",\"compactions\":[" << reports << "]";
-          line << "}\n";
-          if (!out->good()) return UnavailableError("write to --out file \"" + args.out + "\" failed");
-        }
-        request_tokens.push_back(request.input_tokens);
-        total_bytes += request.body.size();
-        total_reused += reused;
-        previous = request.body;
-        ++turns;
-        return Status::Ok();
+        return measurer.Measure(message, request);
       });
   if (!status.ok()) throw CommandFailed{status.message()};
 
-  ContextStats stats = context.Stats();
-  nlohmann::ordered_json summary;
-  summary["trace"] = args.trace;
-  summary["turns"] = turns;
-  summary["policy"] = policy_name;
-  if (budgeted) {
-    summary["budget"] = budget_args.budget;
-    summary["compactions"] = compactions;
-    summary["budget_violations"] = violations;
-  }
-  summary["tokens_estimated"] = counter == nullptr;
-  if (tokenizer) summary["tokenizer"] = tokenizer->Name();
-  summary["tokens_per_request"] = {
-      {"min", request_tokens.empty() ? 0 : *std::min_element(request_tokens.begin(), request_tokens.end())},
-      {"median", Median(request_tokens)},
-      {"max", request_tokens.empty() ? 0 : *std::max_element(request_tokens.begin(), request_tokens.end())}};
-  summary["request_bytes_total"] = total_bytes;
-  summary["reused_bytes_total"] = total_reused;
-  summary["reused_share"] = total_bytes ? static_cast<double>(total_reused) / total_bytes : 0.0;
-  if (chat_template) {
-    summary["input_tokens_total"] = total_tokens;
-    summary["reused_tokens_total"] = reused_tokens_total;
-    summary["reused_token_share"] = total_tokens ? static_cast<double>(reused_tokens_total) / total_tokens : 0.0;
-  }
-  summary["hygiene"] = {{"truncated", stats.truncated},
-                        {"deduplicated", stats.deduplicated},
-                        {"folded", stats.folded},
-                        {"bytes_saved", stats.bytes_saved_by_hygiene}};
+  const ContextStats stats = context.Stats();
+  const ReplayTotals& totals = measurer.totals();
+  nlohmann::ordered_json summary =
+      ReplaySummary(args, budget_args, counting, policy_name, totals, stats);
   if (sender) sender->AddSummary(summary);
   if (persisted) summary["db"] = {{"path", args.db}, {"agent", persisted->agent_id()}};
 
@@ -253,26 +360,7 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args, const Repl
     if (!committed.ok()) throw CommandFailed{committed.ToString()};
   }
   if (!args.quiet) {
-    std::cout << "replayed " << turns << " turns of " << args.trace << "\n"
-              << "  tokens per request" << (counter ? " (" + tokenizer->Name() + ", GLM-5 template)" : " (estimated)")
-              << ": min " << summary["tokens_per_request"]["min"]
-              << ", median " << summary["tokens_per_request"]["median"] << ", max "
-              << summary["tokens_per_request"]["max"] << "\n";
-    if (budgeted) {
-      std::cout << "  budget " << budget_args.budget << " tokens, policy " << policy_name << ": " << compactions
-                << " compactions, " << violations << " requests over the budget\n";
-    }
-    std::cout << "  bytes reused from the previous request: " << total_reused << " of "
-              << total_bytes << " (" << static_cast<int>(100.0 * summary["reused_share"].get<double>() + 0.5)
-              << "%)\n";
-    if (chat_template) {
-      std::cout << "  tokens served from the prefix cache (blocks of 16): " << reused_tokens_total << " of "
-                << total_tokens << " ("
-                << static_cast<int>(100.0 * summary["reused_token_share"].get<double>() + 0.5) << "%)\n";
-    }
-    std::cout << "  hygiene: " << stats.truncated << " truncated, " << stats.deduplicated
-              << " deduplicated, " << stats.folded << " folded, " << stats.bytes_saved_by_hygiene
-              << " bytes saved\n";
+    PrintReplaySummary(args, budget_args, counting, policy_name, totals, stats, summary);
     if (sender) sender->Print(args.trace);
   }
   FlushStdout();

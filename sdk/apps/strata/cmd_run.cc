@@ -53,7 +53,8 @@ std::string PathArgument(const std::string& arguments) {
   return args["path"].get<std::string>();
 }
 
-void Execute(const RunArgs& args) {
+// The agent configuration of --config with the command line's overrides applied.
+AgentConfig LoadRunConfig(const RunArgs& args) {
   std::ifstream in(args.config);
   if (!in) throw CommandFailed{"cannot read the agent configuration " + args.config};
   std::stringstream text;
@@ -68,11 +69,11 @@ void Execute(const RunArgs& args) {
     throw CLI::ValidationError(
         "--endpoint", "no endpoint: give --endpoint URL or endpoint.base_url in the configuration");
   }
-  char root_buf[PATH_MAX];
-  if (::realpath(args.root.c_str(), root_buf) == nullptr)
-    throw CommandFailed{"--root " + args.root + " does not exist"};
-  const std::string root = root_buf;
+  return config;
+}
 
+// A new agent with the exploring system prompt, or the stored one of the same id (continued).
+std::unique_ptr<Agent> CreateOrOpenAgent(const AgentConfig& config) {
   std::unique_ptr<Agent> agent;
   StatusOr<std::unique_ptr<Agent>> created = Agent::Create(config);
   if (created.ok()) {
@@ -93,8 +94,11 @@ void Execute(const RunArgs& args) {
   } else {
     throw CommandFailed{created.status().ToString()};
   }
+  return agent;
+}
 
-  const size_t max_bytes = args.max_file_bytes;
+// The read-only tools over `root`: read_file (at most `max_bytes` of a file) and list_dir.
+void RegisterDirectoryTools(Agent* agent, const std::string& root, size_t max_bytes) {
   Status tool = agent->RegisterTool(
       "read_file",
       R"json({"description":"Read a text file under the directory","parameters":{"type":"object","properties":{"path":{"type":"string","description":"Path relative to the directory"}},"required":["path"]}})json",
@@ -136,6 +140,16 @@ void Execute(const RunArgs& args) {
         });
   }
   if (!tool.ok()) throw CommandFailed{tool.ToString()};
+}
+
+void Execute(const RunArgs& args) {
+  const AgentConfig config = LoadRunConfig(args);
+  char root_buf[PATH_MAX];
+  if (::realpath(args.root.c_str(), root_buf) == nullptr)
+    throw CommandFailed{"--root " + args.root + " does not exist"};
+  const std::string root = root_buf;
+  std::unique_ptr<Agent> agent = CreateOrOpenAgent(config);
+  RegisterDirectoryTools(agent.get(), root, args.max_file_bytes);
 
   RunOptions run;
   run.max_turns = args.max_turns;

@@ -66,12 +66,14 @@ struct AgentBudgetConfig {
 // The compaction policy by name and its knobs (strata/builtin_policies.h StrataPolicyOptions).
 struct AgentPolicyConfig {
   std::string name = "strata";  // "strata", "none", "sliding", "last-n"
-  size_t keep_turns = 2;
-  size_t keep_tool_results = 3;
-  bool keep_first_user = true;
+  size_t keep_turns = 2;         // the last turns never altered ("strata" only)
+  size_t keep_tool_results = 3;  // the last tool results never masked ("strata" only)
+  bool keep_first_user = true;   // keep the first user message (the task) when summarizing
+  // Tool names whose results are never altered ("strata" only).
   std::vector<std::string> exclude_tools;
+  // Tool names whose results are stale once their turn is over: masked first ("strata" only).
   std::vector<std::string> ephemeral_tools;
-  size_t max_summary_tokens = 1536;
+  size_t max_summary_tokens = 1536;  // tokens of one summary at most ("strata" only)
   size_t last_n = 5;  // "last-n" only
 };
 
@@ -82,16 +84,21 @@ struct AgentEndpointConfig {
   std::string base_url;          // e.g. "http://127.0.0.1:8000/v1"; "" needs an injected transport
   std::string api_key_env;       // e.g. "OPENAI_API_KEY"; read at Create/Open; "" none
   std::string deployment_secret_env;  // cache_salt secret's variable; "" none
-  bool stream = true;
-  int64_t max_output_tokens = 4096;
-  std::optional<bool> thinking;
+  bool stream = true;                // ask for a streamed (SSE) answer
+  int64_t max_output_tokens = 4096;  // the request's output token limit; 0: not sent
+  std::optional<bool> thinking;      // the model's thinking mode; unset: the server's default
   std::string reasoning_effort;  // keep fixed per agent (GLM puts it first)
+  // Send the cache_salt derived from the agent's isolation key (backends that take one).
   bool send_cache_salt = true;
   int64_t deadline_ms = 0;  // per call, 0: the transport's total timeout
+  // The HTTP transport's timeouts in milliseconds (strata/transport.h Timeouts), used only when no
+  // transport is injected.
   int64_t connect_timeout_ms = 10000;
-  int64_t first_byte_timeout_ms = 300000;
-  int64_t idle_timeout_ms = 60000;
-  int64_t total_timeout_ms = 900000;
+  int64_t first_byte_timeout_ms = 300000;  // request sent -> first body byte (floor)
+  int64_t idle_timeout_ms = 60000;         // gap between two body bytes
+  int64_t total_timeout_ms = 900000;       // one attempt
+  // Attempts in total, retries included (strata/transport.h RetryPolicy); only without an
+  // injected transport.
   int max_attempts = 4;
 };
 
@@ -104,6 +111,8 @@ struct AgentRecallConfig {
   int64_t protect_turns = 3;
 };
 
+// Everything an Agent is made from; a plain value that round-trips through AgentConfigToJson and
+// AgentConfigFromJson. Create() validates it; stored with the agent, Open() reads it back.
 struct AgentConfig {
   AgentIdentity identity;  // id (required), tenant, scope, model_version, template_version
   // Tokenizer spec (strata/tokenize.h): "hf:PATH", "spm:PATH", "estimate", "estimate:3.5", ...
@@ -120,7 +129,7 @@ struct AgentConfig {
   size_t message_overhead_tokens = 6;
   AgentEndpointConfig endpoint;
   PrefixCacheOptions cache;  // block size of the server's prefix cache
-  AgentRecallConfig recall;
+  AgentRecallConfig recall;  // the context_recall tool and its answers
   // SQLite store (strata/store.h); "" keeps the agent in memory only.
   std::string store_path;
 };
@@ -139,8 +148,8 @@ StatusOr<Budget> ResolveBudget(const AgentBudgetConfig& config);
 
 // What a tool handler returns.
 struct ToolOutput {
-  std::string content;
-  bool is_error = false;
+  std::string content;    // the tool result the model reads
+  bool is_error = false;  // appended as an error result, counted in RunResult::tool_errors
 };
 // Called with the call's arguments (the JSON string the model produced). May throw: an exception
 // becomes an error result ("tool X failed: what()"), never a crash.
@@ -157,8 +166,9 @@ struct AgentServices {
   Summarizer* summarizer = nullptr;  // nullptr: the extractive summarizer
 };
 
+// How Agent::Open() reopens a stored agent.
 struct OpenOptions {
-  AgentServices services;
+  AgentServices services;  // injected objects, as for Create()
   // Refuse (default) or accept a tokenizer / chat template other than the stored one. When
   // accepted, every segment's tokens are recounted and stored, and the stored configuration names
   // the new ones. "" keeps the stored spec.
@@ -169,17 +179,18 @@ struct OpenOptions {
   std::optional<AgentEndpointConfig> endpoint;
 };
 
+// Per-call options of Complete() (and of each call Run() makes).
 struct TurnOptions {
-  const CancellationToken* cancel = nullptr;
+  const CancellationToken* cancel = nullptr;  // cancels the call when set; not owned
   std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
   DeltaCallback on_delta;  // content, reasoning and tool-call-argument deltas as they arrive
 };
 
 // What one Complete() did.
 struct Turn {
-  Response response;
-  RequestRecord record;
-  std::string assistant_segment_id;
+  Response response;     // the parsed answer
+  RequestRecord record;  // the request's record, as written to the store and the record sink
+  std::string assistant_segment_id;  // the segment the answer was appended as
   // The compaction of this build: at most one report (the rounds of one Build() are merged).
   std::vector<CompactionReport> compactions;
   // The request reused less than the previous one: every cause, e.g. "doc version change (v1 ->
@@ -190,11 +201,13 @@ struct Turn {
   std::string body;    // the request body that was sent
 };
 
+// Options of Run().
 struct RunOptions {
   int max_turns = 16;  // model calls at most
-  TurnOptions turn;
+  TurnOptions turn;    // passed to each Complete()
 };
 
+// What one Run() did.
 struct RunResult {
   std::string answer;  // the last answer's content
   // "answer" (the model answered without tool calls) or "max_turns".
@@ -207,15 +220,16 @@ struct RunResult {
 // The request the next Complete() would send, computed without changing anything.
 struct CachePrediction {
   int64_t input_tokens = 0;  // exact with a chat template and an exact tokenizer
-  bool input_tokens_exact = false;
+  bool input_tokens_exact = false;  // input_tokens is a chat-template count, not an estimate
+  // Prompt tokens the server's prefix cache should still hold (the prefix-cache model's lookup).
   int64_t predicted_cached_tokens = 0;
   bool compaction_due = false;  // the next Complete() compacts first (counts are after it)
-  std::optional<CompactionReport> compaction;
+  std::optional<CompactionReport> compaction;  // what that compaction would do, when due
 };
 
 // One page of a recalled original.
 struct RecallPage {
-  std::string recall_id;
+  std::string recall_id;       // the id asked for
   std::string content;         // the page
   size_t offset = 0;           // byte offset of the page in the original
   size_t total_bytes = 0;      // size of the whole original
@@ -223,17 +237,21 @@ struct RecallPage {
   size_t tokens = 0;           // tokens of the page
 };
 
+// Options of Agent::Fork().
 struct ForkOptions {
   std::string id;  // "" : "<parent id>.fork-<n>"
   // The child's budget; unset: the parent's.
   std::optional<AgentBudgetConfig> budget;
 };
 
+// Options of Agent::Join().
 struct JoinOptions {
   // Tokens the folded message may take at most (the child's answer or summary is cut to it).
   size_t max_tokens = 2048;
 };
 
+// An agent: context, configuration, endpoint, store, tools and loop (see the file comment for
+// the thread contract). Made by Create(), Open() or Fork(); owned by the caller's unique_ptr.
 class Agent {
  public:
   // Creates an agent from `config` (validated first: INVALID_ARGUMENT names the field). With a
@@ -244,14 +262,18 @@ class Agent {
   // CreateContext) or when options name another tokenizer/template without retokenize.
   static StatusOr<std::unique_ptr<Agent>> Open(const std::string& store_path, std::string_view id,
                                                OpenOptions options = {});
+  // The same from an open store, which the agent uses and does not own (it must outlive it).
   static StatusOr<std::unique_ptr<Agent>> Open(Store& store, std::string_view id,
                                                OpenOptions options = {});
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
+  // The agent's id (config().identity.id).
   const std::string& id() const;
+  // The configuration it was created or opened with (fixed for the agent's life).
   const AgentConfig& config() const;
+  // config() as AgentConfigToJson writes it.
   std::string ConfigJson() const;
 
   // --- Content --------------------------------------------------------------------------------
@@ -319,17 +341,19 @@ class Agent {
 
 // --- Stateless trimming (LangChain trim_messages style) -----------------------------------------
 
+// Options of TrimMessages().
 struct TrimOptions {
-  std::string policy = "strata";
-  std::string tokenizer = "estimate";
+  std::string policy = "strata";       // a MakePolicyByName name (strata/compact.h)
+  std::string tokenizer = "estimate";  // a MakeTokenizer spec (strata/tokenize.h)
   std::string chat_template = "glm5";  // a MakeChatTemplate name; "": content + overhead per message
   // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
   bool hygiene = false;
 };
 
+// What TrimMessages() returns.
 struct TrimResult {
   std::string messages_json;  // the trimmed list (system first, tool calls paired)
-  int64_t input_tokens = 0;
+  int64_t input_tokens = 0;   // of the trimmed list, counted as the options say
   std::optional<CompactionReport> report;  // when something was trimmed
 };
 

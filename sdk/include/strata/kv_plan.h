@@ -31,6 +31,7 @@
 
 namespace strata {
 
+// The precision of the KV cache entries (vLLM --kv-cache-dtype).
 enum class KvDtype : int { kBf16 = 0, kFp8 = 1 };
 // "bf16" / "fp8".
 std::string KvDtypeName(KvDtype dtype);
@@ -39,14 +40,15 @@ StatusOr<KvDtype> ParseKvDtype(const std::string& name);
 
 // One kind of layer and what it caches.
 struct LayerGroup {
+  // What a layer of the group caches.
   enum class Kind : int {
     kGqa = 0,  // K and V per KV head: 2 * kv_heads * head_dim values per token
     kMla = 1,  // one latent (kv_lora_rank + rope_dim values) per token, replicated per TP rank
     kLinear =
         2,  // constant recurrent state per sequence: heads * key_dim * value_dim values (fp32)
   };
-  Kind kind = Kind::kGqa;
-  int layers = 0;
+  Kind kind = Kind::kGqa;  // selects which of the fields below apply
+  int layers = 0;          // layers of this kind in the model
   // kGqa
   int kv_heads = 0;
   int head_dim = 0;
@@ -68,8 +70,9 @@ struct LayerGroup {
   int state_bytes_per_value = 4;  // fp32 recurrent state
 };
 
+// The hardware and server settings of one replica that PlanKv() sizes the cache for.
 struct DeploymentOptions {
-  KvDtype kv_dtype = KvDtype::kBf16;
+  KvDtype kv_dtype = KvDtype::kBf16;  // precision of the KV entries; default bf16
   // GPUs serving one replica (tensor parallel). Default 8.
   int gpus = 8;
   // Memory of one GPU in GiB. Default 80 (H100 80GB).
@@ -92,15 +95,17 @@ struct DeploymentOptions {
   std::vector<int64_t> pool_lengths = {32768, 131072, 524288, 1048576};
 };
 
+// A model's cache-relevant architecture and the deployment it is usually served on; the built-in
+// ones come from ModelProfiles().
 struct ModelProfile {
   std::string name;         // e.g. "glm-5.3-flash"
   std::string description;  // one line
   std::string source;       // where the architecture numbers come from
-  std::vector<LayerGroup> groups;
+  std::vector<LayerGroup> groups;  // the attention layers, by kind
   double weights_gib = 0;    // of the checkpoint the default deployment serves
   std::string weights_note;  // e.g. "FP8 checkpoint"
-  int64_t max_context_tokens = 0;
-  DeploymentOptions default_deployment;
+  int64_t max_context_tokens = 0;  // the model's context window; 0: unknown (no limit checked)
+  DeploymentOptions default_deployment;  // the hardware the profile's source serves it on
 };
 
 // The built-in profiles: glm-5.3-flash, deepseek-v3, llama-3.1-70b, llama-3.1-405b.
@@ -108,17 +113,21 @@ const std::vector<ModelProfile>& ModelProfiles();
 // NOT_FOUND naming the known profiles when `name` is none of them.
 StatusOr<ModelProfile> FindModelProfile(const std::string& name);
 
+// One pool length's result in a KvPlan.
 struct PoolPlan {
   int64_t pool_length = 0;  // tokens per sequence (input) in this pool
+  // KV blocks one sequence holds: pool_length + output reserve, rounded up to whole blocks.
   int64_t blocks_per_sequence = 0;
   int64_t bytes_per_sequence = 0;  // per GPU: KV blocks + constant state
   int64_t max_concurrency = 0;     // sequences of this length that fit with headroom; 0 when none
   bool exceeds_context = false;    // pool_length + reserve > the model's context
 };
 
+// What PlanKv() computed: the cache a token costs, the tokens a replica holds, and the safe
+// concurrency per pool length.
 struct KvPlan {
-  std::string model;
-  KvDtype kv_dtype = KvDtype::kBf16;
+  std::string model;                  // ModelProfile::name
+  KvDtype kv_dtype = KvDtype::kBf16;  // DeploymentOptions::kv_dtype
   // Bytes of cache one token adds to one copy of the model (all layers, side caches included): the
   // figure model cards and calculators publish.
   int64_t kv_bytes_per_token = 0;
@@ -127,11 +136,11 @@ struct KvPlan {
   // Constant per-sequence state (linear attention) of the whole model and per GPU.
   int64_t state_bytes_per_sequence = 0;
   double state_bytes_per_sequence_per_gpu = 0;
-  double weights_gib = 0;
+  double weights_gib = 0;  // of the whole model: the deployment's, or the profile's when unset
   double kv_memory_gib_per_gpu = 0;  // memory left for KV on one GPU
   int64_t kv_capacity_tokens = 0;    // whole blocks of KV the replica holds (state not counted)
   std::vector<PoolPlan> pools;       // one per DeploymentOptions::pool_lengths
-  DeploymentOptions deployment;
+  DeploymentOptions deployment;  // the options the plan was computed with, as given
 };
 
 // Computes the plan. INVALID_ARGUMENT for bad options (gpus < 1, memory <= 0, utilization outside

@@ -1,5 +1,5 @@
 // strata/pools.h — length pools: admission by exact input tokens, a degradation ladder, and
-// prefix-affinity routing across the replicas of each pool (DESIGN.md section 8).
+// prefix-affinity routing across the replicas of each pool (docs/serving.md).
 //
 // A PoolSet is itself a Transport: an Agent or a Client sends through it as through one endpoint,
 // and every Send() is admitted to the smallest pool whose maximum input length holds the request,
@@ -60,12 +60,14 @@
 
 namespace strata {
 
+// A step of the degradation ladder (see the file comment for what each does).
 enum class DegradationStep : int { kCompact = 0, kFork = 1, kWait = 2, kRefuse = 3 };
 // "compact", "fork", "wait", "refuse".
 std::string DegradationStepName(DegradationStep step);
 // INVALID_ARGUMENT naming the known steps.
 StatusOr<DegradationStep> ParseDegradationStep(const std::string& name);
 
+// One length pool: the longest input it admits, its replicas and its limits.
 struct PoolConfig {
   std::string name;  // required, unique, e.g. "short"
   // Largest input (prompt tokens + PoolSetConfig::turn_reserve_tokens) this pool admits. Required.
@@ -85,6 +87,7 @@ struct PoolConfig {
   int64_t output_reserve_tokens = 4096;
 };
 
+// The pools of a PoolSet and how it admits, degrades, routes and alerts (see the file comment).
 struct PoolSetConfig {
   // Pools; sorted by max_input_tokens on creation. At least one.
   std::vector<PoolConfig> pools;
@@ -133,35 +136,41 @@ struct PoolSetConfig {
 // INVALID_ARGUMENT naming the offending field and value (unknown keys included).
 StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text);
 
+// One pool's state and counters since the PoolSet was created (PoolSet::Metrics()).
 struct PoolMetrics {
-  std::string name;
-  int64_t max_input_tokens = 0;
+  std::string name;              // PoolConfig::name
+  int64_t max_input_tokens = 0;  // PoolConfig::max_input_tokens
   int max_concurrency = 0;        // configured cap (0 unlimited)
   int effective_concurrency = 0;  // cap in force now (lowered by an alert)
-  int in_flight = 0;
-  int queued = 0;
-  int max_queue = 0;
-  int64_t admitted_total = 0;
+  int in_flight = 0;  // requests admitted here and not yet answered
+  int queued = 0;     // requests waiting for a slot now
+  int max_queue = 0;  // PoolConfig::max_queue
+  int64_t admitted_total = 0;  // requests admitted here (after any degradation step)
+  // Requests refused here by the ladder (a request that exceeds every pool: the largest pool).
   int64_t refused_total = 0;
-  int64_t queue_timeouts_total = 0;
+  int64_t queue_timeouts_total = 0;  // waits that ended at the queue timeout
   int64_t compacted_total = 0;  // requests admitted here after a compaction
-  int64_t forked_total = 0;
+  int64_t forked_total = 0;  // requests admitted here after a fork
   int64_t waited_total = 0;  // requests admitted here after waiting
-  double queue_wait_ms_total = 0;
-  int healthy_replicas = 0;
-  int replicas = 0;
+  double queue_wait_ms_total = 0;  // queue wait of the admitted requests, milliseconds
+  int healthy_replicas = 0;        // replicas not marked unhealthy
+  int replicas = 0;                // replicas configured
 };
 
+// A PoolSet's state at one moment (PoolSet::Metrics()): per pool, then the alerts' inputs.
 struct PoolSetMetrics {
-  std::vector<PoolMetrics> pools;
+  std::vector<PoolMetrics> pools;  // by max_input_tokens, shortest first
+  // Estimated KV in flight: admitted requests' input + output reserve, in tokens.
   int64_t kv_in_flight_tokens = 0;
-  int64_t kv_capacity_tokens = 0;
+  int64_t kv_capacity_tokens = 0;  // PoolSetConfig::kv_capacity_tokens (0: no KV watermark)
   double kv_usage = 0;    // kv_in_flight_tokens / kv_capacity_tokens (0 without a capacity)
   double long_share = 0;  // of the last long_share_window admissions
-  bool kv_alert = false;
-  bool long_share_alert = false;
+  bool kv_alert = false;          // kv_usage is above PoolSetConfig::kv_watermark
+  bool long_share_alert = false;  // long_share is above PoolSetConfig::long_share_watermark
 };
 
+// Length pools behind one Transport (see the file comment). Thread-safe; owns the transports it
+// makes from endpoint URLs, not those given in PoolConfig::transports.
 class PoolSet : public Transport {
  public:
   // Validates the config (INVALID_ARGUMENT naming what is wrong: no pools, duplicate names, a pool
@@ -198,6 +207,7 @@ class PoolSet : public Transport {
   // when the request is not among the last 1024 sent.
   Status Annotate(RequestRecord* record) const;
 
+  // The pools' state and counters now (a consistent snapshot).
   PoolSetMetrics Metrics() const;
   // Metrics() in Prometheus text exposition format (strata_pool_* and strata_kv_* families).
   std::string PrometheusText() const;

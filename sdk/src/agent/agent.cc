@@ -610,6 +610,154 @@ class Agent::Impl {
     return host;
   }
 
+  // What Complete() knows of the request it sends: its prompt blocks, the blocks of its history,
+  // the segments' signatures, and the prefix break it causes (if any).
+  struct Analysis {
+    PromptBlocks blocks;
+    int64_t history_blocks = 0;
+    std::vector<Signature> sigs;
+    std::optional<PrefixBreakEvent> changed;
+  };
+
+  // The record of a new request (ids, endpoint, model, start time).
+  RequestRecord NewRecord() {
+    RequestRecord rec;
+    rec.agent_id = config_.identity.id;
+    rec.endpoint = shared_.transport->Endpoint();
+    rec.model = config_.render.model;
+    rec.started_unix_ms = UnixMillis();
+    rec.request_id = config_.identity.id + "-" + instance_tag_ + "-" + std::to_string(++sequence_);
+    return rec;
+  }
+
+  // The request's blocks, its prediction (into rec) and whether it breaks the previous prefix
+  // (the causes into turn->break_causes). Nothing changes when the prompt cannot be rendered.
+  Status Analyze(const BuiltRequest& request, RequestRecord* rec, Turn* turn, Analysis* a) {
+    STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(request.body));
+    a->blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
+    rec->cached_tokens_predicted = model_->Lookup(a->blocks);
+    a->history_blocks = HistoryBlocks(request, prompt, a->blocks);
+    // A break: the request reuses fewer blocks than the previous request's history held.
+    a->sigs = Signatures(*context_);
+    size_t same = 0;
+    while (same < prev_hashes_.size() && same < a->blocks.hashes.size() &&
+           prev_hashes_[same] == a->blocks.hashes[same]) {
+      ++same;
+    }
+    a->changed.reset();
+    turn->break_causes.clear();
+    if (!prev_hashes_.empty() && static_cast<int64_t>(same) < prev_history_blocks_) {
+      PrefixBreakEvent e;
+      e.kind = PrefixBreakEvent::Kind::kPrefixChanged;
+      e.agent_id = config_.identity.id;
+      e.request_id = rec->request_id;
+      e.predicted_cached_tokens = rec->cached_tokens_predicted;
+      e.previous_prompt_tokens =
+          prev_history_blocks_ * static_cast<int64_t>(a->blocks.block_tokens);
+      Layer first_layer = Layer::kHistory;
+      turn->break_causes = BreakCauses(prev_signatures_, a->sigs, !turn->compactions.empty(),
+                                       request.warnings, &e.segment_id, &first_layer);
+      if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
+      e.reason = JoinCauses(turn->break_causes);
+      a->changed = e;
+    }
+    return Status::Ok();
+  }
+
+  // The call of a turn: deadline, cancellation, headers and deltas from `options`; the prompt's
+  // size, which scales the first-byte timeout to the prefill and is the exact input count a
+  // PoolSet transport admits by; for a PoolSet, the stable layers' hash it routes by.
+  CallOptions CallFor(const TurnOptions& options, const RequestRecord& rec,
+                      const BuiltRequest& built, const PromptBlocks& blocks) const {
+    CallOptions call;
+    call.deadline = std::chrono::milliseconds(config_.endpoint.deadline_ms);
+    call.cancel = options.cancel;
+    call.request_id = rec.request_id;
+    call.headers = options.headers;
+    call.on_delta = options.on_delta;
+    call.prompt_tokens =
+        blocks.prompt_tokens > 0 ? blocks.prompt_tokens : static_cast<int64_t>(built.input_tokens);
+    if (shared_.transport->Name() == "pools") {
+      call.headers.emplace_back(kPrefixHashHeader, built.stable_prefix_hash);
+    }
+    return call;
+  }
+
+  // After a pool's degradation step, what the server was sent instead becomes the request
+  // analysed: a fork's request (its blocks are what the server now holds; this agent's own
+  // history was not sent, so its previous request stays the reference for prefix breaks), or
+  // this history compacted to fit a smaller pool.
+  Status AdoptDegraded(const agent_internal::AgentDegradation& degrade, bool forked,
+                       StatusOr<BuiltRequest>* built, RequestRecord* rec, Turn* turn, Analysis* a) {
+    if (forked) {
+      STRATA_ASSIGN_OR_RETURN(std::string child_prompt, PromptOf(degrade.sent()->body));
+      a->blocks = prompt_tokens_->Hash(child_prompt, salt_, config_.cache);
+      rec->cached_tokens_predicted = model_->Lookup(a->blocks);
+      a->history_blocks = prev_history_blocks_;
+      a->sigs = prev_signatures_;
+      a->changed.reset();
+      turn->break_causes.clear();
+      *built = *degrade.sent();
+    } else if (degrade.sent()) {
+      *built = *degrade.sent();  // the history compacted to fit a smaller pool
+      return Analyze(**built, rec, turn, a);
+    } else if (!degrade.compactions().empty()) {
+      // Compacted, but the pool then took another step and sent the request as built: the
+      // context is smaller now, what the server got is not.
+      a->sigs = Signatures(*context_);
+    }
+    return Status::Ok();
+  }
+
+  // The answer's usage and finish reason into the record.
+  static void RecordUsage(const Response& resp, RequestRecord* rec) {
+    if (resp.usage.reported && resp.usage.prompt_tokens > 0)
+      rec->input_tokens = resp.usage.prompt_tokens;
+    rec->cached_tokens_reported = resp.usage.cached_tokens;
+    rec->output_tokens = resp.usage.completion_tokens;
+    rec->reasoning_tokens = resp.usage.reasoning_tokens;
+    rec->finish_reason = resp.finish_reason;
+    rec->kv_cache_bytes = (rec->input_tokens + rec->output_tokens) * 7600 + (136LL << 20);
+  }
+
+  // The prefix break of a turn: the server reported fewer cached tokens than predicted (a
+  // shortfall, which also names a change of the prompt), else the prompt's change itself.
+  std::optional<PrefixBreakEvent> BreakOf(const RequestRecord& rec, const Analysis& a) const {
+    if (rec.cached_tokens_reported &&
+        *rec.cached_tokens_reported + static_cast<int64_t>(a.blocks.block_tokens) <
+            rec.cached_tokens_predicted) {
+      PrefixBreakEvent e;
+      e.kind = PrefixBreakEvent::Kind::kServerShortfall;
+      e.agent_id = config_.identity.id;
+      e.request_id = rec.request_id;
+      e.predicted_cached_tokens = rec.cached_tokens_predicted;
+      e.reported_cached_tokens = rec.cached_tokens_reported;
+      e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(a.blocks.block_tokens);
+      e.reason = "server evicted or mismatched (reported " +
+                 std::to_string(*rec.cached_tokens_reported) + " cached tokens, predicted " +
+                 std::to_string(rec.cached_tokens_predicted) + ")";
+      if (a.changed) e.reason += "; the prompt also changed: " + a.changed->reason;
+      return e;
+    }
+    return a.changed;
+  }
+
+  // Keeps the sent request's history blocks and signatures as the reference for the next prefix
+  // break (after a fork, this agent's own last request stays the reference), and stores them.
+  void RememberPrefix(Analysis a, bool forked) {
+    PromptBlocks saved = a.blocks;
+    if (forked) {
+      saved.hashes = prev_hashes_;  // this agent's own last request stays the reference
+    } else {
+      prev_hashes_.assign(
+          a.blocks.hashes.begin(),
+          a.blocks.hashes.begin() + std::min<size_t>(a.history_blocks, a.blocks.hashes.size()));
+    }
+    prev_history_blocks_ = a.history_blocks;
+    prev_signatures_ = std::move(a.sigs);
+    SaveCacheState(saved).IgnoreError();
+  }
+
   StatusOr<Turn> Complete(const TurnOptions& options) {
     if (shared_.transport == nullptr) {
       return FailedPreconditionError(
@@ -618,12 +766,7 @@ class Agent::Impl {
           "inject AgentServices::transport");
     }
     STRATA_RETURN_IF_ERROR(ExpireProtections());
-    RequestRecord rec;
-    rec.agent_id = config_.identity.id;
-    rec.endpoint = shared_.transport->Endpoint();
-    rec.model = config_.render.model;
-    rec.started_unix_ms = UnixMillis();
-    rec.request_id = config_.identity.id + "-" + instance_tag_ + "-" + std::to_string(++sequence_);
+    RequestRecord rec = NewRecord();
     const double start_ms = SteadyMillis();
     auto fail = [&](Status status) -> Status {
       rec.code = status.code();
@@ -640,56 +783,11 @@ class Agent::Impl {
       turn.compactions.push_back(*built->compaction);
       WriteEvent("compaction", CompactionReportJson(*built->compaction));
     }
-    PromptBlocks blocks;
-    int64_t history_blocks = 0;
-    std::vector<Signature> sigs;
-    std::optional<PrefixBreakEvent> changed;
-    // The request's blocks, its prediction and whether it breaks the previous prefix (again for
-    // the request a pool's degradation step sent instead).
-    auto analyze = [&](const BuiltRequest& request) -> Status {
-      STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(request.body));
-      blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
-      rec.cached_tokens_predicted = model_->Lookup(blocks);
-      history_blocks = HistoryBlocks(request, prompt, blocks);
-      // A break: the request reuses fewer blocks than the previous request's history held.
-      sigs = Signatures(*context_);
-      size_t same = 0;
-      while (same < prev_hashes_.size() && same < blocks.hashes.size() &&
-             prev_hashes_[same] == blocks.hashes[same]) {
-        ++same;
-      }
-      changed.reset();
-      turn.break_causes.clear();
-      if (!prev_hashes_.empty() && static_cast<int64_t>(same) < prev_history_blocks_) {
-        PrefixBreakEvent e;
-        e.kind = PrefixBreakEvent::Kind::kPrefixChanged;
-        e.agent_id = config_.identity.id;
-        e.request_id = rec.request_id;
-        e.predicted_cached_tokens = rec.cached_tokens_predicted;
-        e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(blocks.block_tokens);
-        Layer first_layer = Layer::kHistory;
-        turn.break_causes = BreakCauses(prev_signatures_, sigs, !turn.compactions.empty(),
-                                        request.warnings, &e.segment_id, &first_layer);
-        if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
-        e.reason = JoinCauses(turn.break_causes);
-        changed = e;
-      }
-      return Status::Ok();
-    };
-    if (Status analyzed = analyze(*built); !analyzed.ok()) return fail(analyzed);
+    Analysis a;
+    if (Status analyzed = Analyze(*built, &rec, &turn, &a); !analyzed.ok()) return fail(analyzed);
 
-    CallOptions call;
-    call.deadline = std::chrono::milliseconds(config_.endpoint.deadline_ms);
-    call.cancel = options.cancel;
-    call.request_id = rec.request_id;
-    call.headers = options.headers;
-    call.on_delta = options.on_delta;
-    // The prompt's size scales the first-byte timeout to the prefill, and is the exact input count
-    // a PoolSet transport admits by.
-    call.prompt_tokens = blocks.prompt_tokens > 0 ? blocks.prompt_tokens : static_cast<int64_t>(built->input_tokens);
-    // A PoolSet routes by the stable layers' hash and may ask this agent to compact or fork.
-    const bool pools = shared_.transport->Name() == "pools";
-    if (pools) call.headers.emplace_back(kPrefixHashHeader, built->stable_prefix_hash);
+    CallOptions call = CallFor(options, rec, *built, a.blocks);
+    // A PoolSet may ask this agent to compact or fork.
     agent_internal::AgentDegradation degrade(DegradationHostFor(rec.request_id));
     call.degradation = &degrade;
     Status sent = shared_.transport->Send(built->body, call, &turn.response);
@@ -699,25 +797,8 @@ class Agent::Impl {
       turn.compactions.push_back(c);
       WriteEvent("compaction", CompactionReportJson(c));
     }
-    if (forked) {
-      // The fork's request was sent: its blocks are what the server now holds; this agent's own
-      // history was not sent, so its previous request stays the reference for prefix breaks.
-      StatusOr<std::string> child_prompt = PromptOf(degrade.sent()->body);
-      if (!child_prompt.ok()) return fail(child_prompt.status());
-      blocks = prompt_tokens_->Hash(*child_prompt, salt_, config_.cache);
-      rec.cached_tokens_predicted = model_->Lookup(blocks);
-      history_blocks = prev_history_blocks_;
-      sigs = prev_signatures_;
-      changed.reset();
-      turn.break_causes.clear();
-      built = *degrade.sent();
-    } else if (degrade.sent()) {
-      built = *degrade.sent();  // the history compacted to fit a smaller pool
-      if (Status analyzed = analyze(*built); !analyzed.ok()) return fail(analyzed);
-    } else if (!degrade.compactions().empty()) {
-      // Compacted, but the pool then took another step and sent the request as built: the
-      // context is smaller now, what the server got is not.
-      sigs = Signatures(*context_);
+    if (Status adopted = AdoptDegraded(degrade, forked, &built, &rec, &turn, &a); !adopted.ok()) {
+      return fail(adopted);
     }
     const Response& resp = turn.response;
     rec.attempts = resp.attempts;
@@ -725,7 +806,7 @@ class Agent::Impl {
     rec.ttft_ms = resp.timings.ttft_ms;
     rec.decode_ms = resp.timings.decode_ms;
     rec.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens)
-                                                 : blocks.prompt_tokens;
+                                                 : a.blocks.prompt_tokens;
     if (!sent.ok()) return fail(sent);
 
     if (forked) {
@@ -735,14 +816,8 @@ class Agent::Impl {
       reply.tool_calls = resp.tool_calls;
       degrade.child()->context().AppendAssistant(std::move(reply)).status().IgnoreError();
     }
-    model_->Insert(blocks);
-    if (resp.usage.reported && resp.usage.prompt_tokens > 0)
-      rec.input_tokens = resp.usage.prompt_tokens;
-    rec.cached_tokens_reported = resp.usage.cached_tokens;
-    rec.output_tokens = resp.usage.completion_tokens;
-    rec.reasoning_tokens = resp.usage.reasoning_tokens;
-    rec.finish_reason = resp.finish_reason;
-    rec.kv_cache_bytes = (rec.input_tokens + rec.output_tokens) * 7600 + (136LL << 20);
+    model_->Insert(a.blocks);
+    RecordUsage(resp, &rec);
     AssistantMessage message;
     message.content = resp.content;
     message.reasoning = resp.reasoning;
@@ -756,37 +831,9 @@ class Agent::Impl {
     last_assistant_id_ = *appended;
     rec.total_ms = SteadyMillis() - start_ms;
 
-    if (rec.cached_tokens_reported &&
-        *rec.cached_tokens_reported + static_cast<int64_t>(blocks.block_tokens) <
-            rec.cached_tokens_predicted) {
-      PrefixBreakEvent e;
-      e.kind = PrefixBreakEvent::Kind::kServerShortfall;
-      e.agent_id = config_.identity.id;
-      e.request_id = rec.request_id;
-      e.predicted_cached_tokens = rec.cached_tokens_predicted;
-      e.reported_cached_tokens = rec.cached_tokens_reported;
-      e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(blocks.block_tokens);
-      e.reason = "server evicted or mismatched (reported " +
-                 std::to_string(*rec.cached_tokens_reported) + " cached tokens, predicted " +
-                 std::to_string(rec.cached_tokens_predicted) + ")";
-      if (changed) e.reason += "; the prompt also changed: " + changed->reason;
-      turn.prefix_break = e;
-    } else if (changed) {
-      turn.prefix_break = changed;
-    }
+    turn.prefix_break = BreakOf(rec, a);
     if (turn.prefix_break) WriteEvent("prefix_break", PrefixBreakToJson(*turn.prefix_break));
-
-    PromptBlocks saved = blocks;
-    if (forked) {
-      saved.hashes = prev_hashes_;  // this agent's own last request stays the reference
-    } else {
-      prev_hashes_.assign(
-          blocks.hashes.begin(),
-          blocks.hashes.begin() + std::min<size_t>(history_blocks, blocks.hashes.size()));
-    }
-    prev_history_blocks_ = history_blocks;
-    prev_signatures_ = std::move(sigs);
-    SaveCacheState(saved).IgnoreError();
+    RememberPrefix(std::move(a), forked);
     WriteRecord(rec);
     int64_t invalidated = 0;
     for (const CompactionReport& c : turn.compactions)

@@ -24,6 +24,54 @@ StatusOr<std::string> TextOf(const json& message, size_t index, const char* key)
   return it->get<std::string>();
 }
 
+// Appends messages[i] (`m`) to the context; a system or developer message goes to *system
+// instead (they are set together, first). INVALID_ARGUMENT naming the message.
+Status AppendMessage(const json& m, size_t i, Context* context, std::vector<std::string>* system) {
+  const std::string where = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+    return InvalidArgumentError(where + ": expected an object with a \"role\" string");
+  }
+  const std::string role = m["role"].get<std::string>();
+  STRATA_ASSIGN_OR_RETURN(std::string content, TextOf(m, i, "content"));
+  Status status;
+  if (role == "system" || role == "developer") {
+    system->push_back(std::move(content));  // system messages go first, in their order
+  } else if (role == "user") {
+    status = context->AppendUser(std::move(content)).status();
+  } else if (role == "assistant") {
+    AssistantMessage message;
+    message.content = std::move(content);
+    STRATA_ASSIGN_OR_RETURN(message.reasoning, TextOf(m, i, "reasoning_content"));
+    if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
+      for (const json& call : m["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+          return InvalidArgumentError(where + ".tool_calls: each call needs a \"function\" object");
+        }
+        const json& function = call["function"];
+        ToolCall c;
+        c.id = call.value("id", "");
+        c.name = function.value("name", "");
+        if (function.contains("arguments")) {
+          c.arguments = function["arguments"].is_string() ? function["arguments"].get<std::string>()
+                                                          : function["arguments"].dump();
+        }
+        message.tool_calls.push_back(std::move(c));
+      }
+    }
+    status = context->AppendAssistant(std::move(message)).status();
+  } else if (role == "tool") {
+    ToolResult result;
+    result.tool_call_id = m.value("tool_call_id", "");
+    result.content = std::move(content);
+    status = context->AppendToolResult(std::move(result)).status();
+  } else {
+    return InvalidArgumentError(where + ": unknown role \"" + role +
+                                "\" (system, developer, user, assistant, tool)");
+  }
+  if (!status.ok()) return Status(status.code(), where + ": " + status.message());
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& budget,
@@ -73,51 +121,7 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
 
   std::vector<std::string> system;
   for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return InvalidArgumentError(where + ": expected an object with a \"role\" string");
-    }
-    const std::string role = m["role"].get<std::string>();
-    STRATA_ASSIGN_OR_RETURN(std::string content, TextOf(m, i, "content"));
-    Status status;
-    if (role == "system" || role == "developer") {
-      system.push_back(std::move(content));  // system messages go first, in their order
-    } else if (role == "user") {
-      status = context->AppendUser(std::move(content)).status();
-    } else if (role == "assistant") {
-      AssistantMessage message;
-      message.content = std::move(content);
-      STRATA_ASSIGN_OR_RETURN(message.reasoning, TextOf(m, i, "reasoning_content"));
-      if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
-        for (const json& call : m["tool_calls"]) {
-          if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
-            return InvalidArgumentError(where +
-                                        ".tool_calls: each call needs a \"function\" object");
-          }
-          const json& function = call["function"];
-          ToolCall c;
-          c.id = call.value("id", "");
-          c.name = function.value("name", "");
-          if (function.contains("arguments")) {
-            c.arguments = function["arguments"].is_string()
-                              ? function["arguments"].get<std::string>()
-                              : function["arguments"].dump();
-          }
-          message.tool_calls.push_back(std::move(c));
-        }
-      }
-      status = context->AppendAssistant(std::move(message)).status();
-    } else if (role == "tool") {
-      ToolResult result;
-      result.tool_call_id = m.value("tool_call_id", "");
-      result.content = std::move(content);
-      status = context->AppendToolResult(std::move(result)).status();
-    } else {
-      return InvalidArgumentError(where + ": unknown role \"" + role +
-                                  "\" (system, developer, user, assistant, tool)");
-    }
-    if (!status.ok()) return Status(status.code(), where + ": " + status.message());
+    STRATA_RETURN_IF_ERROR(AppendMessage(messages[i], i, context.get(), &system));
   }
   if (!system.empty()) STRATA_RETURN_IF_ERROR(context->SetSystemPrompts(std::move(system)));
   STRATA_ASSIGN_OR_RETURN(BuiltRequest built, context->Build());

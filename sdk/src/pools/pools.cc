@@ -214,6 +214,275 @@ class PoolSet::Impl {
     }
   }
 
+  // What admission decided: the pool, and the body a degradation step replaced (if any).
+  struct Admission {
+    int pool_index = -1;
+    int64_t send_tokens = 0;
+    bool replaced = false;
+    std::string replaced_body;
+  };
+
+  // The replica an admitted request was routed to, with what it holds until the answer.
+  struct Reservation {
+    int pool_index = -1;
+    int replica_index = -1;
+    int64_t kv_tokens = 0;
+    Transport* transport = nullptr;
+  };
+
+  // `options` as forwarded to a replica (no degradation handler, no kPrefixHashHeader), and in
+  // *key the routing key: the header's value, else a hash of the body's first
+  // affinity_prefix_bytes.
+  CallOptions ForwardOptions(std::string_view body, const CallOptions& options,
+                             uint64_t* key) const {
+    CallOptions forward = options;
+    forward.degradation = nullptr;
+    std::string key_text;
+    forward.headers.clear();
+    for (const auto& [name, value] : options.headers) {
+      std::string lower = name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (lower == kPrefixHashHeader) {
+        key_text = value;
+      } else {
+        forward.headers.emplace_back(name, value);
+      }
+    }
+    if (key_text.empty()) key_text = std::string(body.substr(0, config_.affinity_prefix_bytes));
+    *key = Hash(key_text);
+    return forward;
+  }
+
+  // The ladder for a request that fits pool `fit` (-1: none) and was not admitted at once: the
+  // alert ladder when `fit` is the longest of several pools and an alert is active.
+  const std::vector<DegradationStep>& LadderLocked(int fit, Decision* decision) const {
+    if (fit >= 0 && pools_.size() > 1 && static_cast<size_t>(fit) == LongIndex() && AlertLocked()) {
+      decision->notes.push_back("long-pool alert active");
+      return config_.alert_ladder;
+    }
+    return config_.ladder;
+  }
+
+  // The compact or fork step: `handler` (called without the lock) makes a request that fits the
+  // largest pool below `fit` with a free slot. True when it did and that pool still admits it;
+  // otherwise the reason is noted.
+  bool DegradeLocked(DegradationStep step, DegradationHandler* handler, std::string_view body,
+                     int64_t tokens, int fit, std::unique_lock<std::mutex>& lock,
+                     Decision* decision, Admission* admission) {
+    const std::string name = DegradationStepName(step);
+    if (handler == nullptr) {
+      decision->notes.push_back(name + " skipped: no degradation handler set");
+      return false;
+    }
+    int target = DegradeTargetLocked(fit);
+    if (target < 0) {
+      decision->notes.push_back(name + " skipped: no " + std::string(fit < 0 ? "" : "smaller ") +
+                                "pool has a free slot");
+      return false;
+    }
+    const std::string target_name = pools_[target].config.name;
+    const int64_t target_tokens =
+        pools_[target].config.max_input_tokens - config_.turn_reserve_tokens;
+    lock.unlock();
+    StatusOr<DegradedRequest> smaller =
+        step == DegradationStep::kCompact
+            ? handler->Compact(body, tokens, target_tokens, target_name)
+            : handler->Fork(body, tokens, target_tokens, target_name);
+    lock.lock();
+    if (!smaller.ok()) {
+      decision->notes.push_back(name + " failed: " + smaller.status().ToString());
+      return false;
+    }
+    if (smaller->input_tokens > target_tokens || smaller->input_tokens < 1) {
+      decision->notes.push_back(name + " left " + std::to_string(smaller->input_tokens) +
+                                " tokens, pool \"" + target_name + "\" admits " +
+                                std::to_string(target_tokens));
+      return false;
+    }
+    if (!CanAdmitLocked(static_cast<size_t>(target))) {
+      decision->notes.push_back(name + " skipped: pool \"" + target_name +
+                                "\" filled while degrading");
+      return false;
+    }
+    admission->replaced_body = std::move(smaller->body);
+    admission->replaced = true;
+    admission->send_tokens = smaller->input_tokens;
+    admission->pool_index = target;
+    decision->degradation = name;
+    (step == DegradationStep::kCompact ? pools_[target].counters.compacted_total
+                                       : pools_[target].counters.forked_total)++;
+    return true;
+  }
+
+  // The wait step: queues for a slot of pool `fit`, at most its queue timeout. True when
+  // admitted, false when skipped or timed out (the reason noted); CANCELLED when the call was
+  // cancelled while waiting.
+  StatusOr<bool> WaitLocked(int fit, int64_t tokens, const CallOptions& options,
+                            std::unique_lock<std::mutex>& lock, Decision* decision,
+                            Admission* admission) {
+    if (fit < 0) {
+      decision->notes.push_back("wait skipped: no pool admits " + std::to_string(tokens) +
+                                " tokens");
+      return false;
+    }
+    Pool& pool = pools_[fit];
+    if (static_cast<int>(pool.queue.size()) >= pool.config.max_queue) {
+      decision->notes.push_back("wait skipped: queue of pool \"" + pool.config.name +
+                                "\" is full (" + std::to_string(pool.queue.size()) + " of " +
+                                std::to_string(pool.config.max_queue) + ")");
+      return false;
+    }
+    const uint64_t ticket = next_ticket_++;
+    pool.queue.push_back(ticket);
+    const int64_t wait_start = clock_->NowMicros();
+    const int64_t timeout_us = pool.config.queue_timeout.count() * 1000;
+    bool admitted = false;
+    for (;;) {
+      if (pool.queue.front() == ticket && HasSlotLocked(static_cast<size_t>(fit))) {
+        pool.queue.pop_front();
+        admitted = true;
+        break;
+      }
+      if (options.cancel != nullptr && options.cancel->cancelled()) break;
+      const int64_t waited = clock_->NowMicros() - wait_start;
+      if (waited >= timeout_us) break;
+      // Real-time slices keep an injected clock's time advances visible to the waiter.
+      slot_freed_.wait_for(
+          lock, std::chrono::microseconds(std::min<int64_t>(timeout_us - waited, 10000)));
+    }
+    decision->queue_wait_ms += static_cast<double>(clock_->NowMicros() - wait_start) / 1000.0;
+    if (admitted) {
+      admission->pool_index = fit;
+      decision->degradation = DegradationStepName(DegradationStep::kWait);
+      ++pool.counters.waited_total;
+      return true;
+    }
+    pool.queue.erase(std::find(pool.queue.begin(), pool.queue.end(), ticket));
+    slot_freed_.notify_all();  // the next in line may now be at the front
+    if (options.cancel != nullptr && options.cancel->cancelled()) {
+      return CancelledError("cancelled while waiting in the queue of pool \"" + pool.config.name +
+                            "\"");
+    }
+    ++pool.counters.queue_timeouts_total;
+    decision->notes.push_back("waited " + Ms(decision->queue_wait_ms) + " in the queue of pool \"" +
+                              pool.config.name + "\" (timeout " +
+                              Ms(static_cast<double>(pool.config.queue_timeout.count())) + ")");
+    return false;
+  }
+
+  // The refusal of a request the ladder did not admit: RESOURCE_EXHAUSTED naming the pool it
+  // fits (its cap and queue depth) or, when it fits none, the largest; counted there.
+  Status RefuseLocked(int fit, int64_t tokens, Decision* decision) {
+    std::string message;
+    if (fit < 0) {
+      const Pool& largest = pools_.back();
+      message = "input of " + std::to_string(tokens) + " tokens (+" +
+                std::to_string(config_.turn_reserve_tokens) +
+                " reserved) exceeds every pool: the largest, \"" + largest.config.name +
+                "\", admits " + std::to_string(largest.config.max_input_tokens) +
+                "; compact or split the task";
+      ++pools_.back().counters.refused_total;
+      decision->pool = largest.config.name;
+    } else {
+      Pool& pool = pools_[fit];
+      message =
+          "pool \"" + pool.config.name + "\" is full: " + std::to_string(pool.in_flight) +
+          " in flight of cap " + std::to_string(EffectiveCapLocked(fit)) +
+          (EffectiveCapLocked(fit) != pool.config.max_concurrency
+               ? " (lowered from " + std::to_string(pool.config.max_concurrency) + " by an alert)"
+               : "") +
+          ", queue depth " + std::to_string(pool.queue.size()) + " of " +
+          std::to_string(pool.config.max_queue) + "; input " + std::to_string(tokens) + " tokens";
+      ++pool.counters.refused_total;
+      decision->pool = pool.config.name;
+    }
+    if (!decision->notes.empty()) message += " (" + JoinNotes(decision->notes) + ")";
+    decision->degradation = "refuse";
+    return ResourceExhaustedError(message);
+  }
+
+  // Admits a request of `tokens` to the pool it fits when that pool has room, else by the
+  // ladder. OK with admission->pool_index set; RESOURCE_EXHAUSTED when refused; CANCELLED when
+  // cancelled while waiting.
+  Status AdmitLocked(std::string_view body, int64_t tokens, const CallOptions& options,
+                     DegradationHandler* handler, std::unique_lock<std::mutex>& lock,
+                     Decision* decision, Admission* admission) {
+    admission->send_tokens = tokens;
+    const int fit = FitIndex(tokens);
+    if (fit >= 0 && CanAdmitLocked(static_cast<size_t>(fit))) {
+      admission->pool_index = fit;
+      return Status::Ok();
+    }
+    for (DegradationStep step : LadderLocked(fit, decision)) {
+      if (step == DegradationStep::kRefuse) break;
+      if (step == DegradationStep::kCompact || step == DegradationStep::kFork) {
+        if (DegradeLocked(step, handler, body, tokens, fit, lock, decision, admission)) {
+          return Status::Ok();
+        }
+        continue;
+      }
+      STRATA_ASSIGN_OR_RETURN(bool admitted,
+                              WaitLocked(fit, tokens, options, lock, decision, admission));
+      if (admitted) return Status::Ok();
+    }
+    return RefuseLocked(fit, tokens, decision);
+  }
+
+  // Routes an admitted request to a replica of its pool and counts it in flight there.
+  // UNAVAILABLE when every replica of the pool is unhealthy.
+  StatusOr<Reservation> ReserveLocked(const Admission& admission, uint64_t key,
+                                      const std::string& request_id, Decision* decision) {
+    Pool& pool = pools_[admission.pool_index];
+    const int replica_index = RouteLocked(pool, key);
+    decision->pool = pool.config.name;
+    if (replica_index < 0) {
+      return UnavailableError("every replica of pool \"" + pool.config.name + "\" (" +
+                              std::to_string(pool.replicas.size()) +
+                              ") is unhealthy; RunHealthChecks() re-admits them");
+    }
+    Replica& replica = pool.replicas[replica_index];
+    if (!replica.healthy)
+      replica.unhealthy_since_us = clock_->NowMicros();  // one probe per cooldown
+    ++replica.in_flight;
+    ++pool.in_flight;
+    ++pool.counters.admitted_total;
+    pool.counters.queue_wait_ms_total += decision->queue_wait_ms;
+    Reservation reservation;
+    reservation.pool_index = admission.pool_index;
+    reservation.replica_index = replica_index;
+    reservation.kv_tokens = admission.send_tokens + pool.config.output_reserve_tokens;
+    reservation.transport = replica.transport;
+    kv_in_flight_tokens_ += reservation.kv_tokens;
+    recent_long_.push_back(pools_.size() > 1 &&
+                           static_cast<size_t>(admission.pool_index) == LongIndex());
+    while (static_cast<int>(recent_long_.size()) > std::max(1, config_.long_share_window)) {
+      recent_long_.pop_front();
+    }
+    decision->endpoint = replica.endpoint;
+    decision->input_tokens = admission.send_tokens;
+    if (!request_id.empty()) running_[request_id] = {admission.pool_index, replica_index};
+    return reservation;
+  }
+
+  // Gives back what ReserveLocked() took and counts the replica's success or failure.
+  void ReleaseLocked(const Reservation& reservation, const Status& status,
+                     const std::string& request_id) {
+    Replica& done = pools_[reservation.pool_index].replicas[reservation.replica_index];
+    --done.in_flight;
+    --pools_[reservation.pool_index].in_flight;
+    kv_in_flight_tokens_ -= reservation.kv_tokens;
+    if (status.ok()) {
+      done.consecutive_failures = 0;
+      done.healthy = true;
+    } else if (CountsAsReplicaFailure(status.code())) {
+      if (++done.consecutive_failures >= config_.unhealthy_after_failures && done.healthy) {
+        done.healthy = false;
+        done.unhealthy_since_us = clock_->NowMicros();
+      }
+    }
+    if (!request_id.empty()) running_.erase(request_id);
+  }
+
   Status Send(std::string_view body, const CallOptions& options, Response* response,
               RequestRecord* record) {
     *response = Response();
@@ -234,238 +503,43 @@ class PoolSet::Impl {
     };
     const int64_t tokens =
         options.prompt_tokens > 0 ? options.prompt_tokens : static_cast<int64_t>(body.size() / 4);
-    CallOptions forward = options;
-    forward.degradation = nullptr;
-    std::string key_text;
-    forward.headers.clear();
-    for (const auto& [name, value] : options.headers) {
-      std::string lower = name;
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (lower == kPrefixHashHeader) {
-        key_text = value;
-      } else {
-        forward.headers.emplace_back(name, value);
-      }
-    }
-    if (key_text.empty()) key_text = std::string(body.substr(0, config_.affinity_prefix_bytes));
-    const uint64_t key = Hash(key_text);
+    uint64_t key = 0;
+    CallOptions forward = ForwardOptions(body, options, &key);
 
     Decision decision;
     decision.input_tokens = tokens;
     Status outcome;
     Notify notify{this, options.degradation, &decision, &outcome};
-    std::string replaced_body;
-    bool replaced = false;
-    int64_t send_tokens = tokens;
-    int pool_index = -1;
-    const int fit = FitIndex(tokens);
+    Admission admission;
 
     std::unique_lock<std::mutex> lock(mu_);
-    if (fit >= 0 && CanAdmitLocked(static_cast<size_t>(fit))) {
-      pool_index = fit;
-    } else {
-      const std::vector<DegradationStep>& ladder =
-          fit >= 0 && pools_.size() > 1 && static_cast<size_t>(fit) == LongIndex() && AlertLocked()
-              ? config_.alert_ladder
-              : config_.ladder;
-      if (&ladder == &config_.alert_ladder) decision.notes.push_back("long-pool alert active");
-      bool refused = false;
-      for (DegradationStep step : ladder) {
-        const std::string name = DegradationStepName(step);
-        if (step == DegradationStep::kRefuse) {
-          refused = true;
-          break;
-        }
-        if (step == DegradationStep::kCompact || step == DegradationStep::kFork) {
-          if (handler == nullptr) {
-            decision.notes.push_back(name + " skipped: no degradation handler set");
-            continue;
-          }
-          int target = DegradeTargetLocked(fit);
-          if (target < 0) {
-            decision.notes.push_back(name + " skipped: no " +
-                                     std::string(fit < 0 ? "" : "smaller ") +
-                                     "pool has a free slot");
-            continue;
-          }
-          const std::string target_name = pools_[target].config.name;
-          const int64_t target_tokens =
-              pools_[target].config.max_input_tokens - config_.turn_reserve_tokens;
-          lock.unlock();
-          StatusOr<DegradedRequest> smaller =
-              step == DegradationStep::kCompact
-                  ? handler->Compact(body, tokens, target_tokens, target_name)
-                  : handler->Fork(body, tokens, target_tokens, target_name);
-          lock.lock();
-          if (!smaller.ok()) {
-            decision.notes.push_back(name + " failed: " + smaller.status().ToString());
-            continue;
-          }
-          if (smaller->input_tokens > target_tokens || smaller->input_tokens < 1) {
-            decision.notes.push_back(name + " left " + std::to_string(smaller->input_tokens) +
-                                     " tokens, pool \"" + target_name + "\" admits " +
-                                     std::to_string(target_tokens));
-            continue;
-          }
-          if (!CanAdmitLocked(static_cast<size_t>(target))) {
-            decision.notes.push_back(name + " skipped: pool \"" + target_name +
-                                     "\" filled while degrading");
-            continue;
-          }
-          replaced_body = std::move(smaller->body);
-          replaced = true;
-          send_tokens = smaller->input_tokens;
-          pool_index = target;
-          decision.degradation = name;
-          (step == DegradationStep::kCompact ? pools_[target].counters.compacted_total
-                                             : pools_[target].counters.forked_total)++;
-          break;
-        }
-        // kWait
-        if (fit < 0) {
-          decision.notes.push_back("wait skipped: no pool admits " + std::to_string(tokens) +
-                                   " tokens");
-          continue;
-        }
-        Pool& pool = pools_[fit];
-        if (static_cast<int>(pool.queue.size()) >= pool.config.max_queue) {
-          decision.notes.push_back("wait skipped: queue of pool \"" + pool.config.name +
-                                   "\" is full (" + std::to_string(pool.queue.size()) + " of " +
-                                   std::to_string(pool.config.max_queue) + ")");
-          continue;
-        }
-        const uint64_t ticket = next_ticket_++;
-        pool.queue.push_back(ticket);
-        const int64_t wait_start = clock_->NowMicros();
-        const int64_t timeout_us = pool.config.queue_timeout.count() * 1000;
-        bool admitted = false;
-        for (;;) {
-          if (pool.queue.front() == ticket && HasSlotLocked(static_cast<size_t>(fit))) {
-            pool.queue.pop_front();
-            admitted = true;
-            break;
-          }
-          if (options.cancel != nullptr && options.cancel->cancelled()) break;
-          const int64_t waited = clock_->NowMicros() - wait_start;
-          if (waited >= timeout_us) break;
-          // Real-time slices keep an injected clock's time advances visible to the waiter.
-          slot_freed_.wait_for(
-              lock, std::chrono::microseconds(std::min<int64_t>(timeout_us - waited, 10000)));
-        }
-        decision.queue_wait_ms += static_cast<double>(clock_->NowMicros() - wait_start) / 1000.0;
-        if (admitted) {
-          pool_index = fit;
-          decision.degradation = name;
-          ++pool.counters.waited_total;
-          break;
-        }
-        pool.queue.erase(std::find(pool.queue.begin(), pool.queue.end(), ticket));
-        slot_freed_.notify_all();  // the next in line may now be at the front
-        if (options.cancel != nullptr && options.cancel->cancelled()) {
-          outcome = CancelledError("cancelled while waiting in the queue of pool \"" +
-                                   pool.config.name + "\"");
-          return outcome;
-        }
-        ++pool.counters.queue_timeouts_total;
-        decision.notes.push_back("waited " + Ms(decision.queue_wait_ms) +
-                                 " in the queue of pool \"" + pool.config.name + "\" (timeout " +
-                                 Ms(static_cast<double>(pool.config.queue_timeout.count())) + ")");
-      }
-      if (pool_index < 0) {
-        (void)refused;
-        std::string message;
-        if (fit < 0) {
-          const Pool& largest = pools_.back();
-          message = "input of " + std::to_string(tokens) + " tokens (+" +
-                    std::to_string(config_.turn_reserve_tokens) +
-                    " reserved) exceeds every pool: the largest, \"" + largest.config.name +
-                    "\", admits " + std::to_string(largest.config.max_input_tokens) +
-                    "; compact or split the task";
-          ++pools_.back().counters.refused_total;
-          decision.pool = largest.config.name;
-        } else {
-          Pool& pool = pools_[fit];
-          message = "pool \"" + pool.config.name + "\" is full: " + std::to_string(pool.in_flight) +
-                    " in flight of cap " + std::to_string(EffectiveCapLocked(fit)) +
-                    (EffectiveCapLocked(fit) != pool.config.max_concurrency
-                         ? " (lowered from " + std::to_string(pool.config.max_concurrency) +
-                               " by an alert)"
-                         : "") +
-                    ", queue depth " + std::to_string(pool.queue.size()) + " of " +
-                    std::to_string(pool.config.max_queue) + "; input " + std::to_string(tokens) +
-                    " tokens";
-          ++pool.counters.refused_total;
-          decision.pool = pool.config.name;
-        }
-        if (!decision.notes.empty()) message += " (" + JoinNotes(decision.notes) + ")";
-        decision.degradation = "refuse";
-        Status status = ResourceExhaustedError(message);
-        RememberLocked(options.request_id, decision);
-        lock.unlock();
-        Fill(record, decision, status);
-        outcome = status;
-        return status;
-      }
-    }
-
-    Pool& pool = pools_[pool_index];
-    const int replica_index = RouteLocked(pool, key);
-    decision.pool = pool.config.name;
-    if (replica_index < 0) {
-      Status status = UnavailableError("every replica of pool \"" + pool.config.name + "\" (" +
-                                       std::to_string(pool.replicas.size()) +
-                                       ") is unhealthy; RunHealthChecks() re-admits them");
+    outcome = AdmitLocked(body, tokens, options, handler, lock, &decision, &admission);
+    if (outcome.code() == StatusCode::kCancelled) return outcome;  // not remembered nor recorded
+    StatusOr<Reservation> reserved =
+        outcome.ok() ? ReserveLocked(admission, key, options.request_id, &decision)
+                     : StatusOr<Reservation>(outcome);
+    if (!reserved.ok()) {
       RememberLocked(options.request_id, decision);
       lock.unlock();
-      Fill(record, decision, status);
-      outcome = status;
-      return status;
+      outcome = reserved.status();
+      Fill(record, decision, outcome);
+      return outcome;
     }
-    Replica& replica = pool.replicas[replica_index];
-    if (!replica.healthy)
-      replica.unhealthy_since_us = clock_->NowMicros();  // one probe per cooldown
-    ++replica.in_flight;
-    ++pool.in_flight;
-    ++pool.counters.admitted_total;
-    pool.counters.queue_wait_ms_total += decision.queue_wait_ms;
-    const int64_t kv_tokens = send_tokens + pool.config.output_reserve_tokens;
-    kv_in_flight_tokens_ += kv_tokens;
-    recent_long_.push_back(pools_.size() > 1 && static_cast<size_t>(pool_index) == LongIndex());
-    while (static_cast<int>(recent_long_.size()) > std::max(1, config_.long_share_window)) {
-      recent_long_.pop_front();
-    }
-    decision.endpoint = replica.endpoint;
-    decision.input_tokens = send_tokens;
-    if (!options.request_id.empty()) running_[options.request_id] = {pool_index, replica_index};
-    Transport* transport = replica.transport;
     lock.unlock();
 
-    forward.prompt_tokens = send_tokens;
-    Status status =
-        transport->Send(replaced ? std::string_view(replaced_body) : body, forward, response);
+    forward.prompt_tokens = admission.send_tokens;
+    Status status = reserved->transport->Send(
+        admission.replaced ? std::string_view(admission.replaced_body) : body, forward, response);
 
     lock.lock();
-    Replica& done = pools_[pool_index].replicas[replica_index];
-    --done.in_flight;
-    --pools_[pool_index].in_flight;
-    kv_in_flight_tokens_ -= kv_tokens;
-    if (status.ok()) {
-      done.consecutive_failures = 0;
-      done.healthy = true;
-    } else if (CountsAsReplicaFailure(status.code())) {
-      if (++done.consecutive_failures >= config_.unhealthy_after_failures && done.healthy) {
-        done.healthy = false;
-        done.unhealthy_since_us = clock_->NowMicros();
-      }
-    }
-    if (!options.request_id.empty()) running_.erase(options.request_id);
+    ReleaseLocked(*reserved, status, options.request_id);
     RememberLocked(options.request_id, decision);
     slot_freed_.notify_all();
     lock.unlock();
     Fill(record, decision, status);
     if (record != nullptr) {
       record->kv_cache_bytes =
-          (send_tokens + response->usage.completion_tokens) * kv_bytes_per_token_;
+          (admission.send_tokens + response->usage.completion_tokens) * kv_bytes_per_token_;
     }
     outcome = status;
     return status;
@@ -484,6 +558,79 @@ class PoolSet::Impl {
   }
 };
 
+namespace {
+
+// A JSON array of degradation step names into *out; INVALID_ARGUMENT naming `field`.
+Status ParseSteps(const nlohmann::json& value, const std::string& field,
+                  std::vector<DegradationStep>* out) {
+  if (!value.is_array()) return InvalidArgumentError("\"" + field + "\" must be an array of steps");
+  out->clear();
+  for (const nlohmann::json& s : value) {
+    if (!s.is_string())
+      return InvalidArgumentError("\"" + field + "\" holds a non-string: " + s.dump());
+    StatusOr<DegradationStep> step = ParseDegradationStep(s.get<std::string>());
+    if (!step.ok()) return InvalidArgumentError("\"" + field + "\": " + step.status().message());
+    out->push_back(*step);
+  }
+  return Status();
+}
+
+// A JSON number into *out; INVALID_ARGUMENT naming `field` and the value otherwise.
+Status ParseNumber(const nlohmann::json& value, const std::string& field, double* out) {
+  if (!value.is_number()) {
+    return InvalidArgumentError("\"" + field + "\" must be a number, got " + value.dump());
+  }
+  *out = value.get<double>();
+  return Status();
+}
+
+// Entry `index` of "pools"; INVALID_ARGUMENT naming the field ("pools[1].max_queue").
+StatusOr<PoolConfig> ParsePoolConfig(const nlohmann::json& p, size_t index) {
+  using nlohmann::json;
+  const std::string where = "pools[" + std::to_string(index) + "]";
+  if (!p.is_object()) return InvalidArgumentError(where + " is not an object");
+  double x = 0;
+  PoolConfig pool;
+  for (auto pit = p.begin(); pit != p.end(); ++pit) {
+    const std::string field = where + "." + pit.key();
+    const json& pv = pit.value();
+    if (pit.key() == "name") {
+      if (!pv.is_string()) return InvalidArgumentError("\"" + field + "\" must be a string");
+      pool.name = pv.get<std::string>();
+    } else if (pit.key() == "endpoints") {
+      if (!pv.is_array()) return InvalidArgumentError("\"" + field + "\" must be an array of URLs");
+      for (const json& e : pv) {
+        if (!e.is_string())
+          return InvalidArgumentError("\"" + field + "\" holds a non-string: " + e.dump());
+        pool.endpoints.push_back(e.get<std::string>());
+      }
+    } else if (pit.key() == "max_input_tokens") {
+      STRATA_RETURN_IF_ERROR(ParseNumber(pv, field, &x));
+      pool.max_input_tokens = static_cast<int64_t>(x);
+    } else if (pit.key() == "max_concurrency") {
+      STRATA_RETURN_IF_ERROR(ParseNumber(pv, field, &x));
+      pool.max_concurrency = static_cast<int>(x);
+    } else if (pit.key() == "max_queue") {
+      STRATA_RETURN_IF_ERROR(ParseNumber(pv, field, &x));
+      pool.max_queue = static_cast<int>(x);
+    } else if (pit.key() == "queue_timeout_ms") {
+      STRATA_RETURN_IF_ERROR(ParseNumber(pv, field, &x));
+      pool.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(x));
+    } else if (pit.key() == "output_reserve_tokens") {
+      STRATA_RETURN_IF_ERROR(ParseNumber(pv, field, &x));
+      pool.output_reserve_tokens = static_cast<int64_t>(x);
+    } else {
+      return InvalidArgumentError("unknown key \"" + field +
+                                  "\" (known: name, max_input_tokens, endpoints, "
+                                  "max_concurrency, max_queue, queue_timeout_ms, "
+                                  "output_reserve_tokens)");
+    }
+  }
+  return pool;
+}
+
+}  // namespace
+
 StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text) {
   using nlohmann::json;
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, false);
@@ -491,27 +638,6 @@ StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text) {
     return InvalidArgumentError("pool config is not a JSON object");
   }
   PoolSetConfig config;
-  auto steps = [](const json& value, const std::string& field,
-                  std::vector<DegradationStep>* out) -> Status {
-    if (!value.is_array())
-      return InvalidArgumentError("\"" + field + "\" must be an array of steps");
-    out->clear();
-    for (const json& s : value) {
-      if (!s.is_string())
-        return InvalidArgumentError("\"" + field + "\" holds a non-string: " + s.dump());
-      StatusOr<DegradationStep> step = ParseDegradationStep(s.get<std::string>());
-      if (!step.ok()) return InvalidArgumentError("\"" + field + "\": " + step.status().message());
-      out->push_back(*step);
-    }
-    return Status();
-  };
-  auto number = [](const json& value, const std::string& field, double* out) -> Status {
-    if (!value.is_number()) {
-      return InvalidArgumentError("\"" + field + "\" must be a number, got " + value.dump());
-    }
-    *out = value.get<double>();
-    return Status();
-  };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
@@ -519,81 +645,42 @@ StatusOr<PoolSetConfig> ParsePoolSetConfig(std::string_view json_text) {
     if (k == "pools") {
       if (!v.is_array()) return InvalidArgumentError("\"pools\" must be an array");
       for (size_t i = 0; i < v.size(); ++i) {
-        const json& p = v[i];
-        const std::string where = "pools[" + std::to_string(i) + "]";
-        if (!p.is_object()) return InvalidArgumentError(where + " is not an object");
-        PoolConfig pool;
-        for (auto pit = p.begin(); pit != p.end(); ++pit) {
-          const std::string field = where + "." + pit.key();
-          const json& pv = pit.value();
-          if (pit.key() == "name") {
-            if (!pv.is_string()) return InvalidArgumentError("\"" + field + "\" must be a string");
-            pool.name = pv.get<std::string>();
-          } else if (pit.key() == "endpoints") {
-            if (!pv.is_array())
-              return InvalidArgumentError("\"" + field + "\" must be an array of URLs");
-            for (const json& e : pv) {
-              if (!e.is_string())
-                return InvalidArgumentError("\"" + field + "\" holds a non-string: " + e.dump());
-              pool.endpoints.push_back(e.get<std::string>());
-            }
-          } else if (pit.key() == "max_input_tokens") {
-            STRATA_RETURN_IF_ERROR(number(pv, field, &x));
-            pool.max_input_tokens = static_cast<int64_t>(x);
-          } else if (pit.key() == "max_concurrency") {
-            STRATA_RETURN_IF_ERROR(number(pv, field, &x));
-            pool.max_concurrency = static_cast<int>(x);
-          } else if (pit.key() == "max_queue") {
-            STRATA_RETURN_IF_ERROR(number(pv, field, &x));
-            pool.max_queue = static_cast<int>(x);
-          } else if (pit.key() == "queue_timeout_ms") {
-            STRATA_RETURN_IF_ERROR(number(pv, field, &x));
-            pool.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(x));
-          } else if (pit.key() == "output_reserve_tokens") {
-            STRATA_RETURN_IF_ERROR(number(pv, field, &x));
-            pool.output_reserve_tokens = static_cast<int64_t>(x);
-          } else {
-            return InvalidArgumentError("unknown key \"" + field +
-                                        "\" (known: name, max_input_tokens, endpoints, "
-                                        "max_concurrency, max_queue, queue_timeout_ms, "
-                                        "output_reserve_tokens)");
-          }
-        }
+        STRATA_ASSIGN_OR_RETURN(PoolConfig pool, ParsePoolConfig(v[i], i));
         config.pools.push_back(std::move(pool));
       }
     } else if (k == "ladder") {
-      STRATA_RETURN_IF_ERROR(steps(v, k, &config.ladder));
+      STRATA_RETURN_IF_ERROR(ParseSteps(v, k, &config.ladder));
     } else if (k == "alert_ladder") {
-      STRATA_RETURN_IF_ERROR(steps(v, k, &config.alert_ladder));
+      STRATA_RETURN_IF_ERROR(ParseSteps(v, k, &config.alert_ladder));
     } else if (k == "turn_reserve_tokens") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.turn_reserve_tokens = static_cast<int64_t>(x);
     } else if (k == "load_factor") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &config.load_factor));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &config.load_factor));
     } else if (k == "virtual_nodes") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.virtual_nodes = static_cast<int>(x);
     } else if (k == "affinity_prefix_bytes") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.affinity_prefix_bytes = static_cast<size_t>(std::max(0.0, x));
     } else if (k == "unhealthy_after_failures") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.unhealthy_after_failures = static_cast<int>(x);
     } else if (k == "unhealthy_cooldown_ms") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.unhealthy_cooldown = std::chrono::milliseconds(static_cast<int64_t>(x));
     } else if (k == "kv_capacity_tokens") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.kv_capacity_tokens = static_cast<int64_t>(x);
     } else if (k == "kv_watermark") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &config.kv_watermark));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &config.kv_watermark));
     } else if (k == "long_share_watermark") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &config.long_share_watermark));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &config.long_share_watermark));
     } else if (k == "long_share_window") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.long_share_window = static_cast<int>(x);
     } else if (k == "alert_long_max_concurrency") {
-      STRATA_RETURN_IF_ERROR(number(v, k, &x));
+      STRATA_RETURN_IF_ERROR(ParseNumber(v, k, &x));
       config.alert_long_max_concurrency = static_cast<int>(x);
     } else {
       return InvalidArgumentError(

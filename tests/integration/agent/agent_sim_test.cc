@@ -16,43 +16,30 @@
 #include "strata/chat_template.h"
 #include "strata/tokenize.h"
 #include "testing/context_testing.h"
+#include "testing/sim_testing.h"
 
 namespace strata {
 namespace {
 
-std::string SpmSpec() {
-  return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model";
-}
+using testing::Must;
+using testing::MustOk;
+using testing::TestSpmSpec;
 
-template <typename T>
-T Must(StatusOr<T> value) {
-  if (!value.ok()) throw std::runtime_error(value.status().ToString());
-  return std::move(value).value();
-}
-
-void MustOk(const Status& status) {
-  if (!status.ok()) throw std::runtime_error(status.ToString());
-}
-
-// A simulator counting and caching exactly as the agent predicts: same tokenizer, same template,
-// same block size.
-struct Sim {
-  std::unique_ptr<Tokenizer> tokenizer = Must(MakeTokenizer(SpmSpec()));
-  std::unique_ptr<ChatTemplate> glm = MakeGlm5ChatTemplate();
-  std::unique_ptr<sim::SimServer> server;
-  Sim() {
+// A simulator counting and caching exactly as the agent predicts (same tokenizer, same template,
+// same block size), streaming in 7-byte chunks.
+struct Sim : testing::TestSim {
+  Sim() : TestSim(Options()) {}
+  static sim::SimOptions Options() {
     sim::SimOptions options;
-    options.tokenizer = tokenizer.get();
-    options.chat_template = glm.get();
     options.chunk_bytes = 7;
-    server = Must(sim::SimServer::Start(options));
+    return options;
   }
 };
 
 AgentConfig SimConfig(const std::string& id, const std::string& base_url) {
   AgentConfig c;
   c.identity.id = id;
-  c.tokenizer = SpmSpec();
+  c.tokenizer = TestSpmSpec();
   c.endpoint.base_url = base_url;
   c.budget.window = 32000;
   return c;
@@ -115,7 +102,7 @@ TEST_CASE("an agent reopened in another process keeps its configuration, renderi
   REQUIRE(sim.server->requests().size() == 2);
 
   auto agent = Must(Agent::Open(db, "restarted"));
-  CHECK(agent->config().tokenizer == SpmSpec());
+  CHECK(agent->config().tokenizer == TestSpmSpec());
   CHECK(agent->config().budget.window == 20000);
   CHECK(agent->config().policy.keep_tool_results == 2);
   CHECK(agent->config().endpoint.base_url == sim.server->base_url());

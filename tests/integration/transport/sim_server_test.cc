@@ -14,12 +14,14 @@
 
 #include "raw_http_server.h"
 #include "strata/transport.h"
+#include "testing/sim_testing.h"
 
 namespace strata {
 namespace {
 
 using nlohmann::json;
 using strata::testing::RawHttpServer;
+using strata::testing::StartSim;
 
 std::string Post(const std::string& body, const std::string& extra_headers = "") {
   return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -36,12 +38,6 @@ json BodyOf(const std::string& response) {
   size_t at = response.find("\r\n\r\n");
   if (at == std::string::npos) return json();
   return json::parse(response.substr(at + 4), nullptr, false);
-}
-
-std::unique_ptr<sim::SimServer> StartSim(sim::SimOptions options = {}) {
-  auto sim = sim::SimServer::Start(options);
-  REQUIRE(sim.ok());
-  return std::move(sim).value();
 }
 
 TEST_CASE("strata-sim refuses what vLLM refuses, with a nested error naming the field", "[sim]") {

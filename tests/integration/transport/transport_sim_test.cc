@@ -20,6 +20,7 @@
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
+#include "testing/sim_testing.h"
 #include "testing/skip.h"
 #include "testing/traces.h"
 
@@ -30,12 +31,7 @@ using nlohmann::json;
 using sim::SimOptions;
 using sim::SimServer;
 using testing::FakeClock;
-
-std::unique_ptr<SimServer> StartSim(SimOptions options = {}) {
-  auto sim = SimServer::Start(std::move(options));
-  REQUIRE(sim.ok());
-  return std::move(sim).value();
-}
+using testing::StartSim;
 
 HttpTransportOptions HttpOptions(const SimServer& sim, FakeClock* clock) {
   HttpTransportOptions options;

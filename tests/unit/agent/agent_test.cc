@@ -13,10 +13,13 @@
 
 #include "testing/context_testing.h"
 #include "testing/scripted_transport.h"
+#include "testing/status_testing.h"
 
 namespace strata {
 namespace {
 
+using testing::Must;
+using testing::MustOk;
 using testing::ScriptedTransport;
 
 std::string TempPath(const std::string& name) {
@@ -37,16 +40,6 @@ AgentConfig SmallConfig(const std::string& id) {
   c.tokenizer = "estimate";
   c.budget.window = 8000;
   return c;
-}
-
-template <typename T>
-T Must(StatusOr<T> value) {
-  if (!value.ok()) throw std::runtime_error(value.status().ToString());
-  return std::move(value).value();
-}
-
-void MustOk(const Status& status) {
-  if (!status.ok()) throw std::runtime_error(status.ToString());
 }
 
 Response ToolCallReply(const std::string& id, const std::string& name,

@@ -20,36 +20,21 @@
 #include "strata/store.h"
 #include "strata/tokenize.h"
 #include "testing/context_testing.h"
+#include "testing/sim_testing.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
 namespace {
 
-std::string SpmSpec() {
-  return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model";
-}
+using testing::Must;
+using testing::MustOk;
+using testing::TestSpmSpec;
 
-template <typename T>
-T Must(StatusOr<T> value) {
-  if (!value.ok()) throw std::runtime_error(value.status().ToString());
-  return std::move(value).value();
-}
-
-void MustOk(const Status& status) {
-  if (!status.ok()) throw std::runtime_error(status.ToString());
-}
-
-// A simulator counting as the agent counts: same tokenizer, same chat template.
-struct Sim {
-  std::unique_ptr<Tokenizer> tokenizer = Must(MakeTokenizer(SpmSpec()));
-  std::unique_ptr<ChatTemplate> glm = MakeGlm5ChatTemplate();
-  std::unique_ptr<sim::SimServer> server;
+// A simulator counting as the agent counts (same tokenizer, same chat template), and an HTTP
+// transport to it.
+struct Sim : testing::TestSim {
   std::unique_ptr<Transport> http;
   Sim() {
-    sim::SimOptions options;
-    options.tokenizer = tokenizer.get();
-    options.chat_template = glm.get();
-    server = Must(sim::SimServer::Start(options));
     HttpTransportOptions h;
     h.base_url = server->base_url();
     http = Must(MakeHttpTransport(h));
@@ -133,7 +118,7 @@ std::string ToolOutput(int n, int words) {
 AgentConfig Config(const std::string& id, const std::string& store_path) {
   AgentConfig c;
   c.identity.id = id;
-  c.tokenizer = SpmSpec();
+  c.tokenizer = TestSpmSpec();
   c.budget.window = 64000;
   c.endpoint.max_output_tokens = 64;
   c.store_path = store_path;

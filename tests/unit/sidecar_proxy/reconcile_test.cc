@@ -12,6 +12,7 @@
 
 #include "strata/store.h"
 #include "testing/scripted_transport.h"
+#include "testing/status_testing.h"
 
 namespace strata::sidecar {
 namespace {
@@ -19,11 +20,7 @@ namespace {
 using json = nlohmann::json;
 using strata::testing::ScriptedTransport;
 
-template <typename T>
-T Must(StatusOr<T> value) {
-  if (!value.ok()) throw std::runtime_error(value.status().ToString());
-  return std::move(value).value();
-}
+using strata::testing::Must;
 
 std::string TempPath(const std::string& name) {
   std::string path = "/tmp/strata-reconcile-test-" + std::to_string(::getpid()) + "-" + name;

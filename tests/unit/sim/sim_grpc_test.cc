@@ -3,11 +3,6 @@
 // prompt over the whole cache is a serving error; the shared /metrics counts both protocols.
 #include "sim_grpc.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <string>
 #include <thread>
@@ -15,26 +10,13 @@
 #include "sim_server.h"
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
+#include "testing/sim_testing.h"
 
 namespace strata::sim {
 namespace {
 
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  REQUIRE(write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
+using testing::HttpGet;
+using testing::StartSim;
 
 // The value of a metric line "name value" in Prometheus text; -1 when absent.
 double Metric(const std::string& text, const std::string& name) {
@@ -64,7 +46,7 @@ TEST_CASE("gRPC calls wait for KV blocks like HTTP requests and report it at /me
   options.kv.block_tokens = 16;
   options.generated_output_tokens = 8;
   options.decode_us_per_token = 40000;  // the first call holds its blocks ~300 ms
-  auto sim = std::move(SimServer::Start(options)).value();
+  auto sim = StartSim(options);
   auto first = Grpc(*sim);
   auto second = Grpc(*sim);
   Status a, b;
@@ -93,7 +75,7 @@ TEST_CASE("a gRPC prompt over the KV capacity is a serving error naming the capa
   SimOptions options;
   options.grpc_port = 0;
   options.kv.capacity_tokens = 4096;
-  auto sim = std::move(SimServer::Start(options)).value();
+  auto sim = StartSim(options);
   auto grpc = Grpc(*sim);
   Response response;
   REQUIRE(grpc->Send(Body(100, true), CallOptions(), &response).ok());

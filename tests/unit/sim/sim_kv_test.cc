@@ -1,11 +1,6 @@
 // strata-sim's KV-memory model: prefill time, admission that queues, preemption, /metrics.
 #include "sim_kv.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <mutex>
@@ -14,9 +9,13 @@
 
 #include "sim_server.h"
 #include "strata/transport.h"
+#include "testing/sim_testing.h"
 
 namespace strata::sim {
 namespace {
+
+using testing::HttpGet;
+using testing::StartSim;
 
 // Records the sleeps instead of sleeping.
 struct Sleeps {
@@ -122,24 +121,6 @@ TEST_CASE("preemption: a growing sequence evicts the youngest, which re-queues a
   CHECK(kv.stats().used_blocks == 5);
 }
 
-// GET `path` from 127.0.0.1:port; returns the whole response.
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  REQUIRE(write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
 TEST_CASE(
     "strata-sim reports KV usage, queue wait and preemptions at /metrics and refuses prompts "
     "over its KV capacity",
@@ -148,7 +129,7 @@ TEST_CASE(
   options.kv.capacity_tokens = 4096;
   options.kv.block_tokens = 16;
   options.generated_output_tokens = 8;
-  auto sim = std::move(SimServer::Start(options)).value();
+  auto sim = StartSim(options);
   HttpTransportOptions http;
   http.base_url = sim->base_url();
   http.retry.max_attempts = 1;

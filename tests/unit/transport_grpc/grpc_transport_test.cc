@@ -17,6 +17,7 @@
 #include "sim_server.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
+#include "testing/sim_testing.h"
 #include "transport/timeouts.h"
 
 namespace strata {
@@ -25,12 +26,11 @@ namespace {
 using nlohmann::json;
 namespace pb = ::sglang::runtime::v1;
 
+// strata-sim with its gRPC side only.
 std::unique_ptr<sim::SimServer> StartSim(sim::SimOptions options = {}) {
   options.http_port = -1;
   options.grpc_port = 0;
-  auto sim = sim::SimServer::Start(std::move(options));
-  REQUIRE(sim.ok());
-  return std::move(sim).value();
+  return testing::StartSim(std::move(options));
 }
 
 GrpcTransportOptions Options(const sim::SimServer& sim) {
