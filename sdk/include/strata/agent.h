@@ -343,7 +343,7 @@ class Agent {
 
 // Options of TrimMessages().
 struct TrimOptions {
-  std::string policy = "strata";       // a MakePolicyByName name (strata/compact.h)
+  std::string policy = "strata";       // a MakePolicyByName name (strata/builtin_policies.h)
   std::string tokenizer = "estimate";  // a MakeTokenizer spec (strata/tokenize.h)
   std::string chat_template = "glm5";  // a MakeChatTemplate name; "": content + overhead per message
   // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
