@@ -7,11 +7,14 @@
 //           X-Strata-Agent (skipped when the sidecar has no HTTP listener).
 // Reported: per-request latency p50/p90/p99 of each way, the sidecar's added latency (p50/p99
 // against direct, as a difference and a ratio), requests/s, and the sidecar's RSS before and after
-// (growth per agent). --soak-minutes N then repeats the gRPC load (the same agents deleted and
-// created again each round) for N minutes and prints the RSS after each round.
+// (growth per agent). --store-sync full,normal runs the sidecar ways once per durability mode
+// (the sidecar's --store-sync; a fresh sidecar and store each), after one direct run.
+// --soak-minutes N then repeats the gRPC load on the last sidecar (the same agents deleted and
+// created again each round) for N minutes and prints the time and the RSS after each round.
 //
 //   sidecar_load [--agents 200] [--turns 30] [--concurrency 32] [--modes direct,grpc,proxy]
-//                [--soak-minutes 0] [--json FILE] [--sim PATH] [--sidecar PATH]
+//                [--store-sync full] [--soak-minutes 0] [--json FILE] [--sim PATH]
+//                [--sidecar PATH]
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -53,6 +56,7 @@ struct Options {
   int concurrency = 32;
   std::string modes = "direct,grpc,proxy";
   double soak_minutes = 0;
+  std::vector<std::string> store_syncs = {"full"};  // the sidecars' --store-sync, in order
   std::string json_path;
   std::string sim = STRATA_SIM_PATH;
   std::string sidecar = STRATA_SIDECAR_PATH;
@@ -339,7 +343,7 @@ json Summary(const RunResult& r, const RunResult* direct) {
 }
 
 void Print(const json& s) {
-  std::printf("%-7s %6lld req %4lld err %8.1f req/s  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms",
+  std::printf("%-12s %6lld req %4lld err %8.1f req/s  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms",
               s["mode"].get<std::string>().c_str(), static_cast<long long>(s["requests"]),
               static_cast<long long>(s["errors"]), s["requests_per_s"].get<double>(),
               s["p50_ms"].get<double>(), s["p90_ms"].get<double>(), s["p99_ms"].get<double>());
@@ -376,6 +380,16 @@ int main(int argc, char** argv) {
       o.concurrency = std::stoi(value());
     } else if (a == "--modes") {
       o.modes = value();
+    } else if (a == "--store-sync") {
+      o.store_syncs.clear();
+      std::stringstream list(value());
+      for (std::string item; std::getline(list, item, ',');) {
+        if (item != "full" && item != "normal") {
+          Die("--store-sync: \"" + item + "\" is not full or normal (a list: full,normal)");
+        }
+        o.store_syncs.push_back(item);
+      }
+      if (o.store_syncs.empty()) Die("--store-sync needs full, normal or full,normal");
     } else if (a == "--soak-minutes") {
       o.soak_minutes = std::stod(value());
     } else if (a == "--json") {
@@ -386,7 +400,8 @@ int main(int argc, char** argv) {
       o.sidecar = value();
     } else {
       Die("unknown flag " + a +
-          " (known: --agents --turns --concurrency --modes --soak-minutes --json --sim --sidecar)");
+          " (known: --agents --turns --concurrency --modes --store-sync --soak-minutes --json "
+          "--sim --sidecar)");
     }
   }
   if (o.agents < 1 || o.turns < 1 || o.concurrency < 1) {
@@ -412,42 +427,15 @@ int main(int argc, char** argv) {
     config << R"({"default_limits": {"max_agents": 0, "max_concurrent_completions": 0},)"
            << R"( "max_threads": )" << (o.concurrency * 2 + 8) << "}";
   }
-  Child sidecar({o.sidecar, "--config", dir + "/sidecar.json", "--grpc-listen", "127.0.0.1:0",
-                 "--http-listen", "127.0.0.1:0", "--store", dir + "/sidecar.db", "--upstream",
-                 "http://" + sim_host + ":" + std::to_string(sim_port) + "/v1"},
-                dir + "/sidecar.log");
-  const std::string grpc_address =
-      sidecar.WaitForLine("grpc listening on ", std::chrono::seconds(30));
-  if (grpc_address.empty()) Die("strata-sidecar did not start (log: " + dir + "/sidecar.log)");
-  const std::string http_address =
-      sidecar.WaitForLine("http listening on ", std::chrono::seconds(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const int64_t rss_start = sidecar.RssKib();
-
-  std::printf(
-      "sidecar_load: %d agents x %d turns, concurrency %d; strata-sim %s:%d, sidecar grpc %s"
-      ", http %s\n",
-      o.agents, o.turns, o.concurrency, sim_host.c_str(), sim_port, grpc_address.c_str(),
-      http_address.empty() ? "(none)" : http_address.c_str());
-
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<std::unique_ptr<strata::v1::ContextService::Stub>> stubs;
-  for (int t = 0; t < o.concurrency; ++t) {
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.channel_id",
-                t);  // distinct connections, one per worker, like separate agents
-    channels.push_back(
-        grpc::CreateCustomChannel(grpc_address, grpc::InsecureChannelCredentials(), args));
-    stubs.push_back(strata::v1::ContextService::NewStub(channels.back()));
-  }
-  auto stub_for = [&](int agent) {
-    return stubs[static_cast<size_t>(agent % o.concurrency)].get();
-  };
+  std::printf("sidecar_load: %d agents x %d turns, concurrency %d; strata-sim %s:%d\n", o.agents,
+              o.turns, o.concurrency, sim_host.c_str(), sim_port);
 
   json report{{"agents", o.agents},
               {"turns", o.turns},
               {"concurrency", o.concurrency},
-              {"runs", json::array()}};
+              {"store_dir", std::filesystem::temp_directory_path().string()},
+              {"runs", json::array()},
+              {"sidecars", json::array()}};
   RunResult direct;
   bool have_direct = false;
   if (has_mode("direct")) {
@@ -459,82 +447,132 @@ int main(int argc, char** argv) {
     Print(s);
     report["runs"].push_back(s);
   }
-  int64_t rss_after_grpc = 0;
-  if (has_mode("grpc")) {
-    RunResult r = RunAgents("grpc", o, [&](int a, std::vector<Sample>* s, std::string* e) {
-      GrpcAgent(stub_for(a), "grpc-" + std::to_string(a), a, o, s, e);
-    });
-    rss_after_grpc = sidecar.RssKib();
-    json s = Summary(r, have_direct ? &direct : nullptr);
-    Print(s);
-    report["runs"].push_back(s);
-  }
-  int64_t rss_after_proxy = 0;
-  if (has_mode("proxy")) {
-    if (http_address.empty()) {
-      std::printf("proxy   skipped: the sidecar printed no \"http listening on\" line\n");
-    } else {
-      const auto [http_host, http_port] = SplitHostPort(http_address);
-      RunResult r = RunAgents("proxy", o, [&](int a, std::vector<Sample>* s, std::string* e) {
-        HttpAgent(http_host, http_port, "proxy-" + std::to_string(a), a, o, s, e);
-      });
-      rss_after_proxy = sidecar.RssKib();
+
+  // One sidecar per durability mode, each on its own store, run one after the other.
+  for (size_t k = 0; k < o.store_syncs.size(); ++k) {
+    const std::string& sync = o.store_syncs[k];
+    const bool last = k + 1 == o.store_syncs.size();
+    // Mode names carry the durability mode when several are compared ("grpc/normal").
+    const std::string suffix = o.store_syncs.size() > 1 ? "/" + sync : "";
+    Child sidecar({o.sidecar, "--config", dir + "/sidecar.json", "--grpc-listen", "127.0.0.1:0",
+                   "--http-listen", "127.0.0.1:0", "--store", dir + "/sidecar-" + sync + ".db",
+                   "--store-sync", sync, "--upstream",
+                   "http://" + sim_host + ":" + std::to_string(sim_port) + "/v1"},
+                  dir + "/sidecar-" + sync + ".log");
+    const std::string grpc_address =
+        sidecar.WaitForLine("grpc listening on ", std::chrono::seconds(30));
+    if (grpc_address.empty()) {
+      Die("strata-sidecar did not start (log: " + dir + "/sidecar-" + sync + ".log)");
+    }
+    const std::string http_address =
+        sidecar.WaitForLine("http listening on ", std::chrono::seconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const int64_t rss_start = sidecar.RssKib();
+    std::printf("sidecar (--store-sync %s): grpc %s, http %s\n", sync.c_str(), grpc_address.c_str(),
+                http_address.empty() ? "(none)" : http_address.c_str());
+
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    std::vector<std::unique_ptr<strata::v1::ContextService::Stub>> stubs;
+    for (int t = 0; t < o.concurrency; ++t) {
+      grpc::ChannelArguments args;
+      args.SetInt("grpc.channel_id",
+                  t);  // distinct connections, one per worker, like separate agents
+      channels.push_back(
+          grpc::CreateCustomChannel(grpc_address, grpc::InsecureChannelCredentials(), args));
+      stubs.push_back(strata::v1::ContextService::NewStub(channels.back()));
+    }
+    auto stub_for = [&](int agent) {
+      return stubs[static_cast<size_t>(agent % o.concurrency)].get();
+    };
+
+    json sidecar_report{{"store_sync", sync}, {"rss_start_kib", rss_start}};
+    int64_t rss_after_grpc = 0;
+    if (has_mode("grpc")) {
+      RunResult r =
+          RunAgents("grpc" + suffix, o, [&](int a, std::vector<Sample>* s, std::string* e) {
+            GrpcAgent(stub_for(a), "grpc-" + std::to_string(a), a, o, s, e);
+          });
+      rss_after_grpc = sidecar.RssKib();
       json s = Summary(r, have_direct ? &direct : nullptr);
+      s["store_sync"] = sync;
       Print(s);
       report["runs"].push_back(s);
     }
-  }
-  std::printf("sidecar RSS: start %.1f MiB", rss_start / 1024.0);
-  report["rss_start_kib"] = rss_start;
-  if (rss_after_grpc > 0) {
-    std::printf(", after grpc %.1f MiB (%+.1f KiB per agent)", rss_after_grpc / 1024.0,
-                static_cast<double>(rss_after_grpc - rss_start) / o.agents);
-    report["rss_after_grpc_kib"] = rss_after_grpc;
-    report["rss_growth_per_agent_grpc_kib"] =
-        static_cast<double>(rss_after_grpc - rss_start) / o.agents;
-  }
-  if (rss_after_proxy > 0) {
-    const int64_t base = rss_after_grpc > 0 ? rss_after_grpc : rss_start;
-    std::printf(", after proxy %.1f MiB (%+.1f KiB per agent)", rss_after_proxy / 1024.0,
-                static_cast<double>(rss_after_proxy - base) / o.agents);
-    report["rss_after_proxy_kib"] = rss_after_proxy;
-    report["rss_growth_per_agent_proxy_kib"] =
-        static_cast<double>(rss_after_proxy - base) / o.agents;
-  }
-  std::printf("\n");
-
-  if (o.soak_minutes > 0) {
-    // The same load again and again: the soak agents are deleted after each round and created
-    // again by the next, so a flat RSS means nothing is kept per request or per deleted agent.
-    json rounds = json::array();
-    const auto soak_end =
-        Clock::now() + std::chrono::duration<double, std::ratio<60>>(o.soak_minutes);
-    for (int round = 1; Clock::now() < soak_end; ++round) {
-      RunResult r = RunAgents("soak", o, [&](int a, std::vector<Sample>* s, std::string* e) {
-        GrpcAgent(stub_for(a), "soak-" + std::to_string(a), a, o, s, e);
-        DeleteAgent(stub_for(a), "soak-" + std::to_string(a));
-      });
-      const int64_t rss = sidecar.RssKib();
-      std::printf(
-          "soak round %2d: %6zu req %3lld err %8.1f req/s p50 %6.2f ms p99 %6.2f ms  RSS %.1f "
-          "MiB\n",
-          round, r.ms.size(), static_cast<long long>(r.errors),
-          static_cast<double>(r.ms.size()) / r.seconds, Percentile(r.ms, 0.5),
-          Percentile(r.ms, 0.99), rss / 1024.0);
-      std::fflush(stdout);
-      rounds.push_back({{"round", round},
-                        {"requests", r.ms.size()},
-                        {"errors", r.errors},
-                        {"p50_ms", Percentile(r.ms, 0.5)},
-                        {"p99_ms", Percentile(r.ms, 0.99)},
-                        {"rss_kib", rss}});
+    int64_t rss_after_proxy = 0;
+    if (has_mode("proxy")) {
+      if (http_address.empty()) {
+        std::printf("proxy   skipped: the sidecar printed no \"http listening on\" line\n");
+      } else {
+        const auto [http_host, http_port] = SplitHostPort(http_address);
+        RunResult r =
+            RunAgents("proxy" + suffix, o, [&](int a, std::vector<Sample>* s, std::string* e) {
+              HttpAgent(http_host, http_port, "proxy-" + std::to_string(a), a, o, s, e);
+            });
+        rss_after_proxy = sidecar.RssKib();
+        json s = Summary(r, have_direct ? &direct : nullptr);
+        s["store_sync"] = sync;
+        Print(s);
+        report["runs"].push_back(s);
+      }
     }
-    report["soak_minutes"] = o.soak_minutes;
-    report["soak"] = rounds;
+    std::printf("sidecar RSS (--store-sync %s): start %.1f MiB", sync.c_str(), rss_start / 1024.0);
+    if (rss_after_grpc > 0) {
+      std::printf(", after grpc %.1f MiB (%+.1f KiB per agent)", rss_after_grpc / 1024.0,
+                  static_cast<double>(rss_after_grpc - rss_start) / o.agents);
+      sidecar_report["rss_after_grpc_kib"] = rss_after_grpc;
+      sidecar_report["rss_growth_per_agent_grpc_kib"] =
+          static_cast<double>(rss_after_grpc - rss_start) / o.agents;
+    }
+    if (rss_after_proxy > 0) {
+      const int64_t base = rss_after_grpc > 0 ? rss_after_grpc : rss_start;
+      std::printf(", after proxy %.1f MiB (%+.1f KiB per agent)", rss_after_proxy / 1024.0,
+                  static_cast<double>(rss_after_proxy - base) / o.agents);
+      sidecar_report["rss_after_proxy_kib"] = rss_after_proxy;
+      sidecar_report["rss_growth_per_agent_proxy_kib"] =
+          static_cast<double>(rss_after_proxy - base) / o.agents;
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+
+    if (last && o.soak_minutes > 0) {
+      // The same load again and again on the last sidecar: the soak agents are deleted after each
+      // round and created again by the next, so a flat RSS means nothing is kept per request or
+      // per deleted agent. Each round prints the time since the soak began and the RSS then.
+      json rounds = json::array();
+      const auto soak_start = Clock::now();
+      const auto soak_end =
+          soak_start + std::chrono::duration<double, std::ratio<60>>(o.soak_minutes);
+      for (int round = 1; Clock::now() < soak_end; ++round) {
+        RunResult r = RunAgents("soak", o, [&](int a, std::vector<Sample>* s, std::string* e) {
+          GrpcAgent(stub_for(a), "soak-" + std::to_string(a), a, o, s, e);
+          DeleteAgent(stub_for(a), "soak-" + std::to_string(a));
+        });
+        const int64_t rss = sidecar.RssKib();
+        const double elapsed = std::chrono::duration<double>(Clock::now() - soak_start).count();
+        std::printf(
+            "soak round %2d at %6.1f s: %6zu req %3lld err %8.1f req/s p50 %6.2f ms p99 %6.2f ms"
+            "  RSS %.1f MiB\n",
+            round, elapsed, r.ms.size(), static_cast<long long>(r.errors),
+            static_cast<double>(r.ms.size()) / r.seconds, Percentile(r.ms, 0.5),
+            Percentile(r.ms, 0.99), rss / 1024.0);
+        std::fflush(stdout);
+        rounds.push_back({{"round", round},
+                          {"elapsed_s", elapsed},
+                          {"requests", r.ms.size()},
+                          {"errors", r.errors},
+                          {"requests_per_s", static_cast<double>(r.ms.size()) / r.seconds},
+                          {"p50_ms", Percentile(r.ms, 0.5)},
+                          {"p99_ms", Percentile(r.ms, 0.99)},
+                          {"rss_kib", rss}});
+      }
+      sidecar_report["soak_minutes"] = o.soak_minutes;
+      sidecar_report["soak"] = rounds;
+    }
+    report["sidecars"].push_back(sidecar_report);
+    sidecar.Stop();
   }
 
   if (!o.json_path.empty()) std::ofstream(o.json_path) << report.dump(2) << "\n";
-  sidecar.Stop();
   sim.Stop();
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);

@@ -87,7 +87,13 @@ class HttpServer::Impl {
       }
     });
     s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-      if (Authenticate(req, res) == nullptr) return;
+      // Every tenant's series: only the metrics tokens (tenants.h AuthorizeMetrics).
+      if (Status allowed =
+              options_.authenticator->AuthorizeMetrics(req.get_header_value("Authorization"));
+          !allowed.ok()) {
+        SetError(res, allowed);
+        return;
+      }
       if (!options_.metrics) {
         SetError(res, NotFoundError("this sidecar serves no metrics"));
         return;

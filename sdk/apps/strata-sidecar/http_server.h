@@ -3,7 +3,8 @@
 // Routes:
 //   POST /v1/chat/completions  the OpenAI-compatible proxy (proxy.h)
 //   GET  /v1/models            passed through to the upstream
-//   GET  /metrics              the text of ServeOptions::metrics (Prometheus exposition)
+//   GET  /metrics              the text of ServeOptions::metrics (Prometheus exposition), for
+//                              the metrics tokens only (Authenticator::AuthorizeMetrics)
 //   GET  /healthz              200 while the process serves (never authenticated)
 //   GET  /readyz               200 when ready: the store is open (ready() says so) and not
 //                              draining; 503 otherwise (never authenticated)

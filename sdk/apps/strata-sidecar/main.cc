@@ -23,6 +23,8 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "http_server.h"
 #include "registry.h"
@@ -96,6 +98,10 @@ int main(int argc, char** argv) {
   auto* http_listen = app.add_option("--http-listen", flags.http_listen,
                                      "HTTP listener HOST:PORT of the OpenAI-compatible proxy");
   auto* store = app.add_option("--store", flags.store, "SQLite store of the agents");
+  std::string store_sync;
+  app.add_option("--store-sync", store_sync,
+                 "store durability: full (fsync per commit; default) or normal (survives "
+                 "sidecar crashes; a power loss may lose the last calls)");
   auto* upstream = app.add_option("--upstream", flags.upstream,
                                   "base URL of the model server, e.g. http://127.0.0.1:8000/v1");
   auto* backend = app.add_option("--backend", flags.backend, "openai | vllm | sglang | zai");
@@ -132,6 +138,11 @@ int main(int argc, char** argv) {
   if (grpc_listen->count()) config.grpc_listen = flags.grpc_listen;
   if (http_listen->count()) config.http_listen = flags.http_listen;
   if (store->count()) config.store = flags.store;
+  if (!store_sync.empty()) {
+    StatusOr<strata::StoreSync> sync = sc::ParseStoreSync(store_sync, "--store-sync");
+    if (!sync.ok()) return Fail(sync.status());
+    config.store_sync = *sync;
+  }
   if (upstream->count()) config.upstream = flags.upstream;
   if (backend->count()) config.backend = flags.backend;
   if (api_key_env->count()) config.upstream_api_key_env = flags.upstream_api_key_env;
@@ -147,6 +158,7 @@ int main(int argc, char** argv) {
 
   // Length pools (strata/pools.h): the agents send through them instead of to --upstream.
   std::unique_ptr<strata::PoolSet> pools;
+  std::vector<std::string> model_upstreams;  // the pools' endpoints: GET /v1/models asks them
   {
     StatusOr<strata::PoolSetConfig> pool_config = strata::InvalidArgumentError("no pools");
     if (!pools_file.empty()) {
@@ -162,6 +174,9 @@ int main(int argc, char** argv) {
       if (!pool_config.ok()) return Fail(pool_config.status());
     }
     if (pool_config.ok()) {
+      for (const strata::PoolConfig& pool : pool_config->pools) {
+        model_upstreams.insert(model_upstreams.end(), pool.endpoints.begin(), pool.endpoints.end());
+      }
       const std::string where = pools_file.empty() ? "pools" : "--pools " + pools_file;
       StatusOr<std::unique_ptr<strata::PoolSet>> created =
           strata::PoolSet::Create(std::move(pool_config).value());
@@ -215,9 +230,16 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  sc::Authenticator authenticator(config.tenants, config.default_limits);
+  sc::Authenticator authenticator(config.tenants, config.default_limits,
+                                  config.metrics_token_sha256);
+  if (!config.http_listen.empty() && !config.tenants.empty() &&
+      config.metrics_token_sha256.empty()) {
+    Log("warning: no metrics_token_sha256: /metrics holds every tenant's series and answers 403 "
+        "to tenants' tokens; configure a scrape token's hash to read it");
+  }
   sc::RegistryOptions registry_options;
   registry_options.store_path = config.store;
+  registry_options.store_sync = config.store_sync;
   registry_options.upstream = config.upstream;
   registry_options.backend = config.backend;
   registry_options.api_key_env = config.upstream_api_key_env;
@@ -283,6 +305,7 @@ int main(int argc, char** argv) {
     sc::ProxyOptions proxy_options;
     proxy_options.registry = registry->get();
     proxy_options.upstream = config.upstream;
+    proxy_options.model_upstreams = model_upstreams;
     if (const char* key = config.upstream_api_key_env.empty()
                               ? nullptr
                               : std::getenv(config.upstream_api_key_env.c_str())) {
@@ -309,8 +332,12 @@ int main(int argc, char** argv) {
     http = std::move(*started);
     std::cout << "http listening on " << http->host() << ":" << http->port() << std::endl;
   }
+  // The durability mode as SQLite reports it on the store's connection, not as configured.
+  StatusOr<strata::StoreStats> store_stats = (*registry)->store().Stats();
+  if (!store_stats.ok()) return Fail(store_stats.status());
   Log("serving " + std::to_string(authenticator.tenants().size()) + " tenant(s), store " +
-      config.store + (config.tls.enabled() ? ", TLS" : ", plaintext"));
+      config.store + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
+      (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
   int signal = 0;
   sigwait(&signals, &signal);

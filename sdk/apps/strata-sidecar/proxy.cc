@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <map>
@@ -20,9 +21,13 @@ namespace {
 
 using json = nlohmann::json;
 
-// Request fields the proxy reads; every other one is reported in X-Strata-Ignored-Fields.
-const std::set<std::string> kHandledFields = {"model",          "messages", "tools", "stream",
-                                              "stream_options", "n",        "user"};
+// Request fields the proxy handles itself; every other one is forwarded upstream unchanged
+// (TurnOptions::extra_fields), except kAgentOwnedFields.
+const std::set<std::string> kHandledFields = {"model",  "messages",       "tools",
+                                              "stream", "stream_options", "n"};
+// Fields the agent sets for isolation and correlation (a client's cache_salt could reach another
+// tenant's cache): dropped and named in X-Strata-Ignored-Fields.
+const std::set<std::string> kAgentOwnedFields = {"cache_salt", "request_id", "rid"};
 
 std::string Hex(const unsigned char* data, size_t size) {
   static const char kHex[] = "0123456789abcdef";
@@ -140,6 +145,8 @@ struct StreamJob {
   std::string model;
   int64_t created = 0;
   bool include_usage = false;
+  // The client's other request fields, sent upstream unchanged (TurnOptions::extra_fields).
+  std::vector<std::pair<std::string, std::string>> forwarded;
 };
 
 }  // namespace
@@ -297,8 +304,14 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     include_usage = stream && o.value("include_usage", false);
   }
   std::string ignored;
+  std::vector<std::pair<std::string, std::string>> forwarded;  // in the client's order
   for (auto it = request.begin(); it != request.end(); ++it) {
-    if (!kHandledFields.count(it.key())) ignored += (ignored.empty() ? "" : ",") + it.key();
+    if (kHandledFields.count(it.key())) continue;
+    if (kAgentOwnedFields.count(it.key())) {
+      ignored += (ignored.empty() ? "" : ",") + it.key();
+    } else {
+      forwarded.emplace_back(it.key(), it.value().dump());
+    }
   }
 
   StatusOr<ParsedChat> chat = ParseChatMessages(request["messages"]);
@@ -347,6 +360,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   job->model = agent.config().render.model;
   job->created = UnixSeconds();
   job->include_usage = include_usage;
+  job->forwarded = std::move(forwarded);
 
   HttpReply reply;
   reply.headers.push_back({"X-Strata-Agent", agent_id});
@@ -363,7 +377,9 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
       in_flight = options->on_complete_begin(j.tenant, input_tokens.ok() ? *input_tokens : 0,
                                              a.config().endpoint.max_output_tokens);
     }
-    StatusOr<Turn> turn = a.Complete(turn_options);
+    TurnOptions with_fields = turn_options;
+    with_fields.extra_fields = j.forwarded;
+    StatusOr<Turn> turn = a.Complete(with_fields);
     if (!turn.ok()) return turn;
     RecordReply(*turn, &j.view);
     SaveClientView(a, j.view).IgnoreError();  // a lost save is repaired by the next reconcile
@@ -502,13 +518,11 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   return reply;
 }
 
-HttpReply Proxy::Models() {
-  if (options_.upstream.empty()) {
-    return ErrorReply(
-        UnavailableError("no upstream is configured (--upstream): no models to list"));
-  }
+namespace {
+
+// GET {base_url}/models; the reply as it came, or UNAVAILABLE when the upstream did not answer.
+StatusOr<HttpReply> GetModels(const std::string& url, const std::string& api_key) {
   // scheme://host[:port] and the base path ("/v1").
-  const std::string& url = options_.upstream;
   const size_t scheme_end = url.find("://");
   const size_t path_start =
       scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
@@ -519,21 +533,69 @@ HttpReply Proxy::Models() {
   client.set_connection_timeout(10, 0);
   client.set_read_timeout(30, 0);
   httplib::Headers headers;
-  if (!options_.upstream_api_key.empty()) {
-    headers.emplace("Authorization", "Bearer " + options_.upstream_api_key);
-  }
+  if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
   httplib::Result result = client.Get((path + "/models").c_str(), headers);
   if (!result) {
-    return ErrorReply(
-        UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
-                         httplib::to_string(result.error()) + ")"),
-        true);
+    return UnavailableError("upstream " + RedactUrl(url) + " did not answer GET /models (" +
+                            httplib::to_string(result.error()) + ")");
   }
   HttpReply reply;
   reply.status = result->status;
   reply.body = result->body;
   reply.content_type = result->get_header_value("Content-Type");
   if (reply.content_type.empty()) reply.content_type = "application/json";
+  return reply;
+}
+
+}  // namespace
+
+HttpReply Proxy::Models() {
+  if (options_.model_upstreams.empty()) {
+    if (options_.upstream.empty()) {
+      return ErrorReply(
+          UnavailableError("no upstream is configured (--upstream): no models to list"));
+    }
+    StatusOr<HttpReply> reply = GetModels(options_.upstream, options_.upstream_api_key);
+    if (!reply.ok()) return ErrorReply(reply.status(), true);
+    return *reply;
+  }
+  // Length pools: every HTTP endpoint is asked, and the answer lists each model id once, in the
+  // order first seen. Endpoints that fail are named in X-Strata-Models-Unavailable.
+  json data = json::array();
+  std::set<std::string> seen;
+  std::vector<std::string> failed;
+  std::vector<std::string> asked;
+  for (const std::string& url : options_.model_upstreams) {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) continue;  // grpc://
+    if (std::find(asked.begin(), asked.end(), url) != asked.end()) continue;
+    asked.push_back(url);
+    StatusOr<HttpReply> reply = GetModels(url, options_.upstream_api_key);
+    json list =
+        reply.ok() && reply->status / 100 == 2 ? json::parse(reply->body, nullptr, false) : json();
+    if (!list.is_object() || !list.contains("data") || !list["data"].is_array()) {
+      failed.push_back(
+          RedactUrl(url) + " (" +
+          (reply.ok() ? "HTTP " + std::to_string(reply->status) : reply.status().message()) + ")");
+      continue;
+    }
+    for (const json& model : list["data"]) {
+      const std::string id = model.is_object() ? model.value("id", "") : "";
+      if (!id.empty() && seen.insert(id).second) data.push_back(model);
+    }
+  }
+  if (asked.empty()) {
+    return ErrorReply(UnavailableError(
+        "the length pools have no HTTP endpoint (GET /models is not part of the gRPC protocol of "
+        "grpc:// endpoints): no models to list"));
+  }
+  std::string failures;
+  for (const std::string& f : failed) failures += (failures.empty() ? "" : "; ") + f;
+  if (failed.size() == asked.size()) {
+    return ErrorReply(UnavailableError("no pool endpoint answered GET /models: " + failures), true);
+  }
+  HttpReply reply;
+  reply.body = json{{"object", "list"}, {"data", std::move(data)}}.dump();
+  if (!failures.empty()) reply.headers.push_back({"X-Strata-Models-Unavailable", failures});
   return reply;
 }
 

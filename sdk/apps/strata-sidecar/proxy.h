@@ -11,9 +11,15 @@
 // a chat.completion object, or with "stream": true the chat.completion.chunk events of an SSE
 // stream ending with "data: [DONE]" (a usage chunk first with stream_options.include_usage).
 //
+// The request's other fields (temperature, top_p, max_tokens / max_completion_tokens, stop, seed,
+// tool_choice, response_format, user, vendor fields...) are forwarded upstream unchanged, after
+// the messages, replacing the agent's value of the same field (max_tokens and
+// max_completion_tokens replace the agent's output cap under either name); "stream" and
+// "stream_options" apply between the client and the proxy.
+//
 // Headers of the answer: X-Strata-Agent (the agent id), X-Strata-Reconcile ("appended N" or
-// "replaced from message K: why"), X-Strata-Ignored-Fields (request fields the managed request
-// does not carry: sampling parameters and max_tokens come from the agent's configuration).
+// "replaced from message K: why"), X-Strata-Ignored-Fields (request fields dropped because the
+// agent owns them: cache_salt, request_id, rid).
 // A "strata" object in the chat.completion (and in the stream's last chunk) says what the
 // sidecar did: agent, reconcile, compaction, prefix break, predicted cached tokens.
 //
@@ -67,6 +73,9 @@ struct ProxyOptions {
   // key it needs ("" none). The key is sent upstream only, never logged or returned.
   std::string upstream;
   std::string upstream_api_key;
+  // With length pools: their endpoints. GET /v1/models then asks each http(s) one and lists each
+  // model id once (`upstream` is not used).
+  std::vector<std::string> model_upstreams;
   // Called after every turn the proxy completed and every error it answered (metrics). May be
   // empty. Called without the agent's lease held for errors, with it held for turns.
   std::function<void(std::string_view tenant, const Turn& turn)> on_turn;
@@ -88,6 +97,8 @@ class Proxy {
   HttpReply ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                             std::string_view body);
   // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable).
+  // With model_upstreams: the models of every endpoint that answered, each id once (200), those
+  // that failed named in X-Strata-Models-Unavailable; 502 when none answered.
   HttpReply Models();
 
   // Cancels every completion in flight, and every one that starts from now on, with CANCELLED

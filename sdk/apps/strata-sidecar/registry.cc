@@ -129,7 +129,9 @@ StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions opt
                                    " is in use by another strata-sidecar (" + lock_path +
                                    " is locked): stop it, or give this one another --store");
   }
-  STRATA_ASSIGN_OR_RETURN(state->store, OpenSqliteStore(options.store_path));
+  StoreOptions store_options;
+  store_options.synchronous = options.store_sync;
+  STRATA_ASSIGN_OR_RETURN(state->store, OpenSqliteStore(options.store_path, store_options));
   STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> agents, state->store->ListAgents());
   for (const StoredAgent& a : agents) {
     const std::string& id = a.options.agent.id;

@@ -39,6 +39,7 @@ namespace strata::sidecar {
 // How the registry makes and opens agents.
 struct RegistryOptions {
   std::string store_path;  // the SQLite store (created if missing)
+  StoreSync store_sync = StoreSync::kFull;  // its StoreOptions::synchronous
   // Defaults of new agents and the endpoint every agent uses (the sidecar's, never the client's).
   std::string upstream;  // endpoint.base_url
   std::string backend = "vllm";

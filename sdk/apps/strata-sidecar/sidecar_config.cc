@@ -115,6 +115,26 @@ bool IsValidName(std::string_view name, size_t max) {
   return true;
 }
 
+// An array of token SHA-256 hashes (64 lowercase hex digits each).
+Status ParseHashes(const json& hashes, const std::string& path, std::vector<std::string>* out) {
+  if (!hashes.is_array()) return TypeError(path, "an array", hashes);
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    const json& h = hashes[i];
+    std::string at = path + "[" + std::to_string(i) + "]";
+    if (!h.is_string()) return TypeError(at, "a string", h);
+    std::string hex = h.get<std::string>();
+    if (!IsHex64(hex)) {
+      // Never echo the value: it may be a token pasted by mistake.
+      return InvalidArgumentError(at + ": expected the token's SHA-256 as 64 lowercase hex " +
+                                  "digits (a " + std::to_string(hex.size()) +
+                                  "-character value was given; print a hash with "
+                                  "`strata-sidecar hash-token`)");
+    }
+    out->push_back(hex);
+  }
+  return Status::Ok();
+}
+
 Status ParseTenant(const json& value, const std::string& path, const TenantLimits& defaults,
                    TenantConfig* tenant) {
   if (!value.is_object()) return TypeError(path, "an object", value);
@@ -125,21 +145,7 @@ Status ParseTenant(const json& value, const std::string& path, const TenantLimit
                                 "\" is not a tenant name (1-64 characters of A-Z a-z 0-9 . _ -)");
   }
   if (const json* hashes = r.Get("token_sha256")) {
-    if (!hashes->is_array()) return TypeError(r.Path("token_sha256"), "an array", *hashes);
-    for (size_t i = 0; i < hashes->size(); ++i) {
-      const json& h = (*hashes)[i];
-      std::string at = r.Path("token_sha256") + "[" + std::to_string(i) + "]";
-      if (!h.is_string()) return TypeError(at, "a string", h);
-      std::string hex = h.get<std::string>();
-      if (!IsHex64(hex)) {
-        // Never echo the value: it may be a token pasted by mistake.
-        return InvalidArgumentError(at + ": expected the token's SHA-256 as 64 lowercase hex " +
-                                    "digits (a " + std::to_string(hex.size()) +
-                                    "-character value was given; print a hash with "
-                                    "`strata-sidecar hash-token`)");
-      }
-      tenant->token_sha256.push_back(hex);
-    }
+    STRATA_RETURN_IF_ERROR(ParseHashes(*hashes, r.Path("token_sha256"), &tenant->token_sha256));
   }
   if (tenant->token_sha256.empty()) {
     return InvalidArgumentError(r.Path("token_sha256") +
@@ -201,6 +207,10 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.String("grpc_listen", &c.grpc_listen));
   STRATA_RETURN_IF_ERROR(r.String("http_listen", &c.http_listen));
   STRATA_RETURN_IF_ERROR(r.String("store", &c.store));
+  if (const json* sync = r.Get("store_sync")) {
+    if (!sync->is_string()) return TypeError("store_sync", "\"full\" or \"normal\"", *sync);
+    STRATA_ASSIGN_OR_RETURN(c.store_sync, ParseStoreSync(sync->get<std::string>(), "store_sync"));
+  }
   STRATA_RETURN_IF_ERROR(r.String("upstream", &c.upstream));
   STRATA_RETURN_IF_ERROR(r.String("backend", &c.backend));
   STRATA_RETURN_IF_ERROR(r.String("upstream_api_key_env", &c.upstream_api_key_env));
@@ -223,6 +233,9 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
                                          c.default_limits, &tenant));
       c.tenants.push_back(std::move(tenant));
     }
+  }
+  if (const json* hashes = r.Get("metrics_token_sha256")) {
+    STRATA_RETURN_IF_ERROR(ParseHashes(*hashes, "metrics_token_sha256", &c.metrics_token_sha256));
   }
   if (const json* metrics = r.Get("metrics")) {
     if (!metrics->is_object()) return TypeError("metrics", "an object", *metrics);
@@ -256,6 +269,17 @@ StatusOr<SidecarConfig> LoadSidecarConfig(const std::string& path) {
   }
   return config;
 }
+
+StatusOr<StoreSync> ParseStoreSync(std::string_view text, std::string_view what) {
+  if (text == "full") return StoreSync::kFull;
+  if (text == "normal") return StoreSync::kNormal;
+  return InvalidArgumentError(std::string(what) + ": \"" + std::string(text) +
+                              "\" is not a durability mode (expected \"full\": an fsync per "
+                              "commit, or \"normal\": survives crashes of the sidecar, not of "
+                              "the machine)");
+}
+
+const char* StoreSyncName(StoreSync sync) { return sync == StoreSync::kNormal ? "normal" : "full"; }
 
 StatusOr<HostPort> ParseHostPort(std::string_view text, std::string_view what) {
   auto bad = [&](const std::string& why) {

@@ -15,6 +15,7 @@
 
 #include "strata/pools.h"
 #include "strata/status.h"
+#include "strata/store.h"
 
 namespace strata::sidecar {
 
@@ -45,6 +46,11 @@ struct SidecarConfig {
   std::string grpc_listen = "127.0.0.1:50051";  // HOST:PORT; port 0 binds a free port
   std::string http_listen;                      // "" : no HTTP listener (the proxy's)
   std::string store = "strata-sidecar.db";      // the SQLite store of every agent
+  // The store's durability ("store_sync": "full" | "normal", --store-sync). full (default): each
+  // acknowledged call survives power loss (an fsync per commit). normal: it survives a crash or
+  // SIGKILL of the sidecar, but the last calls before a power loss or OS crash may be lost (never
+  // a corrupt store); several times faster on disk (docs/sidecar.md "Durability").
+  StoreSync store_sync = StoreSync::kFull;
   std::string upstream;                         // the model server's base URL, e.g. .../v1
   std::string backend = "vllm";                 // "openai", "vllm", "sglang", "zai"
   // The NAME of the environment variable holding the upstream API key ("" : none). The key is
@@ -63,6 +69,10 @@ struct SidecarConfig {
   // Agents kept open in memory at most; idle ones beyond it are closed and reopen from the store
   // on their next call. 0: no limit.
   int64_t max_open_agents = 1024;
+  // SHA-256 of each bearer token that may read GET /metrics, which holds every tenant's series
+  // (a scrape token; a tenant's token only when its hash is listed here too). Empty: /metrics is
+  // open when no tenants are configured, and closed (403 for every token) when tenants are.
+  std::vector<std::string> metrics_token_sha256;
   // The "metrics" object, kept as given for the metrics component's own parser.
   nlohmann::json metrics = nlohmann::json::object();
   // The "pools" object (a strata::PoolSetConfig document, strata/pools.h), kept as given; empty:
@@ -82,6 +92,11 @@ StatusOr<SidecarConfig> LoadSidecarConfig(const std::string& path);
 // Checks the values that parsing cannot: listener addresses, tenant names and hashes unique, TLS
 // files readable. Called after flags are applied.
 Status ValidateSidecarConfig(const SidecarConfig& config);
+
+// "full" or "normal" as a StoreSync; INVALID_ARGUMENT naming `what` and the value otherwise.
+StatusOr<StoreSync> ParseStoreSync(std::string_view text, std::string_view what);
+// "full" or "normal".
+const char* StoreSyncName(StoreSync sync);
 
 // "HOST:PORT" split into its parts (IPv6 in brackets: "[::1]:0"). INVALID_ARGUMENT naming `what`.
 struct HostPort {

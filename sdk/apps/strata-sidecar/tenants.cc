@@ -20,8 +20,11 @@ std::string Sha256Hex(std::string_view data) {
   return out;
 }
 
-Authenticator::Authenticator(std::vector<TenantConfig> tenants, TenantLimits default_limits)
-    : enabled_(!tenants.empty()), tenants_(std::move(tenants)) {
+Authenticator::Authenticator(std::vector<TenantConfig> tenants, TenantLimits default_limits,
+                             std::vector<std::string> metrics_token_sha256)
+    : enabled_(!tenants.empty()),
+      tenants_(std::move(tenants)),
+      metrics_hashes_(metrics_token_sha256.begin(), metrics_token_sha256.end()) {
   if (!enabled_) {
     TenantConfig tenant;
     tenant.name = "default";
@@ -34,8 +37,11 @@ Authenticator::Authenticator(std::vector<TenantConfig> tenants, TenantLimits def
   }
 }
 
-StatusOr<const TenantConfig*> Authenticator::Authenticate(std::string_view authorization) const {
-  if (!enabled_) return &tenants_.front();
+namespace {
+
+// The SHA-256 of the bearer token in an authorization value. The token is only ever compared
+// through its hash: a lookup's timing depends on the hash alone.
+StatusOr<std::string> BearerHash(std::string_view authorization) {
   if (authorization.empty()) {
     return UnauthenticatedError(
         "no credentials: send the metadata/header \"authorization: Bearer <token>\"");
@@ -54,12 +60,34 @@ StatusOr<const TenantConfig*> Authenticator::Authenticate(std::string_view autho
   if (token.empty()) {
     return UnauthenticatedError("malformed credentials: the bearer token is empty");
   }
-  // The token is compared through its hash: the lookup's timing depends only on the hash.
-  auto it = by_hash_.find(Sha256Hex(token));
+  return Sha256Hex(token);
+}
+
+}  // namespace
+
+StatusOr<const TenantConfig*> Authenticator::Authenticate(std::string_view authorization) const {
+  if (!enabled_) return &tenants_.front();
+  STRATA_ASSIGN_OR_RETURN(std::string hash, BearerHash(authorization));
+  auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) {
     return UnauthenticatedError("unknown bearer token (it matches no configured tenant)");
   }
   return &tenants_[it->second];
+}
+
+Status Authenticator::AuthorizeMetrics(std::string_view authorization) const {
+  if (!enabled_ && metrics_hashes_.empty()) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(std::string hash, BearerHash(authorization));
+  if (metrics_hashes_.count(hash)) return Status::Ok();
+  auto it = by_hash_.find(hash);
+  if (it != by_hash_.end()) {
+    return PermissionDeniedError(
+        "the token of tenant \"" + tenants_[it->second].name +
+        "\" may not read /metrics, which holds every tenant's series: use a metrics token, or "
+        "list this token's SHA-256 in metrics_token_sha256 to allow it");
+  }
+  return UnauthenticatedError(
+      "unknown bearer token (it matches no metrics_token_sha256 and no tenant)");
 }
 
 const TenantConfig* Authenticator::Find(std::string_view name) const {

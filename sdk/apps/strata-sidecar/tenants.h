@@ -12,6 +12,7 @@
 #define STRATA_APPS_STRATA_SIDECAR_TENANTS_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +28,9 @@ std::string Sha256Hex(std::string_view data);
 class Authenticator {
  public:
   // `tenants` empty: the single tenant "default" with `default_limits`, no authentication.
-  Authenticator(std::vector<TenantConfig> tenants, TenantLimits default_limits);
+  // `metrics_token_sha256`: the tokens that may read /metrics (SidecarConfig's, AuthorizeMetrics).
+  Authenticator(std::vector<TenantConfig> tenants, TenantLimits default_limits,
+                std::vector<std::string> metrics_token_sha256 = {});
 
   // Whether calls must authenticate (tenants are configured).
   bool enabled() const { return enabled_; }
@@ -35,6 +38,12 @@ class Authenticator {
   // `authorization`: the raw header or metadata value, "Bearer <token>" ("" when absent).
   // UNAUTHENTICATED when absent, malformed or unknown (the message never contains the token).
   StatusOr<const TenantConfig*> Authenticate(std::string_view authorization) const;
+
+  // Whether `authorization` may read GET /metrics, which holds every tenant's series. OK for a
+  // token listed in metrics_token_sha256, and for anyone when neither metrics tokens nor tenants
+  // are configured. PERMISSION_DENIED for a tenant's token that is not listed (naming the tenant
+  // and the key that would allow it); UNAUTHENTICATED when absent, malformed or unknown.
+  Status AuthorizeMetrics(std::string_view authorization) const;
 
   // The tenant named `name`, nullptr when none.
   const TenantConfig* Find(std::string_view name) const;
@@ -46,6 +55,7 @@ class Authenticator {
   bool enabled_ = false;
   std::vector<TenantConfig> tenants_;
   std::map<std::string, size_t, std::less<>> by_hash_;  // token SHA-256 -> index in tenants_
+  std::set<std::string, std::less<>> metrics_hashes_;   // tokens that may read /metrics
 };
 
 }  // namespace strata::sidecar

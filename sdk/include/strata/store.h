@@ -146,6 +146,8 @@ struct StoreStats {
   int64_t blob_stored_bytes = 0;  // their size on disk (compressed)
   int64_t requests = 0;  // request records
   int64_t events = 0;    // stored events
+  // The durability mode in force: PRAGMA synchronous read back on the store's connection.
+  StoreSync synchronous = StoreSync::kFull;
 };
 
 // Where agents, their contexts' changes, request records, events and growth are kept (see the

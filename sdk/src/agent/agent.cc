@@ -24,6 +24,43 @@
 namespace strata {
 namespace {
 
+// INVALID_ARGUMENT when TurnOptions::extra_fields names a field the agent owns.
+Status CheckTurnFields(const std::vector<std::pair<std::string, std::string>>& extra) {
+  static const std::set<std::string> kOwned = {
+      "model", "messages", "tools", "stream", "stream_options", "cache_salt", "request_id", "rid"};
+  for (const auto& field : extra) {
+    if (field.first.empty() || kOwned.count(field.first)) {
+      return InvalidArgumentError("TurnOptions::extra_fields: \"" + field.first +
+                                  "\" is a field the agent sets itself (model, messages, tools, "
+                                  "stream, stream_options, cache_salt, request_id, rid): remove "
+                                  "it");
+    }
+  }
+  return Status::Ok();
+}
+
+// TurnOptions::extra_fields (checked) merged into the agent's fields of one request.
+void MergeTurnFields(const std::vector<std::pair<std::string, std::string>>& extra,
+                     BuildOptions* build) {
+  auto is_cap = [](const std::string& name) {
+    return name == "max_tokens" || name == "max_completion_tokens";
+  };
+  std::vector<std::pair<std::string, std::string>>& fields = build->extra_fields;
+  for (const auto& [name, value] : extra) {
+    auto same = std::find_if(fields.begin(), fields.end(),
+                             [&](const auto& field) { return field.first == name; });
+    if (same == fields.end() && is_cap(name)) {
+      same = std::find_if(fields.begin(), fields.end(),
+                          [&](const auto& field) { return is_cap(field.first); });
+    }
+    if (same != fields.end()) {
+      *same = {name, value};
+    } else {
+      fields.emplace_back(name, value);
+    }
+  }
+}
+
 using json = nlohmann::json;
 
 constexpr char kConfigKey[] = "config";
@@ -588,8 +625,9 @@ class Agent::Impl {
     shared_.store->AppendEvent(e).status().IgnoreError();
   }
 
-  // What the degradation handler of request `request_id` may do with this agent (degradation.h).
-  agent_internal::DegradationHost DegradationHostFor(const std::string& request_id) {
+  // What the degradation handler of one request (its `fields`) may do with this agent
+  // (degradation.h).
+  agent_internal::DegradationHost DegradationHostFor(const BuildOptions& fields) {
     agent_internal::DegradationHost host;
     host.agent_id = config_.identity.id;
     host.context = context_.get();
@@ -598,7 +636,7 @@ class Agent::Impl {
     host.tokenizer = tokenizer_.get();
     host.budget = budget_;
     host.budget_config = config_.budget;
-    host.fields = Fields(request_id);
+    host.fields = fields;
     host.store = shared_.store;
     host.count = [this](const std::string& body) -> StatusOr<int64_t> {
       STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(body));
@@ -765,8 +803,11 @@ class Agent::Impl {
           "\" has no endpoint: set endpoint.base_url in its configuration or "
           "inject AgentServices::transport");
     }
+    STRATA_RETURN_IF_ERROR(CheckTurnFields(options.extra_fields));  // before any change
     STRATA_RETURN_IF_ERROR(ExpireProtections());
     RequestRecord rec = NewRecord();
+    BuildOptions fields = Fields(rec.request_id);
+    MergeTurnFields(options.extra_fields, &fields);
     const double start_ms = SteadyMillis();
     auto fail = [&](Status status) -> Status {
       rec.code = status.code();
@@ -777,7 +818,7 @@ class Agent::Impl {
     };
 
     Turn turn;
-    StatusOr<BuiltRequest> built = context_->Build(Fields(rec.request_id));
+    StatusOr<BuiltRequest> built = context_->Build(fields);
     if (!built.ok()) return fail(built.status());
     if (built->compaction) {
       turn.compactions.push_back(*built->compaction);
@@ -788,7 +829,7 @@ class Agent::Impl {
 
     CallOptions call = CallFor(options, rec, *built, a.blocks);
     // A PoolSet may ask this agent to compact or fork.
-    agent_internal::AgentDegradation degrade(DegradationHostFor(rec.request_id));
+    agent_internal::AgentDegradation degrade(DegradationHostFor(fields));
     call.degradation = &degrade;
     Status sent = shared_.transport->Send(built->body, call, &turn.response);
     degrade.Apply(&rec);

@@ -799,6 +799,14 @@ class SqliteStore final : public Store {
       STRATA_ASSIGN_OR_RETURN(int64_t page_size,
                               store_internal::PragmaInt(db_, "page_size", path_));
       stats.file_bytes = pages * page_size;
+      STRATA_ASSIGN_OR_RETURN(int64_t sync, store_internal::PragmaInt(db_, "synchronous", path_));
+      // 1 is NORMAL, 2 FULL (also SQLite's default, which read-only stores keep) and 3 EXTRA
+      // (FULL and more); OFF (0) is never set.
+      if (sync < 1 || sync > 3) {
+        return InternalError("PRAGMA synchronous of " + path_ + " reads " + std::to_string(sync) +
+                             ", not NORMAL (1), FULL (2) or EXTRA (3)");
+      }
+      stats.synchronous = sync == 1 ? StoreSync::kNormal : StoreSync::kFull;
       STRATA_ASSIGN_OR_RETURN(
           Stmt select,
           Prepare("SELECT (SELECT count(*) FROM agents), (SELECT count(*) FROM segments), "

@@ -4,6 +4,7 @@ families and the pool label of each turn. A bad pools configuration is refused a
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -63,6 +64,11 @@ def test_pools_from_config(tmp_path, start_sim, start_sidecar):
     assert "--upstream is not needed" in sidecar.output()
     run_short_and_long(sidecar)
     check_metrics(metrics(sidecar))
+    # GET /v1/models answers for the pools' endpoints (both pools share the simulator: one id).
+    with urllib.request.urlopen(f"http://{http_address(sidecar)}/v1/models", timeout=30) as r:
+        assert r.status == 200
+        assert json.loads(r.read()) == {"object": "list", "data": [
+            {"id": "glm-5.3-flash", "object": "model"}]}
 
 
 def test_pools_flag_overrides_config(tmp_path, start_sim, start_sidecar):

@@ -88,8 +88,10 @@ struct Fixture {
     beta.name = "beta";
     beta.token_sha256 = {Sha256Hex("beta-token")};
     beta.limits.max_request_bytes = 16 << 10;
+    // "scrape-token" may read /metrics; the tenants' tokens may not.
     authenticator =
-        std::make_unique<Authenticator>(std::vector<TenantConfig>{alpha, beta}, TenantLimits());
+        std::make_unique<Authenticator>(std::vector<TenantConfig>{alpha, beta}, TenantLimits(),
+                                        std::vector<std::string>{Sha256Hex("scrape-token")});
 
     RegistryOptions registry_options;
     registry_options.store_path = dir + "/sidecar.db";
@@ -214,8 +216,17 @@ TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors i
   CHECK(f.Curl("-H 'Authorization: Bearer wrong' " + f.base + "/v1/models").first == 401);
   CHECK(f.Curl(f.base + "/metrics").first == 401);
   const std::string alpha = "-H 'Authorization: Bearer alpha-token' ";
-  CHECK(f.Curl(alpha + f.base + "/metrics") ==
+  // /metrics holds every tenant's series: a tenant's token is refused, the scrape token reads it.
+  auto tenant_metrics = f.Curl(alpha + f.base + "/metrics");
+  CHECK(tenant_metrics.first == 403);
+  CHECK(json::parse(tenant_metrics.second)["error"]["message"].get<std::string>().find(
+            "the token of tenant \"alpha\" may not read /metrics") == 0);
+  CHECK(tenant_metrics.second.find("strata_test_metric") == std::string::npos);
+  const std::string scrape = "-H 'Authorization: Bearer scrape-token' ";
+  CHECK(f.Curl(scrape + f.base + "/metrics") ==
         std::make_pair(200, std::string("strata_test_metric 1\n")));
+  // The scrape token is no tenant's: it reaches no agent.
+  CHECK(f.Curl(scrape + f.base + "/v1/chat/completions -d '" + ChatBody("hi") + "'").first == 401);
 
   auto models = f.Curl(alpha + f.base + "/v1/models");
   CHECK(models.first == 200);
@@ -276,6 +287,67 @@ TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors i
   CHECK(f.Curl(alpha + f.base + "/v1/chat/completions -d '" + ChatBody("late") + "'").first == 503);
 }
 
+TEST_CASE("the client's sampling and other request fields reach upstream unchanged",
+          "[sidecar][proxy]") {
+  RequireTools();
+  Fixture f("fields");
+  const std::string alpha = "-H 'Authorization: Bearer alpha-token' ";
+  const json fields = {
+      {"temperature", 0.25},
+      {"top_p", 0.9},
+      {"max_tokens", 77},
+      {"stop", {"END", "STOP"}},
+      {"seed", 1234},
+      {"presence_penalty", 0.5},
+      {"tool_choice", {{"type", "function"}, {"function", {{"name", "read_file"}}}}},
+      {"parallel_tool_calls", false},
+      {"response_format", {{"type", "json_object"}}},
+      {"user", "end-user-7"},
+      {"top_k", 20},  // a vendor field (vLLM, SGLang): forwarded as well
+      {"cache_salt", "someone-elses-salt"}};
+  const json tool = {{"type", "function"},
+                     {"function",
+                      {{"name", "read_file"},
+                       {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}};
+  for (bool stream : {false, true}) {
+    INFO("stream " << stream);
+    const std::string agent = stream ? "fields-stream" : "fields-plain";
+    json body = json::parse(ChatBody("Answer in JSON.", stream));
+    body.update(fields);
+    body["tools"] = json::array({tool});
+    if (stream) body["stream_options"] = {{"include_usage", true}};
+    const std::string body_file = f.dir + "/fields.json";
+    std::ofstream(body_file) << body.dump();
+    const std::string headers_file = f.dir + "/fields.headers";
+    auto reply =
+        f.Curl((stream ? "-N " : "") + alpha + "-H 'X-Strata-Agent: " + agent + "' -D '" +
+               headers_file + "' " + f.base + "/v1/chat/completions --data-binary @" + body_file);
+    INFO(reply.second);
+    REQUIRE(reply.first == 200);
+    if (stream) CHECK(reply.second.find("\"usage\"") != std::string::npos);
+    // The agent owns cache_salt (another tenant's salt must never be reachable): dropped, named.
+    CHECK(strata::testing::ReadFile(headers_file).find("X-Strata-Ignored-Fields: cache_salt") !=
+          std::string::npos);
+
+    std::vector<sim::SimRequestLog> sent = f.UpstreamRequests("alpha/" + agent);
+    REQUIRE(sent.size() == 1);
+    const json upstream = json::parse(sent[0].body);
+    for (const char* name :
+         {"temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "tool_choice",
+          "parallel_tool_calls", "response_format", "user", "top_k"}) {
+      INFO(name);
+      REQUIRE(upstream.contains(name));
+      CHECK(upstream[name] == fields[name]);
+    }
+    // The client's max_tokens replaced the agent's cap instead of being sent next to it.
+    CHECK_FALSE(upstream.contains("max_completion_tokens"));
+    CHECK(upstream["tools"].size() == 1);
+    CHECK(upstream["tools"][0]["function"]["name"] == "read_file");
+    CHECK(sent[0].cache_salt != "someone-elses-salt");
+    CHECK(upstream["cache_salt"] != "someone-elses-salt");
+  }
+}
+
 TEST_CASE(
     "proxy limits and tenants: 413 above the tenant's size, another tenant's agent is its own",
     "[sidecar][proxy]") {
@@ -327,6 +399,51 @@ TEST_CASE(
   const TenantConfig* beta_tenant = f.authenticator->Find("beta");
   REQUIRE(beta_tenant != nullptr);
   CHECK(f.registry->Acquire(*beta_tenant, "big").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("GET /v1/models with length pools asks every pool endpoint and lists each model once",
+          "[sidecar][proxy]") {
+  Fixture f("models");
+  sim::SimOptions second_options;
+  auto second = std::move(sim::SimServer::Start(second_options)).value();
+  // A port nothing listens on: bound, then closed.
+  auto gone = std::move(sim::SimServer::Start(second_options)).value();
+  const std::string dead = gone->base_url();
+  gone.reset();
+
+  ProxyOptions options;
+  options.registry = f.registry.get();
+  options.model_upstreams = {f.sim->base_url(), second->base_url(), dead, "grpc://127.0.0.1:1",
+                             f.sim->base_url()};
+  Proxy proxy(options);
+  // Each endpoint asked is one new connection to it (the simulator logs chat requests only).
+  const uint64_t first_before = f.sim->connections_accepted();
+  const uint64_t second_before = second->connections_accepted();
+  HttpReply reply = proxy.Models();
+  INFO(reply.body);
+  REQUIRE(reply.status == 200);
+  const json models = json::parse(reply.body);
+  CHECK(models["object"] == "list");
+  REQUIRE(models["data"].size() == 1);  // both simulators serve glm-5.3-flash: listed once
+  CHECK(models["data"][0]["id"] == "glm-5.3-flash");
+  CHECK(f.sim->connections_accepted() - first_before == 1);  // listed twice, asked once
+  CHECK(second->connections_accepted() - second_before == 1);
+  bool named = false;
+  for (const auto& [name, value] : reply.headers) {
+    if (name == "X-Strata-Models-Unavailable") named = value.find(dead) == 0;
+  }
+  CHECK(named);
+
+  options.model_upstreams = {dead};
+  HttpReply none = Proxy(options).Models();
+  CHECK(none.status == 502);
+  CHECK_THAT(json::parse(none.body)["error"]["message"].get<std::string>(),
+             Catch::StartsWith("no pool endpoint answered GET /models: " + dead));
+  options.model_upstreams = {"grpc://127.0.0.1:1"};
+  HttpReply grpc_only = Proxy(options).Models();
+  CHECK(grpc_only.status == 503);
+  CHECK_THAT(json::parse(grpc_only.body)["error"]["message"].get<std::string>(),
+             Catch::Contains("no HTTP endpoint"));
 }
 
 TEST_CASE("a drain lets completions finish until its deadline, then cancels them",

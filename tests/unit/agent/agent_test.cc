@@ -228,6 +228,60 @@ TEST_CASE("Complete returns the turn: compaction report, every break cause, grow
   CHECK(breaks.back().payload_json.find("compaction") != std::string::npos);
 }
 
+TEST_CASE("a turn's extra fields reach the request after the messages, replacing the agent's",
+          "[agent]") {
+  const std::string path = TempPath("fields.db");
+  ScriptedTransport transport;
+  AgentConfig c = SmallConfig("agent-fields");
+  c.store_path = path;
+  c.endpoint.backend = "vllm";
+  c.endpoint.max_output_tokens = 512;
+  AgentServices services;
+  services.transport = &transport;
+  auto agent = Must(Agent::Create(c, services));
+  MustOk(agent->AppendUser("Hello.").status());
+
+  transport.Reply("plain");
+  Must(agent->Complete());
+  nlohmann::json first = nlohmann::json::parse(transport.bodies().back());
+  CHECK(first["max_completion_tokens"] == 512);
+  CHECK_FALSE(first.contains("temperature"));
+
+  MustOk(agent->AppendUser("Again, colder.").status());
+  transport.Reply("cold");
+  TurnOptions options;
+  options.extra_fields = {{"temperature", "0.2"},
+                          {"max_tokens", "64"},  // replaces the cap sent as max_completion_tokens
+                          {"stop", R"(["END"])"},
+                          {"response_format", R"({"type":"json_object"})"}};
+  Turn cold = Must(agent->Complete(options));
+  const std::string body = transport.bodies().back();
+  nlohmann::json sent = nlohmann::json::parse(body);
+  CHECK(sent["temperature"] == 0.2);
+  CHECK(sent["max_tokens"] == 64);
+  CHECK_FALSE(sent.contains("max_completion_tokens"));
+  CHECK(sent["stop"] == nlohmann::json::array({"END"}));
+  CHECK(sent["response_format"]["type"] == "json_object");
+  CHECK(sent.contains("request_id"));  // the agent's own fields stay
+  // After the messages: the cached prefix is the same as without the fields.
+  CHECK(body.find("\"temperature\"") > body.find("\"messages\""));
+  CHECK(cold.body.substr(0, cold.body.find("\"temperature\"")).find("Hello.") != std::string::npos);
+
+  // Fields the agent owns are refused before anything is sent or recorded.
+  const size_t sent_before = transport.bodies().size();
+  const size_t records_before = Must(agent->store()->RecentRequests("agent-fields", 100)).size();
+  for (const char* owned : {"cache_salt", "messages", "stream", "request_id", "model"}) {
+    INFO(owned);
+    TurnOptions bad;
+    bad.extra_fields = {{"temperature", "0"}, {owned, "\"x\""}};
+    StatusOr<Turn> refused = agent->Complete(bad);
+    CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(refused.status().message(), Catch::Contains(std::string("\"") + owned + "\""));
+  }
+  CHECK(transport.bodies().size() == sent_before);
+  CHECK(Must(agent->store()->RecentRequests("agent-fields", 100)).size() == records_before);
+}
+
 // The four figures of one request agree: the agent's InputTokens() before the call, the
 // compaction report's tokens_before/after, the stored compaction event and the RequestRecord.
 TEST_CASE("one token count on a replayed trace: InputTokens, report, stored event, record",

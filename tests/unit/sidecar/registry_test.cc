@@ -105,6 +105,20 @@ TEST_CASE("registry: one registry per store", "[sidecar][registry]") {
   CHECK(AgentRegistry::Open(options).ok());
 }
 
+TEST_CASE("registry: the store is opened with the configured durability", "[sidecar][registry]") {
+  const std::string path = TempStore("sync.db");
+  for (StoreSync sync : {StoreSync::kNormal, StoreSync::kFull}) {
+    RegistryOptions options;
+    options.store_path = path;
+    options.store_sync = sync;
+    StatusOr<std::unique_ptr<AgentRegistry>> registry = AgentRegistry::Open(options);
+    REQUIRE(registry.ok());
+    StatusOr<StoreStats> stats = (*registry)->store().Stats();
+    REQUIRE(stats.ok());
+    CHECK(stats->synchronous == sync);  // PRAGMA synchronous on the registry's connection
+  }
+}
+
 TEST_CASE("registry: agents reopen from the store", "[sidecar][registry]") {
   const std::string path = TempStore("reopen.db");
   TenantConfig t = Tenant("t");

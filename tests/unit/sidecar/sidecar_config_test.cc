@@ -28,6 +28,7 @@ TEST_CASE("sidecar config: an empty document gives the defaults", "[sidecar][con
   CHECK(c->metrics.empty());
   CHECK(c->pools.is_object());
   CHECK(c->pools.empty());  // no length pools
+  CHECK(c->store_sync == StoreSync::kFull);  // the safe durability unless asked otherwise
 }
 
 TEST_CASE("sidecar config: the pools object is checked and kept as given", "[sidecar][config]") {
@@ -52,7 +53,7 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
     "upstream": "http://127.0.0.1:8000/v1", "backend": "sglang",
     "upstream_api_key_env": "UPSTREAM_KEY", "tokenizer": "estimate:3.5", "template": "generic",
     "budget": 32768, "allow_unauthenticated": false, "drain_timeout_ms": 2500, "max_threads": 8,
-    "max_open_agents": 50,
+    "max_open_agents": 50, "store_sync": "normal",
     "tls": {"cert_file": "c.pem", "key_file": "k.pem", "client_ca_file": "ca.pem"},
     "default_limits": {"max_agents": 5},
     "tenants": [
@@ -62,7 +63,9 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
       {"name": "team-b", "token_sha256": [")" +
                           kHashB + R"("]}
     ],
-    "metrics": {"kv_capacity_bytes": 1000, "anything": [1, 2]}
+    "metrics": {"kv_capacity_bytes": 1000, "anything": [1, 2]},
+    "metrics_token_sha256": [")" +
+                          kHashB + R"("]
   })";
   StatusOr<SidecarConfig> c = ParseSidecarConfig(doc);
   REQUIRE(c.ok());
@@ -77,6 +80,7 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
   CHECK(c->drain_timeout_ms == 2500);
   CHECK(c->max_threads == 8);
   CHECK(c->max_open_agents == 50);
+  CHECK(c->store_sync == StoreSync::kNormal);
   CHECK(c->tls.client_ca_file == "ca.pem");
   REQUIRE(c->tenants.size() == 2);
   // Tenant limits start from default_limits; the tenant's own keys override them.
@@ -87,6 +91,7 @@ TEST_CASE("sidecar config: every section is read", "[sidecar][config]") {
   // The metrics section is kept as given for the metrics component's parser.
   CHECK(c->metrics["kv_capacity_bytes"] == 1000);
   CHECK(c->metrics["anything"].size() == 2);
+  CHECK(c->metrics_token_sha256 == std::vector<std::string>{kHashB});
 }
 
 TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
@@ -117,6 +122,11 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
        "pools: \"pools[0].max_input_tokens\" must be a number"},
       {"{\"pools\": {\"ladders\": []}}", "pools: unknown key \"ladders\""},
       {"{\"max_threads\": 1}", "max_threads: expected an integer >= 2"},
+      {"{\"metrics_token_sha256\": \"x\"}", "metrics_token_sha256: expected an array"},
+      {"{\"metrics_token_sha256\": [\"short\"]}",
+       "metrics_token_sha256[0]: expected the token's SHA-256"},
+      {"{\"store_sync\": \"off\"}", "store_sync: \"off\" is not a durability mode"},
+      {"{\"store_sync\": 1}", "store_sync: expected \"full\" or \"normal\", got 1"},
       {"{not json", "not valid JSON"},
   };
   for (const Case& c : cases) {
@@ -137,6 +147,16 @@ TEST_CASE("sidecar config: a token pasted instead of its hash is refused without
   CHECK_THAT(c.status().message(), Catch::Contains("tenants[0].token_sha256[0]"));
   CHECK_THAT(c.status().message(), Catch::Contains("hash-token"));
   CHECK(c.status().message().find(secret) == std::string::npos);
+}
+
+TEST_CASE("sidecar config: store durability modes", "[sidecar][config]") {
+  CHECK(ParseStoreSync("full", "--store-sync").value() == StoreSync::kFull);
+  CHECK(ParseStoreSync("normal", "--store-sync").value() == StoreSync::kNormal);
+  Status bad = ParseStoreSync("NORMAL", "--store-sync").status();
+  CHECK(bad.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(bad.message(), Catch::StartsWith("--store-sync: \"NORMAL\" is not a durability mode"));
+  CHECK(std::string(StoreSyncName(StoreSync::kNormal)) == "normal");
+  CHECK(std::string(StoreSyncName(StoreSync::kFull)) == "full");
 }
 
 TEST_CASE("sidecar config: HOST:PORT addresses", "[sidecar][config]") {

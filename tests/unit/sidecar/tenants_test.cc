@@ -73,5 +73,52 @@ TEST_CASE("tenants: without tenants every call is the default tenant", "[sidecar
   }
 }
 
+TEST_CASE("tenants: only metrics tokens read /metrics once tenants are configured",
+          "[sidecar][tenants]") {
+  TenantConfig a{"team-a", {Sha256Hex("token-a")}, TenantLimits{}};
+  TenantConfig b{"team-b", {Sha256Hex("token-b")}, TenantLimits{}};
+  struct Case {
+    std::string authorization;
+    StatusCode code;
+  };
+  {
+    // Tenants and no metrics token: closed to every token.
+    Authenticator auth({a, b}, TenantLimits{});
+    for (const Case& c : {Case{"", StatusCode::kUnauthenticated},
+                          Case{"Bearer token-a", StatusCode::kPermissionDenied},
+                          Case{"Bearer nobody", StatusCode::kUnauthenticated}}) {
+      INFO(c.authorization);
+      CHECK(auth.AuthorizeMetrics(c.authorization).code() == c.code);
+    }
+    Status denied = auth.AuthorizeMetrics("Bearer token-a");
+    CHECK_THAT(denied.message(), Catch::Contains("tenant \"team-a\" may not read /metrics"));
+    CHECK_THAT(denied.message(), Catch::Contains("metrics_token_sha256"));
+    CHECK(denied.message().find("token-a") == std::string::npos);
+    CHECK(denied.message().find(Sha256Hex("token-a")) == std::string::npos);
+  }
+  {
+    // A scrape token, and team-b's token allowed by listing its hash.
+    Authenticator auth({a, b}, TenantLimits{}, {Sha256Hex("scrape"), Sha256Hex("token-b")});
+    for (const Case& c :
+         {Case{"Bearer scrape", StatusCode::kOk}, Case{"Bearer token-b", StatusCode::kOk},
+          Case{"Bearer token-a", StatusCode::kPermissionDenied},
+          Case{"Bearer scrape2", StatusCode::kUnauthenticated},
+          Case{"Basic scrape", StatusCode::kUnauthenticated}}) {
+      INFO(c.authorization);
+      CHECK(auth.AuthorizeMetrics(c.authorization).code() == c.code);
+    }
+    // The scrape token is not a tenant: it reaches no agent.
+    CHECK(auth.Authenticate("Bearer scrape").status().code() == StatusCode::kUnauthenticated);
+  }
+  {
+    // No tenants: open, unless a metrics token is configured.
+    CHECK(Authenticator({}, TenantLimits{}).AuthorizeMetrics("").ok());
+    Authenticator auth({}, TenantLimits{}, {Sha256Hex("scrape")});
+    CHECK(auth.AuthorizeMetrics("").code() == StatusCode::kUnauthenticated);
+    CHECK(auth.AuthorizeMetrics("Bearer scrape").ok());
+    CHECK(auth.Authenticate("").ok());  // the other routes stay open
+  }
+}
+
 }  // namespace
 }  // namespace strata::sidecar

@@ -691,6 +691,25 @@ TEST_CASE("several threads write their own agents through one store", "[store][c
   CHECK((*store)->Stats()->requests == kThreads * kChanges);
 }
 
+TEST_CASE("StoreOptions::synchronous reaches SQLite and reads back in Stats", "[store]") {
+  TempDir dir;
+  for (StoreSync sync : {StoreSync::kFull, StoreSync::kNormal, StoreSync::kFull}) {
+    StoreOptions options;
+    options.synchronous = sync;
+    // One file, reopened with each mode: the mode belongs to the connection, not the file.
+    auto store = OpenSqliteStore(dir.File("sync.db"), options);
+    REQUIRE(store.ok());
+    auto stats = (*store)->Stats();
+    REQUIRE(stats.ok());
+    CHECK(stats->synchronous == sync);
+  }
+  StoreOptions read_only;
+  read_only.read_only = true;
+  auto store = OpenSqliteStore(dir.File("sync.db"), read_only);
+  REQUIRE(store.ok());
+  CHECK((*store)->Stats()->synchronous == StoreSync::kFull);  // SQLite's default; nothing written
+}
+
 TEST_CASE("a backup is a consistent copy that opens as a store", "[store]") {
   TempDir dir;
   std::mt19937 rng(8);
