@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -43,7 +44,10 @@ struct ReplayArgs {
 
 size_t CommonPrefix(const std::string& a, const std::string& b) {
   const size_t n = std::min(a.size(), b.size());
-  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+  size_t i = 0;  // memcmp by chunks first: a byte loop over megabytes per turn shows in profiles
+  while (i + 4096 <= n && std::memcmp(a.data() + i, b.data() + i, 4096) == 0) i += 4096;
+  return i + static_cast<size_t>(std::mismatch(a.begin() + i, a.begin() + n, b.begin() + i).first -
+                                 (a.begin() + i));
 }
 
 template <typename T>

@@ -72,6 +72,7 @@ struct StoreOptions {
   // How long a writer waits for another connection's write lock before UNAVAILABLE. Default 5000
   // ms.
   int busy_timeout_ms = 5000;
+  // How durable each commit is (StoreSync). Default kFull.
   StoreSync synchronous = StoreSync::kFull;
   // Deduplicate recall originals and large segment contents by SHA-256 of their bytes: identical
   // contents are stored once per file. Default true. When false every content is stored inline.

@@ -2,10 +2,14 @@
 #include "strata/prefix_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -36,6 +40,85 @@ uint64_t SaltSeed(std::string_view salt) {
   h = Fnv(h, &n, sizeof(n));
   return Mix(Fnv(h, salt.data(), salt.size()));
 }
+
+// Recent block hash chains of token ids. An agent's successive prompts repeat the previous one and
+// add to its end, so hashing every block of every prompt would make a run quadratic in its turns:
+// HashPromptIds continues the kept chain (same salt and block size) whose ids share the longest
+// prefix with the new ids, and hashes only the blocks after that prefix. The result is the same
+// (each hash covers the blocks before it). Bounded: kMaxChains chains, kMaxIdBytes of ids.
+struct IdChain {
+  std::string salt;
+  size_t block_tokens = 0;
+  std::vector<int32_t> ids;
+  std::vector<uint64_t> hashes;
+};
+
+class IdChains {
+ public:
+  static IdChains& Get() {
+    static IdChains* chains = new IdChains();  // never destroyed: used until exit
+    return *chains;
+  }
+
+  // The kept chain for (salt, block_tokens) whose ids share the longest prefix with `ids`, and the
+  // length of that prefix in ids (comparisons outside the lock).
+  std::shared_ptr<const IdChain> Closest(const std::vector<int32_t>& ids, std::string_view salt,
+                                         size_t block_tokens, size_t* prefix) {
+    std::vector<std::shared_ptr<const IdChain>> kept;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      kept.assign(kept_.begin(), kept_.end());
+    }
+    std::shared_ptr<const IdChain> best;
+    *prefix = 0;
+    for (auto& chain : kept) {
+      if (chain->salt != salt || chain->block_tokens != block_tokens) continue;
+      const size_t shared = SharedIds(chain->ids, ids);
+      if (best == nullptr || shared > *prefix) {
+        best = std::move(chain);
+        *prefix = shared;
+      }
+    }
+    return best;
+  }
+
+  // Keeps `chain` as the most recent, in place of `replaced` when given and still kept.
+  void Keep(std::shared_ptr<const IdChain> chain, const IdChain* replaced) {
+    const size_t bytes = chain->ids.size() * sizeof(int32_t);
+    if (bytes > kMaxIdBytes / 4) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->get() != replaced) continue;
+      bytes_ -= (*it)->ids.size() * sizeof(int32_t);
+      kept_.erase(it);
+      break;
+    }
+    bytes_ += bytes;
+    kept_.push_front(std::move(chain));
+    while (!kept_.empty() && (kept_.size() > kMaxChains || bytes_ > kMaxIdBytes)) {
+      bytes_ -= kept_.back()->ids.size() * sizeof(int32_t);
+      kept_.pop_back();
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxChains = 8;
+  static constexpr size_t kMaxIdBytes = 256u << 20;
+
+  static size_t SharedIds(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    constexpr size_t kChunk = 1024;
+    while (i + kChunk <= n && std::memcmp(a.data() + i, b.data() + i, kChunk * sizeof(int32_t)) == 0)
+      i += kChunk;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+  }
+
+  std::mutex mu_;
+  std::list<std::shared_ptr<const IdChain>> kept_;  // most recent first; guarded by mu_
+  size_t bytes_ = 0;                                // ids bytes kept; guarded by mu_
+};
 
 }  // namespace
 
@@ -78,9 +161,29 @@ PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view sal
   uint64_t h = SaltSeed(salt);
   blocks.prompt_tokens = static_cast<int64_t>(ids.size());
   blocks.hashes.reserve(ids.size() / block_tokens);
-  for (size_t start = 0; start + block_tokens <= ids.size(); start += block_tokens) {
+  // The blocks inside the prefix shared with a kept chain are that chain's.
+  IdChains& chains = IdChains::Get();
+  size_t prefix = 0;
+  std::shared_ptr<const IdChain> base = chains.Closest(ids, salt, block_tokens, &prefix);
+  if (base != nullptr) {
+    const size_t reused = std::min(prefix / block_tokens, base->hashes.size());
+    blocks.hashes.assign(base->hashes.begin(), base->hashes.begin() + reused);
+    if (reused > 0) h = blocks.hashes.back();
+  }
+  for (size_t start = blocks.hashes.size() * block_tokens; start + block_tokens <= ids.size();
+       start += block_tokens) {
     h = Mix(Fnv(h, ids.data() + start, block_tokens * sizeof(int32_t)));
     blocks.hashes.push_back(h);
+  }
+  if (base == nullptr || prefix != ids.size() || base->ids.size() != ids.size()) {
+    auto chain = std::make_shared<IdChain>();
+    chain->salt = std::string(salt);
+    chain->block_tokens = block_tokens;
+    chain->ids = ids;
+    chain->hashes = blocks.hashes;
+    // In place of the base when this chain continues it (shares at least half of its ids).
+    chains.Keep(std::move(chain),
+                base != nullptr && prefix >= base->ids.size() / 2 ? base.get() : nullptr);
   }
   size_t limit = blocks.prompt_tokens > 0
                      ? static_cast<size_t>(blocks.prompt_tokens - 1) / block_tokens
@@ -98,18 +201,19 @@ class PrefixCacheModel::Impl {
 
   int64_t Lookup(const PromptBlocks& blocks) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return LookupLocked(blocks);
+    return LookupLocked(blocks, SharedWithLast(blocks));
   }
 
   void Insert(const PromptBlocks& blocks) {
     std::lock_guard<std::mutex> lock(mu_);
-    InsertLocked(blocks);
+    InsertLocked(blocks, SharedWithLast(blocks));
   }
 
   int64_t LookupAndInsert(const PromptBlocks& blocks) {
     std::lock_guard<std::mutex> lock(mu_);
-    int64_t cached = LookupLocked(blocks);
-    InsertLocked(blocks);
+    const size_t shared = SharedWithLast(blocks);
+    int64_t cached = LookupLocked(blocks, shared);
+    InsertLocked(blocks, shared);
     return cached;
   }
 
@@ -129,6 +233,8 @@ class PrefixCacheModel::Impl {
     lru_.clear();
     index_.clear();
     salt_blocks_.clear();
+    last_chain_.clear();
+    front_valid_ = false;
   }
 
   PrefixCacheOptions options_;
@@ -137,22 +243,55 @@ class PrefixCacheModel::Impl {
   struct Node {
     uint64_t hash;
     std::string salt;
+    size_t index;  // the block's index in the chain that last inserted it
   };
 
-  int64_t LookupLocked(const PromptBlocks& blocks) const {
-    size_t hits = 0;
+  // The leading blocks `blocks` shares with the chain inserted last, while the first nodes of lru_
+  // are exactly that chain's blocks, its last block first, as its insertion left them
+  // (front_valid_); 0 otherwise. An agent's successive prompts share most of their blocks, so a
+  // lookup and an insert then cost the new blocks: every shared block is known to be held, and
+  // moving each shared block to the front in turn leaves them first and the rest of the last
+  // chain after them, which one splice does.
+  size_t SharedWithLast(const PromptBlocks& blocks) const {
+    if (!front_valid_) return 0;
+    const size_t n = std::min(last_chain_.size(), blocks.hashes.size());
+    size_t k = 0;
+    while (k < n && last_chain_[k] == blocks.hashes[k]) ++k;
+    return k;
+  }
+
+  int64_t LookupLocked(const PromptBlocks& blocks, size_t shared) const {
+    size_t hits = std::min(shared, blocks.cacheable_blocks);
     while (hits < blocks.cacheable_blocks && index_.count(blocks.hashes[hits]) > 0) ++hits;
     return static_cast<int64_t>(hits * blocks.block_tokens);
   }
 
-  void InsertLocked(const PromptBlocks& blocks) {
-    for (uint64_t hash : blocks.hashes) {
+  void InsertLocked(const PromptBlocks& blocks, size_t shared) {
+    const size_t m = last_chain_.size();
+    if (shared > 0 && shared < m) {
+      // [c(m-1) .. c(k), c(k-1) .. c(0), older] -> [c(k-1) .. c(0), c(m-1) .. c(k), older]
+      auto last_shared = index_.find(last_chain_[shared - 1]);
+      auto first = index_.find(last_chain_[0]);
+      if (last_shared == index_.end() || first == index_.end()) {
+        shared = 0;  // not reached: front_valid_ means every block of the last chain is held
+      } else {
+        lru_.splice(std::next(first->second), lru_, lru_.begin(), last_shared->second);
+      }
+    }
+    // The chain's blocks are distinct (so that they are the first nodes of lru_, last first) when
+    // no block found here was inserted at another index: a repeated hash within a chain is found
+    // at its earlier index (a block hash is a chain hash, so one hash sits at one index).
+    bool distinct = true;
+    for (size_t b = shared; b < blocks.hashes.size(); ++b) {
+      const uint64_t hash = blocks.hashes[b];
       auto it = index_.find(hash);
       if (it != index_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second);
+        if (it->second->index != b) distinct = false;
+        it->second->index = b;
         continue;
       }
-      lru_.push_front(Node{hash, blocks.salt});
+      lru_.push_front(Node{hash, blocks.salt, b});
       index_[hash] = lru_.begin();
       ++salt_blocks_[blocks.salt];
     }
@@ -163,12 +302,17 @@ class PrefixCacheModel::Impl {
       index_.erase(victim.hash);
       lru_.pop_back();
     }
+    last_chain_ = blocks.hashes;
+    // Eviction takes the oldest blocks: a chain no longer than the capacity keeps all of its own.
+    front_valid_ = distinct && blocks.hashes.size() <= options_.capacity_blocks;
   }
 
   mutable std::mutex mu_;
   std::list<Node> lru_;                                           // guarded by mu_; front = newest
   std::unordered_map<uint64_t, std::list<Node>::iterator> index_;  // guarded by mu_
   std::unordered_map<std::string, size_t> salt_blocks_;           // guarded by mu_
+  std::vector<uint64_t> last_chain_;  // the hashes of the chain inserted last; guarded by mu_
+  bool front_valid_ = false;          // see SharedWithLast; guarded by mu_
 };
 
 PrefixCacheModel::PrefixCacheModel(PrefixCacheOptions options)

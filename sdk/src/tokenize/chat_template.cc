@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "core/json_text.h"
+#include "tokenize/exact_tokenizer.h"  // CommonPrefix
+#include "tokenize/template_memo.h"
 
 namespace strata {
 namespace {
@@ -249,6 +252,7 @@ class MessageList {
  public:
   size_t size() const { return items_.size(); }
   const ojson& operator[](size_t i) const { return *items_[i]; }
+  const ojson* get(size_t i) const { return items_[i].get(); }
   void push_back(std::shared_ptr<const ojson> m) { items_.push_back(std::move(m)); }
 
  private:
@@ -348,13 +352,16 @@ Status NormalizeMessage(ojson& m, size_t i) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Message memo. An agent's successive requests repeat their earlier messages byte for byte, so
-// parsing and normalising every message of every request would make a run quadratic in its turns.
-// ParseRequest cuts the body's "messages" array into its elements' texts with a light scan, and
-// parses (and normalises) only the elements it has not seen; the rest of the body is parsed as a
-// "skeleton" with an empty array. Whenever the scan meets anything unusual (not an object, a
-// duplicate or escaped "messages" key, an element that does not parse) the whole body is parsed as
-// before, so results and errors are those of the whole parse.
+// Parsed bodies and the message memo. An agent's successive requests repeat their earlier
+// messages byte for byte, so scanning, parsing and normalising every message of every request
+// would make a run quadratic in its turns. ParseRequest continues the kept body that shares the
+// longest prefix with the new one (ParsedBodies): the messages inside that prefix are taken as
+// they are, and the rest of the "messages" array is cut into its elements' texts with a light
+// scan; of those, only the elements the memo has not seen are parsed (and normalised). The rest of
+// the body is parsed as a "skeleton" with an empty array. Whenever the scan meets anything unusual
+// (not an object, a duplicate or escaped "messages" key, an element that does not parse, nesting
+// near the limit) the whole body is parsed as before, so results and errors are those of the
+// whole parse.
 
 bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -401,14 +408,67 @@ size_t SkipValue(std::string_view t, size_t pos) {
   return i == pos ? std::string_view::npos : i;
 }
 
-// Cuts `body` into the texts of its "messages" elements and the body with "messages": [].
-bool SplitMessages(std::string_view t, std::vector<std::string_view>* elements, std::string* skeleton) {
+// Where a body's "messages" array and each of its elements are: [begin, end) byte ranges.
+struct BodySplit {
+  size_t array_begin = 0;  // the '['
+  size_t array_end = 0;    // one past the ']'
+  std::vector<std::pair<size_t, size_t>> elements;
+};
+
+// Cuts the elements of an array from t[j]: just after its '[' (`after_element` false) or just
+// after an element (true). Returns one past the array's ']', or npos.
+size_t WalkElements(std::string_view t, size_t j, bool after_element,
+                    std::vector<std::pair<size_t, size_t>>* elements) {
   constexpr size_t npos = std::string_view::npos;
-  size_t i = SkipSpace(t, 0);
-  if (i >= t.size() || t[i] != '{') return false;
-  i = SkipSpace(t, i + 1);
-  size_t array_begin = npos, array_end = npos;
+  j = SkipSpace(t, j);
+  if (j < t.size() && t[j] == ']') return j + 1;
+  if (after_element) {
+    if (j >= t.size() || t[j] != ',') return npos;
+    j = SkipSpace(t, j + 1);
+  }
   for (;;) {
+    const size_t end = SkipValue(t, j);
+    if (end == npos) return npos;
+    elements->emplace_back(j, end);
+    j = SkipSpace(t, end);
+    if (j < t.size() && t[j] == ',') {
+      j = SkipSpace(t, j + 1);
+      continue;
+    }
+    return j < t.size() && t[j] == ']' ? j + 1 : npos;
+  }
+}
+
+// Finds the body's top-level "messages" array and cuts it into its elements. With `base` (the
+// split of an earlier body) and `prefix` (the bytes the two bodies share), the scan does not walk
+// the shared part again: the keys before the array and the elements that end inside the prefix
+// are the base's (a scalar's end depends on the byte after it, hence `<`).
+bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, BodySplit* out) {
+  constexpr size_t npos = std::string_view::npos;
+  size_t i = 0;
+  bool seen = false;
+  if (base != nullptr && base->array_begin < prefix) {
+    out->array_begin = base->array_begin;
+    size_t reused = 0;
+    while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
+    out->elements.assign(base->elements.begin(), base->elements.begin() + reused);
+    i = WalkElements(t, reused > 0 ? out->elements.back().second : out->array_begin + 1, reused > 0,
+                     &out->elements);
+    if (i == npos) return false;
+    out->array_end = i;
+    seen = true;
+  } else {
+    i = SkipSpace(t, 0);
+    if (i >= t.size() || t[i] != '{') return false;
+    ++i;
+  }
+  for (bool first = !seen;; first = false) {
+    i = SkipSpace(t, i);
+    if (!first) {
+      if (i < t.size() && t[i] == '}') break;
+      if (i >= t.size() || t[i] != ',') return false;
+      i = SkipSpace(t, i + 1);
+    }
     if (i >= t.size() || t[i] != '"') return false;
     const size_t key_end = SkipString(t, i);
     if (key_end == npos) return false;
@@ -416,42 +476,19 @@ bool SplitMessages(std::string_view t, std::vector<std::string_view>* elements, 
     i = SkipSpace(t, key_end);
     if (i >= t.size() || t[i] != ':') return false;
     i = SkipSpace(t, i + 1);
-    const size_t value_end = SkipValue(t, i);
-    if (value_end == npos) return false;
     if (key == "\"messages\"") {
-      if (array_begin != npos || t[i] != '[') return false;
-      array_begin = i;
-      array_end = value_end;
-    }
-    i = SkipSpace(t, value_end);
-    if (i < t.size() && t[i] == ',') {
-      i = SkipSpace(t, i + 1);
-      continue;
-    }
-    if (i < t.size() && t[i] == '}') break;
-    return false;
-  }
-  if (SkipSpace(t, i + 1) != t.size() || array_begin == npos) return false;
-  size_t j = SkipSpace(t, array_begin + 1);
-  if (j < array_end && t[j] != ']') {
-    for (;;) {
-      const size_t end = SkipValue(t, j);
-      if (end == npos || end > array_end) return false;
-      elements->push_back(t.substr(j, end - j));
-      j = SkipSpace(t, end);
-      if (j < array_end && t[j] == ',') {
-        j = SkipSpace(t, j + 1);
-        continue;
-      }
-      break;
+      if (seen || i >= t.size() || t[i] != '[') return false;
+      seen = true;
+      out->array_begin = i;
+      i = WalkElements(t, i + 1, false, &out->elements);
+      if (i == npos) return false;
+      out->array_end = i;
+    } else {
+      i = SkipValue(t, i);
+      if (i == npos) return false;
     }
   }
-  if (j + 1 != array_end || t[j] != ']') return false;
-  skeleton->reserve(t.size() - (array_end - array_begin) + 2);
-  skeleton->append(t.substr(0, array_begin));
-  skeleton->append("[]");
-  skeleton->append(t.substr(array_end));
-  return true;
+  return seen && SkipSpace(t, i + 1) == t.size();
 }
 
 // Normalised messages by their text, process-wide (the normalisation is the same for every
@@ -483,6 +520,12 @@ class MessageMemo {
     bytes_ += text.size();
   }
 
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    bytes_ = 0;
+  }
+
  private:
   static constexpr size_t kMaxBytes = 64u << 20;
   struct Stored {
@@ -494,56 +537,149 @@ class MessageMemo {
   size_t bytes_ = 0;
 };
 
-// The messages of the split body, from the memo or parsed; false when an element does not parse
-// (the whole body is parsed instead, for its error). New messages are normalised in order after
-// every element parsed, so the first invalid message gives the whole parse's error.
-StatusOr<bool> MemoMessages(const std::vector<std::string_view>& elements, MessageList* out) {
+// A body ParseRequest split and parsed: its text, where its messages are, the messages (parsed and
+// normalised) and the rest of the body ("messages": []) parsed. Never changed once made.
+struct ParsedBody {
+  std::string text;
+  BodySplit split;
+  std::vector<std::shared_ptr<const ojson>> messages;
+  std::string skeleton;
+  std::shared_ptr<const ojson> skeleton_json;
+};
+
+// The most recent items of a memo (each with a `text`), most recent first, bounded by their number
+// and the bytes of their texts. Thread-safe; the items are never changed once kept.
+template <typename T>
+class RecentList {
+ public:
+  RecentList(size_t max_items, size_t max_bytes) : max_items_(max_items), max_bytes_(max_bytes) {}
+
+  std::vector<std::shared_ptr<const T>> Snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::vector<std::shared_ptr<const T>>(items_.begin(), items_.end());
+  }
+
+  // Keeps `item` as the most recent, in place of `replaced` (an item it continues) when that is
+  // given and still kept. An item over a quarter of the bytes allowed is not kept.
+  void Keep(std::shared_ptr<const T> item, const T* replaced) {
+    if (item->text.size() > max_bytes_ / 4) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = items_.begin(); it != items_.end(); ++it) {
+      if (it->get() != replaced && it->get() != item.get()) continue;
+      bytes_ -= (*it)->text.size();
+      items_.erase(it);
+      break;
+    }
+    bytes_ += item->text.size();
+    items_.push_front(std::move(item));
+    while (!items_.empty() && (items_.size() > max_items_ || bytes_ > max_bytes_)) {
+      bytes_ -= items_.back()->text.size();
+      items_.pop_back();
+    }
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  const size_t max_items_;
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::list<std::shared_ptr<const T>> items_;  // guarded by mu_
+  size_t bytes_ = 0;                           // guarded by mu_
+};
+
+// The last bodies ParseRequest split, process-wide. A new body continues the one it shares the
+// longest prefix with: an agent's successive requests (and the several renders of one request)
+// repeat the previous body and add to its end, so the messages in the shared prefix are neither
+// scanned, depth-checked, looked up nor parsed again, and a request costs its new bytes plus a
+// comparison and a copy of its text.
+RecentList<ParsedBody>& ParsedBodies() {
+  static auto* bodies = new RecentList<ParsedBody>(8, 256u << 20);  // never destroyed
+  return *bodies;
+}
+
+// The kept body sharing the longest prefix with `text` (null when none is kept) and the length of
+// that prefix.
+std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* prefix) {
+  std::shared_ptr<const ParsedBody> best;
+  *prefix = 0;
+  for (auto& body : ParsedBodies().Snapshot()) {
+    const size_t shared = tokenize_internal::CommonPrefix(body->text, text);
+    if (best == nullptr || shared > *prefix) {
+      best = std::move(body);
+      *prefix = shared;
+    }
+  }
+  return best;
+}
+
+// Splits and parses `text`, continuing `base` (the kept body it shares `prefix` bytes with, or
+// null). Null when the light scan does not apply or any part of it fails (the whole body is
+// parsed instead, for its result or its error); an error only from normalising a new message,
+// which is the whole parse's error too: a body whose every part parses is valid JSON, and its
+// nesting is the deeper of the skeleton's and 2 + each element's.
+StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
+                                                        const ParsedBody* base, size_t prefix) {
+  auto body = std::make_shared<ParsedBody>();
+  if (!SplitMessages(text, base != nullptr ? &base->split : nullptr, prefix, &body->split))
+    return std::shared_ptr<const ParsedBody>();
+  const BodySplit& split = body->split;
+  // The leading elements SplitMessages took from the base (same range, ending inside the prefix).
+  const size_t comparable =
+      base != nullptr ? std::min(split.elements.size(), base->split.elements.size()) : 0;
+  size_t same = 0;
+  while (same < comparable && split.elements[same] == base->split.elements[same] &&
+         split.elements[same].second < prefix)
+    ++same;
+  body->skeleton.reserve(text.size() - (split.array_end - split.array_begin) + 2);
+  body->skeleton.append(text.substr(0, split.array_begin));
+  body->skeleton.append("[]");
+  body->skeleton.append(text.substr(split.array_end));
+  if (!internal::CheckJsonDepth(body->skeleton, "", kChatTemplateMaxJsonDepth).ok())
+    return std::shared_ptr<const ParsedBody>();
+  for (size_t i = same; i < split.elements.size(); ++i) {
+    const auto [begin, end] = split.elements[i];
+    if (!internal::CheckJsonDepth(text.substr(begin, end - begin), "", kChatTemplateMaxJsonDepth - 2)
+             .ok())
+      return std::shared_ptr<const ParsedBody>();
+  }
+  if (base != nullptr && base->skeleton == body->skeleton) {
+    body->skeleton_json = base->skeleton_json;
+  } else {
+    auto parsed = std::make_shared<ojson>(ojson::parse(body->skeleton, nullptr, false));
+    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<const ParsedBody>();
+    body->skeleton_json = std::move(parsed);
+  }
+  // The messages: the base's, then from the memo or parsed; new ones are normalised in order
+  // after every element parsed, so the first invalid message gives the whole parse's error.
   MessageMemo& memo = MessageMemo::Get();
-  std::vector<std::shared_ptr<const ojson>> found(elements.size());
+  if (same > 0) body->messages.assign(base->messages.begin(), base->messages.begin() + same);
   std::vector<std::pair<size_t, ojson>> parsed;
-  for (size_t i = 0; i < elements.size(); ++i) {
-    found[i] = memo.Find(elements[i]);
-    if (found[i] != nullptr) continue;
-    ojson m = ojson::parse(elements[i].begin(), elements[i].end(), nullptr, false);
-    if (m.is_discarded()) return false;
+  for (size_t i = same; i < split.elements.size(); ++i) {
+    const std::string_view element =
+        text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
+    body->messages.push_back(memo.Find(element));
+    if (body->messages.back() != nullptr) continue;
+    ojson m = ojson::parse(element.begin(), element.end(), nullptr, false);
+    if (m.is_discarded()) return std::shared_ptr<const ParsedBody>();
     parsed.emplace_back(i, std::move(m));
   }
   for (auto& [i, m] : parsed) {
     STRATA_RETURN_IF_ERROR(NormalizeMessage(m, i));
-    found[i] = std::make_shared<const ojson>(std::move(m));
-    memo.Insert(elements[i], found[i]);
+    body->messages[i] = std::make_shared<const ojson>(std::move(m));
+    const auto [begin, end] = split.elements[i];
+    memo.Insert(text.substr(begin, end - begin), body->messages[i]);
   }
-  for (auto& m : found) out->push_back(std::move(m));
-  return true;
+  body->text.assign(text);
+  return std::shared_ptr<const ParsedBody>(std::move(body));
 }
 
-StatusOr<Request> ParseRequest(std::string_view request_json) {
-  STRATA_RETURN_IF_ERROR(CheckNesting(request_json, "the request body"));
-  Request r;
-  ojson body;
-  std::vector<std::string_view> elements;
-  std::string skeleton;
-  bool split = SplitMessages(request_json, &elements, &skeleton);
-  if (split) {
-    body = ojson::parse(skeleton, nullptr, false);
-    split = !body.is_discarded() && body.is_object();
-  }
-  if (split) {
-    STRATA_ASSIGN_OR_RETURN(split, MemoMessages(elements, &r.messages));
-    if (!split) r.messages = MessageList();
-  }
-  if (!split) {
-    body = ojson::parse(request_json.begin(), request_json.end(), nullptr, false);
-    if (body.is_discarded() || !body.is_object())
-      return InvalidArgumentError("chat template: the request body is not a JSON object");
-    if (!body.contains("messages") || !body["messages"].is_array())
-      return InvalidArgumentError("chat template: the request body has no \"messages\" array");
-    ojson& messages = body["messages"];
-    for (size_t i = 0; i < messages.size(); ++i) {
-      STRATA_RETURN_IF_ERROR(NormalizeMessage(messages[i], i));
-      r.messages.push_back(std::make_shared<const ojson>(std::move(messages[i])));
-    }
-  }
+// The request's fields other than its messages, from the parsed body.
+Status ReadFields(const ojson& body, Request* r) {
   if (const ojson* tools = Field(body, "tools"); tools != nullptr && !tools->is_null()) {
     if (!tools->is_array())
       return InvalidArgumentError("chat template: \"tools\" must be an array");
@@ -551,18 +687,18 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
       if (!(*tools)[t].is_object())
         return InvalidArgumentError("chat template: tools[" + std::to_string(t) +
                                     "] is not an object");
-    r.tools = *tools;
+    r->tools = *tools;
   }
   const ojson* kwargs = Field(body, "chat_template_kwargs");
   if (kwargs != nullptr && !kwargs->is_null() && !kwargs->is_object())
     return InvalidArgumentError("chat template: \"chat_template_kwargs\" must be an object");
   static const ojson kEmpty = ojson::object();
   const ojson& kw = kwargs != nullptr && kwargs->is_object() ? *kwargs : kEmpty;
-  STRATA_ASSIGN_OR_RETURN(r.enable_thinking,
+  STRATA_ASSIGN_OR_RETURN(r->enable_thinking,
                           OptionalBool(kw, "enable_thinking", "chat_template_kwargs"));
-  STRATA_ASSIGN_OR_RETURN(r.clear_thinking,
+  STRATA_ASSIGN_OR_RETURN(r->clear_thinking,
                           OptionalBool(kw, "clear_thinking", "chat_template_kwargs"));
-  STRATA_ASSIGN_OR_RETURN(r.add_generation_prompt,
+  STRATA_ASSIGN_OR_RETURN(r->add_generation_prompt,
                           OptionalBool(body, "add_generation_prompt", "the request"));
   // vLLM passes the top-level reasoning_effort over chat_template_kwargs' when it is set.
   for (const ojson* source : {Field(body, "reasoning_effort"), Field(kw, "reasoning_effort")}) {
@@ -570,20 +706,150 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
     if (!source->is_string())
       return InvalidArgumentError("chat template: reasoning_effort must be a string, got " +
                                   source->dump().substr(0, 40));
-    r.reasoning_effort = source->get<std::string>();
+    r->reasoning_effort = source->get<std::string>();
     break;
   }
+  return Status::Ok();
+}
+
+StatusOr<Request> ParseRequest(std::string_view request_json) {
+  Request r;
+  size_t prefix = 0;
+  std::shared_ptr<const ParsedBody> base = ClosestBody(request_json, &prefix);
+  std::shared_ptr<const ParsedBody> split;
+  if (base != nullptr && prefix == request_json.size() && prefix == base->text.size()) {
+    split = base;  // the same body again
+  } else {
+    STRATA_ASSIGN_OR_RETURN(split, ParseSplit(request_json, base.get(), prefix));
+  }
+  if (split != nullptr) {
+    // In place of the base when this body continues it (shares at least half of it).
+    ParsedBodies().Keep(split, base != nullptr && prefix >= base->text.size() / 2 ? base.get() : nullptr);
+    for (const auto& m : split->messages) r.messages.push_back(m);
+    STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
+    return r;
+  }
+  // The whole body, parsed as one value.
+  STRATA_RETURN_IF_ERROR(CheckNesting(request_json, "the request body"));
+  ojson body = ojson::parse(request_json.begin(), request_json.end(), nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return InvalidArgumentError("chat template: the request body is not a JSON object");
+  if (!body.contains("messages") || !body["messages"].is_array())
+    return InvalidArgumentError("chat template: the request body has no \"messages\" array");
+  ojson& messages = body["messages"];
+  for (size_t i = 0; i < messages.size(); ++i) {
+    STRATA_RETURN_IF_ERROR(NormalizeMessage(messages[i], i));
+    r.messages.push_back(std::make_shared<const ojson>(std::move(messages[i])));
+  }
+  STRATA_RETURN_IF_ERROR(ReadFields(body, &r));
   return r;
 }
 
-int LastUserIndex(const MessageList& messages) {
-  int last = -1;
-  for (size_t i = 0; i < messages.size(); ++i)
-    if (messages[i]["role"] == "user") last = static_cast<int>(i);
-  return last;
+const std::string& Role(const ojson& m) { return m["role"].get_ref<const std::string&>(); }
+
+// ---------------------------------------------------------------------------------------------
+// Render memo. A template keeps its last few renderings with their requests. A request whose
+// fields other than the messages equal a kept one's, and whose first messages are the same
+// objects (ParseRequest hands out the same object for the same message text), continues that
+// rendering: the kept text is reused up to the first message whose rendering could differ, and
+// only the messages from there are rendered. A message's rendering depends on the messages before
+// it, on the index of the last user message (ReadsLastUser) and, for the first tool result of a
+// run, on the rest of the run; so the reuse stops at the first message not shared, at the first
+// assistant message whose view of the last user message changed, and before a trailing run of
+// tool results.
+
+bool SameFields(const Request& a, const Request& b) {
+  return a.reasoning_effort == b.reasoning_effort && a.enable_thinking == b.enable_thinking &&
+         a.clear_thinking == b.clear_thinking &&
+         a.add_generation_prompt == b.add_generation_prompt && a.tools == b.tools;
 }
 
-const std::string& Role(const ojson& m) { return m["role"].get_ref<const std::string&>(); }
+struct RenderedRequest {
+  Request request;
+  std::string text;             // the preamble and the messages, without the template's ending
+  std::vector<size_t> offsets;  // where each message starts in `text`
+  size_t preamble_bytes = 0;
+  int last_user = -1;  // index of the last user message, -1 when there is none
+};
+
+// Index of the last user message of `r`, whose first `same` messages are those of `base`.
+int LastUser(const Request& r, const RenderedRequest* base, size_t same) {
+  for (size_t i = r.messages.size(); i-- > same;)
+    if (Role(r.messages[i]) == "user") return static_cast<int>(i);
+  if (base != nullptr && base->last_user < static_cast<int>(same)) return base->last_user;
+  for (size_t i = same; i-- > 0;)
+    if (Role(r.messages[i]) == "user") return static_cast<int>(i);
+  return -1;
+}
+
+// A template rendered message by message, through the render memo.
+class MemoRenderingTemplate : public ChatTemplate {
+ public:
+  StatusOr<std::string> Render(std::string_view request_json) const override {
+    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
+    return std::move(p.text);
+  }
+
+  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
+    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+    // The kept rendering with the same fields and the longest run of the same first messages.
+    std::shared_ptr<const RenderedRequest> base;
+    size_t same = 0;
+    for (auto& kept : rendered_.Snapshot()) {
+      if (!SameFields(kept->request, r)) continue;
+      const size_t n = std::min(kept->request.messages.size(), r.messages.size());
+      size_t k = 0;
+      while (k < n && kept->request.messages.get(k) == r.messages.get(k)) ++k;
+      if (base == nullptr || k > same) {
+        base = std::move(kept);
+        same = k;
+      }
+    }
+    auto entry = std::make_shared<RenderedRequest>();
+    entry->last_user = LastUser(r, base.get(), same);
+    size_t from = 0;
+    if (base != nullptr) {
+      from = same;
+      if (ReadsLastUser(r) && base->last_user != entry->last_user)
+        from = std::min(from, static_cast<size_t>(std::min(base->last_user, entry->last_user) + 1));
+      while (from > 0 && Role(r.messages[from - 1]) == "tool") --from;
+      entry->text.assign(base->text, 0,
+                         from < base->offsets.size() ? base->offsets[from] : base->text.size());
+      entry->offsets.assign(base->offsets.begin(), base->offsets.begin() + from);
+      entry->preamble_bytes = base->preamble_bytes;
+    } else {
+      STRATA_RETURN_IF_ERROR(RenderPreamble(r, &entry->text));
+      entry->preamble_bytes = entry->text.size();
+    }
+    for (size_t i = from; i < r.messages.size(); ++i) {
+      entry->offsets.push_back(entry->text.size());
+      STRATA_RETURN_IF_ERROR(RenderMessage(r, i, entry->last_user, &entry->text));
+    }
+    RenderedPrompt p;
+    p.text.reserve(entry->text.size() + 32);
+    p.text = entry->text;
+    RenderEnd(r, &p.text);
+    p.message_offsets = entry->offsets;
+    p.preamble_bytes = entry->preamble_bytes;
+    entry->request = std::move(r);
+    // In place of the base when this rendering continues it (reuses at least half of it).
+    rendered_.Keep(std::move(entry),
+                   base != nullptr && from >= base->offsets.size() / 2 ? base.get() : nullptr);
+    return p;
+  }
+
+ private:
+  // Whether an assistant message's rendering depends on the index of the last user message.
+  virtual bool ReadsLastUser(const Request& r) const = 0;
+  // Everything before the first message.
+  virtual Status RenderPreamble(const Request& r, std::string* out) const = 0;
+  // Message i (`last_user`: the index of the last user message, -1 when there is none).
+  virtual Status RenderMessage(const Request& r, size_t i, int last_user, std::string* out) const = 0;
+  // Everything after the last message (the generation prompt).
+  virtual void RenderEnd(const Request& r, std::string* out) const = 0;
+
+  mutable RecentList<RenderedRequest> rendered_{8, 256u << 20};
+};
 
 // The tool call's function object (`{%- if tc.function %}{%- set tc = tc.function %}`).
 const ojson& CallFunction(const ojson& call) {
@@ -625,16 +891,11 @@ constexpr char kGlmToolsFooter[] =
     "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
     "{arg-value-2}</arg_value>...</tool_call>";
 
-class GlmChatTemplate : public ChatTemplate {
+class GlmChatTemplate : public MemoRenderingTemplate {
  public:
   StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
     STRATA_RETURN_IF_ERROR(ParseRequest(request_json).status());
     return size_t{0};
-  }
-
-  StatusOr<std::string> Render(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
-    return std::move(p.text);
   }
 };
 
@@ -647,10 +908,11 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
 
   std::string Name() const override { return "glm-5.3:1"; }
 
-  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
-    RenderedPrompt p;
-    std::string& out = p.text;
+ private:
+  bool ReadsLastUser(const Request& r) const override { return r.clear_thinking.value_or(false); }
+
+  Status RenderPreamble(const Request& r, std::string* text) const override {
+    std::string& out = *text;
     out = "[gMASK]<sop>";
     // effective = reasoning_effort if it is 'low' or 'high' else 'max'; printed capitalised.
     const std::string effort = r.reasoning_effort == "low"    ? "Low"
@@ -667,13 +929,14 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
       }
       out += kGlmToolsFooter;
     }
-    p.preamble_bytes = out.size();
+    return Status::Ok();
+  }
 
-    const int last_user = LastUserIndex(r.messages);
+  Status RenderMessage(const Request& r, size_t i, int last_user, std::string* text) const override {
+    std::string& out = *text;
     const bool clear_thinking = r.clear_thinking.value_or(false);
     const MessageList& msgs = r.messages;
-    for (size_t i = 0; i < msgs.size(); ++i) {
-      p.message_offsets.push_back(out.size());
+    {
       const ojson& m = msgs[i];
       const std::string& role = Role(m);
       if (role == "user") {
@@ -705,15 +968,17 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
       }
       // developer: the template has no branch for it; nothing is rendered.
     }
+    return Status::Ok();
+  }
+
+  void RenderEnd(const Request& r, std::string* out) const override {
     if (r.add_generation_prompt.value_or(options_.add_generation_prompt)) {
       // The published template opens the thinking block unconditionally; it does not read
       // enable_thinking.
-      out += "<|assistant|><think>";
+      *out += "<|assistant|><think>";
     }
-    return p;
   }
 
- private:
   // {%- if 'function' in tool -%}{%- set tool = tool['function'] -%}
   static const ojson& Unwrap(const ojson& tool) {
     const ojson* f = Field(tool, "function");
@@ -914,10 +1179,14 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
 
   std::string Name() const override { return "glm-4.7:1"; }
 
-  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
-    RenderedPrompt p;
-    std::string& out = p.text;
+ private:
+  // keep = (clear_thinking is defined and not clear_thinking) or after the last user.
+  bool ReadsLastUser(const Request& r) const override {
+    return !(r.clear_thinking.has_value() && !*r.clear_thinking);
+  }
+
+  Status RenderPreamble(const Request& r, std::string* text) const override {
+    std::string& out = *text;
     out = "[gMASK]<sop>";
     if (!r.tools.empty()) {
       out += kGlmToolsHeader;
@@ -927,12 +1196,13 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
       }
       out += kGlmToolsFooter;
     }
-    p.preamble_bytes = out.size();
+    return Status::Ok();
+  }
 
-    const int last_user = LastUserIndex(r.messages);
+  Status RenderMessage(const Request& r, size_t i, int last_user, std::string* text) const override {
+    std::string& out = *text;
     const MessageList& msgs = r.messages;
-    for (size_t i = 0; i < msgs.size(); ++i) {
-      p.message_offsets.push_back(out.size());
+    {
       const ojson& m = msgs[i];
       const std::string& role = Role(m);
       if (role == "user") {
@@ -980,14 +1250,16 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
       }
       // developer: no branch in the template; nothing is rendered.
     }
-    if (r.add_generation_prompt.value_or(options_.add_generation_prompt)) {
-      out += "<|assistant|>";
-      out += r.enable_thinking.has_value() && !*r.enable_thinking ? "</think>" : "<think>";
-    }
-    return p;
+    return Status::Ok();
   }
 
- private:
+  void RenderEnd(const Request& r, std::string* out) const override {
+    if (r.add_generation_prompt.value_or(options_.add_generation_prompt)) {
+      *out += "<|assistant|>";
+      *out += r.enable_thinking.has_value() && !*r.enable_thinking ? "</think>" : "<think>";
+    }
+  }
+
   // visible_text: a string, the text parts and string items of an array; other values printed.
   static std::string VisibleText(const ojson& content) {
     if (content.is_string()) return content.get<std::string>();
@@ -1010,7 +1282,7 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
 // ---------------------------------------------------------------------------------------------
 // Generic.
 
-class GenericChatTemplate final : public ChatTemplate {
+class GenericChatTemplate final : public MemoRenderingTemplate {
  public:
   explicit GenericChatTemplate(GenericTemplateOptions options) : options_(options) {}
 
@@ -1024,23 +1296,21 @@ class GenericChatTemplate final : public ChatTemplate {
     return options_.per_message_tokens * r.messages.size() + options_.per_request_tokens;
   }
 
-  StatusOr<std::string> Render(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
-    return std::move(p.text);
+ private:
+  bool ReadsLastUser(const Request&) const override { return false; }
+
+  Status RenderPreamble(const Request& r, std::string* out) const override {
+    for (const ojson& tool : r.tools) {
+      STRATA_RETURN_IF_ERROR(PyJson(tool, out));
+      *out += "\n";
+    }
+    return Status::Ok();
   }
 
-  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override {
-    STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
-    RenderedPrompt p;
-    std::string& out = p.text;
-    for (const ojson& tool : r.tools) {
-      STRATA_RETURN_IF_ERROR(PyJson(tool, &out));
-      out += "\n";
-    }
-    p.preamble_bytes = out.size();
-    for (size_t i = 0; i < r.messages.size(); ++i) {
+  Status RenderMessage(const Request& r, size_t i, int, std::string* text) const override {
+    std::string& out = *text;
+    {
       const ojson& m = r.messages[i];
-      p.message_offsets.push_back(out.size());
       out += Role(m) + "\n";
       const ojson& content = m["content"];
       if (content.is_string()) {
@@ -1061,10 +1331,11 @@ class GenericChatTemplate final : public ChatTemplate {
       }
       out += "\n";
     }
-    return p;
+    return Status::Ok();
   }
 
- private:
+  void RenderEnd(const Request&, std::string*) const override {}
+
   GenericTemplateOptions options_;
 };
 
@@ -1075,6 +1346,15 @@ std::string Lower(std::string_view s) {
 }
 
 }  // namespace
+
+namespace tokenize_internal {
+
+void ClearChatTemplateMemos() {
+  ParsedBodies().Clear();
+  MessageMemo::Get().Clear();
+}
+
+}  // namespace tokenize_internal
 
 std::vector<std::string> ChatTemplateNames() { return {"glm-5.3", "glm-4.7", "generic"}; }
 

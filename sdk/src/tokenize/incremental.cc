@@ -43,7 +43,10 @@ struct IncrementalEncoder::State {
   std::vector<size_t> cuts;  // scratch
 
   size_t Update(std::string_view next, bool want_ids) {
-    if (valid && (with_ids || !want_ids) && text == next) return total;
+    // One pass over the texts: the common prefix also tells whether the text is unchanged.
+    const size_t prefix = valid ? CommonPrefix(text, next) : 0;
+    if (valid && (with_ids || !want_ids) && prefix == text.size() && prefix == next.size())
+      return total;
     if (want_ids && !with_ids) valid = false;  // the kept state has counts only
     if (tokenizer->IsEstimate()) {  // no ids; a count costs the length
       valid = false;
@@ -51,7 +54,6 @@ struct IncrementalEncoder::State {
       text.assign(next);
       return tokenizer->Count(next);
     }
-    const size_t prefix = valid ? CommonPrefix(text, next) : 0;
     if (!valid || exact == nullptr) checkpoints.clear();
     // A cut holds in the new text when the bytes its validity depends on are in the common prefix.
     const size_t context = exact != nullptr ? exact->CutContext() : 0;

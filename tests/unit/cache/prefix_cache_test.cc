@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "strata/prefix_cache.h"
 
@@ -101,6 +105,105 @@ TEST_CASE("the model evicts least recently used blocks beyond capacity", "[cache
   CHECK(model.size_blocks() == 10);
   CHECK(model.Lookup(b) == 6);  // all cacheable blocks of b
   CHECK(model.Lookup(a) == 0);  // a's first blocks were the oldest
+}
+
+// HashPromptIds continues the kept chain whose ids share the longest prefix with the new ones (an
+// agent's prompts grow turn by turn); the result must be that of hashing every block. The cold
+// chain of each prompt is computed first, after eight chains under other salts have pushed every
+// kept chain of this salt out (the memo keeps eight).
+TEST_CASE("block chains continued from an earlier prompt equal chains hashed whole", "[cache]") {
+  PrefixCacheOptions options;
+  options.block_tokens = 4;
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> ids;
+  for (int turn = 0; turn < 12; ++turn) {
+    for (int i = 0; i < 9 + turn; ++i) ids.push_back(static_cast<int32_t>(rng() % 50000));
+    prompts.push_back(ids);
+    if (turn == 5) {
+      std::vector<int32_t> edited = ids;
+      edited[13] ^= 1;  // an edit inside block 3
+      prompts.push_back(edited);
+      prompts.push_back(std::vector<int32_t>(ids.begin(), ids.begin() + 10));  // a shorter prompt
+    }
+  }
+  auto evict = [&] {
+    for (int i = 0; i < 8; ++i) HashPromptIds({1, 2, 3, 4, 5}, "other-" + std::to_string(i), options);
+  };
+  std::vector<PromptBlocks> cold;
+  for (const auto& p : prompts) {
+    evict();
+    cold.push_back(HashPromptIds(p, "agent", options));
+  }
+  evict();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO("prompt " << i);
+    const PromptBlocks warm = HashPromptIds(prompts[i], "agent", options);
+    CHECK(warm.hashes == cold[i].hashes);
+    CHECK(warm.prompt_tokens == cold[i].prompt_tokens);
+    CHECK(warm.cacheable_blocks == cold[i].cacheable_blocks);
+  }
+  // Another salt or block size never continues this salt's chains.
+  CHECK(HashPromptIds(prompts.back(), "agent-2", options).hashes != cold.back().hashes);
+  PrefixCacheOptions eight = options;
+  eight.block_tokens = 8;
+  CHECK(HashPromptIds(prompts.back(), "agent", eight).hashes.size() == prompts.back().size() / 8);
+}
+
+// The model takes a fast path when a prompt shares leading blocks with the chain inserted just
+// before; its answers and its evictions must stay those of a plain LRU of blocks, also when other
+// chains, other salts, shorter prompts, repeated blocks and evictions come between.
+TEST_CASE("the model's answers equal a plain LRU of blocks", "[cache]") {
+  PrefixCacheOptions options;
+  options.block_tokens = 2;
+  options.capacity_blocks = 60;
+  PrefixCacheModel model(options);
+  std::vector<uint64_t> lru;  // the reference: front = most recent
+  auto reference = [&](const PromptBlocks& blocks) {
+    size_t hits = 0;
+    while (hits < blocks.cacheable_blocks &&
+           std::find(lru.begin(), lru.end(), blocks.hashes[hits]) != lru.end())
+      ++hits;
+    for (uint64_t h : blocks.hashes) {
+      lru.erase(std::remove(lru.begin(), lru.end(), h), lru.end());
+      lru.insert(lru.begin(), h);
+    }
+    if (lru.size() > options.capacity_blocks) lru.resize(options.capacity_blocks);
+    return static_cast<int64_t>(hits * blocks.block_tokens);
+  };
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> agents(3);
+  for (int step = 0; step < 400; ++step) {
+    INFO("step " << step);
+    auto& ids = agents[rng() % agents.size()];
+    switch (rng() % 6) {
+      case 0:  // the agent's prompt is cut short (compaction)
+        ids.resize(ids.size() / 2);
+        break;
+      case 1:  // an edit in the middle
+        if (!ids.empty()) ids[rng() % ids.size()] ^= 7;
+        break;
+      default:  // the prompt grows
+        for (int i = 0, n = static_cast<int>(rng() % 9); i < n; ++i)
+          ids.push_back(static_cast<int32_t>(rng() % 1000));
+    }
+    const std::string salt = rng() % 10 == 0 ? "other" : "";
+    PromptBlocks blocks = HashPromptIds(ids, salt, options);
+    if (rng() % 8 == 0 && blocks.hashes.size() > 2) {
+      // A chain that repeats one of its blocks (never made by hashing; PromptBlocks is open).
+      blocks.hashes.insert(blocks.hashes.begin() + blocks.hashes.size() / 2, blocks.hashes[1]);
+      blocks.cacheable_blocks = std::min(blocks.cacheable_blocks, blocks.hashes.size());
+    }
+    if (rng() % 5 == 0) {
+      size_t hits = 0;
+      while (hits < blocks.cacheable_blocks &&
+             std::find(lru.begin(), lru.end(), blocks.hashes[hits]) != lru.end())
+        ++hits;
+      CHECK(model.Lookup(blocks) == static_cast<int64_t>(hits * blocks.block_tokens));
+    }
+    CHECK(model.LookupAndInsert(blocks) == reference(blocks));
+    CHECK(model.size_blocks() == lru.size());
+  }
 }
 
 }  // namespace

@@ -11,12 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenize.h"
 #include "strata/trace.h"
+#include "tokenize/template_memo.h"
 
 namespace {
 
@@ -550,4 +552,206 @@ TEST_CASE("refusals do not depend on which messages were seen before", "[chat_te
   auto duplicate = t->Render(R"({"messages": [{"role": "robot"}], "messages": [)" + good + "]}");
   auto whole = nlohmann::ordered_json::parse(R"({"messages": [{"role": "robot"}], "messages": [)" + good + "]}");
   CHECK(duplicate.ok() == (whole["messages"].size() == 1 && whole["messages"][0]["role"] == "user"));
+}
+
+// The memos that make a run cost its new bytes (chat_template.cc): the bodies parsed last, which a
+// body sharing their prefix continues, and each template's last renderings, which a request whose
+// first messages are the same continues. Every request must render exactly as it does parsed
+// whole by a new template: the same text, offsets and errors, whatever came before it.
+namespace memo_test {
+
+using ojson = nlohmann::ordered_json;
+
+struct Rendered {
+  bool ok = false;
+  std::string text;  // the prompt, or the error message
+  std::vector<size_t> offsets;
+  size_t preamble_bytes = 0;
+  size_t overhead = 0;
+};
+
+Rendered RenderOnce(const strata::ChatTemplate& t, const std::string& body) {
+  Rendered r;
+  auto p = t.RenderWithOffsets(body);
+  r.ok = p.ok();
+  if (!p.ok()) {
+    r.text = p.status().ToString();
+    return r;
+  }
+  r.text = p->text;
+  r.offsets = p->message_offsets;
+  r.preamble_bytes = p->preamble_bytes;
+  auto overhead = t.OverheadTokens(body);  // (no REQUIRE: called from threads)
+  r.overhead = overhead.ok() ? *overhead : SIZE_MAX;
+  return r;
+}
+
+// Each body rendered with nothing kept: the memos cleared and a new template.
+std::vector<Rendered> Whole(const std::string& name, const std::vector<std::string>& bodies) {
+  std::vector<Rendered> out;
+  for (const std::string& body : bodies) {
+    strata::tokenize_internal::ClearChatTemplateMemos();
+    out.push_back(RenderOnce(*Make(name), body));
+  }
+  strata::tokenize_internal::ClearChatTemplateMemos();
+  return out;
+}
+
+void CheckEqual(const Rendered& got, const Rendered& want, size_t index) {
+  INFO("request " << index);
+  REQUIRE(got.ok == want.ok);
+  if (got.text != want.text) CheckSame(got.text, want.text);
+  CHECK(got.offsets == want.offsets);
+  CHECK(got.preamble_bytes == want.preamble_bytes);
+  CHECK(got.overhead == want.overhead);
+}
+
+ojson Message(const char* role, const std::string& content) {
+  return {{"role", role}, {"content", content}};
+}
+
+ojson Assistant(const std::string& content, const std::string& reasoning,
+                const std::vector<std::string>& calls = {}) {
+  ojson m = Message("assistant", content);
+  m["reasoning_content"] = reasoning;
+  for (const std::string& id : calls)
+    m["tool_calls"].push_back({{"id", id},
+                               {"type", "function"},
+                               {"function", {{"name", "run"}, {"arguments", "{\"cmd\": \"" + id + "\"}"}}}});
+  return m;
+}
+
+ojson Tool(const std::string& id, const std::string& content) {
+  return {{"role", "tool"}, {"tool_call_id", id}, {"content", content}};
+}
+
+std::string Body(const std::vector<ojson>& messages, const ojson& extra = ojson::object()) {
+  ojson body = {{"model", "glm-5.3-flash"}, {"messages", messages}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+  return body.dump();
+}
+
+// Requests that move each thing a message's rendering depends on: a tool-result run that grows
+// (its results are sorted by the calls), the last user message, an edited and a removed message,
+// the request's fields, spacing, and refusals between good requests.
+std::vector<std::string> Requests(const ojson& extra) {
+  std::vector<ojson> m = {Message("system", "sys"), Message("user", "task"),
+                          Assistant("a1", "r1", {"c1", "c2"}), Tool("c2", "out2")};
+  std::vector<std::string> bodies = {Body(m, extra)};
+  m.push_back(Tool("c1", "out1"));
+  bodies.push_back(Body(m, extra));
+  m.push_back(Assistant("a2", "r2"));
+  bodies.push_back(Body(m, extra));
+  m.push_back(Message("user", "more"));
+  m.push_back(Assistant("a3 <think>x</think>", ""));
+  bodies.push_back(Body(m, extra));
+  bodies.push_back(Body(m, extra));  // the same body again
+  std::vector<ojson> edited = m;
+  edited[5] = Assistant("a2 edited", "r2");
+  bodies.push_back(Body(edited, extra));
+  bodies.push_back(Body({m[0], m[1], m[2], m[3], m[4], Message("user", "instead")}, extra));
+  bodies.push_back(Body(m, extra));
+  ojson other = extra;
+  other["reasoning_effort"] = "low";
+  bodies.push_back(Body(m, other));
+  other["tools"] = ojson::array({{{"type", "function"}, {"function", {{"name", "run"}}}}});
+  bodies.push_back(Body(m, other));
+  bodies.push_back(ojson::parse(Body(m, extra)).dump(1));
+  // Refusals: an element that is not an object (a scalar whose end is one byte further in the
+  // next body), and nesting past the limit in a new message.
+  std::string text = Body(m, extra);
+  const size_t close = text.find("]", text.rfind("}]") - 1);
+  bodies.push_back(text.substr(0, close) + ",1" + text.substr(close));
+  bodies.push_back(text.substr(0, close) + ",12" + text.substr(close));
+  ojson deep = "x";
+  for (int i = 0; i < 600; ++i) deep = ojson::array({deep});
+  std::vector<ojson> nested = m;
+  nested.push_back({{"role", "user"}, {"content", deep}});
+  bodies.push_back(Body(nested, extra));
+  m.push_back(Message("user", "last"));
+  bodies.push_back(Body(m, extra));
+  m.push_back(Assistant("a4", "r4", {"c3"}));
+  m.push_back(Tool("c3", "out3"));
+  bodies.push_back(Body(m, extra));
+  return bodies;
+}
+
+}  // namespace memo_test
+
+TEST_CASE("requests continuing earlier ones render as when parsed whole", "[chat_template]") {
+  using namespace memo_test;
+  for (const ojson& extra : {ojson::object(), ojson{{"chat_template_kwargs", {{"clear_thinking", true}}}},
+                             ojson{{"chat_template_kwargs", {{"clear_thinking", false}}}}}) {
+    const std::vector<std::string> bodies = Requests(extra);
+    for (const std::string& name : strata::ChatTemplateNames()) {
+      INFO(name << " " << extra.dump());
+      const std::vector<Rendered> whole = Whole(name, bodies);
+      auto t = Make(name);
+      for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
+    }
+  }
+}
+
+// Two agents' growing requests, interleaved, through one template: each continues its own.
+TEST_CASE("interleaved agents' requests render as when parsed whole", "[chat_template]") {
+  using namespace memo_test;
+  std::vector<std::vector<std::string>> agents;
+  for (const char* name : {"demo-marshmallow-1867-function_calling.jsonl", "sympy__sympy-13031.jsonl"}) {
+    std::string path;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(STRATA_TEST_TRACES_DIR))
+      if (entry.path().filename() == name) path = entry.path().string();
+    REQUIRE(!path.empty());
+    std::ifstream in(path);
+    std::vector<ojson> messages;
+    std::vector<std::string> bodies;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      ojson m = ojson::parse(line);
+      if (m.value("role", "") == "assistant" && !messages.empty()) bodies.push_back(Body(messages));
+      messages.push_back(std::move(m));
+    }
+    agents.push_back(bodies);
+  }
+  std::vector<std::string> bodies;
+  for (size_t i = 0; i < std::max(agents[0].size(), agents[1].size()); ++i)
+    for (const auto& agent : agents)
+      if (i < agent.size()) bodies.push_back(agent[i]);
+  REQUIRE(bodies.size() > 20);
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    const std::vector<Rendered> whole = Whole(name, bodies);
+    auto t = Make(name);
+    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
+  }
+}
+
+// Threads sharing one template (and the process-wide memos), each with its own growing requests.
+TEST_CASE("threads sharing a template render as when parsed whole", "[chat_template][concurrency]") {
+  using namespace memo_test;
+  std::vector<std::vector<std::string>> agents;
+  for (int a = 0; a < 4; ++a) {
+    ojson extra = {{"chat_template_kwargs", {{"clear_thinking", a % 2 == 0}}}};
+    std::vector<ojson> m = {Message("system", "agent " + std::to_string(a)), Message("user", "task")};
+    std::vector<std::string> bodies;
+    for (int turn = 0; turn < 40; ++turn) {
+      const std::string id = "c" + std::to_string(turn);
+      m.push_back(Assistant("step " + std::to_string(turn), "thinking", {id}));
+      m.push_back(Tool(id, std::string(50 + turn, 'a' + a)));
+      if (turn % 7 == 6) m.push_back(Message("user", "go on"));
+      bodies.push_back(Body(m, extra));
+    }
+    agents.push_back(bodies);
+  }
+  auto t = Make("glm-5.3");
+  std::vector<std::vector<Rendered>> whole;
+  for (const auto& bodies : agents) whole.push_back(Whole("glm-5.3", bodies));
+  std::vector<std::vector<Rendered>> got(agents.size());
+  std::vector<std::thread> threads;
+  for (size_t a = 0; a < agents.size(); ++a)
+    threads.emplace_back([&, a] {
+      for (const std::string& body : agents[a]) got[a].push_back(RenderOnce(*t, body));
+    });
+  for (auto& thread : threads) thread.join();
+  for (size_t a = 0; a < agents.size(); ++a)
+    for (size_t i = 0; i < agents[a].size(); ++i) CheckEqual(got[a][i], whole[a][i], i);
 }
