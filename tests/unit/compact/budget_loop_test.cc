@@ -226,7 +226,7 @@ TEST_CASE("summaries keep the recall id of every item they omit", "[compact][sum
   for (const std::string& id : ids) CHECK(merged_ids.count(id) == 1);
 }
 
-TEST_CASE("Preview never changes the context; Build compacts where Preview fails", "[compact][budget]") {
+TEST_CASE("Preview never changes the context, Build compacts where Preview fails", "[compact][budget]") {
   auto policy = MakeStrataPolicy();
   ContextOptions options;
   options.agent.id = "preview";
