@@ -142,7 +142,7 @@ struct StoreStats {
   int64_t blob_stored_bytes = 0;  // their size on disk (compressed)
   int64_t requests = 0;
   int64_t events = 0;
-  // The durability mode in force: PRAGMA synchronous read back on the store's connection.
+  /// The durability mode in force: PRAGMA synchronous read back on the store's connection.
   StoreSync synchronous = StoreSync::kFull;
 };
 
