@@ -184,12 +184,12 @@ struct TurnOptions {
   const CancellationToken* cancel = nullptr;  // cancels the call when set; not owned
   std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
   DeltaCallback on_delta;  // content, reasoning and tool-call-argument deltas as they arrive
-  // Top-level request fields of this call only, (name, JSON value text), e.g. {"temperature",
-  // "0.2"}: rendered after the messages (they never change the cached prefix), after the agent's
-  // own fields. A name the backend profile renders too replaces its value; "max_tokens" and
-  // "max_completion_tokens" replace the profile's output cap under either name. INVALID_ARGUMENT
-  // (nothing sent or recorded) for the fields the agent owns: model, messages, tools, stream,
-  // stream_options, cache_salt, request_id, rid.
+  /// Top-level request fields of this call only, (name, JSON value text), e.g. {"temperature",
+  /// "0.2"}: rendered after the messages (they never change the cached prefix), after the agent's
+  /// own fields. A name the backend profile renders too replaces its value; "max_tokens" and
+  /// "max_completion_tokens" replace the profile's output cap under either name. INVALID_ARGUMENT
+  /// (nothing sent or recorded) for the fields the agent owns: model, messages, tools, stream,
+  /// stream_options, cache_salt, request_id, rid.
   std::vector<std::pair<std::string, std::string>> extra_fields;
 };
 
