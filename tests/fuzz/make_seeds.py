@@ -153,3 +153,15 @@ w('sim_request', 'chunked-and-negative-length.http', b'POST /v1/chat/completions
   b'POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n')
 w('sim_request', 'get-metrics-models.http', b'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
 w('sim_request', 'reply-header.http', http('{"messages":[{"role":"user","content":"hi"}]}', extra='X-Strata-Sim-Reply: {"role":"assistant","content":"ok","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}\r\n'))
+# --- sidecar_request: Chat Completions bodies an OpenAI client sends the sidecar's proxy (the
+# conversation of tests/data/sidecar/read_file_agent.jsonl, growing), refusals, and stored client views
+convo = [json.loads(l) for l in open(os.path.join(root, 'tests/data/sidecar/read_file_agent.jsonl'), encoding='utf-8') if l.strip()]
+tools = [{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}}]
+w('sidecar_request', 'first-turn.json', json.dumps({"model":"glm-5.3-flash","messages":convo[:2],"tools":tools}))
+w('sidecar_request', 'tool-results.json', json.dumps({"model":"glm-5.3-flash","messages":convo[:6],"tools":tools,"stream":True,"stream_options":{"include_usage":True}}))
+echo = dict(convo[2]); echo.update({"content":None,"refusal":None})
+w('sidecar_request', 'echoed-reply.json', json.dumps({"messages":convo[:2] + [echo] + convo[3:4]}))
+w('sidecar_request', 'parts-and-developer.json', json.dumps({"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":"ok","reasoning_content":"r"},{"role":"user","content":"more"}]}))
+w('sidecar_request', 'refusals.json', json.dumps({"messages":[{"role":"user","content":"x"},{"role":"system","content":"late"},{"role":"tool","content":"no id"},{"role":"user","content":[{"type":"image_url"}]}]}))
+w('sidecar_request', 'unanswered-call.json', json.dumps({"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"y"}]}))
+w('sidecar_request', 'client-view.json', json.dumps({"version":1,"entries":[["0123456789abcdef0123456789abcdef","user","seg-1"],["fedcba9876543210fedcba9876543210","assistant","seg-2"]]}))

@@ -240,8 +240,9 @@ std::string ClientView::ToJson() const {
 
 StatusOr<ClientView> ClientView::FromJson(std::string_view text) {
   json doc = json::parse(text, nullptr, false);
-  if (!doc.is_object() || doc.value("version", 0) != 1 || !doc.contains("entries") ||
-      !doc["entries"].is_array()) {
+  // (No doc.value("version", 0): it throws when a damaged row has a version of another type.)
+  if (!doc.is_object() || !doc.contains("version") || doc["version"] != 1 ||
+      !doc.contains("entries") || !doc["entries"].is_array()) {
     return InvalidArgumentError("stored client view is not a version 1 view document");
   }
   ClientView view;

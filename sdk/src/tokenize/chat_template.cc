@@ -9,6 +9,7 @@
 #include "strata/chat_template.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <list>
@@ -596,9 +597,9 @@ class RecentList {
 // longest prefix with: an agent's successive requests (and the several renders of one request)
 // repeat the previous body and add to its end, so the messages in the shared prefix are neither
 // scanned, depth-checked, looked up nor parsed again, and a request costs its new bytes plus a
-// comparison and a copy of its text.
+// comparison and a copy of its text. Bounded: 64 bodies, 256 MB of text.
 RecentList<ParsedBody>& ParsedBodies() {
-  static auto* bodies = new RecentList<ParsedBody>(8, 256u << 20);  // never destroyed
+  static auto* bodies = new RecentList<ParsedBody>(64, 256u << 20);  // never destroyed
   return *bodies;
 }
 
@@ -748,7 +749,8 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
 const std::string& Role(const ojson& m) { return m["role"].get_ref<const std::string&>(); }
 
 // ---------------------------------------------------------------------------------------------
-// Render memo. A template keeps its last few renderings with their requests. A request whose
+// Render memo. The last renderings of every template are kept with their requests, process-wide
+// (64, 256 MB: an agent holds its own template, and a sidecar holds many agents). A request whose
 // fields other than the messages equal a kept one's, and whose first messages are the same
 // objects (ParseRequest hands out the same object for the same message text), continues that
 // rendering: the kept text is reused up to the first message whose rendering could differ, and
@@ -765,6 +767,7 @@ bool SameFields(const Request& a, const Request& b) {
 }
 
 struct RenderedRequest {
+  uint64_t renderer = 0;  // the template instance that rendered it (MemoRenderingTemplate::id_)
   Request request;
   std::string text;             // the preamble and the messages, without the template's ending
   std::vector<size_t> offsets;  // where each message starts in `text`
@@ -782,6 +785,11 @@ int LastUser(const Request& r, const RenderedRequest* base, size_t same) {
   return -1;
 }
 
+RecentList<RenderedRequest>& RenderedRequests() {
+  static auto* rendered = new RecentList<RenderedRequest>(64, 256u << 20);  // never destroyed
+  return *rendered;
+}
+
 // A template rendered message by message, through the render memo.
 class MemoRenderingTemplate : public ChatTemplate {
  public:
@@ -795,8 +803,8 @@ class MemoRenderingTemplate : public ChatTemplate {
     // The kept rendering with the same fields and the longest run of the same first messages.
     std::shared_ptr<const RenderedRequest> base;
     size_t same = 0;
-    for (auto& kept : rendered_.Snapshot()) {
-      if (!SameFields(kept->request, r)) continue;
+    for (auto& kept : RenderedRequests().Snapshot()) {
+      if (kept->renderer != id_ || !SameFields(kept->request, r)) continue;
       const size_t n = std::min(kept->request.messages.size(), r.messages.size());
       size_t k = 0;
       while (k < n && kept->request.messages.get(k) == r.messages.get(k)) ++k;
@@ -806,6 +814,7 @@ class MemoRenderingTemplate : public ChatTemplate {
       }
     }
     auto entry = std::make_shared<RenderedRequest>();
+    entry->renderer = id_;
     entry->last_user = LastUser(r, base.get(), same);
     size_t from = 0;
     if (base != nullptr) {
@@ -833,7 +842,7 @@ class MemoRenderingTemplate : public ChatTemplate {
     p.preamble_bytes = entry->preamble_bytes;
     entry->request = std::move(r);
     // In place of the base when this rendering continues it (reuses at least half of it).
-    rendered_.Keep(std::move(entry),
+    RenderedRequests().Keep(std::move(entry),
                    base != nullptr && from >= base->offsets.size() / 2 ? base.get() : nullptr);
     return p;
   }
@@ -848,7 +857,11 @@ class MemoRenderingTemplate : public ChatTemplate {
   // Everything after the last message (the generation prompt).
   virtual void RenderEnd(const Request& r, std::string* out) const = 0;
 
-  mutable RecentList<RenderedRequest> rendered_{8, 256u << 20};
+  // Never reused, unlike an address: a kept rendering is continued by its own template only.
+  const uint64_t id_ = [] {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }();
 };
 
 // The tool call's function object (`{%- if tc.function %}{%- set tc = tc.function %}`).
@@ -1351,6 +1364,7 @@ namespace tokenize_internal {
 
 void ClearChatTemplateMemos() {
   ParsedBodies().Clear();
+  RenderedRequests().Clear();
   MessageMemo::Get().Clear();
 }
 
