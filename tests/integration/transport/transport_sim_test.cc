@@ -161,12 +161,24 @@ TEST_CASE("cached_tokens absent, null or present in usage", "[transport][sim]") 
 
 // ---- Faults through the Client: the documented outcome, the record, and the context. ----------
 
+// Writes records as JSON lines and keeps the last one: the Client gives every request's record,
+// a failed one's included, to its sink.
+class LastRecordSink : public JsonLinesRecordSink {
+ public:
+  explicit LastRecordSink(std::ostream& out) : JsonLinesRecordSink(out) {}
+  Status Write(const RequestRecord& record) override {
+    last = record;
+    return JsonLinesRecordSink::Write(record);
+  }
+  RequestRecord last;
+};
+
 struct Harness {
   std::unique_ptr<SimServer> sim;
   FakeClock clock;
   std::unique_ptr<Transport> transport;
   std::ostringstream records;
-  std::unique_ptr<JsonLinesRecordSink> sink;
+  std::unique_ptr<LastRecordSink> sink;
   std::unique_ptr<Client> client;
 
   explicit Harness(HttpTransportOptions tweak = {}, SimOptions sim_options = {}) {
@@ -176,7 +188,7 @@ struct Harness {
     if (tweak.timeouts.idle != Timeouts{}.idle) options.timeouts.idle = tweak.timeouts.idle;
     if (tweak.retry.max_attempts != RetryPolicy{}.max_attempts) options.retry.max_attempts = tweak.retry.max_attempts;
     transport = Http(options);
-    sink = std::make_unique<JsonLinesRecordSink>(records);
+    sink = std::make_unique<LastRecordSink>(records);
     ClientOptions copt;
     copt.transport = transport.get();
     copt.record_sink = sink.get();
@@ -186,11 +198,14 @@ struct Harness {
     client = std::move(c).value();
   }
 
-  // Sends with a fault header; returns the status and fills *record.
+  // Sends with a fault header; returns the status and fills *record with the request's record,
+  // as the sink received it.
   Status CompleteWithFault(Context& context, const std::string& fault, RequestRecord* record) {
     CompleteOptions options;
     options.headers = {{"X-Strata-Sim-Fault", fault}};
-    return client->Complete(context, options, record).status();
+    Status status = client->Complete(context, options).status();
+    *record = sink->last;
+    return status;
   }
 };
 

@@ -282,9 +282,9 @@ TEST_CASE("gRPC transport: errors map to strata codes", "[grpc][sim]") {
 
 TEST_CASE("gRPC transport: backoff sleeps and their jitter come from GrpcTransportOptions::clock",
           "[grpc][sim]") {
-  auto sim = StartSim();
   std::vector<std::vector<int64_t>> runs;
   for (int run = 0; run < 2; ++run) {
+    auto sim = StartSim();  // a fresh server: its fault counts are per server
     testing::FakeClock clock;
     GrpcTransportOptions options = Options(*sim);
     options.retry.uniform01 = nullptr;  // seed 0: the jitter generator is seeded by the clock
