@@ -437,7 +437,7 @@ grpc::Status ContextServiceImpl::Build(grpc::ServerContext* context,
     response->set_compaction_due(prediction.compaction_due);
     if (prediction.compaction) FillReport(*prediction.compaction, response->mutable_compaction());
     const Context& ctx = agent.context();
-    StatusOr<BuiltRequest> built = ctx.Build();
+    StatusOr<BuiltRequest> built = ctx.Preview();
     if (built.ok()) {
       response->set_body(built->body);
       response->set_stable_prefix_hash(built->stable_prefix_hash);
