@@ -86,7 +86,7 @@ Status ApplyOp(Context& context, uint64_t op) {
 uint64_t OpsIn(const Context& context) { return context.Segments().size(); }
 
 std::string Render(const Context& context) {
-  auto built = context.Build();
+  auto built = context.Preview();
   if (built.ok()) return built->body;
   return "unbuildable: " + built.status().ToString();
 }

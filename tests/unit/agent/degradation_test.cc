@@ -183,7 +183,7 @@ TEST_CASE("a request over the medium pool is compacted to fit it while the long 
   const int64_t after = Must(agent->InputTokens());
   CHECK(after < 12000);
   const Context& context = agent->context();
-  CHECK(Must(context.Build()).body.find("Listing part 9.") != std::string::npos);
+  CHECK(Must(context.Preview()).body.find("Listing part 9.") != std::string::npos);
 
   // Persisted: the record's pool, degradation and notes, and the compaction event.
   auto store = Must(OpenSqliteStore(db));

@@ -242,7 +242,8 @@ TEST_CASE("Preview never changes the context, Build compacts where Preview fails
     REQUIRE(context->AppendAssistant({"", "", {{id, "bash", "{\"command\":\"cat " + id + "\"}"}}}).ok());
     REQUIRE(context->AppendToolResult({id, Output(id, 500), false}).ok());
   }
-  REQUIRE(context->InputTokens() > context->options().budget->window);  // above the limit
+  const size_t window = static_cast<size_t>(context->options().budget->window);
+  REQUIRE(context->InputTokens() > window);  // above the limit
   const ContextSnapshot before = context->Snapshot();
   const ContextStats stats_before = context->Stats();
 

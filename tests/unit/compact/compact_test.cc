@@ -257,7 +257,7 @@ TEST_CASE("a compacted context restores byte-identically", "[compact][restore]")
   REQUIRE(restored.ok());
   const Context& a = *context;
   const Context& b = **restored;
-  CHECK(MustBuild(a).body == MustBuild(b).body);
+  CHECK(testing::MustPreview(a).body == testing::MustPreview(b).body);
 }
 
 TEST_CASE("ApplyEdit refuses edits that break pairing, touch pins or name unknown segments", "[compact]") {

@@ -45,7 +45,7 @@ ContextOptions Options(const std::string& id) {
 
 // The request body, or the segments when tool calls are open (a request cannot be built then).
 std::string Render(const Context& context) {
-  auto built = context.Build();
+  auto built = context.Preview();
   if (built.ok()) return built->body;
   std::string out = "unbuildable:";
   for (const Segment& s : context.Segments()) out += Describe(s) + "\n";
@@ -238,7 +238,7 @@ TEST_CASE("a compacting context stores its compactions as events and restores by
   REQUIRE(reopened.ok());
   const Context& a = **context;
   const Context& b = **reopened;
-  CHECK(b.Build()->body == a.Build()->body);
+  CHECK(b.Preview()->body == a.Preview()->body);
   size_t masked = 0;
   for (const Segment& s : b.Segments()) {
     if (s.state == SegmentState::kMasked) {
