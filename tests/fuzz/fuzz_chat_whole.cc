@@ -28,6 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     STRATA_FUZZ_CHECK(!status.message().empty(), "an HTTP error without a message");
   }
   (void)ti::ErrorMessageFromBody(body);
-  (void)ti::ParseRetryAfterSeconds(body.substr(0, 32));
+  // A Retry-After value (seconds or an HTTP date) read against a fixed "now": a delay of 0 or
+  // more, or -1 for none.
+  const double retry_after = ti::ParseRetryAfterSeconds(body.substr(0, 32), 1767225600);
+  STRATA_FUZZ_CHECK(retry_after >= 0 || retry_after == -1, "a Retry-After below 0 other than -1");
   return 0;
 }
