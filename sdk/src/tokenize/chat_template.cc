@@ -493,7 +493,10 @@ bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, Bod
 }
 
 // Normalised messages by their text, process-wide (the normalisation is the same for every
-// template). Bounded: when the texts held exceed kMaxBytes it starts over.
+// template). Bounded: each entry is charged its text, about twice that for the parsed message and
+// kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges would exceed
+// kMessageMemoMaxBytes it starts over. Charging the text alone let a long-running process (an agent
+// host whose agents are created, run and deleted) keep several times the bound in parsed messages.
 class MessageMemo {
  public:
   static MessageMemo& Get() {
@@ -508,17 +511,18 @@ class MessageMemo {
   }
 
   void Insert(std::string_view text, std::shared_ptr<const ojson> message) {
-    if (text.size() > kMaxBytes / 4) return;
+    const size_t charge = tokenize_internal::MessageMemoCharge(text.size());
+    if (charge > tokenize_internal::kMessageMemoMaxBytes / 4) return;
     std::lock_guard<std::mutex> lock(mu_);
     if (map_.count(text) != 0) return;
-    if (bytes_ + text.size() > kMaxBytes) {
+    if (bytes_ + charge > tokenize_internal::kMessageMemoMaxBytes) {
       map_.clear();
       bytes_ = 0;
     }
     auto stored = std::make_unique<Stored>(Stored{std::string(text), std::move(message)});
     const std::string_view key = stored->text;
     map_.emplace(key, std::move(stored));
-    bytes_ += text.size();
+    bytes_ += charge;
   }
 
   void Clear() {
@@ -527,8 +531,16 @@ class MessageMemo {
     bytes_ = 0;
   }
 
+  tokenize_internal::MessageMemoStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    tokenize_internal::MessageMemoStats stats;
+    stats.entries = map_.size();
+    stats.charged_bytes = bytes_;
+    for (const auto& [key, stored] : map_) stats.text_bytes += key.size();
+    return stats;
+  }
+
  private:
-  static constexpr size_t kMaxBytes = 64u << 20;
   struct Stored {
     std::string text;
     std::shared_ptr<const ojson> message;
@@ -1367,6 +1379,8 @@ void ClearChatTemplateMemos() {
   RenderedRequests().Clear();
   MessageMemo::Get().Clear();
 }
+
+MessageMemoStats ChatTemplateMessageMemoStats() { return MessageMemo::Get().Stats(); }
 
 }  // namespace tokenize_internal
 

@@ -4,11 +4,28 @@
 #ifndef STRATA_SRC_TOKENIZE_TEMPLATE_MEMO_H_
 #define STRATA_SRC_TOKENIZE_TEMPLATE_MEMO_H_
 
+#include <cstddef>
+
 namespace strata::tokenize_internal {
 
 // Forgets the kept bodies, messages and renderings, so that the next request is parsed and
 // rendered whole (tests compare the memoised path with it).
 void ClearChatTemplateMemos();
+
+// The message memo's bound: the sum of its entries' charges stays at or below it.
+inline constexpr size_t kMessageMemoMaxBytes = size_t{32} << 20;
+// What one entry is charged: its text, about twice that for the parsed message, and the map's node.
+inline constexpr size_t kMessageMemoEntryOverhead = 256;
+constexpr size_t MessageMemoCharge(size_t text_bytes) {
+  return 3 * text_bytes + kMessageMemoEntryOverhead;
+}
+
+struct MessageMemoStats {
+  size_t entries = 0;
+  size_t text_bytes = 0;     // the texts held (the keys)
+  size_t charged_bytes = 0;  // the sum of MessageMemoCharge over the entries
+};
+MessageMemoStats ChatTemplateMessageMemoStats();
 
 }  // namespace strata::tokenize_internal
 

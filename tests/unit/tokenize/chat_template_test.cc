@@ -755,3 +755,36 @@ TEST_CASE("threads sharing a template render as when parsed whole", "[chat_templ
   for (size_t a = 0; a < agents.size(); ++a)
     for (size_t i = 0; i < agents[a].size(); ++i) CheckEqual(got[a][i], whole[a][i], i);
 }
+
+// The process-wide message memo holds every distinct message a process renders (an agent host
+// renders new messages for as long as it runs): its charges, which count the parsed messages and
+// the map's nodes as well as the texts, stay within kMessageMemoMaxBytes however many it has seen.
+TEST_CASE("the message memo stays within its bound after many distinct messages",
+          "[chat_template][memo]") {
+  using strata::tokenize_internal::ChatTemplateMessageMemoStats;
+  using strata::tokenize_internal::kMessageMemoMaxBytes;
+  using strata::tokenize_internal::MessageMemoCharge;
+  strata::tokenize_internal::ClearChatTemplateMemos();
+  auto t = Make("glm-5.3");
+  const std::string filler(4000, 'x');
+  const size_t per_body = MessageMemoCharge(filler.size()) * 2;  // system + user, ~4 KB each
+  const size_t bodies = kMessageMemoMaxBytes / per_body + 200;  // more than the bound holds
+  size_t max_charged = 0;
+  for (size_t i = 0; i < bodies; ++i) {
+    memo_test::ojson body = {
+        {"messages",
+         {memo_test::Message("system", "agent " + std::to_string(i) + " " + filler),
+          memo_test::Message("user", "request " + std::to_string(i) + " " + filler)}}};
+    REQUIRE(memo_test::RenderOnce(*t, body.dump()).ok);
+    const auto stats = ChatTemplateMessageMemoStats();
+    max_charged = std::max(max_charged, stats.charged_bytes);
+    REQUIRE(stats.charged_bytes <= kMessageMemoMaxBytes);
+    // The charges count more than the texts: the parsed messages and nodes are not free.
+    REQUIRE(stats.charged_bytes == 3 * stats.text_bytes + stats.entries * 256);
+  }
+  // It filled up to its bound, then started over (it is used, and it is bounded).
+  CHECK(max_charged > kMessageMemoMaxBytes / 2);
+  CHECK(ChatTemplateMessageMemoStats().charged_bytes < max_charged);
+  strata::tokenize_internal::ClearChatTemplateMemos();
+  CHECK(ChatTemplateMessageMemoStats().entries == 0);
+}
