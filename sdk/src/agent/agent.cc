@@ -46,7 +46,10 @@ void MergeTurnFields(const std::vector<std::pair<std::string, std::string>>& ext
     return name == "max_tokens" || name == "max_completion_tokens";
   };
   std::vector<std::pair<std::string, std::string>>& fields = build->extra_fields;
-  for (const auto& [name, value] : extra) {
+  for (const auto& field_in : extra) {
+    // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one.
+    const std::string& name = field_in.first;
+    const std::string& value = field_in.second;
     auto same = std::find_if(fields.begin(), fields.end(),
                              [&](const auto& field) { return field.first == name; });
     if (same == fields.end() && is_cap(name)) {
