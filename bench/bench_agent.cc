@@ -25,7 +25,7 @@
 #include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/tokenize.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 
 namespace {
 

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "bench_args.h"
-#include "strata/eval.h"
 #include "strata/tokenize.h"
-#include "strata/trace.h"
+#include "strata/tools/eval.h"
+#include "strata/tools/trace.h"
 #include "traces_dir.h"
 
 int main(int argc, char** argv) {

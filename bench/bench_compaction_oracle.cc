@@ -49,10 +49,10 @@
 
 #include "bench_args.h"
 #include "strata/builtin_policies.h"
-#include "strata/eval.h"
 #include "strata/identifiers.h"
 #include "strata/tokenize.h"
-#include "strata/trace.h"
+#include "strata/tools/eval.h"
+#include "strata/tools/trace.h"
 #include "traces_dir.h"
 
 namespace {

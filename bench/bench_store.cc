@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "strata/store.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 #include "traces_dir.h"
 
 namespace {

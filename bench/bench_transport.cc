@@ -21,7 +21,7 @@
 
 #include "strata/client.h"
 #include "strata/context.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 #include "strata/transport.h"
 #include "transport/chat_parser.h"
 #include "traces_dir.h"

@@ -17,7 +17,7 @@
 #include "fuzz_util.h"
 #include "strata/context.h"
 #include "strata/store.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 
 namespace fs = std::filesystem;
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 
 namespace strata::cli::bench {
 

@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "replay_common.h"
-#include "strata/eval.h"
+#include "strata/tools/eval.h"
 #include "strata/tokenize.h"
 
 namespace strata::cli {

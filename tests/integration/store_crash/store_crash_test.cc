@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "strata/store.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 #include "testing/child_process.h"
 #include "testing/skip.h"
 #include "testing/traces.h"

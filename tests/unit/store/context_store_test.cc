@@ -9,7 +9,7 @@
 
 #include "strata/builtin_policies.h"
 #include "strata/store.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 #include "testing/traces.h"
 #include "unit/store/store_test_util.h"
 

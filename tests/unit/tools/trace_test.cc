@@ -1,4 +1,4 @@
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -23,7 +23,7 @@ std::string TempPath(const std::string& name) {
       .string();
 }
 
-TEST_CASE("trace lines parse into messages, malformed lines are refused clearly", "[core][trace]") {
+TEST_CASE("trace lines parse into messages, malformed lines are refused clearly", "[tools][trace]") {
   auto m = ParseTraceLine(
       R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls\"}"}}]})");
   REQUIRE(m.ok());
@@ -52,7 +52,7 @@ TEST_CASE("trace lines parse into messages, malformed lines are refused clearly"
   }
 }
 
-TEST_CASE("reading a trace names the file and line of a bad message", "[core][trace]") {
+TEST_CASE("reading a trace names the file and line of a bad message", "[tools][trace]") {
   const std::string path = TempPath("bad.jsonl");
   {
     std::ofstream out(path);
@@ -69,7 +69,7 @@ TEST_CASE("reading a trace names the file and line of a bad message", "[core][tr
   std::remove(path.c_str());
 }
 
-TEST_CASE("replay refuses a tool result that answers no call, naming the line", "[core][trace]") {
+TEST_CASE("replay refuses a tool result that answers no call, naming the line", "[tools][trace]") {
   std::vector<TraceMessage> messages(2);
   messages[0].role = TraceRole::kUser;
   messages[0].content = "hi";
@@ -83,7 +83,7 @@ TEST_CASE("replay refuses a tool result that answers no call, naming the line", 
   CHECK_THAT(s.message(), Catch::StartsWith("line 2: tool result for unknown tool_call_id \"call_9\""));
 }
 
-TEST_CASE("all test traces replay with valid, append-only requests", "[core][trace]") {
+TEST_CASE("all test traces replay with valid, append-only requests", "[tools][trace]") {
   const std::vector<std::string> traces = testing::TestTraceFiles();
   REQUIRE(traces.size() == 19);  // tests/data/traces (see SOURCES.md there)
   size_t turns = 0;
@@ -110,7 +110,7 @@ TEST_CASE("all test traces replay with valid, append-only requests", "[core][tra
 }
 
 #ifdef STRATA_CLI_PATH
-TEST_CASE("a second process renders the same bytes (strata replay --out)", "[core][trace][determinism]") {
+TEST_CASE("a second process renders the same bytes (strata replay --out)", "[tools][trace][determinism]") {
   const std::vector<std::string> traces = testing::TestTraceFiles();
   for (size_t i : {size_t{0}, traces.size() / 2, traces.size() - 1}) {
     const std::string& path = traces[i];

@@ -1,4 +1,4 @@
-#include "strata/eval.h"
+#include "strata/tools/eval.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,6 @@
-// strata/eval.h — replaying trajectories under a token budget with a compaction policy, and measuring
-// what it costs (component strata::eval; used by `strata replay --budget` and bench/bench_compaction).
+// strata/tools/eval.h — replaying trajectories under a token budget with a compaction policy, and
+// measuring what it costs (component strata::tools, the tooling beside the API; used by
+// `strata replay --budget` and bench/bench_compaction).
 //
 // For each assistant message of a trace, the context (managed by the policy) is built into the
 // request that would be sent; the request is rendered through the chat template and tokenized with
@@ -15,8 +16,8 @@
 //
 // Thread safety: EvaluateTrace may run concurrently on different traces with shared tokenizer and
 // template (they are thread-safe).
-#ifndef STRATA_EVAL_H_
-#define STRATA_EVAL_H_
+#ifndef STRATA_TOOLS_EVAL_H_
+#define STRATA_TOOLS_EVAL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -30,12 +31,12 @@
 #include "strata/context.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 
 namespace strata {
 
-class ChatTemplate;  // strata/chat_template.h
-
+// What EvaluateTrace replays with: the policy and its budget, the tokenizer and chat template that
+// count each request exactly, and the parameters of its measurements.
 struct EvalOptions {
   std::string policy = "strata";  // strata, none, sliding, last-n
   // Input tokens a request may hold (exact count through the template). 0: no budget.
@@ -113,4 +114,4 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
 
 }  // namespace strata
 
-#endif  // STRATA_EVAL_H_
+#endif  // STRATA_TOOLS_EVAL_H_

@@ -1,4 +1,4 @@
-#include "strata/trace.h"
+#include "strata/tools/trace.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
