@@ -19,8 +19,8 @@
 // model / model-none x replay-none.
 //
 // An output is *dead* at request k when no assistant message from the k-th on uses an identifier
-// it is the latest source of (strata::ExtractIdentifiers; identifiers of the system and user
-// messages excluded, as in the retention metric). Masking a dead output (a placeholder with the
+// it is the latest source of (ExtractIdentifiers of core/identifiers.h; identifiers of the system
+// and user messages excluded, as in the retention metric). Masking a dead output (a placeholder with the
 // tool name and recall id, no identifiers) loses nothing the agent mentions again. Schedules:
 //   floor-all:  every output is masked for free right after the agent has seen it once (no
 //               re-prefill charged): no masking policy that shows each output once can cost less.
@@ -48,8 +48,8 @@
 #include <vector>
 
 #include "bench_args.h"
+#include "core/identifiers.h"
 #include "strata/builtin_policies.h"
-#include "strata/identifiers.h"
 #include "strata/tokenize.h"
 #include "strata/tools/eval.h"
 #include "strata/tools/trace.h"
@@ -96,11 +96,11 @@ Model BuildModel(const std::vector<strata::TraceMessage>& trace, const strata::T
       s.tool_call_id = msg.tool_call_id;
       m.placeholder[i] = tokenizer.Count(strata::MaskPlaceholder(s, nullptr, strata::RecallIdFor(msg.content), 0)) +
                          kMessageOverhead;
-      for (const std::string& id : strata::ExtractIdentifiers(msg.content, kAll)) {
+      for (const std::string& id : strata::internal::ExtractIdentifiers(msg.content, kAll)) {
         if (!known.count(id)) latest_source[id] = i;
       }
     } else if (msg.role == strata::TraceRole::kSystem || msg.role == strata::TraceRole::kUser) {
-      for (const std::string& id : strata::ExtractIdentifiers(msg.content, kAll)) {
+      for (const std::string& id : strata::internal::ExtractIdentifiers(msg.content, kAll)) {
         if (!latest_source.count(id)) known.insert(id);
       }
     } else if (msg.role == strata::TraceRole::kAssistant) {
@@ -108,7 +108,7 @@ Model BuildModel(const std::vector<strata::TraceMessage>& trace, const strata::T
       m.requests.push_back(i);
       std::string used = msg.content;
       for (const strata::ToolCall& call : msg.tool_calls) used += "\n" + call.arguments;
-      for (const std::string& id : strata::ExtractIdentifiers(used, kAll)) {
+      for (const std::string& id : strata::internal::ExtractIdentifiers(used, kAll)) {
         auto it = latest_source.find(id);
         if (it != latest_source.end()) last_use[it->second] = std::max(last_use[it->second], k + 1);
       }

@@ -38,7 +38,6 @@
 #include <vector>
 
 #include "strata/compaction_policy.h"
-#include "strata/identifiers.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"

@@ -4,9 +4,13 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
 namespace strata {
+
+using internal::ExtractIdentifiers;
+
 namespace {
 
 std::string Clip(const std::string& text, size_t max_bytes) {

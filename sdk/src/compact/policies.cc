@@ -5,9 +5,13 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
 namespace strata {
+
+using internal::ExtractIdentifiers;
+
 namespace {
 
 constexpr size_t kAllIdentifiers = 1 << 20;

@@ -5,10 +5,14 @@
 #include <set>
 #include <string_view>
 
+#include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 #include "strata/transport.h"
 
 namespace strata {
+
+using internal::ExtractIdentifiers;
+
 namespace {
 
 // Bytes of a message's text the extractive summary quotes on one line.

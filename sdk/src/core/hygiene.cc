@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/identifiers.h"
 #include "core/text_util.h"
-#include "strata/identifiers.h"
 
 namespace strata::internal {
 namespace {

@@ -1,11 +1,11 @@
-#include "strata/identifiers.h"
+#include "core/identifiers.h"
 
 #include <algorithm>
 #include <cctype>
 #include <string>
 #include <unordered_map>
 
-namespace strata {
+namespace strata::internal {
 namespace {
 
 bool IsIdentChar(unsigned char c) {
@@ -90,4 +90,4 @@ std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limi
   return out;
 }
 
-}  // namespace strata
+}  // namespace strata::internal

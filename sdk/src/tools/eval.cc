@@ -5,11 +5,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/prefix_cache.h"
 
 namespace strata {
+
+using internal::ExtractIdentifiers;
+
 namespace {
 
 // True when the request's messages pair tool calls and results (each tool result answers a call).

@@ -1,0 +1,29 @@
+// core/identifiers.h — the code identifiers and file paths a text mentions (internal to strata).
+//
+// strata keeps these when it shortens content (masked tool results, folded stack traces,
+// deduplicated outputs, summaries), because they are what an agent most often needs again: the
+// names it will grep for, open and edit. Used by core's hygiene, compact's policies, placeholders
+// and summarizers, and tools' retention metric (strata/tools/eval.h); not part of the public API.
+// Other components reach it as "core/identifiers.h" (sdk/src is on their private include path)
+// and link strata::core, which defines it (identifiers.cc).
+//
+//   std::vector<std::string> names = strata::internal::ExtractIdentifiers(output, 16);
+//
+// Thread safety: a pure function.
+#ifndef STRATA_CORE_IDENTIFIERS_H_
+#define STRATA_CORE_IDENTIFIERS_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace strata::internal {
+
+// Identifiers in `text`: snake_case, CamelCase, dotted.names, paths/with.ext, and names that follow
+// "def "/"class "/"function "/"struct "... Ranked: names the text defines, then paths, then by
+// frequency, ties by first appearance. At most `limit`.
+std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit);
+
+}  // namespace strata::internal
+
+#endif  // STRATA_CORE_IDENTIFIERS_H_
