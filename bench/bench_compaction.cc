@@ -25,7 +25,7 @@
 
 #include "bench_args.h"
 #include "strata/eval.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/trace.h"
 #include "traces_dir.h"
 

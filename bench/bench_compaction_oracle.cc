@@ -51,7 +51,7 @@
 #include "strata/builtin_policies.h"
 #include "strata/eval.h"
 #include "strata/identifiers.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/trace.h"
 #include "traces_dir.h"
 

@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "replay_common.h"
 #include "strata/eval.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::cli {
 namespace {

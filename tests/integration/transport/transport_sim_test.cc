@@ -15,7 +15,7 @@
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/isolation.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/trace.h"
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
