@@ -24,7 +24,7 @@
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/tools/trace.h"
 
 namespace {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "bench_args.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/tools/eval.h"
 #include "strata/tools/trace.h"
 #include "traces_dir.h"

@@ -50,7 +50,7 @@
 #include "bench_args.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/tools/eval.h"
 #include "strata/tools/trace.h"
 #include "traces_dir.h"

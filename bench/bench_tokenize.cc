@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "traces_dir.h"
 
 namespace fs = std::filesystem;

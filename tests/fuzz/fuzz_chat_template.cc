@@ -7,7 +7,7 @@
 
 #include "fuzz_util.h"
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace {
 

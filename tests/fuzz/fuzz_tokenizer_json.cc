@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto tokenizer = strata::MakeHfTokenizerFromJson(strata::fuzz::AsText(data, size), "fuzz");

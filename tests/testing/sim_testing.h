@@ -17,7 +17,7 @@
 
 #include "sim_server.h"
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "testing/status_testing.h"
 
 namespace strata::testing {

@@ -20,8 +20,8 @@
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/grpc_transport.h"
-#include "strata/tokenize.h"
 #include "strata/tokenizer.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
 
 namespace strata_py {

@@ -28,8 +28,8 @@
 #include "strata/compaction_policy.h"
 #include "strata/status.h"
 #include "strata/store.h"
-#include "strata/tokenize.h"
 #include "strata/tokenizer.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
 
 namespace {

@@ -11,7 +11,7 @@
 
 #include "sim_server.h"
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port, -1: no gRPC)")
       ->check(CLI::Range(-1, 65535))->capture_default_str();
   app.add_option("--tokenizer", tokenizer_spec,
-                 "count prompt tokens with this tokenizer spec (strata/tokenize.h, e.g. hf:tokenizer.json); "
+                 "count prompt tokens with this tokenizer spec (strata/tokenizer_spec.h, "
+                 "e.g. hf:tokenizer.json); "
                  "default: the bytes-per-token estimator");
   app.add_option("--chat-template", template_name,
                  "chat template the prompt text (and so the cache blocks) is rendered with: glm-5.3 "

@@ -56,12 +56,8 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
 
   grpc::Status ChatComplete(grpc::ServerContext* context, const pb::OpenAIRequest* request,
                             grpc::ServerWriter<pb::OpenAIStreamChunk>* writer) override {
-    std::map<std::string, std::string> headers;
-    for (const auto& [k, v] : request->trace_headers()) headers[Lower(k)] = v;
-    for (const auto& [k, v] : context->client_metadata()) {
-      headers[Lower(std::string(k.data(), k.size()))] = std::string(v.data(), v.size());
-    }
-    GrpcPlan plan = engine_->PlanGrpc(request->json_body(), headers, context->peer());
+    GrpcPlan plan = engine_->PlanGrpc(request->json_body(), Headers(*context, *request),
+                                      context->peer());
     if (plan.status != 200 && !plan.serving_error) {
       // A request refused before serving: upstream ends the call with the message as INTERNAL.
       // Injected overload faults take the codes a proxy or an overloaded server would give.
@@ -72,24 +68,8 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
     }
     // Headers first (tonic answers them as soon as the stream exists), then the prefill.
     writer->SendInitialMetadata();
-    // A serving error: an error JSON inside the stream, the call itself ends OK.
     auto serving_error = [&](int status, const std::string& message, const std::string& type) {
-      json error = {{"object", "error"},
-                    {"message", message},
-                    {"type", type.empty() ? "BadRequestError" : type},
-                    {"param", nullptr},
-                    {"code", status}};
-      // An error plan does not say whether the body streams; the body does.
-      json body = json::parse(request->json_body(), nullptr, false);
-      const bool stream = body.is_object() && body.contains("stream") &&
-                          body["stream"].is_boolean() && body["stream"].get<bool>();
-      if (stream) {
-        writer->Write(Chunk(json({{"error", error}}).dump(), false));
-        writer->Write(Chunk("", true));
-      } else {
-        writer->Write(Chunk(error.dump(), true));
-      }
-      return grpc::Status::OK;
+      return WriteServingError(request->json_body(), status, message, type, writer);
     };
     if (plan.status != 200) {
       return serving_error(plan.status, plan.error_message, plan.error_type);
@@ -146,16 +126,7 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
       } else if (plan.fault_kind == "malformed-sse" && static_cast<int>(i) == plan.fault_after) {
         writer->Write(Chunk("{\"id\": \"chatcmpl-sim\", \"choices\": [", false));
       }
-      if (engine_->Aborted(plan.rid)) {
-        json abort = {
-            {"id", "chatcmpl-sim-abort"},
-            {"object", "chat.completion.chunk"},
-            {"choices",
-             json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "abort"}}})}};
-        writer->Write(Chunk(abort.dump(), false));
-        writer->Write(Chunk("", true));
-        return grpc::Status::OK;
-      }
+      if (engine_->Aborted(plan.rid)) return WriteAbortChunks(writer);
       if (!SleepWatching(context, plan.delay_us[i], plan.rid, &stop)) return stop;
       const int64_t grown = plan.prompt_tokens + plan.kv_output_tokens *
                                                      static_cast<int64_t>(i + 1) /
@@ -173,6 +144,51 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
   }
 
  private:
+  // The call's headers: its trace headers and metadata (metadata wins), names in lower case.
+  static std::map<std::string, std::string> Headers(const grpc::ServerContext& context,
+                                                    const pb::OpenAIRequest& request) {
+    std::map<std::string, std::string> headers;
+    for (const auto& [k, v] : request.trace_headers()) headers[Lower(k)] = v;
+    for (const auto& [k, v] : context.client_metadata()) {
+      headers[Lower(std::string(k.data(), k.size()))] = std::string(v.data(), v.size());
+    }
+    return headers;
+  }
+
+  // A serving error: an error JSON inside the stream (streamed as the body of `request_json`
+  // asks, since an error plan does not say), the call itself ends OK.
+  static grpc::Status WriteServingError(const std::string& request_json, int status,
+                                        const std::string& message, const std::string& type,
+                                        grpc::ServerWriter<pb::OpenAIStreamChunk>* writer) {
+    json error = {{"object", "error"},
+                  {"message", message},
+                  {"type", type.empty() ? "BadRequestError" : type},
+                  {"param", nullptr},
+                  {"code", status}};
+    json body = json::parse(request_json, nullptr, false);
+    const bool stream = body.is_object() && body.contains("stream") &&
+                        body["stream"].is_boolean() && body["stream"].get<bool>();
+    if (stream) {
+      writer->Write(Chunk(json({{"error", error}}).dump(), false));
+      writer->Write(Chunk("", true));
+    } else {
+      writer->Write(Chunk(error.dump(), true));
+    }
+    return grpc::Status::OK;
+  }
+
+  // An aborted request's end: a chunk with finish_reason "abort", then the finished chunk.
+  static grpc::Status WriteAbortChunks(grpc::ServerWriter<pb::OpenAIStreamChunk>* writer) {
+    json abort = {
+        {"id", "chatcmpl-sim-abort"},
+        {"object", "chat.completion.chunk"},
+        {"choices",
+         json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "abort"}}})}};
+    writer->Write(Chunk(abort.dump(), false));
+    writer->Write(Chunk("", true));
+    return grpc::Status::OK;
+  }
+
   // Sleeps `us` in slices; false (with *stop set) when the call is cancelled, its deadline passes,
   // the request is aborted or the server stops.
   bool SleepWatching(grpc::ServerContext* context, int64_t us, const std::string& rid,

@@ -183,6 +183,52 @@ size_t Depth(const json& root) {
   return deepest;
 }
 
+// Why messages[`i`] (`m`) is refused, as vLLM/SGLang would refuse it; nullopt when it is not.
+std::optional<Invalid> ValidateMessage(const json& m, size_t i) {
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
+  std::string where = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object()) return Invalid{where + " must be an object, got " + TypeName(m), where};
+  if (!m.contains("role") || !m["role"].is_string()) {
+    return Invalid{where + ".role must be a string, got " + (m.contains("role") ? TypeName(m["role"]) : "nothing"),
+                   where + ".role"};
+  }
+  std::string role = m["role"].get<std::string>();
+  if (kRoles.count(role) == 0) {
+    return Invalid{where + ".role \"" + role +
+                       "\" is not one of system, developer, user, assistant, tool, function",
+                   where + ".role"};
+  }
+  if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string()) {
+    if (!m["content"].is_array()) {
+      return Invalid{where + ".content must be a string, an array of parts or null, got " + TypeName(m["content"]),
+                     where + ".content"};
+    }
+    for (const json& part : m["content"]) {
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+        return Invalid{where + ".content parts must be objects with a \"type\"", where + ".content"};
+      }
+    }
+  }
+  for (const char* name : {"name", "tool_call_id", "reasoning_content", "reasoning"}) {
+    if (m.contains(name) && !m[name].is_null() && !m[name].is_string()) {
+      return Invalid{where + "." + name + " must be a string, got " + TypeName(m[name]), where + "." + name};
+    }
+  }
+  if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+    if (!m["tool_calls"].is_array()) {
+      return Invalid{where + ".tool_calls must be an array, got " + TypeName(m["tool_calls"]), where + ".tool_calls"};
+    }
+    for (const json& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+          !call["function"].contains("name") || !call["function"]["name"].is_string()) {
+        return Invalid{where + ".tool_calls entries must be {\"function\":{\"name\":...,\"arguments\":...}}",
+                       where + ".tool_calls"};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<Invalid> ValidateRequest(const json& request) {
   if (!request.is_object()) return Invalid{"the request body must be a JSON object", ""};
   if (Depth(request) > kMaxRequestDepth) {
@@ -242,49 +288,8 @@ std::optional<Invalid> ValidateRequest(const json& request) {
   if (!request.contains("messages")) return Invalid{"\"messages\" is required", "messages"};
   if ((bad = expect("messages", request["messages"].is_array(), "an array"))) return bad;
   if (request["messages"].empty()) return Invalid{"\"messages\" must hold at least one message", "messages"};
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
   for (size_t i = 0; i < request["messages"].size(); ++i) {
-    const json& m = request["messages"][i];
-    std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return Invalid{where + " must be an object, got " + TypeName(m), where};
-    if (!m.contains("role") || !m["role"].is_string()) {
-      return Invalid{where + ".role must be a string, got " + (m.contains("role") ? TypeName(m["role"]) : "nothing"),
-                     where + ".role"};
-    }
-    std::string role = m["role"].get<std::string>();
-    if (kRoles.count(role) == 0) {
-      return Invalid{where + ".role \"" + role +
-                         "\" is not one of system, developer, user, assistant, tool, function",
-                     where + ".role"};
-    }
-    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string()) {
-      if (!m["content"].is_array()) {
-        return Invalid{where + ".content must be a string, an array of parts or null, got " + TypeName(m["content"]),
-                       where + ".content"};
-      }
-      for (const json& part : m["content"]) {
-        if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-          return Invalid{where + ".content parts must be objects with a \"type\"", where + ".content"};
-        }
-      }
-    }
-    for (const char* name : {"name", "tool_call_id", "reasoning_content", "reasoning"}) {
-      if (m.contains(name) && !m[name].is_null() && !m[name].is_string()) {
-        return Invalid{where + "." + name + " must be a string, got " + TypeName(m[name]), where + "." + name};
-      }
-    }
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-      if (!m["tool_calls"].is_array()) {
-        return Invalid{where + ".tool_calls must be an array, got " + TypeName(m["tool_calls"]), where + ".tool_calls"};
-      }
-      for (const json& call : m["tool_calls"]) {
-        if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
-            !call["function"].contains("name") || !call["function"]["name"].is_string()) {
-          return Invalid{where + ".tool_calls entries must be {\"function\":{\"name\":...,\"arguments\":...}}",
-                         where + ".tool_calls"};
-        }
-      }
-    }
+    if ((bad = ValidateMessage(request["messages"][i], i))) return bad;
   }
   return std::nullopt;
 }

@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::cli {
 namespace {

@@ -19,7 +19,7 @@
 #include "strata/chat_template.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
 #include "replay_budget.h"
 #include "replay_common.h"

@@ -1,6 +1,6 @@
 // `strata tokens --tokenizer SPEC [--ids] FILE...`: counts the tokens of each file with a tokenizer
-// spec (strata/tokenize.h) and prints one JSON line per file: {"file": ..., "tokens": N}, plus
-// "ids": [...] with --ids, plus "estimated": true when the spec is an estimator.
+// spec (strata/tokenizer_spec.h) and prints one JSON line per file: {"file": ..., "tokens": N},
+// plus "ids": [...] with --ids, plus "estimated": true when the spec is an estimator.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::cli {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "replay_common.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/tools/eval.h"
-#include "strata/tokenize.h"
 
 namespace strata::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::cli {
 

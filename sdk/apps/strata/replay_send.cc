@@ -12,7 +12,7 @@
 #include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/grpc_transport.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
 
 namespace strata::cli {

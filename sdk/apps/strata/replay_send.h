@@ -24,7 +24,7 @@ struct ReplaySendArgs {
   std::string backend = "sglang";
   std::string records;  // JSON lines of RequestRecords and prefix-break events; "" none
   size_t block_size = 16;
-  std::string tokenizer;  // spec for exact token blocks (strata/tokenize.h); "" byte blocks
+  std::string tokenizer;  // spec for exact token blocks (strata/tokenizer_spec.h); "" byte blocks
   std::string chat_template = "approx";  // or a MakeChatTemplate name (strata/chat_template.h)
   bool allow_insecure = false;  // HttpTransportOptions::allow_insecure
   int64_t max_output_tokens = 4096;

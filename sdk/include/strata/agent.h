@@ -115,7 +115,7 @@ struct AgentRecallConfig {
 // AgentConfigFromJson. Create() validates it; stored with the agent, Open() reads it back.
 struct AgentConfig {
   AgentIdentity identity;  // id (required), tenant, scope, model_version, template_version
-  // Tokenizer spec (strata/tokenize.h): "hf:PATH", "spm:PATH", "estimate", "estimate:3.5", ...
+  // Tokenizer spec (strata/tokenizer_spec.h): "hf:PATH", "spm:PATH", "estimate", "estimate:3.5"...
   std::string tokenizer = "estimate";
   // The server's chat template by name (strata/chat_template.h MakeChatTemplate: "glm-5.3" and its
   // alias "glm5", "glm-4.7", "generic") or "" (the context's own count: content plus
@@ -351,7 +351,7 @@ class Agent {
 // Options of TrimMessages().
 struct TrimOptions {
   std::string policy = "strata";       // a MakePolicyByName name (strata/builtin_policies.h)
-  std::string tokenizer = "estimate";  // a MakeTokenizer spec (strata/tokenize.h)
+  std::string tokenizer = "estimate";  // a MakeTokenizer spec (strata/tokenizer_spec.h)
   std::string chat_template = "glm5";  // a MakeChatTemplate name; "": content + overhead per message
   // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
   bool hygiene = false;

@@ -5,8 +5,8 @@
 // no model file is configured) and exact tokenizers (Hugging Face tokenizer.json byte-level BPE,
 // SentencePiece) in strata::tokenize. A ChatTemplate turns a Chat Completions request into the
 // prompt text the server tokenizes; a RequestTokenCounter counts a whole request through both. This
-// header declares the three interfaces (strata::core); strata/tokenize.h and strata/chat_template.h
-// create the implementations.
+// header declares the three interfaces (strata::core); strata/tokenizer_spec.h (tokenizers made
+// from a spec string) and strata/chat_template.h create the implementations.
 //
 //   std::unique_ptr<strata::Tokenizer> est = strata::MakeEstimateTokenizer(3.6);
 //   size_t n = est->Count("hello world");
@@ -28,7 +28,7 @@
 namespace strata {
 
 // Counts (and, when exact, encodes) tokens. Implementations: the estimator here, the exact
-// tokenizers of strata/tokenize.h.
+// tokenizers of strata/tokenizer_spec.h.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

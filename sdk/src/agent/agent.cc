@@ -19,7 +19,7 @@
 #include "strata/isolation.h"
 #include "strata/transport.h"
 #include "strata/prefix_cache.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::agent_internal {
 

@@ -6,7 +6,7 @@
 #include "strata/agent.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata {
 namespace {

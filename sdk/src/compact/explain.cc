@@ -1,19 +1,15 @@
 // ExplainCompaction: a compaction's candidates, expected savings and invalidation costs as text.
 #include <cstdio>
 
+#include "compact/common.h"
 #include "strata/builtin_policies.h"
 
 namespace strata {
 namespace {
 
+// `value` rounded to an integer (halves away from zero), with thousands separators.
 std::string Thousands(double value) {
-  const long long n = static_cast<long long>(value + (value < 0 ? -0.5 : 0.5));
-  std::string digits = std::to_string(n < 0 ? -n : n), out = n < 0 ? "-" : "";
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
+  return compact_internal::Thousands(static_cast<long long>(value + (value < 0 ? -0.5 : 0.5)));
 }
 
 std::string Format(const char* format, double value) {

@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "compact/common.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
@@ -64,21 +65,13 @@ std::string ExitStatus(const std::string& text) {
   return "";
 }
 
-std::string Thousands(size_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
                             size_t max_identifiers, const std::set<std::string>& already_present) {
   std::string text = "[strata: masked output of " + ArgumentsDigest(call) + ", " +
-                     Thousands(result.content.size()) + " bytes";
+                     compact_internal::Thousands(static_cast<long long>(result.content.size())) +
+                     " bytes";
   const std::string exit = ExitStatus(result.content);
   if (!exit.empty()) text += ", exit " + exit;
   if (max_identifiers > 0) {

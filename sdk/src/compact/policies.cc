@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "compact/common.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
@@ -13,6 +14,8 @@ namespace strata {
 using internal::ExtractIdentifiers;
 
 namespace {
+
+using compact_internal::RecallIdOf;
 
 constexpr size_t kAllIdentifiers = 1 << 20;
 
@@ -87,7 +90,6 @@ const ToolCall* CallOf(const std::unordered_map<std::string, const ToolCall*>& c
   return it == calls.end() ? nullptr : it->second;
 }
 
-std::string RecallIdOf(const Segment& s) { return s.recall_id.empty() ? RecallIdFor(s.content) : s.recall_id; }
 
 // Evicts the oldest units (never the last one, never one holding a pinned segment) until at least
 // `need` tokens are freed.

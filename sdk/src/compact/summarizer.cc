@@ -5,6 +5,7 @@
 #include <set>
 #include <string_view>
 
+#include "compact/common.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 #include "strata/transport.h"
@@ -14,6 +15,8 @@ namespace strata {
 using internal::ExtractIdentifiers;
 
 namespace {
+
+using compact_internal::RecallIdOf;
 
 // Bytes of a message's text the extractive summary quotes on one line.
 constexpr size_t kUserLineBytes = 300;      // a user message's first line
@@ -84,7 +87,6 @@ std::vector<std::string> ErrorLines(const std::string& text, size_t limit) {
   return lines;
 }
 
-std::string RecallIdOf(const Segment& s) { return s.recall_id.empty() ? RecallIdFor(s.content) : s.recall_id; }
 
 // The recall ids ("r-" and 16 hex digits) a line of an earlier summary carries.
 std::vector<std::string> RecallIdsIn(const std::string& line) {
@@ -232,28 +234,25 @@ std::string NamesLine(const std::vector<const Segment*>& span, const std::set<st
   return names_line;
 }
 
+// "\n<heading>:" and the first `max` entries, each after `separator`; "" when there are none.
+std::string Listing(const char* heading, const std::set<std::string>& entries, size_t max,
+                    const char* separator) {
+  if (entries.empty()) return "";
+  std::string out = std::string("\n") + heading + ":";
+  size_t n = 0;
+  for (const std::string& entry : entries) {
+    if (n++ == max) break;
+    out += separator + entry;
+  }
+  return out;
+}
+
 // What follows the items: the files, the names and the errors seen.
 std::string Tail(const std::vector<const Segment*>& span, const SpanDigest& digest,
                  size_t max_tokens, const Tokenizer& tokenizer) {
-  std::string tail;
-  if (!digest.files.empty()) {
-    tail += "\nfiles seen:";
-    size_t n = 0;
-    for (const std::string& f : digest.files) {
-      if (n++ == kMaxFilesListed) break;
-      tail += " " + f;
-    }
-  }
-  tail += NamesLine(span, digest.files, max_tokens, tokenizer);
-  if (!digest.errors.empty()) {
-    tail += "\nerrors seen:";
-    size_t n = 0;
-    for (const std::string& e : digest.errors) {
-      if (n++ == kMaxErrorsListed) break;
-      tail += "\n  " + e;
-    }
-  }
-  return tail;
+  return Listing("files seen", digest.files, kMaxFilesListed, " ") +
+         NamesLine(span, digest.files, max_tokens, tokenizer) +
+         Listing("errors seen", digest.errors, kMaxErrorsListed, "\n  ");
 }
 
 // Fits a summary (header, items, tail) into a token bound: drops items from the middle (the oldest

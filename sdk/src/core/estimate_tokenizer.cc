@@ -1,7 +1,8 @@
+// strata's bytes-per-token estimator (MakeEstimateTokenizer, strata/tokenizer.h) and the count it
+// gives for a length alone (core/estimate_tokenizer.h).
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <utility>
 
 #include "core/estimate_tokenizer.h"
 #include "strata/tokenizer.h"
@@ -48,14 +49,6 @@ std::optional<size_t> EstimateCountForBytes(const Tokenizer& tokenizer, uint64_t
 
 std::unique_ptr<Tokenizer> MakeEstimateTokenizer(double bytes_per_token) {
   return std::make_unique<EstimateTokenizer>(bytes_per_token);
-}
-
-// The interface's default (strata/tokenizer.h): the text alone, no offsets.
-StatusOr<RenderedPrompt> ChatTemplate::RenderWithOffsets(std::string_view request_json) const {
-  STRATA_ASSIGN_OR_RETURN(std::string text, Render(request_json));
-  RenderedPrompt p;
-  p.text = std::move(text);
-  return p;
 }
 
 }  // namespace strata

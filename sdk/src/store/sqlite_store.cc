@@ -351,97 +351,20 @@ class SqliteStore final : public Store {
           STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
           std::set<std::string> released;  // blob hashes that may have lost their last reference
           for (const std::string& id : change.removed_ids) {
-            STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, id, released));
-            STRATA_ASSIGN_OR_RETURN(Stmt del,
-                                    Prepare("DELETE FROM segments WHERE agent = ?1 AND id = ?2"));
-            del.Int(1, agent).Text(2, id);
-            int rc = del.Step();
-            if (rc != SQLITE_DONE) return Error(rc, "deleting a segment");
+            STRATA_RETURN_IF_ERROR(DeleteSegment(agent, id, released));
           }
           for (const Segment& s : change.upserted) {
             if (s.layer == Layer::kVolatile) continue;  // the volatile layer is never persisted
-            STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, s.id, released));
-            STRATA_ASSIGN_OR_RETURN(
-                Stmt insert,
-                Prepare(
-                    "INSERT OR REPLACE INTO segments(agent, id, seq, position, kind, layer, state, "
-                    "hygiene, "
-                    "turn, tokens, pinned, sensitive, ord, version, name, tool_call_id, recall_id, "
-                    "duplicate_of, reasoning, tool_calls, content, content_hash, policy) VALUES(?1, ?2, "
-                    "?3, ?4, ?5, "
-                    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-                    "?22, ?23)"));
-            insert.Int(1, agent)
-                .Text(2, s.id)
-                .Int(3, static_cast<int64_t>(s.seq))
-                .Int(4, s.position);
-            insert.Int(5, static_cast<int>(s.kind)).Int(6, static_cast<int>(s.layer));
-            insert.Int(7, static_cast<int>(s.state)).Int(8, static_cast<int>(s.hygiene));
-            insert.Int(9, s.turn).Int(10, static_cast<int64_t>(s.tokens)).Int(11, s.pinned);
-            // Column `sensitive` (schema version 1) is unused: always 0.
-            insert.Int(12, 0).Int(13, s.order).Text(14, s.version).Text(15, s.name);
-            insert.Text(16, s.tool_call_id).Text(17, s.recall_id).Text(18, s.duplicate_of);
-            insert.Text(19, s.reasoning).Blob(20, EncodeToolCalls(s.tool_calls));
-            STRATA_RETURN_IF_ERROR(BindContent(insert, 21, 22, s.content));
-            insert.Text(23, s.policy);
-            int rc = insert.Step();
-            if (rc != SQLITE_DONE) return Error(rc, "writing a segment");
+            STRATA_RETURN_IF_ERROR(WriteSegment(agent, s, released));
           }
           for (const auto& [recall_id, content] : change.originals) {
-            {
-              STRATA_ASSIGN_OR_RETURN(
-                  Stmt old,
-                  Prepare(
-                      "SELECT content_hash FROM originals WHERE agent = ?1 AND recall_id = ?2"));
-              old.Int(1, agent).Text(2, recall_id);
-              if (old.Step() == SQLITE_ROW && !old.ColNull(0)) released.insert(old.ColText(0));
-            }
-            STRATA_ASSIGN_OR_RETURN(
-                Stmt insert,
-                Prepare("INSERT OR REPLACE INTO originals(agent, recall_id, content, content_hash) "
-                        "VALUES(?1, ?2, ?3, ?4)"));
-            insert.Int(1, agent).Text(2, recall_id);
-            STRATA_RETURN_IF_ERROR(BindContent(insert, 3, 4, content));
-            int rc = insert.Step();
-            if (rc != SQLITE_DONE) return Error(rc, "writing a recall original");
+            STRATA_RETURN_IF_ERROR(WriteOriginal(agent, recall_id, content, released));
           }
           if (change.compaction) {
             // A compaction is an event of the agent's history, written with the change itself.
-            const CompactionReport& c = *change.compaction;
-            STRATA_ASSIGN_OR_RETURN(Stmt event,
-                                    Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
-                                            "VALUES(?1, ?2, ?3, 'compaction', ?4)"));
-            event.Int(1, agent).Int(2, c.turn).Int(3, Now()).Text(4, CompactionReportJson(c));
-            int rc = event.Step();
-            if (rc != SQLITE_DONE) return Error(rc, "writing a compaction event");
+            STRATA_RETURN_IF_ERROR(WriteCompactionEvent(agent, *change.compaction));
           }
-          int64_t old_turn = 0;
-          {
-            STRATA_ASSIGN_OR_RETURN(Stmt select,
-                                    Prepare("SELECT turn FROM agents WHERE agent = ?1"));
-            select.Int(1, agent);
-            int rc = select.Step();
-            if (rc != SQLITE_ROW) return Error(rc, "reading an agent's turn");
-            old_turn = select.ColInt(0);
-          }
-          int64_t now = Now();
-          if (change.turn > old_turn) {
-            STRATA_ASSIGN_OR_RETURN(
-                Stmt insert,
-                Prepare(
-                    "INSERT OR REPLACE INTO turns(agent, turn, started_ms) VALUES(?1, ?2, ?3)"));
-            insert.Int(1, agent).Int(2, change.turn).Int(3, now);
-            int rc = insert.Step();
-            if (rc != SQLITE_DONE) return Error(rc, "recording a turn");
-          }
-          {
-            STRATA_ASSIGN_OR_RETURN(
-                Stmt update,
-                Prepare("UPDATE agents SET turn = ?2, updated_ms = ?3 WHERE agent = ?1"));
-            update.Int(1, agent).Int(2, change.turn).Int(3, now);
-            int rc = update.Step();
-            if (rc != SQLITE_DONE) return Error(rc, "updating an agent");
-          }
+          STRATA_RETURN_IF_ERROR(AdvanceTurn(agent, change.turn));
           for (const std::string& hash : released) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
           return Status::Ok();
         });
@@ -996,6 +919,103 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
+  // ---- ApplyChange's steps; each runs inside its write transaction. `released` collects the
+  // blob hashes a step may have taken the last reference from (collected at the end).
+
+  // Deletes segment `id` of agent row `agent`.
+  Status DeleteSegment(int64_t agent, const std::string& id, std::set<std::string>& released) {
+    STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, id, released));
+    STRATA_ASSIGN_OR_RETURN(Stmt del, Prepare("DELETE FROM segments WHERE agent = ?1 AND id = ?2"));
+    del.Int(1, agent).Text(2, id);
+    int rc = del.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "deleting a segment");
+    return Status::Ok();
+  }
+
+  // Writes segment `s` of agent row `agent`, replacing the row with its id if there is one.
+  Status WriteSegment(int64_t agent, const Segment& s, std::set<std::string>& released) {
+    STRATA_RETURN_IF_ERROR(OldSegmentHash(agent, s.id, released));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt insert,
+        Prepare("INSERT OR REPLACE INTO segments(agent, id, seq, position, kind, layer, state, "
+                "hygiene, turn, tokens, pinned, sensitive, ord, version, name, tool_call_id, "
+                "recall_id, duplicate_of, reasoning, tool_calls, content, content_hash, policy) "
+                "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                "?17, ?18, ?19, ?20, ?21, ?22, ?23)"));
+    insert.Int(1, agent).Text(2, s.id).Int(3, static_cast<int64_t>(s.seq)).Int(4, s.position);
+    insert.Int(5, static_cast<int>(s.kind)).Int(6, static_cast<int>(s.layer));
+    insert.Int(7, static_cast<int>(s.state)).Int(8, static_cast<int>(s.hygiene));
+    insert.Int(9, s.turn).Int(10, static_cast<int64_t>(s.tokens)).Int(11, s.pinned);
+    // Column `sensitive` (schema version 1) is unused: always 0.
+    insert.Int(12, 0).Int(13, s.order).Text(14, s.version).Text(15, s.name);
+    insert.Text(16, s.tool_call_id).Text(17, s.recall_id).Text(18, s.duplicate_of);
+    insert.Text(19, s.reasoning).Blob(20, EncodeToolCalls(s.tool_calls));
+    STRATA_RETURN_IF_ERROR(BindContent(insert, 21, 22, s.content));
+    insert.Text(23, s.policy);
+    int rc = insert.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "writing a segment");
+    return Status::Ok();
+  }
+
+  // Writes the original content a recall id gives back, replacing the one stored under that id.
+  Status WriteOriginal(int64_t agent, const std::string& recall_id, const std::string& content,
+                       std::set<std::string>& released) {
+    {
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt old,
+          Prepare("SELECT content_hash FROM originals WHERE agent = ?1 AND recall_id = ?2"));
+      old.Int(1, agent).Text(2, recall_id);
+      if (old.Step() == SQLITE_ROW && !old.ColNull(0)) released.insert(old.ColText(0));
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt insert, Prepare("INSERT OR REPLACE INTO originals(agent, recall_id, content, "
+                             "content_hash) VALUES(?1, ?2, ?3, ?4)"));
+    insert.Int(1, agent).Text(2, recall_id);
+    STRATA_RETURN_IF_ERROR(BindContent(insert, 3, 4, content));
+    int rc = insert.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "writing a recall original");
+    return Status::Ok();
+  }
+
+  // Writes compaction report `c` as a 'compaction' event of agent row `agent`.
+  Status WriteCompactionEvent(int64_t agent, const CompactionReport& c) {
+    STRATA_ASSIGN_OR_RETURN(Stmt event,
+                            Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
+                                    "VALUES(?1, ?2, ?3, 'compaction', ?4)"));
+    event.Int(1, agent).Int(2, c.turn).Int(3, Now()).Text(4, CompactionReportJson(c));
+    int rc = event.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "writing a compaction event");
+    return Status::Ok();
+  }
+
+  // Sets the agent's turn to `turn` and its update time to now; a turn beyond the stored one is
+  // recorded as started now.
+  Status AdvanceTurn(int64_t agent, int64_t turn) {
+    int64_t old_turn = 0;
+    {
+      STRATA_ASSIGN_OR_RETURN(Stmt select, Prepare("SELECT turn FROM agents WHERE agent = ?1"));
+      select.Int(1, agent);
+      int rc = select.Step();
+      if (rc != SQLITE_ROW) return Error(rc, "reading an agent's turn");
+      old_turn = select.ColInt(0);
+    }
+    int64_t now = Now();
+    if (turn > old_turn) {
+      STRATA_ASSIGN_OR_RETURN(
+          Stmt insert,
+          Prepare("INSERT OR REPLACE INTO turns(agent, turn, started_ms) VALUES(?1, ?2, ?3)"));
+      insert.Int(1, agent).Int(2, turn).Int(3, now);
+      int rc = insert.Step();
+      if (rc != SQLITE_DONE) return Error(rc, "recording a turn");
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt update, Prepare("UPDATE agents SET turn = ?2, updated_ms = ?3 WHERE agent = ?1"));
+    update.Int(1, agent).Int(2, turn).Int(3, now);
+    int rc = update.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "updating an agent");
+    return Status::Ok();
+  }
+
   // Binds `content` either inline (column `inline_col`) or as a reference to a blob
   // (`hash_col`), writing the blob if no identical content is stored yet.
   Status BindContent(Stmt& stmt, int inline_col, int hash_col, const std::string& content) {
@@ -1158,17 +1178,10 @@ std::string ImmutableUri(const std::string& path) {
   return uri + "?immutable=1";
 }
 
-}  // namespace
-
-int64_t GrowthPoint::TotalTokens() const {
-  int64_t total = 0;
-  for (int64_t t : layer_tokens) total += t;
-  return total;
-}
-
-int64_t StoreSchemaVersion() { return kSchemaVersion; }
-
-StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreOptions options) {
+// Refuses, saying what to do, a path the store cannot be opened at as `options` ask: none there
+// (and not to be created), a directory, or for writing a directory or file this process cannot
+// write (SQLite would report a vague "unable to open").
+Status CheckStorePath(const std::string& path, const StoreOptions& options) {
   if (path.empty()) return InvalidArgumentError("store path must not be empty");
   struct stat st;
   bool exists = ::stat(path.c_str(), &st) == 0;
@@ -1179,23 +1192,26 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
   if (exists && S_ISDIR(st.st_mode)) {
     return InvalidArgumentError(path + " is a directory; give the path of a database file");
   }
-  if (!options.read_only) {
-    // SQLite reports a read-only directory as a vague "unable to open"; say what is wrong.
-    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-    if (dir.empty()) dir = "/";
-    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-      int error = errno;
-      return PermissionDeniedError("cannot write the store " + path + ": directory " + dir +
-                                   " is not writable (" + std::strerror(error) +
-                                   "); SQLite creates the -wal and -shm files next to the "
-                                   "database. Use a writable directory, or open read_only");
-    }
-    if (exists && ::access(path.c_str(), W_OK) != 0) {
-      int error = errno;
-      return PermissionDeniedError("cannot write the store " + path + " (" + std::strerror(error) +
-                                   "); open it read_only to inspect it");
-    }
+  if (options.read_only) return Status::Ok();
+  const std::string dir = DirectoryOf(path);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    int error = errno;
+    return PermissionDeniedError("cannot write the store " + path + ": directory " + dir +
+                                 " is not writable (" + std::strerror(error) +
+                                 "); SQLite creates the -wal and -shm files next to the "
+                                 "database. Use a writable directory, or open read_only");
   }
+  if (exists && ::access(path.c_str(), W_OK) != 0) {
+    int error = errno;
+    return PermissionDeniedError("cannot write the store " + path + " (" + std::strerror(error) +
+                                 "); open it read_only to inspect it");
+  }
+  return Status::Ok();
+}
+
+// The connection to the file at `path` (extended result codes, the busy timeout), read-only or
+// read-write (created if missing) as `options` say.
+StatusOr<sqlite3*> OpenConnection(const std::string& path, const StoreOptions& options) {
   int flags =
       options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   flags |= SQLITE_OPEN_NOMUTEX;  // the store serializes access itself
@@ -1214,82 +1230,122 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreO
     sqlite3_close_v2(db);
     return status;
   }
-  auto close_with = [&](Status status) {
-    sqlite3_close_v2(db);
-    return status;
-  };
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
-  Status status = CheckApplication(db, path, options.busy_timeout_ms);
-  if (!status.ok()) return close_with(status);
-  if (options.read_only) {
-    StatusOr<int64_t> version = store_internal::PragmaInt(db, "user_version", path);
-    if (!version.ok()) return close_with(version.status());
-    if (*version > kSchemaVersion) {
-      return close_with(
-          FailedPreconditionError(path + " was written by a newer strata (store schema version " +
-                                  std::to_string(*version) + "; this build reads up to " +
-                                  std::to_string(kSchemaVersion) + "); upgrade strata to open it"));
+  return db;
+}
+
+// For reading: refuses a schema version other than this build's, except none at all (version 0,
+// *no_schema set).
+Status CheckReadableVersion(sqlite3* db, const std::string& path, bool* no_schema) {
+  STRATA_ASSIGN_OR_RETURN(int64_t version, store_internal::PragmaInt(db, "user_version", path));
+  *no_schema = version == 0;
+  if (version > kSchemaVersion) {
+    return FailedPreconditionError(path + " was written by a newer strata (store schema version " +
+                                   std::to_string(version) + "; this build reads up to " +
+                                   std::to_string(kSchemaVersion) +
+                                   "); upgrade strata to open it");
+  }
+  if (version != 0 && version < kSchemaVersion) {
+    return FailedPreconditionError(path + " has store schema version " + std::to_string(version) +
+                                   " and needs an upgrade to " + std::to_string(kSchemaVersion) +
+                                   "; open it once read-write");
+  }
+  return Status::Ok();
+}
+
+// An empty store in memory with the current schema, standing for the file at `path`.
+StatusOr<sqlite3*> OpenEmptyInMemory(const std::string& path, int busy_timeout_ms) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  Status status = rc == SQLITE_OK
+                      ? Status::Ok()
+                      : SqliteStatus(db, rc, "opening an empty in-memory store", path);
+  if (status.ok()) {
+    sqlite3_extended_result_codes(db, 1);
+    status = store_internal::Migrate(db, path, busy_timeout_ms);
+  }
+  if (!status.ok()) {
+    sqlite3_close_v2(db);
+    return status;
+  }
+  return db;
+}
+
+// Switches the file to WAL mode (persistent in the file; it needs the write lock briefly). While
+// another process is creating the same file, SQLite reports BUSY here without calling the busy
+// handler (the switch cannot wait on a lock it would deadlock with), so the switch is retried until
+// the busy timeout has passed.
+Status SwitchToWal(sqlite3* db, const std::string& path, int busy_timeout_ms) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  std::string mode;
+  int rc;
+  for (;;) {
+    sqlite3_stmt* stmt = nullptr;
+    rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &stmt, nullptr);
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(stmt);
+      if (rc == SQLITE_ROW) {
+        mode = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+        rc = SQLITE_OK;
+      }
     }
-    if (*version == 0) {
+    sqlite3_finalize(stmt);
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (rc != SQLITE_OK) return SqliteStatus(db, rc, "switching to WAL mode", path, busy_timeout_ms);
+  if (mode != "wal") {
+    return UnavailableError("could not switch " + path + " to WAL mode (got journal mode \"" +
+                            mode + "\"); is it on a filesystem without shared memory?");
+  }
+  return Status::Ok();
+}
+
+// For writing: WAL mode, the synchronous mode and page limit of `options`, then the schema
+// migrated to this build's version.
+Status PrepareForWriting(sqlite3* db, const std::string& path, const StoreOptions& options) {
+  STRATA_RETURN_IF_ERROR(SwitchToWal(db, path, options.busy_timeout_ms));
+  std::string pragmas = std::string("PRAGMA synchronous = ") +
+                        (options.synchronous == StoreSync::kFull ? "FULL" : "NORMAL") + ";";
+  if (options.max_pages > 0) {
+    pragmas += " PRAGMA max_page_count = " + std::to_string(options.max_pages) + ";";
+  }
+  STRATA_RETURN_IF_ERROR(store_internal::Exec(db, pragmas.c_str(), path));
+  return store_internal::Migrate(db, path, options.busy_timeout_ms);
+}
+
+}  // namespace
+
+int64_t GrowthPoint::TotalTokens() const {
+  int64_t total = 0;
+  for (int64_t t : layer_tokens) total += t;
+  return total;
+}
+
+int64_t StoreSchemaVersion() { return kSchemaVersion; }
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, StoreOptions options) {
+  STRATA_RETURN_IF_ERROR(CheckStorePath(path, options));
+  STRATA_ASSIGN_OR_RETURN(sqlite3* db, OpenConnection(path, options));
+  Status status = CheckApplication(db, path, options.busy_timeout_ms);
+  if (status.ok() && options.read_only) {
+    bool no_schema = false;
+    status = CheckReadableVersion(db, path, &no_schema);
+    if (status.ok() && no_schema) {
       // A file without a schema (CheckApplication accepted it: no tables, no application id) is
       // what a process killed before its first commit leaves: an empty store. Read it as one, from
       // an empty in-memory schema, without touching the file.
       sqlite3_close_v2(db);
-      db = nullptr;
-      rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
-      if (rc != SQLITE_OK) return close_with(SqliteStatus(db, rc, "opening an empty in-memory store", path));
-      sqlite3_extended_result_codes(db, 1);
-      status = store_internal::Migrate(db, path, options.busy_timeout_ms);
-      if (!status.ok()) return close_with(status);
-      return std::unique_ptr<Store>(new SqliteStore(path, std::move(options), db));
+      STRATA_ASSIGN_OR_RETURN(db, OpenEmptyInMemory(path, options.busy_timeout_ms));
     }
-    if (*version < kSchemaVersion) {
-      return close_with(
-          FailedPreconditionError(path + " has store schema version " + std::to_string(*version) +
-                                  " and needs an upgrade to " + std::to_string(kSchemaVersion) +
-                                  "; open it once read-write"));
-    }
-  } else {
-    // journal_mode=WAL is persistent in the file; it needs the write lock briefly. While another
-    // process is creating the same file, SQLite reports BUSY here without calling the busy handler
-    // (the switch cannot wait on a lock it would deadlock with), so the switch is retried until the
-    // busy timeout has passed.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
-    std::string mode;
-    for (;;) {
-      sqlite3_stmt* stmt = nullptr;
-      rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &stmt, nullptr);
-      if (rc == SQLITE_OK) {
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW) {
-          mode = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-          rc = SQLITE_OK;
-        }
-      }
-      sqlite3_finalize(stmt);
-      if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (rc != SQLITE_OK) {
-      return close_with(
-          SqliteStatus(db, rc, "switching to WAL mode", path, options.busy_timeout_ms));
-    }
-    if (mode != "wal") {
-      return close_with(UnavailableError("could not switch " + path +
-                                         " to WAL mode (got journal mode \"" + mode +
-                                         "\"); is it on a filesystem without shared memory?"));
-    }
-    std::string pragmas = std::string("PRAGMA synchronous = ") +
-                          (options.synchronous == StoreSync::kFull ? "FULL" : "NORMAL") + ";";
-    if (options.max_pages > 0) {
-      pragmas += " PRAGMA max_page_count = " + std::to_string(options.max_pages) + ";";
-    }
-    status = store_internal::Exec(db, pragmas.c_str(), path);
-    if (!status.ok()) return close_with(status);
-    status = store_internal::Migrate(db, path, options.busy_timeout_ms);
-    if (!status.ok()) return close_with(status);
+  } else if (status.ok()) {
+    status = PrepareForWriting(db, path, options);
+  }
+  if (!status.ok()) {
+    sqlite3_close_v2(db);
+    return status;
   }
   return std::unique_ptr<Store>(new SqliteStore(path, std::move(options), db));
 }

@@ -1,6 +1,6 @@
-// IncrementalEncoder and StreamEncoder (strata/tokenize.h): encoding only what is new, at the places
-// a tokenizer allows a text to be cut (ExactTokenizer::FindCuts: the pieces between cuts encode to
-// the ids of the whole text).
+// IncrementalEncoder and StreamEncoder (strata/tokenizer_spec.h): encoding only what is new, at the
+// places a tokenizer allows a text to be cut (ExactTokenizer::FindCuts: the pieces between cuts
+// encode to the ids of the whole text).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/estimate_tokenizer.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
 
 namespace strata {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"  // CommonPrefix
 
 namespace strata {

@@ -1,5 +1,5 @@
 // MakeTokenizer: parses a tokenizer spec and builds the tokenizer it names.
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 #include <openssl/evp.h>
 

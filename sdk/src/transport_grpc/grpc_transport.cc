@@ -84,6 +84,72 @@ struct AttemptResult {
   bool retryable = false;
 };
 
+// The limits of one attempt.
+struct AttemptLimits {
+  std::string where;         // "gRPC <target> ChatComplete": the start of every error message
+  int64_t total_ms = 0;      // the call's deadline, also sent to the server
+  double first_byte_ms = 0;  // until the first message (grows with the prompt)
+  double idle_ms = 0;        // between messages once the answer started
+  int64_t prompt_tokens = 0;
+};
+
+// What one attempt has received so far (times from SteadyMillis()).
+struct StreamProgress {
+  double start_ms = 0;
+  double last_message_ms = 0;
+  double first_token_ms = -1;  // the first message with a token; -1 before it
+  double last_token_ms = -1;
+  int64_t messages = 0;
+  bool finished_flag = false;  // a chunk with finished = true arrived
+};
+
+// Why the client must end the call at `now`: cancelled, no first message within the first-byte
+// timeout, or no message within the idle timeout. Otherwise OK, and *wait is lowered to the time
+// left (ms) before the timeout that applies.
+Status CheckStream(const CallOptions& call, const AttemptLimits& limits,
+                   const StreamProgress& progress, double now, double* wait) {
+  if (call.cancel != nullptr && call.cancel->cancelled()) {
+    return CancelledError("call cancelled after " +
+                          std::to_string(static_cast<int64_t>(now - progress.start_ms)) + " ms");
+  }
+  if (progress.messages == 0) {
+    if (now - progress.start_ms >= limits.first_byte_ms) {
+      return DeadlineExceededError(
+          limits.where + ": no message within the first-byte timeout of " +
+          std::to_string(static_cast<int64_t>(limits.first_byte_ms)) +
+          " ms (for a prompt of about " + std::to_string(limits.prompt_tokens) +
+          " tokens; see Timeouts::first_byte and prefill_per_100k_tokens)");
+    }
+    *wait = std::min(*wait, limits.first_byte_ms - (now - progress.start_ms));
+    return Status();
+  }
+  if (now - progress.last_message_ms >= limits.idle_ms) {
+    return DeadlineExceededError(
+        limits.where + ": stream stalled: no message for " +
+        std::to_string(static_cast<int64_t>(limits.idle_ms)) + " ms (idle timeout) after " +
+        std::to_string(progress.messages) + " messages");
+  }
+  *wait = std::min(*wait, limits.idle_ms - (now - progress.last_message_ms));
+  return Status();
+}
+
+// Counts a message of the stream and gives its JSON chunk (if any) to the assembler; the
+// assembler's error for a chunk it cannot parse.
+Status AddMessage(const pb::OpenAIStreamChunk& chunk, ChatAssembler* assembler,
+                  StreamProgress* progress) {
+  const double now = SteadyMillis();
+  ++progress->messages;
+  progress->last_message_ms = now;
+  if (chunk.finished()) progress->finished_flag = true;
+  if (chunk.json_chunk().empty()) return Status();
+  STRATA_RETURN_IF_ERROR(assembler->AddJson(chunk.json_chunk()));
+  if (assembler->last_had_token()) {
+    if (progress->first_token_ms < 0) progress->first_token_ms = now;
+    progress->last_token_ms = now;
+  }
+  return Status();
+}
+
 class GrpcTransport : public Transport {
  public:
   GrpcTransport(GrpcTransportOptions options, std::shared_ptr<grpc::Channel> channel)
@@ -193,67 +259,67 @@ class GrpcTransport : public Transport {
     }
   }
 
+  // One ChatComplete call: runs it (RunCall), then turns how it ended into the attempt's result.
   AttemptResult Attempt(const pb::OpenAIRequest& request, const CallOptions& call,
                         int64_t budget_ms, int64_t prompt_tokens, Response* response) {
-    AttemptResult result;
-    const std::string where = "gRPC " + options_.target + " ChatComplete";
-    const int64_t total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
-    const double first_byte_ms = static_cast<double>(
+    AttemptLimits limits;
+    limits.where = "gRPC " + options_.target + " ChatComplete";
+    limits.total_ms = std::min<int64_t>(budget_ms, options_.timeouts.total.count());
+    limits.first_byte_ms = static_cast<double>(
         transport_internal::FirstByteTimeout(options_.timeouts, prompt_tokens).count());
-    const double idle_ms = static_cast<double>(options_.timeouts.idle.count());
+    limits.idle_ms = static_cast<double>(options_.timeouts.idle.count());
+    limits.prompt_tokens = prompt_tokens;
 
     grpc::ClientContext context;
     PrepareContext(&context, &call);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(total_ms));
-    grpc::CompletionQueue cq;
-    std::unique_ptr<grpc::ClientAsyncReader<pb::OpenAIStreamChunk>> reader =
-        stub_->PrepareAsyncChatComplete(&context, request, &cq);
-    pb::OpenAIStreamChunk chunk;
-    grpc::Status status;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(limits.total_ms));
     ChatAssembler assembler;
     assembler.set_on_delta(&call.on_delta);  // streaming deltas, as over HTTP
-    reader->StartCall(Tag(kStart));
+    StreamProgress progress;
+    grpc::Status status;
+    const Status stopped =
+        RunCall(request, call, limits, &context, &assembler, &progress, &status);
+    response->http_status = 0;
 
-    const double start_ms = SteadyMillis();
-    double last_message_ms = start_ms, first_token_ms = -1, last_token_ms = -1;
-    int64_t messages = 0;
-    bool finished_flag = false;  // a chunk with finished = true arrived
-    bool done = false;           // Finish completed
+    if (!stopped.ok()) return {stopped, false};
+    if (!status.ok()) return FailedCall(status, context.deadline(), limits, progress.messages);
+    if (!progress.finished_flag && !assembler.finished()) {
+      return {DataLossError(limits.where +
+                            ": the stream ended without finished or a finish_reason after " +
+                            std::to_string(progress.messages) + " messages"),
+              false};
+    }
+    assembler.Finish(response);
+    if (progress.first_token_ms >= 0) {
+      response->timings.ttft_ms = progress.first_token_ms - progress.start_ms;
+      response->timings.decode_ms = progress.last_token_ms - progress.first_token_ms;
+    }
+    return {};
+  }
+
+  // Runs the call on its own completion queue, polled in slices of at most 50 ms, until it
+  // finishes; cancels it (ClientContext::TryCancel) when CheckStream or a bad chunk says to stop.
+  // Returns why the client ended the call (OK if it did not); *status is the call's gRPC status.
+  Status RunCall(const pb::OpenAIRequest& request, const CallOptions& call,
+                 const AttemptLimits& limits, grpc::ClientContext* context,
+                 ChatAssembler* assembler, StreamProgress* progress, grpc::Status* status) {
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::ClientAsyncReader<pb::OpenAIStreamChunk>> reader =
+        stub_->PrepareAsyncChatComplete(context, request, &cq);
+    pb::OpenAIStreamChunk chunk;
+    reader->StartCall(Tag(kStart));
+    progress->start_ms = SteadyMillis();
+    progress->last_message_ms = progress->start_ms;
+    bool done = false;  // Finish completed
     bool cancel_sent = false;
     Status stopped;  // why the client ended the call (cancel, timeout, bad chunk); OK if it did not
     while (!done) {
-      if (!stopped.ok() && !cancel_sent) {
-        context.TryCancel();
-        cancel_sent = true;
-      }
-      double now = SteadyMillis();
       double wait = 50;
-      if (stopped.ok()) {
-        if (call.cancel != nullptr && call.cancel->cancelled()) {
-          stopped = CancelledError("call cancelled after " +
-                                   std::to_string(static_cast<int64_t>(now - start_ms)) + " ms");
-          continue;
-        }
-        if (messages == 0) {
-          if (now - start_ms >= first_byte_ms) {
-            stopped = DeadlineExceededError(
-                where + ": no message within the first-byte timeout of " +
-                std::to_string(static_cast<int64_t>(first_byte_ms)) +
-                " ms (for a prompt of about " + std::to_string(prompt_tokens) +
-                " tokens; see Timeouts::first_byte and prefill_per_100k_tokens)");
-            continue;
-          }
-          wait = std::min(wait, first_byte_ms - (now - start_ms));
-        } else {
-          if (now - last_message_ms >= idle_ms) {
-            stopped = DeadlineExceededError(where + ": stream stalled: no message for " +
-                                            std::to_string(options_.timeouts.idle.count()) +
-                                            " ms (idle timeout) after " + std::to_string(messages) +
-                                            " messages");
-            continue;
-          }
-          wait = std::min(wait, idle_ms - (now - last_message_ms));
-        }
+      if (stopped.ok()) stopped = CheckStream(call, limits, *progress, SteadyMillis(), &wait);
+      if (!stopped.ok() && !cancel_sent) {
+        context->TryCancel();
+        cancel_sent = true;
       }
       void* tag = nullptr;
       bool ok = false;
@@ -268,29 +334,15 @@ class GrpcTransport : public Transport {
           if (ok) {
             reader->Read(&chunk, Tag(kRead));
           } else {
-            reader->Finish(&status, Tag(kFinish));
+            reader->Finish(status, Tag(kFinish));
           }
           break;
         case kRead:
           if (!ok) {
-            reader->Finish(&status, Tag(kFinish));
+            reader->Finish(status, Tag(kFinish));
             break;
           }
-          if (stopped.ok()) {
-            now = SteadyMillis();
-            ++messages;
-            last_message_ms = now;
-            if (chunk.finished()) finished_flag = true;
-            if (!chunk.json_chunk().empty()) {
-              Status parsed = assembler.AddJson(chunk.json_chunk());
-              if (!parsed.ok()) {
-                stopped = parsed;
-              } else if (assembler.last_had_token()) {
-                if (first_token_ms < 0) first_token_ms = now;
-                last_token_ms = now;
-              }
-            }
-          }
+          if (stopped.ok()) stopped = AddMessage(chunk, assembler, progress);
           reader->Read(&chunk, Tag(kRead));
           break;
         case kFinish:
@@ -303,43 +355,33 @@ class GrpcTransport : public Transport {
     bool ok = false;
     while (cq.Next(&tag, &ok)) {
     }
-    response->http_status = 0;
+    return stopped;
+  }
 
-    if (!stopped.ok()) {
-      result.status = stopped;
+  // The result of a call that ended with a gRPC error: the total deadline reached, or the server's
+  // status; UNAVAILABLE and RESOURCE_EXHAUSTED (but a size limit) are retryable while no message
+  // has arrived.
+  static AttemptResult FailedCall(const grpc::Status& status,
+                                  std::chrono::system_clock::time_point deadline,
+                                  const AttemptLimits& limits, int64_t messages) {
+    AttemptResult result;
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        std::chrono::system_clock::now() >= deadline) {
+      result.status = DeadlineExceededError(
+          limits.where + ": exceeded its total time of " + std::to_string(limits.total_ms) +
+          " ms (the server was told the same deadline and stops)");
       return result;
     }
-    if (!status.ok()) {
-      if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-          std::chrono::system_clock::now() >= context.deadline()) {
-        result.status = DeadlineExceededError(
-            where + ": exceeded its total time of " + std::to_string(total_ms) +
-            " ms (the server was told the same deadline and stops)");
-        return result;
-      }
-      result.status = FromGrpc(status, where);
-      const bool transient = (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                              status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) &&
-                             !Contains(status.error_message(), "larger than max");
-      if (transient && messages > 0) {
-        result.status =
-            UnavailableError(result.status.message() + "; not retried: the answer had started (" +
-                             std::to_string(messages) + " messages)");
-      }
-      result.retryable = transient && messages == 0;
-      return result;
-    }
-    if (!finished_flag && !assembler.finished()) {
+    result.status = FromGrpc(status, limits.where);
+    const bool transient = (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                            status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) &&
+                           !Contains(status.error_message(), "larger than max");
+    if (transient && messages > 0) {
       result.status =
-          DataLossError(where + ": the stream ended without finished or a finish_reason after " +
-                        std::to_string(messages) + " messages");
-      return result;
+          UnavailableError(result.status.message() + "; not retried: the answer had started (" +
+                           std::to_string(messages) + " messages)");
     }
-    assembler.Finish(response);
-    if (first_token_ms >= 0) {
-      response->timings.ttft_ms = first_token_ms - start_ms;
-      response->timings.decode_ms = last_token_ms - first_token_ms;
-    }
+    result.retryable = transient && messages == 0;
     return result;
   }
 

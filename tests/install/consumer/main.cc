@@ -3,7 +3,7 @@
 
 #include "strata/builtin_policies.h"
 #include "strata/context.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 int main() {
   // Use more than the core: a tokenizer and a compaction policy from other components.

@@ -14,7 +14,7 @@
 #include "sim_server.h"
 #include "strata/agent.h"
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "testing/context_testing.h"
 #include "testing/sim_testing.h"
 

@@ -147,29 +147,41 @@ std::string JsonResponse(int status, const std::string& body, const std::string&
          "\r\nConnection: close\r\n" + extra + "\r\n" + body;
 }
 
-TEST_CASE("each retry carries a fresh rid / request_id and X-Request-Id", "[transport]") {
+// A transport with the default retry policy whose time (backoff sleeps, their jitter, the wall
+// time Retry-After dates are read against) comes from `clock`.
+std::unique_ptr<Transport> MakeRetrying(const std::string& base, testing::FakeClock* clock) {
+  HttpTransportOptions options;
+  options.base_url = base;
+  options.clock = clock;  // retry.uniform01 unset, seed 0: the clock seeds the jitter
+  return MakeHttpTransport(options).value();
+}
+
+// A server that answers the first two requests 503 "busy" and every later one 200, and a
+// retrying transport to it on a fake clock.
+struct BusyTwiceThenOk {
   std::atomic<int> calls{0};
-  RawHttpServer server([&](int fd, const RawRequest&) {
+  testing::FakeClock clock;
+  RawHttpServer server{[this](int fd, const RawRequest&) {
     if (calls++ < 2) {
       RawHttpServer::Write(
           fd, JsonResponse(503, R"({"error":{"message":"busy","type":"x","code":503}})"));
     } else {
       RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
     }
-  });
-  testing::FakeClock clock;
-  HttpTransportOptions options;
-  options.base_url = server.base_url();
-  options.clock = &clock;
-  auto transport = MakeHttpTransport(options).value();
+  }};
+  std::unique_ptr<Transport> transport = MakeRetrying(server.base_url(), &clock);
+};
+
+TEST_CASE("each retry carries a fresh rid / request_id and X-Request-Id", "[transport]") {
+  BusyTwiceThenOk fixture;
   CallOptions call;
   call.request_id = "req-7";
   Response response;
   const std::string body =
       R"({"model":"m","rid":"req-7","request_id":"req-7","messages":[{"role":"user","content":"é"}]})";
-  REQUIRE(transport->Send(body, call, &response).ok());
+  REQUIRE(fixture.transport->Send(body, call, &response).ok());
   CHECK(response.attempts == 3);
-  auto requests = server.requests();
+  auto requests = fixture.server.requests();
   REQUIRE(requests.size() == 3);
   CHECK(requests[0].body == body);  // the first attempt is sent byte for byte
   CHECK_THAT(requests[0].head, Catch::Contains("X-Request-Id: req-7\r\n"));
@@ -184,23 +196,10 @@ TEST_CASE("each retry carries a fresh rid / request_id and X-Request-Id", "[tran
 TEST_CASE("backoff sleeps and their jitter come from HttpTransportOptions::clock", "[transport]") {
   std::vector<std::vector<int64_t>> runs;
   for (int run = 0; run < 2; ++run) {
-    std::atomic<int> calls{0};
-    RawHttpServer server([&](int fd, const RawRequest&) {
-      if (calls++ < 2) {
-        RawHttpServer::Write(
-            fd, JsonResponse(503, R"({"error":{"message":"busy","type":"x","code":503}})"));
-      } else {
-        RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
-      }
-    });
-    testing::FakeClock clock;
-    HttpTransportOptions options;
-    options.base_url = server.base_url();
-    options.clock = &clock;  // retry.uniform01 unset, seed 0: the clock seeds the jitter
-    auto transport = MakeHttpTransport(options).value();
+    BusyTwiceThenOk fixture;
     Response response;
-    REQUIRE(transport->Send(kChatBody, CallOptions(), &response).ok());
-    runs.push_back(clock.sleeps());
+    REQUIRE(fixture.transport->Send(kChatBody, CallOptions(), &response).ok());
+    runs.push_back(fixture.clock.sleeps());
   }
   REQUIRE(runs[0].size() == 2);
   // The default backoffs of 200 and 400 ms, half of each jitter: in [d/2, d).
@@ -227,10 +226,7 @@ TEST_CASE("Retry-After as an HTTP date sets the backoff, from the injected clock
       RawHttpServer::Write(fd, JsonResponse(200, kJsonOk));
     }
   });
-  HttpTransportOptions options;
-  options.base_url = server.base_url();
-  options.clock = &clock;
-  auto transport = MakeHttpTransport(options).value();
+  auto transport = MakeRetrying(server.base_url(), &clock);
   Response response;
   REQUIRE(transport->Send(kChatBody, CallOptions(), &response).ok());
   REQUIRE(clock.sleeps().size() == 1);

@@ -18,7 +18,7 @@
 #include "strata/chat_template.h"
 #include "strata/pools.h"
 #include "strata/store.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "testing/context_testing.h"
 #include "testing/sim_testing.h"
 #include "unit/store/store_test_util.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::agent_internal {
 namespace {

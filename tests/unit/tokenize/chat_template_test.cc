@@ -16,7 +16,7 @@
 
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "strata/tools/trace.h"
 #include "tokenize/template_memo.h"
 

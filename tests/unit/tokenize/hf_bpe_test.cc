@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 using strata::StatusCode;
 

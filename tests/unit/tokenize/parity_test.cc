@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 
 TEST_CASE("the SentencePiece backend works in a process that also links libprotobuf",
           "[tokenize][spm]") {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "strata/chat_template.h"
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
 
 namespace strata {

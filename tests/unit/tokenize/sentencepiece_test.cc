@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/tokenize.h"
+#include "strata/tokenizer_spec.h"
 #include "testing/traces.h"
 
 namespace fs = std::filesystem;

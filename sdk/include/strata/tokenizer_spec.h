@@ -1,5 +1,7 @@
-// strata/tokenize.h — exact tokenizers (Hugging Face tokenizer.json byte-level BPE, SentencePiece)
-// and the calibrated estimator, all created from one spec string.
+// strata/tokenizer_spec.h — tokenizers made from a spec string: the exact tokenizers (Hugging Face
+// tokenizer.json byte-level BPE, SentencePiece) and the calibrated estimator, with what works on
+// them (Decode, TokenId, incremental and streamed encoding). The interfaces they implement are in
+// strata/tokenizer.h.
 //
 // A spec names a tokenizer the way a user writes it on the command line or in a config file:
 //   hf:PATH/tokenizer.json   Hugging Face tokenizer.json with a byte-level BPE model (GLM-4/5,
@@ -30,8 +32,8 @@
 //
 // Thread safety: every tokenizer returned here is thread-safe (see strata/tokenizer.h); the free
 // functions are thread-safe.
-#ifndef STRATA_TOKENIZE_H_
-#define STRATA_TOKENIZE_H_
+#ifndef STRATA_TOKENIZER_SPEC_H_
+#define STRATA_TOKENIZER_SPEC_H_
 
 #include <cstdint>
 #include <memory>
@@ -129,4 +131,4 @@ class StreamEncoder {
 
 }  // namespace strata
 
-#endif  // STRATA_TOKENIZE_H_
+#endif  // STRATA_TOKENIZER_SPEC_H_
