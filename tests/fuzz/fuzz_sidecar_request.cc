@@ -6,8 +6,8 @@
 // (nothing kept, nothing replaced); the same conversation sent again keeps every message and
 // appends nothing; the client view survives its JSON. The input is also read as a stored client view
 // (ClientView::FromJson, what a damaged store hands the proxy): refused with a reason or round-trips.
-// Not covered: the field checks at the top of Proxy::ChatCompletions (model, n, stream, tools),
-// which run only inside a full request with the agent registry and its store.
+// The field checks of the whole body (model, n, stream, tools, forwarded and agent-owned fields,
+// ParseChatRequest) and the turn that follows are fuzz_sidecar_proxy.cc's.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -165,3 +165,28 @@ w('sidecar_request', 'parts-and-developer.json', json.dumps({"messages":[{"role"
 w('sidecar_request', 'refusals.json', json.dumps({"messages":[{"role":"user","content":"x"},{"role":"system","content":"late"},{"role":"tool","content":"no id"},{"role":"user","content":[{"type":"image_url"}]}]}))
 w('sidecar_request', 'unanswered-call.json', json.dumps({"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"y"}]}))
 w('sidecar_request', 'client-view.json', json.dumps({"version":1,"entries":[["0123456789abcdef0123456789abcdef","user","seg-1"],["fedcba9876543210fedcba9876543210","assistant","seg-2"]]}))
+# --- sidecar_proxy: whole Chat Completions bodies for the proxy's field checks and the turn after
+# them (the sidecar conversation and a trace conversation with handled, forwarded and agent-owned
+# fields; wrong types; nesting at the limit)
+def ends_answerable(ms):  # cut after the last user or tool message (the proxy answers those)
+    last = max(i for i, m in enumerate(ms) if m['role'] in ('user', 'tool'))
+    return ms[:last + 1]
+w('sidecar_proxy', 'first-turn.json', json.dumps({"model":"glm-5.3-flash","messages":convo[:2],"tools":tools,"temperature":0.2,"max_tokens":256}))
+w('sidecar_proxy', 'stream-agent-owned.json', json.dumps({"model":"glm-5.3-flash","messages":ends_answerable(convo[:6]),"tools":tools,"stream":True,
+  "stream_options":{"include_usage":True},"cache_salt":"other-tenant","request_id":"r-1","rid":"r-1","seed":7,"stop":["\n\n"],
+  "response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"x":{"type":"array","items":{"type":"integer"}}}}}}}))
+trace_msgs = [json.loads(clip(l, 600)) for l in lines('swe-agent/demo-function_calling_simple.jsonl')]
+trace_tools = sorted({c['function']['name'] for m in trace_msgs for c in m.get('tool_calls') or []})
+w('sidecar_proxy', 'trace-conversation.json', json.dumps({"messages":ends_answerable(trace_msgs),"n":1,"user":"u1",
+  "tools":[{"type":"function","function":{"name":n,"parameters":{"type":"object"}}} for n in trace_tools],
+  "max_completion_tokens":64,"max_tokens":32,"tool_choice":{"type":"function","function":{"name":trace_tools[0]}},"chat_template_kwargs":{"enable_thinking":False}}))
+w('sidecar_proxy', 'developer-parts-nulls.json', json.dumps({"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+  {"role":"assistant","content":None,"refusal":None,"reasoning_content":"r","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":None}},{"id":"b","function":{"name":"g","arguments":"{\"k\": [1, 2]}"}}]},
+  {"role":"tool","tool_call_id":"b","content":None},{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"done"}]}],
+  "tools":None,"stream":None,"stream_options":None,"model":""}))
+for name, field, value in [('n-2', 'n', 2), ('model-number', 'model', 5), ('tools-object', 'tools', {}), ('stream-string', 'stream', 'yes'),
+                           ('stream-options-usage-number', 'stream_options', {"include_usage":1})]:
+    w('sidecar_proxy', 'wrong-' + name + '.json', json.dumps({"messages":convo[:2], field:value}))
+w('sidecar_proxy', 'not-an-object.json', json.dumps([{"messages":convo[:2]}]))
+w('sidecar_proxy', 'nested-511-levels.json', '{"messages":' + json.dumps(convo[:2]) + ',"logit_bias":' + '[' * 511 + '1' + ']' * 511 + '}')
+w('sidecar_proxy', 'nested-512-levels.json', '{"messages":' + json.dumps(convo[:2]) + ',"logit_bias":' + '[' * 512 + '1' + ']' * 512 + '}')

@@ -14,6 +14,7 @@
 #include <set>
 #include <utility>
 
+#include "core/json_text.h"
 #include "strata/transport.h"
 
 namespace strata::sidecar {
@@ -261,63 +262,76 @@ std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   return kDerivedAgentPrefix + Hex(digest, 8);
 }
 
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
+  // Checked on the text, before anything is built: the parser itself is iterative, but dump() and
+  // comparisons of the values below recurse once per level.
+  STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
+  json request = json::parse(body, nullptr, false);
+  if (!request.is_object()) {
+    return InvalidArgumentError(
+        "the request body is not a JSON object (a Chat Completions request)");
+  }
+  if (!request.contains("messages")) {
+    return InvalidArgumentError("the request has no \"messages\"");
+  }
+  if (request.contains("n") && !(request["n"].is_number_integer() && request["n"] == 1)) {
+    return InvalidArgumentError(
+        "\"n\": the proxy answers with one choice; send n=1 or leave it out");
+  }
+  if (request.contains("model") && !request["model"].is_string()) {
+    return InvalidArgumentError("\"model\" must be a string");
+  }
+  if (request.contains("tools") && !request["tools"].is_null() && !request["tools"].is_array()) {
+    return InvalidArgumentError("\"tools\" must be an array of tool objects");
+  }
+  if (request.contains("stream") && !request["stream"].is_boolean() &&
+      !request["stream"].is_null()) {
+    return InvalidArgumentError("\"stream\" must be true or false");
+  }
+  ChatRequest out;
+  out.stream =
+      request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
+  if (request.contains("stream_options") && !request["stream_options"].is_null()) {
+    const json& o = request["stream_options"];
+    if (!o.is_object() || (o.contains("include_usage") && !o["include_usage"].is_boolean())) {
+      return InvalidArgumentError(
+          "\"stream_options\" must be an object whose include_usage is true or false");
+    }
+    out.include_usage = out.stream && o.value("include_usage", false);
+  }
+  for (auto it = request.begin(); it != request.end(); ++it) {
+    if (it.key().empty()) {
+      // The agent refuses to send a nameless field; refused here, before the history changes.
+      return InvalidArgumentError("the request has a field with an empty name (\"\"): remove it");
+    }
+    if (kHandledFields.count(it.key())) continue;
+    if (kAgentOwnedFields.count(it.key())) {
+      out.ignored.push_back(it.key());
+    } else {
+      out.forwarded.emplace_back(it.key(), it.value().dump());
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(request["messages"]));
+  if (request.contains("model")) out.model = request["model"].get<std::string>();
+  if (request.contains("tools") && !request["tools"].is_null()) {
+    out.tools = std::move(request["tools"]);
+  }
+  return out;
+}
+
 HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                                  std::string_view body) {
   auto fail = [this, &tenant](const Status& status, bool upstream = false) {
     if (options_.on_error) options_.on_error(tenant.name, status.code());
     return ErrorReply(status, upstream);
   };
-  json request = json::parse(body, nullptr, false);
-  if (!request.is_object()) {
-    return fail(
-        InvalidArgumentError("the request body is not a JSON object (a Chat Completions request)"));
-  }
-  if (!request.contains("messages")) {
-    return fail(InvalidArgumentError("the request has no \"messages\""));
-  }
-  if (request.contains("n") && !(request["n"].is_number_integer() && request["n"] == 1)) {
-    return fail(
-        InvalidArgumentError("\"n\": the proxy answers with one choice; send n=1 or leave it out"));
-  }
-  if (request.contains("model") && !request["model"].is_string()) {
-    return fail(InvalidArgumentError("\"model\" must be a string"));
-  }
-  const json* tools =
-      request.contains("tools") && !request["tools"].is_null() ? &request["tools"] : nullptr;
-  if (tools != nullptr && !tools->is_array()) {
-    return fail(InvalidArgumentError("\"tools\" must be an array of tool objects"));
-  }
-  for (const char* flag : {"stream"}) {
-    if (request.contains(flag) && !request[flag].is_boolean() && !request[flag].is_null()) {
-      return fail(InvalidArgumentError(std::string("\"") + flag + "\" must be true or false"));
-    }
-  }
-  const bool stream =
-      request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
-  bool include_usage = false;
-  if (request.contains("stream_options") && !request["stream_options"].is_null()) {
-    const json& o = request["stream_options"];
-    if (!o.is_object() || (o.contains("include_usage") && !o["include_usage"].is_boolean())) {
-      return fail(InvalidArgumentError(
-          "\"stream_options\" must be an object whose include_usage is true or false"));
-    }
-    include_usage = stream && o.value("include_usage", false);
-  }
+  StatusOr<ChatRequest> request = ParseChatRequest(body);
+  if (!request.ok()) return fail(request.status());
+  const ParsedChat& chat = request->chat;
   std::string ignored;
-  std::vector<std::pair<std::string, std::string>> forwarded;  // in the client's order
-  for (auto it = request.begin(); it != request.end(); ++it) {
-    if (kHandledFields.count(it.key())) continue;
-    if (kAgentOwnedFields.count(it.key())) {
-      ignored += (ignored.empty() ? "" : ",") + it.key();
-    } else {
-      forwarded.emplace_back(it.key(), it.value().dump());
-    }
-  }
-
-  StatusOr<ParsedChat> chat = ParseChatMessages(request["messages"]);
-  if (!chat.ok()) return fail(chat.status());
+  for (const std::string& field : request->ignored) ignored += (ignored.empty() ? "" : ",") + field;
   const std::string agent_id =
-      agent_header.empty() ? DerivedAgentId(*chat) : std::string(agent_header);
+      agent_header.empty() ? DerivedAgentId(chat) : std::string(agent_header);
   if (Status valid = CheckAgentId(agent_id, "X-Strata-Agent"); !valid.ok()) return fail(valid);
 
   AgentRegistry& registry = *options_.registry;
@@ -326,17 +340,14 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   AgentConfig config = registry.DefaultConfig(tenant, agent_id);
   // The client runs its own tools: the agent's context_recall is not offered to the model.
   config.recall.expose_tool = false;
-  if (request.contains("model") && !request["model"].get<std::string>().empty()) {
-    config.render.model = request["model"].get<std::string>();
-  }
+  if (!request->model.empty()) config.render.model = request->model;
   StatusOr<AgentLease> lease = registry.AcquireOrCreate(tenant, agent_id, &config);
   if (!lease.ok()) return fail(lease.status());
 
   // Tools first (a change re-opens the agent), then the history.
   {
-    const json want = tools != nullptr ? *tools : json::array();
-    if (AgentTools(lease->agent()) != want) {
-      Status set = lease->agent().context().SetTools(want.dump());
+    if (AgentTools(lease->agent()) != request->tools) {
+      Status set = lease->agent().context().SetTools(request->tools.dump());
       if (!set.ok()) return fail(Status(set.code(), "\"tools\": " + set.message()));
       if (Status reopened = registry.Reopen(*lease); !reopened.ok()) return fail(reopened);
     }
@@ -344,7 +355,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   Agent& agent = lease->agent();
   StatusOr<ClientView> view = LoadClientView(agent);
   if (!view.ok()) return fail(view.status());
-  StatusOr<ReconcileOutcome> outcome = Reconcile(*chat, agent, &*view);
+  StatusOr<ReconcileOutcome> outcome = Reconcile(chat, agent, &*view);
   Status saved = SaveClientView(agent, *view);
   if (!outcome.ok()) return fail(outcome.status());
   if (!saved.ok()) return fail(saved);
@@ -359,8 +370,8 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   job->completion_id = "chatcmpl-" + RandomHex(12);
   job->model = agent.config().render.model;
   job->created = UnixSeconds();
-  job->include_usage = include_usage;
-  job->forwarded = std::move(forwarded);
+  job->include_usage = request->include_usage;
+  job->forwarded = std::move(request->forwarded);
 
   HttpReply reply;
   reply.headers.push_back({"X-Strata-Agent", agent_id});
@@ -388,7 +399,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     return turn;
   };
 
-  if (!stream) {
+  if (!request->stream) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
     TurnOptions turn_options;

@@ -9,7 +9,8 @@ add_library(strata_sidecar_proxy STATIC
   ${CMAKE_CURRENT_LIST_DIR}/reconcile.cc
   ${CMAKE_CURRENT_LIST_DIR}/proxy.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cc)
-target_include_directories(strata_sidecar_proxy PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_include_directories(strata_sidecar_proxy PUBLIC ${CMAKE_CURRENT_LIST_DIR}
+  PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # core/json_text.h: CheckJsonDepth on request bodies
 target_link_libraries(strata_sidecar_proxy
   PUBLIC strata_sidecar_lib strata::agent nlohmann_json::nlohmann_json
   PRIVATE PkgConfig::CPP_HTTPLIB OpenSSL::SSL OpenSSL::Crypto strata_build_flags)

@@ -67,6 +67,32 @@ std::string OpenAiErrorJson(std::string_view message, std::string_view type, std
 // (an upstream refusal of the sidecar's key is a 502, not the caller's 401).
 HttpReply ErrorReply(const Status& status, bool upstream = false);
 
+// A Chat Completions request body taken apart as the proxy handles it (ParseChatRequest).
+struct ChatRequest {
+  ParsedChat chat;    // "messages"
+  std::string model;  // "model"; "" when absent or empty (the agent keeps its model)
+  // "tools": the array the client sent; an empty array when absent or null.
+  nlohmann::json tools = nlohmann::json::array();
+  bool stream = false;         // "stream": true
+  bool include_usage = false;  // stream_options.include_usage, and only when streaming
+  // Every other field with its JSON text, in the order of their names (the parsed object sorts
+  // them): forwarded upstream unchanged (TurnOptions::extra_fields).
+  std::vector<std::pair<std::string, std::string>> forwarded;
+  // The fields the agent owns that the body carried (cache_salt, request_id, rid), sorted:
+  // dropped, and named in X-Strata-Ignored-Fields.
+  std::vector<std::string> ignored;
+};
+
+// Checks a POST /v1/chat/completions body and takes it apart, without a server, an agent or a
+// store (the first step of Proxy::ChatCompletions). INVALID_ARGUMENT, saying which field is wrong
+// and what to send, for: a body nested deeper than 512 levels (its values are re-serialized
+// recursively, so a hostile one would overflow the stack), a body that is not a JSON object, no
+// "messages", "n" other than 1, a "model" that is not a string, "tools" that is not an array,
+// "stream" that is not a boolean, "stream_options" that is not an object with a boolean
+// include_usage, a field with an empty name (no upstream request may carry one), and every refusal
+// of ParseChatMessages.
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body);
+
 struct ProxyOptions {
   AgentRegistry* registry = nullptr;  // required; not owned
   // Where GET /v1/models goes: the upstream's base URL (e.g. http://127.0.0.1:8000/v1) and the

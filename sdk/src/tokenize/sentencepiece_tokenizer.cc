@@ -19,6 +19,15 @@
 
 #include "tokenize/exact_tokenizer.h"
 
+// AddressSanitizer builds: GCC defines __SANITIZE_ADDRESS__, clang reports the feature instead.
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_SPM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STRATA_SPM_ASAN 1
+#endif
+#endif
+
 namespace strata::tokenize_internal {
 namespace {
 
@@ -32,9 +41,15 @@ struct SpmLibrary {
   std::string error;
 };
 
+// Why an AddressSanitizer build refuses to load libsentencepiece into a process with libprotobuf.
+constexpr char kSpmNeedsDeepbind[] =
+    "this AddressSanitizer build cannot load libsentencepiece into a process that also links "
+    "libprotobuf (gRPC): the sanitizer runtime refuses dlopen(RTLD_DEEPBIND), which isolates "
+    "sentencepiece's own protobuf copy; use a build without ASan, or an hf: tokenizer";
+
 int DlopenFlags() {
   int flags = RTLD_NOW | RTLD_LOCAL;
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(STRATA_SPM_ASAN)
   flags |= RTLD_DEEPBIND;  // sanitizer runtimes refuse RTLD_DEEPBIND
 #endif
   return flags;
@@ -43,6 +58,14 @@ int DlopenFlags() {
 const SpmLibrary& Library() {
   static const SpmLibrary* library = [] {
     auto* lib = new SpmLibrary();
+#if defined(STRATA_SPM_ASAN)
+    // Without RTLD_DEEPBIND, libsentencepiece's protobuf copy binds to a libprotobuf the process
+    // already has (gRPC), and its static initializers throw on the version mismatch inside dlopen.
+    if (dlsym(RTLD_DEFAULT, "_ZN6google8protobuf8internal13VerifyVersionEiiPKc") != nullptr) {
+      lib->error = std::string(kSpmNeedsDeepbind);
+      return lib;
+    }
+#endif
     std::string tried;
     const std::string candidates[] = {
         "libsentencepiece.so.0",

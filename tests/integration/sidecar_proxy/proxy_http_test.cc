@@ -447,7 +447,7 @@ TEST_CASE("GET /v1/models with length pools asks every pool endpoint and lists e
 }
 
 TEST_CASE("a drain lets completions finish until its deadline, then cancels them",
-          "[sidecar][proxy]") {
+          "[sidecar][proxy][concurrency]") {
   RequireTools();
   // The simulated model decodes one token per second: a completion takes about 16 s.
   Fixture f("drain", {}, 1e6);

@@ -78,7 +78,7 @@ TEST_CASE("strata replay --send --budget compacts before sending and keeps predi
   CHECK(s["cached_tokens_reported"] == s["cached_tokens_predicted"]);
   CHECK(s["prefix_breaks"].get<int>() > 0);  // each compaction is reported as one
   // The last request the server saw carries compacted history and stays far below the full trace.
-  const std::string& last = sim->requests().back().body;
+  const std::string last = sim->requests().back().body;  // requests() returns a copy
   CHECK((last.find("[strata: masked output of") != std::string::npos ||
          last.find("[strata: summary of turns") != std::string::npos));
   CHECK(last.size() < 6000 * 4 + 4096);

@@ -249,7 +249,7 @@ TEST_CASE("the task is forked into a request that fits when compaction is not on
 }
 
 TEST_CASE("a request waits in the full pool's queue and is recorded with its wait",
-          "[agent][pools]") {
+          "[agent][pools][concurrency]") {
   Sim sim;
   Gate long_gate(sim.http.get());
   PoolSetConfig config;

@@ -261,7 +261,8 @@ TEST_CASE("compact: an over-long request is compacted by the handler to fit the 
   CHECK(pools->Metrics().pools[2].compacted_total == 1);
 }
 
-TEST_CASE("compact: a full long pool degrades to a smaller pool with a free slot", "[pools]") {
+TEST_CASE("compact: a full long pool degrades to a smaller pool with a free slot",
+          "[pools][concurrency]") {
   Fixture f;
   auto pools = f.Make();
   FakeHandler handler;
@@ -308,7 +309,8 @@ TEST_CASE("a failed or insufficient compaction is recorded and the ladder goes o
   CHECK_THAT(s.message(), Catch::Contains("compact left 2000000 tokens"));
 }
 
-TEST_CASE("wait: a request queues for the pool's slot and is admitted when it frees", "[pools]") {
+TEST_CASE("wait: a request queues for the pool's slot and is admitted when it frees",
+          "[pools][concurrency]") {
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();
@@ -340,7 +342,7 @@ TEST_CASE("wait: a request queues for the pool's slot and is admitted when it fr
 TEST_CASE(
     "queue bound: with the slot taken and the queue full, the request is refused with cap "
     "and depth",
-    "[pools]") {
+    "[pools][concurrency]") {
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();
@@ -367,7 +369,7 @@ TEST_CASE(
 }
 
 TEST_CASE("queue timeout: a waiter gives up after the pool's timeout on the injected clock",
-          "[pools]") {
+          "[pools][concurrency]") {
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();

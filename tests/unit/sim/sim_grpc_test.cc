@@ -39,7 +39,7 @@ std::unique_ptr<Transport> Grpc(const SimServer& sim) {
 }
 
 TEST_CASE("gRPC calls wait for KV blocks like HTTP requests and report it at /metrics",
-          "[sim][kv][grpc]") {
+          "[sim][kv][grpc][concurrency]") {
   SimOptions options;
   options.grpc_port = 0;
   options.kv.capacity_tokens = 1024;  // one ~600-token sequence at a time

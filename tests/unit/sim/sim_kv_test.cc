@@ -55,7 +55,8 @@ TEST_CASE("prefill time: linear in uncached tokens plus an attention term over t
   CHECK(kv.PrefillMicros(100, 100) == 0);
 }
 
-TEST_CASE("admission queues FIFO when the KV blocks run out and resumes on release", "[sim][kv]") {
+TEST_CASE("admission queues FIFO when the KV blocks run out and resumes on release",
+          "[sim][kv][concurrency]") {
   Sleeps sleeps;
   KvSimOptions o;
   o.capacity_tokens = 100;
@@ -88,7 +89,7 @@ TEST_CASE("admission queues FIFO when the KV blocks run out and resumes on relea
 }
 
 TEST_CASE("preemption: a growing sequence evicts the youngest, which re-queues and re-prefills",
-          "[sim][kv]") {
+          "[sim][kv][concurrency]") {
   Sleeps sleeps;
   KvSimOptions o;
   o.capacity_tokens = 100;

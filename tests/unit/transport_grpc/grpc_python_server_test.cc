@@ -277,7 +277,8 @@ TEST_CASE("gRPC status codes map to the same strata codes", "[grpc][python]") {
   CHECK(grpc->Abort("other-rid").code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("gRPC transport: cancelling stops the Python server's prefill", "[grpc][python]") {
+TEST_CASE("gRPC transport: cancelling stops the Python server's prefill",
+          "[grpc][python][concurrency]") {
   PythonGrpcServer server;
   GrpcTransportOptions options;
   options.target = server.target();

@@ -306,7 +306,7 @@ TEST_CASE("gRPC transport: backoff sleeps and their jitter come from GrpcTranspo
   CHECK(runs[0] == runs[1]);  // the same fake clock, the same jitter
 }
 
-TEST_CASE("gRPC transport: cancellation reaches the server", "[grpc][sim]") {
+TEST_CASE("gRPC transport: cancellation reaches the server", "[grpc][sim][concurrency]") {
   auto sim = StartSim();
   auto grpc = Grpc(Options(*sim));
   CancellationToken token;

@@ -1,0 +1,152 @@
+// The proxy's checks of a Chat Completions body (ParseChatRequest): which fields it handles, which
+// it forwards upstream or drops, the refusals, and the nesting limit that keeps a hostile body from
+// overflowing the stack of a connection thread.
+#include "proxy.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "registry.h"
+#include "tenants.h"
+#include "testing/status_testing.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+
+const json kMessages = json::array({{{"role", "user"}, {"content", "list the files"}}});
+
+// The message of the refusal of `body`; fails the test when the body is accepted.
+std::string Refusal(const std::string& body) {
+  StatusOr<ChatRequest> request = ParseChatRequest(body);
+  REQUIRE_FALSE(request.ok());
+  CHECK(request.status().code() == StatusCode::kInvalidArgument);
+  return request.status().message();
+}
+
+// `depth` nested arrays around 1.
+std::string Nested(size_t depth) { return std::string(depth, '[') + "1" + std::string(depth, ']'); }
+
+TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-owned fields") {
+  const json body = {
+      {"model", "glm-5.3-flash"},
+      {"messages", kMessages},
+      {"temperature", 0.2},
+      {"cache_salt", "other-tenant"},
+      {"tools", json::array({{{"type", "function"}, {"function", {{"name", "ls"}}}}})},
+      {"stream", true},
+      {"stream_options", {{"include_usage", true}}},
+      {"response_format", {{"type", "json_object"}}},
+      {"rid", "r1"},
+      {"n", 1}};
+  StatusOr<ChatRequest> request = ParseChatRequest(body.dump());
+  REQUIRE(request.ok());
+  CHECK(request->model == "glm-5.3-flash");
+  REQUIRE(request->chat.history.size() == 1);
+  CHECK(request->chat.history[0].content == "list the files");
+  CHECK(request->tools == body["tools"]);
+  CHECK(request->stream);
+  CHECK(request->include_usage);
+  // Forwarded and dropped fields come in the order of their names.
+  using Field = std::pair<std::string, std::string>;
+  CHECK(request->forwarded == std::vector<Field>{{"response_format", R"({"type":"json_object"})"},
+                                                 {"temperature", "0.2"}});
+  CHECK(request->ignored == std::vector<std::string>{"cache_salt", "rid"});
+}
+
+TEST_CASE("ParseChatRequest: absent and null fields take the defaults") {
+  StatusOr<ChatRequest> request = ParseChatRequest(json{
+      {"messages", kMessages},
+      {"tools", nullptr},
+      {"stream", nullptr},
+      {"stream_options", nullptr}}.dump());
+  REQUIRE(request.ok());
+  CHECK(request->model.empty());
+  CHECK(request->tools == json::array());
+  CHECK_FALSE(request->stream);
+  CHECK_FALSE(request->include_usage);
+  CHECK(request->forwarded.empty());
+  CHECK(request->ignored.empty());
+  // include_usage only applies to a stream.
+  request = ParseChatRequest(
+      json{{"messages", kMessages}, {"stream_options", {{"include_usage", true}}}}.dump());
+  REQUIRE(request.ok());
+  CHECK_FALSE(request->include_usage);
+}
+
+TEST_CASE("ParseChatRequest refuses each malformed field by name") {
+  auto with = [](const char* key, const json& value) {
+    json body = {{"messages", kMessages}};
+    body[key] = value;
+    return body.dump();
+  };
+  CHECK_THAT(Refusal("[1, 2]"), Catch::Contains("not a JSON object"));
+  CHECK_THAT(Refusal("{\"messages\": "), Catch::Contains("not a JSON object"));
+  CHECK_THAT(Refusal("{\"model\": \"m\"}"), Catch::Contains("no \"messages\""));
+  CHECK_THAT(Refusal(with("n", 2)), Catch::Contains("\"n\""));
+  CHECK_THAT(Refusal(with("n", 1.0)), Catch::Contains("\"n\""));
+  CHECK_THAT(Refusal(with("model", 5)), Catch::Contains("\"model\" must be a string"));
+  CHECK_THAT(Refusal(with("tools", json::object())), Catch::Contains("\"tools\" must be an array"));
+  CHECK_THAT(Refusal(with("stream", "yes")), Catch::Contains("\"stream\" must be true or false"));
+  CHECK_THAT(Refusal(with("stream_options", 1)), Catch::Contains("\"stream_options\""));
+  CHECK_THAT(Refusal(with("stream_options", {{"include_usage", "yes"}})),
+             Catch::Contains("\"stream_options\""));
+  // A nameless field used to be forwarded, and the agent refused the turn after the history had
+  // been appended (for a stream, after the 200 had gone out).
+  CHECK_THAT(Refusal(with("", 1)), Catch::Contains("empty name"));
+  // The messages' own refusals (ParseChatMessages) come through unchanged.
+  CHECK_THAT(Refusal(R"({"messages": [{"role": 5}]})"),
+             Catch::Contains("messages[0] has no \"role\""));
+  CHECK_THAT(Refusal(R"({"messages": [{"role": "robot", "content": "x"}]})"),
+             Catch::Contains("role \"robot\""));
+}
+
+TEST_CASE("ParseChatRequest refuses a body nested deeper than 512 levels, naming the limit") {
+  // 511 levels inside the body's object are accepted and forwarded as they came.
+  StatusOr<ChatRequest> request =
+      ParseChatRequest("{\"messages\":" + kMessages.dump() + ",\"x\":" + Nested(511) + "}");
+  REQUIRE(request.ok());
+  REQUIRE(request->forwarded.size() == 1);
+  CHECK(request->forwarded[0].second == Nested(511));
+  // A million levels in a forwarded field or in the tools: re-serializing them used to recurse
+  // once per level and overflow the stack.
+  for (const char* key : {"x", "tools"}) {
+    const std::string message =
+        Refusal("{\"messages\":" + kMessages.dump() + ",\"" + key + "\":" + Nested(1000000) + "}");
+    CHECK_THAT(message, Catch::Contains("the request body") && Catch::Contains("512"));
+  }
+  CHECK_THAT(Refusal("{\"messages\":" + kMessages.dump() + ",\"x\":" + Nested(512) + "}"),
+             Catch::Contains("512"));
+}
+
+TEST_CASE("Proxy::ChatCompletions answers a deeply nested body with 400, before any agent") {
+  const std::string store = "/tmp/strata-proxy-test-" + std::to_string(::getpid()) + "-deep.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
+  RegistryOptions registry_options;
+  registry_options.store_path = store;
+  registry_options.upstream = "http://127.0.0.1:9/v1";  // never asked: the body is refused first
+  std::unique_ptr<AgentRegistry> registry =
+      strata::testing::Must(AgentRegistry::Open(registry_options));
+  ProxyOptions options;
+  options.registry = registry.get();
+  Proxy proxy(options);
+  TenantConfig tenant;
+  tenant.name = "alpha";
+  const std::string body =
+      "{\"messages\":" + kMessages.dump() + ",\"response_format\":" + Nested(1000000) + "}";
+  HttpReply reply = proxy.ChatCompletions(tenant, "", body);
+  CHECK(reply.status == 400);
+  const json error = json::parse(reply.body);
+  CHECK(error["error"]["type"] == "invalid_request_error");
+  CHECK_THAT(error["error"]["message"].get<std::string>(), Catch::Contains("512"));
+  registry.reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
+}
+
+}  // namespace
+}  // namespace strata::sidecar
