@@ -1347,7 +1347,10 @@ class GenericChatTemplate final : public MemoRenderingTemplate {
             out += text->get<std::string>();
         }
       }
-      if (const ojson* calls = Field(m, "tool_calls"); calls != nullptr && calls->is_array()) {
+      // Only an assistant message's tool calls are checked (NormalizeMessage) and rendered, as
+      // the models' own templates do; "tool_calls" on another role is ignored.
+      const ojson* calls = Role(m) == "assistant" ? Field(m, "tool_calls") : nullptr;
+      if (calls != nullptr && calls->is_array()) {
         for (const ojson& call : *calls) {
           const ojson& fn = CallFunction(call);
           out += "\n" + fn["name"].get<std::string>() + " ";

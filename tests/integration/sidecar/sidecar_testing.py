@@ -96,6 +96,21 @@ class Sidecar:
     def output(self) -> str:
         return self.out_path.read_text() + self.err_path.read_text()
 
+    def wait_for_output(self, text: str, timeout: float = 30) -> str:
+        """The output once it contains `text`: lines logged after the listener line (the
+        "serving ..." line) may not be written yet when the constructor returns."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            output = self.output()
+            if text in output:
+                return output
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        output = self.output()
+        assert text in output, f"strata-sidecar did not print {text!r}:\n{output}"
+        return output
+
     def stub(self, token: Optional[str] = None, credentials=None, options=()) -> "pb_grpc.ContextServiceStub":
         return pb_grpc.ContextServiceStub(self.channel(token, credentials, options))
 

@@ -25,7 +25,7 @@ def test_restart_after_sigkill_serves_every_agent(tmp_path, start_sim, start_sid
     sim = start_sim(None, ["--output-tokens", "10"])
     first = start_sidecar(["--upstream", sim.base_url] +
                           (["--store-sync", sync] if sync else []))
-    assert f"(synchronous={sync or 'full'})" in first.output()
+    first.wait_for_output(f"(synchronous={sync or 'full'})")
     stub = first.stub()
     stub.CreateAgent(pb.CreateAgentRequest(agent_id="a", spec=pb.AgentSpec(
         system_prompts=["You survive restarts."])))

@@ -498,6 +498,24 @@ TEST_CASE("generic template adds a per-message overhead", "[chat_template]") {
   CHECK(count->estimated);
 }
 
+// Only an assistant message's "tool_calls" are checked and rendered; on another role they are
+// ignored, as the models' own templates ignore them. A malformed list there (a call without a
+// function name) once crashed the generic template (found by the chat_template fuzz harness).
+TEST_CASE("tool_calls on a message other than the assistant's are ignored", "[chat_template]") {
+  const std::string with_calls = R"({"messages": [{"role": "system", "content": "s",
+      "tool_calls": [{"id": "call_1", "type": "function", "fuvction": {"name": 5}}]},
+      {"role": "user", "content": "u", "tool_calls": [7]}]})";
+  const std::string without_calls = R"({"messages": [{"role": "system", "content": "s"},
+      {"role": "user", "content": "u"}]})";
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    auto t = Make(name);
+    auto rendered = t->Render(with_calls);
+    REQUIRE(rendered.ok());
+    CHECK(*rendered == t->Render(without_calls).value());
+  }
+}
+
 // Messages are parsed once and reused by later requests that repeat them byte for byte (the
 // message memo of ParseRequest); a request must render the same whether its messages were seen
 // before or not, and refusals must stay those of parsing the whole body.
