@@ -83,6 +83,95 @@ void FillGrowth(const GrowthPoint& g, v1::GrowthPoint* out) {
   out->set_invalidated_tokens(g.invalidated_tokens);
 }
 
+// One delta of the answer as a stream event of Complete.
+v1::CompleteEvent DeltaEvent(const StreamDelta& d) {
+  v1::CompleteEvent event;
+  v1::Delta* delta = event.mutable_delta();
+  switch (d.kind) {
+    case StreamDelta::Kind::kContent:
+      delta->set_kind(v1::Delta::KIND_CONTENT);
+      break;
+    case StreamDelta::Kind::kReasoning:
+      delta->set_kind(v1::Delta::KIND_REASONING);
+      break;
+    case StreamDelta::Kind::kToolCallArguments:
+      delta->set_kind(v1::Delta::KIND_TOOL_CALL_ARGUMENTS);
+      break;
+  }
+  delta->set_text(d.text);
+  delta->set_tool_call_index(d.tool_call_index);
+  delta->set_tool_call_id(d.tool_call_id);
+  delta->set_tool_name(d.tool_name);
+  return event;
+}
+
+void FillPrefixBreak(const PrefixBreakEvent& e, v1::PrefixBreak* out) {
+  out->set_kind(std::string(PrefixBreakKindName(e.kind)));
+  out->set_reason(e.reason);
+  out->set_segment_id(e.segment_id);
+  out->set_layer(e.layer);
+  out->set_predicted_cached_tokens(e.predicted_cached_tokens);
+  if (e.reported_cached_tokens) out->set_reported_cached_tokens(*e.reported_cached_tokens);
+  out->set_previous_prompt_tokens(e.previous_prompt_tokens);
+}
+
+// `user_segment`: the id of the user message Complete appended ("" when it appended none).
+void FillTurn(const Turn& turn, const std::string& user_segment, v1::Turn* out) {
+  FillRecord(turn.record, out->mutable_record());
+  out->set_assistant_segment_id(turn.assistant_segment_id);
+  out->set_user_segment_id(user_segment);
+  out->set_content(turn.response.content);
+  out->set_reasoning(turn.response.reasoning);
+  for (const ToolCall& c : turn.response.tool_calls) {
+    v1::ToolCall* call_out = out->add_tool_calls();
+    call_out->set_id(c.id);
+    call_out->set_name(c.name);
+    call_out->set_arguments(c.arguments);
+  }
+  out->set_finish_reason(turn.response.finish_reason);
+  for (const CompactionReport& r : turn.compactions) FillReport(r, out->add_compactions());
+  if (turn.prefix_break) FillPrefixBreak(*turn.prefix_break, out->mutable_prefix_break());
+  for (const std::string& cause : turn.break_causes) out->add_break_causes(cause);
+  FillGrowth(turn.growth, out->mutable_growth());
+}
+
+// Cancels `cancel` when the client goes away or the server stops waiting for the call: a thread
+// checks the call's context every 20 ms from construction until Stop() (or the destructor).
+class CancelWhenClientLeaves {
+ public:
+  CancelWhenClientLeaves(grpc::ServerContext* context, CancellationToken* cancel)
+      : watcher_([this, context, cancel] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!finished_) {
+            if (context->IsCancelled()) {
+              cancel->Cancel();
+              return;
+            }
+            cv_.wait_for(lock, std::chrono::milliseconds(20));
+          }
+        }) {}
+  CancelWhenClientLeaves(const CancelWhenClientLeaves&) = delete;
+  CancelWhenClientLeaves& operator=(const CancelWhenClientLeaves&) = delete;
+  ~CancelWhenClientLeaves() {
+    if (watcher_.joinable()) Stop();
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+    }
+    cv_.notify_all();
+    watcher_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;  // guarded by mu_
+  std::thread watcher_;    // last: starts once the fields it reads are constructed
+};
+
 void FillInfo(const StoredAgent& a, const std::string& local_id, v1::AgentInfo* out) {
   out->set_agent_id(local_id);
   out->set_created_unix_ms(a.created_unix_ms);
@@ -468,40 +557,11 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     }
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool finished = false;
-    std::thread watcher([&] {
-      std::unique_lock<std::mutex> lock(mu);
-      while (!finished) {
-        if (context->IsCancelled()) {
-          cancel.Cancel();
-          return;
-        }
-        cv.wait_for(lock, std::chrono::milliseconds(20));
-      }
-    });
+    CancelWhenClientLeaves watcher(context, &cancel);
     TurnOptions options;
     options.cancel = &cancel;
     options.on_delta = [&](const StreamDelta& d) {
-      v1::CompleteEvent event;
-      v1::Delta* delta = event.mutable_delta();
-      switch (d.kind) {
-        case StreamDelta::Kind::kContent:
-          delta->set_kind(v1::Delta::KIND_CONTENT);
-          break;
-        case StreamDelta::Kind::kReasoning:
-          delta->set_kind(v1::Delta::KIND_REASONING);
-          break;
-        case StreamDelta::Kind::kToolCallArguments:
-          delta->set_kind(v1::Delta::KIND_TOOL_CALL_ARGUMENTS);
-          break;
-      }
-      delta->set_text(d.text);
-      delta->set_tool_call_index(d.tool_call_index);
-      delta->set_tool_call_id(d.tool_call_id);
-      delta->set_tool_name(d.tool_name);
-      writer->Write(event);  // false: the client is gone; the watcher cancels the request
+      writer->Write(DeltaEvent(d));  // false: the client is gone; the watcher cancels the request
     };
     std::shared_ptr<void> in_flight;
     if (hooks_.on_complete_begin) {
@@ -510,12 +570,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
                                            agent.config().endpoint.max_output_tokens);
     }
     StatusOr<Turn> turn = agent.Complete(options);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      finished = true;
-    }
-    cv.notify_all();
-    watcher.join();
+    watcher.Stop();
     if (!turn.ok()) {
       Status s = turn.status();
       if (!user_segment.empty()) {
@@ -526,33 +581,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     }
     if (hooks_.on_turn) hooks_.on_turn(t.name, *turn);
     v1::CompleteEvent event;
-    v1::Turn* out = event.mutable_turn();
-    FillRecord(turn->record, out->mutable_record());
-    out->set_assistant_segment_id(turn->assistant_segment_id);
-    out->set_user_segment_id(user_segment);
-    out->set_content(turn->response.content);
-    out->set_reasoning(turn->response.reasoning);
-    for (const ToolCall& c : turn->response.tool_calls) {
-      v1::ToolCall* call_out = out->add_tool_calls();
-      call_out->set_id(c.id);
-      call_out->set_name(c.name);
-      call_out->set_arguments(c.arguments);
-    }
-    out->set_finish_reason(turn->response.finish_reason);
-    for (const CompactionReport& r : turn->compactions) FillReport(r, out->add_compactions());
-    if (turn->prefix_break) {
-      const PrefixBreakEvent& e = *turn->prefix_break;
-      v1::PrefixBreak* b = out->mutable_prefix_break();
-      b->set_kind(std::string(PrefixBreakKindName(e.kind)));
-      b->set_reason(e.reason);
-      b->set_segment_id(e.segment_id);
-      b->set_layer(e.layer);
-      b->set_predicted_cached_tokens(e.predicted_cached_tokens);
-      if (e.reported_cached_tokens) b->set_reported_cached_tokens(*e.reported_cached_tokens);
-      b->set_previous_prompt_tokens(e.previous_prompt_tokens);
-    }
-    for (const std::string& cause : turn->break_causes) out->add_break_causes(cause);
-    FillGrowth(turn->growth, out->mutable_growth());
+    FillTurn(*turn, user_segment, event.mutable_turn());
     if (!writer->Write(event)) {
       return CancelledError(
           "the client went away before the turn was delivered (the turn is "
