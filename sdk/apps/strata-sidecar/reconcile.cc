@@ -276,12 +276,11 @@ Status SaveClientView(const Agent& agent, const ClientView& view) {
   return store->PutAgentState(agent.id(), kClientViewKey, view.ToJson());
 }
 
-StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view) {
-  ReconcileOutcome outcome;
-  Context& context = agent.context();
+namespace {
 
-  // The view is trusted only as far as the agent still holds what it names: a segment that is gone,
-  // or that an earlier replacement evicted (its view was not saved), ends it.
+// The view is trusted only as far as the agent still holds what it names: a segment that is gone,
+// or that an earlier replacement evicted (its view was not saved), ends it.
+void TrimViewToAgent(const Context& context, ClientView* view) {
   for (size_t i = 0; i < view->entries.size(); ++i) {
     const Segment* s = context.Find(view->entries[i].segment_id);
     if (s == nullptr || s->layer != Layer::kHistory ||
@@ -290,7 +289,146 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
       break;
     }
   }
+}
 
+// The history segments of `segments`, in render order.
+std::vector<const Segment*> HistoryOf(const std::vector<Segment>& segments) {
+  std::vector<const Segment*> history;
+  for (const Segment& s : segments) {
+    if (s.layer == Layer::kHistory) history.push_back(&s);
+  }
+  return history;
+}
+
+// The index of segment `id` in `history`; history.size() when it is not there.
+size_t IndexOf(const std::vector<const Segment*>& history, const std::string& id) {
+  for (size_t i = 0; i < history.size(); ++i) {
+    if (history[i]->id == id) return i;
+  }
+  return history.size();
+}
+
+// The client's history differs from its view at message `*kept` (before the view's end): sets
+// `*reason`, moves `*kept` back to the first client message to append again, and returns the
+// index in `history` from which every rendered segment is evicted.
+size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
+                         const std::vector<const Segment*>& history, size_t* kept,
+                         std::string* reason) {
+  const size_t n = view.entries.size();
+  const size_t m = chat.history.size();
+  size_t& k = *kept;
+  *reason = k == m ? "history truncated from " + std::to_string(n) + " to " + std::to_string(m) +
+                         " messages"
+                   : Where(chat.history[k].index) + " (" + chat.history[k].role +
+                         ") differs from what the client sent before";
+  // Inside a tool-call group, start at the assistant message that made the calls.
+  while (k > 0 &&
+         ((k < n && view.entries[k].role == "tool") || (k < m && chat.history[k].role == "tool"))) {
+    --k;
+  }
+  size_t start = IndexOf(history, view.entries[k].segment_id);
+  if (start < history.size() && history[start]->state == SegmentState::kSummarized) {
+    // Summarized: its summary (the last rendered one before it) holds it; replace that too.
+    for (size_t i = start; i-- > 0;) {
+      if (history[i]->kind == SegmentKind::kSummary && Rendered(*history[i])) {
+        start = i;
+        break;
+      }
+    }
+    // The client messages the summary also holds are appended again (summaries replace whole
+    // tool-call groups, so this starts at a group's beginning).
+    for (size_t j = 0; j < k; ++j) {
+      if (IndexOf(history, view.entries[j].segment_id) >= start) {
+        k = j;
+        break;
+      }
+    }
+  }
+  return start;
+}
+
+// The client sent every message of its view: the index in `history` of the first rendered segment
+// after the view's last one, which the client never saw (history.size() when there is none); sets
+// `*reason` when there is one.
+size_t StartOfUnknownSegments(const ClientView& view, const std::vector<const Segment*>& history,
+                              std::string* reason) {
+  const size_t n = view.entries.size();
+  size_t after = 0;
+  if (n > 0) after = IndexOf(history, view.entries[n - 1].segment_id) + 1;
+  size_t start = history.size();
+  size_t unknown = 0;
+  for (size_t i = after; i < history.size(); ++i) {
+    if (Rendered(*history[i])) {
+      if (start == history.size()) start = i;
+      ++unknown;
+    }
+  }
+  if (unknown > 0) {
+    *reason = std::to_string(unknown) + " history message" + (unknown == 1 ? "" : "s") +
+              " the client did not send";
+  }
+  return start;
+}
+
+// The agent's last reply may hold tool calls the client answers no more (it replaced them): a
+// context edits no history while calls are open, so they get a placeholder result, evicted with
+// the rest (the open calls belong to the last reply, which is inside the replaced range). Returns
+// whether there were any (the context's segments changed).
+StatusOr<bool> AnswerOpenToolCalls(Context& context) {
+  const std::vector<std::string> open = context.OpenToolCalls();
+  for (const std::string& call_id : open) {
+    StatusOr<std::string> answered = context.AppendToolResult(
+        {call_id, "[strata: the client replaced the history before answering this call]", false});
+    if (!answered.ok()) return answered.status();
+  }
+  return !open.empty();
+}
+
+// The "history_replaced" event of a replacement, in the agent's store (when it has one).
+void RecordReplacement(Agent& agent, const ReconcileOutcome& outcome, size_t client_messages,
+                       size_t view_messages) {
+  Store* store = agent.store();
+  if (store == nullptr) return;
+  StoredEvent event;
+  event.agent_id = agent.id();
+  event.turn = static_cast<int64_t>(agent.context().Stats().turns);
+  event.type = "history_replaced";
+  const json payload = {{"reason", outcome.reason},
+                        {"first_difference", outcome.first_difference},
+                        {"evicted_segments", outcome.evicted_segments},
+                        {"client_messages", client_messages},
+                        {"view_messages", view_messages}};
+  event.payload_json = payload.dump();
+  store->AppendEvent(event).status().IgnoreError();
+}
+
+// Appends one client message to the agent; the id of the segment it became.
+StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& message) {
+  StatusOr<std::string> id = InternalError("unreachable");
+  if (message.role == "user") {
+    id = agent.AppendUser(message.content);
+  } else if (message.role == "assistant") {
+    AssistantMessage a;
+    a.content = message.content;
+    a.reasoning = message.reasoning;
+    a.tool_calls = message.tool_calls;
+    id = agent.context().AppendAssistant(std::move(a));
+  } else {
+    id = agent.AppendToolResult({message.tool_call_id, message.content, false});
+  }
+  if (!id.ok()) {
+    return Status(id.status().code(), Where(message.index) + " (" + message.role +
+                                          ") could not be added: " + id.status().message());
+  }
+  return id;
+}
+
+}  // namespace
+
+StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view) {
+  ReconcileOutcome outcome;
+  Context& context = agent.context();
+  TrimViewToAgent(context, view);
   if (chat.system != SystemPromptsOf(agent)) {
     STRATA_RETURN_IF_ERROR(agent.SetSystemPrompts(chat.system));
     outcome.system_changed = true;
@@ -303,83 +441,18 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
   const size_t m = digests.size();
   size_t k = 0;
   while (k < n && k < m && view->entries[k].digest == digests[k]) ++k;
-  outcome.kept = k;
 
-  // The history segments in render order, and where the view's last segment is among them.
   std::vector<Segment> segments = context.Segments();
-  std::vector<const Segment*> history;
-  for (const Segment& s : segments) {
-    if (s.layer == Layer::kHistory) history.push_back(&s);
-  }
-  auto index_of = [&history](const std::string& id) -> size_t {
-    for (size_t i = 0; i < history.size(); ++i) {
-      if (history[i]->id == id) return i;
-    }
-    return history.size();
-  };
-
-  size_t start = history.size();  // evict every rendered history segment from here on
-  if (k < n) {
-    outcome.reason = k == m ? "history truncated from " + std::to_string(n) + " to " +
-                                  std::to_string(m) + " messages"
-                            : Where(chat.history[k].index) + " (" + chat.history[k].role +
-                                  ") differs from what the client sent before";
-    // Inside a tool-call group, start at the assistant message that made the calls.
-    while (k > 0 && ((k < n && view->entries[k].role == "tool") ||
-                     (k < m && chat.history[k].role == "tool"))) {
-      --k;
-    }
-    outcome.kept = k;
-    start = index_of(view->entries[k].segment_id);
-    if (start < history.size() && history[start]->state == SegmentState::kSummarized) {
-      // Summarized: its summary (the last rendered one before it) holds it; replace that too.
-      for (size_t i = start; i-- > 0;) {
-        if (history[i]->kind == SegmentKind::kSummary && Rendered(*history[i])) {
-          start = i;
-          break;
-        }
-      }
-      // The client messages the summary also holds are appended again (summaries replace whole
-      // tool-call groups, so this starts at a group's beginning).
-      for (size_t j = 0; j < k; ++j) {
-        if (index_of(view->entries[j].segment_id) >= start) {
-          k = j;
-          break;
-        }
-      }
-      outcome.kept = k;
-    }
-  } else {
-    // Segments after the view's last one that the client never saw.
-    size_t after = 0;
-    if (n > 0) after = index_of(view->entries[n - 1].segment_id) + 1;
-    size_t unknown = 0;
-    for (size_t i = after; i < history.size(); ++i) {
-      if (Rendered(*history[i])) {
-        if (start == history.size()) start = i;
-        ++unknown;
-      }
-    }
-    if (unknown > 0) {
-      outcome.reason = std::to_string(unknown) + " history message" + (unknown == 1 ? "" : "s") +
-                       " the client did not send";
-    }
-  }
-
-  // The agent's last reply may hold tool calls the client answers no more (it replaced them): a
-  // context edits no history while calls are open, so they get a placeholder result, evicted with
-  // the rest (the open calls belong to the last reply, which is inside the replaced range).
-  const std::vector<std::string> open = context.OpenToolCalls();
-  if (start < history.size() && !open.empty()) {
-    for (const std::string& call_id : open) {
-      StatusOr<std::string> answered = context.AppendToolResult(
-          {call_id, "[strata: the client replaced the history before answering this call]", false});
-      if (!answered.ok()) return answered.status();
-    }
-    segments = context.Segments();
-    history.clear();
-    for (const Segment& s : segments) {
-      if (s.layer == Layer::kHistory) history.push_back(&s);
+  std::vector<const Segment*> history = HistoryOf(segments);
+  // Every rendered history segment from history[start] on is evicted.
+  const size_t start = k < n ? StartOfClientEdit(chat, *view, history, &k, &outcome.reason)
+                             : StartOfUnknownSegments(*view, history, &outcome.reason);
+  outcome.kept = k;
+  if (start < history.size()) {
+    STRATA_ASSIGN_OR_RETURN(bool answered, AnswerOpenToolCalls(context));
+    if (answered) {
+      segments = context.Segments();
+      history = HistoryOf(segments);
     }
   }
 
@@ -404,40 +477,12 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
       }
     }
     view->entries.resize(std::min(view->entries.size(), k));
-    if (Store* store = agent.store()) {
-      StoredEvent event;
-      event.agent_id = agent.id();
-      event.turn = static_cast<int64_t>(context.Stats().turns);
-      event.type = "history_replaced";
-      event.payload_json = json{
-          {"reason", outcome.reason},
-          {"first_difference", k},
-          {"evicted_segments", outcome.evicted_segments},
-          {"client_messages", m},
-          {"view_messages", n}}.dump();
-      store->AppendEvent(event).status().IgnoreError();
-    }
+    RecordReplacement(agent, outcome, m, n);
   }
 
   for (size_t i = k; i < m; ++i) {
-    const ChatMessage& message = chat.history[i];
-    StatusOr<std::string> id = InternalError("unreachable");
-    if (message.role == "user") {
-      id = agent.AppendUser(message.content);
-    } else if (message.role == "assistant") {
-      AssistantMessage a;
-      a.content = message.content;
-      a.reasoning = message.reasoning;
-      a.tool_calls = message.tool_calls;
-      id = context.AppendAssistant(std::move(a));
-    } else {
-      id = agent.AppendToolResult({message.tool_call_id, message.content, false});
-    }
-    if (!id.ok()) {
-      return Status(id.status().code(), Where(message.index) + " (" + message.role +
-                                            ") could not be added: " + id.status().message());
-    }
-    view->entries.push_back({digests[i], message.role, *id});
+    STRATA_ASSIGN_OR_RETURN(std::string id, AppendClientMessage(agent, chat.history[i]));
+    view->entries.push_back({digests[i], chat.history[i].role, std::move(id)});
     ++outcome.appended;
   }
   return outcome;
