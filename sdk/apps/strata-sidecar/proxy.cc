@@ -150,6 +150,195 @@ struct StreamJob {
   std::vector<std::pair<std::string, std::string>> forwarded;
 };
 
+// Leases agent `agent_id` for the request (creating it on first use), brings its tools and history
+// in line with the request's and saves the client's view: the job of the turn to answer.
+StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const TenantConfig& tenant,
+                                                const std::string& agent_id, ChatRequest& request) {
+  STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry.BeginCompletion(tenant));
+  AgentConfig config = registry.DefaultConfig(tenant, agent_id);
+  // The client runs its own tools: the agent's context_recall is not offered to the model.
+  config.recall.expose_tool = false;
+  if (!request.model.empty()) config.render.model = request.model;
+  STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry.AcquireOrCreate(tenant, agent_id, &config));
+
+  // Tools first (a change re-opens the agent), then the history.
+  if (AgentTools(lease.agent()) != request.tools) {
+    Status set = lease.agent().context().SetTools(request.tools.dump());
+    if (!set.ok()) return Status(set.code(), "\"tools\": " + set.message());
+    STRATA_RETURN_IF_ERROR(registry.Reopen(lease));
+  }
+  Agent& agent = lease.agent();
+  STRATA_ASSIGN_OR_RETURN(ClientView view, LoadClientView(agent));
+  StatusOr<ReconcileOutcome> outcome = Reconcile(request.chat, agent, &view);
+  Status saved = SaveClientView(agent, view);
+  if (!outcome.ok()) return outcome.status();
+  STRATA_RETURN_IF_ERROR(saved);
+
+  auto job = std::make_shared<StreamJob>();
+  job->model = agent.config().render.model;
+  job->lease = std::move(lease);
+  job->slot = std::move(slot);
+  job->view = std::move(view);
+  job->outcome = *outcome;
+  job->tenant = tenant.name;
+  job->agent_id = agent_id;
+  job->completion_id = "chatcmpl-" + RandomHex(12);
+  job->created = UnixSeconds();
+  job->include_usage = request.include_usage;
+  job->forwarded = std::move(request.forwarded);
+  return job;
+}
+
+// Runs the job's turn (its client's other fields forwarded); on success records the reply in the
+// client's view and reports the turn to `options`' hooks.
+StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
+                           const TurnOptions& turn_options) {
+  Agent& agent = job.lease.agent();
+  std::shared_ptr<void> in_flight;
+  if (options.on_complete_begin) {
+    StatusOr<int64_t> input_tokens = agent.InputTokens();
+    in_flight = options.on_complete_begin(job.tenant, input_tokens.ok() ? *input_tokens : 0,
+                                          agent.config().endpoint.max_output_tokens);
+  }
+  TurnOptions with_fields = turn_options;
+  with_fields.extra_fields = job.forwarded;
+  StatusOr<Turn> turn = agent.Complete(with_fields);
+  if (!turn.ok()) return turn;
+  RecordReply(*turn, &job.view);
+  SaveClientView(agent, job.view).IgnoreError();  // a lost save is repaired by the next reconcile
+  ExplainBreak(job.outcome, &*turn);
+  if (options.on_turn) options.on_turn(job.tenant, *turn);
+  return turn;
+}
+
+// The answer to a request without "stream": one chat.completion object.
+json CompletionJson(const StreamJob& job, const Turn& turn) {
+  const Response& r = turn.response;
+  json message = {
+      {"role", "assistant"},
+      {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
+  if (!r.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(r.tool_calls);
+  if (!r.reasoning.empty()) message["reasoning_content"] = r.reasoning;
+  return {{"id", r.id.empty() ? job.completion_id : r.id},
+          {"object", "chat.completion"},
+          {"created", job.created},
+          {"model", r.model.empty() ? job.model : r.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"message", std::move(message)},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", r.finish_reason}}})},
+          {"usage", UsageJson(turn)},
+          {"strata", StrataJson(job.agent_id, job.outcome, turn)}};
+}
+
+// The server-sent events of one streamed answer: a chunk per delta as the turn runs, then what no
+// delta carried, the last chunk (finish reason and "strata"), the usage chunk when asked for and
+// [DONE]. Once a write fails (the client is gone) nothing more is written and `cancel` is
+// cancelled, which stops the upstream request.
+class ChunkStream {
+ public:
+  ChunkStream(const StreamJob& job, const std::function<bool(std::string_view)>& write,
+              CancellationToken* cancel)
+      : job_(job), write_(write), cancel_(cancel) {}
+
+  void Begin() { Send(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr)); }
+
+  void Delta(const StreamDelta& d) {
+    switch (d.kind) {
+      case StreamDelta::Kind::kContent:
+        content_sent_ += d.text;
+        Send(Chunk({{"content", d.text}}, nullptr));
+        break;
+      case StreamDelta::Kind::kReasoning:
+        reasoning_sent_ += d.text;
+        Send(Chunk({{"reasoning_content", d.text}}, nullptr));
+        break;
+      case StreamDelta::Kind::kToolCallArguments:
+        ToolDelta(d.tool_call_index, d.tool_call_id, d.tool_name, d.text);
+        break;
+    }
+  }
+
+  // The turn failed: its error as the last event.
+  void Fail(const Status& status) {
+    if (open_) write_("data: " + ErrorReply(status, true).body + "\n\n");
+  }
+
+  void Finish(const Turn& turn) {
+    const Response& r = turn.response;
+    auto rest = [](const std::string& full, const std::string& sent) {
+      return full.compare(0, sent.size(), sent) == 0 ? full.substr(sent.size()) : std::string();
+    };
+    if (std::string more = rest(r.reasoning, reasoning_sent_); !more.empty()) {
+      Send(Chunk({{"reasoning_content", more}}, nullptr));
+    }
+    if (std::string more = rest(r.content, content_sent_); !more.empty()) {
+      Send(Chunk({{"content", more}}, nullptr));
+    }
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+      const ToolCall& c = r.tool_calls[i];
+      const int index = static_cast<int>(i);
+      std::string more = rest(c.arguments, arguments_sent_[index]);
+      if (!announced_.count(index) || !more.empty()) ToolDelta(index, c.id, c.name, more);
+    }
+    json last = Chunk(json::object(), r.finish_reason);
+    last["strata"] = StrataJson(job_.agent_id, job_.outcome, turn);
+    Send(last);
+    if (job_.include_usage) {
+      Send({{"id", job_.completion_id},
+            {"object", "chat.completion.chunk"},
+            {"created", job_.created},
+            {"model", job_.model},
+            {"choices", json::array()},
+            {"usage", UsageJson(turn)}});
+    }
+    if (open_) write_("data: [DONE]\n\n");
+  }
+
+ private:
+  void Send(const json& event) {
+    if (open_ && !write_(SseEvent(event))) {
+      open_ = false;
+      cancel_->Cancel();  // the client is gone: stop the upstream call
+    }
+  }
+
+  json Chunk(json delta, json finish) const {
+    return json{{"id", job_.completion_id},
+                {"object", "chat.completion.chunk"},
+                {"created", job_.created},
+                {"model", job_.model},
+                {"choices", json::array({{{"index", 0},
+                                          {"delta", std::move(delta)},
+                                          {"logprobs", nullptr},
+                                          {"finish_reason", std::move(finish)}}})}};
+  }
+
+  // A tool call's id and name go with its first delta that has an id.
+  void ToolDelta(int index, const std::string& id, const std::string& name,
+                 const std::string& arguments) {
+    json call = {{"index", index}, {"function", {{"arguments", arguments}}}};
+    if (!announced_.count(index) && !id.empty()) {
+      call["id"] = id;
+      call["type"] = "function";
+      call["function"]["name"] = name;
+      announced_.insert(index);
+    }
+    arguments_sent_[index] += arguments;
+    Send(Chunk({{"tool_calls", json::array({std::move(call)})}}, nullptr));
+  }
+
+  const StreamJob& job_;
+  const std::function<bool(std::string_view)>& write_;
+  CancellationToken* cancel_;
+  bool open_ = true;
+  // What was streamed per field, so that the end can add whatever no delta carried.
+  std::string content_sent_;
+  std::string reasoning_sent_;
+  std::map<int, std::string> arguments_sent_;
+  std::set<int> announced_;
+};
+
 }  // namespace
 
 std::string OpenAiErrorJson(std::string_view message, std::string_view type,
@@ -327,204 +516,53 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
   StatusOr<ChatRequest> request = ParseChatRequest(body);
   if (!request.ok()) return fail(request.status());
-  const ParsedChat& chat = request->chat;
   std::string ignored;
   for (const std::string& field : request->ignored) ignored += (ignored.empty() ? "" : ",") + field;
   const std::string agent_id =
-      agent_header.empty() ? DerivedAgentId(chat) : std::string(agent_header);
+      agent_header.empty() ? DerivedAgentId(request->chat) : std::string(agent_header);
   if (Status valid = CheckAgentId(agent_id, "X-Strata-Agent"); !valid.ok()) return fail(valid);
-
-  AgentRegistry& registry = *options_.registry;
-  StatusOr<CompletionSlot> slot = registry.BeginCompletion(tenant);
-  if (!slot.ok()) return fail(slot.status());
-  AgentConfig config = registry.DefaultConfig(tenant, agent_id);
-  // The client runs its own tools: the agent's context_recall is not offered to the model.
-  config.recall.expose_tool = false;
-  if (!request->model.empty()) config.render.model = request->model;
-  StatusOr<AgentLease> lease = registry.AcquireOrCreate(tenant, agent_id, &config);
-  if (!lease.ok()) return fail(lease.status());
-
-  // Tools first (a change re-opens the agent), then the history.
-  {
-    if (AgentTools(lease->agent()) != request->tools) {
-      Status set = lease->agent().context().SetTools(request->tools.dump());
-      if (!set.ok()) return fail(Status(set.code(), "\"tools\": " + set.message()));
-      if (Status reopened = registry.Reopen(*lease); !reopened.ok()) return fail(reopened);
-    }
-  }
-  Agent& agent = lease->agent();
-  StatusOr<ClientView> view = LoadClientView(agent);
-  if (!view.ok()) return fail(view.status());
-  StatusOr<ReconcileOutcome> outcome = Reconcile(chat, agent, &*view);
-  Status saved = SaveClientView(agent, *view);
-  if (!outcome.ok()) return fail(outcome.status());
-  if (!saved.ok()) return fail(saved);
-
-  auto job = std::make_shared<StreamJob>();
-  job->lease = std::move(*lease);
-  job->slot = std::move(*slot);
-  job->view = std::move(*view);
-  job->outcome = *outcome;
-  job->tenant = tenant.name;
-  job->agent_id = agent_id;
-  job->completion_id = "chatcmpl-" + RandomHex(12);
-  job->model = agent.config().render.model;
-  job->created = UnixSeconds();
-  job->include_usage = request->include_usage;
-  job->forwarded = std::move(request->forwarded);
+  StatusOr<std::shared_ptr<StreamJob>> prepared =
+      PrepareJob(*options_.registry, tenant, agent_id, *request);
+  if (!prepared.ok()) return fail(prepared.status());
+  std::shared_ptr<StreamJob> job = std::move(prepared).value();
 
   HttpReply reply;
   reply.headers.push_back({"X-Strata-Agent", agent_id});
-  reply.headers.push_back({"X-Strata-Reconcile", ReconcileHeader(*outcome)});
+  reply.headers.push_back({"X-Strata-Reconcile", ReconcileHeader(job->outcome)});
   if (!ignored.empty()) reply.headers.push_back({"X-Strata-Ignored-Fields", ignored});
-
-  ProxyOptions* options = &options_;
-  // Runs the turn; on success records the reply in the client's view.
-  auto complete = [options](StreamJob& j, const TurnOptions& turn_options) -> StatusOr<Turn> {
-    Agent& a = j.lease.agent();
-    std::shared_ptr<void> in_flight;
-    if (options->on_complete_begin) {
-      StatusOr<int64_t> input_tokens = a.InputTokens();
-      in_flight = options->on_complete_begin(j.tenant, input_tokens.ok() ? *input_tokens : 0,
-                                             a.config().endpoint.max_output_tokens);
-    }
-    TurnOptions with_fields = turn_options;
-    with_fields.extra_fields = j.forwarded;
-    StatusOr<Turn> turn = a.Complete(with_fields);
-    if (!turn.ok()) return turn;
-    RecordReply(*turn, &j.view);
-    SaveClientView(a, j.view).IgnoreError();  // a lost save is repaired by the next reconcile
-    ExplainBreak(j.outcome, &*turn);
-    if (options->on_turn) options->on_turn(j.tenant, *turn);
-    return turn;
-  };
 
   if (!request->stream) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
     TurnOptions turn_options;
     turn_options.cancel = &cancel;
-    StatusOr<Turn> turn = complete(*job, turn_options);
+    StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
     if (!turn.ok()) {
       HttpReply error = fail(turn.status(), true);
       error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
       return error;
     }
-    const Response& r = turn->response;
-    json message = {
-        {"role", "assistant"},
-        {"content", r.content.empty() && !r.tool_calls.empty() ? json(nullptr) : json(r.content)}};
-    if (!r.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(r.tool_calls);
-    if (!r.reasoning.empty()) message["reasoning_content"] = r.reasoning;
-    json answer = {{"id", r.id.empty() ? job->completion_id : r.id},
-                   {"object", "chat.completion"},
-                   {"created", job->created},
-                   {"model", r.model.empty() ? job->model : r.model},
-                   {"choices", json::array({{{"index", 0},
-                                             {"message", std::move(message)},
-                                             {"logprobs", nullptr},
-                                             {"finish_reason", r.finish_reason}}})},
-                   {"usage", UsageJson(*turn)},
-                   {"strata", StrataJson(agent_id, job->outcome, *turn)}};
-    reply.body = answer.dump();
+    reply.body = CompletionJson(*job, *turn).dump();
     return reply;
   }
 
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
-  auto fail_code = options_.on_error;
-  reply.stream = [this, job, complete,
-                  fail_code](const std::function<bool(std::string_view)>& write) {
+  reply.stream = [this, job](const std::function<bool(std::string_view)>& write) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
-    bool open = true;
-    auto send = [&](const json& event) {
-      if (open && !write(SseEvent(event))) {
-        open = false;
-        cancel.Cancel();  // the client is gone: stop the upstream call
-      }
-    };
-    auto chunk = [&job](json delta, json finish) {
-      return json{{"id", job->completion_id},
-                  {"object", "chat.completion.chunk"},
-                  {"created", job->created},
-                  {"model", job->model},
-                  {"choices", json::array({{{"index", 0},
-                                            {"delta", std::move(delta)},
-                                            {"logprobs", nullptr},
-                                            {"finish_reason", std::move(finish)}}})}};
-    };
-    send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-
-    // What was streamed per field, so that the end can add whatever no delta carried.
-    std::string content_sent;
-    std::string reasoning_sent;
-    std::map<int, std::string> arguments_sent;
-    std::set<int> announced;
-    auto tool_delta = [&](int index, const std::string& id, const std::string& name,
-                          const std::string& arguments) {
-      json call = {{"index", index}, {"function", {{"arguments", arguments}}}};
-      if (!announced.count(index) && !id.empty()) {
-        call["id"] = id;
-        call["type"] = "function";
-        call["function"]["name"] = name;
-        announced.insert(index);
-      }
-      arguments_sent[index] += arguments;
-      send(chunk({{"tool_calls", json::array({std::move(call)})}}, nullptr));
-    };
+    ChunkStream chunks(*job, write, &cancel);
+    chunks.Begin();
     TurnOptions turn_options;
     turn_options.cancel = &cancel;
-    turn_options.on_delta = [&](const StreamDelta& d) {
-      switch (d.kind) {
-        case StreamDelta::Kind::kContent:
-          content_sent += d.text;
-          send(chunk({{"content", d.text}}, nullptr));
-          break;
-        case StreamDelta::Kind::kReasoning:
-          reasoning_sent += d.text;
-          send(chunk({{"reasoning_content", d.text}}, nullptr));
-          break;
-        case StreamDelta::Kind::kToolCallArguments:
-          tool_delta(d.tool_call_index, d.tool_call_id, d.tool_name, d.text);
-          break;
-      }
-    };
-    StatusOr<Turn> turn = complete(*job, turn_options);
+    turn_options.on_delta = [&chunks](const StreamDelta& d) { chunks.Delta(d); };
+    StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
     if (!turn.ok()) {
-      if (fail_code) fail_code(job->tenant, turn.status().code());
-      HttpReply error = ErrorReply(turn.status(), true);
-      if (open) write("data: " + error.body + "\n\n");
+      if (options_.on_error) options_.on_error(job->tenant, turn.status().code());
+      chunks.Fail(turn.status());
       return;
     }
-    const Response& r = turn->response;
-    auto rest = [](const std::string& full, const std::string& sent) {
-      return full.compare(0, sent.size(), sent) == 0 ? full.substr(sent.size()) : std::string();
-    };
-    if (std::string more = rest(r.reasoning, reasoning_sent); !more.empty()) {
-      send(chunk({{"reasoning_content", more}}, nullptr));
-    }
-    if (std::string more = rest(r.content, content_sent); !more.empty()) {
-      send(chunk({{"content", more}}, nullptr));
-    }
-    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
-      const ToolCall& c = r.tool_calls[i];
-      const int index = static_cast<int>(i);
-      std::string more = rest(c.arguments, arguments_sent[index]);
-      if (!announced.count(index) || !more.empty()) tool_delta(index, c.id, c.name, more);
-    }
-    json last = chunk(json::object(), r.finish_reason);
-    last["strata"] = StrataJson(job->agent_id, job->outcome, *turn);
-    send(last);
-    if (job->include_usage) {
-      send({{"id", job->completion_id},
-            {"object", "chat.completion.chunk"},
-            {"created", job->created},
-            {"model", job->model},
-            {"choices", json::array()},
-            {"usage", UsageJson(*turn)}});
-    }
-    if (open) write("data: [DONE]\n\n");
+    chunks.Finish(*turn);
   };
   return reply;
 }
