@@ -83,119 +83,137 @@ int Fail(const Status& status) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "hash-token") return HashToken();
-
-  CLI::App app{"strata-sidecar: strata's context manager as a gRPC service (docs/sidecar.md)"};
-  std::string config_file;
-  sc::SidecarConfig flags;
-  std::string tls_cert, tls_key, tls_client_ca;
-  app.add_option("--config", config_file, "JSON configuration file (flags override it)");
-  auto* grpc_listen = app.add_option("--grpc-listen", flags.grpc_listen,
-                                     "gRPC listener HOST:PORT (port 0: any free port)");
-  auto* http_listen = app.add_option("--http-listen", flags.http_listen,
-                                     "HTTP listener HOST:PORT of the OpenAI-compatible proxy");
-  auto* store = app.add_option("--store", flags.store, "SQLite store of the agents");
+// The command line's values; a flag given overrides the configuration file's field.
+struct Flags {
+  std::string config_file;  // --config
+  sc::SidecarConfig values;
   std::string store_sync;
-  app.add_option("--store-sync", store_sync,
+  std::string tls_cert, tls_key, tls_client_ca;
+  std::string pools_file;  // --pools
+};
+
+void DefineFlags(CLI::App& app, Flags& flags) {
+  sc::SidecarConfig& values = flags.values;
+  app.add_option("--config", flags.config_file, "JSON configuration file (flags override it)");
+  app.add_option("--grpc-listen", values.grpc_listen,
+                 "gRPC listener HOST:PORT (port 0: any free port)");
+  app.add_option("--http-listen", values.http_listen,
+                 "HTTP listener HOST:PORT of the OpenAI-compatible proxy");
+  app.add_option("--store", values.store, "SQLite store of the agents");
+  app.add_option("--store-sync", flags.store_sync,
                  "store durability: full (fsync per commit; default) or normal (survives "
                  "sidecar crashes; a power loss may lose the last calls)");
-  auto* upstream = app.add_option("--upstream", flags.upstream,
-                                  "base URL of the model server, e.g. http://127.0.0.1:8000/v1");
-  auto* backend = app.add_option("--backend", flags.backend, "openai | vllm | sglang | zai");
-  auto* api_key_env = app.add_option("--upstream-api-key-env", flags.upstream_api_key_env,
-                                     "NAME of the environment variable holding the upstream key");
-  auto* tokenizer = app.add_option("--tokenizer", flags.tokenizer,
-                                   "default tokenizer spec of new agents (e.g. estimate, hf:FILE)");
-  auto* chat_template = app.add_option("--template", flags.chat_template,
-                                       "default chat template of new agents (glm5, generic, ...)");
-  auto* budget = app.add_option("--budget", flags.budget,
-                                "default context window of new agents, in tokens")
-                     ->check(CLI::NonNegativeNumber);
-  auto* cert = app.add_option("--tls-cert", tls_cert, "server certificate chain (PEM)");
-  auto* key = app.add_option("--tls-key", tls_key, "server private key (PEM)");
-  auto* client_ca = app.add_option("--tls-client-ca", tls_client_ca,
-                                   "CA of client certificates (PEM): requires mutual TLS");
-  auto* drain = app.add_option("--drain-timeout-ms", flags.drain_timeout_ms,
-                               "how long in-flight calls may run after SIGTERM")
-                    ->check(CLI::NonNegativeNumber);
-  std::string pools_file;
-  app.add_option("--pools", pools_file,
+  app.add_option("--upstream", values.upstream,
+                 "base URL of the model server, e.g. http://127.0.0.1:8000/v1");
+  app.add_option("--backend", values.backend, "openai | vllm | sglang | zai");
+  app.add_option("--upstream-api-key-env", values.upstream_api_key_env,
+                 "NAME of the environment variable holding the upstream key");
+  app.add_option("--tokenizer", values.tokenizer,
+                 "default tokenizer spec of new agents (e.g. estimate, hf:FILE)");
+  app.add_option("--template", values.chat_template,
+                 "default chat template of new agents (glm5, generic, ...)");
+  app.add_option("--budget", values.budget, "default context window of new agents, in tokens")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--tls-cert", flags.tls_cert, "server certificate chain (PEM)");
+  app.add_option("--tls-key", flags.tls_key, "server private key (PEM)");
+  app.add_option("--tls-client-ca", flags.tls_client_ca,
+                 "CA of client certificates (PEM): requires mutual TLS");
+  app.add_option("--drain-timeout-ms", values.drain_timeout_ms,
+                 "how long in-flight calls may run after SIGTERM")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--pools", flags.pools_file,
                  "length pools: a PoolSetConfig JSON file (overrides the configuration's "
                  "\"pools\"); their endpoints are the upstreams");
-  auto* allow = app.add_flag("--allow-unauthenticated", flags.allow_unauthenticated,
-                             "serve without tenants on a non-loopback address");
-  CLI11_PARSE(app, argc, argv);
+  app.add_flag("--allow-unauthenticated", values.allow_unauthenticated,
+               "serve without tenants on a non-loopback address");
+}
 
+// The configuration file (when --config is given) with the flags given on the command line over
+// it, validated.
+StatusOr<sc::SidecarConfig> ConfigFromFlags(const CLI::App& app, const Flags& flags) {
+  const sc::SidecarConfig& values = flags.values;
   sc::SidecarConfig config;
-  if (!config_file.empty()) {
-    StatusOr<sc::SidecarConfig> loaded = sc::LoadSidecarConfig(config_file);
-    if (!loaded.ok()) return Fail(loaded.status());
-    config = std::move(loaded).value();
+  if (!flags.config_file.empty()) {
+    STRATA_ASSIGN_OR_RETURN(config, sc::LoadSidecarConfig(flags.config_file));
   }
-  if (grpc_listen->count()) config.grpc_listen = flags.grpc_listen;
-  if (http_listen->count()) config.http_listen = flags.http_listen;
-  if (store->count()) config.store = flags.store;
-  if (!store_sync.empty()) {
-    StatusOr<strata::StoreSync> sync = sc::ParseStoreSync(store_sync, "--store-sync");
-    if (!sync.ok()) return Fail(sync.status());
-    config.store_sync = *sync;
+  if (app.count("--grpc-listen")) config.grpc_listen = values.grpc_listen;
+  if (app.count("--http-listen")) config.http_listen = values.http_listen;
+  if (app.count("--store")) config.store = values.store;
+  if (!flags.store_sync.empty()) {
+    STRATA_ASSIGN_OR_RETURN(config.store_sync,
+                            sc::ParseStoreSync(flags.store_sync, "--store-sync"));
   }
-  if (upstream->count()) config.upstream = flags.upstream;
-  if (backend->count()) config.backend = flags.backend;
-  if (api_key_env->count()) config.upstream_api_key_env = flags.upstream_api_key_env;
-  if (tokenizer->count()) config.tokenizer = flags.tokenizer;
-  if (chat_template->count()) config.chat_template = flags.chat_template;
-  if (budget->count()) config.budget = flags.budget;
-  if (cert->count()) config.tls.cert_file = tls_cert;
-  if (key->count()) config.tls.key_file = tls_key;
-  if (client_ca->count()) config.tls.client_ca_file = tls_client_ca;
-  if (drain->count()) config.drain_timeout_ms = flags.drain_timeout_ms;
-  if (allow->count()) config.allow_unauthenticated = true;
-  if (Status valid = sc::ValidateSidecarConfig(config); !valid.ok()) return Fail(valid);
+  if (app.count("--upstream")) config.upstream = values.upstream;
+  if (app.count("--backend")) config.backend = values.backend;
+  if (app.count("--upstream-api-key-env")) {
+    config.upstream_api_key_env = values.upstream_api_key_env;
+  }
+  if (app.count("--tokenizer")) config.tokenizer = values.tokenizer;
+  if (app.count("--template")) config.chat_template = values.chat_template;
+  if (app.count("--budget")) config.budget = values.budget;
+  if (app.count("--tls-cert")) config.tls.cert_file = flags.tls_cert;
+  if (app.count("--tls-key")) config.tls.key_file = flags.tls_key;
+  if (app.count("--tls-client-ca")) config.tls.client_ca_file = flags.tls_client_ca;
+  if (app.count("--drain-timeout-ms")) config.drain_timeout_ms = values.drain_timeout_ms;
+  if (app.count("--allow-unauthenticated")) config.allow_unauthenticated = true;
+  STRATA_RETURN_IF_ERROR(sc::ValidateSidecarConfig(config));
+  return config;
+}
 
-  // Length pools (strata/pools.h): the agents send through them instead of to --upstream.
-  std::unique_ptr<strata::PoolSet> pools;
-  std::vector<std::string> model_upstreams;  // the pools' endpoints: GET /v1/models asks them
-  {
-    StatusOr<strata::PoolSetConfig> pool_config = strata::InvalidArgumentError("no pools");
-    if (!pools_file.empty()) {
-      StatusOr<std::string> text = ReadFile(pools_file, "--pools");
-      if (!text.ok()) return Fail(text.status());
-      pool_config = strata::ParsePoolSetConfig(*text);
-      if (!pool_config.ok()) {
-        return Fail(Status(pool_config.status().code(),
-                           "--pools " + pools_file + ": " + pool_config.status().message()));
-      }
-    } else if (!config.pools.empty()) {
-      pool_config = sc::ParseSidecarPools(config.pools);
-      if (!pool_config.ok()) return Fail(pool_config.status());
-    }
-    if (pool_config.ok()) {
-      for (const strata::PoolConfig& pool : pool_config->pools) {
-        model_upstreams.insert(model_upstreams.end(), pool.endpoints.begin(), pool.endpoints.end());
-      }
-      const std::string where = pools_file.empty() ? "pools" : "--pools " + pools_file;
-      StatusOr<std::unique_ptr<strata::PoolSet>> created =
-          strata::PoolSet::Create(std::move(pool_config).value());
-      if (!created.ok()) {
-        return Fail(Status(created.status().code(), where + ": " + created.status().message()));
-      }
-      pools = std::move(created).value();
-    }
-  }
+// Length pools (strata/pools.h): the agents send through them instead of to --upstream.
+struct Pools {
+  std::unique_ptr<strata::PoolSet> set;  // nullptr: none configured
+  std::vector<std::string> endpoints;    // the pools' endpoints: GET /v1/models asks them
+};
 
-  StatusOr<sc::HostPort> grpc_address = sc::ParseHostPort(config.grpc_listen, "--grpc-listen");
-  if (!grpc_address.ok()) return Fail(grpc_address.status());
-  if (config.tenants.empty() && !config.allow_unauthenticated &&
-      !sc::IsLoopbackHost(grpc_address->host)) {
-    return Fail(strata::FailedPreconditionError(
-        "refusing to serve without tenants on " + config.grpc_listen +
-        " (not a loopback address): configure tenants with token hashes, or pass "
-        "--allow-unauthenticated"));
+// The pools of `pools_file` (--pools), else of the configuration's "pools", else none.
+StatusOr<Pools> OpenPools(const sc::SidecarConfig& config, const std::string& pools_file) {
+  Pools pools;
+  StatusOr<strata::PoolSetConfig> pool_config = strata::InvalidArgumentError("no pools");
+  if (!pools_file.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, ReadFile(pools_file, "--pools"));
+    pool_config = strata::ParsePoolSetConfig(text);
+    if (!pool_config.ok()) {
+      return Status(pool_config.status().code(),
+                    "--pools " + pools_file + ": " + pool_config.status().message());
+    }
+  } else if (!config.pools.empty()) {
+    STRATA_ASSIGN_OR_RETURN(pool_config, sc::ParseSidecarPools(config.pools));
   }
+  if (!pool_config.ok()) return pools;
+  for (const strata::PoolConfig& pool : pool_config->pools) {
+    pools.endpoints.insert(pools.endpoints.end(), pool.endpoints.begin(), pool.endpoints.end());
+  }
+  const std::string where = pools_file.empty() ? "pools" : "--pools " + pools_file;
+  StatusOr<std::unique_ptr<strata::PoolSet>> created =
+      strata::PoolSet::Create(std::move(pool_config).value());
+  if (!created.ok()) {
+    return Status(created.status().code(), where + ": " + created.status().message());
+  }
+  pools.set = std::move(created).value();
+  return pools;
+}
+
+// Without tenants every call is unauthenticated: allowed on a loopback `host` only, unless
+// --allow-unauthenticated. `listen`: the configured address, for the message.
+Status CheckExposure(const sc::SidecarConfig& config, const std::string& listen,
+                     const std::string& host) {
+  if (!config.tenants.empty() || config.allow_unauthenticated || sc::IsLoopbackHost(host)) {
+    return Status::Ok();
+  }
+  return strata::FailedPreconditionError(
+      "refusing to serve without tenants on " + listen +
+      " (not a loopback address): configure tenants with token hashes, or pass "
+      "--allow-unauthenticated");
+}
+
+// Checks both listeners' exposure and says (log) how calls will be authenticated and sent; the
+// gRPC listener's address.
+StatusOr<sc::HostPort> CheckListeners(const sc::SidecarConfig& config,
+                                      const strata::PoolSet* pools) {
+  STRATA_ASSIGN_OR_RETURN(sc::HostPort grpc_address,
+                          sc::ParseHostPort(config.grpc_listen, "--grpc-listen"));
+  STRATA_RETURN_IF_ERROR(CheckExposure(config, config.grpc_listen, grpc_address.host));
   if (config.tenants.empty()) {
     Log("warning: no tenants configured: every call is tenant \"default\", unauthenticated");
   }
@@ -212,54 +230,43 @@ int main(int argc, char** argv) {
     Log("warning: no --upstream: Complete fails until one is configured");
   }
   if (!config.http_listen.empty() && config.tenants.empty() && !config.allow_unauthenticated) {
-    StatusOr<sc::HostPort> http_address = sc::ParseHostPort(config.http_listen, "--http-listen");
-    if (!http_address.ok()) return Fail(http_address.status());
-    if (!sc::IsLoopbackHost(http_address->host)) {
-      return Fail(strata::FailedPreconditionError(
-          "refusing to serve without tenants on " + config.http_listen +
-          " (not a loopback address): configure tenants with token hashes, or pass "
-          "--allow-unauthenticated"));
-    }
+    STRATA_ASSIGN_OR_RETURN(sc::HostPort http_address,
+                            sc::ParseHostPort(config.http_listen, "--http-listen"));
+    STRATA_RETURN_IF_ERROR(CheckExposure(config, config.http_listen, http_address.host));
   }
+  return grpc_address;
+}
 
-  // Signals go to the thread that waits for them below, never to gRPC's or the agents' threads.
+// Signals go to the thread that waits for them (WaitAndDrain), never to gRPC's or the agents'
+// threads: blocks SIGTERM and SIGINT in this thread and those it starts; the set of both.
+sigset_t BlockTerminationSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
-  sc::Authenticator authenticator(config.tenants, config.default_limits,
-                                  config.metrics_token_sha256);
-  if (!config.http_listen.empty() && !config.tenants.empty() &&
-      config.metrics_token_sha256.empty()) {
-    Log("warning: no metrics_token_sha256: /metrics holds every tenant's series and answers 403 "
-        "to tenants' tokens; configure a scrape token's hash to read it");
-  }
-  sc::RegistryOptions registry_options;
-  registry_options.store_path = config.store;
-  registry_options.store_sync = config.store_sync;
-  registry_options.upstream = config.upstream;
-  registry_options.backend = config.backend;
-  registry_options.api_key_env = config.upstream_api_key_env;
-  registry_options.tokenizer = config.tokenizer;
-  registry_options.chat_template = config.chat_template;
-  registry_options.window = config.budget;
-  registry_options.max_open_agents = static_cast<size_t>(config.max_open_agents);
-  registry_options.transport = pools.get();  // nullptr: an HTTP transport to --upstream
-  StatusOr<std::unique_ptr<sc::AgentRegistry>> registry =
-      sc::AgentRegistry::Open(registry_options);
-  if (!registry.ok()) return Fail(registry.status());
+StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfig& config,
+                                                          strata::PoolSet* pools) {
+  sc::RegistryOptions options;
+  options.store_path = config.store;
+  options.store_sync = config.store_sync;
+  options.upstream = config.upstream;
+  options.backend = config.backend;
+  options.api_key_env = config.upstream_api_key_env;
+  options.tokenizer = config.tokenizer;
+  options.chat_template = config.chat_template;
+  options.window = config.budget;
+  options.max_open_agents = static_cast<size_t>(config.max_open_agents);
+  options.transport = pools;  // nullptr: an HTTP transport to --upstream
+  return sc::AgentRegistry::Open(options);
+}
 
-  StatusOr<sc::MetricsConfig> metrics_config = sc::ParseMetricsConfig(config.metrics);
-  if (!metrics_config.ok()) return Fail(metrics_config.status());
-  sc::SidecarMetrics metrics(*metrics_config, nullptr,
-                             [](const std::string& message) { Log("warning: " + message); });
-  metrics.SetPoolSet(pools.get());  // strata_pool_* families and the pool label of turns
-  for (const sc::TenantConfig& t : authenticator.tenants()) {
-    metrics.SetAgents(t.name, (*registry)->AgentCount(t));
-  }
+// The service's hooks, which feed `metrics`.
+sc::ServiceHooks MetricsHooks(sc::SidecarMetrics& metrics) {
   sc::ServiceHooks hooks;
   hooks.on_turn = [&](std::string_view tenant, const strata::Turn& turn) {
     metrics.ObserveTurn(tenant, turn);
@@ -273,15 +280,21 @@ int main(int argc, char** argv) {
     return std::make_shared<sc::SidecarMetrics::InFlight>(
         metrics.Begin(tenant, input_tokens, max_output_tokens));
   };
-  sc::ContextServiceImpl service(registry->get(), &authenticator, hooks);
-  StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(config.tls);
-  if (!credentials.ok()) return Fail(credentials.status());
+  return hooks;
+}
 
+// Serves `service` on config.grpc_listen and prints "grpc listening on HOST:PORT".
+StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(const sc::SidecarConfig& config,
+                                                  const sc::HostPort& address,
+                                                  const sc::Authenticator& authenticator,
+                                                  sc::ContextServiceImpl& service) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                          ServerCredentials(config.tls));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config.grpc_listen, *credentials, &grpc_port);
+  builder.AddListeningPort(config.grpc_listen, credentials, &grpc_port);
   // A port another process listens on is an error, not a port shared with it (SO_REUSEPORT).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
@@ -294,43 +307,108 @@ int main(int argc, char** argv) {
   builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
-    return Fail(strata::UnavailableError("cannot listen on " + config.grpc_listen +
-                                         " (address in use, or not an address of this host)"));
+    return strata::UnavailableError("cannot listen on " + config.grpc_listen +
+                                    " (address in use, or not an address of this host)");
   }
-  std::cout << "grpc listening on " << grpc_address->host << ":" << grpc_port << std::endl;
-  // The OpenAI-compatible proxy (http_server.h), when --http-listen is given.
+  std::cout << "grpc listening on " << address.host << ":" << grpc_port << std::endl;
+  return server;
+}
+
+// The OpenAI-compatible proxy (proxy.h), sending through `registry`'s agents.
+std::unique_ptr<sc::Proxy> MakeProxy(const sc::SidecarConfig& config, sc::AgentRegistry* registry,
+                                     const std::vector<std::string>& model_upstreams,
+                                     const sc::ServiceHooks& hooks) {
+  sc::ProxyOptions options;
+  options.registry = registry;
+  options.upstream = config.upstream;
+  options.model_upstreams = model_upstreams;
+  if (const char* key = config.upstream_api_key_env.empty()
+                            ? nullptr
+                            : std::getenv(config.upstream_api_key_env.c_str())) {
+    options.upstream_api_key = key;
+  }
+  options.on_turn = hooks.on_turn;
+  options.on_error = hooks.on_error;
+  options.on_complete_begin = hooks.on_complete_begin;
+  return std::make_unique<sc::Proxy>(std::move(options));
+}
+
+// Serves `proxy` and /metrics on config.http_listen (http_server.h) and prints
+// "http listening on HOST:PORT".
+StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& config,
+                                                    sc::Authenticator& authenticator,
+                                                    sc::Proxy& proxy, sc::SidecarMetrics& metrics,
+                                                    sc::AgentRegistry& registry) {
+  sc::HttpServerOptions options;
+  options.listen = config.http_listen;
+  options.tls = config.tls;
+  options.authenticator = &authenticator;
+  options.proxy = &proxy;
+  // Agent counts are read at scrape time too: the proxy creates agents on first use.
+  options.metrics = [&metrics, &authenticator, &registry] {
+    for (const sc::TenantConfig& t : authenticator.tenants()) {
+      metrics.SetAgents(t.name, registry.AgentCount(t));
+    }
+    return metrics.RenderPrometheus();
+  };
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<sc::HttpServer> http, sc::HttpServer::Start(options));
+  std::cout << "http listening on " << http->host() << ":" << http->port() << std::endl;
+  return http;
+}
+
+// Waits for SIGTERM or SIGINT (in `signals`, blocked), then drains: stops accepting calls and lets
+// those in flight finish for up to drain_timeout_ms. Returns how long the drain took, in ms.
+int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
+                     sc::HttpServer* http) {
+  int signal = 0;
+  sigwait(&signals, &signal);
+  Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+      ": draining (in-flight calls get up to " + std::to_string(drain_timeout_ms) + " ms)");
+  if (auto* health = server.GetHealthCheckService()) health->SetServingStatus(false);
+  if (http) http->BeginDrain();
+  const auto start = std::chrono::steady_clock::now();
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_timeout_ms));
+  server.Wait();
+  if (http) http->Stop(std::chrono::milliseconds(drain_timeout_ms));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
+
+// Runs the sidecar on a checked configuration until a signal has drained it; the exit code.
+int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPort& grpc_address) {
+  const sigset_t signals = BlockTerminationSignals();
+  sc::Authenticator authenticator(config.tenants, config.default_limits,
+                                  config.metrics_token_sha256);
+  if (!config.http_listen.empty() && !config.tenants.empty() &&
+      config.metrics_token_sha256.empty()) {
+    Log("warning: no metrics_token_sha256: /metrics holds every tenant's series and answers 403 "
+        "to tenants' tokens; configure a scrape token's hash to read it");
+  }
+  StatusOr<std::unique_ptr<sc::AgentRegistry>> registry = OpenRegistry(config, pools.set.get());
+  if (!registry.ok()) return Fail(registry.status());
+
+  StatusOr<sc::MetricsConfig> metrics_config = sc::ParseMetricsConfig(config.metrics);
+  if (!metrics_config.ok()) return Fail(metrics_config.status());
+  sc::SidecarMetrics metrics(*metrics_config, nullptr,
+                             [](const std::string& message) { Log("warning: " + message); });
+  metrics.SetPoolSet(pools.set.get());  // strata_pool_* families and the pool label of turns
+  for (const sc::TenantConfig& t : authenticator.tenants()) {
+    metrics.SetAgents(t.name, (*registry)->AgentCount(t));
+  }
+  const sc::ServiceHooks hooks = MetricsHooks(metrics);
+  sc::ContextServiceImpl service(registry->get(), &authenticator, hooks);
+  StatusOr<std::unique_ptr<grpc::Server>> server =
+      StartGrpc(config, grpc_address, authenticator, service);
+  if (!server.ok()) return Fail(server.status());
   std::unique_ptr<sc::Proxy> proxy;
   std::unique_ptr<sc::HttpServer> http;
   if (!config.http_listen.empty()) {
-    sc::ProxyOptions proxy_options;
-    proxy_options.registry = registry->get();
-    proxy_options.upstream = config.upstream;
-    proxy_options.model_upstreams = model_upstreams;
-    if (const char* key = config.upstream_api_key_env.empty()
-                              ? nullptr
-                              : std::getenv(config.upstream_api_key_env.c_str())) {
-      proxy_options.upstream_api_key = key;
-    }
-    proxy_options.on_turn = hooks.on_turn;
-    proxy_options.on_error = hooks.on_error;
-    proxy_options.on_complete_begin = hooks.on_complete_begin;
-    proxy = std::make_unique<sc::Proxy>(std::move(proxy_options));
-    sc::HttpServerOptions http_options;
-    http_options.listen = config.http_listen;
-    http_options.tls = config.tls;
-    http_options.authenticator = &authenticator;
-    http_options.proxy = proxy.get();
-    // Agent counts are read at scrape time too: the proxy creates agents on first use.
-    http_options.metrics = [&metrics, &authenticator, &registry] {
-      for (const sc::TenantConfig& t : authenticator.tenants()) {
-        metrics.SetAgents(t.name, (*registry)->AgentCount(t));
-      }
-      return metrics.RenderPrometheus();
-    };
-    StatusOr<std::unique_ptr<sc::HttpServer>> started = sc::HttpServer::Start(http_options);
+    proxy = MakeProxy(config, registry->get(), pools.endpoints, hooks);
+    StatusOr<std::unique_ptr<sc::HttpServer>> started =
+        StartHttp(config, authenticator, *proxy, metrics, **registry);
     if (!started.ok()) return Fail(started.status());
     http = std::move(*started);
-    std::cout << "http listening on " << http->host() << ":" << http->port() << std::endl;
   }
   // The durability mode as SQLite reports it on the store's connection, not as configured.
   StatusOr<strata::StoreStats> store_stats = (*registry)->store().Stats();
@@ -339,23 +417,27 @@ int main(int argc, char** argv) {
       config.store + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
       (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
-  int signal = 0;
-  sigwait(&signals, &signal);
-  Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
-      ": draining (in-flight calls get up to " + std::to_string(config.drain_timeout_ms) +
-      " ms)");
-  if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
-  if (http) http->BeginDrain();
-  const auto start = std::chrono::steady_clock::now();
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(config.drain_timeout_ms));
-  server->Wait();
-  if (http) http->Stop(std::chrono::milliseconds(config.drain_timeout_ms));
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-  server.reset();
+  const int64_t ms = WaitAndDrain(signals, config.drain_timeout_ms, **server, http.get());
+  server->reset();
   registry->reset();
   Log("drained in " + std::to_string(ms) + " ms; exiting");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "hash-token") return HashToken();
+
+  CLI::App app{"strata-sidecar: strata's context manager as a gRPC service (docs/sidecar.md)"};
+  Flags flags;
+  DefineFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  StatusOr<sc::SidecarConfig> config = ConfigFromFlags(app, flags);
+  if (!config.ok()) return Fail(config.status());
+  StatusOr<Pools> pools = OpenPools(*config, flags.pools_file);
+  if (!pools.ok()) return Fail(pools.status());
+  StatusOr<sc::HostPort> grpc_address = CheckListeners(*config, pools->set.get());
+  if (!grpc_address.ok()) return Fail(grpc_address.status());
+  return Serve(*config, *pools, *grpc_address);
 }
