@@ -458,8 +458,8 @@ class SimServer::Impl : public GrpcEngine {
     return plan;
   }
 
-  // The request's checks in the order the servers apply them (an injected fault first, then the
-  // body, the prompt and the context length), then the plan: cache hit and prefill time, the reply.
+  // The request's checks, as vLLM/SGLang refuse requests (after an injected fault: the body, the
+  // prompt, the context length), then the plan: cache hit and prefill time, then the reply.
   Plan MakePlanOrThrow(const std::string& protocol, const std::string& path, const std::string& body,
                        const std::map<std::string, std::string>& headers) {
     Plan plan = NewPlan(protocol, path, body, headers);
@@ -503,7 +503,7 @@ class SimServer::Impl : public GrpcEngine {
 
   // Sets `*fault` to the fault this request meets: the X-Strata-Sim-Fault header's (while its
   // `times` last for this request, retries included), else the next one InjectFault queued, else
-  // the default one; nullopt for none. An error (and `*fault` untouched) when the header does not parse.
+  // the default one; nullopt for none. An error, `*fault` untouched, when the header is malformed.
   Status ChooseFault(const std::map<std::string, std::string>& headers, const std::string& body,
                      std::optional<Fault>* fault) {
     auto header = headers.find("x-strata-sim-fault");
