@@ -337,6 +337,56 @@ bool CapReply(Reply* reply, int64_t max_tokens, const std::function<int64_t(cons
   return cut;
 }
 
+
+// Which request an attempt belongs to, for a fault's `times`: its X-Request-Id without strata's
+// "-retry<n>" suffix (a retry is another attempt of the same request), else a hash of the body.
+std::string AttemptKey(const std::map<std::string, std::string>& headers, const std::string& body) {
+  auto rid = headers.find("x-request-id");
+  if (rid == headers.end()) return std::to_string(std::hash<std::string>{}(body));
+  std::string key = rid->second;
+  size_t suffix = key.rfind("-retry");
+  if (suffix != std::string::npos && suffix + 6 < key.size() &&
+      key.find_first_not_of("0123456789", suffix + 6) == std::string::npos) {
+    key.resize(suffix);
+  }
+  return key;
+}
+
+// Faults answered with an HTTP error status instead of a completion.
+bool IsStatusFault(const Fault& fault) {
+  return fault.kind == "429" || fault.kind == "500" || fault.kind == "503" || fault.kind == "400";
+}
+
+// The cache salt of a (validated) request: vLLM's "cache_salt", else SGLang's "extra_key".
+std::string CacheSalt(const json& request) {
+  for (const char* key : {"cache_salt", "extra_key"}) {
+    if (request.contains(key) && request[key].is_string()) return request[key].get<std::string>();
+  }
+  return "";
+}
+
+// The id an abort names the request by (SGLang's rid): "request_id", else "rid", else X-Request-Id.
+std::string RequestId(const json& request, const std::map<std::string, std::string>& headers) {
+  std::string rid;
+  for (const char* key : {"rid", "request_id"}) {
+    if (request.contains(key) && request[key].is_string()) rid = request[key].get<std::string>();
+  }
+  if (rid.empty()) {
+    auto header = headers.find("x-request-id");
+    if (header != headers.end()) rid = header->second;
+  }
+  return rid;
+}
+
+// The output cap of a (validated) request; 0 when it sets none.
+int64_t MaxOutputTokens(const json& request) {
+  int64_t max_out = 0;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins, as in vLLM
+    if (request.contains(key) && request[key].is_number()) max_out = static_cast<int64_t>(request[key].get<double>());
+  }
+  return max_out;
+}
+
 }  // namespace
 
 class SimServer::Impl : public GrpcEngine {
@@ -391,69 +441,35 @@ class SimServer::Impl : public GrpcEngine {
     try {
       return MakePlanOrThrow(protocol, path, body, headers);
     } catch (const std::exception& e) {
-      Plan plan;
-      plan.log.protocol = protocol;
-      plan.log.path = path;
-      plan.log.headers = headers;
-      LogBody(body, &plan.log);
-      return ErrorPlan(std::move(plan), 400, std::string("invalid request: ") + e.what(), options_.error_shape,
-                       "BadRequestError");
+      return ErrorPlan(NewPlan(protocol, path, body, headers), 400, std::string("invalid request: ") + e.what(),
+                       options_.error_shape, "BadRequestError");
     }
   }
 
-  void LogBody(const std::string& body, SimRequestLog* log) const {
-    log->body_bytes = body.size();
-    log->body = body.substr(0, options_.max_logged_body_bytes);
-  }
-
-  Plan MakePlanOrThrow(const std::string& protocol, const std::string& path, const std::string& body,
-                       const std::map<std::string, std::string>& headers) {
+  // A plan with only the request's log filled in.
+  Plan NewPlan(const std::string& protocol, const std::string& path, const std::string& body,
+               const std::map<std::string, std::string>& headers) const {
     Plan plan;
     plan.log.protocol = protocol;
     plan.log.path = path;
     plan.log.headers = headers;
-    LogBody(body, &plan.log);
-    const bool flat_default = options_.error_shape == "flat";
-    // Which fault applies.
+    plan.log.body_bytes = body.size();
+    plan.log.body = body.substr(0, options_.max_logged_body_bytes);
+    return plan;
+  }
+
+  // The request's checks, as vLLM/SGLang refuse requests (after an injected fault: the body, the
+  // prompt, the context length), then the plan: cache hit and prefill time, then the reply.
+  Plan MakePlanOrThrow(const std::string& protocol, const std::string& path, const std::string& body,
+                       const std::map<std::string, std::string>& headers) {
+    Plan plan = NewPlan(protocol, path, body, headers);
+    const std::string default_shape = options_.error_shape == "flat" ? "flat" : "nested";
     std::optional<Fault> fault;
-    auto header = headers.find("x-strata-sim-fault");
-    if (header != headers.end() && !header->second.empty()) {
-      StatusOr<Fault> f = ParseFault(header->second);
-      if (!f.ok()) return ErrorPlan(std::move(plan), 400, f.status().message(), flat_default ? "flat" : "nested", "invalid_fault");
-      if (f->times >= 0) {
-        auto rid = headers.find("x-request-id");
-        std::string key = rid != headers.end() ? rid->second : std::to_string(std::hash<std::string>{}(body));
-        // strata's retries carry "<id>-retry<n>": they are attempts of the same request.
-        size_t suffix = key.rfind("-retry");
-        if (rid != headers.end() && suffix != std::string::npos && suffix + 6 < key.size() &&
-            key.find_first_not_of("0123456789", suffix + 6) == std::string::npos) {
-          key.resize(suffix);
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        if (fault_attempts_[key + "|" + f->spec]++ < f->times) fault = *f;
-      } else {
-        fault = *f;
-      }
-    } else {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!injected_.empty()) {
-        fault = injected_.front();
-        injected_.pop_front();
-      }
-    }
-    if (!fault && !options_.default_fault.empty()) fault = *ParseFault(options_.default_fault);
+    Status chosen = ChooseFault(headers, body, &fault);
+    if (!chosen.ok()) return ErrorPlan(std::move(plan), 400, chosen.message(), default_shape, "invalid_fault");
     if (fault) plan.log.fault = fault->spec;
-    const std::string shape = fault && !fault->shape.empty() ? fault->shape : (flat_default ? "flat" : "nested");
-    if (fault && (fault->kind == "429" || fault->kind == "500" || fault->kind == "503" || fault->kind == "400")) {
-      int status = std::atoi(fault->kind.c_str());
-      std::string message = status == 429 ? "The server is overloaded (simulated); retry later."
-                            : status == 400 ? "Simulated bad request."
-                                            : "Simulated server error " + fault->kind + ".";
-      plan = ErrorPlan(std::move(plan), status, message, shape,
-                       status == 429 ? "TooManyRequests" : status == 400 ? "BadRequestError" : "InternalServerError");
-      if (status == 429) plan.retry_after = fault->retry_after;
-      return plan;
-    }
+    const std::string shape = fault && !fault->shape.empty() ? fault->shape : default_shape;
+    if (fault && IsStatusFault(*fault)) return StatusFaultPlan(std::move(plan), *fault, shape);
 
     json request = json::parse(body, nullptr, false);
     if (request.is_discarded()) {
@@ -462,47 +478,16 @@ class SimServer::Impl : public GrpcEngine {
     if (std::optional<Invalid> invalid = ValidateRequest(request)) {
       return ErrorPlan(std::move(plan), 400, invalid->message, shape, "BadRequestError", invalid->param);
     }
-    StatusOr<PromptText> prompt = Status(StatusCode::kUnknown, "");
-    if (options_.chat_template != nullptr) {
-      StatusOr<std::string> text = options_.chat_template->Render(body);
-      if (text.ok()) {
-        PromptText rendered;
-        rendered.text = std::move(text).value();
-        prompt = std::move(rendered);
-      }
-    }
-    if (!prompt.ok()) prompt = RenderPromptText(body);
+    StatusOr<PromptText> prompt = RenderPrompt(body);
     if (!prompt.ok()) return ErrorPlan(std::move(plan), 400, prompt.status().message(), shape, "BadRequestError");
-    std::string salt;
-    for (const char* key : {"cache_salt", "extra_key"}) {
-      if (request.contains(key) && request[key].is_string()) {
-        salt = request[key].get<std::string>();
-        break;
-      }
-    }
-    plan.log.cache_salt = salt;
-    for (const char* key : {"rid", "request_id"}) {
-      if (request.contains(key) && request[key].is_string()) plan.rid = request[key].get<std::string>();
-    }
-    if (plan.rid.empty()) {
-      auto rid = headers.find("x-request-id");
-      if (rid != headers.end()) plan.rid = rid->second;
-    }
-    PromptBlocks blocks = HashPrompt(prompt->text, salt, options_.tokenizer, options_.cache);
+    plan.log.cache_salt = CacheSalt(request);
+    plan.rid = RequestId(request, headers);
+    PromptBlocks blocks = HashPrompt(prompt->text, plan.log.cache_salt, options_.tokenizer, options_.cache);
     const int64_t prompt_tokens = blocks.prompt_tokens;
     plan.log.prompt_tokens = prompt_tokens;
-    int64_t max_out = 0;
-    for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins, as in vLLM
-      if (request.contains(key) && request[key].is_number()) max_out = static_cast<int64_t>(request[key].get<double>());
-    }
+    const int64_t max_out = MaxOutputTokens(request);
     if ((fault && fault->kind == "oversize") || prompt_tokens > options_.max_context_tokens) {
-      std::string message = "This model's maximum context length is " + std::to_string(options_.max_context_tokens) +
-                            " tokens. However, you requested " + std::to_string(prompt_tokens + max_out) +
-                            " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
-                            std::to_string(max_out) + " in the completion). Please reduce the length of the "
-                            "messages or completion.";
-      plan.serving_error = true;
-      return ErrorPlan(std::move(plan), 400, message, shape, "BadRequestError");
+      return ContextTooLongPlan(std::move(plan), prompt_tokens, max_out, shape);
     }
     const int64_t cached = cache_.LookupAndInsert(blocks);
     plan.log.cached_tokens = cached;
@@ -510,99 +495,208 @@ class SimServer::Impl : public GrpcEngine {
     if (fault && (fault->kind == "slow-first-byte")) plan.prefill_us += int64_t{fault->delay_ms} * 1000;
     if (fault && (fault->kind == "stall" || fault->kind == "reset" || fault->kind == "malformed-sse")) plan.fault = fault;
 
-    // The reply.
-    Reply reply;
-    auto scripted = headers.find("x-strata-sim-reply");
-    size_t assistants = 0;
-    if (request["messages"].is_array()) {
-      for (const json& m : request["messages"]) {
-        if (m.is_object() && m.value("role", "") == "assistant") ++assistants;
+    StatusOr<Reply> reply = ChooseReply(request, headers);
+    if (!reply.ok()) return ErrorPlan(std::move(plan), 400, reply.status().message(), shape, "BadRequestError");
+    plan.prompt_tokens = prompt_tokens;
+    return PlanReply(std::move(plan), request, headers, std::move(reply).value(), cached, max_out);
+  }
+
+  // Sets `*fault` to the fault this request meets: the X-Strata-Sim-Fault header's (while its
+  // `times` last for this request, retries included), else the next one InjectFault queued, else
+  // the default one; nullopt for none. An error, `*fault` untouched, when the header is malformed.
+  Status ChooseFault(const std::map<std::string, std::string>& headers, const std::string& body,
+                     std::optional<Fault>* fault) {
+    auto header = headers.find("x-strata-sim-fault");
+    if (header != headers.end() && !header->second.empty()) {
+      StatusOr<Fault> f = ParseFault(header->second);
+      if (!f.ok()) return f.status();
+      if (f->times < 0) {
+        *fault = *f;
+        return Status();
+      }
+      const std::string key = AttemptKey(headers, body) + "|" + f->spec;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fault_attempts_[key]++ < f->times) {
+        *fault = *f;
+        return Status();
+      }
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!injected_.empty()) {
+        *fault = injected_.front();
+        injected_.pop_front();
+        return Status();
       }
     }
+    if (!options_.default_fault.empty()) *fault = *ParseFault(options_.default_fault);
+    return Status();
+  }
+
+  // The error a status fault ("429", "500", "503" or "400") answers with.
+  static Plan StatusFaultPlan(Plan plan, const Fault& fault, const std::string& shape) {
+    int status = std::atoi(fault.kind.c_str());
+    std::string message = status == 429 ? "The server is overloaded (simulated); retry later."
+                          : status == 400 ? "Simulated bad request."
+                                          : "Simulated server error " + fault.kind + ".";
+    plan = ErrorPlan(std::move(plan), status, message, shape,
+                     status == 429 ? "TooManyRequests" : status == 400 ? "BadRequestError" : "InternalServerError");
+    if (status == 429) plan.retry_after = fault.retry_after;
+    return plan;
+  }
+
+  // The text the prompt's cache blocks are cut from: the chat template's rendering, or
+  // RenderPromptText() when there is no template or it refuses the body.
+  StatusOr<PromptText> RenderPrompt(const std::string& body) const {
+    if (options_.chat_template != nullptr) {
+      StatusOr<std::string> text = options_.chat_template->Render(body);
+      if (text.ok()) {
+        PromptText rendered;
+        rendered.text = std::move(text).value();
+        return rendered;
+      }
+    }
+    return RenderPromptText(body);
+  }
+
+  // vLLM's answer to a prompt over the context window, in its words (clients match them).
+  Plan ContextTooLongPlan(Plan plan, int64_t prompt_tokens, int64_t max_out, const std::string& shape) const {
+    std::string message = "This model's maximum context length is " + std::to_string(options_.max_context_tokens) +
+                          " tokens. However, you requested " + std::to_string(prompt_tokens + max_out) +
+                          " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
+                          std::to_string(max_out) + " in the completion). Please reduce the length of the "
+                          "messages or completion.";
+    plan.serving_error = true;
+    return ErrorPlan(std::move(plan), 400, message, shape, "BadRequestError");
+  }
+
+  // What the assistant answers a (validated) request: the X-Strata-Sim-Reply header's message, else
+  // the trajectory's assistant turn after as many as the request holds, else generated text of
+  // about generated_output_tokens. An error when the header is not a JSON object.
+  StatusOr<Reply> ChooseReply(const json& request, const std::map<std::string, std::string>& headers) {
+    auto scripted = headers.find("x-strata-sim-reply");
     if (scripted != headers.end()) {
       json m = json::parse(scripted->second, nullptr, false);
-      if (m.is_discarded() || !m.is_object()) {
-        return ErrorPlan(std::move(plan), 400, "X-Strata-Sim-Reply is not a JSON object", shape, "BadRequestError");
-      }
-      reply = ReplyFromMessage(m);
-    } else if (assistants < script_.size()) {
-      reply = script_[assistants];
-    } else {
-      uint64_t n = ++generated_;
-      reply.content = "Simulated reply " + std::to_string(n) + ".";
-      size_t want = static_cast<size_t>(options_.generated_output_tokens) * options_.cache.bytes_per_token;
-      while (reply.content.size() < want) reply.content += " lorem";
-      if (reply.content.size() > want && want > 0) reply.content.resize(std::max<size_t>(want, 1));
+      if (m.is_discarded() || !m.is_object()) return InvalidArgumentError("X-Strata-Sim-Reply is not a JSON object");
+      return ReplyFromMessage(m);
     }
+    size_t assistants = 0;
+    for (const json& m : request["messages"]) {
+      if (m.is_object() && m.value("role", "") == "assistant") ++assistants;
+    }
+    if (assistants < script_.size()) return script_[assistants];
+    Reply reply;
+    uint64_t n = ++generated_;
+    reply.content = "Simulated reply " + std::to_string(n) + ".";
+    size_t want = static_cast<size_t>(options_.generated_output_tokens) * options_.cache.bytes_per_token;
+    while (reply.content.size() < want) reply.content += " lorem";
+    if (reply.content.size() > want && want > 0) reply.content.resize(std::max<size_t>(want, 1));
+    return reply;
+  }
+
+  // What a completion carries, whether answered whole or streamed.
+  struct Completion {
+    std::string id, model, reasoning_field, finish_reason;
+    Reply reply;
+    json usage;
+  };
+
+  // Fills `plan` with `reply`, cut at `max_out` tokens (0: no cap) as a server stops generating
+  // there: one chat.completion body, or the stream's chunks, each after its decode time.
+  Plan PlanReply(Plan plan, const json& request, const std::map<std::string, std::string>& headers, Reply reply,
+                 int64_t cached, int64_t max_out) {
+    Completion done;
+    done.model =
+        request.contains("model") && request["model"].is_string() ? request["model"].get<std::string>() : "glm-5.3-flash";
+    done.reasoning_field = options_.flavor == "vllm" ? "reasoning" : "reasoning_content";
+    plan.stream = request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
+    // A server stops at the output cap: the reply is cut there and finishes with "length".
+    bool capped = max_out > 0 && CapReply(&reply, max_out, [this](const std::string& s) { return CountTokens(s); });
+    int64_t reasoning_tokens = CountTokens(reply.reasoning);
+    int64_t completion_tokens = reasoning_tokens + CountTokens(reply.content);
+    for (const ToolCall& c : reply.tool_calls) completion_tokens += CountTokens(c.name) + CountTokens(c.arguments);
+    done.finish_reason = capped ? "length" : reply.tool_calls.empty() ? "stop" : "tool_calls";
+    done.usage = {{"prompt_tokens", plan.prompt_tokens},
+                  {"completion_tokens", completion_tokens},
+                  {"total_tokens", plan.prompt_tokens + completion_tokens}};
+    if (options_.cached_report == CachedReport::kPresent) {
+      done.usage["prompt_tokens_details"] = {{"cached_tokens", cached}};
+    } else if (options_.cached_report == CachedReport::kNull) {
+      done.usage["prompt_tokens_details"] = nullptr;
+    }
+    if (reasoning_tokens > 0) done.usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
+    done.id = "chatcmpl-sim-" + std::to_string(++completions_);
+    done.reply = std::move(reply);
+    plan.kv_output_tokens = max_out > 0 ? max_out : completion_tokens;
+    if (plan.stream) {
+      AddStreamChunks(done, request, headers, &plan);
+    } else {
+      plan.payloads.push_back(CompletionBody(done));
+      plan.delay_us.push_back(
+          static_cast<int64_t>(static_cast<double>(completion_tokens) * options_.decode_us_per_token));
+    }
+    plan.log.status = 200;
+    return plan;
+  }
+
+  // Tokens of reply text: the tokenizer's count, else bytes / bytes_per_token rounded up.
+  int64_t CountTokens(const std::string& s) const {
+    if (options_.tokenizer != nullptr) return static_cast<int64_t>(options_.tokenizer->Count(s));
+    size_t bpt = std::max<size_t>(1, options_.cache.bytes_per_token);
+    return static_cast<int64_t>((s.size() + bpt - 1) / bpt);
+  }
+
+  // The chat.completion body of a reply answered whole.
+  static std::string CompletionBody(const Completion& done) {
+    const Reply& reply = done.reply;
+    json message = {{"role", "assistant"}};
+    message["content"] = reply.content.empty() && !reply.tool_calls.empty() ? json(nullptr) : json(reply.content);
+    if (!reply.reasoning.empty()) message[done.reasoning_field] = reply.reasoning;
+    if (!reply.tool_calls.empty()) {
+      json calls = json::array();
+      for (const ToolCall& c : reply.tool_calls) {
+        calls.push_back(
+            {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      }
+      message["tool_calls"] = calls;
+    }
+    json answer = {{"id", done.id}, {"object", "chat.completion"}, {"created", 1700000000}, {"model", done.model},
+                   {"choices",
+                    json::array({{{"index", 0}, {"message", message}, {"finish_reason", done.finish_reason}}})},
+                   {"usage", done.usage}};
+    return answer.dump();
+  }
+
+  // Appends the chat.completion.chunk stream of a reply to `plan`: the role; reasoning, content and
+  // tool-call arguments in pieces of X-Strata-Sim-Chunk (else chunk_bytes) bytes, each after its
+  // decode time; the finish reason; the usage when stream_options.include_usage; "[DONE]".
+  void AddStreamChunks(const Completion& done, const json& request, const std::map<std::string, std::string>& headers,
+                       Plan* plan) const {
     size_t chunk = options_.chunk_bytes;
     auto chunk_header = headers.find("x-strata-sim-chunk");
     if (chunk_header != headers.end()) chunk = std::max(1, std::atoi(chunk_header->second.c_str()));
-
-    const std::string model =
-        request.contains("model") && request["model"].is_string() ? request["model"].get<std::string>() : "glm-5.3-flash";
-    const std::string reasoning_field = options_.flavor == "vllm" ? "reasoning" : "reasoning_content";
-    plan.stream = request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
     bool include_usage = false;
     if (request.contains("stream_options") && request["stream_options"].is_object()) {
       const json& so = request["stream_options"];
-      include_usage = so.contains("include_usage") && so["include_usage"].is_boolean() && so["include_usage"].get<bool>();
-    }
-    auto count = [&](const std::string& s) -> int64_t {
-      if (options_.tokenizer != nullptr) return static_cast<int64_t>(options_.tokenizer->Count(s));
-      size_t bpt = std::max<size_t>(1, options_.cache.bytes_per_token);
-      return static_cast<int64_t>((s.size() + bpt - 1) / bpt);
-    };
-    // A server stops at the output cap: the reply is cut there and finishes with "length".
-    bool capped = max_out > 0 && CapReply(&reply, max_out, count);
-    int64_t reasoning_tokens = count(reply.reasoning);
-    int64_t completion_tokens = reasoning_tokens + count(reply.content);
-    for (const ToolCall& c : reply.tool_calls) completion_tokens += count(c.name) + count(c.arguments);
-    const std::string finish = capped ? "length" : reply.tool_calls.empty() ? "stop" : "tool_calls";
-    json usage = {{"prompt_tokens", prompt_tokens},
-                  {"completion_tokens", completion_tokens},
-                  {"total_tokens", prompt_tokens + completion_tokens}};
-    if (options_.cached_report == CachedReport::kPresent) {
-      usage["prompt_tokens_details"] = {{"cached_tokens", cached}};
-    } else if (options_.cached_report == CachedReport::kNull) {
-      usage["prompt_tokens_details"] = nullptr;
-    }
-    if (reasoning_tokens > 0) usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
-    const std::string id = "chatcmpl-sim-" + std::to_string(++completions_);
-    const double decode_us = options_.decode_us_per_token;
-    plan.prompt_tokens = prompt_tokens;
-    plan.kv_output_tokens = max_out > 0 ? max_out : completion_tokens;
-    auto delay_for = [&](const std::string& piece) { return static_cast<int64_t>(count(piece) * decode_us); };
-
-    if (!plan.stream) {
-      json message = {{"role", "assistant"}};
-      message["content"] = reply.content.empty() && !reply.tool_calls.empty() ? json(nullptr) : json(reply.content);
-      if (!reply.reasoning.empty()) message[reasoning_field] = reply.reasoning;
-      if (!reply.tool_calls.empty()) {
-        json calls = json::array();
-        for (const ToolCall& c : reply.tool_calls) {
-          calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-        }
-        message["tool_calls"] = calls;
-      }
-      json answer = {{"id", id}, {"object", "chat.completion"}, {"created", 1700000000}, {"model", model},
-                     {"choices", json::array({{{"index", 0}, {"message", message}, {"finish_reason", finish}}})},
-                     {"usage", usage}};
-      plan.payloads.push_back(answer.dump());
-      plan.delay_us.push_back(static_cast<int64_t>(static_cast<double>(completion_tokens) * decode_us));
-      plan.log.status = 200;
-      return plan;
+      include_usage =
+          so.contains("include_usage") && so["include_usage"].is_boolean() && so["include_usage"].get<bool>();
     }
     auto chunk_json = [&](json delta, const json& finish_reason) {
-      json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", 1700000000}, {"model", model},
+      json c = {{"id", done.id}, {"object", "chat.completion.chunk"}, {"created", 1700000000}, {"model", done.model},
                 {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", finish_reason}}})}};
       return c.dump();
     };
     auto add = [&](std::string payload, int64_t delay) {
-      plan.payloads.push_back(std::move(payload));
-      plan.delay_us.push_back(delay);
+      plan->payloads.push_back(std::move(payload));
+      plan->delay_us.push_back(delay);
     };
+    auto delay_for = [&](const std::string& piece) {
+      return static_cast<int64_t>(CountTokens(piece) * options_.decode_us_per_token);
+    };
+    const Reply& reply = done.reply;
     add(chunk_json({{"role", "assistant"}, {"content", ""}}, nullptr), 0);
-    for (const std::string& p : Pieces(reply.reasoning, chunk)) add(chunk_json({{reasoning_field, p}}, nullptr), delay_for(p));
+    for (const std::string& p : Pieces(reply.reasoning, chunk)) {
+      add(chunk_json({{done.reasoning_field, p}}, nullptr), delay_for(p));
+    }
     for (const std::string& p : Pieces(reply.content, chunk)) add(chunk_json({{"content", p}}, nullptr), delay_for(p));
     for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
       const ToolCall& c = reply.tool_calls[i];
@@ -615,15 +709,13 @@ class SimServer::Impl : public GrpcEngine {
             delay_for(p));
       }
     }
-    add(chunk_json(json::object(), finish), 0);
+    add(chunk_json(json::object(), done.finish_reason), 0);
     if (include_usage) {
-      json u = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", 1700000000}, {"model", model},
-                {"choices", json::array()}, {"usage", usage}};
+      json u = {{"id", done.id}, {"object", "chat.completion.chunk"}, {"created", 1700000000}, {"model", done.model},
+                {"choices", json::array()}, {"usage", done.usage}};
       add(u.dump(), 0);
     }
     add("[DONE]", 0);
-    plan.log.status = 200;
-    return plan;
   }
 
   static Plan ErrorPlan(Plan plan, int status, const std::string& message, const std::string& shape, const std::string& type,

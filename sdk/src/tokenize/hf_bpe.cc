@@ -590,6 +590,67 @@ StatusOr<int32_t> ReadTokenId(const json& value, const std::string& field) {
                               ", outside the token id range 0.." + std::to_string(kMaxTokenId));
 }
 
+// Refuses a tokenizer.json "model" that is not a byte-level BPE strata can count exactly.
+Status CheckByteLevelBpeModel(const json& model) {
+  std::string model_type = model.value("type", model.contains("merges") ? "BPE" : "");
+  if (model_type != "BPE")
+    return InvalidArgumentError("tokenizer.json: unsupported model \"" + model_type +
+                                "\" (strata implements byte-level BPE only; for SentencePiece "
+                                "models use --tokenizer spm:PATH/model.model)");
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      model["dropout"].get<double>() != 0.0)
+    return InvalidArgumentError(
+        "tokenizer.json: BPE dropout is not supported (counts must be exact)");
+  if (model.value("byte_fallback", false))
+    return InvalidArgumentError(
+        "tokenizer.json: BPE byte_fallback (a SentencePiece-converted model) is not supported; "
+        "use the model's tokenizer.model with --tokenizer spm:PATH");
+  for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(field) && model[field].is_string() &&
+        !model[field].get<std::string>().empty())
+      return InvalidArgumentError(std::string("tokenizer.json: BPE ") + field +
+                                  " is not supported (not a byte-level BPE file)");
+  }
+  return Status();
+}
+
+// The token ids a tokenizer.json declares, read before the id tables are sized.
+struct DeclaredIds {
+  std::unordered_map<std::string, int32_t> vocab;  // byte-level strings -> ids
+  std::vector<int32_t> added_ids;                  // added_tokens[i]'s id
+  int32_t max_id = -1;
+  std::string max_id_field;  // where max_id is declared, for the error message
+};
+
+// Reads model.vocab (`jvocab`) into `ids`.
+Status ReadVocab(const json& jvocab, DeclaredIds* ids) {
+  if (!jvocab.is_object())
+    return InvalidArgumentError("tokenizer.json: model.vocab is not an object of token -> id");
+  ids->vocab.reserve(jvocab.size());
+  for (auto it = jvocab.begin(); it != jvocab.end(); ++it) {
+    const std::string field = "model.vocab entry \"" + it.key().substr(0, 40) + "\"";
+    STRATA_ASSIGN_OR_RETURN(int32_t id, ReadTokenId(it.value(), field));
+    ids->vocab.emplace(it.key(), id);
+    if (id > ids->max_id) ids->max_id = id, ids->max_id_field = field;
+  }
+  return Status();
+}
+
+// Reads the ids of added_tokens (`jadded`, an empty array when the file has none) into `ids`.
+Status ReadAddedTokenIds(const json& jadded, DeclaredIds* ids) {
+  if (!jadded.is_array())
+    return InvalidArgumentError("tokenizer.json: added_tokens is not an array");
+  for (size_t i = 0; i < jadded.size(); ++i) {
+    const std::string field = "added_tokens[" + std::to_string(i) + "]";
+    if (!jadded[i].is_object() || !jadded[i].contains("id"))
+      return InvalidArgumentError("tokenizer.json: " + field + " is not an object with an id");
+    STRATA_ASSIGN_OR_RETURN(int32_t id, ReadTokenId(jadded[i].at("id"), field));
+    ids->added_ids.push_back(id);
+    if (id > ids->max_id) ids->max_id = id, ids->max_id_field = field;
+  }
+  return Status();
+}
+
 class HfBpeTokenizer final : public ExactTokenizer {
  public:
   static StatusOr<std::unique_ptr<ExactTokenizer>> Load(std::string_view json_text,
@@ -842,6 +903,16 @@ class HfBpeTokenizer final : public ExactTokenizer {
     for (int i = 0; i >= 0; i = next[i]) ids->push_back(sym[i]);
   }
 
+  // Load's steps, one section of tokenizer.json each (a json exception is Load's to catch).
+  // The normalizer and pre-tokenizer; refuses a pipeline without a ByteLevel step.
+  Status ReadPipeline(const json& doc);
+  // Sizes and fills the id <-> bytes tables and the byte -> id table from the declared ids.
+  Status BuildIdTables(const DeclaredIds& ids);
+  // model.merges, ranked by position; a merge whose parts or result are not in `vocab` is skipped.
+  Status ReadMerges(const json& jmerges, const std::unordered_map<std::string, int32_t>& vocab);
+  // The added tokens' contents (`jadded[i]` has id `added_ids[i]`) and their first-byte index.
+  Status ReadAddedTokens(const json& jadded, const std::vector<int32_t>& added_ids);
+
   static constexpr size_t kMaxCachedWordBytes = 256;
   static constexpr size_t kMaxCacheEntries = 200000;
 
@@ -875,148 +946,124 @@ StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view 
   tok->name_ = std::move(name);
   try {
     const json& model = doc.at("model");
-    std::string model_type = model.value("type", model.contains("merges") ? "BPE" : "");
-    if (model_type != "BPE")
-      return InvalidArgumentError("tokenizer.json: unsupported model \"" + model_type +
-                                  "\" (strata implements byte-level BPE only; for SentencePiece "
-                                  "models use --tokenizer spm:PATH/model.model)");
-    if (model.contains("dropout") && !model["dropout"].is_null() &&
-        model["dropout"].get<double>() != 0.0)
-      return InvalidArgumentError(
-          "tokenizer.json: BPE dropout is not supported (counts must be exact)");
-    if (model.value("byte_fallback", false))
-      return InvalidArgumentError(
-          "tokenizer.json: BPE byte_fallback (a SentencePiece-converted model) is not supported; "
-          "use "
-          "the model's tokenizer.model with --tokenizer spm:PATH");
-    for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      if (model.contains(field) && model[field].is_string() &&
-          !model[field].get<std::string>().empty())
-        return InvalidArgumentError(std::string("tokenizer.json: BPE ") + field +
-                                    " is not supported (not a byte-level BPE file)");
-    }
+    STRATA_RETURN_IF_ERROR(CheckByteLevelBpeModel(model));
     tok->ignore_merges_ = model.value("ignore_merges", false);
-
-    // Found, never copied: json's copy is recursive and the subtree may be hostile.
-    static const json kNull;
-    auto normalizer = doc.find("normalizer");
-    STRATA_ASSIGN_OR_RETURN(tok->normalizers_,
-                            ParseNormalizer(normalizer == doc.end() ? kNull : *normalizer));
-    bool has_byte_level = false;
-    auto pre_tokenizer = doc.find("pre_tokenizer");
-    STRATA_RETURN_IF_ERROR(ParsePreTokenizer(pre_tokenizer == doc.end() ? kNull : *pre_tokenizer,
-                                             &tok->pre_steps_, &has_byte_level));
-    if (!has_byte_level)
-      return InvalidArgumentError(
-          "tokenizer.json: the pre-tokenizer has no ByteLevel step, so this is not a byte-level "
-          "BPE "
-          "file (strata supports GLM/Qwen/DeepSeek/Llama-3/GPT-2 style files)");
-
-    // Vocabulary: byte-level strings -> ids.
-    std::unordered_map<std::string, int32_t> vocab;
-    const json& jvocab = model.at("vocab");
-    vocab.reserve(jvocab.size());
-    if (!jvocab.is_object())
-      return InvalidArgumentError("tokenizer.json: model.vocab is not an object of token -> id");
-    int32_t max_id = -1;
-    std::string max_id_field;
-    for (auto it = jvocab.begin(); it != jvocab.end(); ++it) {
-      const std::string field = "model.vocab entry \"" + it.key().substr(0, 40) + "\"";
-      STRATA_ASSIGN_OR_RETURN(int32_t id, ReadTokenId(it.value(), field));
-      vocab.emplace(it.key(), id);
-      if (id > max_id) max_id = id, max_id_field = field;
-    }
+    STRATA_RETURN_IF_ERROR(tok->ReadPipeline(doc));
+    DeclaredIds ids;
+    STRATA_RETURN_IF_ERROR(ReadVocab(model.at("vocab"), &ids));
     static const json kNoAdded = json::array();
     auto added_it = doc.find("added_tokens");
     const json& jadded = added_it == doc.end() || added_it->is_null() ? kNoAdded : *added_it;
-    if (!jadded.is_array()) return InvalidArgumentError("tokenizer.json: added_tokens is not an array");
-    std::vector<int32_t> added_ids;
-    for (size_t i = 0; i < jadded.size(); ++i) {
-      const std::string field = "added_tokens[" + std::to_string(i) + "]";
-      if (!jadded[i].is_object() || !jadded[i].contains("id"))
-        return InvalidArgumentError("tokenizer.json: " + field + " is not an object with an id");
-      STRATA_ASSIGN_OR_RETURN(int32_t id, ReadTokenId(jadded[i].at("id"), field));
-      added_ids.push_back(id);
-      if (id > max_id) max_id = id, max_id_field = field;
-    }
-    // The id tables are dense: ids may leave gaps (files reserve ids), but not so many that a small
-    // file makes strata allocate gigabytes.
-    const int64_t id_limit = 2 * static_cast<int64_t>(vocab.size() + added_ids.size()) + 65536;
-    if (max_id >= id_limit)
-      return InvalidArgumentError("tokenizer.json: " + max_id_field + " has id " + std::to_string(max_id) +
-                                  ", but the file has only " + std::to_string(vocab.size()) +
-                                  " vocabulary and " + std::to_string(added_ids.size()) +
-                                  " added tokens; ids must stay below " + std::to_string(id_limit) +
-                                  " (twice the token count plus 65536)");
-    tok->id_to_bytes_.assign(max_id + 1, std::string());
-    tok->id_known_.assign(max_id + 1, false);
-    tok->bytes_to_id_.reserve(vocab.size());
-    std::string raw;
-    for (const auto& [text, id] : vocab) {
-      if (!ByteLevelToBytes(text, &raw)) raw = text;
-      tok->id_to_bytes_[id] = raw;
-      tok->id_known_[id] = true;
-      tok->bytes_to_id_.emplace(raw, id);
-    }
-    const ByteMap& bm = GetByteMap();
-    for (int b = 0; b < 256; ++b) {
-      auto it = vocab.find(bm.byte_to_utf8[b]);
-      if (it == vocab.end())
-        return InvalidArgumentError(
-            "tokenizer.json: byte-level vocabulary lacks the symbol for byte " + std::to_string(b) +
-            "; not a byte-level BPE file");
-      tok->byte_to_id_[b] = it->second;
-    }
-
-    // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position.
-    const json& jmerges = model.at("merges");
-    tok->merges_.Reserve(jmerges.size());
-    int32_t rank = 0;
-    for (const json& m : jmerges) {
-      std::string a, b;
-      if (m.is_string()) {
-        const std::string& s = m.get_ref<const std::string&>();
-        size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos)
-          return DataLossError("tokenizer.json: merge \"" + s + "\" is not \"left right\"");
-        a = s.substr(0, sp);
-        b = s.substr(sp + 1);
-      } else {
-        a = m.at(0).get<std::string>();
-        b = m.at(1).get<std::string>();
-      }
-      auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
-      if (ia != vocab.end() && ib != vocab.end() && im != vocab.end())
-        tok->merges_.Insert(ia->second, ib->second, rank, im->second);
-      ++rank;
-    }
-
-    for (size_t i = 0; i < jadded.size(); ++i) {
-      const json& t = jadded[i];
-      AddedToken at{t.at("content").get<std::string>(), added_ids[i]};
-      if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
-        return InvalidArgumentError(
-            "tokenizer.json: added token \"" + at.content +
-            "\" uses lstrip/rstrip/single_word, which strata does not support");
-      if (at.content.empty()) continue;
-      tok->id_to_bytes_[at.id] = at.content;
-      tok->id_known_[at.id] = true;
-      tok->added_.push_back(std::move(at));
-    }
-    for (const AddedToken& t : tok->added_) {
-      unsigned char c = static_cast<unsigned char>(t.content[0]);
-      tok->added_first_byte_[c] = true;
-      tok->added_by_first_byte_[c].push_back(&t);
-      tok->max_added_size_ = std::max(tok->max_added_size_, t.content.size());
-    }
-    for (auto& list : tok->added_by_first_byte_)
-      std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
-        return x->content.size() > y->content.size();
-      });
+    STRATA_RETURN_IF_ERROR(ReadAddedTokenIds(jadded, &ids));
+    STRATA_RETURN_IF_ERROR(tok->BuildIdTables(ids));
+    STRATA_RETURN_IF_ERROR(tok->ReadMerges(model.at("merges"), ids.vocab));
+    STRATA_RETURN_IF_ERROR(tok->ReadAddedTokens(jadded, ids.added_ids));
   } catch (const json::exception& e) {
     return DataLossError("tokenizer.json " + tok->name_ + " is malformed: " + e.what());
   }
   return std::unique_ptr<ExactTokenizer>(std::move(tok));
+}
+
+Status HfBpeTokenizer::ReadPipeline(const json& doc) {
+  // Found, never copied: json's copy is recursive and the subtree may be hostile.
+  static const json kNull;
+  auto normalizer = doc.find("normalizer");
+  STRATA_ASSIGN_OR_RETURN(normalizers_,
+                          ParseNormalizer(normalizer == doc.end() ? kNull : *normalizer));
+  bool has_byte_level = false;
+  auto pre_tokenizer = doc.find("pre_tokenizer");
+  STRATA_RETURN_IF_ERROR(ParsePreTokenizer(pre_tokenizer == doc.end() ? kNull : *pre_tokenizer,
+                                           &pre_steps_, &has_byte_level));
+  if (!has_byte_level)
+    return InvalidArgumentError(
+        "tokenizer.json: the pre-tokenizer has no ByteLevel step, so this is not a byte-level "
+        "BPE file (strata supports GLM/Qwen/DeepSeek/Llama-3/GPT-2 style files)");
+  return Status();
+}
+
+Status HfBpeTokenizer::BuildIdTables(const DeclaredIds& ids) {
+  // The id tables are dense: ids may leave gaps (files reserve ids), but not so many that a small
+  // file makes strata allocate gigabytes.
+  const int64_t id_limit =
+      2 * static_cast<int64_t>(ids.vocab.size() + ids.added_ids.size()) + 65536;
+  if (ids.max_id >= id_limit)
+    return InvalidArgumentError(
+        "tokenizer.json: " + ids.max_id_field + " has id " + std::to_string(ids.max_id) +
+        ", but the file has only " + std::to_string(ids.vocab.size()) + " vocabulary and " +
+        std::to_string(ids.added_ids.size()) + " added tokens; ids must stay below " +
+        std::to_string(id_limit) + " (twice the token count plus 65536)");
+  id_to_bytes_.assign(ids.max_id + 1, std::string());
+  id_known_.assign(ids.max_id + 1, false);
+  bytes_to_id_.reserve(ids.vocab.size());
+  std::string raw;
+  for (const auto& [text, id] : ids.vocab) {
+    if (!ByteLevelToBytes(text, &raw)) raw = text;
+    id_to_bytes_[id] = raw;
+    id_known_[id] = true;
+    bytes_to_id_.emplace(raw, id);
+  }
+  const ByteMap& bm = GetByteMap();
+  for (int b = 0; b < 256; ++b) {
+    auto it = ids.vocab.find(bm.byte_to_utf8[b]);
+    if (it == ids.vocab.end())
+      return InvalidArgumentError(
+          "tokenizer.json: byte-level vocabulary lacks the symbol for byte " + std::to_string(b) +
+          "; not a byte-level BPE file");
+    byte_to_id_[b] = it->second;
+  }
+  return Status();
+}
+
+Status HfBpeTokenizer::ReadMerges(const json& jmerges,
+                                  const std::unordered_map<std::string, int32_t>& vocab) {
+  // "a b" strings (older files) or ["a", "b"] pairs.
+  merges_.Reserve(jmerges.size());
+  int32_t rank = 0;
+  for (const json& m : jmerges) {
+    std::string a, b;
+    if (m.is_string()) {
+      const std::string& s = m.get_ref<const std::string&>();
+      size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos)
+        return DataLossError("tokenizer.json: merge \"" + s + "\" is not \"left right\"");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else {
+      a = m.at(0).get<std::string>();
+      b = m.at(1).get<std::string>();
+    }
+    auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
+    if (ia != vocab.end() && ib != vocab.end() && im != vocab.end())
+      merges_.Insert(ia->second, ib->second, rank, im->second);
+    ++rank;
+  }
+  return Status();
+}
+
+Status HfBpeTokenizer::ReadAddedTokens(const json& jadded, const std::vector<int32_t>& added_ids) {
+  for (size_t i = 0; i < jadded.size(); ++i) {
+    const json& t = jadded[i];
+    AddedToken at{t.at("content").get<std::string>(), added_ids[i]};
+    if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
+      return InvalidArgumentError(
+          "tokenizer.json: added token \"" + at.content +
+          "\" uses lstrip/rstrip/single_word, which strata does not support");
+    if (at.content.empty()) continue;
+    id_to_bytes_[at.id] = at.content;
+    id_known_[at.id] = true;
+    added_.push_back(std::move(at));
+  }
+  for (const AddedToken& t : added_) {
+    unsigned char c = static_cast<unsigned char>(t.content[0]);
+    added_first_byte_[c] = true;
+    added_by_first_byte_[c].push_back(&t);
+    max_added_size_ = std::max(max_added_size_, t.content.size());
+  }
+  for (auto& list : added_by_first_byte_)
+    std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
+      return x->content.size() > y->content.size();
+    });
+  return Status();
 }
 
 }  // namespace
