@@ -360,13 +360,17 @@ class GrpcTransport : public Transport {
 
   // The result of a call that ended with a gRPC error: the total deadline reached, or the server's
   // status; UNAVAILABLE and RESOURCE_EXHAUSTED (but a size limit) are retryable while no message
-  // has arrived.
+  // has arrived. The server learns the deadline from the grpc-timeout header and may end the call
+  // with DEADLINE_EXCEEDED a little before the client's own timer fires (it counts from when the
+  // header arrived, on its clock): within kServerDeadlineSlack of the deadline that is the call's
+  // deadline; earlier it is the server's own error, reported as such.
   static AttemptResult FailedCall(const grpc::Status& status,
                                   std::chrono::system_clock::time_point deadline,
                                   const AttemptLimits& limits, int64_t messages) {
+    constexpr std::chrono::milliseconds kServerDeadlineSlack{100};
     AttemptResult result;
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-        std::chrono::system_clock::now() >= deadline) {
+        std::chrono::system_clock::now() + kServerDeadlineSlack >= deadline) {
       result.status = DeadlineExceededError(
           limits.where + ": exceeded its total time of " + std::to_string(limits.total_ms) +
           " ms (the server was told the same deadline and stops)");

@@ -58,6 +58,10 @@ class Service(pbg.SglangServiceServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         if "x-want-code" in md:
             context.abort(CODES[int(md["x-want-code"])], "server says " + md["x-want-code"])
+        if "x-deadline-early-ms" in md:  # end the call with DEADLINE_EXCEEDED this early
+            while context.time_remaining() > int(md["x-deadline-early-ms"]) / 1000.0:
+                time.sleep(0.005)
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "server deadline reached")
         body = json.loads(request.json_body)
         if md.get("x-compress") == "gzip":
             context.set_compression(grpc.Compression.Gzip)
@@ -275,6 +279,26 @@ TEST_CASE("gRPC status codes map to the same strata codes", "[grpc][python]") {
   Response response;
   CHECK(grpc->Abort("known-rid").ok());
   CHECK(grpc->Abort("other-rid").code() == StatusCode::kNotFound);
+}
+
+// A server that ends the call with DEADLINE_EXCEEDED just before the client's timer (it counts the
+// propagated deadline from when the header arrived) reached the call's deadline; one that says so
+// long before reports its own error (the table above: "server says 4").
+TEST_CASE("gRPC transport: a server's DEADLINE_EXCEEDED just before the deadline is the deadline",
+          "[grpc][python]") {
+  PythonGrpcServer server;
+  GrpcTransportOptions options;
+  options.target = server.target();
+  options.retry.retry_enabled = false;
+  auto grpc = Connect(options);
+  CallOptions call;
+  call.deadline = std::chrono::milliseconds(2000);
+  call.headers = {{"x-deadline-early-ms", "30"}};
+  Response response;
+  Status s = grpc->Send(kBody, call, &response);
+  INFO(s.ToString());
+  CHECK(s.code() == StatusCode::kDeadlineExceeded);
+  CHECK(s.message().find("exceeded its total time of") != std::string::npos);
 }
 
 TEST_CASE("gRPC transport: cancelling stops the Python server's prefill",

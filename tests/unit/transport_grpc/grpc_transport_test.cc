@@ -336,6 +336,7 @@ TEST_CASE("gRPC transport: the deadline travels to the server, which stops", "[g
   call.headers = {{"x-strata-sim-fault", "slow-first-byte,delay_ms=30000"}};
   Response response;
   Status s = grpc->Send(Body(true), call, &response);
+  INFO(s.ToString());
   CHECK(s.code() == StatusCode::kDeadlineExceeded);
   CHECK(s.message().find("total time") != std::string::npos);
   for (int i = 0; i < 200 && sim->grpc_cancelled_calls() == 0; ++i) {
