@@ -106,13 +106,17 @@ struct AgentRegistry::State {
 
 AgentRegistry::AgentRegistry(std::unique_ptr<State> state) : state_(std::move(state)) {}
 AgentRegistry::~AgentRegistry() {
-  // Agents first: they write to the store until they are destroyed.
-  std::lock_guard<std::mutex> lock(state_->mu);
-  for (auto& [id, entry] : state_->entries) {
+  // Agents first: they write to the store until they are destroyed. Each entry's mutex is taken
+  // after the registry's is released: the lock order is entry, then registry (Adopt, CloseIdle).
+  std::map<std::string, std::shared_ptr<AgentLease::Entry>, std::less<>> entries;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    entries.swap(state_->entries);
+  }
+  for (auto& [id, entry] : entries) {
     std::lock_guard<std::mutex> agent_lock(entry->mu);
     entry->agent.reset();
   }
-  state_->entries.clear();
 }
 
 StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
