@@ -676,14 +676,16 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
   CallOptions call;
   call.request_id = "rid-abort-me";
   call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=5000"}};
-  std::thread aborter([&grpc] {
+  Status aborted;  // checked after join: Catch2 assertions are not thread-safe
+  std::thread aborter([&grpc, &aborted] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    CHECK(grpc->Abort("rid-abort-me").ok());
+    aborted = grpc->Abort("rid-abort-me");
   });
   Response response;
   auto start = std::chrono::steady_clock::now();
   Status s = grpc->Send(body.dump(), call, &response);
   aborter.join();
+  CHECK(aborted.ok());
   REQUIRE(s.ok());
   CHECK(response.finish_reason == "abort");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));

@@ -268,9 +268,10 @@ TEST_CASE("compact: a full long pool degrades to a smaller pool with a free slot
   FakeHandler handler;
   pools->SetDegradationHandler(&handler);
   f.long_a.Hold();
+  Status held;  // checked after join: Catch2 assertions are not thread-safe
   std::thread holder([&] {
     RequestRecord r;
-    CHECK(SendTokens(*pools, 600000, &r).ok());
+    held = SendTokens(*pools, 600000, &r);
   });
   WaitFor([&] { return f.long_a.waiting() == 1; });
   RequestRecord r;
@@ -282,6 +283,7 @@ TEST_CASE("compact: a full long pool degrades to a smaller pool with a free slot
   CHECK(f.medium_a.bodies()[0] == "compacted-body");
   f.long_a.Release();
   holder.join();
+  CHECK(held.ok());
 }
 
 TEST_CASE("a failed or insufficient compaction is recorded and the ladder goes on to fork",
@@ -314,18 +316,22 @@ TEST_CASE("wait: a request queues for the pool's slot and is admitted when it fr
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();
+  Status held;  // checked after join: Catch2 assertions are not thread-safe
   std::thread holder([&] {
     RequestRecord r;
-    CHECK(SendTokens(*pools, 600000, &r).ok());
+    held = SendTokens(*pools, 600000, &r);
   });
   WaitFor([&] { return f.long_a.waiting() == 1; });
   RequestRecord waited;
-  std::thread waiter([&] { CHECK(SendTokens(*pools, 700000, &waited, "w").ok()); });
+  Status waiter_status;
+  std::thread waiter([&] { waiter_status = SendTokens(*pools, 700000, &waited, "w"); });
   WaitFor([&] { return pools->Metrics().pools[2].queued == 1; });
   f.clock.Advance(250000);  // 250 ms in the queue
   f.long_a.Release();
   holder.join();
+  CHECK(held.ok());
   waiter.join();
+  CHECK(waiter_status.ok());
   CHECK(waited.pool == "long");
   CHECK(waited.degradation == "wait");
   CHECK(waited.queue_wait_ms >= 250);
@@ -346,14 +352,16 @@ TEST_CASE(
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();
+  Status held;  // checked after join: Catch2 assertions are not thread-safe
   std::thread holder([&] {
     RequestRecord r;
-    CHECK(SendTokens(*pools, 600000, &r).ok());
+    held = SendTokens(*pools, 600000, &r);
   });
   WaitFor([&] { return f.long_a.waiting() == 1; });
+  Status queued;
   std::thread waiter([&] {
     RequestRecord r;
-    CHECK(SendTokens(*pools, 600000, &r).ok());
+    queued = SendTokens(*pools, 600000, &r);
   });
   WaitFor([&] { return pools->Metrics().pools[2].queued == 1; });
   RequestRecord r;
@@ -365,7 +373,9 @@ TEST_CASE(
   CHECK(pools->Metrics().pools[2].refused_total == 1);
   f.long_a.Release();
   holder.join();
+  CHECK(held.ok());
   waiter.join();
+  CHECK(queued.ok());
 }
 
 TEST_CASE("queue timeout: a waiter gives up after the pool's timeout on the injected clock",
@@ -373,9 +383,10 @@ TEST_CASE("queue timeout: a waiter gives up after the pool's timeout on the inje
   Fixture f;
   auto pools = f.Make();
   f.long_a.Hold();
+  Status held;  // checked after join: Catch2 assertions are not thread-safe
   std::thread holder([&] {
     RequestRecord r;
-    CHECK(SendTokens(*pools, 600000, &r).ok());
+    held = SendTokens(*pools, 600000, &r);
   });
   WaitFor([&] { return f.long_a.waiting() == 1; });
   RequestRecord r;
@@ -392,6 +403,7 @@ TEST_CASE("queue timeout: a waiter gives up after the pool's timeout on the inje
   CHECK(m.pools[2].queued == 0);
   f.long_a.Release();
   holder.join();
+  CHECK(held.ok());
 }
 
 TEST_CASE("routing: the same prefix hash always reaches the same replica, different ones spread",
@@ -442,10 +454,11 @@ TEST_CASE("bounded load: a hot prefix spills to other replicas instead of overlo
   config.load_factor = 1.25;
   auto pools = std::move(PoolSet::Create(config)).value();
   std::vector<std::thread> threads;
+  std::vector<Status> sent(8);  // checked after join: Catch2 assertions are not thread-safe
   for (int i = 0; i < 8; ++i) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, i] {
       RequestRecord r;
-      CHECK(SendTokens(*pools, 100, &r, "", "hot-prefix").ok());
+      sent[i] = SendTokens(*pools, 100, &r, "", "hot-prefix");
     });
     // One at a time, so each sees the loads of the ones before.
     WaitFor([&] {
@@ -464,6 +477,7 @@ TEST_CASE("bounded load: a hot prefix spills to other replicas instead of overlo
   CHECK(used >= 3);
   for (auto& r : replicas) r->Release();
   for (auto& t : threads) t.join();
+  for (const Status& status : sent) CHECK(status.ok());
 }
 
 TEST_CASE("health: failing replicas are avoided until a health check or a cooldown probe",
@@ -516,9 +530,10 @@ TEST_CASE("KV watermark alert lowers the long pool's cap and switches its ladder
   f.config.long_share_watermark = 1.0;  // only the KV alert here
   auto pools = f.Make();
   f.long_a.Hold();
+  Status held;  // checked after join: Catch2 assertions are not thread-safe
   std::thread holder([&] {
     RequestRecord r;
-    CHECK(SendTokens(*pools, 600000, &r).ok());  // 600000 + 4000 reserve in flight
+    held = SendTokens(*pools, 600000, &r);  // 600000 + 4000 reserve in flight
   });
   WaitFor([&] { return f.long_a.waiting() == 1; });
   PoolSetMetrics m = pools->Metrics();
@@ -540,6 +555,7 @@ TEST_CASE("KV watermark alert lowers the long pool's cap and switches its ladder
   CHECK(r.pool == "short");
   f.long_a.Release();
   holder.join();
+  CHECK(held.ok());
   m = pools->Metrics();
   CHECK_FALSE(m.kv_alert);
   CHECK(m.pools[2].effective_concurrency == 4);

@@ -68,9 +68,11 @@ TEST_CASE("admission queues FIFO when the KV blocks run out and resumes on relea
   REQUIRE(kv.Admit(50, 10, &a, &wait) == KvSim::Admission::kAdmitted);
   CHECK(kv.stats().used_blocks == 6);
   std::atomic<bool> b_admitted{false};
+  KvSim::Admission b_admission = KvSim::Admission::kTooLarge;  // checked after join (Catch2
+                                                               // assertions are not thread-safe)
   std::thread t([&] {
     int64_t w = 0;
-    CHECK(kv.Admit(50, 10, &b, &w) == KvSim::Admission::kAdmitted);
+    b_admission = kv.Admit(50, 10, &b, &w);
     b_admitted = true;
   });
   WaitFor([&] { return kv.stats().waiting == 1; });
@@ -78,6 +80,7 @@ TEST_CASE("admission queues FIFO when the KV blocks run out and resumes on relea
   kv.Release(a);
   t.join();
   CHECK(b_admitted);
+  CHECK(b_admission == KvSim::Admission::kAdmitted);
   KvSim::Stats s = kv.stats();
   CHECK(s.used_blocks == 6);
   CHECK(s.admitted_total == 2);
@@ -107,8 +110,9 @@ TEST_CASE("preemption: a growing sequence evicts the youngest, which re-queues a
   CHECK(s.used_blocks == 6);
   CHECK(s.running == 1);
   std::atomic<bool> resumed{false};
+  bool grew = false;  // checked after join: Catch2 assertions are not thread-safe
   std::thread t([&] {
-    CHECK(kv.Grow(b, 45, 222));  // b notices, waits for 5 blocks, then prefills again
+    grew = kv.Grow(b, 45, 222);  // b notices, waits for 5 blocks, then prefills again
     resumed = true;
   });
   WaitFor([&] { return kv.stats().waiting == 1; });
@@ -116,6 +120,7 @@ TEST_CASE("preemption: a growing sequence evicts the youngest, which re-queues a
   kv.Release(a);
   t.join();
   CHECK(resumed);
+  CHECK(grew);
   std::lock_guard<std::mutex> lock(sleeps.mu);
   REQUIRE(sleeps.us.size() == 1);
   CHECK(sleeps.us[0] == 222);  // the recompute prefill
