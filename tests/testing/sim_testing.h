@@ -28,7 +28,7 @@ inline std::string TestSpmSpec() {
   return std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model";
 }
 
-// The tokenizer of TestSpmSpec(). A skip, not a failure, in an AddressSanitizer build of a binary
+// The tokenizer of TestSpmSpec(). A skip, not a failure, in an ASan or TSan build of a binary
 // that links libprotobuf, where the SentencePiece backend cannot be isolated (RTLD_DEEPBIND).
 inline std::unique_ptr<Tokenizer> TestSpmTokenizer() {
   StatusOr<std::unique_ptr<Tokenizer>> tokenizer = MakeTokenizer(TestSpmSpec());

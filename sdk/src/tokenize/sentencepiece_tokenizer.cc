@@ -19,12 +19,18 @@
 
 #include "tokenize/exact_tokenizer.h"
 
-// AddressSanitizer builds: GCC defines __SANITIZE_ADDRESS__, clang reports the feature instead.
+// AddressSanitizer and ThreadSanitizer builds, whose runtimes refuse dlopen(RTLD_DEEPBIND) (the
+// TSan runtime ends the process in dlopen): GCC defines __SANITIZE_ADDRESS__ and
+// __SANITIZE_THREAD__, clang reports the features instead.
 #if defined(__SANITIZE_ADDRESS__)
-#define STRATA_SPM_ASAN 1
+#define STRATA_SPM_NO_DEEPBIND "AddressSanitizer"
+#elif defined(__SANITIZE_THREAD__)
+#define STRATA_SPM_NO_DEEPBIND "ThreadSanitizer"
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define STRATA_SPM_ASAN 1
+#define STRATA_SPM_NO_DEEPBIND "AddressSanitizer"
+#elif __has_feature(thread_sanitizer)
+#define STRATA_SPM_NO_DEEPBIND "ThreadSanitizer"
 #endif
 #endif
 
@@ -41,15 +47,17 @@ struct SpmLibrary {
   std::string error;
 };
 
-// Why an AddressSanitizer build refuses to load libsentencepiece into a process with libprotobuf.
+#if defined(STRATA_SPM_NO_DEEPBIND)
+// Why a sanitizer build refuses to load libsentencepiece into a process with libprotobuf.
 constexpr char kSpmNeedsDeepbind[] =
-    "this AddressSanitizer build cannot load libsentencepiece into a process that also links "
-    "libprotobuf (gRPC): the sanitizer runtime refuses dlopen(RTLD_DEEPBIND), which isolates "
-    "sentencepiece's own protobuf copy; use a build without ASan, or an hf: tokenizer";
+    "this " STRATA_SPM_NO_DEEPBIND " build cannot load libsentencepiece into a process that also "
+    "links libprotobuf (gRPC): the sanitizer runtime refuses dlopen(RTLD_DEEPBIND), which isolates "
+    "sentencepiece's own protobuf copy; use a build without the sanitizer, or an hf: tokenizer";
+#endif
 
 int DlopenFlags() {
   int flags = RTLD_NOW | RTLD_LOCAL;
-#if !defined(STRATA_SPM_ASAN)
+#if !defined(STRATA_SPM_NO_DEEPBIND)
   flags |= RTLD_DEEPBIND;  // sanitizer runtimes refuse RTLD_DEEPBIND
 #endif
   return flags;
@@ -58,7 +66,7 @@ int DlopenFlags() {
 const SpmLibrary& Library() {
   static const SpmLibrary* library = [] {
     auto* lib = new SpmLibrary();
-#if defined(STRATA_SPM_ASAN)
+#if defined(STRATA_SPM_NO_DEEPBIND)
     // Without RTLD_DEEPBIND, libsentencepiece's protobuf copy binds to a libprotobuf the process
     // already has (gRPC), and its static initializers throw on the version mismatch inside dlopen.
     if (dlsym(RTLD_DEFAULT, "_ZN6google8protobuf8internal13VerifyVersionEiiPKc") != nullptr) {

@@ -115,10 +115,11 @@ std::string ToolOutput(int n, int words) {
   return out;
 }
 
-AgentConfig Config(const std::string& id, const std::string& store_path) {
+AgentConfig Config(const std::string& id, const std::string& store_path,
+                   const std::string& tokenizer = TestSpmSpec()) {
   AgentConfig c;
   c.identity.id = id;
-  c.tokenizer = TestSpmSpec();
+  c.tokenizer = tokenizer;
   c.budget.window = 64000;
   c.endpoint.max_output_tokens = 64;
   c.store_path = store_path;
@@ -250,14 +251,20 @@ TEST_CASE("the task is forked into a request that fits when compaction is not on
 
 TEST_CASE("a request waits in the full pool's queue and is recorded with its wait",
           "[agent][pools][concurrency]") {
-  Sim sim;
-  Gate long_gate(sim.http.get());
+  // The byte estimator on both sides, not the SentencePiece model: this case runs under
+  // ThreadSanitizer, whose builds cannot load libsentencepiece next to libprotobuf.
+  auto server = testing::StartSim();
+  HttpTransportOptions h;
+  h.base_url = server->base_url();
+  auto http = Must(MakeHttpTransport(h));
+  Gate long_gate(http.get());
   PoolSetConfig config;
-  config.pools = {Pool("short", 4000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
+  config.pools = {Pool("short", 4000, http.get(), 0), Pool("long", 60000, &long_gate, 1)};
   config.pools[1].max_queue = 4;
   config.ladder = {DegradationStep::kWait, DegradationStep::kRefuse};
   auto pools = Must(PoolSet::Create(config));
-  auto agent = Must(Agent::Create(Config("waiting", ""), {pools.get(), nullptr, nullptr}));
+  auto agent =
+      Must(Agent::Create(Config("waiting", "", "estimate"), {pools.get(), nullptr, nullptr}));
   Session(*agent, 4, 400);
   REQUIRE(Must(agent->InputTokens()) > 4000);
 
