@@ -80,17 +80,30 @@ class Sidecar:
         if expect_listening:
             self.target = self._wait_for_line()
 
-    def _wait_for_line(self, timeout: float = 30) -> str:
+    def _poll(self, find, timeout: float):
+        """find()'s first result other than None, polled until the process exits or `timeout`
+        seconds pass (then one last try); None when it never found anything."""
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            text = self.out_path.read_text()
-            for line in text.splitlines():
+        while time.time() < deadline and self.process.poll() is None:
+            found = find()
+            if found is not None:
+                return found
+            time.sleep(0.02)
+        return find()
+
+    def _wait_for_line(self, timeout: float = 30) -> str:
+        def listener() -> Optional[str]:
+            for line in self.out_path.read_text().splitlines():
                 if line.startswith("grpc listening on "):
                     return line[len("grpc listening on "):].strip()
-            if self.process.poll() is not None:
-                raise RuntimeError(f"strata-sidecar exited with {self.process.returncode}: "
-                                   f"{self.err_path.read_text()}")
-            time.sleep(0.02)
+            return None
+
+        target = self._poll(listener, timeout)
+        if target is not None:
+            return target
+        if self.process.poll() is not None:
+            raise RuntimeError(f"strata-sidecar exited with {self.process.returncode}: "
+                               f"{self.err_path.read_text()}")
         raise RuntimeError("strata-sidecar printed no listener line: " + self.err_path.read_text())
 
     def output(self) -> str:
@@ -99,16 +112,12 @@ class Sidecar:
     def wait_for_output(self, text: str, timeout: float = 30) -> str:
         """The output once it contains `text`: lines logged after the listener line (the
         "serving ..." line) may not be written yet when the constructor returns."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+        def containing() -> Optional[str]:
             output = self.output()
-            if text in output:
-                return output
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.02)
-        output = self.output()
-        assert text in output, f"strata-sidecar did not print {text!r}:\n{output}"
+            return output if text in output else None
+
+        output = self._poll(containing, timeout)
+        assert output is not None, f"strata-sidecar did not print {text!r}:\n{self.output()}"
         return output
 
     def stub(self, token: Optional[str] = None, credentials=None, options=()) -> "pb_grpc.ContextServiceStub":
