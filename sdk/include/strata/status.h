@@ -8,6 +8,10 @@
 //   if (!id.ok()) { std::cerr << id.status() << "\n"; return; }
 //   use(*id);
 //
+// Where an error has a sensible fallback, value_or() gives the value or the fallback (like
+// std::optional's):
+//   size_t window = ParseWindow(text).value_or(131072);
+//
 // Inside functions that themselves return Status or StatusOr:
 //   STRATA_RETURN_IF_ERROR(context.SetSystemPrompt(prompt));
 //   STRATA_ASSIGN_OR_RETURN(auto request, context.Build());
@@ -155,6 +159,29 @@ class [[nodiscard]] StatusOr {
   // A pointer to the value, as &value().
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
+
+  // The value (copied) when one is held, else `default_value` converted to T; never aborts, and
+  // leaves this StatusOr as it was. Like std::optional::value_or: T must be copy constructible and
+  // U convertible to T.
+  template <typename U>
+  T value_or(U&& default_value) const& {
+    static_assert(std::is_copy_constructible_v<T>,
+                  "StatusOr<T>::value_or() const& copies the value: T must be copy constructible "
+                  "(call std::move(status_or).value_or(...) to move it out)");
+    static_assert(std::is_convertible_v<U&&, T>, "value_or(): the default must convert to T");
+    if (ok()) return *value_;
+    return static_cast<T>(std::forward<U>(default_value));
+  }
+  // The value moved out when one is held, else `default_value` converted to T; never aborts. The
+  // StatusOr keeps its status, and a moved-from value. Works with move-only T.
+  template <typename U>
+  T value_or(U&& default_value) && {
+    static_assert(std::is_move_constructible_v<T>,
+                  "StatusOr<T>::value_or() && moves the value: T must be move constructible");
+    static_assert(std::is_convertible_v<U&&, T>, "value_or(): the default must convert to T");
+    if (ok()) return std::move(*value_);
+    return static_cast<T>(std::forward<U>(default_value));
+  }
 
  private:
   Status status_;

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <memory>
+#include <string>
 
 namespace strata {
 namespace {
@@ -22,6 +23,16 @@ StatusOr<int> Quarter(int x) {
   STRATA_ASSIGN_OR_RETURN(int quarter, Half(half));
   return quarter;
 }
+
+// Counts the copies made of it (moves do not count), to tell a copy from a move.
+struct CopyCounter {
+  CopyCounter() = default;
+  CopyCounter(const CopyCounter& other) : copies(other.copies + 1) {}
+  CopyCounter(CopyCounter&&) = default;
+  CopyCounter& operator=(const CopyCounter&) = default;
+  CopyCounter& operator=(CopyCounter&&) = default;
+  int copies = 0;
+};
 
 TEST_CASE("status codes have canonical names and gRPC numbering", "[core][status]") {
   CHECK(StatusCodeName(StatusCode::kResourceExhausted) == "RESOURCE_EXHAUSTED");
@@ -46,6 +57,39 @@ TEST_CASE("StatusOr holds move-only values and refuses an OK status", "[core][st
   CHECK(*owned == 7);
   StatusOr<int> bad = Status::Ok();
   CHECK(bad.status().code() == StatusCode::kInternal);
+}
+
+TEST_CASE("value_or gives the value, or the default for an error, and never aborts",
+          "[core][status]") {
+  const StatusOr<std::string> held = std::string("kept");
+  const StatusOr<std::string> failed = NotFoundError("no value");
+  CHECK(held.value_or("fallback") == "kept");
+  CHECK(failed.value_or("fallback") == "fallback");  // a const char* converted to std::string
+  // The const& overload copies: the StatusOr still holds its value or its error afterwards.
+  CHECK(*held == "kept");
+  CHECK(failed.status().message() == "no value");
+  CHECK(Half(8).value_or(-1) == 4);
+  CHECK(Half(7).value_or(-1) == -1);
+}
+
+TEST_CASE("value_or on an rvalue moves the value out, so move-only values work", "[core][status]") {
+  StatusOr<std::unique_ptr<int>> held = std::make_unique<int>(7);
+  std::unique_ptr<int> owned = std::move(held).value_or(nullptr);
+  REQUIRE(owned != nullptr);
+  CHECK(*owned == 7);
+  CHECK(held.ok());  // the status stays; the value was moved from
+
+  StatusOr<std::unique_ptr<int>> failed = UnavailableError("down");
+  std::unique_ptr<int> fallback = std::move(failed).value_or(std::make_unique<int>(9));
+  REQUIRE(fallback != nullptr);
+  CHECK(*fallback == 9);
+
+  // A copyable value is moved too, not copied.
+  StatusOr<CopyCounter> counted = CopyCounter{};
+  CopyCounter out = std::move(counted).value_or(CopyCounter{});
+  CHECK(out.copies == 0);
+  const StatusOr<CopyCounter> kept = CopyCounter{};
+  CHECK(kept.value_or(CopyCounter{}).copies == 1);
 }
 
 }  // namespace
