@@ -5,8 +5,11 @@
 #
 # _strata_find_target(<target> <mode> <found_var> <how_var>)
 #   mode CHECK: only tells whether <target> is listed here (found_var TRUE or FALSE); no lookup.
-#   mode QUIET: looks it up printing nothing (not even what the dependency's own config prints,
-#               e.g. gRPC's "Could NOT find c-ares"): for components that are optional.
+#   mode QUIET: looks it up without the status lines of the lookup and of the dependency's own
+#               config (gRPC's looks up ZLIB, Protobuf, OpenSSL, c-ares, absl and RE2 loudly): for
+#               components that are optional. One line remains: CMake itself prints gRPC's config
+#               mode lookup of c-ares, "Could NOT find c-ares (missing: c-ares_DIR)", before its
+#               module finds c-ares; only not looking gRPC up (COMPONENTS) avoids it.
 #   mode LOUD:  looks it up as find_package() normally does: for components that are required.
 #   found_var is TRUE when <target> exists afterwards; how_var names the lookup, for messages.
 function(_strata_find_target target mode found_var how_var)
@@ -54,8 +57,8 @@ function(_strata_find_target target mode found_var how_var)
     set(quiet "")
     if(mode STREQUAL "QUIET")
       set(quiet QUIET)
-      # QUIET does not reach the lookups a dependency's config makes itself (gRPC's looks up c-ares
-      # without it); this function scope prints no status line at all. --log-level still wins.
+      # QUIET does not reach the lookups a dependency's config makes itself (gRPC's are all loud);
+      # in this function scope message(STATUS) prints nothing. --log-level still wins.
       set(CMAKE_MESSAGE_LOG_LEVEL NOTICE)
     endif()
     if(package)
