@@ -26,9 +26,11 @@ using json = nlohmann::json;
 // (TurnOptions::extra_fields), except kAgentOwnedFields.
 const std::set<std::string> kHandledFields = {"model",  "messages",       "tools",
                                               "stream", "stream_options", "n"};
-// Fields the agent sets for isolation and correlation (a client's cache_salt could reach another
-// tenant's cache): dropped and named in X-Strata-Ignored-Fields.
-const std::set<std::string> kAgentOwnedFields = {"cache_salt", "request_id", "rid"};
+// Fields the agent sets for isolation and correlation (a client's cache_salt or SGLang extra_key
+// could reach another tenant's cache; extra_body is a client library's wrapper that a server may
+// merge into the request, its cache keys included): dropped and named in X-Strata-Ignored-Fields.
+const std::set<std::string> kAgentOwnedFields = {"cache_salt", "extra_body", "extra_key",
+                                                 "request_id", "rid"};
 
 std::string Hex(const unsigned char* data, size_t size) {
   static const char kHex[] = "0123456789abcdef";

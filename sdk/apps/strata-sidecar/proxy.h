@@ -19,7 +19,7 @@
 //
 // Headers of the answer: X-Strata-Agent (the agent id), X-Strata-Reconcile ("appended N" or
 // "replaced from message K: why"), X-Strata-Ignored-Fields (request fields dropped because the
-// agent owns them: cache_salt, request_id, rid).
+// agent owns them: cache_salt, extra_body, extra_key, request_id, rid).
 // A "strata" object in the chat.completion (and in the stream's last chunk) says what the
 // sidecar did: agent, reconcile, compaction, prefix break, predicted cached tokens.
 //

@@ -43,6 +43,8 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
       {"stream_options", {{"include_usage", true}}},
       {"response_format", {{"type", "json_object"}}},
       {"rid", "r1"},
+      {"extra_key", "another-tenants-cache-key"},
+      {"extra_body", {{"cache_salt", "x"}}},
       {"n", 1}};
   StatusOr<ChatRequest> request = ParseChatRequest(body.dump());
   REQUIRE(request.ok());
@@ -56,7 +58,9 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
   using Field = std::pair<std::string, std::string>;
   CHECK(request->forwarded == std::vector<Field>{{"response_format", R"({"type":"json_object"})"},
                                                  {"temperature", "0.2"}});
-  CHECK(request->ignored == std::vector<std::string>{"cache_salt", "rid"});
+  // SGLang's extra_key (a cache key) and a literal extra_body are the agent's too: dropped.
+  CHECK(request->ignored ==
+        std::vector<std::string>{"cache_salt", "extra_body", "extra_key", "rid"});
 }
 
 TEST_CASE("ParseChatRequest: absent and null fields take the defaults") {
