@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/json_text.h"
+#include "json_body.h"
 #include "strata/transport.h"
 
 namespace strata::sidecar {
@@ -458,6 +459,9 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   // comparisons of the values below recurse once per level.
   STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
   json request = json::parse(body, nullptr, false);
+  if (request.is_discarded()) {
+    return InvalidArgumentError(DescribeJsonError(body, "the request body"));
+  }
   if (!request.is_object()) {
     return InvalidArgumentError(
         "the request body is not a JSON object (a Chat Completions request)");

@@ -90,7 +90,14 @@ TEST_CASE("ParseChatRequest refuses each malformed field by name") {
     return body.dump();
   };
   CHECK_THAT(Refusal("[1, 2]"), Catch::Contains("not a JSON object"));
-  CHECK_THAT(Refusal("{\"messages\": "), Catch::Contains("not a JSON object"));
+  // A body that does not parse says why, precisely.
+  CHECK_THAT(Refusal("{\"messages\": "), Catch::Contains("is not valid JSON at byte 14"));
+  CHECK_THAT(Refusal("{\"messages\": [], \"user\": \"\xff\"}"),
+             Catch::Contains("is not valid UTF-8: the byte 0xFF at offset 26"));
+  CHECK_THAT(Refusal("{\"messages\": [], \"user\": \"\\ud800\"}"),
+             Catch::Contains("surrogate U+D800"));
+  CHECK_THAT(Refusal("{\"messages\": [], \"seed\": 1e400}"),
+             Catch::Contains("number overflow parsing '1e400'"));
   CHECK_THAT(Refusal("{\"model\": \"m\"}"), Catch::Contains("no \"messages\""));
   CHECK_THAT(Refusal(with("n", 2)), Catch::Contains("\"n\""));
   CHECK_THAT(Refusal(with("n", 1.0)), Catch::Contains("\"n\""));
