@@ -261,6 +261,7 @@ StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfi
   options.chat_template = config.chat_template;
   options.window = config.budget;
   options.max_open_agents = static_cast<size_t>(config.max_open_agents);
+  options.lease_wait = std::chrono::milliseconds(config.lease_wait_ms);
   options.transport = pools;  // nullptr: an HTTP transport to --upstream
   return sc::AgentRegistry::Open(options);
 }
@@ -344,6 +345,8 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
   options.tls = config.tls;
   options.authenticator = &authenticator;
   options.proxy = &proxy;
+  options.head_timeout = std::chrono::milliseconds(config.http_head_timeout_ms);
+  options.max_connections_per_client = static_cast<int>(config.http_max_connections_per_client);
   // Agent counts are read at scrape time too: the proxy creates agents on first use.
   options.metrics = [&metrics, &authenticator, &registry] {
     for (const sc::TenantConfig& t : authenticator.tenants()) {
