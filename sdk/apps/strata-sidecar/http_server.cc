@@ -163,7 +163,7 @@ class HttpServer::Impl {
         return;
       }
       Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"),
-                                            req.body),
+                                            req.body, CurrentClientWatch()),
             res);
     });
     s.set_error_handler(ErrorHandler());

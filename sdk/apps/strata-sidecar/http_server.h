@@ -10,6 +10,8 @@
 //                              draining; 503 otherwise (never authenticated)
 // Connections are read as http_connection.h says: a deadline on each request head, a cap on the
 // connections of one client address, and the head checked against RFC 9112 before any route.
+// A chat completion whose client closes its connection is cancelled (its upstream request
+// stops and its agent is released).
 // Every other call carries "Authorization: Bearer <token>", checked by the Authenticator (401 in
 // OpenAI's error shape otherwise; with no tenants configured, no header is needed). Bodies above
 // the caller's tenant's max_request_bytes are refused with 413 (above the largest tenant's

@@ -515,7 +515,7 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
 }
 
 HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
-                                 std::string_view body) {
+                                 std::string_view body, const ClientWatch& watch) {
   auto fail = [this, &tenant](const Status& status, bool upstream = false) {
     if (options_.on_error) options_.on_error(tenant.name, status.code());
     return ErrorReply(status, upstream);
@@ -540,6 +540,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   if (!request->stream) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
+    std::shared_ptr<void> watched = watch ? watch(&cancel) : nullptr;  // the client leaves: cancel
     TurnOptions turn_options;
     turn_options.cancel = &cancel;
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
@@ -554,9 +555,10 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
 
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
-  reply.stream = [this, job](const std::function<bool(std::string_view)>& write) {
+  reply.stream = [this, job, watch](const std::function<bool(std::string_view)>& write) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
+    std::shared_ptr<void> watched = watch ? watch(&cancel) : nullptr;
     ChunkStream chunks(*job, write, &cancel);
     chunks.Begin();
     TurnOptions turn_options;

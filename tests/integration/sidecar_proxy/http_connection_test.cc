@@ -1,5 +1,6 @@
 // The sidecar's HTTP listener over raw sockets (http_connection.h): clients that drip their
-// request heads, malformed heads answered at once. strata-sim is the upstream.
+// request heads, malformed heads answered at once, and a proxy client that closes its connection
+// while its turn runs. strata-sim is the upstream.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -115,6 +116,8 @@ struct Fixture {
     RegistryOptions registry_options;
     registry_options.store_path = dir + "/sidecar.db";
     registry_options.upstream = sim->base_url();
+    // A turn that keeps its agent longer than this fails the test's Acquire.
+    registry_options.lease_wait = std::chrono::seconds(20);
     registry = std::move(AgentRegistry::Open(registry_options)).value();
     ProxyOptions proxy_options;
     proxy_options.registry = registry.get();
@@ -233,6 +236,44 @@ TEST_CASE("a body that is not JSON gets a 400 that says why", "[sidecar][proxy][
     INFO(reply);
     CHECK(StatusOf(reply) == 400);
     CHECK_THAT(ErrorOf(reply)["message"].get<std::string>(), Contains(message));
+  }
+}
+
+TEST_CASE("a proxy client that closes its connection cancels its turn and frees its agent",
+          "[sidecar][proxy][http]") {
+  Fixture f("leaver");
+  const TenantConfig* alpha = f.authenticator->Find("alpha");
+  REQUIRE(alpha != nullptr);
+  for (bool stream : {false, true}) {
+    INFO("stream " << stream);
+    const std::string agent = stream ? "leaver-stream" : "leaver-plain";
+    // The upstream holds its answer for two minutes.
+    REQUIRE(f.sim->InjectFault("slow-first-byte,delay_ms=120000", 1).ok());
+    const size_t before = f.sim->requests().size();
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "wait for it"}}})}};
+    if (stream) body["stream"] = true;
+    auto client = std::make_unique<RawClient>(f.http->port());
+    client->Send(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        "alpha-token\r\nX-Strata-Agent: " +
+        agent + "\r\nContent-Length: " + std::to_string(body.dump().size()) + "\r\n\r\n" +
+        body.dump());
+    // Polls until the upstream has the request (the turn is in flight), then leaves.
+    for (int i = 0; i < 3000 && f.sim->requests().size() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(f.sim->requests().size() > before);
+    client->Close();
+    // The turn ends: its agent is free again long before the upstream would have answered, and
+    // its record says it was cancelled.
+    StatusOr<AgentLease> lease = f.registry->Acquire(*alpha, agent);
+    INFO(lease.status().message());
+    REQUIRE(lease.ok());
+    StatusOr<std::vector<RequestRecord>> records =
+        f.registry->store().RecentRequests(lease->stored_id(), 5);
+    REQUIRE(records.ok());
+    REQUIRE(records->size() == 1);
+    CHECK(records->front().code == StatusCode::kCancelled);
   }
 }
 
