@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "drain.h"
 #include "http_server.h"
 #include "registry.h"
 #include "service.h"
@@ -359,10 +360,11 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
   return http;
 }
 
-// Waits for SIGTERM or SIGINT (in `signals`, blocked), then drains: stops accepting calls and lets
-// those in flight finish for up to drain_timeout_ms. Returns how long the drain took, in ms.
+// Waits for SIGTERM or SIGINT (in `signals`, blocked), then drains (drain.h): stops accepting
+// calls and lets those in flight finish for up to drain_timeout_ms. Returns how long the drain
+// took, in ms.
 int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
-                     sc::HttpServer* http) {
+                     sc::ContextServiceImpl& service, sc::HttpServer* http) {
   int signal = 0;
   sigwait(&signals, &signal);
   Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
@@ -370,9 +372,7 @@ int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Se
   if (auto* health = server.GetHealthCheckService()) health->SetServingStatus(false);
   if (http) http->BeginDrain();
   const auto start = std::chrono::steady_clock::now();
-  server.Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_timeout_ms));
-  server.Wait();
-  if (http) http->Stop(std::chrono::milliseconds(drain_timeout_ms));
+  sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms));
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start)
       .count();
@@ -420,7 +420,7 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
       config.store + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
       (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
-  const int64_t ms = WaitAndDrain(signals, config.drain_timeout_ms, **server, http.get());
+  const int64_t ms = WaitAndDrain(signals, config.drain_timeout_ms, **server, service, http.get());
   server->reset();
   registry->reset();
   Log("drained in " + std::to_string(ms) + " ms; exiting");

@@ -268,6 +268,8 @@ StatusOr<std::string> MergedToolsJson(Agent& agent, std::string_view tools_json)
 struct ContextServiceImpl::InFlight {
   std::mutex mu;
   std::map<std::string, int64_t, std::less<>> calls;  // tenant -> calls in progress; guarded by mu
+  std::set<CancellationToken*> completions;           // guarded by mu
+  bool cancel_all = false;                            // guarded by mu
 
   // One of the tenant's max_concurrent_calls slots (released by the returned object), or
   // RESOURCE_EXHAUSTED naming the limit.
@@ -290,6 +292,16 @@ struct ContextServiceImpl::InFlight {
     });
   }
 
+  // Registers a Complete's token for CancelAll until the returned object is destroyed.
+  std::shared_ptr<void> Register(CancellationToken* token) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancel_all) token->Cancel();
+    completions.insert(token);
+    return std::shared_ptr<void>(nullptr, [this, token](void*) {
+      std::lock_guard<std::mutex> lock(mu);
+      completions.erase(token);
+    });
+  }
 };
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -357,6 +369,15 @@ ContextServiceImpl::ContextServiceImpl(AgentRegistry* registry, const Authentica
       hooks_(std::move(hooks)),
       in_flight_(std::make_unique<InFlight>()) {}
 ContextServiceImpl::~ContextServiceImpl() = default;
+
+void ContextServiceImpl::CancelAll() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_->mu);
+    in_flight_->cancel_all = true;
+    for (CancellationToken* token : in_flight_->completions) token->Cancel();
+  }
+  registry_->CancelWaits();
+}
 
 #define STRATA_CALL \
   Call call { this, context }
@@ -594,6 +615,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     }
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
+    std::shared_ptr<void> registered = in_flight_->Register(&cancel);  // CancelAll cancels it
     CancelWhenClientLeaves watcher(context, &cancel);
     TurnOptions options;
     options.cancel = &cancel;

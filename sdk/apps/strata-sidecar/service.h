@@ -8,8 +8,8 @@
 // when all are taken: one tenant cannot hold every thread of the pool), then leases its agent
 // from the registry, waiting at most the registry's lease_wait for it (then UNAVAILABLE): the
 // call's work runs under the lease, so one agent's calls are serialized. Complete also holds one
-// of the tenant's max_concurrent_completions slots, and cancels its upstream request when the
-// client cancels or the server shuts down past its drain deadline.
+// of the tenant's max_concurrent_completions slots, and cancels its upstream request (CANCELLED)
+// when the client cancels or CancelAll() is called (the end of a drain's deadline).
 #ifndef STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
 #define STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
 
@@ -47,6 +47,11 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
   ContextServiceImpl(AgentRegistry* registry, const Authenticator* authenticator,
                      ServiceHooks hooks = {});
   ~ContextServiceImpl() override;
+
+  // Cancels every Complete in flight, and every one that starts from now on, with CANCELLED
+  // (their upstream requests stop), and makes the calls waiting for an agent's lease fail
+  // (AgentRegistry::CancelWaits): the end of a drain's deadline. Thread-safe.
+  void CancelAll();
 
   grpc::Status CreateAgent(grpc::ServerContext* context, const v1::CreateAgentRequest* request,
                            v1::AgentInfo* response) override;
@@ -97,7 +102,7 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
 
  private:
   struct Call;
-  // The tenants' calls in progress.
+  // The tenants' calls in progress and the tokens of the Completes in flight.
   struct InFlight;
   AgentRegistry* registry_;
   const Authenticator* authenticator_;
