@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "drain.h"
+#include "grpc_errors.h"
 #include "http_server.h"
 #include "registry.h"
 #include "service.h"
@@ -307,6 +308,9 @@ StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(const sc::SidecarConfig& confi
   grpc::ResourceQuota quota("strata-sidecar");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
   builder.SetResourceQuota(quota);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(sc::ExplainUnparsedRequests());  // messages for unparsable requests
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     return strata::UnavailableError("cannot listen on " + config.grpc_listen +
