@@ -35,6 +35,7 @@
 #include "sidecar_metrics.h"
 #include "strata/pools.h"
 #include "tenants.h"
+#include "tls_check.h"
 
 namespace {
 
@@ -230,6 +231,11 @@ StatusOr<sc::HostPort> CheckListeners(const sc::SidecarConfig& config,
         (config.upstream.empty() ? std::string(")") : ", and is not used by the agents)"));
   } else if (config.upstream.empty()) {
     Log("warning: no --upstream: Complete fails until one is configured");
+  }
+  if (config.tls.enabled()) {
+    for (const std::string& warning : sc::TlsCertificateWarnings(config.tls.cert_file)) {
+      Log("warning: " + warning);
+    }
   }
   if (!config.http_listen.empty() && config.tenants.empty() && !config.allow_unauthenticated) {
     STRATA_ASSIGN_OR_RETURN(sc::HostPort http_address,
