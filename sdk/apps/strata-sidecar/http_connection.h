@@ -5,7 +5,7 @@
 // for as long as it likes, and 64 such clients stop the listener. Here, before cpp-httplib sees
 // a request:
 //   - a client address holds at most ConnectionLimits::max_per_client connections at once (more
-//     are answered 429 and closed at once);
+//     are answered 429, or over TLS closed, at once);
 //   - the whole request head (request line and header fields) must arrive within
 //     ConnectionLimits::head_timeout of the connection's start (or of the end of the previous
 //     request on a kept-alive connection): a late head gets 408 and the connection is closed;
