@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 
+#include "http_connection.h"
+
 namespace strata::sidecar {
 namespace {
 
@@ -70,6 +72,45 @@ class HttpServer::Impl {
     return *tenant;
   }
 
+  httplib::Server::HandlerWithResponse ErrorHandler() {
+    // Statuses httplib sets itself (404 no route, 413 body above the limit, 400 bad request) get
+    // OpenAI's error shape; replies the routes made are left as they are.
+    return httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                       httplib::Response& res) {
+      if (!res.body.empty() || res.content_provider_) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      Status status = InternalError("request failed with HTTP " + std::to_string(res.status));
+      if (res.status == 404) {
+        status = NotFoundError(
+            "no route for " + req.method + " " + req.path +
+            " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+      } else if (res.status == 413 &&
+                 req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
+        // cpp-httplib parses form bodies and refuses those above 8,192 bytes (curl -d sends this
+        // type unless told otherwise).
+        status = InvalidArgumentError(
+            "the body was sent as application/x-www-form-urlencoded, which is limited to 8192 "
+            "bytes: send it with Content-Type: application/json");
+      } else if (res.status == 413) {
+        status = InvalidArgumentError("the request body is above the sidecar's limit of " +
+                                      std::to_string(options_.authenticator->MaxRequestBytes()) +
+                                      " bytes (the largest tenant max_request_bytes)");
+      } else if (res.status == 400) {
+        status = InvalidArgumentError("malformed HTTP request");
+      }
+      const int code = res.status;
+      HttpReply reply = ErrorReply(status);
+      if (code == 414) {
+        reply.body = OpenAiErrorJson("the request URL is too long: use a shorter one",
+                                     "invalid_request_error", "uri_too_long");
+      }
+      res.set_content(reply.body, reply.content_type.c_str());
+      res.status = code;
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+
   void Routes() {
     httplib::Server& s = *server_;
     s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -122,41 +163,10 @@ class HttpServer::Impl {
         return;
       }
       Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"),
-                                            req.body),
+                                            req.body, CurrentClientWatch()),
             res);
     });
-    // Statuses httplib sets itself (404 no route, 413 body above the limit, 400 bad request) get
-    // OpenAI's error shape; replies the routes made are left as they are.
-    s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                    httplib::Response& res) {
-      if (!res.body.empty() || res.content_provider_) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      Status status = InternalError("request failed with HTTP " + std::to_string(res.status));
-      if (res.status == 404) {
-        status = NotFoundError(
-            "no route for " + req.method + " " + req.path +
-            " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
-      } else if (res.status == 413 &&
-                 req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
-        // cpp-httplib parses form bodies and refuses those above 8,192 bytes (curl -d sends this
-        // type unless told otherwise).
-        status = InvalidArgumentError(
-            "the body was sent as application/x-www-form-urlencoded, which is limited to 8192 "
-            "bytes: send it with Content-Type: application/json");
-      } else if (res.status == 413) {
-        status = InvalidArgumentError("the request body is above the sidecar's limit of " +
-                                      std::to_string(options_.authenticator->MaxRequestBytes()) +
-                                      " bytes (the largest tenant max_request_bytes)");
-      } else if (res.status == 400) {
-        status = InvalidArgumentError("malformed HTTP request");
-      }
-      const int code = res.status;
-      HttpReply reply = ErrorReply(status);
-      res.set_content(reply.body, reply.content_type.c_str());
-      res.status = code;
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    s.set_error_handler(ErrorHandler());
     s.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
           std::string what = "unknown exception";
@@ -183,27 +193,19 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
     if (!options.tls.client_ca_file.empty()) {
       STRATA_RETURN_IF_ERROR(CheckReadable(options.tls.client_ca_file, "client_ca_file"));
     }
-    auto ssl = std::make_unique<httplib::SSLServer>(
-        options.tls.cert_file.c_str(), options.tls.key_file.c_str(),
-        options.tls.client_ca_file.empty() ? nullptr : options.tls.client_ca_file.c_str());
-    if (!ssl->is_valid()) {
-      return UnavailableError("the HTTP listener's TLS setup failed: tls.cert_file \"" +
-                              options.tls.cert_file + "\" and tls.key_file \"" +
-                              options.tls.key_file +
-                              "\" must be a PEM certificate chain and its private key");
-    }
-    impl->server_ = std::move(ssl);
-  } else {
-    impl->server_ = std::make_unique<httplib::Server>();
   }
+  ConnectionLimits limits;
+  limits.head_timeout = options.head_timeout;
+  limits.max_per_client = options.max_connections_per_client;
+  limits.max_body_bytes = std::max<int64_t>(1, options.authenticator->MaxRequestBytes());
+  limits.keep_alive_timeout = std::chrono::seconds(2);
+  limits.io_timeout = std::chrono::seconds(30);
+  STRATA_ASSIGN_OR_RETURN(impl->server_, MakeGuardedServer(options.tls, limits));
   const int threads = std::max(2, options.threads);
   impl->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->server_->set_payload_max_length(
       static_cast<size_t>(std::max<int64_t>(1, options.authenticator->MaxRequestBytes())));
   impl->server_->set_keep_alive_max_count(1000);
-  impl->server_->set_keep_alive_timeout(2);
-  impl->server_->set_read_timeout(30, 0);
-  impl->server_->set_write_timeout(30, 0);
   impl->options_ = std::move(options);
   impl->host_ = address.host;
   impl->Routes();

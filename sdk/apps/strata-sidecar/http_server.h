@@ -8,6 +8,10 @@
 //   GET  /healthz              200 while the process serves (never authenticated)
 //   GET  /readyz               200 when ready: the store is open (ready() says so) and not
 //                              draining; 503 otherwise (never authenticated)
+// Connections are read as http_connection.h says: a deadline on each request head, a cap on the
+// connections of one client address, and the head checked against RFC 9112 before any route.
+// A chat completion whose client closes its connection is cancelled (its upstream request
+// stops and its agent is released).
 // Every other call carries "Authorization: Bearer <token>", checked by the Authenticator (401 in
 // OpenAI's error shape otherwise; with no tenants configured, no header is needed). Bodies above
 // the caller's tenant's max_request_bytes are refused with 413 (above the largest tenant's
@@ -53,6 +57,11 @@ struct HttpServerOptions {
   std::function<bool()> ready;
   // Requests handled at once (streams included); more wait for a free thread. Default 64.
   int threads = 64;
+  // The whole request head must arrive within this, or the connection gets 408 and is closed
+  // (http_connection.h: a client dripping its head holds a thread no longer).
+  std::chrono::milliseconds head_timeout{10000};
+  // Connections one client address may hold at once (more get 429 and are closed); 0: no limit.
+  int max_connections_per_client = 32;
 };
 
 class HttpServer {

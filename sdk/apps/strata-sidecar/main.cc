@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "drain.h"
+#include "grpc_errors.h"
 #include "http_server.h"
 #include "registry.h"
 #include "service.h"
@@ -33,6 +35,7 @@
 #include "sidecar_metrics.h"
 #include "strata/pools.h"
 #include "tenants.h"
+#include "tls_check.h"
 
 namespace {
 
@@ -229,6 +232,11 @@ StatusOr<sc::HostPort> CheckListeners(const sc::SidecarConfig& config,
   } else if (config.upstream.empty()) {
     Log("warning: no --upstream: Complete fails until one is configured");
   }
+  if (config.tls.enabled()) {
+    for (const std::string& warning : sc::TlsCertificateWarnings(config.tls.cert_file)) {
+      Log("warning: " + warning);
+    }
+  }
   if (!config.http_listen.empty() && config.tenants.empty() && !config.allow_unauthenticated) {
     STRATA_ASSIGN_OR_RETURN(sc::HostPort http_address,
                             sc::ParseHostPort(config.http_listen, "--http-listen"));
@@ -261,6 +269,7 @@ StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfi
   options.chat_template = config.chat_template;
   options.window = config.budget;
   options.max_open_agents = static_cast<size_t>(config.max_open_agents);
+  options.lease_wait = std::chrono::milliseconds(config.lease_wait_ms);
   options.transport = pools;  // nullptr: an HTTP transport to --upstream
   return sc::AgentRegistry::Open(options);
 }
@@ -305,6 +314,9 @@ StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(const sc::SidecarConfig& confi
   grpc::ResourceQuota quota("strata-sidecar");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
   builder.SetResourceQuota(quota);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(sc::ExplainUnparsedRequests());  // messages for unparsable requests
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     return strata::UnavailableError("cannot listen on " + config.grpc_listen +
@@ -344,6 +356,8 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
   options.tls = config.tls;
   options.authenticator = &authenticator;
   options.proxy = &proxy;
+  options.head_timeout = std::chrono::milliseconds(config.http_head_timeout_ms);
+  options.max_connections_per_client = static_cast<int>(config.http_max_connections_per_client);
   // Agent counts are read at scrape time too: the proxy creates agents on first use.
   options.metrics = [&metrics, &authenticator, &registry] {
     for (const sc::TenantConfig& t : authenticator.tenants()) {
@@ -356,10 +370,11 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
   return http;
 }
 
-// Waits for SIGTERM or SIGINT (in `signals`, blocked), then drains: stops accepting calls and lets
-// those in flight finish for up to drain_timeout_ms. Returns how long the drain took, in ms.
+// Waits for SIGTERM or SIGINT (in `signals`, blocked), then drains (drain.h): stops accepting
+// calls and lets those in flight finish for up to drain_timeout_ms. Returns how long the drain
+// took, in ms.
 int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
-                     sc::HttpServer* http) {
+                     sc::ContextServiceImpl& service, sc::HttpServer* http) {
   int signal = 0;
   sigwait(&signals, &signal);
   Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
@@ -367,9 +382,7 @@ int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Se
   if (auto* health = server.GetHealthCheckService()) health->SetServingStatus(false);
   if (http) http->BeginDrain();
   const auto start = std::chrono::steady_clock::now();
-  server.Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_timeout_ms));
-  server.Wait();
-  if (http) http->Stop(std::chrono::milliseconds(drain_timeout_ms));
+  sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms));
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start)
       .count();
@@ -417,7 +430,7 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
       config.store + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
       (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
-  const int64_t ms = WaitAndDrain(signals, config.drain_timeout_ms, **server, http.get());
+  const int64_t ms = WaitAndDrain(signals, config.drain_timeout_ms, **server, service, http.get());
   server->reset();
   registry->reset();
   Log("drained in " + std::to_string(ms) + " ms; exiting");

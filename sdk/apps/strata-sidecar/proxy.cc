@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/json_text.h"
+#include "json_body.h"
 #include "strata/transport.h"
 
 namespace strata::sidecar {
@@ -26,9 +27,11 @@ using json = nlohmann::json;
 // (TurnOptions::extra_fields), except kAgentOwnedFields.
 const std::set<std::string> kHandledFields = {"model",  "messages",       "tools",
                                               "stream", "stream_options", "n"};
-// Fields the agent sets for isolation and correlation (a client's cache_salt could reach another
-// tenant's cache): dropped and named in X-Strata-Ignored-Fields.
-const std::set<std::string> kAgentOwnedFields = {"cache_salt", "request_id", "rid"};
+// Fields the agent sets for isolation and correlation (a client's cache_salt or SGLang extra_key
+// could reach another tenant's cache; extra_body is a client library's wrapper that a server may
+// merge into the request, its cache keys included): dropped and named in X-Strata-Ignored-Fields.
+const std::set<std::string> kAgentOwnedFields = {"cache_salt", "extra_body", "extra_key",
+                                                 "request_id", "rid"};
 
 std::string Hex(const unsigned char* data, size_t size) {
   static const char kHex[] = "0123456789abcdef";
@@ -456,6 +459,9 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   // comparisons of the values below recurse once per level.
   STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
   json request = json::parse(body, nullptr, false);
+  if (request.is_discarded()) {
+    return InvalidArgumentError(DescribeJsonError(body, "the request body"));
+  }
   if (!request.is_object()) {
     return InvalidArgumentError(
         "the request body is not a JSON object (a Chat Completions request)");
@@ -509,7 +515,7 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
 }
 
 HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
-                                 std::string_view body) {
+                                 std::string_view body, const ClientWatch& watch) {
   auto fail = [this, &tenant](const Status& status, bool upstream = false) {
     if (options_.on_error) options_.on_error(tenant.name, status.code());
     return ErrorReply(status, upstream);
@@ -534,6 +540,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   if (!request->stream) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
+    std::shared_ptr<void> watched = watch ? watch(&cancel) : nullptr;  // the client leaves: cancel
     TurnOptions turn_options;
     turn_options.cancel = &cancel;
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
@@ -548,9 +555,10 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
 
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
-  reply.stream = [this, job](const std::function<bool(std::string_view)>& write) {
+  reply.stream = [this, job, watch](const std::function<bool(std::string_view)>& write) {
     CancellationToken cancel;
     InFlight registered(this, &cancel);
+    std::shared_ptr<void> watched = watch ? watch(&cancel) : nullptr;
     ChunkStream chunks(*job, write, &cancel);
     chunks.Begin();
     TurnOptions turn_options;

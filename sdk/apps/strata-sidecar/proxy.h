@@ -19,7 +19,7 @@
 //
 // Headers of the answer: X-Strata-Agent (the agent id), X-Strata-Reconcile ("appended N" or
 // "replaced from message K: why"), X-Strata-Ignored-Fields (request fields dropped because the
-// agent owns them: cache_salt, request_id, rid).
+// agent owns them: cache_salt, extra_body, extra_key, request_id, rid).
 // A "strata" object in the chat.completion (and in the stream's last chunk) says what the
 // sidecar did: agent, reconcile, compaction, prefix break, predicted cached tokens.
 //
@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "http_connection.h"
 #include "reconcile.h"
 #include "registry.h"
 #include "sidecar_config.h"
@@ -119,9 +120,10 @@ class Proxy {
   ~Proxy();
 
   // POST /v1/chat/completions for `tenant` (already authenticated). `agent_header` is the
-  // X-Strata-Agent value ("" absent).
+  // X-Strata-Agent value ("" absent). `watch` (may be empty): the turn is cancelled, like a
+  // drain's CancelAll, when the client closes its connection (the HTTP server's ClientWatch).
   HttpReply ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
-                            std::string_view body);
+                            std::string_view body, const ClientWatch& watch = {});
   // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable).
   // With model_upstreams: the models of every endpoint that answered, each id once (200), those
   // that failed named in X-Strata-Models-Unavailable; 502 when none answered.

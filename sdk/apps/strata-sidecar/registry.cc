@@ -44,7 +44,7 @@ Status CheckAgentId(std::string_view id, std::string_view field) {
 // ------------------------------------------------------------------------------------ leases
 
 struct AgentLease::Entry {
-  std::mutex mu;  // held by the lease
+  std::timed_mutex mu;  // held by the lease
   std::unique_ptr<Agent> agent;
   std::string stored_id;
   std::string local_id;
@@ -55,7 +55,7 @@ struct AgentLease::Entry {
   std::atomic<uint64_t> last_used{0};  // the registry's use clock at the last lease
 };
 
-AgentLease::AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::mutex> lock)
+AgentLease::AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::timed_mutex> lock)
     : entry_(std::move(entry)), lock_(std::move(lock)) {}
 AgentLease::AgentLease(AgentLease&&) noexcept = default;
 AgentLease& AgentLease::operator=(AgentLease&& other) noexcept {
@@ -101,7 +101,8 @@ struct AgentRegistry::State {
   std::map<std::string, int64_t, std::less<>> agent_counts;  // tenant -> stored agents
   std::map<std::string, std::shared_ptr<std::atomic<int64_t>>, std::less<>> completions;
   std::mutex create_mu;  // one creation at a time: the max_agents check and the insert are atomic
-  std::atomic<uint64_t> clock{0};  // counts leases: Entry::last_used
+  std::atomic<uint64_t> clock{0};            // counts leases: Entry::last_used
+  std::atomic<bool> waits_cancelled{false};  // CancelWaits(): waiting for a lease fails at once
 };
 
 AgentRegistry::AgentRegistry(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -114,7 +115,7 @@ AgentRegistry::~AgentRegistry() {
     entries.swap(state_->entries);
   }
   for (auto& [id, entry] : entries) {
-    std::lock_guard<std::mutex> agent_lock(entry->mu);
+    std::lock_guard<std::timed_mutex> agent_lock(entry->mu);
     entry->agent.reset();
   }
 }
@@ -286,7 +287,7 @@ void AgentRegistry::CloseIdle(const AgentLease::Entry* keep) {
     for (auto& [used, entry] : idle) {
       if (excess == 0) break;
       // try_lock: never waits while holding the registry's mutex; a leased agent is not idle.
-      std::unique_lock<std::mutex> agent_lock(entry->mu, std::try_to_lock);
+      std::unique_lock<std::timed_mutex> agent_lock(entry->mu, std::try_to_lock);
       if (!agent_lock.owns_lock() || entry->deleted || !entry->agent) continue;
       entry->deleted = true;
       closed.push_back(std::move(entry->agent));
@@ -309,6 +310,34 @@ Status AgentRegistry::Reopen(AgentLease& lease) {
   return Status::Ok();
 }
 
+Status AgentRegistry::LockWithin(std::unique_lock<std::timed_mutex>& lock,
+                                 const std::string& stored_id) {
+  const State& s = *state_;
+  const auto wait = s.options.lease_wait;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  if (lock.try_lock()) return Status::Ok();
+  // In slices, so that CancelWaits() is noticed while waiting.
+  while (!s.waits_cancelled.load()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (wait.count() > 0 && left.count() <= 0) {
+      return UnavailableError("agent \"" + stored_id.substr(stored_id.find('/') + 1) +
+                              "\" is busy: another call has held it for lease_wait_ms = " +
+                              std::to_string(wait.count()) +
+                              " ms (a Complete holds its agent until its answer ends): retry "
+                              "later, or raise the sidecar's lease_wait_ms");
+    }
+    const auto slice = wait.count() > 0 ? std::min(left, std::chrono::milliseconds(100))
+                                        : std::chrono::milliseconds(100);
+    if (lock.try_lock_for(slice)) return Status::Ok();
+  }
+  return UnavailableError("the sidecar is shutting down: this call waited for agent \"" +
+                          stored_id.substr(stored_id.find('/') + 1) +
+                          "\" past the drain deadline (retry on another instance)");
+}
+
+void AgentRegistry::CancelWaits() { state_->waits_cancelled.store(true); }
+
 StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) {
   State& s = *state_;
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -327,7 +356,8 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
         s.entries.emplace(stored_id, entry);
       }
     }
-    std::unique_lock<std::mutex> agent_lock(entry->mu);
+    std::unique_lock<std::timed_mutex> agent_lock(entry->mu, std::defer_lock);
+    STRATA_RETURN_IF_ERROR(LockWithin(agent_lock, stored_id));
     if (entry->deleted) continue;  // deleted while we waited: look again (it may be recreated)
     if (!entry->agent) {
       auto forget = [&]() {
@@ -427,7 +457,7 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
   entry->local_id = local;
   entry->tenant = tenant.name;
   entry->agent = std::move(agent);
-  std::unique_lock<std::mutex> agent_lock(entry->mu);
+  std::unique_lock<std::timed_mutex> agent_lock(entry->mu);
   std::shared_ptr<AgentLease::Entry> stale;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -439,7 +469,7 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
   if (stale) {
     // An entry of a failed open still in the map: whoever waits on it looks again and finds this
     // one. Locked after s.mu is released (the lock order is entry, then registry).
-    std::lock_guard<std::mutex> old(stale->mu);
+    std::lock_guard<std::timed_mutex> old(stale->mu);
     stale->deleted = true;
   }
   entry->last_used = ++s.clock;

@@ -12,13 +12,15 @@
 // while acquiring another lease, except through AcquirePair (which locks in a fixed order).
 //
 // Limits (RESOURCE_EXHAUSTED naming the limit and the tenant): TenantLimits::max_agents when
-// creating or forking, TenantLimits::max_concurrent_completions in BeginCompletion.
+// creating or forking, TenantLimits::max_concurrent_completions in BeginCompletion. A call waits
+// for an agent another call holds for at most RegistryOptions::lease_wait (then UNAVAILABLE).
 //
 // Thread safety: every method may be called from any thread.
 #ifndef STRATA_APPS_STRATA_SIDECAR_REGISTRY_H_
 #define STRATA_APPS_STRATA_SIDECAR_REGISTRY_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,6 +54,9 @@ struct RegistryOptions {
   size_t max_open_agents = 1024;
   // Injected instead of an HTTP transport per agent (tests, pools). Not owned.
   Transport* transport = nullptr;
+  // How long a call waits for an agent another call holds (Acquire and the calls that lease):
+  // then UNAVAILABLE naming lease_wait_ms. 0: no limit.
+  std::chrono::milliseconds lease_wait{0};
 };
 
 // True when `id` is a valid agent id: 1-128 characters of [A-Za-z0-9._-].
@@ -81,9 +86,9 @@ class AgentLease {
 
  private:
   friend class AgentRegistry;
-  AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::mutex> lock);
+  AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::timed_mutex> lock);
   std::shared_ptr<Entry> entry_;
-  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<std::timed_mutex> lock_;
 };
 
 // A slot of the tenant's concurrent completions, released when destroyed (movable).
@@ -158,6 +163,9 @@ class AgentRegistry {
   int64_t CompletionsInFlight(const TenantConfig& tenant);
   // Agents open in memory now (at most max_open_agents, plus those leased at once).
   size_t OpenAgents();
+  // From now on, every call waiting for an agent's lease, and every later one that would have to
+  // wait (the agent is leased), fails at once with UNAVAILABLE (the sidecar is shutting down).
+  void CancelWaits();
 
   // The id within the tenant of a stored id ("" when it is not the tenant's).
   static std::string LocalId(const TenantConfig& tenant, std::string_view stored_id);
@@ -170,6 +178,8 @@ class AgentRegistry {
   struct State;
   explicit AgentRegistry(std::unique_ptr<State> state);
   StatusOr<AgentLease> AcquireStored(const std::string& stored_id);
+  // Locks `lock` (an agent's) within options().lease_wait; UNAVAILABLE otherwise.
+  Status LockWithin(std::unique_lock<std::timed_mutex>& lock, const std::string& stored_id);
   StatusOr<std::unique_ptr<Agent>> OpenStored(const std::string& stored_id);
   // Closes least recently used idle agents beyond max_open_agents (never `keep`).
   void CloseIdle(const AgentLease::Entry* keep);

@@ -3,8 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "strata/client.h"
@@ -262,6 +265,45 @@ StatusOr<std::string> MergedToolsJson(Agent& agent, std::string_view tools_json)
 
 }  // namespace
 
+struct ContextServiceImpl::InFlight {
+  std::mutex mu;
+  std::map<std::string, int64_t, std::less<>> calls;  // tenant -> calls in progress; guarded by mu
+  std::set<CancellationToken*> completions;           // guarded by mu
+  bool cancel_all = false;                            // guarded by mu
+
+  // One of the tenant's max_concurrent_calls slots (released by the returned object), or
+  // RESOURCE_EXHAUSTED naming the limit.
+  StatusOr<std::shared_ptr<void>> BeginCall(const TenantConfig& tenant) {
+    std::lock_guard<std::mutex> lock(mu);
+    int64_t& n = calls[tenant.name];
+    const int64_t max = tenant.limits.max_concurrent_calls;
+    if (max > 0 && n >= max) {
+      return ResourceExhaustedError(
+          "tenant \"" + tenant.name + "\" has " + std::to_string(n) +
+          " calls in progress, its limit max_concurrent_calls = " + std::to_string(max) +
+          ": retry when one ends, or raise the tenant's limits.max_concurrent_calls");
+    }
+    ++n;
+    const std::string name = tenant.name;
+    return std::shared_ptr<void>(nullptr, [this, name](void*) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = calls.find(name);
+      if (it != calls.end() && --it->second <= 0) calls.erase(it);
+    });
+  }
+
+  // Registers a Complete's token for CancelAll until the returned object is destroyed.
+  std::shared_ptr<void> Register(CancellationToken* token) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancel_all) token->Cancel();
+    completions.insert(token);
+    return std::shared_ptr<void>(nullptr, [this, token](void*) {
+      std::lock_guard<std::mutex> lock(mu);
+      completions.erase(token);
+    });
+  }
+};
+
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
@@ -298,11 +340,14 @@ struct ContextServiceImpl::Call {
     return ToGrpcStatus(status);
   }
 
-  // Authorizes, then runs fn(tenant).
+  // Authorizes, takes one of the tenant's call slots, then runs fn(tenant).
   template <typename Fn>
   grpc::Status Run(const google::protobuf::Message& request, Fn&& fn) {
     Status status = Authorize(request);
-    if (status.ok()) status = fn(*tenant);
+    if (status.ok()) {
+      StatusOr<std::shared_ptr<void>> slot = service->in_flight_->BeginCall(*tenant);
+      status = slot.ok() ? fn(*tenant) : slot.status();
+    }
     return Done(status);
   }
 
@@ -319,7 +364,20 @@ struct ContextServiceImpl::Call {
 
 ContextServiceImpl::ContextServiceImpl(AgentRegistry* registry, const Authenticator* authenticator,
                                        ServiceHooks hooks)
-    : registry_(registry), authenticator_(authenticator), hooks_(std::move(hooks)) {}
+    : registry_(registry),
+      authenticator_(authenticator),
+      hooks_(std::move(hooks)),
+      in_flight_(std::make_unique<InFlight>()) {}
+ContextServiceImpl::~ContextServiceImpl() = default;
+
+void ContextServiceImpl::CancelAll() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_->mu);
+    in_flight_->cancel_all = true;
+    for (CancellationToken* token : in_flight_->completions) token->Cancel();
+  }
+  registry_->CancelWaits();
+}
 
 #define STRATA_CALL \
   Call call { this, context }
@@ -557,6 +615,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     }
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
+    std::shared_ptr<void> registered = in_flight_->Register(&cancel);  // CancelAll cancels it
     CancelWhenClientLeaves watcher(context, &cancel);
     TurnOptions options;
     options.cancel = &cancel;

@@ -4,14 +4,17 @@
 // request. docs/sidecar.md explains the choice.
 //
 // Every call authenticates first (metadata "authorization"), then checks the tenant's
-// max_request_bytes, then leases its agent from the registry: the call's work runs under the
-// lease, so one agent's calls are serialized. Complete also holds one of the tenant's
-// max_concurrent_completions slots, and cancels its upstream request when the client cancels or
-// the server shuts down past its drain deadline.
+// max_request_bytes, then takes one of the tenant's max_concurrent_calls slots (RESOURCE_EXHAUSTED
+// when all are taken: one tenant cannot hold every thread of the pool), then leases its agent
+// from the registry, waiting at most the registry's lease_wait for it (then UNAVAILABLE): the
+// call's work runs under the lease, so one agent's calls are serialized. Complete also holds one
+// of the tenant's max_concurrent_completions slots, and cancels its upstream request (CANCELLED)
+// when the client cancels or CancelAll() is called (the end of a drain's deadline).
 #ifndef STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
 #define STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
 
 #include <functional>
+#include <memory>
 #include <string_view>
 
 #include "registry.h"
@@ -43,6 +46,12 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
   // Not owned; both must outlive the service.
   ContextServiceImpl(AgentRegistry* registry, const Authenticator* authenticator,
                      ServiceHooks hooks = {});
+  ~ContextServiceImpl() override;
+
+  // Cancels every Complete in flight, and every one that starts from now on, with CANCELLED
+  // (their upstream requests stop), and makes the calls waiting for an agent's lease fail
+  // (AgentRegistry::CancelWaits): the end of a drain's deadline. Thread-safe.
+  void CancelAll();
 
   grpc::Status CreateAgent(grpc::ServerContext* context, const v1::CreateAgentRequest* request,
                            v1::AgentInfo* response) override;
@@ -93,9 +102,12 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
 
  private:
   struct Call;
+  // The tenants' calls in progress and the tokens of the Completes in flight.
+  struct InFlight;
   AgentRegistry* registry_;
   const Authenticator* authenticator_;
   ServiceHooks hooks_;
+  std::unique_ptr<InFlight> in_flight_;
 };
 
 }  // namespace strata::sidecar

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace strata::sidecar {
 namespace {
@@ -83,6 +84,7 @@ Status ParseLimits(const json& value, const std::string& path, TenantLimits* lim
   ObjectReader r(value, path);
   STRATA_RETURN_IF_ERROR(r.Int("max_agents", &limits->max_agents));
   STRATA_RETURN_IF_ERROR(r.Int("max_concurrent_completions", &limits->max_concurrent_completions));
+  STRATA_RETURN_IF_ERROR(r.Int("max_concurrent_calls", &limits->max_concurrent_calls));
   STRATA_RETURN_IF_ERROR(r.Int("max_request_bytes", &limits->max_request_bytes, 1));
   return r.Finish();
 }
@@ -194,6 +196,20 @@ Status CheckTlsFiles(const TlsConfig& tls) {
   return Status::Ok();
 }
 
+// The waits and connection limits of the listeners stay in a range their clocks can hold.
+Status CheckWaitLimits(const SidecarConfig& c) {
+  for (const auto& [key, value, max] :
+       {std::tuple<const char*, int64_t, int64_t>{"lease_wait_ms", c.lease_wait_ms, 3600000},
+        {"http_head_timeout_ms", c.http_head_timeout_ms, 600000},
+        {"http_max_connections_per_client", c.http_max_connections_per_client, 1000000}}) {
+    if (value > max) {
+      return InvalidArgumentError(std::string(key) + ": " + std::to_string(value) +
+                                  " is above its maximum " + std::to_string(max));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
@@ -221,6 +237,10 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.Int("drain_timeout_ms", &c.drain_timeout_ms));
   STRATA_RETURN_IF_ERROR(r.Int("max_threads", &c.max_threads, 2));
   STRATA_RETURN_IF_ERROR(r.Int("max_open_agents", &c.max_open_agents));
+  STRATA_RETURN_IF_ERROR(r.Int("lease_wait_ms", &c.lease_wait_ms));
+  STRATA_RETURN_IF_ERROR(r.Int("http_head_timeout_ms", &c.http_head_timeout_ms, 1));
+  STRATA_RETURN_IF_ERROR(
+      r.Int("http_max_connections_per_client", &c.http_max_connections_per_client));
   if (const json* tls = r.Get("tls")) STRATA_RETURN_IF_ERROR(ParseTls(*tls, "tls", &c.tls));
   if (const json* limits = r.Get("default_limits")) {
     STRATA_RETURN_IF_ERROR(ParseLimits(*limits, "default_limits", &c.default_limits));
@@ -353,7 +373,7 @@ Status ValidateSidecarConfig(const SidecarConfig& c) {
     return InvalidArgumentError("drain_timeout_ms: " + std::to_string(c.drain_timeout_ms) +
                                 " is above one hour");
   }
-  return Status::Ok();
+  return CheckWaitLimits(c);
 }
 
 }  // namespace strata::sidecar

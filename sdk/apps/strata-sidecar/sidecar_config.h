@@ -19,10 +19,14 @@
 
 namespace strata::sidecar {
 
-// Limits of one tenant. 0 means "no limit" for max_agents and max_concurrent_completions.
+// Limits of one tenant. 0 means "no limit" for max_agents, max_concurrent_completions and
+// max_concurrent_calls.
 struct TenantLimits {
   int64_t max_agents = 1000;                // agents stored for the tenant
   int64_t max_concurrent_completions = 16;  // Complete calls (and proxied completions) at once
+  // gRPC calls of any kind in progress at once (Complete included): each holds one of the
+  // server's max_threads threads, so one tenant cannot take them all.
+  int64_t max_concurrent_calls = 32;
   int64_t max_request_bytes = 4 << 20;      // one request message (gRPC) or body (HTTP)
 };
 
@@ -66,6 +70,13 @@ struct SidecarConfig {
   bool allow_unauthenticated = false;
   int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish
   int64_t max_threads = 64;          // gRPC handler threads at most
+  // How long a call waits for an agent another call holds (a Complete holds its agent until its
+  // answer ends): then UNAVAILABLE. 0: no limit.
+  int64_t lease_wait_ms = 30000;
+  // HTTP listener: the whole request head must arrive within this (else 408).
+  int64_t http_head_timeout_ms = 10000;
+  // HTTP listener: connections one client address may hold at once (more get 429); 0: no limit.
+  int64_t http_max_connections_per_client = 32;
   // Agents kept open in memory at most; idle ones beyond it are closed and reopen from the store
   // on their next call. 0: no limit.
   int64_t max_open_agents = 1024;

@@ -347,12 +347,20 @@ void SidecarMetrics::EndRequest(const std::string& tenant, int64_t kv_bytes) {
   impl_->Warn(rose);
 }
 
+std::string FinishReasonLabel(std::string_view finish_reason) {
+  if (finish_reason.empty()) return "unknown";
+  for (const char* known : {"stop", "length", "tool_calls", "content_filter", "function_call",
+                            "abort", "error", "cancelled"}) {
+    if (finish_reason == known) return known;
+  }
+  return "other";
+}
+
 void SidecarMetrics::ObserveTurn(std::string_view tenant, const strata::Turn& turn) {
   const RequestRecord& r = turn.record;
   const std::string pool = PoolLabel(r.pool);
   Impl& m = *impl_;
-  m.requests->WithLabels({tenant, pool, r.finish_reason.empty() ? "unknown" : r.finish_reason})
-      .Increment();
+  m.requests->WithLabels({tenant, pool, FinishReasonLabel(r.finish_reason)}).Increment();
   m.input_tokens->WithLabels({tenant, pool}).Observe(static_cast<double>(r.input_tokens));
   m.output_tokens->WithLabels({tenant, pool}).Observe(static_cast<double>(r.output_tokens));
   if (r.cached_tokens_reported) {

@@ -70,6 +70,11 @@ struct MetricsConfig {
 // and values out of range.
 StatusOr<MetricsConfig> ParseMetricsConfig(const nlohmann::json& metrics);
 
+// The finish_reason label of a turn: one of the values servers send (stop, length, tool_calls,
+// content_filter, function_call, abort, error, cancelled), "unknown" for none, and "other" for
+// any other value, so that an upstream cannot add series without bound.
+std::string FinishReasonLabel(std::string_view finish_reason);
+
 class SidecarMetrics {
  public:
   // Receives each alert warning (one line, no trailing newline). Default: stderr, prefixed

@@ -434,3 +434,20 @@ def test_health_and_reflection(sidecar):
                        "SetSystemPrompt", "SetTools", "PutDocument", "RemoveDocument",
                        "AppendUser", "AppendAssistant", "AppendToolResult", "Build", "Complete",
                        "Compact", "Recall", "Pin", "Fork", "Join", "Growth", "Records", "Stats"}
+
+
+def test_a_request_that_does_not_parse_gets_a_message(sidecar):
+    # Raw request bytes, past the Python stubs: StatsRequest{agent_id (field 1)}.
+    channel = sidecar.channel()
+    for method, request in (
+            ("Stats", b"\x0a\x05ab"),                    # a length of 5, 2 bytes follow
+            ("Stats", b"\x0a\x02\xc3\x28"),              # agent_id is not UTF-8
+            ("Complete", b"\x0a\x02\xff\xfe")):          # CompleteRequest.agent_id likewise
+        call = channel.unary_unary(f"/strata.v1.ContextService/{method}") if \
+            method != "Complete" else channel.unary_stream(f"/strata.v1.ContextService/{method}")
+        error = rpc_error(call, request, timeout=10)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, request)
+        assert error.details() == (
+            f"the request of /strata.v1.ContextService/{method} does not parse as its protobuf "
+            "message: it is truncated or malformed, or a string field holds bytes that are not "
+            "UTF-8 (proto3 strings must be valid UTF-8)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import grpc
 import pytest
@@ -247,3 +248,82 @@ def test_prefix_cache_is_not_shared_across_tenants(sidecar):
     assert first.record.cached_tokens_reported == 0
     assert same_tenant.record.cached_tokens_reported > 300  # alpha's prefix, reused
     assert other_tenant.record.cached_tokens_reported == 0   # same bytes, another tenant
+
+
+def flood_config(tmp_path, upstream, lease_wait_ms):
+    return write_config(tmp_path, {
+        "upstream": upstream, "max_threads": 8, "lease_wait_ms": lease_wait_ms,
+        "tenants": [
+            {"name": "alpha", "token_sha256": [sha256_hex(ALPHA_TOKEN)],
+             "limits": {"max_concurrent_calls": 4}},
+            {"name": "beta", "token_sha256": [sha256_hex(BETA_TOKEN)]},
+        ]}, name=f"flood-{lease_wait_ms}.json")
+
+
+def start_long_completion(stub, agent_id):
+    """A Complete that runs for a minute (it holds its agent's lease), started and running."""
+    call = stub.Complete(pb.CompleteRequest(agent_id=agent_id, user_message="a long answer"))
+    first = next(call)
+    assert first.HasField("delta")
+    return call
+
+
+def test_one_tenant_cannot_take_every_thread(tmp_path, start_sim, start_sidecar):
+    # 600 tokens at 100 ms: the Complete holds agent "a" for a minute, and every Stats on "a"
+    # waits for it. The gRPC pool has 8 threads; alpha floods 24 Stats at once.
+    slow = start_sim(None, ["--output-tokens", "600", "--decode-us", "100000"])
+    sidecar = start_sidecar(["--config", str(flood_config(tmp_path, slow.base_url, 60000))])
+    alpha = sidecar.stub(ALPHA_TOKEN)
+    beta = sidecar.stub(BETA_TOKEN)
+    alpha.CreateAgent(pb.CreateAgentRequest(agent_id="a"))
+    beta.CreateAgent(pb.CreateAgentRequest(agent_id="b"))
+    running = start_long_completion(alpha, "a")
+    flood = [Background(lambda: alpha.Stats(pb.StatsRequest(agent_id="a"), timeout=90))
+             for _ in range(24)]
+    for call in flood:
+        call.start()
+    # Alpha's calls beyond max_concurrent_calls are refused at once, naming the limit; the few it
+    # may hold wait on the lease, each on one thread.
+    refused = []
+    for call in flood:
+        call.join(5)
+        if not call.is_alive():
+            assert isinstance(call.error, grpc.RpcError), call.error
+            assert call.error.code() == C.RESOURCE_EXHAUSTED
+            refused.append(call.error.details())
+    assert len(refused) >= 20
+    assert any('tenant "alpha" has 4 calls in progress, its limit max_concurrent_calls = 4'
+               in details for details in refused), refused
+    # Beta is served meanwhile, while alpha's completion still holds its agent.
+    for _ in range(8):
+        assert beta.Stats(pb.StatsRequest(agent_id="b"), timeout=20).segments >= 0
+    assert [a.agent_id for a in beta.ListAgents(pb.ListAgentsRequest(), timeout=20).agents] == \
+        ["b"]
+    assert running.running()
+    running.cancel()
+    for call in flood:
+        call.join(60)
+        assert call.error is None or call.error.code() == C.RESOURCE_EXHAUSTED
+
+
+def test_waiting_for_a_busy_agent_is_bounded(tmp_path, start_sim, start_sidecar):
+    slow = start_sim(None, ["--output-tokens", "600", "--decode-us", "100000"])
+    sidecar = start_sidecar(["--config", str(flood_config(tmp_path, slow.base_url, 300))])
+    alpha = sidecar.stub(ALPHA_TOKEN)
+    alpha.CreateAgent(pb.CreateAgentRequest(agent_id="a"))
+    running = start_long_completion(alpha, "a")
+    error = rpc_error(alpha.Stats, pb.StatsRequest(agent_id="a"), timeout=30)
+    assert error.code() == C.UNAVAILABLE
+    assert 'agent "a" is busy: another call has held it for lease_wait_ms = 300 ms' in \
+        error.details()
+    running.cancel()
+    # Once the cancelled completion has ended, the agent serves again (polled: until then each
+    # call gives up after 300 ms).
+    for _ in range(200):
+        try:
+            records = alpha.Records(pb.RecordsRequest(agent_id="a"), timeout=30).records
+            break
+        except grpc.RpcError as e:
+            assert e.code() == C.UNAVAILABLE, e
+            time.sleep(0.05)
+    assert [r.code for r in records] == ["CANCELLED"]

@@ -204,6 +204,35 @@ TEST_CASE("registry: closing idle agents under concurrent use [concurrency]",
   CHECK(messages == 60);  // every append arrived once, whichever instance served it
 }
 
+TEST_CASE("registry: waiting for a leased agent is bounded, and ends when waits are cancelled",
+          "[sidecar][registry]") {
+  const std::string path = TempStore("lease-wait.db");
+  RegistryOptions options;
+  options.store_path = path;
+  options.upstream = "http://127.0.0.1:9/v1";
+  options.lease_wait = std::chrono::milliseconds(50);
+  auto registry = std::move(AgentRegistry::Open(options)).value();
+  const TenantConfig t = Tenant("t");
+  StatusOr<AgentLease> held = registry->Create(t, "busy", registry->DefaultConfig(t, "busy"));
+  REQUIRE(held.ok());
+  // Another thread's call on the held agent gives up after lease_wait, naming it.
+  Status waited;
+  std::thread other([&] { waited = registry->Acquire(t, "busy").status(); });
+  other.join();
+  CHECK(waited.code() == StatusCode::kUnavailable);
+  CHECK_THAT(waited.message(),
+             Catch::Contains("agent \"busy\" is busy: another call has held it for "
+                             "lease_wait_ms = 50 ms"));
+  // After CancelWaits (a drain's deadline) a wait fails at once, whatever lease_wait is.
+  registry->CancelWaits();
+  std::thread late([&] { waited = registry->Acquire(t, "busy").status(); });
+  late.join();
+  CHECK(waited.code() == StatusCode::kUnavailable);
+  CHECK_THAT(waited.message(), Catch::Contains("the sidecar is shutting down"));
+  held = AgentLease();
+  CHECK(registry->Acquire(t, "busy").ok());  // a free agent is still leased
+}
+
 TEST_CASE("registry: max_agents per tenant", "[sidecar][registry]") {
   const std::string path = TempStore("limit.db");
   auto registry = OpenRegistry(path);

@@ -143,6 +143,28 @@ TEST_CASE("requests without a pool, reported cache or finish reason get explicit
   CHECK_THAT(text, !Contains("strata_sidecar_degradations_total{"));
 }
 
+TEST_CASE("an upstream's unknown finish reasons share one series: the label set is bounded",
+          "[sidecar_metrics]") {
+  SidecarMetrics metrics(MetricsConfig{});
+  strata::Turn turn;
+  for (int i = 0; i < 30; ++i) {
+    turn.record.finish_reason = "hostile-" + std::to_string(i);
+    metrics.ObserveTurn("t", turn);
+  }
+  turn.record.finish_reason = "length";
+  metrics.ObserveTurn("t", turn);
+  const std::string text = metrics.RenderPrometheus();
+  CHECK(HasLine(text,
+                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",finish_reason="
+                "\"other\"} 30"));
+  CHECK(HasLine(text,
+                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",finish_reason="
+                "\"length\"} 1"));
+  CHECK_THAT(text, !Contains("hostile-"));
+  CHECK(FinishReasonLabel("tool_calls") == "tool_calls");
+  CHECK(FinishReasonLabel("") == "unknown");
+}
+
 TEST_CASE("compactions, tokens saved and prefix breaks by reason", "[sidecar_metrics]") {
   SidecarMetrics metrics(MetricsConfig{});
   strata::Turn turn = MakeTurn();

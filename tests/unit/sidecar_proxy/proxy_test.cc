@@ -43,6 +43,8 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
       {"stream_options", {{"include_usage", true}}},
       {"response_format", {{"type", "json_object"}}},
       {"rid", "r1"},
+      {"extra_key", "another-tenants-cache-key"},
+      {"extra_body", {{"cache_salt", "x"}}},
       {"n", 1}};
   StatusOr<ChatRequest> request = ParseChatRequest(body.dump());
   REQUIRE(request.ok());
@@ -56,7 +58,9 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
   using Field = std::pair<std::string, std::string>;
   CHECK(request->forwarded == std::vector<Field>{{"response_format", R"({"type":"json_object"})"},
                                                  {"temperature", "0.2"}});
-  CHECK(request->ignored == std::vector<std::string>{"cache_salt", "rid"});
+  // SGLang's extra_key (a cache key) and a literal extra_body are the agent's too: dropped.
+  CHECK(request->ignored ==
+        std::vector<std::string>{"cache_salt", "extra_body", "extra_key", "rid"});
 }
 
 TEST_CASE("ParseChatRequest: absent and null fields take the defaults") {
@@ -86,7 +90,14 @@ TEST_CASE("ParseChatRequest refuses each malformed field by name") {
     return body.dump();
   };
   CHECK_THAT(Refusal("[1, 2]"), Catch::Contains("not a JSON object"));
-  CHECK_THAT(Refusal("{\"messages\": "), Catch::Contains("not a JSON object"));
+  // A body that does not parse says why, precisely.
+  CHECK_THAT(Refusal("{\"messages\": "), Catch::Contains("is not valid JSON at byte 14"));
+  CHECK_THAT(Refusal("{\"messages\": [], \"user\": \"\xff\"}"),
+             Catch::Contains("is not valid UTF-8: the byte 0xFF at offset 26"));
+  CHECK_THAT(Refusal("{\"messages\": [], \"user\": \"\\ud800\"}"),
+             Catch::Contains("surrogate U+D800"));
+  CHECK_THAT(Refusal("{\"messages\": [], \"seed\": 1e400}"),
+             Catch::Contains("number overflow parsing '1e400'"));
   CHECK_THAT(Refusal("{\"model\": \"m\"}"), Catch::Contains("no \"messages\""));
   CHECK_THAT(Refusal(with("n", 2)), Catch::Contains("\"n\""));
   CHECK_THAT(Refusal(with("n", 1.0)), Catch::Contains("\"n\""));

@@ -1,0 +1,281 @@
+// The sidecar's HTTP listener over raw sockets (http_connection.h): clients that drip their
+// request heads, malformed heads answered at once, and a proxy client that closes its connection
+// while its turn runs. strata-sim is the upstream.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http_server.h"
+#include "proxy.h"
+#include "registry.h"
+#include "sim_server.h"
+#include "tenants.h"
+#include "testing/command.h"
+
+namespace strata::sidecar {
+namespace {
+
+using json = nlohmann::json;
+using Catch::Matchers::Contains;
+using strata::testing::RunCommand;
+
+// A TCP client of 127.0.0.1:`port`, from the loopback address `source` (127.0.0.0/8 is all
+// loopback: distinct sources are distinct clients to the listener).
+class RawClient {
+ public:
+  RawClient(int port, const char* source = "127.0.0.1") {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &local.sin_addr);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0);
+    sockaddr_in server{};
+    server.sin_family = AF_INET;
+    server.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &server.sin_addr);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&server), sizeof(server)) == 0);
+  }
+  ~RawClient() { Close(); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  // Sends what it can (the server may close early, e.g. after a 414).
+  void Send(const std::string& data) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
+    }
+  }
+  // What arrives until the server closes, or `limit` passes (the limit fails a test that would
+  // otherwise hang; it measures nothing).
+  std::string ReadUntilClosed(std::chrono::seconds limit = std::chrono::seconds(20)) {
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return out;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
+      char buffer[4096];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) return out;
+      out.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+int StatusOf(const std::string& reply) {
+  if (reply.rfind("HTTP/1.1 ", 0) != 0) return 0;
+  return std::atoi(reply.c_str() + 9);
+}
+
+json ErrorOf(const std::string& reply) {
+  const size_t body = reply.find("\r\n\r\n");
+  if (body == std::string::npos) return json();
+  return json::parse(reply.substr(body + 4), nullptr, false)["error"];
+}
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<sim::SimServer> sim;
+  std::unique_ptr<Authenticator> authenticator;
+  std::unique_ptr<AgentRegistry> registry;
+  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<HttpServer> http;
+
+  explicit Fixture(const std::string& name, HttpServerOptions http_options = {}) {
+    dir = "/tmp/strata-http-connection-test-" + std::to_string(::getpid()) + "-" + name;
+    RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+    sim = std::move(sim::SimServer::Start(sim::SimOptions())).value();
+    TenantConfig alpha;
+    alpha.name = "alpha";
+    alpha.token_sha256 = {Sha256Hex("alpha-token")};
+    alpha.limits.max_request_bytes = 1 << 20;
+    authenticator =
+        std::make_unique<Authenticator>(std::vector<TenantConfig>{alpha}, TenantLimits());
+    RegistryOptions registry_options;
+    registry_options.store_path = dir + "/sidecar.db";
+    registry_options.upstream = sim->base_url();
+    // A turn that keeps its agent longer than this fails the test's Acquire.
+    registry_options.lease_wait = std::chrono::seconds(20);
+    registry = std::move(AgentRegistry::Open(registry_options)).value();
+    ProxyOptions proxy_options;
+    proxy_options.registry = registry.get();
+    proxy_options.upstream = sim->base_url();
+    proxy = std::make_unique<Proxy>(proxy_options);
+    http_options.listen = "127.0.0.1:0";
+    http_options.authenticator = authenticator.get();
+    http_options.proxy = proxy.get();
+    http = std::move(HttpServer::Start(http_options)).value();
+  }
+
+  // The reply to `request` sent whole on a new connection.
+  std::string Exchange(const std::string& request, const char* source = "127.0.0.1") {
+    RawClient client(http->port(), source);
+    client.Send(request);
+    return client.ReadUntilClosed();
+  }
+};
+
+const std::string kHealthz = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+TEST_CASE(
+    "clients dripping their request heads neither freeze the listener nor outlast the "
+    "head deadline",
+    "[sidecar][proxy][http]") {
+  HttpServerOptions options;
+  options.threads = 4;
+  options.head_timeout = std::chrono::milliseconds(500);
+  options.max_connections_per_client = 2;
+  Fixture f("slowloris", options);
+  // Twice as many dripping connections as the listener has threads, from one client address.
+  std::vector<std::unique_ptr<RawClient>> drippers;
+  for (int i = 0; i < 8; ++i) {
+    drippers.push_back(std::make_unique<RawClient>(f.http->port(), "127.0.0.2"));
+    drippers.back()->Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le");
+  }
+  // Another client is served meanwhile.
+  const std::string health = f.Exchange(kHealthz, "127.0.0.3");
+  CHECK(StatusOf(health) == 200);
+  CHECK_THAT(health, Contains("\r\n\r\nok\n"));
+  // Each dripper was either refused at once (above the per-client cap) or cut at the deadline.
+  int refused = 0;
+  int timed_out = 0;
+  for (auto& dripper : drippers) {
+    const std::string reply = dripper->ReadUntilClosed();
+    INFO(reply);
+    const int status = StatusOf(reply);
+    CHECK((status == 429 || status == 408));
+    if (status == 429) {
+      ++refused;
+      CHECK_THAT(ErrorOf(reply)["message"].get<std::string>(),
+                 Contains("the client 127.0.0.2 has 2 connections open"));
+    }
+    if (status == 408) {
+      ++timed_out;
+      CHECK(ErrorOf(reply)["code"] == "request_timeout");
+    }
+  }
+  CHECK(refused >= 1);
+  CHECK(timed_out >= 2);
+  CHECK(refused + timed_out == 8);
+}
+
+TEST_CASE("malformed request heads are refused at once, with what was wrong",
+          "[sidecar][proxy][http]") {
+  Fixture f("heads");
+  const std::string post = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n";
+  struct Case {
+    std::string request;
+    int status;
+    std::string message;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {post + "Content-Length: -1\r\n\r\n", 400, "Content-Length \"-1\" is not a number"},
+           {post + "Content-Length: 9e18\r\n\r\n", 400, "Content-Length \"9e18\" is not a number"},
+           {post + "Content-Length: 9000000000000000000\r\n\r\n", 413, "is above the sidecar's"},
+           {post + "Transfer-Encoding: chunked, identity\r\n\r\n", 400, "is not supported"},
+           {post + "Content-Length: 2\r\nContent-Length: 30\r\n\r\n{}", 400,
+            "two different Content-Length values"},
+           {post + "Transfer-Encoding: xchunked\r\nContent-Length: 2\r\n\r\n{}", 400,
+            "both Transfer-Encoding and Content-Length"},
+           {post + "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}", 400,
+            "both Transfer-Encoding and Content-Length"},
+           {post + "X-Strata-Agent: a\r\n b\r\nContent-Length: 2\r\n\r\n{}", 400, "obs-fold"},
+           {post + "Authorization: Bearer alpha-token\r\nAuthorization: Bearer other\r\n"
+                   "Content-Length: 2\r\n\r\n{}",
+            400, "more than one authorization field"},
+           {"GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414,
+            "the request line has more than 8190 bytes"},
+       }) {
+    INFO(c.request.substr(0, 200));
+    const std::string reply = f.Exchange(c.request);
+    INFO(reply.substr(0, 400));
+    CHECK(StatusOf(reply) == c.status);
+    const json error = ErrorOf(reply);
+    REQUIRE(error.is_object());
+    CHECK_THAT(error["message"].get<std::string>(), Contains(c.message));
+    if (c.status == 414) CHECK(error["code"] == "uri_too_long");
+  }
+  // A good request on the same listener still works.
+  CHECK(StatusOf(f.Exchange(kHealthz)) == 200);
+}
+
+TEST_CASE("a body that is not JSON gets a 400 that says why", "[sidecar][proxy][http]") {
+  Fixture f("bodies");
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"messages\":[],\"user\":\"\xc3\"}", "is not valid UTF-8: the byte 0xC3"},
+           {"{\"messages\":[],\"user\":\"\\ud800\"}", "surrogate U+D800"},
+           {"{\"messages\":[],\"seed\":1e400}", "number overflow parsing '1e400'"},
+       }) {
+    const std::string reply = f.Exchange(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        "Authorization: Bearer alpha-token\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    INFO(reply);
+    CHECK(StatusOf(reply) == 400);
+    CHECK_THAT(ErrorOf(reply)["message"].get<std::string>(), Contains(message));
+  }
+}
+
+TEST_CASE("a proxy client that closes its connection cancels its turn and frees its agent",
+          "[sidecar][proxy][http]") {
+  Fixture f("leaver");
+  const TenantConfig* alpha = f.authenticator->Find("alpha");
+  REQUIRE(alpha != nullptr);
+  for (bool stream : {false, true}) {
+    INFO("stream " << stream);
+    const std::string agent = stream ? "leaver-stream" : "leaver-plain";
+    // The upstream holds its answer for two minutes.
+    REQUIRE(f.sim->InjectFault("slow-first-byte,delay_ms=120000", 1).ok());
+    const size_t before = f.sim->requests().size();
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "wait for it"}}})}};
+    if (stream) body["stream"] = true;
+    auto client = std::make_unique<RawClient>(f.http->port());
+    client->Send(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        "alpha-token\r\nX-Strata-Agent: " +
+        agent + "\r\nContent-Length: " + std::to_string(body.dump().size()) + "\r\n\r\n" +
+        body.dump());
+    // Polls until the upstream has the request (the turn is in flight), then leaves.
+    for (int i = 0; i < 3000 && f.sim->requests().size() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(f.sim->requests().size() > before);
+    client->Close();
+    // The turn ends: its agent is free again long before the upstream would have answered, and
+    // its record says it was cancelled.
+    StatusOr<AgentLease> lease = f.registry->Acquire(*alpha, agent);
+    INFO(lease.status().message());
+    REQUIRE(lease.ok());
+    StatusOr<std::vector<RequestRecord>> records =
+        f.registry->store().RecentRequests(lease->stored_id(), 5);
+    REQUIRE(records.ok());
+    REQUIRE(records->size() == 1);
+    CHECK(records->front().code == StatusCode::kCancelled);
+  }
+}
+
+}  // namespace
+}  // namespace strata::sidecar
