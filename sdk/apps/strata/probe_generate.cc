@@ -94,8 +94,25 @@ class ProbeGenerator::Impl {
     int passes = 1;
   };
 
+  // The end of a block cut to about `tokens` tokens (at a UTF-8 boundary, ending in a newline),
+  // and its exact count.
+  std::pair<std::string, int64_t> CutToTokens(std::string text, int64_t tokens) const {
+    int64_t count = static_cast<int64_t>(tokenizer->Count(text));
+    for (int i = 0; i < 6 && count > tokens && !text.empty(); ++i) {
+      size_t bytes = static_cast<size_t>(static_cast<double>(text.size()) * static_cast<double>(tokens) /
+                                         static_cast<double>(count) * (i == 0 ? 1.0 : 0.97));
+      bytes = std::min(bytes, text.size() - 1);
+      while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+      text.resize(bytes);
+      text += '\n';
+      count = static_cast<int64_t>(tokenizer->Count(text));
+    }
+    return {text, count};
+  }
+
   // The context: filler blocks up to `filler_budget` tokens (by their own counts), the needle (or
-  // the memos) inserted where the tokens before it reach its depth.
+  // each memo) inserted where the tokens before it reach its depth, splitting the block it falls
+  // in; the last block is cut to the budget.
   Assembled Assemble(const ProbeSpec& spec, const std::string& needle, int64_t needle_tokens,
                      int64_t filler_budget) const {
     Assembled out;
@@ -110,19 +127,22 @@ class ProbeGenerator::Impl {
       inserts.emplace_back(spec.depth, needle + "\n");
     }
     std::sort(inserts.begin(), inserts.end());
-    const int64_t insert_tokens = memos ? needle_tokens / static_cast<int64_t>(std::max<size_t>(1, inserts.size())) : needle_tokens;
+    const int64_t insert_tokens = needle_tokens / static_cast<int64_t>(inserts.size());
     size_t next_insert = 0;
     int64_t filler = 0, placed = 0;
     double needle_at = -1;
-    auto place_due = [&](bool all) {
-      while (next_insert < inserts.size() &&
-             (all || static_cast<double>(filler + placed) >= inserts[next_insert].first * total)) {
-        const bool asked = !memos || inserts[next_insert].second.find(spec.expected + ".\n") != std::string::npos;
-        if (asked) needle_at = static_cast<double>(filler + placed);
-        out.context += inserts[next_insert].second;
-        placed += insert_tokens;
-        ++next_insert;
-      }
+    auto at = [&] { return static_cast<double>(filler + placed); };
+    auto due = [&] { return next_insert < inserts.size() ? inserts[next_insert].first * total : 1e300; };
+    auto place = [&] {
+      const bool asked = !memos || inserts[next_insert].second.find(" " + spec.expected + ".\n") != std::string::npos;
+      if (asked) needle_at = at();
+      out.context += inserts[next_insert++].second;
+      placed += insert_tokens;
+    };
+    auto emit = [&](const std::string& text, int64_t tokens) {
+      out.context += text;
+      out.context += '\n';
+      filler += tokens;
     };
     size_t k = 0, added_this_pass = 0;
     while (filler < filler_budget) {
@@ -132,26 +152,36 @@ class ProbeGenerator::Impl {
         added_this_pass = 0;
         ++out.passes;
       }
-      const Block& block = blocks[order[k++]];
+      const size_t index = order[k++];
+      Block block = blocks[index];
       if (!memos && block.file == spec.candidate.file) continue;
-      place_due(false);
-      const int64_t t = block_tokens[&block - blocks.data()];
+      ++added_this_pass;
+      while (due() <= at()) place();
+      int64_t t = block_tokens[index];
+      // An insert due inside this block: its first lines, the insert, then the rest.
+      if (due() < at() + static_cast<double>(t) && block.count > 1) {
+        Block head = block;
+        head.count = static_cast<size_t>(std::llround(static_cast<double>(block.count) * (due() - at()) / static_cast<double>(t)));
+        head.count = std::max<size_t>(1, std::min(head.count, block.count - 1));
+        const std::string text = RenderBlock(sources, head);
+        const int64_t head_tokens = static_cast<int64_t>(tokenizer->Count(text));
+        if (filler + head_tokens < filler_budget) {
+          emit(text, head_tokens);
+          place();
+          block.first += head.count;
+          block.count -= head.count;
+          t = static_cast<int64_t>(tokenizer->Count(RenderBlock(sources, block)));
+        }
+      }
       if (filler + t > filler_budget) {
-        Block part = block;
-        part.count = static_cast<size_t>(static_cast<double>(block.count) *
-                                         static_cast<double>(filler_budget - filler) / static_cast<double>(t));
-        if (part.count == 0) break;
-        std::string text = RenderBlock(sources, part);
-        filler += static_cast<int64_t>(tokenizer->Count(text));
-        out.context += text + "\n";
+        auto [text, tokens] = CutToTokens(RenderBlock(sources, block), filler_budget - filler);
+        if (tokens <= filler_budget - filler) emit(text, tokens);
         break;
       }
-      out.context += RenderBlock(sources, block) + "\n";
-      filler += t;
-      ++added_this_pass;
+      emit(RenderBlock(sources, block), t);
     }
-    place_due(true);
-    const double final_total = static_cast<double>(filler + placed);
+    while (next_insert < inserts.size()) place();
+    const double final_total = at();
     out.depth_actual = final_total > 0 && needle_at >= 0 ? needle_at / final_total : 0;
     return out;
   }

@@ -157,7 +157,7 @@ std::string NormalizeAnswer(const std::string& text) {
     if (s.size() >= 2 && first == last && (first == '"' || first == '\'' || first == '`')) {
       s = Trimmed(s.substr(1, s.size() - 2));
       changed = true;
-    } else if (last == '.' && s.size() > 1 && !std::isdigit(static_cast<unsigned char>(s[s.size() - 2]))) {
+    } else if (last == '.' && s.size() > 1) {
       s = Trimmed(s.substr(0, s.size() - 1));
       changed = true;
     }
