@@ -9,7 +9,7 @@
 #include <iostream>
 #include <memory>
 
-#include "sim_retrieve.h"
+#include "retrieve_flags.h"
 #include "sim_server.h"
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
@@ -71,32 +71,17 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
   app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
-  std::string answer_mode = "reply";
-  std::string degrade;
-  strata::sim::RetrieveOptions retrieve;
-  app.add_option("--answer", answer_mode,
-                 "reply: the trajectory's or generated replies; retrieve: answer strata probe's "
-                 "questions from the prompt (a test double, not a model; sim_retrieve.h)")
-      ->check(CLI::IsMember({"reply", "retrieve"}))->capture_default_str();
-  app.add_option("--degrade", degrade,
-                 "with --answer retrieve: chances of a wrong answer, e.g. depth>0.5:p=0.3,length>=128k:p=0.5");
-  app.add_option("--degrade-seed", retrieve.seed, "seed of --degrade's choices")->capture_default_str();
+  strata::sim::RetrieveFlags retrieve;
+  strata::sim::AddRetrieveFlags(app, &retrieve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints the help or the error
     return code == 0 ? 0 : 2;      // a usage error (e.g. --port 99999) exits 2
   }
-  auto rules = strata::sim::ParseDegradeSpec(degrade);
-  if (!rules.ok() || (!degrade.empty() && answer_mode != "retrieve")) {
-    std::cerr << "strata-sim: " << (rules.ok() ? "--degrade needs --answer retrieve" : rules.status().message()) << "\n";
+  if (strata::Status applied = strata::sim::ApplyRetrieveFlags(retrieve, &options); !applied.ok()) {
+    std::cerr << "strata-sim: " << applied.message() << "\n";
     return 2;
-  }
-  retrieve.degrade = std::move(rules).value();
-  if (answer_mode == "retrieve") {
-    options.answer = [retrieve](const std::string& request, int64_t prompt_tokens) {
-      return strata::sim::AnswerRetrieve(request, prompt_tokens, retrieve);
-    };
   }
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull

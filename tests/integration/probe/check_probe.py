@@ -138,6 +138,12 @@ def main():
         usage = run('strata probe --endpoint "$A" --source tests/data --depths 2', env, work)
         assert usage.returncode == 2 and '"2"' in usage.stderr, usage.stderr
 
+        bad = subprocess.run([SIM, "--port", "0", "--answer", "retrieve", "--degrade", "deep:p=0.5"],
+                             capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 2 and "deep:p=0.5" in bad.stderr, bad.stderr
+        bad = subprocess.run([SIM, "--port", "0", "--degrade", "depth>0.5:p=0.5"], capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 2 and "needs --answer retrieve" in bad.stderr, bad.stderr
+
         browser = shutil.which("chromium") or shutil.which("chromium-browser")
         if not browser:
             print("SKIPPED: chromium is not installed (scripts/setup installs it)")
