@@ -160,6 +160,45 @@ std::optional<Found> FindDefinition(const std::vector<Line>& lines, std::string_
   return std::nullopt;
 }
 
+// kCamelCase or UPPER_CASE with a letter, 3 characters at least: a constant's name.
+bool LooksConstant(std::string_view id) {
+  if (id.size() < 3) return false;
+  if (id[0] == 'k' && std::isupper(static_cast<unsigned char>(id[1]))) return true;
+  bool letter = false;
+  for (char c : id) {
+    if (std::islower(static_cast<unsigned char>(c))) return false;
+    letter = letter || std::isupper(static_cast<unsigned char>(c));
+  }
+  return letter;
+}
+
+// The value of the constant function `name` uses: the first constant-like identifier in the lines
+// after its definition (to the end of its block) that some line of the prompt defines.
+std::optional<Found> FindTwoHop(const std::vector<Line>& lines, std::string_view name) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    long number;
+    if (!DefinesFunction(Content(lines[i].text, &number), name) || number == 0) continue;
+    for (size_t j = i + 1; j < lines.size() && !lines[j].text.empty(); ++j) {
+      std::string_view content = Content(lines[j].text, &number);
+      for (size_t k = 0; k < content.size();) {
+        if (!IsIdentChar(content[k]) || std::isdigit(static_cast<unsigned char>(content[k]))) {
+          ++k;
+          continue;
+        }
+        size_t end = k;
+        while (end < content.size() && IsIdentChar(content[end])) ++end;
+        std::string_view id = content.substr(k, end - k);
+        if (id != name && LooksConstant(id)) {
+          if (std::optional<Found> constant = FindConstant(lines, id)) return constant;
+        }
+        k = end;
+      }
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> TableCells(std::string_view content) {
   std::vector<std::string> cells;
   std::string_view row = Trim(content);
@@ -260,6 +299,7 @@ std::optional<Found> Lookup(const std::string& kind, const std::vector<std::stri
   if (kind == "constant" && params.size() >= 1) return FindConstant(lines, params[0]);
   if (kind == "definition" && params.size() >= 1) return FindDefinition(lines, params[0]);
   if (kind == "table" && params.size() >= 2) return FindTableCell(lines, params[0], params[1]);
+  if (kind == "twohop" && params.size() >= 1) return FindTwoHop(lines, params[0]);
   if (kind == "mrcr" && params.size() >= 2) {
     *memos = FindMemos(lines, params[0]);
     const long n = std::strtol(params[1].c_str(), nullptr, 10);

@@ -23,7 +23,7 @@ struct ProbeArgs {
   std::vector<std::string> sources;
   std::string lengths = "32k,128k,512k,1m";
   std::string depths = "0.1,0.5,0.9";
-  std::string kinds = "constant,definition,table,mrcr";
+  std::string kinds = "constant,definition,table,mrcr,twohop";
   int probes_per_bucket = 4;
   int concurrency = 4;
   int retries = 2;
@@ -70,7 +70,7 @@ probe::GenerateOptions GenerateOptionsOf(const ProbeArgs& args) {
   options.kinds.clear();
   for (const std::string& k : SplitList(args.kinds)) {
     std::optional<probe::ProbeKind> kind = probe::KindFromName(k);
-    if (!kind) throw CLI::ValidationError("--kinds", "\"" + k + "\" is not a probe kind (constant, definition, table, mrcr)");
+    if (!kind) throw CLI::ValidationError("--kinds", "\"" + k + "\" is not a probe kind (constant, definition, table, mrcr, twohop)");
     options.kinds.push_back(*kind);
   }
   StatusOr<int64_t> window = probe::ParseTokens(args.window);

@@ -76,10 +76,14 @@ enum class ProbeKind : int {
   kDefinition = 1,  // a function's defining file and line (PATH:LINE)
   kTable = 2,       // a number in a markdown table, by row and column
   kMrcr = 3,        // the N-th of several memos setting the same key (MRCR-style)
+  kTwoHop = 4,      // the value of the one constant a function uses, defined in another file
 };
-inline constexpr int kProbeKinds = 4;
+inline constexpr int kProbeKinds = 5;
 
-// "constant", "definition", "table", "mrcr".
+// Lines after a function's definition that a two-hop probe shows and looks for the constant in.
+inline constexpr size_t kHopWindow = 14;
+
+// "constant", "definition", "table", "mrcr", "twohop".
 const char* KindName(ProbeKind kind);
 // The kind of a name KindName gives; nullopt for another.
 std::optional<ProbeKind> KindFromName(const std::string& name);
@@ -91,12 +95,17 @@ struct Candidate {
   size_t line = 0;    // the answer's line (0-based)
   size_t anchor = 0;  // the first line the needle block must show (a table's header row)
   std::string key;     // constant or function name; a table row's first cell
-  std::string column;  // table: the column's header
+  std::string column;  // table: the column's header; twohop: the constant's name (not asked)
   std::string answer;  // as written in the source
+  size_t hop_file = 0;  // twohop: where the constant is defined (the second needle)
+  size_t hop_line = 0;
 };
 
 // Every candidate of the three source kinds, in file and line order.
 std::vector<Candidate> FindCandidates(const SourceSet& sources);
+// Two-hop candidates: each definition among `candidates` whose kHopWindow lines name exactly one
+// of the constants among `candidates` defined in another file.
+std::vector<Candidate> TwoHopCandidates(const SourceSet& sources, const std::vector<Candidate>& candidates);
 
 // The question text of a probe (the fixed format). `ordinal`: the memo asked for (mrcr, 1-based).
 std::string QuestionText(ProbeKind kind, const std::string& key, const std::string& column,
@@ -129,7 +138,7 @@ struct GenerateOptions {
   int64_t max_output_tokens = 64;
   std::string model = "default";
   std::vector<ProbeKind> kinds = {ProbeKind::kConstant, ProbeKind::kDefinition, ProbeKind::kTable,
-                                  ProbeKind::kMrcr};
+                                  ProbeKind::kMrcr, ProbeKind::kTwoHop};
   size_t block_lines = 60;     // lines per filler block
   size_t block_bytes = 6000;   // bytes per filler block, about
 };
@@ -147,6 +156,7 @@ struct ProbeSpec {
   std::vector<std::string> memo_values;  // mrcr: every memo's value, in context order
   std::vector<double> memo_depths;       // mrcr: their depths
   int ordinal = 0;                       // mrcr: the memo asked for (1-based)
+  double hop_depth = 0;  // twohop: the function's block (the constant's, the answer, is at depth)
   std::string question;
   std::string expected;
 };

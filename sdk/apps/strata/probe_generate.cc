@@ -84,8 +84,38 @@ class ProbeGenerator::Impl {
   Block NeedleBlock(const Candidate& c) const {
     const size_t lines = sources.files[c.file].lines.size();
     const size_t first = std::min(c.anchor, c.line) >= 6 ? std::min(c.anchor, c.line) - 6 : 0;
-    const size_t last = std::min(lines, c.line + 7);
+    const size_t last = std::min(lines, c.line + (c.kind == ProbeKind::kTwoHop ? kHopWindow + 1 : 7));
     return {c.file, first, last - first};
+  }
+
+  // What goes into a context at a depth: a needle block or a memo.
+  struct Insert {
+    double depth = 0;
+    std::string text;
+    int64_t tokens = 0;
+    bool asked = false;  // where the answer is (depth_actual measures it)
+  };
+
+  std::vector<Insert> Inserts(const ProbeSpec& spec) const {
+    std::vector<Insert> inserts;
+    if (spec.kind == ProbeKind::kMrcr) {
+      for (size_t i = 0; i < spec.memo_values.size(); ++i) {
+        inserts.push_back({spec.memo_depths[i], MemoLine(spec.candidate.key, spec.memo_values[i]) + "\n", 0,
+                           static_cast<int>(i + 1) == spec.ordinal});
+      }
+    } else if (spec.kind == ProbeKind::kTwoHop) {
+      Candidate constant = spec.candidate;
+      constant.kind = ProbeKind::kConstant;
+      constant.file = spec.candidate.hop_file;
+      constant.line = constant.anchor = spec.candidate.hop_line;
+      inserts.push_back({spec.hop_depth, RenderBlock(sources, NeedleBlock(spec.candidate)) + "\n", 0, false});
+      inserts.push_back({spec.depth, RenderBlock(sources, NeedleBlock(constant)) + "\n", 0, true});
+    } else {
+      inserts.push_back({spec.depth, RenderBlock(sources, NeedleBlock(spec.candidate)) + "\n", 0, true});
+    }
+    for (Insert& insert : inserts) insert.tokens = static_cast<int64_t>(tokenizer->Count(insert.text));
+    std::sort(inserts.begin(), inserts.end(), [](const Insert& a, const Insert& b) { return a.depth < b.depth; });
+    return inserts;
   }
 
   struct Assembled {
@@ -113,31 +143,20 @@ class ProbeGenerator::Impl {
   // The context: filler blocks up to `filler_budget` tokens (by their own counts), the needle (or
   // each memo) inserted where the tokens before it reach its depth, splitting the block it falls
   // in; the last block is cut to the budget.
-  Assembled Assemble(const ProbeSpec& spec, const std::string& needle, int64_t needle_tokens,
+  Assembled Assemble(const ProbeSpec& spec, const std::vector<Insert>& inserts, int64_t needle_tokens,
                      int64_t filler_budget) const {
     Assembled out;
     const bool memos = spec.kind == ProbeKind::kMrcr;
     const double total = static_cast<double>(filler_budget + needle_tokens);
-    std::vector<std::pair<double, std::string>> inserts;  // (depth, text), sorted by depth
-    if (memos) {
-      for (size_t i = 0; i < spec.memo_values.size(); ++i) {
-        inserts.emplace_back(spec.memo_depths[i], MemoLine(spec.candidate.key, spec.memo_values[i]) + "\n");
-      }
-    } else {
-      inserts.emplace_back(spec.depth, needle + "\n");
-    }
-    std::sort(inserts.begin(), inserts.end());
-    const int64_t insert_tokens = needle_tokens / static_cast<int64_t>(inserts.size());
     size_t next_insert = 0;
     int64_t filler = 0, placed = 0;
     double needle_at = -1;
     auto at = [&] { return static_cast<double>(filler + placed); };
-    auto due = [&] { return next_insert < inserts.size() ? inserts[next_insert].first * total : 1e300; };
+    auto due = [&] { return next_insert < inserts.size() ? inserts[next_insert].depth * total : 1e300; };
     auto place = [&] {
-      const bool asked = !memos || inserts[next_insert].second.find(" " + spec.expected + ".\n") != std::string::npos;
-      if (asked) needle_at = at();
-      out.context += inserts[next_insert++].second;
-      placed += insert_tokens;
+      if (inserts[next_insert].asked) needle_at = at();
+      out.context += inserts[next_insert].text;
+      placed += inserts[next_insert++].tokens;
     };
     auto emit = [&](const std::string& text, int64_t tokens) {
       out.context += text;
@@ -154,7 +173,10 @@ class ProbeGenerator::Impl {
       }
       const size_t index = order[k++];
       Block block = blocks[index];
-      if (!memos && block.file == spec.candidate.file) continue;
+      if (!memos && (block.file == spec.candidate.file ||
+                     (spec.kind == ProbeKind::kTwoHop && block.file == spec.candidate.hop_file))) {
+        continue;
+      }
       ++added_this_pass;
       while (due() <= at()) place();
       int64_t t = block_tokens[index];
@@ -242,10 +264,13 @@ StatusOr<std::unique_ptr<ProbeGenerator>> ProbeGenerator::Create(SourceSet sourc
   Rng rng(Mix(g.options.seed));
   for (size_t i = g.order.size(); i > 1; --i) std::swap(g.order[i - 1], g.order[rng.Below(i)]);
   g.candidates = KeepUniqueKeys(FindCandidates(g.sources));
+  for (Candidate& hop : TwoHopCandidates(g.sources, g.candidates)) g.candidates.push_back(std::move(hop));
   g.by_kind.assign(kProbeKinds, {});
   for (size_t i = 0; i < g.candidates.size(); ++i) {
     g.by_kind[static_cast<size_t>(g.candidates[i].kind)].push_back(i);
-    if (g.candidates[i].kind != ProbeKind::kTable) g.words.push_back(g.candidates[i].key);
+    if (g.candidates[i].kind != ProbeKind::kTable && g.candidates[i].kind != ProbeKind::kTwoHop) {
+      g.words.push_back(g.candidates[i].key);
+    }
   }
   if (g.words.empty()) g.words = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"};
   std::sort(g.words.begin(), g.words.end());
@@ -282,6 +307,10 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
         } else {
           const std::vector<size_t>& pool = g.by_kind[static_cast<size_t>(spec.kind)];
           spec.candidate = g.candidates[pool[rng.Below(pool.size())]];
+          // The function's block, away from the constant's.
+          do {
+            spec.hop_depth = 0.02 + 0.96 * rng.Uniform();
+          } while (std::fabs(spec.hop_depth - spec.depth) < 0.1);
         }
         spec.question = QuestionText(spec.kind, spec.candidate.key, spec.candidate.column, spec.ordinal);
         spec.expected = spec.candidate.answer;
@@ -294,13 +323,9 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
 
 StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
   const Impl& g = *impl_;
-  std::string needle;
-  if (spec.kind == ProbeKind::kMrcr) {
-    for (const std::string& v : spec.memo_values) needle += MemoLine(spec.candidate.key, v) + "\n";
-  } else {
-    needle = RenderBlock(g.sources, g.NeedleBlock(spec.candidate));
-  }
-  const int64_t needle_tokens = static_cast<int64_t>(g.tokenizer->Count(needle));
+  const std::vector<Impl::Insert> inserts = g.Inserts(spec);
+  int64_t needle_tokens = 0;
+  for (const Impl::Insert& insert : inserts) needle_tokens += insert.tokens;
   STRATA_ASSIGN_OR_RETURN(size_t overhead, g.counter->CountRequest(g.Body("", spec.question)));
   const int64_t target = spec.target_tokens;
   const int64_t tolerance = std::max<int64_t>(32, target / 200);
@@ -308,7 +333,7 @@ StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
   RenderedProbe out;
   Impl::Assembled assembled;
   for (int iteration = 0; iteration < 8; ++iteration) {
-    assembled = g.Assemble(spec, needle, needle_tokens, std::max<int64_t>(0, budget));
+    assembled = g.Assemble(spec, inserts, needle_tokens, std::max<int64_t>(0, budget));
     out.body = g.Body(assembled.context, spec.question);
     STRATA_ASSIGN_OR_RETURN(size_t exact, g.counter->CountRequest(out.body));
     out.tokens = static_cast<int64_t>(exact);

@@ -2,6 +2,8 @@
 // text, and counting how many places of a rendered context answer a question.
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
 #include <string_view>
 
 #include "probe.h"
@@ -217,6 +219,93 @@ size_t CountLines(const std::string& context, const std::string& word, Pred pred
   return count;
 }
 
+// The identifiers of `line`, in order.
+std::vector<std::string> Identifiers(std::string_view line) {
+  std::vector<std::string> ids;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (!IsIdentChar(line[i]) || std::isdigit(static_cast<unsigned char>(line[i]))) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < line.size() && IsIdentChar(line[end])) ++end;
+    ids.emplace_back(line.substr(i, end - i));
+    i = end;
+  }
+  return ids;
+}
+
+size_t CountTwoHopAnswers(const std::string& context, const Candidate& c);
+
+}  // namespace
+
+std::vector<Candidate> TwoHopCandidates(const SourceSet& sources, const std::vector<Candidate>& candidates) {
+  std::map<std::string, const Candidate*> constants;
+  for (const Candidate& c : candidates) {
+    if (c.kind == ProbeKind::kConstant) constants[c.key] = &c;
+  }
+  std::vector<Candidate> hops;
+  for (const Candidate& d : candidates) {
+    if (d.kind != ProbeKind::kDefinition) continue;
+    const std::vector<std::string>& lines = sources.files[d.file].lines;
+    std::set<std::string> used;
+    for (size_t i = d.line + 1; i < lines.size() && i <= d.line + kHopWindow; ++i) {
+      for (const std::string& id : Identifiers(lines[i])) {
+        auto it = constants.find(id);
+        if (it != constants.end() && it->second->file != d.file) used.insert(id);
+      }
+    }
+    if (used.size() != 1) continue;
+    const Candidate& k = *constants[*used.begin()];
+    Candidate hop = d;
+    hop.kind = ProbeKind::kTwoHop;
+    hop.column = k.key;
+    hop.answer = k.answer;
+    hop.hop_file = k.file;
+    hop.hop_line = k.line;
+    hops.push_back(std::move(hop));
+  }
+  return hops;
+}
+
+namespace {
+
+// A two-hop question has one answer when the function is defined once, and exactly one of the
+// identifiers in the lines after its definition (to its block's end) is defined as a constant in
+// the context: the asked one, once.
+size_t CountTwoHopAnswers(const std::string& context, const Candidate& c) {
+  Candidate def = c;
+  def.kind = ProbeKind::kDefinition;
+  const size_t defs = CountAnswers(context, def);
+  if (defs != 1) return defs;
+  size_t pos = 0;
+  for (pos = context.find(c.key + "("); pos != std::string::npos; pos = context.find(c.key + "(", pos + 1)) {
+    if (ParseDefinition(LineContent(context, pos)) == c.key) break;
+  }
+  if (pos == std::string::npos) return 0;
+  std::set<std::string> ids;
+  size_t line = context.find('\n', pos);
+  while (line != std::string::npos && line + 1 < context.size() && context[line + 1] != '\n') {
+    size_t end = context.find('\n', line + 1);
+    for (std::string& id : Identifiers(LineContent(context, line + 1))) {
+      if (IsConstantName(id) && id != c.key) ids.insert(std::move(id));
+    }
+    line = end;
+  }
+  size_t defined = 0;
+  bool asked_once = false;
+  for (const std::string& id : ids) {
+    Candidate constant;
+    constant.kind = ProbeKind::kConstant;
+    constant.key = id;
+    const size_t n = CountAnswers(context, constant);
+    defined += n > 0 ? 1 : 0;
+    asked_once = asked_once || (id == c.column && n == 1);
+  }
+  return asked_once ? defined : defined + 1;
+}
+
 }  // namespace
 
 const char* KindName(ProbeKind kind) {
@@ -225,6 +314,7 @@ const char* KindName(ProbeKind kind) {
     case ProbeKind::kDefinition: return "definition";
     case ProbeKind::kTable: return "table";
     case ProbeKind::kMrcr: return "mrcr";
+    case ProbeKind::kTwoHop: return "twohop";
   }
   return "constant";
 }
@@ -269,6 +359,9 @@ std::string QuestionText(ProbeKind kind, const std::string& key, const std::stri
     case ProbeKind::kMrcr:
       return head + "The memos above set `" + key + "` several times. What value does memo number `" +
              std::to_string(ordinal) + "` for it give, counting from the top? Answer with the value only.";
+    case ProbeKind::kTwoHop:
+      return head + "The function `" + key + "` in the files above uses a constant that another file above "
+             "defines. What value is that constant set to? Answer with the value only.";
   }
   return head;
 }
@@ -313,6 +406,8 @@ size_t CountAnswers(const std::string& context, const Candidate& c) {
       });
     case ProbeKind::kMrcr:
       return CountOccurrences(context, "[memo] The value of " + c.key + " is now ");
+    case ProbeKind::kTwoHop:
+      return CountTwoHopAnswers(context, c);
   }
   return 0;
 }

@@ -98,8 +98,35 @@ TEST_CASE("every kept probe over tests/data has one answer, and the simulator's 
       CHECK(NormalizeAnswer(found.answer) == NormalizeAnswer(spec.expected));
     }
     CHECK(kept * 10 >= generator->Plan().size() * 9);  // at most a tenth discarded
-    CHECK(kinds.size() == 4);
+    CHECK(kinds.size() >= 4);
   }
+}
+
+TEST_CASE("two-hop probes over the repository's sources show both files and have one answer", "[probe]") {
+  Counting counting(MakeEstimateTokenizer(4));
+  GenerateOptions options = SmallOptions();
+  options.kinds = {ProbeKind::kTwoHop};
+  options.lengths = {{"8k", 8192}};
+  SourceSet sources = Must(LoadSources({STRATA_TEST_DATA_DIR "/../../sdk"}));
+  auto generator = Must(ProbeGenerator::Create(std::move(sources), counting.tokenizer.get(), counting.counter.get(), options));
+  REQUIRE(generator->candidate_counts()[static_cast<size_t>(ProbeKind::kTwoHop)] > 0);
+  size_t kept = 0;
+  for (const ProbeSpec& spec : generator->Plan()) {
+    const RenderedProbe rendered = Must(generator->Render(spec));
+    INFO(spec.id << " " << spec.question << " expected " << spec.expected << " via " << spec.candidate.column);
+    if (!rendered.discard_reason.empty()) continue;
+    ++kept;
+    const std::string user = UserMessage(rendered.body);
+    const std::string& files = generator->sources().files[spec.candidate.file].path;
+    const std::string& hop = generator->sources().files[spec.candidate.hop_file].path;
+    CHECK(files != hop);
+    CHECK(CountOccurrences(user, "==> " + files + " ") == 1);
+    CHECK(CountOccurrences(user, "==> " + hop + " ") == 1);
+    CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.15);  // the constant, the answer, at the depth
+    const sim::RetrieveResult found = sim::AnswerProbe(user, rendered.tokens, {});
+    CHECK(NormalizeAnswer(found.answer) == NormalizeAnswer(spec.expected));
+  }
+  CHECK(kept * 2 >= generator->Plan().size());
 }
 
 TEST_CASE("probe contexts land within 1% under their lengths by the exact counter", "[probe]") {
@@ -166,6 +193,41 @@ TEST_CASE("sources skip binary files and read trajectories as their messages' te
     }
   }
   CHECK(trajectory);
+}
+
+}  // namespace
+}  // namespace strata::cli::probe
+
+namespace strata::cli::probe {
+namespace {
+
+TEST_CASE("the question formats docs/probe.md shows are the ones generation emits", "[probe][docs]") {
+  std::ifstream in(STRATA_TEST_DATA_DIR "/../../docs/probe.md");
+  REQUIRE(in);
+  std::string line;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    const std::string head = "Question [strata-probe ";
+    if (line.rfind(head, 0) != 0) continue;
+    const std::string name = line.substr(head.size(), line.find(']') - head.size());
+    std::optional<ProbeKind> kind = KindFromName(name);
+    REQUIRE(kind);
+    std::vector<std::string> params;
+    for (size_t open = line.find('`'); open != std::string::npos; open = line.find('`', line.find('`', open + 1) + 1)) {
+      params.push_back(line.substr(open + 1, line.find('`', open + 1) - open - 1));
+    }
+    REQUIRE(params.size() >= 1);
+    std::string key = params[0], column;
+    int ordinal = 0;
+    if (*kind == ProbeKind::kTable) column = params[0], key = params.at(1);
+    if (*kind == ProbeKind::kMrcr) ordinal = std::stoi(params.at(1));
+    std::string shown = line;
+    if (shown.size() > 3 && shown.compare(shown.size() - 3, 3, "...") == 0) shown.resize(shown.size() - 3);
+    INFO(line);
+    CHECK_THAT(QuestionText(*kind, key, column, ordinal), Catch::StartsWith(shown));
+    seen.insert(name);
+  }
+  CHECK(seen.size() == static_cast<size_t>(kProbeKinds));
 }
 
 }  // namespace

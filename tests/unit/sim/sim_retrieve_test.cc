@@ -19,6 +19,13 @@ const std::string kContext =
     "12\tint Resize(int n) {\n"
     "13\t  return kMaxBlocks;\n"
     "\n"
+    "==> src/grow.cc (lines 1-2) <==\n"
+    "1\tint Grow(int n) {\n"
+    "2\t  return n * kFactor + kMaxBlocks;\n"
+    "\n"
+    "==> src/factor.h (lines 3-3) <==\n"
+    "3\t#define kFactor 3\n"
+    "\n"
     "[memo] The value of probe.x.1 is now red-1111.\n"
     "\n"
     "==> docs/t.md (lines 1-4) <==\n"
@@ -44,6 +51,9 @@ TEST_CASE("retrieve answers each probe kind from the prompt", "[sim][retrieve]")
             .answer == "9");
   CHECK(AnswerProbe(Ask("Question [strata-probe mrcr]: memos set `probe.x.1`. Memo number `2`?"), 1000, options)
             .answer == "blue-2222");
+  // Two hops: Grow's body names kFactor (defined in another file) first.
+  CHECK(AnswerProbe(Ask("Question [strata-probe twohop]: The function `Grow` uses a constant"), 1000, options)
+            .answer == "3");
   RetrieveResult missing = AnswerProbe(Ask("Question [strata-probe constant]: the constant `kNowhere`?"), 1000, options);
   CHECK_FALSE(missing.found);
   CHECK_FALSE(AnswerProbe("no question here", 10, options).found);
