@@ -203,7 +203,7 @@ std::string_view LineContent(std::string_view context, size_t pos) {
 template <typename Pred>
 size_t CountLines(const std::string& context, const std::string& word, Pred pred) {
   size_t count = 0;
-  size_t last_line = std::string::npos;
+  std::optional<size_t> last_line;  // the line last counted (npos: the first line)
   for (size_t pos = context.find(word); pos != std::string::npos; pos = context.find(word, pos + 1)) {
     const bool left = pos == 0 || !IsIdentChar(context[pos - 1]);
     const bool right = pos + word.size() >= context.size() || !IsIdentChar(context[pos + word.size()]);

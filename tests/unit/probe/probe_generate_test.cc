@@ -180,55 +180,5 @@ TEST_CASE("bad probe options and sources are refused with the offending value", 
   CHECK_THAT(bad.status().message(), Catch::Contains("12q"));
 }
 
-TEST_CASE("sources skip binary files and read trajectories as their messages' text", "[probe]") {
-  SourceSet sources = Must(LoadSources({STRATA_TEST_DATA_DIR}));
-  CHECK(sources.skipped >= 1);  // the SentencePiece model
-  bool trajectory = false;
-  for (const SourceFile& file : sources.files) {
-    CHECK(file.path.find("strata-test-spm.model") == std::string::npos);
-    if (file.path.find("sympy__sympy-15976.jsonl") != std::string::npos) {
-      REQUIRE_FALSE(file.lines.empty());
-      CHECK(file.lines[0].rfind("[system]", 0) == 0);
-      trajectory = true;
-    }
-  }
-  CHECK(trajectory);
-}
-
-}  // namespace
-}  // namespace strata::cli::probe
-
-namespace strata::cli::probe {
-namespace {
-
-TEST_CASE("the question formats docs/probe.md shows are the ones generation emits", "[probe][docs]") {
-  std::ifstream in(STRATA_TEST_DATA_DIR "/../../docs/probe.md");
-  REQUIRE(in);
-  std::string line;
-  std::set<std::string> seen;
-  while (std::getline(in, line)) {
-    const std::string head = "Question [strata-probe ";
-    if (line.rfind(head, 0) != 0) continue;
-    const std::string name = line.substr(head.size(), line.find(']') - head.size());
-    std::optional<ProbeKind> kind = KindFromName(name);
-    REQUIRE(kind);
-    std::vector<std::string> params;
-    for (size_t open = line.find('`'); open != std::string::npos; open = line.find('`', line.find('`', open + 1) + 1)) {
-      params.push_back(line.substr(open + 1, line.find('`', open + 1) - open - 1));
-    }
-    REQUIRE(params.size() >= 1);
-    std::string key = params[0], column;
-    int ordinal = 0;
-    if (*kind == ProbeKind::kTable) column = params[0], key = params.at(1);
-    if (*kind == ProbeKind::kMrcr) ordinal = std::stoi(params.at(1));
-    std::string shown = line;
-    if (shown.size() > 3 && shown.compare(shown.size() - 3, 3, "...") == 0) shown.resize(shown.size() - 3);
-    INFO(line);
-    CHECK_THAT(QuestionText(*kind, key, column, ordinal), Catch::StartsWith(shown));
-    seen.insert(name);
-  }
-  CHECK(seen.size() == static_cast<size_t>(kProbeKinds));
-}
-
 }  // namespace
 }  // namespace strata::cli::probe
