@@ -71,7 +71,7 @@ TEST_CASE("against strata-sim --answer retrieve every bucket is 100%", "[probe]"
   CHECK(j["failing"].empty());
 }
 
-TEST_CASE("a degradation model shows at its buckets and fails --min-recovery there", "[probe]") {
+TEST_CASE("a degradation model shows at its buckets and fails --min-recovery there", "[probe][concurrency]") {
   auto a_sim = RetrieveSim();
   auto b_sim = RetrieveSim("depth>0.7:p=1");
   auto a = Http(*a_sim), b = Http(*b_sim);
