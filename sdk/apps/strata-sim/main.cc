@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "retrieve_flags.h"
 #include "sim_server.h"
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
@@ -70,11 +71,17 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
   app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
+  strata::sim::RetrieveFlags retrieve;
+  strata::sim::AddRetrieveFlags(app, &retrieve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints the help or the error
     return code == 0 ? 0 : 2;      // a usage error (e.g. --port 99999) exits 2
+  }
+  if (strata::Status applied = strata::sim::ApplyRetrieveFlags(retrieve, &options); !applied.ok()) {
+    std::cerr << "strata-sim: " << applied.message() << "\n";
+    return 2;
   }
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull

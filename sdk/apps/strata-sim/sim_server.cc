@@ -495,7 +495,7 @@ class SimServer::Impl : public GrpcEngine {
     if (fault && (fault->kind == "slow-first-byte")) plan.prefill_us += int64_t{fault->delay_ms} * 1000;
     if (fault && (fault->kind == "stall" || fault->kind == "reset" || fault->kind == "malformed-sse")) plan.fault = fault;
 
-    StatusOr<Reply> reply = ChooseReply(request, headers);
+    StatusOr<Reply> reply = ChooseReply(request, headers, prompt_tokens);
     if (!reply.ok()) return ErrorPlan(std::move(plan), 400, reply.status().message(), shape, "BadRequestError");
     plan.prompt_tokens = prompt_tokens;
     return PlanReply(std::move(plan), request, headers, std::move(reply).value(), cached, max_out);
@@ -570,15 +570,15 @@ class SimServer::Impl : public GrpcEngine {
   }
 
   // What the assistant answers a (validated) request: the X-Strata-Sim-Reply header's message, else
-  // the trajectory's assistant turn after as many as the request holds, else generated text of
-  // about generated_output_tokens. An error when the header is not a JSON object.
-  StatusOr<Reply> ChooseReply(const json& request, const std::map<std::string, std::string>& headers) {
+  // SimOptions::answer's, else the trajectory's assistant turn after as many as the request holds,
+  // else generated text of about generated_output_tokens. An error when the header is no JSON object.
+  StatusOr<Reply> ChooseReply(const json& request, const std::map<std::string, std::string>& headers, int64_t prompt_tokens) {
     auto scripted = headers.find("x-strata-sim-reply");
     if (scripted != headers.end()) {
       json m = json::parse(scripted->second, nullptr, false);
       if (m.is_discarded() || !m.is_object()) return InvalidArgumentError("X-Strata-Sim-Reply is not a JSON object");
       return ReplyFromMessage(m);
-    }
+    } else if (options_.answer) return Reply{options_.answer(request.dump(), prompt_tokens), "", {}};
     size_t assistants = 0;
     for (const json& m : request["messages"]) {
       if (m.is_object() && m.value("role", "") == "assistant") ++assistants;

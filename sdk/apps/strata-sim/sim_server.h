@@ -32,6 +32,7 @@
 #define STRATA_APPS_STRATA_SIM_SIM_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,10 @@ struct SimOptions {
   // Replies: from this trajectory (JSON lines, one chat message per line): a request holding k
   // assistant messages gets the trajectory's k-th assistant message (0-based). Else generated.
   std::string trajectory_path;
+  // Set: the reply's content is what this returns for the request body and its prompt tokens
+  // (strata-sim --answer retrieve, sim_retrieve.h), unless X-Strata-Sim-Reply gives the reply.
+  // Called from serving threads at once: it must be thread-safe.
+  std::function<std::string(const std::string& request_json, int64_t prompt_tokens)> answer;
   int64_t generated_output_tokens = 16;
   size_t chunk_bytes = 16;  // bytes per streamed delta
   // Write every SSE event with its own send(). Default false: events due at the same time (no

@@ -25,6 +25,7 @@ void RegisterPrompt(CLI::App& app);
 void RegisterRun(CLI::App& app);
 void RegisterPlan(CLI::App& app);
 void RegisterBench(CLI::App& app);
+void RegisterProbe(CLI::App& app);
 
 }  // namespace strata::cli
 

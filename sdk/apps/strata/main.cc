@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   strata::cli::RegisterRun(app);
   strata::cli::RegisterPlan(app);
   strata::cli::RegisterBench(app);
+  strata::cli::RegisterProbe(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

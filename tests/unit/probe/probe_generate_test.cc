@@ -1,0 +1,184 @@
+// strata probe's generation over the repository's tests/data: deterministic for a seed, every kept
+// probe answerable once (checked by strata-sim's independent lookup), lengths by the exact counter.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "probe.h"
+#include "sim_retrieve.h"
+#include "strata/chat_template.h"
+#include "strata/tokenizer_spec.h"
+#include "testing/sim_testing.h"
+#include "testing/status_testing.h"
+
+namespace strata::cli::probe {
+namespace {
+
+using testing::Must;
+
+// A tokenizer, the GLM-5.3 template and their request counter.
+struct Counting {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template = MakeGlm5ChatTemplate();
+  std::unique_ptr<RequestTokenCounter> counter;
+  explicit Counting(std::unique_ptr<Tokenizer> t) : tokenizer(std::move(t)) {
+    counter = MakeRequestTokenCounter(*chat_template, *tokenizer);
+  }
+};
+
+GenerateOptions SmallOptions(uint64_t seed = 7) {
+  GenerateOptions options;
+  options.lengths = {{"4k", 4096}, {"16k", 16384}};
+  options.probes_per_bucket = 6;
+  options.seed = seed;
+  return options;
+}
+
+// The repository's own content: its test data and, for tables, its documentation.
+const std::vector<std::string> kSources = {STRATA_TEST_DATA_DIR, STRATA_TEST_DATA_DIR "/../../docs"};
+
+std::unique_ptr<ProbeGenerator> Generator(const Counting& counting, GenerateOptions options) {
+  SourceSet sources = Must(LoadSources(kSources));
+  return Must(ProbeGenerator::Create(std::move(sources), counting.tokenizer.get(), counting.counter.get(),
+                                     std::move(options)));
+}
+
+std::string UserMessage(const std::string& body) {
+  return nlohmann::json::parse(body)["messages"][1]["content"].get<std::string>();
+}
+
+TEST_CASE("probe generation is deterministic for a seed and differs for another", "[probe]") {
+  Counting counting(MakeEstimateTokenizer(4));
+  auto first = Generator(counting, SmallOptions());
+  auto second = Generator(counting, SmallOptions());
+  auto other = Generator(counting, SmallOptions(8));
+  std::vector<ProbeSpec> a = first->Plan(), b = second->Plan(), c = other->Plan();
+  REQUIRE(a.size() == 2 * 3 * 6);
+  REQUIRE(a.size() == b.size());
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].id);
+    CHECK(a[i].id == b[i].id);
+    CHECK(a[i].question == b[i].question);
+    CHECK(a[i].expected == b[i].expected);
+    const RenderedProbe ra = Must(first->Render(a[i]));
+    CHECK(ra.body == Must(second->Render(b[i])).body);
+    differs = differs || ra.body != Must(other->Render(c[i])).body;
+  }
+  CHECK(differs);
+}
+
+TEST_CASE("every kept probe over tests/data has one answer, and the simulator's lookup finds it", "[probe]") {
+  Counting counting(MakeEstimateTokenizer(4));
+  for (uint64_t seed : {1, 2, 3}) {
+    auto generator = Generator(counting, SmallOptions(seed));
+    size_t kept = 0;
+    std::set<std::string> kinds;
+    for (const ProbeSpec& spec : generator->Plan()) {
+      const RenderedProbe rendered = Must(generator->Render(spec));
+      INFO(spec.id << " " << spec.question << " expected " << spec.expected);
+      if (!rendered.discard_reason.empty()) {
+        CHECK_FALSE(rendered.unique);
+        continue;
+      }
+      ++kept;
+      kinds.insert(KindName(spec.kind));
+      const std::string user = UserMessage(rendered.body);
+      const std::string context = user.substr(0, user.rfind("Question [strata-probe"));
+      if (spec.kind == ProbeKind::kMrcr) {
+        CHECK(CountAnswers(context, spec.candidate) == spec.memo_values.size());
+        CHECK(CountOccurrences(context, spec.expected) == 1);
+      } else {
+        CHECK(CountAnswers(context, spec.candidate) == 1);
+      }
+      const sim::RetrieveResult found = sim::AnswerProbe(user, rendered.tokens, {});
+      CHECK(found.found);
+      CHECK(NormalizeAnswer(found.answer) == NormalizeAnswer(spec.expected));
+    }
+    CHECK(kept * 10 >= generator->Plan().size() * 9);  // at most a tenth discarded
+    CHECK(kinds.size() >= 4);
+  }
+}
+
+TEST_CASE("two-hop probes over the repository's sources show both files and have one answer", "[probe]") {
+  Counting counting(MakeEstimateTokenizer(4));
+  GenerateOptions options = SmallOptions();
+  options.kinds = {ProbeKind::kTwoHop};
+  options.lengths = {{"8k", 8192}};
+  SourceSet sources = Must(LoadSources({STRATA_TEST_DATA_DIR "/../../sdk"}));
+  auto generator = Must(ProbeGenerator::Create(std::move(sources), counting.tokenizer.get(), counting.counter.get(), options));
+  REQUIRE(generator->candidate_counts()[static_cast<size_t>(ProbeKind::kTwoHop)] > 0);
+  size_t kept = 0;
+  for (const ProbeSpec& spec : generator->Plan()) {
+    const RenderedProbe rendered = Must(generator->Render(spec));
+    INFO(spec.id << " " << spec.question << " expected " << spec.expected << " via " << spec.candidate.column);
+    if (!rendered.discard_reason.empty()) continue;
+    ++kept;
+    const std::string user = UserMessage(rendered.body);
+    const std::string& files = generator->sources().files[spec.candidate.file].path;
+    const std::string& hop = generator->sources().files[spec.candidate.hop_file].path;
+    CHECK(files != hop);
+    CHECK(CountOccurrences(user, "==> " + files + " ") == 1);
+    CHECK(CountOccurrences(user, "==> " + hop + " ") == 1);
+    CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.15);  // the constant, the answer, at the depth
+    const sim::RetrieveResult found = sim::AnswerProbe(user, rendered.tokens, {});
+    CHECK(NormalizeAnswer(found.answer) == NormalizeAnswer(spec.expected));
+  }
+  CHECK(kept * 2 >= generator->Plan().size());
+}
+
+TEST_CASE("probe contexts land within 1% under their lengths by the exact counter", "[probe]") {
+  Counting counting(testing::TestSpmTokenizer());
+  GenerateOptions options = SmallOptions();
+  options.lengths = {{"4k", 4096}, {"16k", 16384}, {"40000", 40000}};
+  options.probes_per_bucket = 2;
+  auto generator = Generator(counting, options);
+  Counting fresh(testing::TestSpmTokenizer());  // counts each body anew
+  for (const ProbeSpec& spec : generator->Plan()) {
+    const RenderedProbe rendered = Must(generator->Render(spec));
+    INFO(spec.id);
+    const int64_t exact = static_cast<int64_t>(Must(fresh.counter->CountRequest(rendered.body)));
+    CHECK(exact == rendered.tokens);
+    CHECK(exact <= spec.target_tokens);
+    CHECK(exact >= spec.target_tokens * 99 / 100);
+    if (spec.kind != ProbeKind::kMrcr) CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.1);
+  }
+}
+
+TEST_CASE("a length beyond the window is cut to the window minus the output reserve", "[probe]") {
+  Counting counting(MakeEstimateTokenizer(4));
+  GenerateOptions options = SmallOptions();
+  options.lengths = {{"16k", 16384}};
+  options.window_tokens = 8192;
+  options.max_output_tokens = 100;
+  options.probes_per_bucket = 1;
+  auto generator = Generator(counting, options);
+  for (const ProbeSpec& spec : generator->Plan()) {
+    CHECK(spec.target_tokens == 8092);
+    CHECK(Must(generator->Render(spec)).tokens <= 8092);
+  }
+}
+
+TEST_CASE("bad probe options and sources are refused with the offending value", "[probe]") {
+  Counting counting(MakeEstimateTokenizer(4));
+  GenerateOptions options = SmallOptions();
+  options.depths = {0.5, 1.5};
+  StatusOr<std::unique_ptr<ProbeGenerator>> made =
+      ProbeGenerator::Create(Must(LoadSources({STRATA_TEST_DATA_DIR})), counting.tokenizer.get(), counting.counter.get(), options);
+  REQUIRE_FALSE(made.ok());
+  CHECK_THAT(made.status().message(), Catch::Contains("1.5"));
+  StatusOr<SourceSet> missing = LoadSources({"/nonexistent/probe-source"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("/nonexistent/probe-source"));
+  CHECK(Must(ParseTokens("32k")) == 32768);
+  CHECK(Must(ParseTokens("1m")) == 1048576);
+  StatusOr<int64_t> bad = ParseTokens("12q");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("12q"));
+}
+
+}  // namespace
+}  // namespace strata::cli::probe
