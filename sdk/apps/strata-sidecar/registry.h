@@ -104,8 +104,9 @@ class CompletionSlot {
 
 class AgentRegistry {
  public:
-  // Opens (creating if missing) the store and takes an exclusive lock on "<store>.lock":
-  // FAILED_PRECONDITION while another registry (another strata-sidecar) has the store open.
+  // Opens (creating if missing) the store with StoreOptions::exclusive, which locks the database
+  // file itself: FAILED_PRECONDITION, naming the holding process, while another registry (another
+  // strata-sidecar) or any other program has the file open, through whatever path.
   static StatusOr<std::unique_ptr<AgentRegistry>> Open(RegistryOptions options);
   ~AgentRegistry();
   AgentRegistry(const AgentRegistry&) = delete;
