@@ -16,7 +16,7 @@ constexpr char kAgentConfigKey[] = "config";
 }  // namespace
 
 bool IsValidAgentId(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
+  if (id.empty() || id.size() > kMaxAgentIdLength) return false;
   for (char c : id) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
           c == '_' || c == '-')) {

@@ -54,6 +54,10 @@ struct RegistryOptions {
   Transport* transport = nullptr;
 };
 
+// The longest agent id a tenant may use (IsValidAgentId), without the tenant prefix of the
+// stored id.
+inline constexpr size_t kMaxAgentIdLength = 128;
+
 // True when `id` is a valid agent id: 1-128 characters of [A-Za-z0-9._-].
 bool IsValidAgentId(std::string_view id);
 // INVALID_ARGUMENT naming `field` and the offending value when !IsValidAgentId(id).
