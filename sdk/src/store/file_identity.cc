@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -44,11 +45,20 @@ Seen Look(const std::string& path) {
   return seen;
 }
 
+// `path` made absolute against the working directory of now: a later chdir() of the process must
+// not make the store's own file look removed.
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
 }  // namespace
 
 void StoreFiles::Record(const std::string& path, const std::string& db_file, bool uses_shm) {
   files_.clear();
-  files_.push_back(File{path, "the store"});
+  files_.push_back(File{Absolute(path), "the store"});
   files_.push_back(File{db_file + "-wal", "the store's write-ahead log"});
   if (uses_shm) files_.push_back(File{db_file + "-shm", "the store's shared-memory index"});
   for (File& file : files_) {

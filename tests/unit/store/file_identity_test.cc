@@ -86,6 +86,19 @@ TEST_CASE(
   CHECK((*saved)->GetAgent("b").status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("a store opened by a relative path keeps writing after the process changes directory",
+          "[store][files]") {
+  TempDir dir;
+  char cwd[4096];
+  REQUIRE(::getcwd(cwd, sizeof cwd) != nullptr);
+  REQUIRE(::chdir(dir.path().c_str()) == 0);
+  auto store = OpenSqliteStore("agents.db");
+  REQUIRE(::chdir(cwd) == 0);  // "agents.db" now names no file, but the store's file is in place
+  REQUIRE(store.ok());
+  CHECK((*store)->CreateAgent(AgentOptions("a")).ok());
+  CHECK((*store)->CheckFiles().ok());
+}
+
 TEST_CASE("a store whose file or -wal was replaced while open refuses writes", "[store][files]") {
   const std::string replaced = GENERATE(std::string(""), std::string("-wal"));
   INFO("replaced: agents.db" << replaced);
