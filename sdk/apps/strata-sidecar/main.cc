@@ -33,6 +33,7 @@
 #include "service.h"
 #include "sidecar_config.h"
 #include "sidecar_metrics.h"
+#include "store_health.h"
 #include "strata/pools.h"
 #include "tenants.h"
 #include "tls_check.h"
@@ -350,8 +351,10 @@ std::unique_ptr<sc::Proxy> MakeProxy(const sc::SidecarConfig& config, sc::AgentR
 StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& config,
                                                     sc::Authenticator& authenticator,
                                                     sc::Proxy& proxy, sc::SidecarMetrics& metrics,
-                                                    sc::AgentRegistry& registry) {
+                                                    sc::AgentRegistry& registry,
+                                                    sc::StoreHealth& health) {
   sc::HttpServerOptions options;
+  options.ready = [&health] { return health.Check(); };  // 503 while the store refuses writes
   options.listen = config.http_listen;
   options.tls = config.tls;
   options.authenticator = &authenticator;
@@ -370,16 +373,28 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
   return http;
 }
 
-// Waits for SIGTERM or SIGINT (in `signals`, blocked), then drains (drain.h): stops accepting
-// calls and lets those in flight finish for up to drain_timeout_ms. Returns how long the drain
-// took, in ms.
+// Waits for SIGTERM or SIGINT (in `signals`, blocked), meanwhile reporting NOT_SERVING on the
+// gRPC health service while the store refuses writes (`health`); then drains (drain.h): stops
+// accepting calls and lets those in flight finish for up to drain_timeout_ms. Returns how long the
+// drain took, in ms.
 int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
-                     sc::ContextServiceImpl& service, sc::HttpServer* http) {
-  int signal = 0;
-  sigwait(&signals, &signal);
+                     sc::ContextServiceImpl& service, sc::HttpServer* http,
+                     sc::StoreHealth& health) {
+  // While waiting, the gRPC health service follows the store's files once a second.
+  const timespec poll = {1, 0};
+  bool serving = true;
+  int signal = -1;
+  while ((signal = sigtimedwait(&signals, nullptr, &poll)) < 0) {
+    const bool healthy = health.Check();
+    if (healthy == serving) continue;
+    serving = healthy;
+    if (auto* grpc_health = server.GetHealthCheckService()) {
+      grpc_health->SetServingStatus(serving);
+    }
+  }
   Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
       ": draining (in-flight calls get up to " + std::to_string(drain_timeout_ms) + " ms)");
-  if (auto* health = server.GetHealthCheckService()) health->SetServingStatus(false);
+  if (auto* grpc_health = server.GetHealthCheckService()) grpc_health->SetServingStatus(false);
   if (http) http->BeginDrain();
   const auto start = std::chrono::steady_clock::now();
   sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms));
@@ -410,6 +425,7 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
     metrics.SetAgents(t.name, (*registry)->AgentCount(t));
   }
   const sc::ServiceHooks hooks = MetricsHooks(metrics);
+  sc::StoreHealth health(&(*registry)->store(), [](const std::string& m) { Log("store: " + m); });
   sc::ContextServiceImpl service(registry->get(), &authenticator, hooks);
   StatusOr<std::unique_ptr<grpc::Server>> server =
       StartGrpc(config, grpc_address, authenticator, service);
@@ -419,7 +435,7 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
   if (!config.http_listen.empty()) {
     proxy = MakeProxy(config, registry->get(), pools.endpoints, hooks);
     StatusOr<std::unique_ptr<sc::HttpServer>> started =
-        StartHttp(config, authenticator, *proxy, metrics, **registry);
+        StartHttp(config, authenticator, *proxy, metrics, **registry, health);
     if (!started.ok()) return Fail(started.status());
     http = std::move(*started);
   }
@@ -430,7 +446,8 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
       config.store + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
       (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
-  const int64_t ms = WaitAndDrain(signals, config.drain_timeout_ms, **server, service, http.get());
+  const int64_t ms =
+      WaitAndDrain(signals, config.drain_timeout_ms, **server, service, http.get(), health);
   server->reset();
   registry->reset();
   Log("drained in " + std::to_string(ms) + " ms; exiting");

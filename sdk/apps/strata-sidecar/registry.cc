@@ -1,9 +1,5 @@
 #include "registry.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -20,7 +16,7 @@ constexpr char kAgentConfigKey[] = "config";
 }  // namespace
 
 bool IsValidAgentId(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
+  if (id.empty() || id.size() > kMaxAgentIdLength) return false;
   for (char c : id) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
           c == '_' || c == '-')) {
@@ -90,10 +86,6 @@ CompletionSlot::~CompletionSlot() {
 // ------------------------------------------------------------------------------------ registry
 
 struct AgentRegistry::State {
-  ~State() {
-    if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
-  }
-  int lock_fd = -1;  // flock'ed "<store>.lock": one registry per store
   RegistryOptions options;
   std::unique_ptr<Store> store;
   std::mutex mu;  // entries, agent_counts, completions
@@ -122,21 +114,21 @@ AgentRegistry::~AgentRegistry() {
 
 StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
   auto state = std::make_unique<State>();
-  // Agents are cached in memory, so two registries on one store would diverge: the second is
-  // refused. The kernel drops the lock when the process ends, SIGKILL included.
-  const std::string lock_path = options.store_path + ".lock";
-  state->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (state->lock_fd < 0) {
-    return PermissionDeniedError("cannot open " + lock_path + ": " + std::strerror(errno));
-  }
-  if (::flock(state->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    return FailedPreconditionError("the store " + options.store_path +
-                                   " is in use by another strata-sidecar (" + lock_path +
-                                   " is locked): stop it, or give this one another --store");
-  }
   StoreOptions store_options;
   store_options.synchronous = options.store_sync;
-  STRATA_ASSIGN_OR_RETURN(state->store, OpenSqliteStore(options.store_path, store_options));
+  // Agents are cached in memory, so two registries on one store would diverge: the store is
+  // opened exclusively (SQLite's lock on the database file itself, whatever path names it: a
+  // symlink, a hard link), and a second registry is refused. The kernel drops the lock when the
+  // process ends, SIGKILL included.
+  store_options.exclusive = true;
+  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(options.store_path, store_options);
+  if (store.status().code() == StatusCode::kFailedPrecondition &&
+      store.status().message().find(" is in use by ") != std::string::npos) {
+    return FailedPreconditionError("the store is in use by another strata-sidecar or another "
+                                   "program: " + store.status().message() +
+                                   "; or give this one another --store");
+  }
+  STRATA_ASSIGN_OR_RETURN(state->store, std::move(store));
   STRATA_ASSIGN_OR_RETURN(std::vector<StoredAgent> agents, state->store->ListAgents());
   for (const StoredAgent& a : agents) {
     const std::string& id = a.options.agent.id;

@@ -59,6 +59,10 @@ struct RegistryOptions {
   std::chrono::milliseconds lease_wait{0};
 };
 
+// The longest agent id a tenant may use (IsValidAgentId), without the tenant prefix of the
+// stored id.
+inline constexpr size_t kMaxAgentIdLength = 128;
+
 // True when `id` is a valid agent id: 1-128 characters of [A-Za-z0-9._-].
 bool IsValidAgentId(std::string_view id);
 // INVALID_ARGUMENT naming `field` and the offending value when !IsValidAgentId(id).
@@ -109,8 +113,9 @@ class CompletionSlot {
 
 class AgentRegistry {
  public:
-  // Opens (creating if missing) the store and takes an exclusive lock on "<store>.lock":
-  // FAILED_PRECONDITION while another registry (another strata-sidecar) has the store open.
+  // Opens (creating if missing) the store with StoreOptions::exclusive, which locks the database
+  // file itself: FAILED_PRECONDITION, naming the holding process, while another registry (another
+  // strata-sidecar) or any other program has the file open, through whatever path.
   static StatusOr<std::unique_ptr<AgentRegistry>> Open(RegistryOptions options);
   ~AgentRegistry();
   AgentRegistry(const AgentRegistry&) = delete;

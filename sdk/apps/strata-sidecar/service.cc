@@ -719,6 +719,8 @@ grpc::Status ContextServiceImpl::Fork(grpc::ServerContext* context, const v1::Fo
       STRATA_RETURN_IF_ERROR(CheckAgentId(request->child_id(), "child_id"));
       options.id = AgentRegistry::StoredId(t, request->child_id());
     }
+    // A derived id ("<agent_id>.fork-<n>") stays a valid agent id: cut to fit when it is long.
+    options.max_id_length = AgentRegistry::StoredId(t, "").size() + kMaxAgentIdLength;
     if (request->window() > 0) {
       AgentBudgetConfig budget = lease.agent().config().budget;
       budget.window = request->window();

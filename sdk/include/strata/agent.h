@@ -246,7 +246,16 @@ struct RecallPage {
 
 // Options of Agent::Fork().
 struct ForkOptions {
-  std::string id;  // "" : "<parent id>.fork-<n>"
+  // The child's id. "": "<parent id>.fork-<n>", n the first number not taken in the store (with
+  // max_id_length set, the parent id is cut on a UTF-8 character boundary so that the whole id
+  // fits; a cut parent id may meet another parent's, and the store's uniqueness check then
+  // moves on to the next number).
+  std::string id;
+  // Longest id, in bytes, the child may get (the id rules of where it is served, e.g.
+  // strata-sidecar's 128 characters after its tenant prefix); 0: no limit. Default 0. An `id`
+  // longer than this is refused with INVALID_ARGUMENT, and so is a limit too short for
+  // ".fork-<n>" plus one character of the parent id.
+  size_t max_id_length = 0;
   // The child's budget; unset: the parent's.
   std::optional<AgentBudgetConfig> budget;
 };

@@ -29,7 +29,10 @@
 // (calls are serialized on one connection). Contexts attached to it keep their own contract (one
 // thread at a time per Context); distinct contexts of one store may be used from distinct threads.
 // Several processes may open the same file: SQLite's locking lets readers run alongside one
-// writer; a second writer waits up to StoreOptions::busy_timeout_ms and then gets UNAVAILABLE.
+// writer; a second writer waits up to StoreOptions::busy_timeout_ms and then gets UNAVAILABLE
+// (StoreOptions::exclusive admits one Store per file instead). Open it by one name: SQLite names
+// its -wal and -shm files after the path, so processes opening one file through two hard links
+// do not see each other's changes (symlinks are resolved and are safe).
 // The Store must outlive every Context attached to it.
 #ifndef STRATA_STORE_H_
 #define STRATA_STORE_H_
@@ -72,6 +75,15 @@ struct StoreOptions {
   // How long a writer waits for another connection's write lock before UNAVAILABLE. Default 5000
   // ms.
   int busy_timeout_ms = 5000;
+  // Admit no other connection to the file while this Store is open: SQLite's lock on the database
+  // file itself (its inode, so a symlink or a hard link to it is refused too) is taken at open and
+  // held until the Store is destroyed, and the WAL index lives in this process's memory (no -shm
+  // file). Another open of the same file, in this process or another, read-only ones (`strata
+  // inspect`) included, fails: FAILED_PRECONDITION for another exclusive open, naming the path
+  // and the holding process (at once when the holder is exclusive, else after busy_timeout_ms),
+  // UNAVAILABLE for a shared one after its busy timeout. For a process that keeps what it stores
+  // in memory too (strata-sidecar). Not with read_only. Default false.
+  bool exclusive = false;
   // How durable each commit is (StoreSync). Default kFull.
   StoreSync synchronous = StoreSync::kFull;
   // Deduplicate recall originals and large segment contents by SHA-256 of their bytes: identical
@@ -232,6 +244,13 @@ class Store {
 
   // Counts of what the store holds and the file's size.
   virtual StatusOr<StoreStats> Stats() = 0;
+  // OK while the files this store opened are still in place and writable: UNAVAILABLE, saying
+  // what happened and what to do, once the database file was removed or replaced by another file
+  // (its path names another inode or none), SQLite's -wal or -shm file was, or one of them was
+  // made immutable or append-only (chattr +i, +a). Every mutation makes this check before it
+  // writes and refuses with this status, so nothing is acknowledged that a reopen would not find.
+  // Cheap (one stat per file). Read-only stores, and stores that keep no files, return OK.
+  virtual Status CheckFiles() { return Status::Ok(); }
   // Writes a consistent copy of the whole database to `destination` (a new file) while the store
   // stays usable (SQLite's VACUUM INTO). ALREADY_EXISTS if the file exists.
   virtual Status Backup(const std::string& destination) = 0;
@@ -241,7 +260,11 @@ class Store {
 // Errors: NOT_FOUND (missing file, create_if_missing false); PERMISSION_DENIED (read-only
 // directory or file); FAILED_PRECONDITION (written by a newer strata schema: upgrade strata;
 // or a SQLite file of another application); DATA_LOSS (not a database, or corrupt);
-// RESOURCE_EXHAUSTED (disk full); UNAVAILABLE (locked by another writer beyond the busy timeout).
+// RESOURCE_EXHAUSTED (disk full); UNAVAILABLE (locked by another writer beyond the busy timeout;
+// the message names the processes holding locks on the file when the system says);
+// FAILED_PRECONDITION also when another Store has the file open with StoreOptions::exclusive, or
+// this one is exclusive and another connection has the file open; INVALID_ARGUMENT for exclusive
+// with read_only.
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                  StoreOptions options = {});
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "agent/degradation.h"
+#include "agent/fork_id.h"
 #include "agent/prompt_tokens.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
@@ -1399,9 +1400,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Impl::ForkLocked(std::string task,
                                                          const ForkOptions& options) {
   Impl& parent = *this;
   AgentConfig config = parent.config_;
-  config.identity.id = !options.id.empty()
-                           ? options.id
-                           : config.identity.id + ".fork-" + std::to_string(parent.forks_ + 1);
+  const int first_number = parent.forks_ + 1;
+  STRATA_ASSIGN_OR_RETURN(config.identity.id,
+                          agent_internal::ForkChildId(config.identity.id, options, first_number));
   if (options.budget) config.budget = *options.budget;
   Shared shared = parent.shared_;  // same endpoint, store and summarizer (shared ownership)
   if (parent.own_summarizer_ != nullptr && shared.summarizer == parent.own_summarizer_.get()) {
@@ -1418,7 +1419,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Impl::ForkLocked(std::string task,
          options.id.empty() && created.code() == StatusCode::kAlreadyExists &&
          n < parent.forks_ + 1000;
          ++n) {
-      impl->config_.identity.id = parent.config_.identity.id + ".fork-" + std::to_string(n);
+      STRATA_ASSIGN_OR_RETURN(impl->config_.identity.id,
+                              agent_internal::ForkChildId(parent.config_.identity.id, options, n));
       context_options.agent.id = impl->config_.identity.id;
       created = store->CreateAgent(context_options);
     }

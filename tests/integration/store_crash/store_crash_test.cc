@@ -2,7 +2,8 @@
 // with SIGKILL at random (seeded) moments. After every kill the database must pass
 // PRAGMA integrity_check, reopen, hold every change whose call had returned (the child reports
 // them through a pipe as it goes), hold no partial change, and restore a context that renders
-// byte-identically to an in-memory context given the same operations. Also: a context written by
+// byte-identically to an in-memory context given the same operations. The children take turns
+// with each durability mode, with and without StoreOptions::exclusive. Also: a context written by
 // one process restores byte-identically in another.
 #include <sched.h>
 #include <signal.h>
@@ -98,9 +99,11 @@ std::vector<std::string> DescribeAll(const Context& context) {
 }
 
 // The child: continue the sequence from what the store holds, reporting each acknowledged op count.
-[[noreturn]] void RunChild(const std::string& path, StoreSync sync, int ack_fd, uint64_t max_ops) {
+[[noreturn]] void RunChild(const std::string& path, StoreSync sync, bool exclusive, int ack_fd,
+                           uint64_t max_ops) {
   StoreOptions options;
   options.synchronous = sync;
+  options.exclusive = exclusive;  // strata-sidecar's mode: the WAL index in memory, no -shm
   auto store = OpenSqliteStore(path, options);
   if (!store.ok()) ::_exit(10);
   StatusOr<std::unique_ptr<Context>> context = OpenContext(**store, kAgent);
@@ -153,11 +156,12 @@ TEST_CASE("SIGKILL at random points loses no acknowledged change and leaves no p
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     StoreSync sync = kill % 2 == 0 ? StoreSync::kNormal : StoreSync::kFull;
+    const bool exclusive = kill % 4 >= 2;  // each durability mode with and without
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
       ::close(fds[0]);
-      RunChild(path, sync, fds[1], kMaxOps);
+      RunChild(path, sync, exclusive, fds[1], kMaxOps);
     }
     ::close(fds[1]);
     // Mostly mid-append (after the child reports it restored); sometimes during its open/restore.

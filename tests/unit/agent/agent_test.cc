@@ -573,6 +573,40 @@ TEST_CASE("Fork copies the stable layers byte for byte, Join folds the answer ba
   CHECK(Must(reopened->Fork("another subtask"))->id() == "parent.fork-2");
 }
 
+TEST_CASE("a fork of a parent at the id limit gets an id that fits and works as any agent",
+          "[agent][fork]") {
+  const std::string path = TempPath("fork-limit.db");
+  constexpr size_t kLimit = 40;
+  const std::string parent_id = std::string(kLimit - 5, 'p') + ".fork";  // at the limit
+  AgentConfig c = SmallConfig(parent_id);
+  c.store_path = path;
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  auto parent = Must(Agent::Create(c, services));
+  MustOk(parent->AppendUser("task").status());
+  ForkOptions options;
+  options.max_id_length = kLimit;
+  auto first = Must(parent->Fork("part one", options));
+  CHECK(first->id() == std::string(kLimit - 7, 'p') + ".fork-1");
+  auto second = Must(parent->Fork("part two", options));
+  CHECK(second->id() == std::string(kLimit - 7, 'p') + ".fork-2");
+  const std::string first_id = first->id();
+  first.reset();
+
+  OpenOptions open_options;
+  open_options.services.transport = &transport;
+  auto reopened = Must(Agent::Open(path, first_id, open_options));
+  CHECK(reopened->id() == first_id);
+  CHECK_FALSE(Must(parent->Join(*reopened)).empty());
+  reopened.reset();
+  auto store = Must(OpenSqliteStore(path));
+  MustOk(store->DeleteAgent(first_id));
+  CHECK(store->GetAgent(first_id).status().code() == StatusCode::kNotFound);
+  options.id = std::string(kLimit + 1, 'k');
+  CHECK(parent->Fork("too long", options).status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("Join of a child without a final answer folds a summary", "[agent][fork]") {
   ScriptedTransport transport;
   AgentConfig c = SmallConfig("p");

@@ -105,6 +105,28 @@ TEST_CASE("registry: one registry per store", "[sidecar][registry]") {
   CHECK(AgentRegistry::Open(options).ok());
 }
 
+TEST_CASE("registry: a second registry is refused through a symlink or a hard link",
+          "[sidecar][registry]") {
+  const std::string path = TempStore("linked.db");
+  const std::string symlink = TempStore("linked-symlink.db");
+  const std::string hard_link = TempStore("linked-hard.db");
+  auto first = OpenRegistry(path);
+  REQUIRE(::symlink(path.c_str(), symlink.c_str()) == 0);
+  REQUIRE(::link(path.c_str(), hard_link.c_str()) == 0);
+  for (const std::string& name : {symlink, hard_link}) {
+    RegistryOptions options;
+    options.store_path = name;
+    StatusOr<std::unique_ptr<AgentRegistry>> second = AgentRegistry::Open(options);
+    CHECK(second.status().code() == StatusCode::kFailedPrecondition);
+    CHECK_THAT(second.status().message(),
+               Catch::Contains("in use by another strata-sidecar") && Catch::Contains(name) &&
+                   Catch::Contains("this process") && Catch::Contains("another --store"));
+  }
+  first.reset();
+  std::remove(symlink.c_str());
+  std::remove(hard_link.c_str());
+}
+
 TEST_CASE("registry: the store is opened with the configured durability", "[sidecar][registry]") {
   const std::string path = TempStore("sync.db");
   for (StoreSync sync : {StoreSync::kNormal, StoreSync::kFull}) {
