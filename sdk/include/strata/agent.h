@@ -19,8 +19,13 @@
 //   // ... after a restart:
 //   STRATA_ASSIGN_OR_RETURN(auto again, strata::Agent::Open("agents.db", "agent-1"));
 //
-// Errors: Status codes as in strata/status.h; an operation that fails changes nothing (a
-// compaction that Complete() applied before a failed send stays: it was due anyway).
+// Errors: Status codes as in strata/status.h; an operation that fails changes nothing. A Run() or
+// Complete() that fails (unreachable endpoint, an error answer after the retries, the deadline, a
+// cancellation, a reply that cannot be appended) is undone whole, in memory and in the store: the
+// user message, the replies and tool results it appended, a compaction it applied and the recall
+// pins it set are rolled back, so that the context renders the request it rendered before the call
+// and a retry with the same text leaves one user message. What the server was sent stays recorded
+// (request records, the failed one with its error, events, growth points, the prefix-cache model).
 //
 // Thread safety: an Agent is internally serialized: every public method takes the agent's mutex,
 // so one Agent may be called from several threads (calls run one after the other). Tool handlers
@@ -301,11 +306,16 @@ class Agent {
 
   // --- The loop -------------------------------------------------------------------------------
   // Builds (compacting first when due), predicts, sends, appends the reply, records (store:
-  // request record, prefix-break and compaction events, growth point, prefix-cache state).
+  // request record, prefix-break and compaction events, growth point, prefix-cache state). On
+  // error the context is as before the call (a compaction it applied is undone; the next call
+  // compacts again); the request record is written with the error.
   StatusOr<Turn> Complete(const TurnOptions& options = {});
   // Appends `user_message` ("" appends nothing) and loops: Complete(), answer each tool call
   // (registered handler, context_recall, or an error result for an unknown tool), until the model
-  // answers without tool calls or after max_turns calls.
+  // answers without tool calls or after max_turns calls. On error (any Complete() of the loop
+  // failing, including after a tool handler threw or returned an error) the whole call is undone:
+  // the user message, every reply and tool result it appended (see the file comment). Costs one
+  // copy of the context's segments per call, to undo with.
   StatusOr<RunResult> Run(std::string user_message, const RunOptions& options = {});
   // Answers every open tool call of the last reply (what Run() does between two calls).
   Status DispatchToolCalls(RunResult* stats = nullptr);

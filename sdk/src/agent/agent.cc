@@ -14,6 +14,9 @@
 
 #include "agent/degradation.h"
 #include "agent/prompt_tokens.h"
+#include "agent/prefix_signatures.h"
+#include "agent/turn_fields.h"
+#include "agent/turn_rollback.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/isolation.h"
@@ -24,46 +27,15 @@
 namespace strata {
 namespace {
 
-// INVALID_ARGUMENT when TurnOptions::extra_fields names a field the agent owns.
-Status CheckTurnFields(const std::vector<std::pair<std::string, std::string>>& extra) {
-  static const std::set<std::string> kOwned = {
-      "model", "messages", "tools", "stream", "stream_options", "cache_salt", "request_id", "rid"};
-  for (const auto& field : extra) {
-    if (field.first.empty() || kOwned.count(field.first)) {
-      return InvalidArgumentError("TurnOptions::extra_fields: \"" + field.first +
-                                  "\" is a field the agent sets itself (model, messages, tools, "
-                                  "stream, stream_options, cache_salt, request_id, rid): remove "
-                                  "it");
-    }
-  }
-  return Status::Ok();
-}
-
-// TurnOptions::extra_fields (checked) merged into the agent's fields of one request.
-void MergeTurnFields(const std::vector<std::pair<std::string, std::string>>& extra,
-                     BuildOptions* build) {
-  auto is_cap = [](const std::string& name) {
-    return name == "max_tokens" || name == "max_completion_tokens";
-  };
-  std::vector<std::pair<std::string, std::string>>& fields = build->extra_fields;
-  for (const auto& field_in : extra) {
-    // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one.
-    const std::string& name = field_in.first;
-    const std::string& value = field_in.second;
-    auto same = std::find_if(fields.begin(), fields.end(),
-                             [&](const auto& field) { return field.first == name; });
-    if (same == fields.end() && is_cap(name)) {
-      same = std::find_if(fields.begin(), fields.end(),
-                          [&](const auto& field) { return is_cap(field.first); });
-    }
-    if (same != fields.end()) {
-      *same = {name, value};
-    } else {
-      fields.emplace_back(name, value);
-    }
-  }
-}
-
+using agent_internal::BreakCauses;
+using agent_internal::CheckTurnFields;
+using agent_internal::JoinCauses;
+using agent_internal::MergeTurnFields;
+using agent_internal::Signature;
+using agent_internal::Signatures;
+using agent_internal::SignaturesFromJson;
+using agent_internal::SignaturesToJson;
+using agent_internal::Fnv64;
 using json = nlohmann::json;
 
 constexpr char kConfigKey[] = "config";
@@ -88,141 +60,6 @@ double SteadyMillis() {
 
 std::string RecallSchema() {
   return R"json({"type":"function","function":{"name":"context_recall","description":"Get back the original of content that was shortened to keep the context small (a masked, truncated, folded, summarized or evicted tool result, or a joined subtask), by the recall id its placeholder names. Long originals come in pages: the answer says how many bytes remain and the offset to continue from.","parameters":{"type":"object","properties":{"recall_id":{"type":"string","description":"The recall id, e.g. r-0123456789abcdef"},"offset":{"type":"integer","description":"Byte offset in the original to start from (default 0)"},"max_tokens":{"type":"integer","description":"At most this many tokens (default and upper bound: the agent's recall share)"}},"required":["recall_id"]}}})json";
-}
-
-// What identifies a rendered segment, to tell which ones changed between two requests.
-struct Signature {
-  std::string id;
-  Layer layer = Layer::kHistory;
-  SegmentState state = SegmentState::kLive;
-  std::string version;
-  uint64_t hash = 0;
-};
-
-uint64_t Fnv64(std::string_view text, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::vector<Signature> Signatures(const Context& context) {
-  std::vector<Signature> out;
-  for (const Segment& s : context.Segments()) {
-    if (s.layer == Layer::kVolatile || s.state == SegmentState::kEvicted ||
-        s.state == SegmentState::kSummarized) {
-      continue;
-    }
-    uint64_t h = Fnv64(s.content);
-    h = Fnv64(s.reasoning, h ^ 0x1f);
-    for (const ToolCall& c : s.tool_calls)
-      h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
-    out.push_back(Signature{s.id, s.layer, s.state, s.version, h});
-  }
-  return out;
-}
-
-json SignaturesToJson(const std::vector<Signature>& sigs) {
-  json out = json::array();
-  for (const Signature& s : sigs) {
-    out.push_back({s.id, static_cast<int>(s.layer), static_cast<int>(s.state), s.version, s.hash});
-  }
-  return out;
-}
-
-std::vector<Signature> SignaturesFromJson(const json& j) {
-  std::vector<Signature> out;
-  if (!j.is_array()) return out;
-  for (const json& e : j) {
-    if (!e.is_array() || e.size() != 5) continue;
-    out.push_back(Signature{e[0].get<std::string>(), static_cast<Layer>(e[1].get<int>()),
-                            static_cast<SegmentState>(e[2].get<int>()), e[3].get<std::string>(),
-                            e[4].get<uint64_t>()});
-  }
-  return out;
-}
-
-// Every reason the rendered segments changed from `before` to `now` (stable layers: each change;
-// history: "compaction" when this build compacted, else "history segment changed").
-std::vector<std::string> BreakCauses(const std::vector<Signature>& before,
-                                     const std::vector<Signature>& now, bool compacted,
-                                     const std::vector<LintWarning>& warnings,
-                                     std::string* first_id, Layer* first_layer) {
-  std::vector<std::string> causes;
-  auto add = [&](std::string cause) {
-    if (std::find(causes.begin(), causes.end(), cause) == causes.end())
-      causes.push_back(std::move(cause));
-  };
-  size_t i = 0;
-  while (i < before.size() && i < now.size() && before[i].id == now[i].id &&
-         before[i].hash == now[i].hash && before[i].state == now[i].state &&
-         before[i].version == now[i].version) {
-    ++i;
-  }
-  const Signature* first = i < now.size() ? &now[i] : (i < before.size() ? &before[i] : nullptr);
-  if (first != nullptr) {
-    *first_id = first->id;
-    *first_layer = first->layer;
-  }
-  std::map<std::string, const Signature*> old_by_id;
-  for (const Signature& s : before) old_by_id[s.id] = &s;
-  std::set<std::string> now_ids;
-  bool history_changed = false;
-  for (const Signature& s : now) {
-    now_ids.insert(s.id);
-    auto it = old_by_id.find(s.id);
-    const Signature* old = it == old_by_id.end() ? nullptr : it->second;
-    if (s.layer == Layer::kHistory) {
-      if (old != nullptr && (old->hash != s.hash || old->state != s.state)) history_changed = true;
-      continue;
-    }
-    if (old != nullptr && old->hash == s.hash && old->version == s.version) continue;
-    std::string lint;
-    for (const LintWarning& w : warnings) {
-      if (w.segment_id == s.id) lint = "lint hit (" + w.what + ": " + w.excerpt + ")";
-    }
-    if (!lint.empty()) {
-      add(lint);
-    } else if (s.layer == Layer::kTools) {
-      add("tools changed");
-    } else if (s.layer == Layer::kSystem) {
-      add("system prompt changed");
-    } else if (old == nullptr) {
-      add("document added");
-    } else if (old->version != s.version) {
-      add("doc version change (" + old->version + " -> " + s.version + ")");
-    } else {
-      add("document changed");
-    }
-  }
-  for (const Signature& s : before) {
-    if (now_ids.count(s.id)) continue;
-    if (s.layer == Layer::kHistory) {
-      history_changed = true;
-    } else if (s.layer == Layer::kTools) {
-      add("tools changed");
-    } else if (s.layer == Layer::kSystem) {
-      add("system prompt changed");
-    } else {
-      add("document removed");
-    }
-  }
-  if (compacted) {
-    add("compaction");
-  } else if (history_changed) {
-    add("history segment changed");
-  }
-  return causes;
-}
-
-std::string JoinCauses(const std::vector<std::string>& causes) {
-  std::string out;
-  for (size_t i = 0; i < causes.size(); ++i) {
-    if (i > 0) out += i + 1 == causes.size() ? " and " : ", ";
-    out += causes[i];
-  }
-  return out.empty() ? "unknown" : out;
 }
 
 // Cuts `text` at a UTF-8 character boundary at or before `bytes`.
@@ -349,6 +186,30 @@ class Agent::Impl {
 
   // Agent::Fork with mu_ held by the caller (also the degradation handler's fork step).
   StatusOr<std::unique_ptr<Agent>> ForkLocked(std::string task, const ForkOptions& options);
+  // Agent::Run's loop, with mu_ held and max_turns checked.
+  StatusOr<RunResult> RunLocked(std::string user_message, const RunOptions& options);
+
+  // Runs `call` (Run or Complete); when it fails, undoes what it did: the context as it was
+  // (turn_rollback.h), the recall protections and the last reply's id. What the server was sent
+  // stays known (prefix-cache model, request records and events).
+  template <typename T, typename F>
+  StatusOr<T> Undoable(F&& call) {
+    agent_internal::TurnRollback rollback(*context_);
+    std::vector<Protection> protections = protections_;
+    std::string last_assistant = last_assistant_id_;
+    StatusOr<T> out = call();
+    if (out.ok()) return out;
+    const bool pins_changed = protections.size() != protections_.size() ||
+                              !std::equal(protections.begin(), protections.end(),
+                                          protections_.begin(), [](const auto& a, const auto& b) {
+                                            return a.segment_id == b.segment_id &&
+                                                   a.until_turn == b.until_turn;
+                                          });
+    protections_ = std::move(protections);
+    last_assistant_id_ = std::move(last_assistant);
+    if (pins_changed) SaveProtections().IgnoreError();  // stale pins are dropped on expiry
+    return rollback.Undo(*context_, out.status());
+  }
 
   // ---------------------------------------------------------------------------- construction
 
@@ -1340,7 +1201,7 @@ Status Agent::RegisterTool(std::string name, std::string_view schema_json, ToolH
 
 StatusOr<Turn> Agent::Complete(const TurnOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
-  return impl_->Complete(options);
+  return impl_->Undoable<Turn>([&] { return impl_->Complete(options); });
 }
 
 Status Agent::DispatchToolCalls(RunResult* stats) {
@@ -1354,13 +1215,18 @@ StatusOr<RunResult> Agent::Run(std::string user_message, const RunOptions& optio
     return InvalidArgumentError("RunOptions::max_turns must be positive, got " +
                                 std::to_string(options.max_turns));
   }
+  return impl_->Undoable<RunResult>(
+      [&] { return impl_->RunLocked(std::move(user_message), options); });
+}
+
+StatusOr<RunResult> Agent::Impl::RunLocked(std::string user_message, const RunOptions& options) {
   RunResult result;
   if (!user_message.empty())
-    STRATA_RETURN_IF_ERROR(impl_->context_->AppendUser(std::move(user_message)).status());
+    STRATA_RETURN_IF_ERROR(context_->AppendUser(std::move(user_message)).status());
   // Answer calls left open by an earlier Complete() first, so that the request is valid.
-  STRATA_RETURN_IF_ERROR(impl_->Dispatch(&result));
+  STRATA_RETURN_IF_ERROR(Dispatch(&result));
   for (int i = 0; i < options.max_turns; ++i) {
-    STRATA_ASSIGN_OR_RETURN(Turn turn, impl_->Complete(options.turn));
+    STRATA_ASSIGN_OR_RETURN(Turn turn, Complete(options.turn));
     const bool calls = !turn.response.tool_calls.empty();
     result.answer = turn.response.content;
     result.turns.push_back(std::move(turn));
@@ -1368,7 +1234,7 @@ StatusOr<RunResult> Agent::Run(std::string user_message, const RunOptions& optio
       result.stopped = "answer";
       return result;
     }
-    STRATA_RETURN_IF_ERROR(impl_->Dispatch(&result));
+    STRATA_RETURN_IF_ERROR(Dispatch(&result));
   }
   result.stopped = "max_turns";
   return result;
