@@ -12,7 +12,9 @@
 #include <set>
 #include <utility>
 
+#include "agent/agent_services.h"
 #include "agent/degradation.h"
+#include "agent/policy_config.h"
 #include "agent/prompt_tokens.h"
 #include "agent/prefix_signatures.h"
 #include "agent/turn_fields.h"
@@ -85,26 +87,6 @@ class AgentJournal final : public ContextJournal {
   ContextJournal* inner_;
 };
 
-StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicy(const AgentPolicyConfig& p,
-                                                       Summarizer* summarizer) {
-  if (p.name == "strata") {
-    StrataPolicyOptions o;
-    o.keep_turns = p.keep_turns;
-    o.keep_tool_results = p.keep_tool_results;
-    o.keep_first_user = p.keep_first_user;
-    o.exclude_tools = std::set<std::string>(p.exclude_tools.begin(), p.exclude_tools.end());
-    o.ephemeral_tools = std::set<std::string>(p.ephemeral_tools.begin(), p.ephemeral_tools.end());
-    o.max_summary_tokens = p.max_summary_tokens;
-    o.summarizer = summarizer;
-    return MakeStrataPolicy(o);
-  }
-  if (p.name == "none") return MakeNoCompactionPolicy();
-  if (p.name == "sliding") return MakeSlidingWindowPolicy();
-  if (p.name == "last-n") return MakeLastNPolicy(p.last_n);
-  return InvalidArgumentError("policy.name \"" + p.name +
-                              "\" is not a policy (strata, none, sliding, last-n)");
-}
-
 StatusOr<std::unique_ptr<ChatTemplate>> MakeTemplate(const std::string& name) {
   if (name.empty()) return std::unique_ptr<ChatTemplate>();
   StatusOr<std::unique_ptr<ChatTemplate>> made = MakeChatTemplate(name);
@@ -131,9 +113,12 @@ std::string EnvOrEmpty(const std::string& name) {
 struct Shared {
   std::shared_ptr<Store> store_owner;
   std::shared_ptr<Transport> transport_owner;
+  std::shared_ptr<const Tokenizer> tokenizer_owner;  // null: tokenizer injected (or none yet)
   Store* store = nullptr;
   Transport* transport = nullptr;
   Summarizer* summarizer = nullptr;
+  CompactionPolicy* policy = nullptr;  // injected, used instead of the configured one
+  const Tokenizer* tokenizer = nullptr;
 };
 
 }  // namespace
@@ -144,7 +129,7 @@ class Agent::Impl {
  public:
   AgentConfig config_;
   Shared shared_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  const Tokenizer* tokenizer_ = nullptr;  // shared_.tokenizer
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<agent_internal::PromptTokens> prompt_tokens_;
   std::unique_ptr<RequestTokenCounter> counter_;
@@ -217,21 +202,29 @@ class Agent::Impl {
     const AgentConfig& c = config_;
     if (c.identity.id.empty())
       return InvalidArgumentError("identity.id is required (the agent's id)");
-    STRATA_ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(c.tokenizer));
+    if (shared_.tokenizer == nullptr) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> made, MakeTokenizer(c.tokenizer));
+      shared_.tokenizer_owner = std::move(made);  // shared with forks, which need no reload
+      shared_.tokenizer = shared_.tokenizer_owner.get();
+    } else if (shared_.tokenizer_owner == nullptr) {  // injected: it must be the configured one
+      STRATA_RETURN_IF_ERROR(agent_internal::CheckSharedTokenizer(*shared_.tokenizer, c.tokenizer));
+    }
+    tokenizer_ = shared_.tokenizer;
     STRATA_ASSIGN_OR_RETURN(template_, MakeTemplate(c.chat_template));
     std::vector<std::string> markers;
     if (IsGlmTemplate(c.chat_template)) markers.assign(std::begin(kGlmMarkers), std::end(kGlmMarkers));
-    prompt_tokens_ = std::make_unique<agent_internal::PromptTokens>(tokenizer_.get(), markers);
+    prompt_tokens_ = std::make_unique<agent_internal::PromptTokens>(tokenizer_, markers);
     if (template_) {
       counter_ = std::make_unique<agent_internal::IncrementalRequestCounter>(
-          template_.get(), tokenizer_.get(), prompt_tokens_.get());
+          template_.get(), tokenizer_, prompt_tokens_.get());
     }
     if (shared_.summarizer == nullptr) {
       own_summarizer_ = MakeExtractiveSummarizer();
       shared_.summarizer = own_summarizer_.get();
     }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy,
-                            MakePolicy(c.policy, shared_.summarizer));
+                            agent_internal::MakeConfiguredPolicy(c.policy, shared_.summarizer));
+    if (shared_.policy != nullptr) policy = agent_internal::BorrowPolicy(shared_.policy);
     auto goal_policy = std::make_unique<agent_internal::GoalPolicy>(std::move(policy));
     goal_policy_ = goal_policy.get();
     policy_ = std::move(goal_policy);
@@ -288,7 +281,7 @@ class Agent::Impl {
     options->agent = c.identity;
     options->render = c.render;
     options->hygiene = c.hygiene;
-    options->tokenizer = tokenizer_.get();
+    options->tokenizer = tokenizer_;
     options->keep_originals = c.keep_originals;
     options->budget = budget_;
     options->compaction = policy_.get();
@@ -497,7 +490,7 @@ class Agent::Impl {
     host.context = context_.get();
     host.policy = goal_policy_;
     host.summarizer = shared_.summarizer;
-    host.tokenizer = tokenizer_.get();
+    host.tokenizer = tokenizer_;
     host.budget = budget_;
     host.budget_config = config_.budget;
     host.fields = fields;
@@ -910,17 +903,24 @@ class Agent::Impl {
     return Context::Restore(std::move(options), context_->Snapshot());
   }
 
-  StatusOr<CachePrediction> Predict() const {
-    CachePrediction out;
-    const BuildOptions fields = Fields("predict");
+  // The request the next Complete() would send (a due compaction computed on a copy) and its
+  // prediction: what PredictCachedTokens and PreviewRequest report.
+  struct NextRequest {
+    BuiltRequest built;
+    CachePrediction prediction;
+  };
+  StatusOr<NextRequest> Next(const BuildOptions& fields) const {
+    NextRequest out;
     StatusOr<BuiltRequest> built = context_->Preview(fields);
     bool due = !built.ok() && built.status().code() == StatusCode::kResourceExhausted;
     if (!built.ok() && !due) return built.status();
     if (built.ok() && budget_) {
-      // last-n and strata (masking after use, below the trigger) may compact at any build.
+      // last-n, strata (masking after use, below the trigger) and an injected policy may compact
+      // at any build.
       due = built->input_tokens >
                 static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*budget_))) ||
-            config_.policy.name == "last-n" || config_.policy.name == "strata";
+            config_.policy.name == "last-n" || config_.policy.name == "strata" ||
+            shared_.policy != nullptr;
     }
     std::unique_ptr<Context> scratch;
     if (due) {
@@ -931,16 +931,38 @@ class Agent::Impl {
       // only for a compaction that Complete() would apply).
       if (compacted->compaction.has_value() || !built.ok()) {
         built = std::move(compacted);
-        out.compaction = built->compaction;
-        out.compaction_due = built->compaction.has_value();
+        out.prediction.compaction = built->compaction;
+        out.prediction.compaction_due = built->compaction.has_value();
       }
     }
     STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(built->body));
     PromptBlocks blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
-    out.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens)
-                                                 : blocks.prompt_tokens;
-    out.input_tokens_exact = built->input_tokens_exact;
-    out.predicted_cached_tokens = model_->Lookup(blocks);
+    out.prediction.input_tokens = built->input_tokens_exact
+                                      ? static_cast<int64_t>(built->input_tokens)
+                                      : blocks.prompt_tokens;
+    out.prediction.input_tokens_exact = built->input_tokens_exact;
+    out.prediction.predicted_cached_tokens = model_->Lookup(blocks);
+    out.built = std::move(built).value();
+    return out;
+  }
+
+  StatusOr<CachePrediction> Predict() const {
+    STRATA_ASSIGN_OR_RETURN(NextRequest next, Next(Fields("predict")));
+    return next.prediction;
+  }
+
+  StatusOr<RequestPreview> PreviewRequest() const {
+    STRATA_ASSIGN_OR_RETURN(NextRequest next, Next(Fields("preview")));
+    RequestPreview out;
+    out.input_tokens = next.prediction.input_tokens;
+    out.input_tokens_exact = next.prediction.input_tokens_exact;
+    out.predicted_cached_tokens = next.prediction.predicted_cached_tokens;
+    out.compaction_due = next.prediction.compaction_due;
+    out.compaction = std::move(next.prediction.compaction);
+    for (int i = 0; i < kLayerCount; ++i)
+      out.layer_tokens[i] = static_cast<int64_t>(next.built.layers[i].tokens);
+    out.message_count = next.built.message_count;
+    out.body = std::move(next.built.body);
     return out;
   }
 
@@ -973,6 +995,8 @@ Shared SharedFrom(const AgentServices& services) {
   shared.transport = services.transport;
   shared.store = services.store;
   shared.summarizer = services.summarizer;
+  shared.policy = services.policy;
+  shared.tokenizer = services.tokenizer;
   return shared;
 }
 
@@ -992,7 +1016,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, AgentServices
   Store* store = impl->shared_.store;
   const std::string& id = impl->config_.identity.id;
   if (store != nullptr) {
-    STRATA_RETURN_IF_ERROR(store->CreateAgent(options));
+    if (Status created = store->CreateAgent(options); !created.ok()) {
+      if (created.code() != StatusCode::kAlreadyExists) return created;
+      return AlreadyExistsError("agent \"" + id + "\" already exists in " + store->path() +
+                                ": continue it with Agent::Open, or choose another "
+                                "identity.id (Store::DeleteAgent removes the stored one)");
+    }
     Status saved = store->PutAgentState(id, kConfigKey, AgentConfigToJson(impl->config_));
     if (saved.ok()) saved = store->PutAgentState(id, kTokenizerNameKey, impl->tokenizer_->Name());
     if (!saved.ok()) {
@@ -1017,8 +1046,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
                                              OpenOptions options) {
   StoreOptions store_options;
   store_options.create_if_missing = false;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSqliteStore(store_path, store_options));
-  std::shared_ptr<Store> owner = std::move(store);
+  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(store_path, store_options);
+  if (store.status().code() == StatusCode::kNotFound) {
+    return NotFoundError("Agent::Open: no store at " + store_path +
+                         "; give the store_path of an agent made with Agent::Create");
+  }
+  if (!store.ok()) return store.status();
+  std::shared_ptr<Store> owner = std::move(store).value();
   options.services.store = owner.get();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, Open(*owner, id, std::move(options)));
   agent->impl_->shared_.store_owner = std::move(owner);
@@ -1245,6 +1279,11 @@ StatusOr<CachePrediction> Agent::PredictCachedTokens() const {
   return impl_->Predict();
 }
 
+StatusOr<RequestPreview> Agent::PreviewRequest() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->PreviewRequest();
+}
+
 StatusOr<int64_t> Agent::InputTokens() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->InputTokens();
@@ -1287,6 +1326,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Impl::ForkLocked(std::string task,
       impl->config_.identity.id = parent.config_.identity.id + ".fork-" + std::to_string(n);
       context_options.agent.id = impl->config_.identity.id;
       created = store->CreateAgent(context_options);
+    }
+    if (created.code() == StatusCode::kAlreadyExists && !options.id.empty()) {
+      return AlreadyExistsError("Fork: ForkOptions::id \"" + options.id + "\" is taken in " +
+                                store->path() +
+                                "; choose another id, or leave it empty for the next free \"" +
+                                parent.config_.identity.id + ".fork-<n>\"");
     }
     STRATA_RETURN_IF_ERROR(created);
   }
