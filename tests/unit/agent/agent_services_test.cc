@@ -146,7 +146,7 @@ TEST_CASE("a shared tokenizer that is not the configured one is refused naming b
 
 TEST_CASE("TokenizerNameOf gives the name MakeTokenizer's tokenizer has, without building it",
           "[agent][services][tokenizer]") {
-  for (const std::string spec : {SpmSpec(), std::string("estimate"), std::string("estimate:glm"),
+  for (const std::string& spec : {SpmSpec(), std::string("estimate"), std::string("estimate:glm"),
                                  std::string("estimate:3.5")}) {
     CHECK(Must(agent_internal::TokenizerNameOf(spec)) == Must(MakeTokenizer(spec))->Name());
   }
