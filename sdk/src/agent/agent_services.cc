@@ -35,8 +35,10 @@ std::unique_ptr<CompactionPolicy> BorrowPolicy(CompactionPolicy* policy) {
 }
 
 StatusOr<std::string> TokenizerNameOf(std::string_view spec) {
-  if (spec.rfind("hf:", 0) == 0 && spec.size() > 3) return FileTokenizerName("hf-bpe:", spec.substr(3));
-  if (spec.rfind("spm:", 0) == 0 && spec.size() > 4) return FileTokenizerName("spm:", spec.substr(4));
+  if (spec.rfind("hf:", 0) == 0 && spec.size() > 3)
+    return FileTokenizerName("hf-bpe:", spec.substr(3));
+  if (spec.rfind("spm:", 0) == 0 && spec.size() > 4)
+    return FileTokenizerName("spm:", spec.substr(4));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> made, MakeTokenizer(spec));
   return made->Name();
 }
@@ -44,9 +46,9 @@ StatusOr<std::string> TokenizerNameOf(std::string_view spec) {
 Status CheckSharedTokenizer(const Tokenizer& shared, const std::string& spec) {
   StatusOr<std::string> expected = TokenizerNameOf(spec);
   if (!expected.ok()) {
-    return Status(expected.status().code(),
-                  "tokenizer \"" + spec + "\" (checked against AgentServices::tokenizer): " +
-                      expected.status().message());
+    return Status(expected.status().code(), "tokenizer \"" + spec +
+                                                "\" (checked against AgentServices::tokenizer): " +
+                                                expected.status().message());
   }
   if (shared.Name() == *expected) return Status::Ok();
   return FailedPreconditionError(

@@ -17,9 +17,9 @@ std::string Number(double value) {
 
 Status CheckNumber(const char* field, double value, bool zero_allowed) {
   if (std::isfinite(value) && (value > 0 || (zero_allowed && value == 0))) return Status::Ok();
-  return InvalidArgumentError(std::string("policy.") + field + " is " + Number(value) +
-                              (zero_allowed ? "; it must be a finite number >= 0"
-                                            : "; it must be a finite number > 0"));
+  return InvalidArgumentError(
+      std::string("policy.") + field + " is " + Number(value) +
+      (zero_allowed ? "; it must be a finite number >= 0" : "; it must be a finite number > 0"));
 }
 
 }  // namespace

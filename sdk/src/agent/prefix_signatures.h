@@ -25,7 +25,8 @@ struct Signature {
 // FNV-1a of `text`, continuing from `h`.
 uint64_t Fnv64(std::string_view text, uint64_t h = 1469598103934665603ULL);
 
-// The signatures of the segments `context` renders (volatile, evicted and summarized ones left out).
+// The signatures of the segments `context` renders (volatile, evicted and summarized ones left
+// out).
 std::vector<Signature> Signatures(const Context& context);
 // As stored with the prefix-cache state, and back (entries that do not parse are skipped).
 nlohmann::json SignaturesToJson(const std::vector<Signature>& sigs);

@@ -11,9 +11,9 @@ TurnRollback::TurnRollback(const Context& context) : before_(context.Snapshot())
 Status TurnRollback::Undo(Context& context, Status failure) {
   Status rewound = context.Rewind(std::move(before_));
   if (rewound.ok()) return failure;
-  return Status(failure.code(),
-                failure.message() + "; undoing the call failed too (" + rewound.message() +
-                    "): the context keeps what the failed call appended");
+  return Status(failure.code(), failure.message() + "; undoing the call failed too (" +
+                                    rewound.message() +
+                                    "): the context keeps what the failed call appended");
 }
 
 }  // namespace strata::agent_internal

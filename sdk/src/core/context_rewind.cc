@@ -12,9 +12,10 @@ namespace strata {
 namespace {
 
 bool SameCalls(const std::vector<ToolCall>& a, const std::vector<ToolCall>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const ToolCall& x, const ToolCall& y) {
-    return x.id == y.id && x.name == y.name && x.arguments == y.arguments;
-  });
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const ToolCall& x, const ToolCall& y) {
+                      return x.id == y.id && x.name == y.name && x.arguments == y.arguments;
+                    });
 }
 
 // Every stored field of a segment equal.
@@ -24,8 +25,8 @@ bool SameSegment(const Segment& a, const Segment& b) {
          SameCalls(a.tool_calls, b.tool_calls) && a.tool_call_id == b.tool_call_id &&
          a.name == b.name && a.version == b.version && a.order == b.order && a.turn == b.turn &&
          a.tokens == b.tokens && a.pinned == b.pinned && a.state == b.state &&
-         a.hygiene == b.hygiene && a.recall_id == b.recall_id &&
-         a.duplicate_of == b.duplicate_of && a.policy == b.policy;
+         a.hygiene == b.hygiene && a.recall_id == b.recall_id && a.duplicate_of == b.duplicate_of &&
+         a.policy == b.policy;
 }
 
 // The change that turns a context holding `now` into one holding `target`.
@@ -48,7 +49,8 @@ ContextChange ChangeTo(const ContextSnapshot& now, const ContextSnapshot& target
   for (const auto& [recall_id, content] : target.originals) {
     kept_originals.insert(recall_id);
     auto it = originals.find(recall_id);
-    if (it == originals.end() || *it->second != content) change.originals.emplace_back(recall_id, content);
+    if (it == originals.end() || *it->second != content)
+      change.originals.emplace_back(recall_id, content);
   }
   for (const auto& [recall_id, content] : now.originals) {
     if (!kept_originals.count(recall_id)) change.removed_originals.push_back(recall_id);

@@ -147,7 +147,7 @@ TEST_CASE("a shared tokenizer that is not the configured one is refused naming b
 TEST_CASE("TokenizerNameOf gives the name MakeTokenizer's tokenizer has, without building it",
           "[agent][services][tokenizer]") {
   for (const std::string& spec : {SpmSpec(), std::string("estimate"), std::string("estimate:glm"),
-                                 std::string("estimate:3.5")}) {
+                                  std::string("estimate:3.5")}) {
     CHECK(Must(agent_internal::TokenizerNameOf(spec)) == Must(MakeTokenizer(spec))->Name());
   }
   // A Hugging Face tokenizer.json (the 256 byte symbols of GPT-2's byte map, no merges): named
@@ -171,13 +171,13 @@ TEST_CASE("TokenizerNameOf gives the name MakeTokenizer's tokenizer has, without
       vocab[utf8(printable ? b : 256 + extra++)] = b;
     }
     const std::string json =
-        nlohmann::json{{"version", "1.0"},
-                       {"added_tokens", nlohmann::json::array()},
-                       {"normalizer", nullptr},
-                       {"pre_tokenizer",
-                        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-                       {"model",
-                        {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}}
+        nlohmann::json{
+            {"version", "1.0"},
+            {"added_tokens", nlohmann::json::array()},
+            {"normalizer", nullptr},
+            {"pre_tokenizer",
+             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+            {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}}
             .dump();
     std::FILE* f = std::fopen(hf.c_str(), "w");
     REQUIRE(f != nullptr);

@@ -56,14 +56,30 @@ std::string SnapshotText(const ContextSnapshot& snapshot) {
   for (const Segment& s : snapshot.segments) {
     nlohmann::json calls = nlohmann::json::array();
     for (const ToolCall& c : s.tool_calls) calls.push_back({c.id, c.name, c.arguments});
-    out.push_back({s.id, s.seq, s.position, static_cast<int>(s.kind), static_cast<int>(s.layer),
-                   s.content, s.reasoning, calls, s.tool_call_id, s.name, s.version, s.order,
-                   s.turn, s.tokens, s.pinned, static_cast<int>(s.state),
-                   static_cast<int>(s.hygiene), s.recall_id, s.duplicate_of, s.policy});
+    out.push_back({s.id,
+                   s.seq,
+                   s.position,
+                   static_cast<int>(s.kind),
+                   static_cast<int>(s.layer),
+                   s.content,
+                   s.reasoning,
+                   calls,
+                   s.tool_call_id,
+                   s.name,
+                   s.version,
+                   s.order,
+                   s.turn,
+                   s.tokens,
+                   s.pinned,
+                   static_cast<int>(s.state),
+                   static_cast<int>(s.hygiene),
+                   s.recall_id,
+                   s.duplicate_of,
+                   s.policy});
   }
   std::sort(out.begin(), out.end());
-  return nlohmann::json{{"segments", out}, {"originals", snapshot.originals},
-                        {"turn", snapshot.turn}}
+  return nlohmann::json{
+      {"segments", out}, {"originals", snapshot.originals}, {"turn", snapshot.turn}}
       .dump();
 }
 
@@ -232,8 +248,9 @@ TEST_CASE("a cancelled Run changes nothing, the tool results it appended include
   }
 }
 
-TEST_CASE("a Run whose tool handler throws or fails, then whose next request fails, changes nothing",
-          "[agent][rollback]") {
+TEST_CASE(
+    "a Run whose tool handler throws or fails, then whose next request fails, changes nothing",
+    "[agent][rollback]") {
   Fixture f("tool-error");
   f.FirstTask();
   SECTION("the handler throws") {
