@@ -412,7 +412,9 @@ class Agent {
   StatusOr<std::string> Join(Agent& child, const JoinOptions& options = {});
 
   // --- Lower layers ---------------------------------------------------------------------------
-  // The context (not synchronized: use it only while no other thread calls this Agent).
+  // The context (not synchronized: use it only while no other thread calls this Agent). The same
+  // object for the agent's life: a failed Run()/Complete() rewinds it in place (Context::Rewind),
+  // which invalidates pointers Context::Find() returned, not the reference.
   Context& context();
   const Context& context() const;
   Store* store() const;  // nullptr without a store
