@@ -186,7 +186,8 @@ class Agent:
                  cancel: Optional[CancellationToken] = None, headers: Headers = None) -> Turn:
         """Builds (compacting first when due), sends, appends the reply and records one request.
         ``on_delta`` receives each streamed fragment; ``cancel.cancel()`` from another thread (or
-        Ctrl-C while fragments arrive) stops the request with Cancelled."""
+        Ctrl-C while fragments arrive) stops the request with Cancelled. A call that raises
+        changes nothing (a compaction it applied is undone too)."""
         out = self._impl.complete(_delta_callback(on_delta), cancel, _headers(headers))
         return Turn._from(json.loads(out))
 
@@ -199,7 +200,9 @@ class Agent:
             on_delta: Optional[DeltaHandler] = None, cancel: Optional[CancellationToken] = None,
             headers: Headers = None) -> RunResult:
         """Appends ``user_message`` ("" appends nothing) and loops: complete(), answer each tool
-        call with its handler, until the model answers without tool calls or ``max_turns``."""
+        call with its handler, until the model answers without tool calls or ``max_turns``.
+        A run that raises changes nothing: the user message, the replies and the tool results it
+        appended are undone (in the store too), so retrying the same text leaves one message."""
         out = self._impl.run(user_message, max_turns, _delta_callback(on_delta), cancel,
                              _headers(headers))
         return RunResult._from(json.loads(out))

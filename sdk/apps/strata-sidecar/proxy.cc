@@ -151,6 +151,9 @@ struct StreamJob {
   bool include_usage = false;
   // The client's other request fields, sent upstream unchanged (TurnOptions::extra_fields).
   std::vector<std::pair<std::string, std::string>> forwarded;
+  // The agent's context and client view before the request: a failed turn goes back to them.
+  ContextSnapshot before;
+  ClientView view_before;
 };
 
 // Leases agent `agent_id` for the request (creating it on first use), brings its tools and history
@@ -164,6 +167,7 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
   if (!request.model.empty()) config.render.model = request.model;
   STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry.AcquireOrCreate(tenant, agent_id, &config));
 
+  ContextSnapshot before = lease.agent().context().Snapshot();
   // Tools first (a change re-opens the agent), then the history.
   if (AgentTools(lease.agent()) != request.tools) {
     Status set = lease.agent().context().SetTools(request.tools.dump());
@@ -172,6 +176,7 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
   }
   Agent& agent = lease.agent();
   STRATA_ASSIGN_OR_RETURN(ClientView view, LoadClientView(agent));
+  ClientView view_before = view;
   StatusOr<ReconcileOutcome> outcome = Reconcile(request.chat, agent, &view);
   Status saved = SaveClientView(agent, view);
   if (!outcome.ok()) return outcome.status();
@@ -189,6 +194,8 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
   job->created = UnixSeconds();
   job->include_usage = request.include_usage;
   job->forwarded = std::move(request.forwarded);
+  job->before = std::move(before);
+  job->view_before = std::move(view_before);
   return job;
 }
 
@@ -206,7 +213,14 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   TurnOptions with_fields = turn_options;
   with_fields.extra_fields = job.forwarded;
   StatusOr<Turn> turn = agent.Complete(with_fields);
-  if (!turn.ok()) return turn;
+  if (!turn.ok()) {
+    // A failed upstream changes nothing: what the request reconciled is undone too, and the
+    // client's retry reconciles it again.
+    if (agent.context().Rewind(std::move(job.before)).ok()) {
+      SaveClientView(agent, job.view_before).IgnoreError();  // repaired by the next reconcile
+    }
+    return turn;
+  }
   RecordReply(*turn, &job.view);
   SaveClientView(agent, job.view).IgnoreError();  // a lost save is repaired by the next reconcile
   ExplainBreak(job.outcome, &*turn);

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -610,7 +611,11 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry_->Acquire(t, request->agent_id()));
     Agent& agent = lease.agent();
     std::string user_segment;
+    // A failed turn changes nothing (strata/agent.h): Complete() undoes its own changes, and the
+    // user message appended here is undone with them.
+    std::optional<ContextSnapshot> before;
     if (!request->user_message().empty()) {
+      before = agent.context().Snapshot();
       STRATA_ASSIGN_OR_RETURN(user_segment, agent.AppendUser(request->user_message()));
     }
     // Cancels the upstream request when the client goes away or the server stops waiting.
@@ -632,9 +637,15 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     watcher.Stop();
     if (!turn.ok()) {
       Status s = turn.status();
-      if (!user_segment.empty()) {
-        s = Status(s.code(), s.message() + " (the user message stays appended as " + user_segment +
-                                 "; call Complete again without user_message to retry)");
+      if (before) {
+        Status undone = agent.context().Rewind(std::move(*before));
+        s = Status(s.code(), s.message() + (undone.ok()
+                                                ? " (nothing was appended: retry with the same "
+                                                  "user_message)"
+                                                : " (the user message stays appended as " +
+                                                      user_segment + ": " + undone.message() +
+                                                      "; call Complete again without "
+                                                      "user_message to retry)"));
       }
       return s;
     }

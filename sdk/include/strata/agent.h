@@ -19,8 +19,13 @@
 //   // ... after a restart:
 //   STRATA_ASSIGN_OR_RETURN(auto again, strata::Agent::Open("agents.db", "agent-1"));
 //
-// Errors: Status codes as in strata/status.h; an operation that fails changes nothing (a
-// compaction that Complete() applied before a failed send stays: it was due anyway).
+// Errors: Status codes as in strata/status.h; an operation that fails changes nothing. A Run() or
+// Complete() that fails (unreachable endpoint, an error answer after the retries, the deadline, a
+// cancellation, a reply that cannot be appended) is undone whole, in memory and in the store: the
+// user message, the replies and tool results it appended, a compaction it applied and the recall
+// pins it set are rolled back, so that the context renders the request it rendered before the call
+// and a retry with the same text leaves one user message. What the server was sent stays recorded
+// (request records, the failed one with its error, events, growth points, the prefix-cache model).
 //
 // Thread safety: an Agent is internally serialized: every public method takes the agent's mutex,
 // so one Agent may be called from several threads (calls run one after the other). Tool handlers
@@ -29,6 +34,7 @@
 #ifndef STRATA_AGENT_H_
 #define STRATA_AGENT_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,6 +52,7 @@
 #include "strata/record.h"
 #include "strata/status.h"
 #include "strata/store.h"
+#include "strata/tokenizer.h"
 #include "strata/transport.h"
 
 namespace strata {
@@ -63,18 +70,41 @@ struct AgentBudgetConfig {
   bool enforce = true;  // false: no budget (the context grows without limit)
 };
 
-// The compaction policy by name and its knobs (strata/builtin_policies.h StrataPolicyOptions).
+// The compaction policy by name and its knobs: every field of StrataPolicyOptions
+// (strata/builtin_policies.h, which documents each; docs/compaction.md explains them), with the
+// same defaults, used by "strata" only, and last_n for "last-n". AgentServices::policy replaces
+// the policy this names.
 struct AgentPolicyConfig {
   std::string name = "strata";  // "strata", "none", "sliding", "last-n"
-  size_t keep_turns = 2;         // the last turns never altered ("strata" only)
-  size_t keep_tool_results = 3;  // the last tool results never masked ("strata" only)
+  size_t keep_turns = 2;         // the last turns never altered. Default 2
+  size_t keep_tool_results = 3;  // the last tool results never masked. Default 3
   bool keep_first_user = true;   // keep the first user message (the task) when summarizing
-  // Tool names whose results are never altered ("strata" only).
+  // Tool names whose results are never altered. Default none.
   std::vector<std::string> exclude_tools;
-  // Tool names whose results are stale once their turn is over: masked first ("strata" only).
+  // Tool names whose results are stale once their turn is over: masked first. Default none.
   std::vector<std::string> ephemeral_tools;
-  size_t max_summary_tokens = 1536;  // tokens of one summary at most ("strata" only)
-  size_t last_n = 5;  // "last-n" only
+  // A masked result's placeholder lists one identifier per `tokens_per_identifier` tokens of the
+  // output, between 8 and `placeholder_identifiers`. Defaults 64 and 32 (must be > 0).
+  size_t placeholder_identifiers = 64;
+  size_t tokens_per_identifier = 32;
+  size_t max_summary_tokens = 1536;  // tokens of one summary at most. Default 1536
+  // --- The cost model (StrataPolicyOptions, "Cost model"). Decide by expected cost (false: the
+  // hysteresis-only policy). Default true.
+  bool cost_model = true;
+  // Prices of an uncached and of a cached input token; only their ratio matters. Defaults 1.0 and
+  // 0.1 (uncached must be > 0, cached >= 0).
+  double uncached_price = 1.0;
+  double cached_price = 0.1;
+  // The remaining-turn estimate's prior and its weight. Defaults 5 and 1 (>= 0).
+  double prior_remaining_turns = 5;
+  double prior_weight = 1;
+  // Below the trigger, a batch must save this many times its re-prefill cost. Default 1 (>= 0).
+  double below_trigger_margin = 1;
+  // Results sharing names with the assistant messages of this many last turns are in use. Default 3.
+  size_t use_window_turns = 3;
+  // Below the trigger, mask results seen once and not used, when that pays. Default true.
+  bool mask_after_use = true;
+  size_t last_n = 5;  // "last-n" only: the messages kept. Default 5
 };
 
 // Where requests go. The API key is never stored: only the NAME of the environment variable that
@@ -158,12 +188,25 @@ using ToolHandler = std::function<ToolOutput(const std::string& arguments_json)>
 // One streamed fragment of the answer (strata/transport.h StreamDelta).
 using DeltaCallback = std::function<void(const StreamDelta&)>;
 
-// Objects an application injects instead of those the configuration would make. Not owned; each
-// must outlive the Agent.
+// Objects an application injects instead of those the configuration would make. Not owned: each
+// must outlive the Agent and every agent Fork() makes from it (forks use the same ones). One
+// object may serve many agents at once when it is thread-safe (the store, the transports and the
+// tokenizers strata makes are; a CompactionPolicy is called by each agent under that agent's own
+// mutex, so a policy shared by agents running concurrently must be thread-safe too, as strata's
+// built-in policies are: they are stateless).
 struct AgentServices {
   Transport* transport = nullptr;    // nullptr: an HTTP transport to config.endpoint.base_url
   Store* store = nullptr;            // nullptr: config.store_path ("" none)
   Summarizer* summarizer = nullptr;  // nullptr: the extractive summarizer
+  // Used instead of the policy config.policy names (which is still validated and stored). Its
+  // Name() ("name@version") is recorded on what it alters and in every CompactionReport, as the
+  // built-in policies' names are. nullptr: the configured policy.
+  CompactionPolicy* policy = nullptr;
+  // Counts instead of a tokenizer loaded from config.tokenizer (loading a large tokenizer.json
+  // once for many agents). It must be the tokenizer that spec makes: its Name() is checked against
+  // the spec's (for "hf:" and "spm:" the file's hash, read without building the tokenizer) and a
+  // mismatch is FAILED_PRECONDITION naming both. nullptr: loaded from config.tokenizer.
+  const Tokenizer* tokenizer = nullptr;
 };
 
 // How Agent::Open() reopens a stored agent.
@@ -175,7 +218,11 @@ struct OpenOptions {
   std::string tokenizer;
   std::string chat_template;
   bool retokenize = false;
-  // Replaces the stored endpoint (e.g. a new base URL after a restart); stored with the agent.
+  // Replaces the whole stored endpoint, every field of it (backend, base_url, api_key_env,
+  // deployment_secret_env, stream, max_output_tokens, thinking, reasoning_effort, send_cache_salt,
+  // deadline and timeouts, max_attempts), not only the base URL: start from the stored one
+  // (Agent::config().endpoint of an earlier Open) to change a few fields. Stored with the agent, so
+  // the next Open without it keeps it. std::nullopt: the stored endpoint.
   std::optional<AgentEndpointConfig> endpoint;
 };
 
@@ -231,6 +278,27 @@ struct CachePrediction {
   // Prompt tokens the server's prefix cache should still hold (the prefix-cache model's lookup).
   int64_t predicted_cached_tokens = 0;
   bool compaction_due = false;  // the next Complete() compacts first (counts are after it)
+  std::optional<CompactionReport> compaction;  // what that compaction would do, when due
+};
+
+// The request the next Complete() would send, with the figures a Turn reports of its request
+// (Agent::PreviewRequest).
+struct RequestPreview {
+  // The request body: the agent's fields (stream, output cap, cache_salt, ...) with request id
+  // "preview" where the backend sends one. When a compaction is due, the body after it (computed
+  // on a copy: nothing is applied).
+  std::string body;
+  // Input tokens as Turn::record.input_tokens counts them before the server answers: exact with a
+  // chat template and an exact tokenizer (input_tokens_exact), else estimated.
+  int64_t input_tokens = 0;
+  bool input_tokens_exact = false;
+  // Prompt tokens the server's prefix cache should still hold (Turn::record.cached_tokens_predicted).
+  int64_t predicted_cached_tokens = 0;
+  // Content tokens per layer, indexed by Layer (Turn::growth.layer_tokens counts the same after the
+  // call); the volatile layer included.
+  std::array<int64_t, kLayerCount> layer_tokens{};
+  size_t message_count = 0;  // messages of the body
+  bool compaction_due = false;  // the next Complete() compacts first (body and counts are after it)
   std::optional<CompactionReport> compaction;  // what that compaction would do, when due
 };
 
@@ -310,17 +378,27 @@ class Agent {
 
   // --- The loop -------------------------------------------------------------------------------
   // Builds (compacting first when due), predicts, sends, appends the reply, records (store:
-  // request record, prefix-break and compaction events, growth point, prefix-cache state).
+  // request record, prefix-break and compaction events, growth point, prefix-cache state). On
+  // error the context is as before the call (a compaction it applied is undone; the next call
+  // compacts again); the request record is written with the error.
   StatusOr<Turn> Complete(const TurnOptions& options = {});
   // Appends `user_message` ("" appends nothing) and loops: Complete(), answer each tool call
   // (registered handler, context_recall, or an error result for an unknown tool), until the model
-  // answers without tool calls or after max_turns calls.
+  // answers without tool calls or after max_turns calls. On error (any Complete() of the loop
+  // failing, including after a tool handler threw or returned an error) the whole call is undone:
+  // the user message, every reply and tool result it appended (see the file comment). Costs one
+  // copy of the context's segments per call, to undo with.
   StatusOr<RunResult> Run(std::string user_message, const RunOptions& options = {});
   // Answers every open tool call of the last reply (what Run() does between two calls).
   Status DispatchToolCalls(RunResult* stats = nullptr);
 
   // --- Predictions and counts -----------------------------------------------------------------
   StatusOr<CachePrediction> PredictCachedTokens() const;
+  // The request the next Complete() would send and its profile (RequestPreview), changing nothing.
+  // Synchronized like every method (unlike context().Preview()). FAILED_PRECONDITION when there is
+  // nothing to send or tool calls are unanswered; RESOURCE_EXHAUSTED when even a compaction cannot
+  // make the request fit.
+  StatusOr<RequestPreview> PreviewRequest() const;
   // Input tokens of the request Build() would render now (before any compaction), counted like
   // the RequestRecord and the compaction reports (exact with a chat template).
   StatusOr<int64_t> InputTokens() const;
@@ -343,7 +421,9 @@ class Agent {
   StatusOr<std::string> Join(Agent& child, const JoinOptions& options = {});
 
   // --- Lower layers ---------------------------------------------------------------------------
-  // The context (not synchronized: use it only while no other thread calls this Agent).
+  // The context (not synchronized: use it only while no other thread calls this Agent). The same
+  // object for the agent's life: a failed Run()/Complete() rewinds it in place (Context::Rewind),
+  // which invalidates pointers Context::Find() returned, not the reference.
   Context& context();
   const Context& context() const;
   Store* store() const;  // nullptr without a store

@@ -102,6 +102,8 @@ struct ContextChange {
   std::vector<std::string> removed_ids;  // ids of segments removed
   // (recall_id, original content) pairs kept by this change.
   std::vector<std::pair<std::string, std::string>> originals;
+  // Recall ids whose originals this change drops (a rewind to an earlier snapshot, Context::Rewind).
+  std::vector<std::string> removed_originals;
   int64_t turn = 0;  // the context's turn counter after the change
   // Set when the change is a compaction: what it did and cost.
   std::optional<CompactionReport> compaction;
@@ -360,6 +362,15 @@ class Context {
   ContextStats Stats() const;
   // The snapshot Restore() takes: every non-volatile segment and every kept original.
   ContextSnapshot Snapshot() const;
+  // Returns the context, in place, to `snapshot` (one this context's Snapshot() took earlier): its
+  // segments, kept originals and turn counter become the snapshot's, as Restore() would make them,
+  // so that it renders byte-identically to the context the snapshot was taken of. The options, the
+  // volatile layer and Compactions() are kept; segment ids given since are not reused. The journal
+  // records one change that turns the stored context into the snapshot (segments added since
+  // removed, altered ones written back, originals kept since dropped). INVALID_ARGUMENT for an
+  // inconsistent snapshot; on any error (the journal's included) nothing changes. Pointers from
+  // Find() are invalidated.
+  Status Rewind(ContextSnapshot snapshot);
   // Lint warnings of the stable layers (also reported by Build()).
   std::vector<LintWarning> Lint() const;
 

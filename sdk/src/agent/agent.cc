@@ -12,9 +12,14 @@
 #include <set>
 #include <utility>
 
+#include "agent/agent_services.h"
 #include "agent/degradation.h"
 #include "agent/fork_id.h"
+#include "agent/policy_config.h"
 #include "agent/prompt_tokens.h"
+#include "agent/prefix_signatures.h"
+#include "agent/turn_fields.h"
+#include "agent/turn_rollback.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/isolation.h"
@@ -25,46 +30,15 @@
 namespace strata {
 namespace {
 
-// INVALID_ARGUMENT when TurnOptions::extra_fields names a field the agent owns.
-Status CheckTurnFields(const std::vector<std::pair<std::string, std::string>>& extra) {
-  static const std::set<std::string> kOwned = {
-      "model", "messages", "tools", "stream", "stream_options", "cache_salt", "request_id", "rid"};
-  for (const auto& field : extra) {
-    if (field.first.empty() || kOwned.count(field.first)) {
-      return InvalidArgumentError("TurnOptions::extra_fields: \"" + field.first +
-                                  "\" is a field the agent sets itself (model, messages, tools, "
-                                  "stream, stream_options, cache_salt, request_id, rid): remove "
-                                  "it");
-    }
-  }
-  return Status::Ok();
-}
-
-// TurnOptions::extra_fields (checked) merged into the agent's fields of one request.
-void MergeTurnFields(const std::vector<std::pair<std::string, std::string>>& extra,
-                     BuildOptions* build) {
-  auto is_cap = [](const std::string& name) {
-    return name == "max_tokens" || name == "max_completion_tokens";
-  };
-  std::vector<std::pair<std::string, std::string>>& fields = build->extra_fields;
-  for (const auto& field_in : extra) {
-    // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one.
-    const std::string& name = field_in.first;
-    const std::string& value = field_in.second;
-    auto same = std::find_if(fields.begin(), fields.end(),
-                             [&](const auto& field) { return field.first == name; });
-    if (same == fields.end() && is_cap(name)) {
-      same = std::find_if(fields.begin(), fields.end(),
-                          [&](const auto& field) { return is_cap(field.first); });
-    }
-    if (same != fields.end()) {
-      *same = {name, value};
-    } else {
-      fields.emplace_back(name, value);
-    }
-  }
-}
-
+using agent_internal::BreakCauses;
+using agent_internal::CheckTurnFields;
+using agent_internal::JoinCauses;
+using agent_internal::MergeTurnFields;
+using agent_internal::Signature;
+using agent_internal::Signatures;
+using agent_internal::SignaturesFromJson;
+using agent_internal::SignaturesToJson;
+using agent_internal::Fnv64;
 using json = nlohmann::json;
 
 constexpr char kConfigKey[] = "config";
@@ -91,141 +65,6 @@ std::string RecallSchema() {
   return R"json({"type":"function","function":{"name":"context_recall","description":"Get back the original of content that was shortened to keep the context small (a masked, truncated, folded, summarized or evicted tool result, or a joined subtask), by the recall id its placeholder names. Long originals come in pages: the answer says how many bytes remain and the offset to continue from.","parameters":{"type":"object","properties":{"recall_id":{"type":"string","description":"The recall id, e.g. r-0123456789abcdef"},"offset":{"type":"integer","description":"Byte offset in the original to start from (default 0)"},"max_tokens":{"type":"integer","description":"At most this many tokens (default and upper bound: the agent's recall share)"}},"required":["recall_id"]}}})json";
 }
 
-// What identifies a rendered segment, to tell which ones changed between two requests.
-struct Signature {
-  std::string id;
-  Layer layer = Layer::kHistory;
-  SegmentState state = SegmentState::kLive;
-  std::string version;
-  uint64_t hash = 0;
-};
-
-uint64_t Fnv64(std::string_view text, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::vector<Signature> Signatures(const Context& context) {
-  std::vector<Signature> out;
-  for (const Segment& s : context.Segments()) {
-    if (s.layer == Layer::kVolatile || s.state == SegmentState::kEvicted ||
-        s.state == SegmentState::kSummarized) {
-      continue;
-    }
-    uint64_t h = Fnv64(s.content);
-    h = Fnv64(s.reasoning, h ^ 0x1f);
-    for (const ToolCall& c : s.tool_calls)
-      h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
-    out.push_back(Signature{s.id, s.layer, s.state, s.version, h});
-  }
-  return out;
-}
-
-json SignaturesToJson(const std::vector<Signature>& sigs) {
-  json out = json::array();
-  for (const Signature& s : sigs) {
-    out.push_back({s.id, static_cast<int>(s.layer), static_cast<int>(s.state), s.version, s.hash});
-  }
-  return out;
-}
-
-std::vector<Signature> SignaturesFromJson(const json& j) {
-  std::vector<Signature> out;
-  if (!j.is_array()) return out;
-  for (const json& e : j) {
-    if (!e.is_array() || e.size() != 5) continue;
-    out.push_back(Signature{e[0].get<std::string>(), static_cast<Layer>(e[1].get<int>()),
-                            static_cast<SegmentState>(e[2].get<int>()), e[3].get<std::string>(),
-                            e[4].get<uint64_t>()});
-  }
-  return out;
-}
-
-// Every reason the rendered segments changed from `before` to `now` (stable layers: each change;
-// history: "compaction" when this build compacted, else "history segment changed").
-std::vector<std::string> BreakCauses(const std::vector<Signature>& before,
-                                     const std::vector<Signature>& now, bool compacted,
-                                     const std::vector<LintWarning>& warnings,
-                                     std::string* first_id, Layer* first_layer) {
-  std::vector<std::string> causes;
-  auto add = [&](std::string cause) {
-    if (std::find(causes.begin(), causes.end(), cause) == causes.end())
-      causes.push_back(std::move(cause));
-  };
-  size_t i = 0;
-  while (i < before.size() && i < now.size() && before[i].id == now[i].id &&
-         before[i].hash == now[i].hash && before[i].state == now[i].state &&
-         before[i].version == now[i].version) {
-    ++i;
-  }
-  const Signature* first = i < now.size() ? &now[i] : (i < before.size() ? &before[i] : nullptr);
-  if (first != nullptr) {
-    *first_id = first->id;
-    *first_layer = first->layer;
-  }
-  std::map<std::string, const Signature*> old_by_id;
-  for (const Signature& s : before) old_by_id[s.id] = &s;
-  std::set<std::string> now_ids;
-  bool history_changed = false;
-  for (const Signature& s : now) {
-    now_ids.insert(s.id);
-    auto it = old_by_id.find(s.id);
-    const Signature* old = it == old_by_id.end() ? nullptr : it->second;
-    if (s.layer == Layer::kHistory) {
-      if (old != nullptr && (old->hash != s.hash || old->state != s.state)) history_changed = true;
-      continue;
-    }
-    if (old != nullptr && old->hash == s.hash && old->version == s.version) continue;
-    std::string lint;
-    for (const LintWarning& w : warnings) {
-      if (w.segment_id == s.id) lint = "lint hit (" + w.what + ": " + w.excerpt + ")";
-    }
-    if (!lint.empty()) {
-      add(lint);
-    } else if (s.layer == Layer::kTools) {
-      add("tools changed");
-    } else if (s.layer == Layer::kSystem) {
-      add("system prompt changed");
-    } else if (old == nullptr) {
-      add("document added");
-    } else if (old->version != s.version) {
-      add("doc version change (" + old->version + " -> " + s.version + ")");
-    } else {
-      add("document changed");
-    }
-  }
-  for (const Signature& s : before) {
-    if (now_ids.count(s.id)) continue;
-    if (s.layer == Layer::kHistory) {
-      history_changed = true;
-    } else if (s.layer == Layer::kTools) {
-      add("tools changed");
-    } else if (s.layer == Layer::kSystem) {
-      add("system prompt changed");
-    } else {
-      add("document removed");
-    }
-  }
-  if (compacted) {
-    add("compaction");
-  } else if (history_changed) {
-    add("history segment changed");
-  }
-  return causes;
-}
-
-std::string JoinCauses(const std::vector<std::string>& causes) {
-  std::string out;
-  for (size_t i = 0; i < causes.size(); ++i) {
-    if (i > 0) out += i + 1 == causes.size() ? " and " : ", ";
-    out += causes[i];
-  }
-  return out.empty() ? "unknown" : out;
-}
-
 // Cuts `text` at a UTF-8 character boundary at or before `bytes`.
 size_t Utf8Floor(std::string_view text, size_t bytes) {
   if (bytes >= text.size()) return text.size();
@@ -248,26 +87,6 @@ class AgentJournal final : public ContextJournal {
  private:
   ContextJournal* inner_;
 };
-
-StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicy(const AgentPolicyConfig& p,
-                                                       Summarizer* summarizer) {
-  if (p.name == "strata") {
-    StrataPolicyOptions o;
-    o.keep_turns = p.keep_turns;
-    o.keep_tool_results = p.keep_tool_results;
-    o.keep_first_user = p.keep_first_user;
-    o.exclude_tools = std::set<std::string>(p.exclude_tools.begin(), p.exclude_tools.end());
-    o.ephemeral_tools = std::set<std::string>(p.ephemeral_tools.begin(), p.ephemeral_tools.end());
-    o.max_summary_tokens = p.max_summary_tokens;
-    o.summarizer = summarizer;
-    return MakeStrataPolicy(o);
-  }
-  if (p.name == "none") return MakeNoCompactionPolicy();
-  if (p.name == "sliding") return MakeSlidingWindowPolicy();
-  if (p.name == "last-n") return MakeLastNPolicy(p.last_n);
-  return InvalidArgumentError("policy.name \"" + p.name +
-                              "\" is not a policy (strata, none, sliding, last-n)");
-}
 
 StatusOr<std::unique_ptr<ChatTemplate>> MakeTemplate(const std::string& name) {
   if (name.empty()) return std::unique_ptr<ChatTemplate>();
@@ -295,9 +114,12 @@ std::string EnvOrEmpty(const std::string& name) {
 struct Shared {
   std::shared_ptr<Store> store_owner;
   std::shared_ptr<Transport> transport_owner;
+  std::shared_ptr<const Tokenizer> tokenizer_owner;  // null: tokenizer injected (or none yet)
   Store* store = nullptr;
   Transport* transport = nullptr;
   Summarizer* summarizer = nullptr;
+  CompactionPolicy* policy = nullptr;  // injected, used instead of the configured one
+  const Tokenizer* tokenizer = nullptr;
 };
 
 }  // namespace
@@ -308,7 +130,7 @@ class Agent::Impl {
  public:
   AgentConfig config_;
   Shared shared_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  const Tokenizer* tokenizer_ = nullptr;  // shared_.tokenizer
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<agent_internal::PromptTokens> prompt_tokens_;
   std::unique_ptr<RequestTokenCounter> counter_;
@@ -350,6 +172,30 @@ class Agent::Impl {
 
   // Agent::Fork with mu_ held by the caller (also the degradation handler's fork step).
   StatusOr<std::unique_ptr<Agent>> ForkLocked(std::string task, const ForkOptions& options);
+  // Agent::Run's loop, with mu_ held and max_turns checked.
+  StatusOr<RunResult> RunLocked(std::string user_message, const RunOptions& options);
+
+  // Runs `call` (Run or Complete); when it fails, undoes what it did: the context as it was
+  // (turn_rollback.h), the recall protections and the last reply's id. What the server was sent
+  // stays known (prefix-cache model, request records and events).
+  template <typename T, typename F>
+  StatusOr<T> Undoable(F&& call) {
+    agent_internal::TurnRollback rollback(*context_);
+    std::vector<Protection> protections = protections_;
+    std::string last_assistant = last_assistant_id_;
+    StatusOr<T> out = call();
+    if (out.ok()) return out;
+    const bool pins_changed = protections.size() != protections_.size() ||
+                              !std::equal(protections.begin(), protections.end(),
+                                          protections_.begin(), [](const auto& a, const auto& b) {
+                                            return a.segment_id == b.segment_id &&
+                                                   a.until_turn == b.until_turn;
+                                          });
+    protections_ = std::move(protections);
+    last_assistant_id_ = std::move(last_assistant);
+    if (pins_changed) SaveProtections().IgnoreError();  // stale pins are dropped on expiry
+    return rollback.Undo(*context_, out.status());
+  }
 
   // ---------------------------------------------------------------------------- construction
 
@@ -357,21 +203,29 @@ class Agent::Impl {
     const AgentConfig& c = config_;
     if (c.identity.id.empty())
       return InvalidArgumentError("identity.id is required (the agent's id)");
-    STRATA_ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(c.tokenizer));
+    if (shared_.tokenizer == nullptr) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> made, MakeTokenizer(c.tokenizer));
+      shared_.tokenizer_owner = std::move(made);  // shared with forks, which need no reload
+      shared_.tokenizer = shared_.tokenizer_owner.get();
+    } else if (shared_.tokenizer_owner == nullptr) {  // injected: it must be the configured one
+      STRATA_RETURN_IF_ERROR(agent_internal::CheckSharedTokenizer(*shared_.tokenizer, c.tokenizer));
+    }
+    tokenizer_ = shared_.tokenizer;
     STRATA_ASSIGN_OR_RETURN(template_, MakeTemplate(c.chat_template));
     std::vector<std::string> markers;
     if (IsGlmTemplate(c.chat_template)) markers.assign(std::begin(kGlmMarkers), std::end(kGlmMarkers));
-    prompt_tokens_ = std::make_unique<agent_internal::PromptTokens>(tokenizer_.get(), markers);
+    prompt_tokens_ = std::make_unique<agent_internal::PromptTokens>(tokenizer_, markers);
     if (template_) {
       counter_ = std::make_unique<agent_internal::IncrementalRequestCounter>(
-          template_.get(), tokenizer_.get(), prompt_tokens_.get());
+          template_.get(), tokenizer_, prompt_tokens_.get());
     }
     if (shared_.summarizer == nullptr) {
       own_summarizer_ = MakeExtractiveSummarizer();
       shared_.summarizer = own_summarizer_.get();
     }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CompactionPolicy> policy,
-                            MakePolicy(c.policy, shared_.summarizer));
+                            agent_internal::MakeConfiguredPolicy(c.policy, shared_.summarizer));
+    if (shared_.policy != nullptr) policy = agent_internal::BorrowPolicy(shared_.policy);
     auto goal_policy = std::make_unique<agent_internal::GoalPolicy>(std::move(policy));
     goal_policy_ = goal_policy.get();
     policy_ = std::move(goal_policy);
@@ -428,7 +282,7 @@ class Agent::Impl {
     options->agent = c.identity;
     options->render = c.render;
     options->hygiene = c.hygiene;
-    options->tokenizer = tokenizer_.get();
+    options->tokenizer = tokenizer_;
     options->keep_originals = c.keep_originals;
     options->budget = budget_;
     options->compaction = policy_.get();
@@ -637,7 +491,7 @@ class Agent::Impl {
     host.context = context_.get();
     host.policy = goal_policy_;
     host.summarizer = shared_.summarizer;
-    host.tokenizer = tokenizer_.get();
+    host.tokenizer = tokenizer_;
     host.budget = budget_;
     host.budget_config = config_.budget;
     host.fields = fields;
@@ -1050,17 +904,24 @@ class Agent::Impl {
     return Context::Restore(std::move(options), context_->Snapshot());
   }
 
-  StatusOr<CachePrediction> Predict() const {
-    CachePrediction out;
-    const BuildOptions fields = Fields("predict");
+  // The request the next Complete() would send (a due compaction computed on a copy) and its
+  // prediction: what PredictCachedTokens and PreviewRequest report.
+  struct NextRequest {
+    BuiltRequest built;
+    CachePrediction prediction;
+  };
+  StatusOr<NextRequest> Next(const BuildOptions& fields) const {
+    NextRequest out;
     StatusOr<BuiltRequest> built = context_->Preview(fields);
     bool due = !built.ok() && built.status().code() == StatusCode::kResourceExhausted;
     if (!built.ok() && !due) return built.status();
     if (built.ok() && budget_) {
-      // last-n and strata (masking after use, below the trigger) may compact at any build.
+      // last-n, strata (masking after use, below the trigger) and an injected policy may compact
+      // at any build.
       due = built->input_tokens >
                 static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*budget_))) ||
-            config_.policy.name == "last-n" || config_.policy.name == "strata";
+            config_.policy.name == "last-n" || config_.policy.name == "strata" ||
+            shared_.policy != nullptr;
     }
     std::unique_ptr<Context> scratch;
     if (due) {
@@ -1071,16 +932,38 @@ class Agent::Impl {
       // only for a compaction that Complete() would apply).
       if (compacted->compaction.has_value() || !built.ok()) {
         built = std::move(compacted);
-        out.compaction = built->compaction;
-        out.compaction_due = built->compaction.has_value();
+        out.prediction.compaction = built->compaction;
+        out.prediction.compaction_due = built->compaction.has_value();
       }
     }
     STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(built->body));
     PromptBlocks blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
-    out.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens)
-                                                 : blocks.prompt_tokens;
-    out.input_tokens_exact = built->input_tokens_exact;
-    out.predicted_cached_tokens = model_->Lookup(blocks);
+    out.prediction.input_tokens = built->input_tokens_exact
+                                      ? static_cast<int64_t>(built->input_tokens)
+                                      : blocks.prompt_tokens;
+    out.prediction.input_tokens_exact = built->input_tokens_exact;
+    out.prediction.predicted_cached_tokens = model_->Lookup(blocks);
+    out.built = std::move(built).value();
+    return out;
+  }
+
+  StatusOr<CachePrediction> Predict() const {
+    STRATA_ASSIGN_OR_RETURN(NextRequest next, Next(Fields("predict")));
+    return next.prediction;
+  }
+
+  StatusOr<RequestPreview> PreviewRequest() const {
+    STRATA_ASSIGN_OR_RETURN(NextRequest next, Next(Fields("preview")));
+    RequestPreview out;
+    out.input_tokens = next.prediction.input_tokens;
+    out.input_tokens_exact = next.prediction.input_tokens_exact;
+    out.predicted_cached_tokens = next.prediction.predicted_cached_tokens;
+    out.compaction_due = next.prediction.compaction_due;
+    out.compaction = std::move(next.prediction.compaction);
+    for (int i = 0; i < kLayerCount; ++i)
+      out.layer_tokens[i] = static_cast<int64_t>(next.built.layers[i].tokens);
+    out.message_count = next.built.message_count;
+    out.body = std::move(next.built.body);
     return out;
   }
 
@@ -1113,6 +996,8 @@ Shared SharedFrom(const AgentServices& services) {
   shared.transport = services.transport;
   shared.store = services.store;
   shared.summarizer = services.summarizer;
+  shared.policy = services.policy;
+  shared.tokenizer = services.tokenizer;
   return shared;
 }
 
@@ -1132,7 +1017,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, AgentServices
   Store* store = impl->shared_.store;
   const std::string& id = impl->config_.identity.id;
   if (store != nullptr) {
-    STRATA_RETURN_IF_ERROR(store->CreateAgent(options));
+    if (Status created = store->CreateAgent(options); !created.ok()) {
+      if (created.code() != StatusCode::kAlreadyExists) return created;
+      return AlreadyExistsError("agent \"" + id + "\" already exists in " + store->path() +
+                                ": continue it with Agent::Open, or choose another "
+                                "identity.id (Store::DeleteAgent removes the stored one)");
+    }
     Status saved = store->PutAgentState(id, kConfigKey, AgentConfigToJson(impl->config_));
     if (saved.ok()) saved = store->PutAgentState(id, kTokenizerNameKey, impl->tokenizer_->Name());
     if (!saved.ok()) {
@@ -1157,8 +1047,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
                                              OpenOptions options) {
   StoreOptions store_options;
   store_options.create_if_missing = false;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSqliteStore(store_path, store_options));
-  std::shared_ptr<Store> owner = std::move(store);
+  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(store_path, store_options);
+  if (store.status().code() == StatusCode::kNotFound) {
+    return NotFoundError("Agent::Open: no store at " + store_path +
+                         "; give the store_path of an agent made with Agent::Create");
+  }
+  if (!store.ok()) return store.status();
+  std::shared_ptr<Store> owner = std::move(store).value();
   options.services.store = owner.get();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, Open(*owner, id, std::move(options)));
   agent->impl_->shared_.store_owner = std::move(owner);
@@ -1341,7 +1236,7 @@ Status Agent::RegisterTool(std::string name, std::string_view schema_json, ToolH
 
 StatusOr<Turn> Agent::Complete(const TurnOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
-  return impl_->Complete(options);
+  return impl_->Undoable<Turn>([&] { return impl_->Complete(options); });
 }
 
 Status Agent::DispatchToolCalls(RunResult* stats) {
@@ -1355,13 +1250,18 @@ StatusOr<RunResult> Agent::Run(std::string user_message, const RunOptions& optio
     return InvalidArgumentError("RunOptions::max_turns must be positive, got " +
                                 std::to_string(options.max_turns));
   }
+  return impl_->Undoable<RunResult>(
+      [&] { return impl_->RunLocked(std::move(user_message), options); });
+}
+
+StatusOr<RunResult> Agent::Impl::RunLocked(std::string user_message, const RunOptions& options) {
   RunResult result;
   if (!user_message.empty())
-    STRATA_RETURN_IF_ERROR(impl_->context_->AppendUser(std::move(user_message)).status());
+    STRATA_RETURN_IF_ERROR(context_->AppendUser(std::move(user_message)).status());
   // Answer calls left open by an earlier Complete() first, so that the request is valid.
-  STRATA_RETURN_IF_ERROR(impl_->Dispatch(&result));
+  STRATA_RETURN_IF_ERROR(Dispatch(&result));
   for (int i = 0; i < options.max_turns; ++i) {
-    STRATA_ASSIGN_OR_RETURN(Turn turn, impl_->Complete(options.turn));
+    STRATA_ASSIGN_OR_RETURN(Turn turn, Complete(options.turn));
     const bool calls = !turn.response.tool_calls.empty();
     result.answer = turn.response.content;
     result.turns.push_back(std::move(turn));
@@ -1369,7 +1269,7 @@ StatusOr<RunResult> Agent::Run(std::string user_message, const RunOptions& optio
       result.stopped = "answer";
       return result;
     }
-    STRATA_RETURN_IF_ERROR(impl_->Dispatch(&result));
+    STRATA_RETURN_IF_ERROR(Dispatch(&result));
   }
   result.stopped = "max_turns";
   return result;
@@ -1378,6 +1278,11 @@ StatusOr<RunResult> Agent::Run(std::string user_message, const RunOptions& optio
 StatusOr<CachePrediction> Agent::PredictCachedTokens() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->Predict();
+}
+
+StatusOr<RequestPreview> Agent::PreviewRequest() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->PreviewRequest();
 }
 
 StatusOr<int64_t> Agent::InputTokens() const {
@@ -1423,6 +1328,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Impl::ForkLocked(std::string task,
                               agent_internal::ForkChildId(parent.config_.identity.id, options, n));
       context_options.agent.id = impl->config_.identity.id;
       created = store->CreateAgent(context_options);
+    }
+    if (created.code() == StatusCode::kAlreadyExists && !options.id.empty()) {
+      return AlreadyExistsError("Fork: ForkOptions::id \"" + options.id + "\" is taken in " +
+                                store->path() +
+                                "; choose another id, or leave it empty for the next free \"" +
+                                parent.config_.identity.id + ".fork-<n>\"");
     }
     STRATA_RETURN_IF_ERROR(created);
   }

@@ -175,6 +175,28 @@ class ObjectReader {
   std::vector<std::string> used_order_;
 };
 
+// The "policy" object of an agent configuration.
+Status ReadPolicy(ObjectReader& o, AgentPolicyConfig* p) {
+  STRATA_RETURN_IF_ERROR(o.String("name", &p->name));
+  STRATA_RETURN_IF_ERROR(o.Size("keep_turns", &p->keep_turns));
+  STRATA_RETURN_IF_ERROR(o.Size("keep_tool_results", &p->keep_tool_results));
+  STRATA_RETURN_IF_ERROR(o.Bool("keep_first_user", &p->keep_first_user));
+  STRATA_RETURN_IF_ERROR(o.Strings("exclude_tools", &p->exclude_tools));
+  STRATA_RETURN_IF_ERROR(o.Strings("ephemeral_tools", &p->ephemeral_tools));
+  STRATA_RETURN_IF_ERROR(o.Size("placeholder_identifiers", &p->placeholder_identifiers));
+  STRATA_RETURN_IF_ERROR(o.Size("tokens_per_identifier", &p->tokens_per_identifier));
+  STRATA_RETURN_IF_ERROR(o.Size("max_summary_tokens", &p->max_summary_tokens));
+  STRATA_RETURN_IF_ERROR(o.Bool("cost_model", &p->cost_model));
+  STRATA_RETURN_IF_ERROR(o.Number("uncached_price", &p->uncached_price));
+  STRATA_RETURN_IF_ERROR(o.Number("cached_price", &p->cached_price));
+  STRATA_RETURN_IF_ERROR(o.Number("prior_remaining_turns", &p->prior_remaining_turns));
+  STRATA_RETURN_IF_ERROR(o.Number("prior_weight", &p->prior_weight));
+  STRATA_RETURN_IF_ERROR(o.Number("below_trigger_margin", &p->below_trigger_margin));
+  STRATA_RETURN_IF_ERROR(o.Size("use_window_turns", &p->use_window_turns));
+  STRATA_RETURN_IF_ERROR(o.Bool("mask_after_use", &p->mask_after_use));
+  return o.Size("last_n", &p->last_n);
+}
+
 }  // namespace
 
 std::string AgentConfigToJson(const AgentConfig& c) {
@@ -201,7 +223,17 @@ std::string AgentConfigToJson(const AgentConfig& c) {
                  {"keep_first_user", c.policy.keep_first_user},
                  {"exclude_tools", c.policy.exclude_tools},
                  {"ephemeral_tools", c.policy.ephemeral_tools},
+                 {"placeholder_identifiers", c.policy.placeholder_identifiers},
+                 {"tokens_per_identifier", c.policy.tokens_per_identifier},
                  {"max_summary_tokens", c.policy.max_summary_tokens},
+                 {"cost_model", c.policy.cost_model},
+                 {"uncached_price", c.policy.uncached_price},
+                 {"cached_price", c.policy.cached_price},
+                 {"prior_remaining_turns", c.policy.prior_remaining_turns},
+                 {"prior_weight", c.policy.prior_weight},
+                 {"below_trigger_margin", c.policy.below_trigger_margin},
+                 {"use_window_turns", c.policy.use_window_turns},
+                 {"mask_after_use", c.policy.mask_after_use},
                  {"last_n", c.policy.last_n}};
   j["hygiene"] = {{"max_segment_tokens", c.hygiene.max_segment_tokens},
                   {"head_share", c.hygiene.head_share},
@@ -267,16 +299,8 @@ StatusOr<AgentConfig> AgentConfigFromJson(std::string_view text) {
     STRATA_RETURN_IF_ERROR(o.Limit("target", &c.budget.target));
     return o.Bool("enforce", &c.budget.enforce);
   }));
-  STRATA_RETURN_IF_ERROR(r.Object("policy", [&](ObjectReader& o) -> Status {
-    STRATA_RETURN_IF_ERROR(o.String("name", &c.policy.name));
-    STRATA_RETURN_IF_ERROR(o.Size("keep_turns", &c.policy.keep_turns));
-    STRATA_RETURN_IF_ERROR(o.Size("keep_tool_results", &c.policy.keep_tool_results));
-    STRATA_RETURN_IF_ERROR(o.Bool("keep_first_user", &c.policy.keep_first_user));
-    STRATA_RETURN_IF_ERROR(o.Strings("exclude_tools", &c.policy.exclude_tools));
-    STRATA_RETURN_IF_ERROR(o.Strings("ephemeral_tools", &c.policy.ephemeral_tools));
-    STRATA_RETURN_IF_ERROR(o.Size("max_summary_tokens", &c.policy.max_summary_tokens));
-    return o.Size("last_n", &c.policy.last_n);
-  }));
+  STRATA_RETURN_IF_ERROR(
+      r.Object("policy", [&](ObjectReader& o) { return ReadPolicy(o, &c.policy); }));
   STRATA_RETURN_IF_ERROR(r.Object("hygiene", [&](ObjectReader& o) -> Status {
     STRATA_RETURN_IF_ERROR(o.Size("max_segment_tokens", &c.hygiene.max_segment_tokens));
     STRATA_RETURN_IF_ERROR(o.Number("head_share", &c.hygiene.head_share));

@@ -297,6 +297,7 @@ StatusOr<std::string> Context::Recall(std::string_view recall_id) const {
 }
 ContextStats Context::Stats() const { return impl_->Stats(); }
 ContextSnapshot Context::Snapshot() const { return impl_->Snapshot(); }
+Status Context::Rewind(ContextSnapshot snapshot) { return impl_->Rewind(std::move(snapshot)); }
 std::vector<LintWarning> Context::Lint() const { return impl_->Lint(); }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 //   context_budget.cc    Build() and Preview(): render, count, compact within the budget (bounded
 //                        rounds)
 //   context_snapshot.cc  Snapshot() and restoring one
+//   context_rewind.cc    Rewind(): back, in place, to an earlier snapshot
 //
 // Rendering keeps two buffers so that Build() costs about one copy of the request:
 //   header_       `{"model":...,"tools":[...],"messages":[` plus the stable system message(s);
@@ -137,6 +138,8 @@ class Context::Impl {
   // Snapshots (context_snapshot.cc).
   ContextSnapshot Snapshot() const;
   Status LoadSnapshot(ContextSnapshot snapshot);
+  // Context::Rewind (context_rewind.cc).
+  Status Rewind(ContextSnapshot snapshot);
 
  private:
   // --- An edit being prepared (context_edit.cc): everything it would change, nothing changed yet.

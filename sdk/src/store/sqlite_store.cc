@@ -23,6 +23,7 @@
 #include "store/file_identity.h"
 #include "store/open_database.h"
 #include "store/schema.h"
+#include "store/tool_calls_codec.h"
 #include "strata/store.h"
 
 namespace strata {
@@ -31,63 +32,9 @@ namespace {
 using store_internal::BlobCodec;
 using store_internal::kApplicationId;
 using store_internal::kSchemaVersion;
+using store_internal::DecodeToolCalls;
+using store_internal::EncodeToolCalls;
 using store_internal::SqliteStatus;
-
-// ---- Encoding helpers ------------------------------------------------------------------------
-
-void PutU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-bool GetU32(std::string_view& in, uint32_t& v) {
-  if (in.size() < 4) return false;
-  v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  in.remove_prefix(4);
-  return true;
-}
-
-void PutString(std::string& out, std::string_view s) {
-  PutU32(out, static_cast<uint32_t>(s.size()));
-  out.append(s);
-}
-
-bool GetString(std::string_view& in, std::string& s) {
-  uint32_t n = 0;
-  if (!GetU32(in, n) || in.size() < n) return false;
-  s.assign(in.data(), n);
-  in.remove_prefix(n);
-  return true;
-}
-
-// Tool calls as length-prefixed bytes: arguments are kept byte for byte, whatever they hold.
-std::string EncodeToolCalls(const std::vector<ToolCall>& calls) {
-  std::string out;
-  if (calls.empty()) return out;
-  PutU32(out, static_cast<uint32_t>(calls.size()));
-  for (const ToolCall& call : calls) {
-    PutString(out, call.id);
-    PutString(out, call.name);
-    PutString(out, call.arguments);
-  }
-  return out;
-}
-
-bool DecodeToolCalls(std::string_view in, std::vector<ToolCall>& calls) {
-  calls.clear();
-  if (in.empty()) return true;
-  uint32_t n = 0;
-  if (!GetU32(in, n)) return false;
-  for (uint32_t i = 0; i < n; ++i) {
-    ToolCall call;
-    if (!GetString(in, call.id) || !GetString(in, call.name) || !GetString(in, call.arguments)) {
-      return false;
-    }
-    calls.push_back(std::move(call));
-  }
-  return in.empty();
-}
 
 std::string OptionsToJson(const ContextOptions& o) {
   nlohmann::ordered_json j;
@@ -365,6 +312,9 @@ class SqliteStore final : public Store {
           }
           for (const auto& [recall_id, content] : change.originals) {
             STRATA_RETURN_IF_ERROR(WriteOriginal(agent, recall_id, content, released));
+          }
+          for (const std::string& recall_id : change.removed_originals) {
+            STRATA_RETURN_IF_ERROR(DeleteOriginal(agent, recall_id, released));
           }
           if (change.compaction) {
             // A compaction is an event of the agent's history, written with the change itself.
@@ -973,16 +923,32 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
+  // The blob hash of the original stored under `recall_id` into `released`, if it has one.
+  Status OldOriginalHash(int64_t agent, const std::string& recall_id,
+                         std::set<std::string>& released) {
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt old, Prepare("SELECT content_hash FROM originals WHERE agent = ?1 AND recall_id = ?2"));
+    old.Int(1, agent).Text(2, recall_id);
+    if (old.Step() == SQLITE_ROW && !old.ColNull(0)) released.insert(old.ColText(0));
+    return Status::Ok();
+  }
+
+  // Drops the original stored under `recall_id` (a context rewound to before it was kept).
+  Status DeleteOriginal(int64_t agent, const std::string& recall_id,
+                        std::set<std::string>& released) {
+    STRATA_RETURN_IF_ERROR(OldOriginalHash(agent, recall_id, released));
+    STRATA_ASSIGN_OR_RETURN(
+        Stmt del, Prepare("DELETE FROM originals WHERE agent = ?1 AND recall_id = ?2"));
+    del.Int(1, agent).Text(2, recall_id);
+    int rc = del.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "deleting a recall original");
+    return Status::Ok();
+  }
+
   // Writes the original content a recall id gives back, replacing the one stored under that id.
   Status WriteOriginal(int64_t agent, const std::string& recall_id, const std::string& content,
                        std::set<std::string>& released) {
-    {
-      STRATA_ASSIGN_OR_RETURN(
-          Stmt old,
-          Prepare("SELECT content_hash FROM originals WHERE agent = ?1 AND recall_id = ?2"));
-      old.Int(1, agent).Text(2, recall_id);
-      if (old.Step() == SQLITE_ROW && !old.ColNull(0)) released.insert(old.ColText(0));
-    }
+    STRATA_RETURN_IF_ERROR(OldOriginalHash(agent, recall_id, released));
     STRATA_ASSIGN_OR_RETURN(
         Stmt insert, Prepare("INSERT OR REPLACE INTO originals(agent, recall_id, content, "
                              "content_hash) VALUES(?1, ?2, ?3, ?4)"));
@@ -1023,6 +989,12 @@ class SqliteStore final : public Store {
       insert.Int(1, agent).Int(2, turn).Int(3, now);
       int rc = insert.Step();
       if (rc != SQLITE_DONE) return Error(rc, "recording a turn");
+    } else if (turn < old_turn) {  // a rewound context: its later turns never happened
+      STRATA_ASSIGN_OR_RETURN(Stmt del,
+                              Prepare("DELETE FROM turns WHERE agent = ?1 AND turn > ?2"));
+      del.Int(1, agent).Int(2, turn);
+      int rc = del.Step();
+      if (rc != SQLITE_DONE) return Error(rc, "deleting rewound turns");
     }
     STRATA_ASSIGN_OR_RETURN(
         Stmt update, Prepare("UPDATE agents SET turn = ?2, updated_ms = ?3 WHERE agent = ?1"));

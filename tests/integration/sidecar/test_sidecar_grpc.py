@@ -264,13 +264,29 @@ def test_complete_records_growth_stats(sidecar):
 def test_complete_without_upstream(start_sidecar):
     sidecar = start_sidecar([])
     stub = sidecar.stub()
-    create(stub, "n1")
-    error = rpc_error(complete, stub, "n1", "hello")
-    assert error.code() == C.FAILED_PRECONDITION and "no endpoint" in error.details()
-    # The user message stays appended, and the message says so.
-    assert "stays appended" in error.details()
-    assert json.loads(stub.Build(pb.BuildRequest(agent_id="n1")).body)["messages"][-1] == \
-        {"role": "user", "content": "hello"}
+    create(stub, "n1", system_prompts=["You answer."])
+    before = stub.Build(pb.BuildRequest(agent_id="n1")).body
+    for _ in range(2):
+        error = rpc_error(complete, stub, "n1", "hello")
+        assert error.code() == C.FAILED_PRECONDITION and "no endpoint" in error.details()
+        # A failed call changes nothing: the user message is not left behind, and the error says so.
+        assert "nothing was appended" in error.details()
+        assert stub.Build(pb.BuildRequest(agent_id="n1")).body == before
+
+
+def test_a_failed_upstream_leaves_the_agent_unchanged(start_sim, start_sidecar):
+    sim = start_sim(TRAJECTORY, ["--fault", "400"])  # every request is refused
+    sidecar = start_sidecar(["--upstream", sim.base_url, "--backend", "vllm"])
+    stub = sidecar.stub()
+    create(stub, "f1", system_prompts=["You read files."])
+    stub.AppendUser(pb.AppendUserRequest(agent_id="f1", content="An earlier question."))
+    before = stub.Build(pb.BuildRequest(agent_id="f1")).body
+    for _ in range(2):
+        error = rpc_error(complete, stub, "f1", "hi")
+        assert error.code() == C.INVALID_ARGUMENT
+        assert stub.Build(pb.BuildRequest(agent_id="f1")).body == before
+    messages = json.loads(stub.Build(pb.BuildRequest(agent_id="f1")).body)["messages"]
+    assert not any(m["role"] == "user" and m["content"] == "hi" for m in messages)
 
 
 def test_compact_and_recall(sidecar):

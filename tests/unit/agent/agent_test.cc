@@ -89,6 +89,108 @@ TEST_CASE("Create validates the configuration before writing anything", "[agent]
   CHECK(Agent::Create(c).status().code() == StatusCode::kAlreadyExists);
 }
 
+TEST_CASE("errors name the Agent's API, not the lower layers'", "[agent][errors]") {
+  const std::string path = TempPath("names.db");
+  AgentConfig c = SmallConfig("named");
+  c.store_path = path;
+  auto agent = Must(Agent::Create(c));
+  Status taken = Agent::Create(c).status();
+  CHECK(taken.code() == StatusCode::kAlreadyExists);
+  CHECK(taken.message().find("Agent::Open") != std::string::npos);
+  CHECK(taken.message().find("OpenContext") == std::string::npos);
+  CHECK(taken.message().find(path) != std::string::npos);
+
+  Status missing = Agent::Open(TempPath("no-such.db"), "named").status();
+  CHECK(missing.code() == StatusCode::kNotFound);
+  CHECK(missing.message().find("Agent::Create") != std::string::npos);
+  CHECK(missing.message().find("create_if_missing") == std::string::npos);
+
+  MustOk(agent->AppendUser("Split this.").status());
+  ForkOptions fork;
+  fork.id = "named";  // the parent's own id
+  Status forked = agent->Fork("a subtask", fork).status();
+  CHECK(forked.code() == StatusCode::kAlreadyExists);
+  CHECK(forked.message().find("ForkOptions::id \"named\"") != std::string::npos);
+  CHECK(forked.message().find("OpenContext") == std::string::npos);
+}
+
+TEST_CASE("PreviewRequest is the next request with the figures its Turn reports",
+          "[agent][predict]") {
+  ScriptedTransport transport;
+  AgentConfig c = SmallConfig("previewed");
+  c.chat_template = "glm5";
+  AgentServices services;
+  services.transport = &transport;
+  auto agent = Must(Agent::Create(c, services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  MustOk(agent->PutDocument(Layer::kDocs, Document{"guide", "How to test.", "v1", 0}).status());
+  MustOk(agent->AppendUser("First.").status());
+  transport.Respond(TextReply("One."));
+  Must(agent->Complete());
+  MustOk(agent->AppendUser("Second.").status());
+  MustOk(agent->SetVolatile("time", "18:30"));
+
+  const RequestPreview preview = Must(agent->PreviewRequest());
+  const BuiltRequest built = testing::MustPreview(agent->context());
+  transport.Respond(TextReply("Two."));
+  const Turn turn = Must(agent->Complete());
+  // The body sent, but for the request id.
+  nlohmann::json previewed = nlohmann::json::parse(preview.body);
+  nlohmann::json sent = nlohmann::json::parse(turn.body);
+  previewed.erase("request_id");
+  sent.erase("request_id");
+  CHECK(previewed == sent);
+  CHECK(preview.input_tokens == turn.record.input_tokens);
+  CHECK(preview.input_tokens_exact);
+  CHECK(preview.predicted_cached_tokens == turn.record.cached_tokens_predicted);
+  CHECK(preview.predicted_cached_tokens > 0);  // the first request's prefix
+  CHECK_FALSE(preview.compaction_due);
+  CHECK(preview.message_count == built.message_count);
+  for (int i = 0; i < kLayerCount; ++i) {
+    CHECK(preview.layer_tokens[i] == static_cast<int64_t>(built.layers[i].tokens));
+  }
+  CHECK(preview.layer_tokens[static_cast<int>(Layer::kDocs)] > 0);
+  CHECK(preview.layer_tokens[static_cast<int>(Layer::kVolatile)] > 0);
+}
+
+TEST_CASE("OpenOptions::endpoint replaces the whole endpoint and is stored", "[agent][store]") {
+  const std::string path = TempPath("endpoint.db");
+  AgentConfig c = SmallConfig("moved");
+  c.store_path = path;
+  c.endpoint.base_url = "http://127.0.0.1:9/v1";
+  Must(Agent::Create(c));
+  ScriptedTransport transport;
+  OpenOptions open;
+  open.services.transport = &transport;
+  AgentEndpointConfig endpoint;
+  endpoint.backend = "openai";
+  endpoint.base_url = "http://127.0.0.1:10/v1";
+  endpoint.stream = false;
+  endpoint.max_output_tokens = 123;
+  endpoint.thinking = true;
+  endpoint.reasoning_effort = "low";
+  endpoint.send_cache_salt = false;
+  endpoint.deadline_ms = 4567;
+  endpoint.connect_timeout_ms = 111;
+  endpoint.max_attempts = 2;
+  open.endpoint = endpoint;
+  auto agent = Must(Agent::Open(path, "moved", open));
+  const std::string expected = nlohmann::json::parse(AgentConfigToJson(agent->config()))["endpoint"].dump();
+  AgentConfig want = agent->config();
+  want.endpoint = endpoint;
+  CHECK(expected == nlohmann::json::parse(AgentConfigToJson(want))["endpoint"].dump());
+  MustOk(agent->AppendUser("Hello.").status());
+  const nlohmann::json body = nlohmann::json::parse(Must(agent->PreviewRequest()).body);
+  CHECK(body["stream"] == false);
+  CHECK(body["max_completion_tokens"] == 123);  // the openai profile's cap
+  CHECK(body["reasoning_effort"] == "low");
+  CHECK_FALSE(body.contains("cache_salt"));
+  agent.reset();
+  // Reopened without it: the replaced endpoint is the stored one now.
+  auto again = Must(Agent::Open(path, "moved"));
+  CHECK(nlohmann::json::parse(again->ConfigJson())["endpoint"].dump() == expected);
+}
+
 TEST_CASE("Open restores the configuration, the rendering and the cache state", "[agent][store]") {
   const std::string path = TempPath("open.db");
   ScriptedTransport transport;

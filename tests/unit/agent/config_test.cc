@@ -1,6 +1,7 @@
 // AgentConfig JSON: round trip, strict refusal of unknown keys and wrong types (with the key path),
 // and budgets that fit any window.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "strata/agent.h"
 
@@ -43,6 +44,72 @@ TEST_CASE("an AgentConfig round-trips through JSON", "[agent][config]") {
   CHECK(back->render.system_layout == SystemLayout::kMessagePerSegment);
   CHECK(back->endpoint.thinking == std::optional<bool>(false));
   CHECK(back->cache.block_tokens == 512);
+}
+
+TEST_CASE("every StrataPolicyOptions knob round-trips through the policy object", "[agent][config]") {
+  AgentConfig c;
+  c.identity.id = "knobs";
+  c.policy.keep_turns = 4;
+  c.policy.keep_tool_results = 6;
+  c.policy.keep_first_user = false;
+  c.policy.ephemeral_tools = {"ls"};
+  c.policy.placeholder_identifiers = 12;
+  c.policy.tokens_per_identifier = 50;
+  c.policy.max_summary_tokens = 700;
+  c.policy.cost_model = false;
+  c.policy.uncached_price = 3.0;
+  c.policy.cached_price = 0.75;
+  c.policy.prior_remaining_turns = 9;
+  c.policy.prior_weight = 2.5;
+  c.policy.below_trigger_margin = 1.5;
+  c.policy.use_window_turns = 7;
+  c.policy.mask_after_use = false;
+  const std::string text = AgentConfigToJson(c);
+  const nlohmann::json policy = nlohmann::json::parse(text)["policy"];
+  for (const char* key : {"placeholder_identifiers", "tokens_per_identifier", "cost_model",
+                          "uncached_price", "cached_price", "prior_remaining_turns", "prior_weight",
+                          "below_trigger_margin", "use_window_turns", "mask_after_use"}) {
+    CHECK(policy.contains(key));
+  }
+  auto back = AgentConfigFromJson(text);
+  REQUIRE(back.ok());
+  CHECK(AgentConfigToJson(*back) == text);
+  CHECK(back->policy.placeholder_identifiers == 12);
+  CHECK(back->policy.tokens_per_identifier == 50);
+  CHECK_FALSE(back->policy.cost_model);
+  CHECK(back->policy.uncached_price == 3.0);
+  CHECK(back->policy.cached_price == 0.75);
+  CHECK(back->policy.prior_remaining_turns == 9);
+  CHECK(back->policy.prior_weight == 2.5);
+  CHECK(back->policy.below_trigger_margin == 1.5);
+  CHECK(back->policy.use_window_turns == 7);
+  CHECK_FALSE(back->policy.mask_after_use);
+
+  // The one-key document the issue tried, and the defaults of StrataPolicyOptions.
+  auto one = AgentConfigFromJson(R"({"policy":{"mask_after_use":false,"cost_model":false}})");
+  REQUIRE(one.ok());
+  CHECK_FALSE(one->policy.mask_after_use);
+  const StrataPolicyOptions defaults;
+  const AgentPolicyConfig ours;
+  CHECK(ours.placeholder_identifiers == defaults.placeholder_identifiers);
+  CHECK(ours.tokens_per_identifier == defaults.tokens_per_identifier);
+  CHECK(ours.cost_model == defaults.cost_model);
+  CHECK(ours.uncached_price == defaults.uncached_price);
+  CHECK(ours.cached_price == defaults.cached_price);
+  CHECK(ours.prior_remaining_turns == defaults.prior_remaining_turns);
+  CHECK(ours.prior_weight == defaults.prior_weight);
+  CHECK(ours.below_trigger_margin == defaults.below_trigger_margin);
+  CHECK(ours.use_window_turns == defaults.use_window_turns);
+  CHECK(ours.mask_after_use == defaults.mask_after_use);
+  CHECK(ours.max_summary_tokens == defaults.max_summary_tokens);
+
+  auto typo = AgentConfigFromJson(R"({"policy":{"mask_after_uses":false}})");
+  REQUIRE_FALSE(typo.ok());
+  CHECK(typo.status().message().find("policy.mask_after_uses") != std::string::npos);
+  CHECK(typo.status().message().find("mask_after_use, last_n") != std::string::npos);
+  auto price = AgentConfigFromJson(R"({"policy":{"cached_price":"cheap"}})");
+  REQUIRE_FALSE(price.ok());
+  CHECK(price.status().message().find("policy.cached_price") != std::string::npos);
 }
 
 TEST_CASE("missing keys take their defaults", "[agent][config]") {

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "reconcile.h"
 #include "registry.h"
 #include "tenants.h"
+#include "testing/scripted_transport.h"
 #include "testing/status_testing.h"
 
 namespace strata::sidecar {
@@ -155,6 +157,59 @@ TEST_CASE("Proxy::ChatCompletions answers a deeply nested body with 400, before 
   const json error = json::parse(reply.body);
   CHECK(error["error"]["type"] == "invalid_request_error");
   CHECK_THAT(error["error"]["message"].get<std::string>(), Catch::Contains("512"));
+  registry.reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
+}
+
+// What a caller can observe of a proxied agent: the request it would send and what its store holds.
+std::string Observe(AgentRegistry& registry, const TenantConfig& tenant, const std::string& id) {
+  AgentLease lease = strata::testing::Must(registry.Acquire(tenant, id));
+  StatusOr<BuiltRequest> built = lease.agent().context().Preview();
+  std::string out = built.ok() ? built->body : built.status().ToString();
+  StatusOr<ContextSnapshot> stored = lease.agent().store()->LoadSnapshot(lease.stored_id());
+  REQUIRE(stored.ok());
+  for (const Segment& s : stored->segments) out += "\n" + s.id + ":" + s.content;
+  StatusOr<ClientView> view = LoadClientView(lease.agent());
+  REQUIRE(view.ok());
+  out += "\nview:" + view->ToJson();
+  return out;
+}
+
+TEST_CASE("Proxy::ChatCompletions: a failed upstream leaves the agent as it was") {
+  const std::string store = "/tmp/strata-proxy-test-" + std::to_string(::getpid()) + "-fail.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
+  strata::testing::ScriptedTransport transport;
+  RegistryOptions registry_options;
+  registry_options.store_path = store;
+  registry_options.transport = &transport;
+  std::unique_ptr<AgentRegistry> registry =
+      strata::testing::Must(AgentRegistry::Open(registry_options));
+  ProxyOptions options;
+  options.registry = registry.get();
+  Proxy proxy(options);
+  TenantConfig tenant;
+  tenant.name = "alpha";
+  auto body = [](const json& messages) { return json{{"messages", messages}}.dump(); };
+
+  transport.Reply("a.py and b.py");
+  json messages = kMessages;
+  REQUIRE(proxy.ChatCompletions(tenant, "p1", body(messages)).status == 200);
+  const std::string before = Observe(*registry, tenant, "p1");
+  messages.push_back({{"role", "assistant"}, {"content", "a.py and b.py"}});
+  messages.push_back({{"role", "user"}, {"content", "and the tests?"}});
+  for (int i = 0; i < 2; ++i) {
+    transport.Fail(UnavailableError("upstream down"));
+    HttpReply failed = proxy.ChatCompletions(tenant, "p1", body(messages));
+    CHECK(failed.status == 502);
+    CHECK(Observe(*registry, tenant, "p1") == before);
+  }
+  transport.Reply("tests/test_a.py");
+  REQUIRE(proxy.ChatCompletions(tenant, "p1", body(messages)).status == 200);
+  AgentLease lease = strata::testing::Must(registry->Acquire(tenant, "p1"));
+  int asked = 0;
+  for (const Segment& s : lease.agent().context().Segments()) asked += s.content == "and the tests?";
+  CHECK(asked == 1);
+  lease = AgentLease();
   registry.reset();
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
 }

@@ -119,6 +119,39 @@ TEST_CASE("a restored context renders byte-identically and continues identically
   CHECK(Render(**again) == Render(**reference));
 }
 
+TEST_CASE("a rewound context is rewound in the store: segments, originals and turn", "[store]") {
+  TempDir dir;
+  std::vector<TraceMessage> trace = LoadTrace(kTrace);
+  size_t half = trace.size() / 2;
+  while (half < trace.size() && trace[half].role != TraceRole::kAssistant) ++half;
+  REQUIRE(half < trace.size());
+  std::vector<TraceMessage> first(trace.begin(), trace.begin() + half);
+  std::vector<TraceMessage> rest(trace.begin() + half, trace.end());
+  auto store = OpenSqliteStore(dir.File("rewind.db"));
+  REQUIRE(store.ok());
+  auto context = CreateContext(**store, Options("agent"));
+  REQUIRE(context.ok());
+  Replay(first, **context);
+  const std::string body_before = Render(**context);
+  const ContextSnapshot snapshot = (*context)->Snapshot();
+  const int64_t blobs_before = (*store)->Stats()->blobs;
+  REQUIRE(ReplayTrace(rest, **context, [](auto&, auto&) { return Status::Ok(); }).ok());
+  REQUIRE((*context)->Snapshot().originals.size() > snapshot.originals.size());
+
+  REQUIRE((*context)->Rewind(snapshot).ok());
+  CHECK(Render(**context) == body_before);
+  auto stored = (*store)->LoadSnapshot("agent");
+  REQUIRE(stored.ok());
+  CHECK(stored->turn == snapshot.turn);
+  CHECK(stored->originals == snapshot.originals);
+  auto again = OpenContext(**store, "agent");
+  REQUIRE(again.ok());
+  CHECK(Render(**again) == body_before);
+  CHECK(DescribeAll((*again)->Segments()) == DescribeAll((*context)->Segments()));
+  CHECK((*store)->GetAgent("agent")->turn == snapshot.turn);
+  CHECK((*store)->Stats()->blobs == blobs_before);  // the blobs only the undone part used are gone
+}
+
 TEST_CASE("many agents share one store without mixing", "[store]") {
   TempDir dir;
   auto store = OpenSqliteStore(dir.File("a.db"));
