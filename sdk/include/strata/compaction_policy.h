@@ -9,8 +9,9 @@
 //
 // Policies ship in strata::compact (strata/builtin_policies.h): the strata policy (stale first,
 // observation masking, summarization, eviction; trigger/target hysteresis; latest boundary) and the
-// baselines none, sliding and last-n. Attach one with ContextOptions::compaction and a
-// ContextOptions::budget; Context::Build() then compacts before rendering whenever the policy says
+// baselines none, sliding, last-n, clear-tool-uses and observation-masking. Attach one with
+// ContextOptions::compaction and a ContextOptions::budget; Context::Build() then compacts before
+// rendering whenever the policy says
 // so, and never returns a request above the budget.
 //
 //   strata::ContextOptions options;
