@@ -11,8 +11,7 @@
 // observation masking, summarization, eviction; trigger/target hysteresis; latest boundary) and the
 // baselines none, sliding, last-n, clear-tool-uses and observation-masking. Attach one with
 // ContextOptions::compaction and a ContextOptions::budget; Context::Build() then compacts before
-// rendering whenever the policy says
-// so, and never returns a request above the budget.
+// rendering whenever the policy says so, and never returns a request above the budget.
 //
 //   strata::ContextOptions options;
 //   options.budget = budget;                        // strata/budget.h
@@ -111,8 +110,11 @@ struct CompactionReport {
   size_t tokens_after = 0;  // input tokens of the request after the edit
   std::string boundary_segment_id;  // earliest segment the edit touched
   size_t boundary_index = 0;        // its index among the history's segments
-  // Tokens of the rendered history from the boundary on, before the edit: what the server has
-  // cached and must now compute again.
+  // Tokens the previous request sent from the boundary on (the rendered history of the turns
+  // before the current one, as it stood before the edit): what the server has cached and must now
+  // compute again. Messages appended since that request (the current turn's assistant message and
+  // tool results) are not counted: the server never saw them. The cost model counts the same
+  // (CompactionExplanation::invalidated_tokens).
   size_t invalidated_tokens = 0;
   size_t masked = 0;  // tool results masked
   size_t evicted = 0;  // segments evicted
