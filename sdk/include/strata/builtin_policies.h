@@ -191,11 +191,13 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& 
 std::string ExplainCompaction(const CompactionReport& report);
 
 // The one-line placeholder the strata policy renders for a masked tool result: tool, arguments
-// digest, size, exit status (when the output shows one), up to `max_identifiers` identifiers the
-// output mentioned (those in `already_present`, which the request keeps elsewhere, are skipped),
-// and the recall id.
+// digest, the original's size (`original_bytes`, what the tool returned before hygiene truncated
+// or folded it; 0: the size of result.content), exit status (when the output shows one), up to
+// `max_identifiers` identifiers the output mentioned (those in `already_present`, which the request
+// keeps elsewhere, are skipped), and the recall id.
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
-                            size_t max_identifiers, const std::set<std::string>& already_present = {});
+                            size_t max_identifiers, const std::set<std::string>& already_present = {},
+                            size_t original_bytes = 0);
 
 
 }  // namespace strata

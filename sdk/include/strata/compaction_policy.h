@@ -152,6 +152,15 @@ struct CompactionInput {
   // policy then only acts when the request is still above the limit, see docs/compaction.md).
   size_t round = 0;
   const Tokenizer* tokenizer = nullptr;
+  // Bytes of each history segment's original (parallel to `history`): what the tool returned before
+  // append-time hygiene truncated, folded or deduplicated it, when the context keeps originals
+  // (ContextOptions::keep_originals). Empty, or 0 for an entry: its rendered content is all there is.
+  std::vector<size_t> original_bytes;
+  // The original's bytes of history[i] (OriginalBytes falls back on the rendered content's size).
+  size_t OriginalBytes(size_t i) const {
+    return i < original_bytes.size() && original_bytes[i] > 0 ? original_bytes[i]
+                                                               : history[i]->content.size();
+  }
   // Tokens `text` would count as a message's content.
   size_t Count(const std::string& text) const { return tokenizer ? tokenizer->Count(text) : text.size() / 4; }
 };

@@ -450,7 +450,8 @@ class StrataPolicy final : public CompactionPolicy {
                                      std::min<size_t>(kMinPlaceholderIdentifiers,
                                                       options_.placeholder_identifiers),
                                      options_.placeholder_identifiers);
-        std::string placeholder = MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present);
+        std::string placeholder =
+            MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present, in.OriginalBytes(i));
         const size_t placeholder_tokens = in.Count(placeholder);
         if (placeholder_tokens + kMinMaskSaving >= s.tokens) continue;  // masking would not pay
         candidates.push_back({i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},

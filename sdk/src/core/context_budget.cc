@@ -70,8 +70,21 @@ size_t Context::Impl::LimitTokens() const {
 
 CompactionInput Context::Impl::MakeInput(bool forced) const {
   CompactionInput input;
+  bool altered = false;
   for (const Segment& s : history_) {
-    if (IsRendered(s)) input.history.push_back(&s);
+    if (!IsRendered(s)) continue;
+    input.history.push_back(&s);
+    // Hygiene kept the original under the segment's recall id: a placeholder states its size.
+    size_t original = 0;
+    if (s.state == SegmentState::kLive && s.hygiene != HygieneAction::kNone) {
+      auto kept = recall_.find(s.recall_id);
+      if (kept != recall_.end()) original = kept->second.size();
+    }
+    if (original > 0 && !altered) {
+      input.original_bytes.assign(input.history.size() - 1, 0);
+      altered = true;
+    }
+    if (altered) input.original_bytes.push_back(original);
   }
   for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
   input.volatile_tokens = VolatileTokens();

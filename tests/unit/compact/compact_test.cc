@@ -386,3 +386,50 @@ TEST_CASE("exclude_tools results and the last turns are never altered", "[compac
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("a masked placeholder states the size of the original, not of what hygiene kept",
+          "[compact]") {
+  StrataPolicyOptions options;
+  options.mask_after_use = false;
+  auto policy = MakeStrataPolicy(options);
+  HygieneOptions hygiene;
+  hygiene.max_segment_tokens = 2427;  // a 14,679-byte output keeps about 9,700 bytes
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5, hygiene);
+  REQUIRE(context->AppendUser("Fix the bug in src/.").ok());
+  std::string big;
+  for (int i = 0; big.size() < 14679; ++i) big += "src/big.py:" + std::to_string(i) + ": def f(value): pass\n";
+  big.resize(14679);
+  REQUIRE(context->AppendAssistant({"read it", "", {{"call_0", "bash", R"({"command": "cat big"})"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_0", big, false}).ok());
+  const Segment* kept = nullptr;
+  for (const Segment& s : context->Segments()) {
+    if (s.tool_call_id == "call_0") kept = context->Find(s.id);
+  }
+  REQUIRE(kept != nullptr);
+  REQUIRE(kept->hygiene == HygieneAction::kTruncated);
+  const size_t kept_bytes = kept->content.size();
+  REQUIRE(kept_bytes < 14679);
+  for (int t = 1; t <= 4; ++t) Turn(*context, t, 12);
+
+  StatusOr<std::optional<CompactionReport>> compacted = context->Compact(/*force=*/true);
+  REQUIRE(compacted.ok());
+  REQUIRE(compacted->has_value());
+  const Segment* masked = context->Find(kept->id);
+  REQUIRE(masked->state == SegmentState::kMasked);
+  CHECK_THAT(masked->content, Catch::Contains(", 14,679 bytes"));
+  std::string kept_text = std::to_string(kept_bytes);  // e.g. "9,708", as placeholders write it
+  kept_text.insert(kept_text.size() - 3, ",");
+  CHECK_THAT(masked->content, !Catch::Contains(kept_text + " bytes"));
+
+  // The function itself: the original's size when given, else the content's.
+  Segment result;
+  result.content = "abc";
+  CHECK_THAT(MaskPlaceholder(result, nullptr, "r-1", 0), Catch::Contains(", 3 bytes"));
+  CHECK_THAT(MaskPlaceholder(result, nullptr, "r-1", 0, {}, 14679), Catch::Contains(", 14,679 bytes"));
+}
+
+}  // namespace
+}  // namespace strata
