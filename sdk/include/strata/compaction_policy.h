@@ -55,6 +55,9 @@ struct SegmentEdit {
 struct SummaryEdit {
   std::vector<std::string> replaces;  // segment ids, in render order, contiguous
   std::string content;                // the summary text (non-empty)
+  // "name@version" of the Summarizer that wrote `content` (Summarizer::Name()); recorded as the
+  // summary segment's `name` and in the report. "" when the policy wrote it itself.
+  std::string summarizer;
 };
 
 // One edit a cost-aware policy considered, with what it would save and cost (see
@@ -120,6 +123,9 @@ struct CompactionReport {
   size_t evicted = 0;  // segments evicted
   size_t summarized = 0;  // segments folded into summaries
   size_t reasoning_dropped = 0;  // assistant messages whose reasoning was dropped
+  // "name@version" of the Summarizer that wrote its summaries (SummaryEdit::summarizer; several
+  // distinct ones joined by ", "); "" when it wrote none.
+  std::string summarizer;
   // Compaction rounds Context::Build() needed for this request (1 usually; see docs/compaction.md
   // for the bound).
   size_t rounds = 1;
@@ -129,9 +135,9 @@ struct CompactionReport {
 };
 
 // The report as a compact JSON object (keys: policy, reason, turn, tokens_before, tokens_after,
-// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped, rounds, and when the
-// policy explained its choice, expected_saving and invalidation_cost): the payload of the
-// store's "compaction" events and of `strata replay` stats.
+// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped, rounds, summarizer
+// when a summarizer wrote a summary, and when the policy explained its choice, expected_saving and
+// invalidation_cost): the payload of the store's "compaction" events and of `strata replay` stats.
 std::string CompactionReportJson(const CompactionReport& report);
 
 // What a policy sees. Token figures are the context's own counts (its tokenizer plus

@@ -578,6 +578,7 @@ class StrataPolicy final : public CompactionPolicy {
     SummaryEdit summary_edit;
     for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
     summary_edit.content = std::move(summary);
+    summary_edit.summarizer = summarizer->Name();
     const size_t actual = in.Count(summary_edit.content) + in.message_overhead_tokens;
     if (actual >= span_tokens) {
       // The summary would not be shorter than what it replaces (e.g. a span of placeholders and

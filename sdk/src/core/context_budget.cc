@@ -38,6 +38,11 @@ void MergeRound(std::optional<CompactionReport>& merged, const CompactionReport&
   merged->evicted += report.evicted;
   merged->summarized += report.summarized;
   merged->reasoning_dropped += report.reasoning_dropped;
+  size_t at = 0;  // a round's names are already distinct
+  for (size_t end; at < report.summarizer.size(); at = end + 2) {
+    end = std::min(report.summarizer.find(", ", at), report.summarizer.size());
+    internal::AddSummarizerName(report.summarizer.substr(at, end - at), merged->summarizer);
+  }
 }
 
 }  // namespace

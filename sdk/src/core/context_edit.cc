@@ -196,7 +196,9 @@ Status Context::Impl::PrepareSummaries(const HistoryEdit& edit, const std::strin
     s.position = history_[first].position;
     s.turn = turn_;
     s.content = summary.content;
+    s.name = summary.summarizer;
     s.policy = policy;
+    internal::AddSummarizerName(summary.summarizer, prepared.report.summarizer);
     s.tokens = CountTokens(s);
     prepared.summaries.push_back({first, std::move(s)});
   }

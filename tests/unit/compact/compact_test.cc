@@ -433,3 +433,54 @@ TEST_CASE("a masked placeholder states the size of the original, not of what hyg
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A custom summarizer: a fixed text, under its own name.
+class FixedSummarizer final : public Summarizer {
+ public:
+  std::string Name() const override { return "handwritten@2"; }
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t,
+                                  const Tokenizer&) override {
+    return "[summary of " + std::to_string(span.size()) + " messages]";
+  }
+};
+
+TEST_CASE("a custom summarizer's name is recorded on its summaries and in the report", "[compact]") {
+  FixedSummarizer summarizer;
+  StrataPolicyOptions options;
+  options.summarizer = &summarizer;
+  auto policy = MakeStrataPolicy(options);
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  REQUIRE(context->AppendUser("TASK: fix module parsing").ok());
+  std::optional<CompactionReport> summarized;
+  for (int t = 1; t <= 40 && !summarized; ++t) {
+    const std::string id = "call_" + std::to_string(t);
+    REQUIRE(context->AppendAssistant({"THOUGHT: " + std::string(600, 'a' + t % 26), "",
+                                      {{id, "bash", R"({"command": "ls"})"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, "file_" + std::to_string(t) + ".py", false}).ok());
+    BuiltRequest request = MustBuild(*context);
+    if (request.compaction && request.compaction->summarized > 0) summarized = request.compaction;
+  }
+  REQUIRE(summarized);
+  CHECK(summarized->policy == "strata@1");
+  CHECK(summarized->summarizer == "handwritten@2");
+  CHECK_THAT(CompactionReportJson(*summarized), Catch::Contains(R"("summarizer":"handwritten@2")"));
+  CHECK(context->Compactions().back().summarizer == "handwritten@2");
+  size_t summaries = 0;
+  for (const Segment& s : context->Segments()) {
+    if (s.kind != SegmentKind::kSummary) continue;
+    ++summaries;
+    CHECK(s.name == "handwritten@2");
+    CHECK_THAT(s.content, Catch::StartsWith("[summary of "));
+  }
+  CHECK(summaries > 0);
+  // A compaction without a summary names no summarizer.
+  CompactionReport masked_only;
+  masked_only.masked = 1;
+  CHECK_THAT(CompactionReportJson(masked_only), !Catch::Contains("summarizer"));
+}
+
+}  // namespace
+}  // namespace strata
