@@ -56,8 +56,9 @@ struct SummaryEdit {
   std::vector<std::string> replaces;  // segment ids, in render order, contiguous
   std::string content;                // the summary text (non-empty)
   // "name@version" of the Summarizer that wrote `content` (Summarizer::Name()); recorded as the
-  // summary segment's `name` and in the report. "" when the policy wrote it itself.
-  std::string summarizer;
+  // summary segment's `name` and in the report. "" when the policy wrote it itself. (Initialized
+  // so that {replaces, content} stays a complete aggregate initializer under -Wextra.)
+  std::string summarizer = {};
 };
 
 // One edit a cost-aware policy considered, with what it would save and cost (see
