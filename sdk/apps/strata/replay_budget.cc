@@ -54,11 +54,12 @@ void AddReplayBudgetOptions(CLI::App* cmd, ReplayBudgetArgs* args) {
            args->policy = policy;
            args->policy_given = true;
          },
-         "With --budget: the compaction policy: strata (default), none, sliding or last-n")
+         "With --budget: the compaction policy: strata (default), none, sliding, last-n, "
+         "clear-tool-uses or observation-masking")
       ->type_name("POLICY");
   cmd->add_option("--compare", args->compare,
                   "With --budget and --tokenizer: replay once per policy and compare them, e.g. "
-                  "strata,none,sliding,last-n");
+                  "strata,none,sliding,last-n,clear-tool-uses,observation-masking");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer spec: hf:PATH/tokenizer.json, spm:PATH/model.model or estimate[:BYTES_PER_TOKEN]");
   cmd->add_option("--block-tokens", args->block_tokens, "Prefix-cache block size in tokens")
@@ -91,7 +92,9 @@ void ValidateReplayBudgetArgs(const ReplayBudgetArgs& args) {
   }
   for (const std::string& policy : SplitList(args.compare.empty() ? args.policy : args.compare)) {
     if (policy != "strata" && !MakePolicyByName(policy).ok()) {
-      throw CLI::ValidationError("--policy", "unknown policy \"" + policy + "\" (strata, none, sliding, last-n)");
+      throw CLI::ValidationError("--policy", "unknown policy \"" + policy +
+                                                 "\" (strata, none, sliding, last-n, clear-tool-uses, "
+                                                 "observation-masking)");
     }
   }
   if (!args.compare.empty() && args.budget == 0) {
@@ -186,10 +189,10 @@ void RunReplayCompare(const std::string& trace_path, const ReplayBudgetArgs& arg
   if (!quiet) {
     std::printf("replayed %s with a budget of %zu tokens (%s, blocks of %zu tokens)\n", trace_path.c_str(),
                 args.budget, args.tokenizer.c_str(), args.block_tokens);
-    std::printf("%-8s %9s %10s %7s %7s %7s %10s %12s %10s %11s\n", "policy", "requests", "violations", "peak",
+    std::printf("%-19s %9s %10s %7s %7s %7s %10s %12s %10s %11s\n", "policy", "requests", "violations", "peak",
                 "mean", "reuse", "uncached", "cost", "retention", "compactions");
     for (const auto& [policy, s] : rows) {
-      std::printf("%-8s %9zu %10zu %7zu %7.0f %7.3f %10llu %12.0f %10.3f %11zu\n", policy.c_str(), s.requests,
+      std::printf("%-19s %9zu %10zu %7zu %7.0f %7.3f %10llu %12.0f %10.3f %11zu\n", policy.c_str(), s.requests,
                   s.violations, s.peak_tokens, s.mean_tokens, s.reuse_share,
                   static_cast<unsigned long long>(s.uncached_tokens), s.cost, s.retention, s.compactions);
     }

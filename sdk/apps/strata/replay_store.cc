@@ -89,6 +89,14 @@ Status ReplayPersistence::Commit() {
   return Status::Ok();
 }
 
+Status ReplayPersistence::StoreAgentConfig(const std::string& agent_config_json,
+                                           const std::string& tokenizer_name) {
+  // The keys strata::Agent keeps its configuration and tokenizer under (sdk/src/agent/agent.cc).
+  const std::string temp_id = TemporaryId(agent_id_);
+  STRATA_RETURN_IF_ERROR(store_->PutAgentState(temp_id, "config", agent_config_json));
+  return store_->PutAgentState(temp_id, "tokenizer_name", tokenizer_name);
+}
+
 Status ReplayPersistence::OnTurn(const BuiltRequest& request) {
   const std::string& body = request.body;
   const ContextStats stats = context_->Stats();

@@ -42,6 +42,11 @@ class ReplayPersistence {
   Store& store() { return *store_; }
   const std::string& agent_id() const { return agent_id_; }
 
+  // Stores `agent_config_json` (AgentConfigToJson) as the agent's configuration and
+  // `tokenizer_name` (Tokenizer::Name() of what counted its segments) beside it, as Agent::Create
+  // does, so that Agent::Open continues the replayed agent. Replaced with the agent by Commit().
+  Status StoreAgentConfig(const std::string& agent_config_json, const std::string& tokenizer_name);
+
   // Call before each assistant message with the request rendered there (the ReplayTrace
   // callback): records the turn's growth point and, when the request does not start with the
   // previous request's history, a "prefix_break" event.

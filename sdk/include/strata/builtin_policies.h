@@ -20,7 +20,10 @@
 // results (unless the hard limit requires), results of `exclude_tools`.
 //
 // Baselines for comparison (what peers do): none (full history), sliding (drop the oldest turns
-// until the request fits), last-n (mask all but the last n tool results every turn, then slide).
+// until the request fits), last-n (mask all but the last n tool results every turn, then slide),
+// clear-tool-uses (Anthropic's context editing: above the trigger, clear the oldest tool results
+// but the last 3 until well below it) and observation-masking (SWE-agent / "The Complexity Trap":
+// every tool result but the last 10 replaced by a placeholder on every request).
 //
 //   std::unique_ptr<strata::CompactionPolicy> policy = strata::MakeStrataPolicy();
 //   options.compaction = policy.get();
@@ -146,7 +149,37 @@ std::unique_ptr<CompactionPolicy> MakeNoCompactionPolicy();
 std::unique_ptr<CompactionPolicy> MakeSlidingWindowPolicy();
 std::unique_ptr<CompactionPolicy> MakeLastNPolicy(size_t n = 5);
 
-// "strata", "none", "sliding", "last-n" -> a policy; INVALID_ARGUMENT naming the known ones.
+// The knobs of the clear-tool-uses baseline (MakeClearToolUsesPolicy), after Anthropic's
+// clear_tool_uses_20250919 context edit.
+struct ClearToolUsesOptions {
+  // Clear when the request holds more input tokens than this. 0 (default): the budget's usable
+  // input (CompactionInput::limit_tokens), i.e. only when the request would not fit.
+  size_t trigger_tokens = 0;
+  // The last `keep` tool results are never cleared. Default 3 (Anthropic's default).
+  size_t keep = 3;
+  // Once triggered, clear the oldest tool results until the request is at most clear_to x the
+  // trigger (Anthropic's clear_at_least: clearing must pay for the cache it invalidates). Default
+  // 0.7, the fraction the strata policy compacts down to in bench_compaction and `strata replay`.
+  double clear_to = 0.7;
+  // Results of these tools are never cleared.
+  std::set<std::string> exclude_tools;
+  // What a cleared result renders as. Default "[cleared]" (LangChain's ClearToolUsesEdit).
+  std::string placeholder = "[cleared]";
+};
+
+// Clears the oldest tool results above the trigger (see ClearToolUsesOptions); when clearing every
+// result it may still leaves the request above the hard limit, it evicts the oldest turns as the
+// sliding baseline does (a server-side editor would refuse the request instead). Stateless.
+std::unique_ptr<CompactionPolicy> MakeClearToolUsesPolicy(ClearToolUsesOptions options = {});
+
+// Keeps the last `keep_observations` tool results verbatim and renders every older one as
+// "Old environment output: (N lines omitted)" (SWE-agent's LastNObservations), on every request;
+// above the hard limit it then evicts the oldest turns as the sliding baseline does. Default 10,
+// the window "The Complexity Trap" (Lindenbauer et al., 2025) found best. Stateless.
+std::unique_ptr<CompactionPolicy> MakeObservationMaskingPolicy(size_t keep_observations = 10);
+
+// "strata", "none", "sliding", "last-n", "clear-tool-uses", "observation-masking" -> a policy with
+// its defaults; INVALID_ARGUMENT naming the known ones.
 StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& name);
 
 // The explanation of one compaction as text, one candidate per line, for `strata replay --explain`:
@@ -158,11 +191,13 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& 
 std::string ExplainCompaction(const CompactionReport& report);
 
 // The one-line placeholder the strata policy renders for a masked tool result: tool, arguments
-// digest, size, exit status (when the output shows one), up to `max_identifiers` identifiers the
-// output mentioned (those in `already_present`, which the request keeps elsewhere, are skipped),
-// and the recall id.
+// digest, the original's size (`original_bytes`, what the tool returned before hygiene truncated
+// or folded it; 0: the size of result.content), exit status (when the output shows one), up to
+// `max_identifiers` identifiers the output mentioned (those in `already_present`, which the request
+// keeps elsewhere, are skipped), and the recall id.
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
-                            size_t max_identifiers, const std::set<std::string>& already_present = {});
+                            size_t max_identifiers, const std::set<std::string>& already_present = {},
+                            size_t original_bytes = 0);
 
 
 }  // namespace strata

@@ -9,9 +9,9 @@
 //
 // Policies ship in strata::compact (strata/builtin_policies.h): the strata policy (stale first,
 // observation masking, summarization, eviction; trigger/target hysteresis; latest boundary) and the
-// baselines none, sliding and last-n. Attach one with ContextOptions::compaction and a
-// ContextOptions::budget; Context::Build() then compacts before rendering whenever the policy says
-// so, and never returns a request above the budget.
+// baselines none, sliding, last-n, clear-tool-uses and observation-masking. Attach one with
+// ContextOptions::compaction and a ContextOptions::budget; Context::Build() then compacts before
+// rendering whenever the policy says so, and never returns a request above the budget.
 //
 //   strata::ContextOptions options;
 //   options.budget = budget;                        // strata/budget.h
@@ -55,6 +55,10 @@ struct SegmentEdit {
 struct SummaryEdit {
   std::vector<std::string> replaces;  // segment ids, in render order, contiguous
   std::string content;                // the summary text (non-empty)
+  // "name@version" of the Summarizer that wrote `content` (Summarizer::Name()); recorded as the
+  // summary segment's `name` and in the report. "" when the policy wrote it itself. (Initialized
+  // so that {replaces, content} stays a complete aggregate initializer under -Wextra.)
+  std::string summarizer = {};
 };
 
 // One edit a cost-aware policy considered, with what it would save and cost (see
@@ -110,13 +114,19 @@ struct CompactionReport {
   size_t tokens_after = 0;  // input tokens of the request after the edit
   std::string boundary_segment_id;  // earliest segment the edit touched
   size_t boundary_index = 0;        // its index among the history's segments
-  // Tokens of the rendered history from the boundary on, before the edit: what the server has
-  // cached and must now compute again.
+  // Tokens the previous request sent from the boundary on (the rendered history of the turns
+  // before the current one, as it stood before the edit): what the server has cached and must now
+  // compute again. Messages appended since that request (the current turn's assistant message and
+  // tool results) are not counted: the server never saw them. The cost model counts the same
+  // (CompactionExplanation::invalidated_tokens).
   size_t invalidated_tokens = 0;
   size_t masked = 0;  // tool results masked
   size_t evicted = 0;  // segments evicted
   size_t summarized = 0;  // segments folded into summaries
   size_t reasoning_dropped = 0;  // assistant messages whose reasoning was dropped
+  // "name@version" of the Summarizer that wrote its summaries (SummaryEdit::summarizer; several
+  // distinct ones joined by ", "); "" when it wrote none.
+  std::string summarizer;
   // Compaction rounds Context::Build() needed for this request (1 usually; see docs/compaction.md
   // for the bound).
   size_t rounds = 1;
@@ -126,9 +136,9 @@ struct CompactionReport {
 };
 
 // The report as a compact JSON object (keys: policy, reason, turn, tokens_before, tokens_after,
-// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped, rounds, and when the
-// policy explained its choice, expected_saving and invalidation_cost): the payload of the
-// store's "compaction" events and of `strata replay` stats.
+// boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped, rounds, summarizer
+// when a summarizer wrote a summary, and when the policy explained its choice, expected_saving and
+// invalidation_cost): the payload of the store's "compaction" events and of `strata replay` stats.
 std::string CompactionReportJson(const CompactionReport& report);
 
 // What a policy sees. Token figures are the context's own counts (its tokenizer plus
@@ -149,6 +159,15 @@ struct CompactionInput {
   // policy then only acts when the request is still above the limit, see docs/compaction.md).
   size_t round = 0;
   const Tokenizer* tokenizer = nullptr;
+  // Bytes of each history segment's original (parallel to `history`): what the tool returned before
+  // append-time hygiene truncated, folded or deduplicated it, when the context keeps originals
+  // (ContextOptions::keep_originals). Empty, or 0 for an entry: its rendered content is all there is.
+  std::vector<size_t> original_bytes;
+  // The original's bytes of history[i] (OriginalBytes falls back on the rendered content's size).
+  size_t OriginalBytes(size_t i) const {
+    return i < original_bytes.size() && original_bytes[i] > 0 ? original_bytes[i]
+                                                               : history[i]->content.size();
+  }
   // Tokens `text` would count as a message's content.
   size_t Count(const std::string& text) const { return tokenizer ? tokenizer->Count(text) : text.size() / 4; }
 };

@@ -95,7 +95,9 @@ struct Segment {
   std::string reasoning;             // assistant reasoning, if any
   std::vector<ToolCall> tool_calls;  // kToolCall only
   std::string tool_call_id;          // kToolResult / kErrorLog: the call this answers
-  std::string name;                  // documents: the document name; tool results: the tool name
+  // Documents: the document name; tool results: the tool name; summaries: the "name@version" of the
+  // Summarizer that wrote it ("" when the policy wrote it itself).
+  std::string name;
   std::string version;               // documents: the version the application declared
   int64_t order = 0;                 // documents: the declared order key
   int64_t turn = 0;  // turn in which it was added (turn t starts with the t-th assistant message)

@@ -68,10 +68,11 @@ std::string ExitStatus(const std::string& text) {
 }  // namespace
 
 std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
-                            size_t max_identifiers, const std::set<std::string>& already_present) {
+                            size_t max_identifiers, const std::set<std::string>& already_present,
+                            size_t original_bytes) {
+  const size_t bytes = original_bytes > 0 ? original_bytes : result.content.size();
   std::string text = "[strata: masked output of " + ArgumentsDigest(call) + ", " +
-                     compact_internal::Thousands(static_cast<long long>(result.content.size())) +
-                     " bytes";
+                     compact_internal::Thousands(static_cast<long long>(bytes)) + " bytes";
   const std::string exit = ExitStatus(result.content);
   if (!exit.empty()) text += ", exit " + exit;
   if (max_identifiers > 0) {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "compact/common.h"
+#include "compact/history_units.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
@@ -15,7 +16,13 @@ using internal::ExtractIdentifiers;
 
 namespace {
 
+using compact_internal::EvictOldest;
+using compact_internal::IsToolResult;
+using compact_internal::LineCount;
+using compact_internal::MessageTokens;
 using compact_internal::RecallIdOf;
+using compact_internal::Unit;
+using compact_internal::Units;
 
 constexpr size_t kAllIdentifiers = 1 << 20;
 
@@ -48,34 +55,6 @@ enum class Protection {
   kPinsOnly,      // only pins and excluded tools: the task and the latest turn may be summarized
 };
 
-bool IsToolResult(const Segment& s) {
-  return s.kind == SegmentKind::kToolResult || s.kind == SegmentKind::kErrorLog;
-}
-
-// A unit is what can be removed without breaking tool-call pairing: an assistant message with its
-// tool results, or a lone user or summary message. [begin, end) indexes CompactionInput::history.
-struct Unit {
-  size_t begin = 0;
-  size_t end = 0;
-};
-
-std::vector<Unit> Units(const std::vector<const Segment*>& history) {
-  std::vector<Unit> units;
-  for (size_t i = 0; i < history.size();) {
-    size_t j = i + 1;
-    if (!history[i]->tool_calls.empty()) {
-      while (j < history.size() && IsToolResult(*history[j])) ++j;
-    }
-    units.push_back({i, j});
-    i = j;
-  }
-  return units;
-}
-
-size_t MessageTokens(const CompactionInput& in, const Segment& s) {
-  return s.tokens + in.message_overhead_tokens;
-}
-
 // Tool calls of the history by id (the last assistant message holding each id).
 std::unordered_map<std::string, const ToolCall*> CallsById(const std::vector<const Segment*>& history) {
   std::unordered_map<std::string, const ToolCall*> calls;
@@ -90,29 +69,6 @@ const ToolCall* CallOf(const std::unordered_map<std::string, const ToolCall*>& c
   return it == calls.end() ? nullptr : it->second;
 }
 
-
-// Evicts the oldest units (never the last one, never one holding a pinned segment) until at least
-// `need` tokens are freed.
-void EvictOldest(const CompactionInput& in, const std::vector<Unit>& units, size_t need,
-                 const std::vector<bool>& already, HistoryEdit& edit) {
-  size_t freed = 0;
-  for (size_t u = 0; u + 1 < units.size() && freed < need; ++u) {
-    bool pinned = false;
-    for (size_t i = units[u].begin; i < units[u].end; ++i) pinned |= in.history[i]->pinned;
-    if (pinned) continue;  // pinned turns stay; slide past them
-    for (size_t i = units[u].begin; i < units[u].end; ++i) {
-      edit.edits.push_back({in.history[i]->id, SegmentEdit::Action::kEvict, ""});
-      freed += MessageTokens(in, *in.history[i]);
-      if (already[i]) {
-        // The segment was to be masked: evicting replaces that edit.
-        auto it = std::find_if(edit.edits.begin(), edit.edits.end(), [&](const SegmentEdit& e) {
-          return e.segment_id == in.history[i]->id && e.action == SegmentEdit::Action::kMask;
-        });
-        if (it != edit.edits.end()) edit.edits.erase(it);
-      }
-    }
-  }
-}
 
 // ------------------------------------------------------------------------------------ baselines
 
@@ -158,8 +114,7 @@ class LastNPolicy final : public CompactionPolicy {
     for (size_t k = in.history.size(); k-- > 0;) {
       const Segment& s = *in.history[k];
       if (!IsToolResult(s) || ++seen <= n_ || s.state != SegmentState::kLive || s.pinned) continue;
-      const size_t lines = static_cast<size_t>(std::count(s.content.begin(), s.content.end(), '\n')) + 1;
-      std::string placeholder = "[Old tool output omitted: " + std::to_string(lines) + " lines]";
+      std::string placeholder = "[Old tool output omitted: " + std::to_string(LineCount(s.content)) + " lines]";
       const size_t placeholder_tokens = in.Count(placeholder);
       if (placeholder_tokens < s.tokens) freed += s.tokens - placeholder_tokens;
       edit.edits.push_back({s.id, SegmentEdit::Action::kMask, std::move(placeholder)});
@@ -495,7 +450,8 @@ class StrataPolicy final : public CompactionPolicy {
                                      std::min<size_t>(kMinPlaceholderIdentifiers,
                                                       options_.placeholder_identifiers),
                                      options_.placeholder_identifiers);
-        std::string placeholder = MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present);
+        std::string placeholder =
+            MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present, in.OriginalBytes(i));
         const size_t placeholder_tokens = in.Count(placeholder);
         if (placeholder_tokens + kMinMaskSaving >= s.tokens) continue;  // masking would not pay
         candidates.push_back({i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
@@ -622,6 +578,7 @@ class StrataPolicy final : public CompactionPolicy {
     SummaryEdit summary_edit;
     for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
     summary_edit.content = std::move(summary);
+    summary_edit.summarizer = summarizer->Name();
     const size_t actual = in.Count(summary_edit.content) + in.message_overhead_tokens;
     if (actual >= span_tokens) {
       // The summary would not be shorter than what it replaces (e.g. a span of placeholders and
@@ -831,8 +788,11 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& 
   if (name == "none") return MakeNoCompactionPolicy();
   if (name == "sliding") return MakeSlidingWindowPolicy();
   if (name == "last-n") return MakeLastNPolicy(5);
+  if (name == "clear-tool-uses") return MakeClearToolUsesPolicy();
+  if (name == "observation-masking") return MakeObservationMaskingPolicy();
   return InvalidArgumentError("unknown compaction policy \"" + name +
-                              "\" (known: strata, none, sliding, last-n)");
+                              "\" (known: strata, none, sliding, last-n, clear-tool-uses, "
+                              "observation-masking)");
 }
 
 }  // namespace strata

@@ -26,6 +26,7 @@ std::string CompactionReportJson(const CompactionReport& c) {
                               {"summarized", c.summarized},
                               {"reasoning_dropped", c.reasoning_dropped},
                               {"rounds", c.rounds}};
+  if (!c.summarizer.empty()) j["summarizer"] = c.summarizer;
   if (!c.explanation.empty()) {
     j["expected_saving"] = c.explanation.expected_saving;
     j["invalidation_cost"] = c.explanation.invalidation_cost;

@@ -38,6 +38,11 @@ void MergeRound(std::optional<CompactionReport>& merged, const CompactionReport&
   merged->evicted += report.evicted;
   merged->summarized += report.summarized;
   merged->reasoning_dropped += report.reasoning_dropped;
+  size_t at = 0;  // a round's names are already distinct
+  for (size_t end; at < report.summarizer.size(); at = end + 2) {
+    end = std::min(report.summarizer.find(", ", at), report.summarizer.size());
+    internal::AddSummarizerName(report.summarizer.substr(at, end - at), merged->summarizer);
+  }
 }
 
 }  // namespace
@@ -70,8 +75,21 @@ size_t Context::Impl::LimitTokens() const {
 
 CompactionInput Context::Impl::MakeInput(bool forced) const {
   CompactionInput input;
+  bool altered = false;
   for (const Segment& s : history_) {
-    if (IsRendered(s)) input.history.push_back(&s);
+    if (!IsRendered(s)) continue;
+    input.history.push_back(&s);
+    // Hygiene kept the original under the segment's recall id: a placeholder states its size.
+    size_t original = 0;
+    if (s.state == SegmentState::kLive && s.hygiene != HygieneAction::kNone) {
+      auto kept = recall_.find(s.recall_id);
+      if (kept != recall_.end()) original = kept->second.size();
+    }
+    if (original > 0 && !altered) {
+      input.original_bytes.assign(input.history.size() - 1, 0);
+      altered = true;
+    }
+    if (altered) input.original_bytes.push_back(original);
   }
   for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
   input.volatile_tokens = VolatileTokens();

@@ -196,7 +196,9 @@ Status Context::Impl::PrepareSummaries(const HistoryEdit& edit, const std::strin
     s.position = history_[first].position;
     s.turn = turn_;
     s.content = summary.content;
+    s.name = summary.summarizer;
     s.policy = policy;
+    internal::AddSummarizerName(summary.summarizer, prepared.report.summarizer);
     s.tokens = CountTokens(s);
     prepared.summaries.push_back({first, std::move(s)});
   }
@@ -299,8 +301,10 @@ int64_t Context::Impl::ReportEditCost(const HistoryEdit& edit, std::string polic
   report.boundary_index = boundary;
   report.boundary_segment_id = history_[boundary].id;
   report.tokens_before = InputTokens();
+  // What the server has cached from the boundary on: the previous request held the history of the
+  // turns before this one; what this turn appended since was never sent (and is prefilled anyway).
   for (size_t i = boundary; i < history_.size(); ++i) {
-    if (IsRendered(history_[i])) {
+    if (IsRendered(history_[i]) && history_[i].turn < turn_) {
       report.invalidated_tokens += history_[i].tokens + options_.message_overhead_tokens;
     }
   }

@@ -76,6 +76,19 @@ std::string JoinNames(const std::vector<std::string>& names, size_t limit = 10);
 // The dedupe key of a tool output: same tool, same arguments, same content.
 std::string OutputKey(std::string_view tool, std::string_view arguments, std::string_view content);
 
+// Adds summarizer `name` to `names` (CompactionReport::summarizer, joined by ", ") unless it is
+// empty or already listed.
+inline void AddSummarizerName(const std::string& name, std::string& names) {
+  if (name.empty()) return;
+  for (size_t at = 0; !names.empty() && at <= names.size();) {
+    size_t end = names.find(", ", at);
+    if (end == std::string::npos) end = names.size();
+    if (names.compare(at, end - at, name) == 0) return;
+    at = end + 2;
+  }
+  names += (names.empty() ? "" : ", ") + name;
+}
+
 }  // namespace internal
 
 class Context::Impl {

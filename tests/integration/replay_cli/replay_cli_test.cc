@@ -12,7 +12,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "strata/agent.h"
 #include "strata/store.h"
+#include "strata/tools/trace.h"
 #include "unit/store/store_test_util.h"
 #include "testing/command.h"
 
@@ -253,6 +255,93 @@ TEST_CASE("replay --send stops after consecutive failures", "[cli][replay]") {
   INFO(result.output);
   CHECK(result.exit_code == 1);
   CHECK_THAT(result.output, Catch::Contains("stopped after 2 consecutive failed requests"));
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// The request bodies of a `replay --out` file, by turn (the "request" member, byte for byte).
+std::vector<std::string> RequestBodies(const std::string& out) {
+  std::vector<std::string> bodies;
+  std::ifstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t begin = line.find(",\"request\":") + 11, end = line.rfind(",\"stats\":");
+    REQUIRE(end > begin);
+    bodies.push_back(line.substr(begin, end - begin));
+  }
+  return bodies;
+}
+
+TEST_CASE("replay --db --budget --policy strata stores the configuration Agent::Open continues with",
+          "[cli][replay][agent]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db"), out = dir.File("whole.jsonl");
+  const std::string options = " --budget 4000 --policy strata --keep-tool-results 2 --tokenizer estimate -q";
+  // The first half of the trace, cut before its 24th assistant message.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(kTrace);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  size_t assistants = 0, cut = 0;
+  for (size_t i = 0; i < lines.size() && cut == 0; ++i) {
+    if (nlohmann::json::parse(lines[i])["role"] == "assistant" && ++assistants == 24) cut = i;
+  }
+  REQUIRE(cut > 0);
+  const std::string half = dir.File("half.jsonl");
+  {
+    std::ofstream file(half, std::ios::binary);
+    for (size_t i = 0; i < cut; ++i) file << lines[i] << "\n";
+  }
+  Result stored = Run("replay " + half + " --db " + db + " --agent x" + options);
+  INFO(stored.output);
+  REQUIRE(stored.exit_code == 0);
+  // The whole trace in one process: what the continued agent must render.
+  Result whole = Run("replay " + kTrace + " --out " + out + options);
+  INFO(whole.output);
+  REQUIRE(whole.exit_code == 0);
+  const std::vector<std::string> bodies = RequestBodies(out);
+  REQUIRE(bodies.size() == 46);
+
+  // Before: "config": null.
+  Result inspected = Run("inspect --db " + db + " --agent x --json", "2>/dev/null");
+  REQUIRE(inspected.exit_code == 0);
+  const nlohmann::json config = nlohmann::json::parse(inspected.output)["config"];
+  REQUIRE(config.is_object());
+  CHECK(config["identity"]["id"] == "x");
+  CHECK(config["budget"]["window"] == 4000);
+  CHECK(config["budget"]["reserve_output"] == 0);
+  CHECK(config["budget"]["trigger"]["fraction"] == 0.95);
+  CHECK(config["budget"]["target"]["fraction"] == 0.7);
+  CHECK(config["policy"]["name"] == "strata");
+  CHECK(config["policy"]["keep_tool_results"] == 2);
+  CHECK(config["tokenizer"] == "estimate");
+  CHECK(config["chat_template"] == "glm5");
+  CHECK(config["hygiene"]["max_segment_tokens"] == 1000);  // a quarter of the budget
+  CHECK(config["recall"]["expose_tool"] == false);
+
+  StatusOr<std::unique_ptr<Agent>> agent = Agent::Open(db, "x");
+  INFO(agent.status().ToString());
+  REQUIRE(agent.ok());
+  CHECK((*agent)->config().policy.keep_tool_results == 2);
+  StatusOr<std::vector<TraceMessage>> trace = ReadTrace(kTrace);
+  REQUIRE(trace.ok());
+  const std::vector<TraceMessage> rest(trace->begin() + static_cast<std::ptrdiff_t>(cut), trace->end());
+  const size_t compactions_before = (*agent)->context().Compactions().size();
+  size_t turn = 23, compared = 0;
+  Status replayed = ReplayTrace(rest, (*agent)->context(), [&](const TraceMessage&, const BuiltRequest& request) {
+    if (request.body != bodies.at(turn)) return InternalError("turn " + std::to_string(turn) + " differs");
+    ++turn;
+    ++compared;
+    return Status::Ok();
+  });
+  CHECK(replayed.ToString() == "OK");
+  CHECK(compared == 23);
+  // The continuation compacted under the stored budget and policy.
+  CHECK((*agent)->context().Compactions().size() > compactions_before);
 }
 
 }  // namespace

@@ -386,3 +386,101 @@ TEST_CASE("exclude_tools results and the last turns are never altered", "[compac
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("a masked placeholder states the size of the original, not of what hygiene kept",
+          "[compact]") {
+  StrataPolicyOptions options;
+  options.mask_after_use = false;
+  auto policy = MakeStrataPolicy(options);
+  HygieneOptions hygiene;
+  hygiene.max_segment_tokens = 2427;  // a 14,679-byte output keeps about 9,700 bytes
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5, hygiene);
+  REQUIRE(context->AppendUser("Fix the bug in src/.").ok());
+  std::string big;
+  for (int i = 0; big.size() < 14679; ++i) big += "src/big.py:" + std::to_string(i) + ": def f(value): pass\n";
+  big.resize(14679);
+  REQUIRE(context->AppendAssistant({"read it", "", {{"call_0", "bash", R"({"command": "cat big"})"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_0", big, false}).ok());
+  const Segment* kept = nullptr;
+  for (const Segment& s : context->Segments()) {
+    if (s.tool_call_id == "call_0") kept = context->Find(s.id);
+  }
+  REQUIRE(kept != nullptr);
+  REQUIRE(kept->hygiene == HygieneAction::kTruncated);
+  const size_t kept_bytes = kept->content.size();
+  REQUIRE(kept_bytes < 14679);
+  for (int t = 1; t <= 4; ++t) Turn(*context, t, 12);
+
+  StatusOr<std::optional<CompactionReport>> compacted = context->Compact(/*force=*/true);
+  REQUIRE(compacted.ok());
+  REQUIRE(compacted->has_value());
+  const Segment* masked = context->Find(kept->id);
+  REQUIRE(masked->state == SegmentState::kMasked);
+  CHECK_THAT(masked->content, Catch::Contains(", 14,679 bytes"));
+  std::string kept_text = std::to_string(kept_bytes);  // e.g. "9,708", as placeholders write it
+  kept_text.insert(kept_text.size() - 3, ",");
+  CHECK_THAT(masked->content, !Catch::Contains(kept_text + " bytes"));
+
+  // The function itself: the original's size when given, else the content's.
+  Segment result;
+  result.content = "abc";
+  CHECK_THAT(MaskPlaceholder(result, nullptr, "r-1", 0), Catch::Contains(", 3 bytes"));
+  CHECK_THAT(MaskPlaceholder(result, nullptr, "r-1", 0, {}, 14679), Catch::Contains(", 14,679 bytes"));
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// A custom summarizer: a fixed text, under its own name.
+class FixedSummarizer final : public Summarizer {
+ public:
+  std::string Name() const override { return "handwritten@2"; }
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t,
+                                  const Tokenizer&) override {
+    return "[summary of " + std::to_string(span.size()) + " messages]";
+  }
+};
+
+TEST_CASE("a custom summarizer's name is recorded on its summaries and in the report", "[compact]") {
+  FixedSummarizer summarizer;
+  StrataPolicyOptions options;
+  options.summarizer = &summarizer;
+  auto policy = MakeStrataPolicy(options);
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  REQUIRE(context->AppendUser("TASK: fix module parsing").ok());
+  std::optional<CompactionReport> summarized;
+  for (int t = 1; t <= 40 && !summarized; ++t) {
+    const std::string id = "call_" + std::to_string(t);
+    REQUIRE(context->AppendAssistant({"THOUGHT: " + std::string(600, 'a' + t % 26), "",
+                                      {{id, "bash", R"({"command": "ls"})"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, "file_" + std::to_string(t) + ".py", false}).ok());
+    BuiltRequest request = MustBuild(*context);
+    if (request.compaction && request.compaction->summarized > 0) summarized = request.compaction;
+  }
+  REQUIRE(summarized);
+  CHECK(summarized->policy == "strata@1");
+  CHECK(summarized->summarizer == "handwritten@2");
+  CHECK_THAT(CompactionReportJson(*summarized), Catch::Contains(R"("summarizer":"handwritten@2")"));
+  CHECK(context->Compactions().back().summarizer == "handwritten@2");
+  size_t summaries = 0;
+  for (const Segment& s : context->Segments()) {
+    if (s.kind != SegmentKind::kSummary) continue;
+    ++summaries;
+    CHECK(s.name == "handwritten@2");
+    CHECK_THAT(s.content, Catch::StartsWith("[summary of "));
+  }
+  CHECK(summaries > 0);
+  // A compaction without a summary names no summarizer.
+  CompactionReport masked_only;
+  masked_only.masked = 1;
+  CHECK_THAT(CompactionReportJson(masked_only), !Catch::Contains("summarizer"));
+}
+
+}  // namespace
+}  // namespace strata

@@ -346,3 +346,33 @@ TEST_CASE("a restored snapshot renders byte-identically and keeps working", "[co
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("invalidated_tokens counts only what the previous request sent from the boundary on",
+          "[core][context][compaction]") {
+  // 4 bytes per token, 6 tokens per message.
+  auto context = NewContext();
+  REQUIRE(context->AppendUser(std::string(40, 'u')).ok());  // 10 tokens
+  MustBuild(*context);
+  // Turn 1: a call of 1 + 3 tokens ("bash", {"cmd":"ls"}) and a 100-token result.
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", R"({"cmd":"ls"})"}}}).ok());
+  StatusOr<std::string> r1 = context->AppendToolResult({"c1", std::string(400, 'x'), false});
+  REQUIRE(r1.ok());
+  MustBuild(*context);  // sent: user, a1, r1
+  // Turn 2, appended since that request and never sent: a call (4 tokens) and a 200-token result.
+  REQUIRE(context->AppendAssistant({"", "", {{"c2", "bash", R"({"cmd":"ls"})"}}}).ok());
+  REQUIRE(context->AppendToolResult({"c2", std::string(800, 'y'), false}).ok());
+
+  HistoryEdit edit;
+  edit.edits.push_back({*r1, SegmentEdit::Action::kMask, "[masked]"});
+  StatusOr<CompactionReport> report = context->ApplyEdit(edit, "test@1", "test");
+  REQUIRE(report.ok());
+  CHECK(report->boundary_segment_id == *r1);
+  // The server cached r1 (100 + 6) after the boundary; a2 and r2 (10 + 206) it never saw.
+  CHECK(report->invalidated_tokens == 106);
+}
+
+}  // namespace
+}  // namespace strata

@@ -285,3 +285,42 @@ TEST_CASE("a compacting context stores its compactions as events and restores by
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("a summary's summarizer is stored with the segment and in the compaction event", "[store][compact]") {
+  testing::TempDir dir;
+  auto store = OpenSqliteStore(dir.File("summaries.db"));
+  REQUIRE(store.ok());
+  ContextOptions options = Options("summarized");
+  auto context = CreateContext(**store, options);
+  REQUIRE(context.ok());
+  StatusOr<std::string> first = (*context)->AppendUser("task: read the modules");
+  StatusOr<std::string> second = (*context)->AppendUser("and fix them");
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  HistoryEdit edit;
+  edit.summaries.push_back({{*first, *second}, "[the task: read and fix the modules]", "handwritten@2"});
+  StatusOr<CompactionReport> report = (*context)->ApplyEdit(edit, "test@1", "test");
+  REQUIRE(report.ok());
+  CHECK(report->summarizer == "handwritten@2");
+
+  auto events = (*store)->Events("summarized", "compaction");
+  REQUIRE(events.ok());
+  REQUIRE(events->size() == 1);
+  CHECK_THAT(events->front().payload_json, Catch::Contains(R"("summarizer":"handwritten@2")"));
+  auto reopened = OpenContext(**store, "summarized", options);
+  REQUIRE(reopened.ok());
+  size_t summaries = 0;
+  for (const Segment& s : (*reopened)->Segments()) {
+    if (s.kind != SegmentKind::kSummary) continue;
+    ++summaries;
+    CHECK(s.name == "handwritten@2");
+    CHECK(s.policy == "test@1");
+  }
+  CHECK(summaries == 1);
+}
+
+}  // namespace
+}  // namespace strata

@@ -38,7 +38,8 @@ namespace strata {
 // What EvaluateTrace replays with: the policy and its budget, the tokenizer and chat template that
 // count each request exactly, and the parameters of its measurements.
 struct EvalOptions {
-  std::string policy = "strata";  // strata, none, sliding, last-n
+  // strata, none, sliding, last-n, clear-tool-uses, observation-masking (MakePolicyByName)
+  std::string policy = "strata";
   // Input tokens a request may hold (exact count through the template). 0: no budget.
   size_t budget_tokens = 0;
   // Trigger and target of the strata policy, as fractions of the budget. Defaults 0.95 and 0.7:

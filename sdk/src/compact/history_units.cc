@@ -1,0 +1,46 @@
+#include "compact/history_units.h"
+
+#include <algorithm>
+#include <string>
+
+namespace strata::compact_internal {
+
+std::vector<Unit> Units(const std::vector<const Segment*>& history) {
+  std::vector<Unit> units;
+  for (size_t i = 0; i < history.size();) {
+    size_t j = i + 1;
+    if (!history[i]->tool_calls.empty()) {
+      while (j < history.size() && IsToolResult(*history[j])) ++j;
+    }
+    units.push_back({i, j});
+    i = j;
+  }
+  return units;
+}
+
+void EvictOldest(const CompactionInput& in, const std::vector<Unit>& units, size_t need,
+                 const std::vector<bool>& already, HistoryEdit& edit) {
+  size_t freed = 0;
+  for (size_t u = 0; u + 1 < units.size() && freed < need; ++u) {
+    bool pinned = false;
+    for (size_t i = units[u].begin; i < units[u].end; ++i) pinned |= in.history[i]->pinned;
+    if (pinned) continue;  // pinned turns stay; slide past them
+    for (size_t i = units[u].begin; i < units[u].end; ++i) {
+      edit.edits.push_back({in.history[i]->id, SegmentEdit::Action::kEvict, ""});
+      freed += MessageTokens(in, *in.history[i]);
+      if (already[i]) {
+        // The segment was to be masked: evicting replaces that edit.
+        auto it = std::find_if(edit.edits.begin(), edit.edits.end(), [&](const SegmentEdit& e) {
+          return e.segment_id == in.history[i]->id && e.action == SegmentEdit::Action::kMask;
+        });
+        if (it != edit.edits.end()) edit.edits.erase(it);
+      }
+    }
+  }
+}
+
+size_t LineCount(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+}
+
+}  // namespace strata::compact_internal
