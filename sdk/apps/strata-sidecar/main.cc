@@ -31,6 +31,7 @@
 #include "service.h"
 #include "sidecar_config.h"
 #include "sidecar_metrics.h"
+#include "startup.h"
 #include "strata/pools.h"
 #include "tenants.h"
 
@@ -126,6 +127,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
                  "\"pools\"); their endpoints are the upstreams");
   app.add_flag("--allow-unauthenticated", values.allow_unauthenticated,
                "serve without tenants on a non-loopback address");
+  app.add_flag("--allow-core-dumps", values.allow_core_dumps,
+               "keep core dumps (by default the sidecar disables them: a core holds the upstream "
+               "key and the bearer tokens presented)");
 }
 
 // The configuration file (when --config is given) with the flags given on the command line over
@@ -156,7 +160,9 @@ StatusOr<sc::SidecarConfig> ConfigFromFlags(const CLI::App& app, const Flags& fl
   if (app.count("--tls-client-ca")) config.tls.client_ca_file = flags.tls_client_ca;
   if (app.count("--drain-timeout-ms")) config.drain_timeout_ms = values.drain_timeout_ms;
   if (app.count("--allow-unauthenticated")) config.allow_unauthenticated = true;
+  if (app.count("--allow-core-dumps")) config.allow_core_dumps = true;
   STRATA_RETURN_IF_ERROR(sc::ValidateSidecarConfig(config));
+  STRATA_RETURN_IF_ERROR(sc::CheckServingSettings(config));
   return config;
 }
 
@@ -258,6 +264,7 @@ StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfi
   options.backend = config.backend;
   options.api_key_env = config.upstream_api_key_env;
   options.tokenizer = config.tokenizer;
+  options.tokenizers = config.tokenizers;
   options.chat_template = config.chat_template;
   options.window = config.budget;
   options.max_open_agents = static_cast<size_t>(config.max_open_agents);
@@ -435,6 +442,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   StatusOr<sc::SidecarConfig> config = ConfigFromFlags(app, flags);
   if (!config.ok()) return Fail(config.status());
+  if (config->allow_core_dumps) {
+    Log("warning: core dumps allowed (--allow-core-dumps): a core holds the upstream key and the "
+        "bearer tokens presented");
+  } else if (Status disabled = sc::DisableCoreDumps(); !disabled.ok()) {
+    return Fail(disabled);
+  }
   StatusOr<Pools> pools = OpenPools(*config, flags.pools_file);
   if (!pools.ok()) return Fail(pools.status());
   StatusOr<sc::HostPort> grpc_address = CheckListeners(*config, pools->set.get());

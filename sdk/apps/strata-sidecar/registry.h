@@ -19,7 +19,9 @@
 #define STRATA_APPS_STRATA_SIDECAR_REGISTRY_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,18 +35,21 @@
 #include "strata/status.h"
 #include "strata/store.h"
 #include "strata/transport.h"
+#include "tokenizer_allowlist.h"
 
 namespace strata::sidecar {
 
 // How the registry makes and opens agents.
 struct RegistryOptions {
-  std::string store_path;  // the SQLite store (created if missing)
+  std::string store_path;                   // the SQLite store (created if missing)
   StoreSync store_sync = StoreSync::kFull;  // its StoreOptions::synchronous
   // Defaults of new agents and the endpoint every agent uses (the sidecar's, never the client's).
   std::string upstream;  // endpoint.base_url
   std::string backend = "vllm";
-  std::string api_key_env;  // endpoint.api_key_env
-  std::string tokenizer = "estimate";
+  std::string api_key_env;             // endpoint.api_key_env
+  std::string tokenizer = "estimate";  // a name of `tokenizers`, or a spec
+  // The operator's allow-list of tokenizers tenants may name (tokenizer_allowlist.h): name -> spec.
+  std::map<std::string, std::string> tokenizers;
   std::string chat_template = "glm5";
   int64_t window = 0;  // 0: AgentBudgetConfig's default
   // Agents kept open in memory at most (0: no limit). Beyond it, the least recently used idle
@@ -52,6 +57,9 @@ struct RegistryOptions {
   size_t max_open_agents = 1024;
   // Injected instead of an HTTP transport per agent (tests, pools). Not owned.
   Transport* transport = nullptr;
+  // Called with the stored id just before an agent is made (tokenizer loaded, store written), with
+  // none of the registry's locks held (tests: a creation that takes long). Empty: none.
+  std::function<void(const std::string& stored_id)> before_create;
 };
 
 // True when `id` is a valid agent id: 1-128 characters of [A-Za-z0-9._-].
@@ -105,7 +113,8 @@ class CompletionSlot {
 class AgentRegistry {
  public:
   // Opens (creating if missing) the store and takes an exclusive lock on "<store>.lock":
-  // FAILED_PRECONDITION while another registry (another strata-sidecar) has the store open.
+  // FAILED_PRECONDITION while another registry (another strata-sidecar) has the store open;
+  // INVALID_ARGUMENT for a wrong tokenizer allow-list (TokenizerAllowList::Make).
   static StatusOr<std::unique_ptr<AgentRegistry>> Open(RegistryOptions options);
   ~AgentRegistry();
   AgentRegistry(const AgentRegistry&) = delete;
@@ -117,10 +126,19 @@ class AgentRegistry {
 
   // Checks a client's configuration and makes it the agent's: refuses (INVALID_ARGUMENT, naming
   // the key) endpoint.base_url, endpoint.api_key_env, endpoint.deployment_secret_env, store_path
-  // and a backend other than the sidecar's, and an identity.id other than `agent_id`; then sets the
-  // identity and the sidecar's endpoint.
+  // and a backend other than the sidecar's, an identity.id other than `agent_id`, and a tokenizer
+  // that is not allowed (ResolveTokenizer); then sets the identity, the sidecar's endpoint and the
+  // tokenizer's spec.
   StatusOr<AgentConfig> AdoptClientConfig(const TenantConfig& tenant, std::string_view agent_id,
                                           std::string_view config_json) const;
+
+  // The spec of a tokenizer a tenant asked for (TokenizerAllowList::Resolve): INVALID_ARGUMENT,
+  // the same message for every refused value, when it is neither an allowed name nor a spec that
+  // reads no file.
+  StatusOr<std::string> ResolveTokenizer(std::string_view requested) const;
+  // What tenants are shown as an agent's tokenizer (TokenizerAllowList::Shown): never a path of
+  // the allow-list.
+  std::string ShownTokenizer(std::string_view spec) const;
 
   // The agent `agent_id` of `tenant`. NOT_FOUND when the tenant has no such agent.
   StatusOr<AgentLease> Acquire(const TenantConfig& tenant, std::string_view agent_id);
@@ -129,6 +147,8 @@ class AgentRegistry {
   StatusOr<AgentLease> AcquireOrCreate(const TenantConfig& tenant, std::string_view agent_id,
                                        const strata::AgentConfig* config);
   // Creates a new agent. ALREADY_EXISTS when the id is taken; RESOURCE_EXHAUSTED at max_agents.
+  // The agent is made (its tokenizer loaded, its rows written) outside the registry's locks: a
+  // slow creation delays only another creation of the same id, never other agents or tenants.
   StatusOr<AgentLease> Create(const TenantConfig& tenant, std::string_view agent_id,
                               strata::AgentConfig config);
   // Two distinct agents at once, locked in a fixed order (Join). INVALID_ARGUMENT when equal.

@@ -215,9 +215,17 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.String("backend", &c.backend));
   STRATA_RETURN_IF_ERROR(r.String("upstream_api_key_env", &c.upstream_api_key_env));
   STRATA_RETURN_IF_ERROR(r.String("tokenizer", &c.tokenizer));
+  if (const json* tokenizers = r.Get("tokenizers")) {
+    if (!tokenizers->is_object()) return TypeError("tokenizers", "an object", *tokenizers);
+    for (auto it = tokenizers->begin(); it != tokenizers->end(); ++it) {
+      if (!it->is_string()) return TypeError("tokenizers." + it.key(), "a spec string", *it);
+      c.tokenizers[it.key()] = it->get<std::string>();
+    }
+  }
   STRATA_RETURN_IF_ERROR(r.String("template", &c.chat_template));
   STRATA_RETURN_IF_ERROR(r.Int("budget", &c.budget));
   STRATA_RETURN_IF_ERROR(r.Bool("allow_unauthenticated", &c.allow_unauthenticated));
+  STRATA_RETURN_IF_ERROR(r.Bool("allow_core_dumps", &c.allow_core_dumps));
   STRATA_RETURN_IF_ERROR(r.Int("drain_timeout_ms", &c.drain_timeout_ms));
   STRATA_RETURN_IF_ERROR(r.Int("max_threads", &c.max_threads, 2));
   STRATA_RETURN_IF_ERROR(r.Int("max_open_agents", &c.max_open_agents));

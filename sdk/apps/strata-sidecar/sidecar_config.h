@@ -8,6 +8,7 @@
 #define STRATA_APPS_STRATA_SIDECAR_SIDECAR_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -56,7 +57,11 @@ struct SidecarConfig {
   // The NAME of the environment variable holding the upstream API key ("" : none). The key is
   // read from the environment when an agent is created or opened and never logged or stored.
   std::string upstream_api_key_env;
-  std::string tokenizer = "estimate";  // default tokenizer spec of new agents
+  // Default tokenizer of new agents: a name of `tokenizers`, or a spec (--tokenizer).
+  std::string tokenizer = "estimate";
+  // The tokenizers tenants may name ("tokenizers": {"glm-5.3": "hf:/srv/glm/tokenizer.json"}):
+  // name -> spec. Tenants never give paths (tokenizer_allowlist.h).
+  std::map<std::string, std::string> tokenizers;
   std::string chat_template = "glm5";  // default chat template of new agents
   int64_t budget = 0;                  // default window of new agents in tokens; 0: 1,048,576
   TlsConfig tls;                       // applies to the gRPC listener and the HTTP listener
@@ -64,6 +69,10 @@ struct SidecarConfig {
   TenantLimits default_limits;         // limits of the "default" tenant when no tenants are set
   // Serve without tenants on a non-loopback address (refused otherwise).
   bool allow_unauthenticated = false;
+  // Keep core dumps ("allow_core_dumps", --allow-core-dumps). Default false: the sidecar sets
+  // RLIMIT_CORE 0 and PR_SET_DUMPABLE 0 at startup, since a core holds the upstream key and the
+  // bearer tokens presented.
+  bool allow_core_dumps = false;
   int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish
   int64_t max_threads = 64;          // gRPC handler threads at most
   // Agents kept open in memory at most; idle ones beyond it are closed and reopen from the store
