@@ -14,6 +14,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// RequestRecord.endpoint as tenants see it: which upstream (a URL, a pool replica) stays hidden.
+constexpr char kHiddenEndpoint[] = "upstream";
+
 std::string LocalOf(const std::string& stored_id) {
   size_t slash = stored_id.find('/');
   return slash == std::string::npos ? stored_id : stored_id.substr(slash + 1);
@@ -49,7 +52,8 @@ void FillRecord(const RequestRecord& r, v1::RequestRecord* out) {
   out->set_agent_id(LocalOf(r.agent_id));
   out->set_request_id(r.request_id);
   out->set_pool(r.pool);
-  out->set_endpoint(r.endpoint);
+  // The upstream's address is the sidecar's (config views hide endpoint.base_url too).
+  out->set_endpoint(r.endpoint.empty() ? "" : kHiddenEndpoint);
   out->set_model(r.model);
   out->set_started_unix_ms(r.started_unix_ms);
   out->set_input_tokens(r.input_tokens);
