@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_text.h"
 #include "http_server.h"
 #include "registry.h"
 #include "service.h"
@@ -178,6 +179,7 @@ StatusOr<Pools> OpenPools(const sc::SidecarConfig& config, const std::string& po
   StatusOr<strata::PoolSetConfig> pool_config = strata::InvalidArgumentError("no pools");
   if (!pools_file.empty()) {
     STRATA_ASSIGN_OR_RETURN(std::string text, ReadFile(pools_file, "--pools"));
+    STRATA_RETURN_IF_ERROR(strata::internal::CheckJsonDepth(text, "--pools " + pools_file));
     pool_config = strata::ParsePoolSetConfig(text);
     if (!pool_config.ok()) {
       return Status(pool_config.status().code(),

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "core/json_text.h"
 #include <set>
 
 namespace strata::sidecar {
@@ -189,6 +191,7 @@ AgentConfig AgentRegistry::DefaultConfig(const TenantConfig& tenant,
 StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenant,
                                                        std::string_view agent_id,
                                                        std::string_view config_json) const {
+  STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(config_json, "config_json"));
   json doc = json::parse(config_json.begin(), config_json.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
     return InvalidArgumentError("config_json is not a JSON object (an AgentConfig document)");
@@ -409,6 +412,7 @@ Status AgentRegistry::CheckCanAdd(const TenantConfig& tenant) {
 StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::string_view agent_id,
                                            AgentConfig config) {
   STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
+  STRATA_RETURN_IF_ERROR(CheckAgentConfigRanges(config));  // e.g. an AgentSpec's window
   State& s = *state_;
   const RegistryOptions& o = s.options;
   config.identity.id = StoredId(tenant, agent_id);

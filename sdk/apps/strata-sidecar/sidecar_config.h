@@ -20,6 +20,16 @@
 
 namespace strata::sidecar {
 
+// The ranges of the configuration's integers (an integer outside is refused naming the key, the
+// value and the range): max_agents and max_open_agents 0 to 10,000,000; max_concurrent_completions
+// 0 to 100,000; max_request_bytes 1 to 1 GiB; max_threads 2 to 4096; drain_timeout_ms 0 to one hour;
+// budget 0 to strata::kMaxAgentWindowTokens.
+inline constexpr int64_t kMaxAgentsLimit = 10000000;
+inline constexpr int64_t kMaxCompletionsLimit = 100000;
+inline constexpr int64_t kMaxRequestBytesLimit = int64_t{1} << 30;
+inline constexpr int64_t kMaxThreadsLimit = 4096;
+inline constexpr int64_t kMaxDrainTimeoutMs = 3600000;
+
 // Limits of one tenant. 0 means "no limit" for max_agents and max_concurrent_completions.
 struct TenantLimits {
   int64_t max_agents = 1000;                // agents stored for the tenant
