@@ -443,14 +443,16 @@ StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::stri
   services.store = s.store.get();
   services.transport = o.transport;
   StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(std::move(config), services);
-  create_lock.lock();
-  s.creating.erase(stored_id);
+  // Registered (counted) before its reservation ends, so that max_agents never lets one more in;
+  // with no lock held, since Adopt locks agents' mutexes (the lock order is entry, then registry).
+  StatusOr<AgentLease> lease =
+      !agent.ok() ? StatusOr<AgentLease>(agent.status()) : Adopt(tenant, std::move(agent).value());
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (--s.pending[tenant.name] == 0) s.pending.erase(tenant.name);
   }
-  StatusOr<AgentLease> lease =
-      !agent.ok() ? StatusOr<AgentLease>(agent.status()) : Adopt(tenant, std::move(agent).value());
+  create_lock.lock();
+  s.creating.erase(stored_id);
   create_lock.unlock();
   s.created.notify_all();
   if (!lease.ok() && lease.status().code() == StatusCode::kAlreadyExists) return taken();
