@@ -190,3 +190,24 @@ for name, field, value in [('n-2', 'n', 2), ('model-number', 'model', 5), ('tool
 w('sidecar_proxy', 'not-an-object.json', json.dumps([{"messages":convo[:2]}]))
 w('sidecar_proxy', 'nested-511-levels.json', '{"messages":' + json.dumps(convo[:2]) + ',"logit_bias":' + '[' * 511 + '1' + ']' * 511 + '}')
 w('sidecar_proxy', 'nested-512-levels.json', '{"messages":' + json.dumps(convo[:2]) + ',"logit_bias":' + '[' * 512 + '1' + ']' * 512 + '}')
+# --- sidecar_config: strata-sidecar configuration documents (every key; tenants, limits, TLS, the
+# tokenizer allow-list; wrong types; integers at and beyond their ranges; nesting at the limit and,
+# as a regression input, 100k levels deep under a typed key, which used to overflow the stack)
+hash_a, hash_b = 'a' * 64, 'b' * 64
+w('sidecar_config', 'full.json', json.dumps({"grpc_listen":"127.0.0.1:0","http_listen":"127.0.0.1:0","store":"agents.db","store_sync":"normal",
+  "upstream":"http://127.0.0.1:8000/v1","backend":"vllm","upstream_api_key_env":"UPSTREAM_KEY","tokenizer":"glm-5.3",
+  "tokenizers":{"glm-5.3":"hf:/srv/glm/tokenizer.json","rough":"estimate:3.5","spm":"spm:/srv/m.model"},"template":"glm5","budget":200000,
+  "allow_unauthenticated":False,"allow_core_dumps":False,"drain_timeout_ms":10000,"max_threads":64,"max_open_agents":1024,
+  "default_limits":{"max_agents":1000,"max_concurrent_completions":16,"max_request_bytes":4194304},
+  "tenants":[{"name":"team-a","token_sha256":[hash_a],"limits":{"max_agents":10}},{"name":"team-b","token_sha256":[hash_b]}],
+  "metrics_token_sha256":[hash_a],"metrics":{"kv_capacity_bytes":1},"pools":{}}))
+w('sidecar_config', 'minimal.json', '{}')
+w('sidecar_config', 'file-default-tokenizer.json', json.dumps({"tokenizer":"hf:/srv/t.json","tokenizers":{"default":"hf:/srv/other.json"}}))
+w('sidecar_config', 'tokenizer-names.json', json.dumps({"tokenizers":{"a b":"estimate","":"hf:/x","ok":""}}))
+w('sidecar_config', 'wrong-types.json', json.dumps({"budget":"big","tokenizers":{"a":1},"tenants":{},"tls":{"cert_file":3},"allow_core_dumps":"yes"}))
+w('sidecar_config', 'ranges.json', json.dumps({"budget":1073741824,"drain_timeout_ms":3600000,"max_threads":4096,"max_open_agents":10000000,
+  "default_limits":{"max_agents":10000000,"max_concurrent_completions":100000,"max_request_bytes":1073741824}}))
+w('sidecar_config', 'out-of-range.json', '{"budget":9223372036854775807,"max_threads":18446744073709551615,"default_limits":{"max_request_bytes":0}}')
+w('sidecar_config', 'nested-512-levels.json', '{"metrics":{"x":' + '[' * 511 + '1' + ']' * 511 + '}}')
+w('sidecar_config', 'nested-513-levels.json', '{"metrics":{"x":' + '[' * 512 + '1' + ']' * 512 + '}}')
+w('sidecar_config', 'regression-budget-nested-100k.json', '{"budget":' + '[' * 100000 + ']' * 100000 + '}')

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_text.h"
 #include "drain.h"
 #include "grpc_errors.h"
 #include "http_server.h"
@@ -34,6 +35,7 @@
 #include "sidecar_config.h"
 #include "sidecar_metrics.h"
 #include "store_health.h"
+#include "startup.h"
 #include "strata/pools.h"
 #include "tenants.h"
 #include "tls_check.h"
@@ -130,6 +132,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
                  "\"pools\"); their endpoints are the upstreams");
   app.add_flag("--allow-unauthenticated", values.allow_unauthenticated,
                "serve without tenants on a non-loopback address");
+  app.add_flag("--allow-core-dumps", values.allow_core_dumps,
+               "keep core dumps (by default the sidecar disables them: a core holds the upstream "
+               "key and the bearer tokens presented)");
 }
 
 // The configuration file (when --config is given) with the flags given on the command line over
@@ -160,7 +165,9 @@ StatusOr<sc::SidecarConfig> ConfigFromFlags(const CLI::App& app, const Flags& fl
   if (app.count("--tls-client-ca")) config.tls.client_ca_file = flags.tls_client_ca;
   if (app.count("--drain-timeout-ms")) config.drain_timeout_ms = values.drain_timeout_ms;
   if (app.count("--allow-unauthenticated")) config.allow_unauthenticated = true;
+  if (app.count("--allow-core-dumps")) config.allow_core_dumps = true;
   STRATA_RETURN_IF_ERROR(sc::ValidateSidecarConfig(config));
+  STRATA_RETURN_IF_ERROR(sc::CheckServingSettings(config));
   return config;
 }
 
@@ -176,6 +183,7 @@ StatusOr<Pools> OpenPools(const sc::SidecarConfig& config, const std::string& po
   StatusOr<strata::PoolSetConfig> pool_config = strata::InvalidArgumentError("no pools");
   if (!pools_file.empty()) {
     STRATA_ASSIGN_OR_RETURN(std::string text, ReadFile(pools_file, "--pools"));
+    STRATA_RETURN_IF_ERROR(strata::internal::CheckJsonDepth(text, "--pools " + pools_file));
     pool_config = strata::ParsePoolSetConfig(text);
     if (!pool_config.ok()) {
       return Status(pool_config.status().code(),
@@ -267,6 +275,7 @@ StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfi
   options.backend = config.backend;
   options.api_key_env = config.upstream_api_key_env;
   options.tokenizer = config.tokenizer;
+  options.tokenizers = config.tokenizers;
   options.chat_template = config.chat_template;
   options.window = config.budget;
   options.max_open_agents = static_cast<size_t>(config.max_open_agents);
@@ -465,6 +474,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   StatusOr<sc::SidecarConfig> config = ConfigFromFlags(app, flags);
   if (!config.ok()) return Fail(config.status());
+  if (config->allow_core_dumps) {
+    Log("warning: core dumps allowed (--allow-core-dumps): a core holds the upstream key and the "
+        "bearer tokens presented");
+  } else if (Status disabled = sc::DisableCoreDumps(); !disabled.ok()) {
+    return Fail(disabled);
+  }
   StatusOr<Pools> pools = OpenPools(*config, flags.pools_file);
   if (!pools.ok()) return Fail(pools.status());
   StatusOr<sc::HostPort> grpc_address = CheckListeners(*config, pools->set.get());

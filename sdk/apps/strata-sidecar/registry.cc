@@ -5,6 +5,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+#include <set>
+
 namespace strata::sidecar {
 namespace {
 
@@ -92,8 +95,14 @@ struct AgentRegistry::State {
   std::map<std::string, std::shared_ptr<AgentLease::Entry>, std::less<>> entries;
   std::map<std::string, int64_t, std::less<>> agent_counts;  // tenant -> stored agents
   std::map<std::string, std::shared_ptr<std::atomic<int64_t>>, std::less<>> completions;
-  std::mutex create_mu;  // one creation at a time: the max_agents check and the insert are atomic
-  std::atomic<uint64_t> clock{0};            // counts leases: Entry::last_used
+  TokenizerAllowList tokenizers;  // immutable after Open
+  // Guards `creating`. A creation reserves its id and its tenant's slot (pending) under it, makes
+  // the agent with no lock held, then registers it under it again.
+  std::mutex create_mu;
+  std::condition_variable created;                      // a reservation of `creating` ended
+  std::set<std::string, std::less<>> creating;          // stored ids being made
+  std::map<std::string, int64_t, std::less<>> pending;  // tenant -> agents being made (under mu)
+  std::atomic<uint64_t> clock{0};                       // counts leases: Entry::last_used
   std::atomic<bool> waits_cancelled{false};  // CancelWaits(): waiting for a lease fails at once
 };
 
@@ -114,6 +123,8 @@ AgentRegistry::~AgentRegistry() {
 
 StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
   auto state = std::make_unique<State>();
+  STRATA_ASSIGN_OR_RETURN(state->tokenizers,
+                          TokenizerAllowList::Make(options.tokenizers, options.tokenizer));
   StoreOptions store_options;
   store_options.synchronous = options.store_sync;
   // Agents are cached in memory, so two registries on one store would diverge: the store is
@@ -161,7 +172,7 @@ AgentConfig AgentRegistry::DefaultConfig(const TenantConfig& tenant,
   AgentConfig config;
   config.identity.id = StoredId(tenant, agent_id);
   config.identity.tenant = tenant.name;
-  config.tokenizer = o.tokenizer;
+  config.tokenizer = state_->tokenizers.default_spec();
   config.chat_template = o.chat_template;
   if (o.window > 0) config.budget.window = o.window;
   config.endpoint.base_url = o.upstream;
@@ -173,6 +184,7 @@ AgentConfig AgentRegistry::DefaultConfig(const TenantConfig& tenant,
 StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenant,
                                                        std::string_view agent_id,
                                                        std::string_view config_json) const {
+  STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(config_json, "config_json"));
   json doc = json::parse(config_json.begin(), config_json.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
     return InvalidArgumentError("config_json is not a JSON object (an AgentConfig document)");
@@ -213,6 +225,9 @@ StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenan
     return InvalidArgumentError("config_json: " + parsed.status().message());
   }
   AgentConfig config = std::move(parsed).value();
+  StatusOr<std::string> tokenizer = ResolveTokenizer(config.tokenizer);
+  if (!tokenizer.ok()) return InvalidArgumentError("config_json: " + tokenizer.status().message());
+  config.tokenizer = std::move(tokenizer).value();
   config.identity.id = StoredId(tenant, agent_id);
   config.identity.tenant = tenant.name;
   config.endpoint.base_url = o.upstream;
@@ -220,6 +235,14 @@ StatusOr<AgentConfig> AgentRegistry::AdoptClientConfig(const TenantConfig& tenan
   config.endpoint.api_key_env = o.api_key_env;
   config.store_path.clear();
   return config;
+}
+
+StatusOr<std::string> AgentRegistry::ResolveTokenizer(std::string_view requested) const {
+  return state_->tokenizers.Resolve(requested);
+}
+
+std::string AgentRegistry::ShownTokenizer(std::string_view spec) const {
+  return state_->tokenizers.Shown(spec);
 }
 
 StatusOr<std::unique_ptr<Agent>> AgentRegistry::OpenStored(const std::string& stored_id) {
@@ -398,6 +421,8 @@ Status AgentRegistry::CheckCanAdd(const TenantConfig& tenant) {
   std::lock_guard<std::mutex> lock(state_->mu);
   auto it = state_->agent_counts.find(tenant.name);
   int64_t n = it == state_->agent_counts.end() ? 0 : it->second;
+  auto pending = state_->pending.find(tenant.name);  // being made now: they count already
+  if (pending != state_->pending.end()) n += pending->second;
   if (n >= max) {
     return ResourceExhaustedError("tenant \"" + tenant.name + "\" has " + std::to_string(n) +
                                   " agents, its limit max_agents = " + std::to_string(max) +
@@ -409,6 +434,7 @@ Status AgentRegistry::CheckCanAdd(const TenantConfig& tenant) {
 StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::string_view agent_id,
                                            AgentConfig config) {
   STRATA_RETURN_IF_ERROR(CheckAgentId(agent_id));
+  STRATA_RETURN_IF_ERROR(CheckAgentConfigRanges(config));  // e.g. an AgentSpec's window
   State& s = *state_;
   const RegistryOptions& o = s.options;
   config.identity.id = StoredId(tenant, agent_id);
@@ -417,22 +443,42 @@ StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::stri
   config.endpoint.backend = o.backend;
   config.endpoint.api_key_env = o.api_key_env;
   config.store_path.clear();
-  std::lock_guard<std::mutex> create_lock(s.create_mu);
   auto taken = [&]() {
     return AlreadyExistsError("agent \"" + std::string(agent_id) +
                               "\" exists: open it, or delete it first");
   };
-  if (s.store->GetAgent(config.identity.id).ok()) return taken();
+  const std::string stored_id = config.identity.id;
+  std::unique_lock<std::mutex> create_lock(s.create_mu);
+  // Another creation of the same id: wait for its end (it is this tenant's own call).
+  s.created.wait(create_lock, [&] { return s.creating.count(stored_id) == 0; });
+  if (s.store->GetAgent(stored_id).ok()) return taken();
   STRATA_RETURN_IF_ERROR(CheckCanAdd(tenant));
+  s.creating.insert(stored_id);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.pending[tenant.name];
+  }
+  create_lock.unlock();
+  // Loading the tokenizer and writing the store take time (a large tokenizer.json): no lock held.
+  if (o.before_create) o.before_create(stored_id);
   AgentServices services;
   services.store = s.store.get();
   services.transport = o.transport;
   StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(std::move(config), services);
-  if (!agent.ok()) {
-    if (agent.status().code() == StatusCode::kAlreadyExists) return taken();
-    return agent.status();
+  // Registered (counted) before its reservation ends, so that max_agents never lets one more in;
+  // with no lock held, since Adopt locks agents' mutexes (the lock order is entry, then registry).
+  StatusOr<AgentLease> lease =
+      !agent.ok() ? StatusOr<AgentLease>(agent.status()) : Adopt(tenant, std::move(agent).value());
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (--s.pending[tenant.name] == 0) s.pending.erase(tenant.name);
   }
-  return Adopt(tenant, std::move(agent).value());
+  create_lock.lock();
+  s.creating.erase(stored_id);
+  create_lock.unlock();
+  s.created.notify_all();
+  if (!lease.ok() && lease.status().code() == StatusCode::kAlreadyExists) return taken();
+  return lease;
 }
 
 StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,

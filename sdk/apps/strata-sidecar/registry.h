@@ -21,7 +21,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,18 +37,21 @@
 #include "strata/status.h"
 #include "strata/store.h"
 #include "strata/transport.h"
+#include "tokenizer_allowlist.h"
 
 namespace strata::sidecar {
 
 // How the registry makes and opens agents.
 struct RegistryOptions {
-  std::string store_path;  // the SQLite store (created if missing)
+  std::string store_path;                   // the SQLite store (created if missing)
   StoreSync store_sync = StoreSync::kFull;  // its StoreOptions::synchronous
   // Defaults of new agents and the endpoint every agent uses (the sidecar's, never the client's).
   std::string upstream;  // endpoint.base_url
   std::string backend = "vllm";
-  std::string api_key_env;  // endpoint.api_key_env
-  std::string tokenizer = "estimate";
+  std::string api_key_env;             // endpoint.api_key_env
+  std::string tokenizer = "estimate";  // a name of `tokenizers`, or a spec
+  // The operator's allow-list of tokenizers tenants may name (tokenizer_allowlist.h): name -> spec.
+  std::map<std::string, std::string> tokenizers;
   std::string chat_template = "glm5";
   int64_t window = 0;  // 0: AgentBudgetConfig's default
   // Agents kept open in memory at most (0: no limit). Beyond it, the least recently used idle
@@ -57,6 +62,9 @@ struct RegistryOptions {
   // How long a call waits for an agent another call holds (Acquire and the calls that lease):
   // then UNAVAILABLE naming lease_wait_ms. 0: no limit.
   std::chrono::milliseconds lease_wait{0};
+  // Called with the stored id just before an agent is made (tokenizer loaded, store written), with
+  // none of the registry's locks held (tests: a creation that takes long). Empty: none.
+  std::function<void(const std::string& stored_id)> before_create;
 };
 
 // The longest agent id a tenant may use (IsValidAgentId), without the tenant prefix of the
@@ -115,7 +123,8 @@ class AgentRegistry {
  public:
   // Opens (creating if missing) the store with StoreOptions::exclusive, which locks the database
   // file itself: FAILED_PRECONDITION, naming the holding process, while another registry (another
-  // strata-sidecar) or any other program has the file open, through whatever path.
+  // strata-sidecar) or any other program has the file open, through whatever path;
+  // INVALID_ARGUMENT for a wrong tokenizer allow-list (TokenizerAllowList::Make).
   static StatusOr<std::unique_ptr<AgentRegistry>> Open(RegistryOptions options);
   ~AgentRegistry();
   AgentRegistry(const AgentRegistry&) = delete;
@@ -127,10 +136,19 @@ class AgentRegistry {
 
   // Checks a client's configuration and makes it the agent's: refuses (INVALID_ARGUMENT, naming
   // the key) endpoint.base_url, endpoint.api_key_env, endpoint.deployment_secret_env, store_path
-  // and a backend other than the sidecar's, and an identity.id other than `agent_id`; then sets the
-  // identity and the sidecar's endpoint.
+  // and a backend other than the sidecar's, an identity.id other than `agent_id`, and a tokenizer
+  // that is not allowed (ResolveTokenizer); then sets the identity, the sidecar's endpoint and the
+  // tokenizer's spec.
   StatusOr<AgentConfig> AdoptClientConfig(const TenantConfig& tenant, std::string_view agent_id,
                                           std::string_view config_json) const;
+
+  // The spec of a tokenizer a tenant asked for (TokenizerAllowList::Resolve): INVALID_ARGUMENT,
+  // the same message for every refused value, when it is neither an allowed name nor a spec that
+  // reads no file.
+  StatusOr<std::string> ResolveTokenizer(std::string_view requested) const;
+  // What tenants are shown as an agent's tokenizer (TokenizerAllowList::Shown): never a path of
+  // the allow-list.
+  std::string ShownTokenizer(std::string_view spec) const;
 
   // The agent `agent_id` of `tenant`. NOT_FOUND when the tenant has no such agent.
   StatusOr<AgentLease> Acquire(const TenantConfig& tenant, std::string_view agent_id);
@@ -139,6 +157,8 @@ class AgentRegistry {
   StatusOr<AgentLease> AcquireOrCreate(const TenantConfig& tenant, std::string_view agent_id,
                                        const strata::AgentConfig* config);
   // Creates a new agent. ALREADY_EXISTS when the id is taken; RESOURCE_EXHAUSTED at max_agents.
+  // The agent is made (its tokenizer loaded, its rows written) outside the registry's locks: a
+  // slow creation delays only another creation of the same id, never other agents or tenants.
   StatusOr<AgentLease> Create(const TenantConfig& tenant, std::string_view agent_id,
                               strata::AgentConfig config);
   // Two distinct agents at once, locked in a fixed order (Join). INVALID_ARGUMENT when equal.

@@ -18,6 +18,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// RequestRecord.endpoint as tenants see it: which upstream (a URL, a pool replica) stays hidden.
+constexpr char kHiddenEndpoint[] = "upstream";
+
 std::string LocalOf(const std::string& stored_id) {
   size_t slash = stored_id.find('/');
   return slash == std::string::npos ? stored_id : stored_id.substr(slash + 1);
@@ -53,7 +56,8 @@ void FillRecord(const RequestRecord& r, v1::RequestRecord* out) {
   out->set_agent_id(LocalOf(r.agent_id));
   out->set_request_id(r.request_id);
   out->set_pool(r.pool);
-  out->set_endpoint(r.endpoint);
+  // The upstream's address is the sidecar's (config views hide endpoint.base_url too).
+  out->set_endpoint(r.endpoint.empty() ? "" : kHiddenEndpoint);
   out->set_model(r.model);
   out->set_started_unix_ms(r.started_unix_ms);
   out->set_input_tokens(r.input_tokens);
@@ -189,10 +193,15 @@ void FillInfo(const StoredAgent& a, const std::string& local_id, v1::AgentInfo* 
 
 // The configuration document as the client sees it: its id within the tenant, without what
 // belongs to the sidecar (the upstream's address, the names of its secrets' variables, the store).
-std::string ClientConfigJson(const Agent& agent, const std::string& local_id) {
+// Its tokenizer is shown by the allow-list's name, never as the operator's path.
+std::string ClientConfigJson(const AgentRegistry& registry, const Agent& agent,
+                             const std::string& local_id) {
   json doc = json::parse(agent.ConfigJson(), nullptr, false);
   if (!doc.is_object()) return "{}";
   if (doc.contains("identity") && doc["identity"].is_object()) doc["identity"]["id"] = local_id;
+  if (doc.contains("tokenizer") && doc["tokenizer"].is_string()) {
+    doc["tokenizer"] = registry.ShownTokenizer(doc["tokenizer"].get<std::string>());
+  }
   doc.erase("store_path");
   if (doc.contains("endpoint") && doc["endpoint"].is_object()) {
     for (const char* key : {"base_url", "api_key_env", "deployment_secret_env"}) {
@@ -400,7 +409,11 @@ grpc::Status ContextServiceImpl::CreateAgent(grpc::ServerContext* context,
       config = registry_->DefaultConfig(t, id);
       const v1::AgentSpec& spec = request->spec();
       if (!spec.model().empty()) config.render.model = spec.model();
-      if (!spec.tokenizer().empty()) config.tokenizer = spec.tokenizer();
+      if (!spec.tokenizer().empty()) {
+        StatusOr<std::string> tokenizer = registry_->ResolveTokenizer(spec.tokenizer());
+        if (!tokenizer.ok()) return InvalidArgumentError("spec." + tokenizer.status().message());
+        config.tokenizer = std::move(tokenizer).value();
+      }
       if (!spec.chat_template().empty()) config.chat_template = spec.chat_template();
       STRATA_RETURN_IF_ERROR(RequireNonNegative(spec.window(), "spec.window"));
       if (spec.window() > 0) config.budget.window = spec.window();
@@ -424,7 +437,7 @@ grpc::Status ContextServiceImpl::CreateAgent(grpc::ServerContext* context,
     }
     if (hooks_.on_agents) hooks_.on_agents(t.name, registry_->AgentCount(t));
     response->set_agent_id(id);
-    response->set_config_json(ClientConfigJson(lease.agent(), id));
+    response->set_config_json(ClientConfigJson(*registry_, lease.agent(), id));
     StatusOr<StoredAgent> info = registry_->store().GetAgent(lease.stored_id());
     if (info.ok()) FillInfo(*info, id, response);
     return Status::Ok();
@@ -438,7 +451,7 @@ grpc::Status ContextServiceImpl::OpenAgent(grpc::ServerContext* context,
   return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
     STRATA_ASSIGN_OR_RETURN(StoredAgent info, registry_->store().GetAgent(lease.stored_id()));
     FillInfo(info, lease.id(), response);
-    response->set_config_json(ClientConfigJson(lease.agent(), lease.id()));
+    response->set_config_json(ClientConfigJson(*registry_, lease.agent(), lease.id()));
     return Status::Ok();
   });
 }
@@ -757,7 +770,7 @@ grpc::Status ContextServiceImpl::Fork(grpc::ServerContext* context, const v1::Fo
     response->set_agent_id(child_lease.id());
     response->set_parent_id(lease.id());
     response->set_task_segment_id(task_segment);
-    response->set_config_json(ClientConfigJson(child_lease.agent(), child_lease.id()));
+    response->set_config_json(ClientConfigJson(*registry_, child_lease.agent(), child_lease.id()));
     StatusOr<StoredAgent> info = registry_->store().GetAgent(child_lease.stored_id());
     if (info.ok()) FillInfo(*info, child_lease.id(), response);
     return Status::Ok();

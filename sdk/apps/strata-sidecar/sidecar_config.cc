@@ -11,6 +11,9 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/json_text.h"
+#include "strata/agent.h"
+
 namespace strata::sidecar {
 namespace {
 
@@ -51,11 +54,16 @@ class ObjectReader {
     *out = v->get<bool>();
     return Status::Ok();
   }
-  Status Int(const std::string& key, int64_t* out, int64_t min = 0) {
+  // An integer from `min` to `max` (docs/sidecar.md "Configuration" lists each key's range).
+  Status Int(const std::string& key, int64_t* out, int64_t min, int64_t max) {
     const json* v = Get(key);
     if (v == nullptr) return Status::Ok();
-    if (!v->is_number_integer() || v->get<int64_t>() < min) {
-      std::string expected = "an integer >= " + std::to_string(min);
+    // An unsigned value above INT64_MAX reads as negative: is_number_unsigned catches it.
+    const bool fits = v->is_number_integer() &&
+                      !(v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX});
+    if (!fits || v->get<int64_t>() < min || v->get<int64_t>() > max) {
+      std::string expected =
+          "an integer from " + std::to_string(min) + " to " + std::to_string(max);
       return TypeError(Path(key), expected.c_str(), *v);
     }
     *out = v->get<int64_t>();
@@ -82,10 +90,13 @@ class ObjectReader {
 Status ParseLimits(const json& value, const std::string& path, TenantLimits* limits) {
   if (!value.is_object()) return TypeError(path, "an object", value);
   ObjectReader r(value, path);
-  STRATA_RETURN_IF_ERROR(r.Int("max_agents", &limits->max_agents));
-  STRATA_RETURN_IF_ERROR(r.Int("max_concurrent_completions", &limits->max_concurrent_completions));
-  STRATA_RETURN_IF_ERROR(r.Int("max_concurrent_calls", &limits->max_concurrent_calls));
-  STRATA_RETURN_IF_ERROR(r.Int("max_request_bytes", &limits->max_request_bytes, 1));
+  STRATA_RETURN_IF_ERROR(r.Int("max_agents", &limits->max_agents, 0, kMaxAgentsLimit));
+  STRATA_RETURN_IF_ERROR(r.Int("max_concurrent_completions", &limits->max_concurrent_completions, 0,
+                               kMaxCompletionsLimit));
+  STRATA_RETURN_IF_ERROR(
+      r.Int("max_concurrent_calls", &limits->max_concurrent_calls, 0, kMaxCallsLimit));
+  STRATA_RETURN_IF_ERROR(
+      r.Int("max_request_bytes", &limits->max_request_bytes, 1, kMaxRequestBytesLimit));
   return r.Finish();
 }
 
@@ -213,6 +224,9 @@ Status CheckWaitLimits(const SidecarConfig& c) {
 }  // namespace
 
 StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
+  // Printing or copying a value recurses once per level: a hostile nesting would overflow the
+  // stack.
+  STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(json_text, "the configuration"));
   json root = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return InvalidArgumentError("the configuration is not valid JSON");
@@ -231,16 +245,24 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.String("backend", &c.backend));
   STRATA_RETURN_IF_ERROR(r.String("upstream_api_key_env", &c.upstream_api_key_env));
   STRATA_RETURN_IF_ERROR(r.String("tokenizer", &c.tokenizer));
+  if (const json* tokenizers = r.Get("tokenizers")) {
+    if (!tokenizers->is_object()) return TypeError("tokenizers", "an object", *tokenizers);
+    for (auto it = tokenizers->begin(); it != tokenizers->end(); ++it) {
+      if (!it->is_string()) return TypeError("tokenizers." + it.key(), "a spec string", *it);
+      c.tokenizers[it.key()] = it->get<std::string>();
+    }
+  }
   STRATA_RETURN_IF_ERROR(r.String("template", &c.chat_template));
-  STRATA_RETURN_IF_ERROR(r.Int("budget", &c.budget));
+  STRATA_RETURN_IF_ERROR(r.Int("budget", &c.budget, 0, kMaxAgentWindowTokens));
   STRATA_RETURN_IF_ERROR(r.Bool("allow_unauthenticated", &c.allow_unauthenticated));
-  STRATA_RETURN_IF_ERROR(r.Int("drain_timeout_ms", &c.drain_timeout_ms));
-  STRATA_RETURN_IF_ERROR(r.Int("max_threads", &c.max_threads, 2));
-  STRATA_RETURN_IF_ERROR(r.Int("max_open_agents", &c.max_open_agents));
-  STRATA_RETURN_IF_ERROR(r.Int("lease_wait_ms", &c.lease_wait_ms));
-  STRATA_RETURN_IF_ERROR(r.Int("http_head_timeout_ms", &c.http_head_timeout_ms, 1));
-  STRATA_RETURN_IF_ERROR(
-      r.Int("http_max_connections_per_client", &c.http_max_connections_per_client));
+  STRATA_RETURN_IF_ERROR(r.Bool("allow_core_dumps", &c.allow_core_dumps));
+  STRATA_RETURN_IF_ERROR(r.Int("drain_timeout_ms", &c.drain_timeout_ms, 0, kMaxDrainTimeoutMs));
+  STRATA_RETURN_IF_ERROR(r.Int("max_threads", &c.max_threads, 2, kMaxThreadsLimit));
+  STRATA_RETURN_IF_ERROR(r.Int("max_open_agents", &c.max_open_agents, 0, kMaxAgentsLimit));
+  STRATA_RETURN_IF_ERROR(r.Int("lease_wait_ms", &c.lease_wait_ms, 0, kMaxWaitMs));
+  STRATA_RETURN_IF_ERROR(r.Int("http_head_timeout_ms", &c.http_head_timeout_ms, 1, 600000));
+  STRATA_RETURN_IF_ERROR(r.Int("http_max_connections_per_client",
+                               &c.http_max_connections_per_client, 0, kMaxConnectionsLimit));
   if (const json* tls = r.Get("tls")) STRATA_RETURN_IF_ERROR(ParseTls(*tls, "tls", &c.tls));
   if (const json* limits = r.Get("default_limits")) {
     STRATA_RETURN_IF_ERROR(ParseLimits(*limits, "default_limits", &c.default_limits));
@@ -369,9 +391,16 @@ Status ValidateSidecarConfig(const SidecarConfig& c) {
     if (!in) return NotFoundError(std::string(key) + ": cannot read " + *file);
   }
   if (c.tls.enabled()) STRATA_RETURN_IF_ERROR(CheckTlsFiles(c.tls));
-  if (c.drain_timeout_ms > 3600000) {
-    return InvalidArgumentError("drain_timeout_ms: " + std::to_string(c.drain_timeout_ms) +
-                                " is above one hour");
+  // Flags bypass the file's ranges: the same ones, checked again.
+  if (c.drain_timeout_ms < 0 || c.drain_timeout_ms > kMaxDrainTimeoutMs) {
+    return InvalidArgumentError(
+        "drain_timeout_ms (--drain-timeout-ms): " + std::to_string(c.drain_timeout_ms) +
+        " is out of range: use 0 to " + std::to_string(kMaxDrainTimeoutMs) + " (one hour)");
+  }
+  if (c.budget < 0 || c.budget > kMaxAgentWindowTokens) {
+    return InvalidArgumentError("budget (--budget): " + std::to_string(c.budget) +
+                                " is out of range: use 0 to " +
+                                std::to_string(kMaxAgentWindowTokens) + " tokens");
   }
   return CheckWaitLimits(c);
 }

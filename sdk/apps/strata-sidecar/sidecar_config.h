@@ -8,6 +8,7 @@
 #define STRATA_APPS_STRATA_SIDECAR_SIDECAR_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -18,6 +19,21 @@
 #include "strata/store.h"
 
 namespace strata::sidecar {
+
+// The ranges of the configuration's integers (an integer outside is refused naming the key, the
+// value and the range): max_agents and max_open_agents 0 to 10,000,000; max_concurrent_completions
+// 0 to 100,000; max_request_bytes 1 to 1 GiB; max_threads 2 to 4096; drain_timeout_ms 0 to one hour;
+// budget 0 to strata::kMaxAgentWindowTokens.
+inline constexpr int64_t kMaxAgentsLimit = 10000000;
+inline constexpr int64_t kMaxCompletionsLimit = 100000;
+inline constexpr int64_t kMaxRequestBytesLimit = int64_t{1} << 30;
+inline constexpr int64_t kMaxThreadsLimit = 4096;
+inline constexpr int64_t kMaxDrainTimeoutMs = 3600000;
+// max_concurrent_calls 0 to 100,000; lease_wait_ms 0 to one hour; http_head_timeout_ms 1 ms to ten
+// minutes; http_max_connections_per_client 0 to 1,000,000.
+inline constexpr int64_t kMaxCallsLimit = 100000;
+inline constexpr int64_t kMaxWaitMs = 3600000;
+inline constexpr int64_t kMaxConnectionsLimit = 1000000;
 
 // Limits of one tenant. 0 means "no limit" for max_agents, max_concurrent_completions and
 // max_concurrent_calls.
@@ -60,7 +76,11 @@ struct SidecarConfig {
   // The NAME of the environment variable holding the upstream API key ("" : none). The key is
   // read from the environment when an agent is created or opened and never logged or stored.
   std::string upstream_api_key_env;
-  std::string tokenizer = "estimate";  // default tokenizer spec of new agents
+  // Default tokenizer of new agents: a name of `tokenizers`, or a spec (--tokenizer).
+  std::string tokenizer = "estimate";
+  // The tokenizers tenants may name ("tokenizers": {"glm-5.3": "hf:/srv/glm/tokenizer.json"}):
+  // name -> spec. Tenants never give paths (tokenizer_allowlist.h).
+  std::map<std::string, std::string> tokenizers;
   std::string chat_template = "glm5";  // default chat template of new agents
   int64_t budget = 0;                  // default window of new agents in tokens; 0: 1,048,576
   TlsConfig tls;                       // applies to the gRPC listener and the HTTP listener
@@ -68,6 +88,10 @@ struct SidecarConfig {
   TenantLimits default_limits;         // limits of the "default" tenant when no tenants are set
   // Serve without tenants on a non-loopback address (refused otherwise).
   bool allow_unauthenticated = false;
+  // Keep core dumps ("allow_core_dumps", --allow-core-dumps). Default false: the sidecar sets
+  // RLIMIT_CORE 0 and PR_SET_DUMPABLE 0 at startup, since a core holds the upstream key and the
+  // bearer tokens presented.
+  bool allow_core_dumps = false;
   int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish
   int64_t max_threads = 64;          // gRPC handler threads at most
   // How long a call waits for an agent another call holds (a Complete holds its agent until its

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
@@ -24,7 +24,10 @@ struct TokensArgs {
 void Run(const TokensArgs& args) {
   StatusOr<std::unique_ptr<Tokenizer>> made = MakeTokenizer(args.tokenizer);
   if (!made.ok()) {
-    if (made.status().code() == StatusCode::kInvalidArgument && args.tokenizer.rfind("hf:", 0) != 0)
+    // A spec that names a file failed on the file (exit 1); any other is a usage error (exit 2).
+    const bool names_file =
+        args.tokenizer.rfind("hf:", 0) == 0 || args.tokenizer.rfind("spm:", 0) == 0;
+    if (made.status().code() == StatusCode::kInvalidArgument && !names_file)
       throw CLI::ValidationError("--tokenizer", made.status().message());
     throw CommandFailed{made.status().message()};
   }
@@ -47,7 +50,8 @@ void Run(const TokensArgs& args) {
     while (in) {
       in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
       const std::streamsize got = in.gcount();
-      if (got > 0) encoder.Append(std::string_view(chunk.data(), static_cast<size_t>(got)), ids_out);
+      if (got > 0)
+        encoder.Append(std::string_view(chunk.data(), static_cast<size_t>(got)), ids_out);
     }
     if (in.bad()) throw CommandFailed{"reading \"" + file + "\" failed"};
     const size_t tokens = encoder.Finish(ids_out);

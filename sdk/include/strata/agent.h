@@ -172,6 +172,24 @@ std::string AgentConfigToJson(const AgentConfig& config);
 // refused with INVALID_ARGUMENT naming the key path ("budget.trigger.fraction: expected a number").
 StatusOr<AgentConfig> AgentConfigFromJson(std::string_view json);
 
+// The ranges of AgentConfig's numbers (CheckAgentConfigRanges). budget.window, its reserves and
+// token limits, max_output_tokens, max_summary_tokens, max_segment_tokens: at most 2^30 tokens.
+inline constexpr int64_t kMaxAgentWindowTokens = int64_t{1} << 30;
+// endpoint.*_timeout_ms: 1 to 24 h; endpoint.deadline_ms: 0 (none) to 24 h. Far below where a
+// deadline computed in microseconds could overflow.
+inline constexpr int64_t kMaxAgentTimeoutMs = 24 * 3600 * 1000;
+// policy.keep_turns, keep_tool_results, last_n, hygiene.min_repeat_run, recall.protect_turns.
+inline constexpr size_t kMaxAgentCount = 1000000;
+// message_overhead_tokens: 0 to 1024.
+inline constexpr size_t kMaxMessageOverheadTokens = 1024;
+
+// INVALID_ARGUMENT naming the key, the value and its range for a number of `config` outside the
+// ranges above and: endpoint.max_attempts 1 to kMaxRetryAttempts (strata/transport.h);
+// cache.block_tokens 1 to 65536, cache.bytes_per_token 1 to 64, cache.capacity_blocks 0 to 2^32;
+// fractions (trigger, target, head_share, max_share_of_target) 0 to 1; budget reserves and token
+// limits 0 to budget.window. AgentConfigFromJson refuses what this refuses.
+Status CheckAgentConfigRanges(const AgentConfig& config);
+
 // The budget `config` gives: unset reserves scaled to the window, then Budget::Validate(). A set
 // reserve that leaves no usable input is refused naming the reserve and how much to lower it.
 StatusOr<Budget> ResolveBudget(const AgentBudgetConfig& config);

@@ -46,9 +46,16 @@
 
 namespace strata {
 
-// Creates the tokenizer named by `spec` (see above). Errors: INVALID_ARGUMENT for a malformed spec
-// or an unsupported tokenizer.json component (the message names it), NOT_FOUND for a missing file,
-// DATA_LOSS for an unreadable or corrupt file.
+// The largest tokenizer file (hf: or spm:) MakeTokenizer reads: 64 MiB. Published tokenizer.json
+// files are far below it (Qwen3's 11 MB, Gemma 3's 33 MB); a larger file is refused before it is
+// read.
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{64} << 20;
+
+// Creates the tokenizer named by `spec` (see above). Errors: INVALID_ARGUMENT for a malformed spec,
+// an unsupported tokenizer.json component (the message names it), a file that is not a regular
+// file (a FIFO, a device such as /dev/zero, a directory: refused without reading or waiting) or
+// one above kMaxTokenizerFileBytes; NOT_FOUND for a missing file, DATA_LOSS for an unreadable or
+// corrupt file.
 StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec);
 
 // A Hugging Face tokenizer.json given as text; `name` becomes part of Name() ("hf-bpe:<name>").

@@ -168,9 +168,13 @@ struct CallOptions {
   DegradationHandler* degradation = nullptr;
 };
 
+// The most attempts one call makes, whatever RetryPolicy::max_attempts says: a server answering
+// 429 with Retry-After: 0 gets at most this many requests per call.
+inline constexpr int kMaxRetryAttempts = 10;
+
 // When and how long a transport waits before sending a failed request again.
 struct RetryPolicy {
-  // Attempts in total (1 = no retry). Default 4.
+  // Attempts in total (1 = no retry), at most kMaxRetryAttempts. Default 4.
   int max_attempts = 4;
   // Backoff before retry n (n = 1, 2, ...) is min(max_backoff, initial_backoff * 2^(n-1)), of which
   // a random half is jitter: delay = d/2 + U[0,1) * d/2. Defaults 200 ms and 10 s.
@@ -178,6 +182,9 @@ struct RetryPolicy {
   std::chrono::milliseconds max_backoff{10000};
   // A server's Retry-After (seconds) replaces the backoff, capped at this. Default 60 s.
   std::chrono::milliseconds max_retry_after{60000};
+  // The waits between the attempts of one call add up to at most this; a retry that would exceed
+  // it is not made (the last error is returned, saying so). Default 5 min.
+  std::chrono::milliseconds max_total_retry_wait{300000};
   // Retry on connection failures, 429 and 500/502/503/504. Never after the first byte of a
   // successful (2xx) response body: a broken stream is returned, not re-sent. Default true.
   bool retry_enabled = true;

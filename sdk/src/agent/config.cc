@@ -1,10 +1,14 @@
 // AgentConfig <-> JSON (strict: unknown keys and wrong types are refused with their key path) and
 // the budget an agent configuration gives.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 
+#include "core/json_text.h"
 #include "strata/agent.h"
 
 namespace strata {
@@ -88,6 +92,10 @@ class ObjectReader {
   Status Int32(const char* key, int* out) {
     int64_t value = *out;
     STRATA_RETURN_IF_ERROR(Int(key, &value));
+    if (value < INT32_MIN || value > INT32_MAX) {
+      return InvalidArgumentError(Where(key) + std::to_string(value) +
+                                  " does not fit a 32-bit integer");
+    }
     *out = static_cast<int>(value);
     return Status::Ok();
   }
@@ -197,7 +205,88 @@ Status ReadPolicy(ObjectReader& o, AgentPolicyConfig* p) {
   return o.Size("last_n", &p->last_n);
 }
 
+// INVALID_ARGUMENT naming the key, the value and the range when `value` is outside [min, max].
+template <typename T>
+Status InRange(const char* key, T value, T min, T max, const char* why = "") {
+  if (value >= min && value <= max) return Status::Ok();
+  return InvalidArgumentError(std::string(key) + " = " + std::to_string(value) +
+                              " is out of range: use " + std::to_string(min) + " to " +
+                              std::to_string(max) + why);
+}
+
+Status InRange(const char* key, double value, double min, double max) {
+  if (std::isfinite(value) && value >= min && value <= max) return Status::Ok();
+  std::ostringstream message;
+  message << key << " = " << value << " is out of range: use " << min << " to " << max;
+  return InvalidArgumentError(message.str());
+}
+
+Status CheckBudgetRanges(const AgentBudgetConfig& b) {
+  STRATA_RETURN_IF_ERROR(InRange<int64_t>("budget.window", b.window, 1, kMaxAgentWindowTokens));
+  for (const auto& [key, reserve] : {std::pair<const char*, const std::optional<int64_t>*>{
+                                         "budget.reserve_output", &b.reserve_output},
+                                     {"budget.reserve_reasoning", &b.reserve_reasoning},
+                                     {"budget.reserve_headroom", &b.reserve_headroom}}) {
+    if (*reserve) STRATA_RETURN_IF_ERROR(InRange<int64_t>(key, **reserve, 0, b.window));
+  }
+  for (const auto& [key, limit] :
+       {std::pair<const char*, const BudgetLimit*>{"budget.trigger", &b.trigger},
+        {"budget.target", &b.target}}) {
+    if (limit->kind == BudgetLimit::Kind::kTokens) {
+      STRATA_RETURN_IF_ERROR(InRange<int64_t>(key, limit->tokens, 0, b.window));
+    } else {
+      STRATA_RETURN_IF_ERROR(InRange(key, limit->fraction, 0.0, 1.0));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckEndpointRanges(const AgentEndpointConfig& e) {
+  STRATA_RETURN_IF_ERROR(InRange<int64_t>("endpoint.max_output_tokens", e.max_output_tokens, 0,
+                                          kMaxAgentWindowTokens));
+  STRATA_RETURN_IF_ERROR(
+      InRange<int64_t>("endpoint.deadline_ms", e.deadline_ms, 0, kMaxAgentTimeoutMs));
+  for (const auto& [key, value] :
+       {std::pair<const char*, int64_t>{"endpoint.connect_timeout_ms", e.connect_timeout_ms},
+        {"endpoint.first_byte_timeout_ms", e.first_byte_timeout_ms},
+        {"endpoint.idle_timeout_ms", e.idle_timeout_ms},
+        {"endpoint.total_timeout_ms", e.total_timeout_ms}}) {
+    STRATA_RETURN_IF_ERROR(InRange<int64_t>(key, value, 1, kMaxAgentTimeoutMs));
+  }
+  return InRange<int64_t>("endpoint.max_attempts", e.max_attempts, 1, kMaxRetryAttempts,
+                          " (attempts in total, retries included)");
+}
+
 }  // namespace
+
+Status CheckAgentConfigRanges(const AgentConfig& c) {
+  STRATA_RETURN_IF_ERROR(CheckBudgetRanges(c.budget));
+  const size_t max_window = static_cast<size_t>(kMaxAgentWindowTokens);
+  const AgentPolicyConfig& p = c.policy;
+  STRATA_RETURN_IF_ERROR(InRange<size_t>("policy.keep_turns", p.keep_turns, 0, kMaxAgentCount));
+  STRATA_RETURN_IF_ERROR(
+      InRange<size_t>("policy.keep_tool_results", p.keep_tool_results, 0, kMaxAgentCount));
+  STRATA_RETURN_IF_ERROR(
+      InRange<size_t>("policy.max_summary_tokens", p.max_summary_tokens, 0, max_window));
+  STRATA_RETURN_IF_ERROR(InRange<size_t>("policy.last_n", p.last_n, 0, kMaxAgentCount));
+  const HygieneOptions& h = c.hygiene;
+  STRATA_RETURN_IF_ERROR(
+      InRange<size_t>("hygiene.max_segment_tokens", h.max_segment_tokens, 0, max_window));
+  STRATA_RETURN_IF_ERROR(InRange("hygiene.head_share", h.head_share, 0.0, 1.0));
+  STRATA_RETURN_IF_ERROR(
+      InRange<size_t>("hygiene.min_repeat_run", h.min_repeat_run, 0, kMaxAgentCount));
+  STRATA_RETURN_IF_ERROR(InRange<size_t>("hygiene.min_bytes", h.min_bytes, 0, max_window));
+  STRATA_RETURN_IF_ERROR(InRange<size_t>("message_overhead_tokens", c.message_overhead_tokens, 0,
+                                         kMaxMessageOverheadTokens));
+  STRATA_RETURN_IF_ERROR(CheckEndpointRanges(c.endpoint));
+  STRATA_RETURN_IF_ERROR(InRange<size_t>("cache.block_tokens", c.cache.block_tokens, 1, 65536));
+  STRATA_RETURN_IF_ERROR(InRange<size_t>("cache.bytes_per_token", c.cache.bytes_per_token, 1, 64));
+  STRATA_RETURN_IF_ERROR(
+      InRange<size_t>("cache.capacity_blocks", c.cache.capacity_blocks, 0, size_t{1} << 32));
+  STRATA_RETURN_IF_ERROR(
+      InRange("recall.max_share_of_target", c.recall.max_share_of_target, 0.0, 1.0));
+  return InRange<int64_t>("recall.protect_turns", c.recall.protect_turns, 0, kMaxAgentCount);
+}
 
 std::string AgentConfigToJson(const AgentConfig& c) {
   json j;
@@ -273,6 +362,8 @@ std::string AgentConfigToJson(const AgentConfig& c) {
 }
 
 StatusOr<AgentConfig> AgentConfigFromJson(std::string_view text) {
+  // Printing a value in a message recurses once per level: refuse a hostile nesting first.
+  STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(text, "agent configuration"));
   json root = json::parse(text.begin(), text.end(), nullptr, false);
   if (root.is_discarded()) {
     return InvalidArgumentError("agent configuration is not valid JSON: " +
@@ -356,6 +447,7 @@ StatusOr<AgentConfig> AgentConfigFromJson(std::string_view text) {
   }));
   STRATA_RETURN_IF_ERROR(r.String("store_path", &c.store_path));
   STRATA_RETURN_IF_ERROR(r.Finish());
+  STRATA_RETURN_IF_ERROR(CheckAgentConfigRanges(c));
   return c;
 }
 

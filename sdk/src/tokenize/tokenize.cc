@@ -1,15 +1,15 @@
 // MakeTokenizer: parses a tokenizer spec and builds the tokenizer it names.
-#include "strata/tokenizer_spec.h"
-
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
 
 namespace strata {
@@ -28,16 +28,62 @@ std::string Sha256Hex(std::string_view data) {
   return out;
 }
 
+namespace {
+
+// "a FIFO", "a directory", ...: what a non-regular file is, for the message.
+const char* FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status TooLarge(const std::string& path, uint64_t size) {
+  return InvalidArgumentError("\"" + path + "\" is " + std::to_string(size) +
+                              " bytes, above the limit of tokenizer files (" +
+                              std::to_string(kMaxTokenizerFileBytes) +
+                              " bytes, strata::kMaxTokenizerFileBytes): is it a tokenizer?");
+}
+
+}  // namespace
+
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. Only a regular file
+  // is read, so nothing below can block on a pipe or read a device without end.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
     return NotFoundError("cannot open \"" + path + "\": " + std::strerror(errno) +
                          " (check the path in the tokenizer spec)");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLossError("error reading \"" + path + "\"");
-  return ss.str();
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    return DataLossError("cannot stat \"" + path + "\": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgumentError("\"" + path + "\" is " + FileKind(st.st_mode) +
+                                ", not a regular file: a tokenizer spec names a file");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > kMaxTokenizerFileBytes) return TooLarge(path, size);
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(size));
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return DataLossError("error reading \"" + path + "\": " + std::strerror(errno));
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+    // The file may grow while it is read.
+    if (bytes.size() > kMaxTokenizerFileBytes) return TooLarge(path, bytes.size());
+  }
+  return bytes;
 }
 
 }  // namespace tokenize_internal
@@ -107,8 +153,9 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
     if (parsed && errno == 0 && ratio >= kMinBytesPerToken && ratio <= kMaxBytesPerToken)
       return MakeEstimateTokenizer(ratio);
     if (parsed && (errno == ERANGE || std::isfinite(ratio)))
-      return InvalidArgumentError("tokenizer spec \"" + std::string(spec) + "\": " + arg +
-                                  " bytes per token is outside the range strata accepts (0.5 to 64)");
+      return InvalidArgumentError(
+          "tokenizer spec \"" + std::string(spec) + "\": " + arg +
+          " bytes per token is outside the range strata accepts (0.5 to 64)");
     std::string families;
     for (const EstimateFamily& f : EstimateFamilies())
       families += (families.empty() ? "" : ", ") + f.name;

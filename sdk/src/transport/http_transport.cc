@@ -231,7 +231,11 @@ class HttpTransport : public Transport {
     const double start_ms = SteadyMillis();
     auto budget = call.deadline.count() > 0 ? call.deadline : options_.timeouts.total;
     const int64_t end_us = start_us + std::chrono::duration_cast<std::chrono::microseconds>(budget).count();
-    const int max_attempts = options_.retry.retry_enabled ? std::max(1, options_.retry.max_attempts) : 1;
+    const int max_attempts =
+        options_.retry.retry_enabled ? std::clamp(options_.retry.max_attempts, 1, kMaxRetryAttempts) : 1;
+    const int64_t max_total_wait_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(options_.retry.max_total_retry_wait).count();
+    int64_t waited_us = 0;  // backoff of this call so far
     Status last;
     for (int attempt = 1;; ++attempt) {
       response->attempts = attempt;
@@ -261,6 +265,12 @@ class HttpTransport : public Transport {
         return Status(last.code(), last.message() + " (no time left for retry " +
                                        std::to_string(attempt) + " within the deadline)");
       }
+      if (waited_us + delay > max_total_wait_us) {
+        return Status(last.code(), last.message() + " (after " + std::to_string(attempt) +
+                                       " attempts: retry " + std::to_string(attempt) +
+                                       " would wait beyond max_total_retry_wait)");
+      }
+      waited_us += delay;
       if (call.cancel != nullptr && call.cancel->cancelled()) return CancelledError("call cancelled");
       if (call.cancel == nullptr) {
         clock_->SleepForMicros(delay);

@@ -182,8 +182,13 @@ class GrpcTransport : public Transport {
     const auto budget = call.deadline.count() > 0 ? call.deadline : options_.timeouts.total;
     const int64_t end_us =
         start_us + std::chrono::duration_cast<std::chrono::microseconds>(budget).count();
-    const int max_attempts =
-        options_.retry.retry_enabled ? std::max(1, options_.retry.max_attempts) : 1;
+    const int max_attempts = options_.retry.retry_enabled
+                                 ? std::clamp(options_.retry.max_attempts, 1, kMaxRetryAttempts)
+                                 : 1;
+    const int64_t max_total_wait_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(options_.retry.max_total_retry_wait)
+            .count();
+    int64_t waited_us = 0;  // backoff of this call so far
     for (int attempt = 1;; ++attempt) {
       response->attempts = attempt;
       const int64_t remaining_ms = (end_us - clock_->NowMicros()) / 1000;
@@ -204,6 +209,12 @@ class GrpcTransport : public Transport {
         return Status(last.code(), last.message() + " (no time left for retry " +
                                        std::to_string(attempt) + " within the deadline)");
       }
+      if (waited_us + delay > max_total_wait_us) {
+        return Status(last.code(), last.message() + " (after " + std::to_string(attempt) +
+                                       " attempts: retry " + std::to_string(attempt) +
+                                       " would wait beyond max_total_retry_wait)");
+      }
+      waited_us += delay;
       // Slices, so that a cancellation during the backoff is honoured promptly.
       for (int64_t left = delay; left > 0; left -= 50000) {
         if (call.cancel != nullptr && call.cancel->cancelled())

@@ -234,6 +234,53 @@ TEST_CASE("Retry-After as an HTTP date sets the backoff, from the injected clock
   CHECK(clock.sleeps()[0] == 30000000);
 }
 
+TEST_CASE("429 with Retry-After: 0 gets at most kMaxRetryAttempts requests per call",
+          "[transport]") {
+  std::atomic<int> calls{0};
+  testing::FakeClock clock;
+  RawHttpServer server([&](int fd, const RawRequest&) {
+    ++calls;
+    RawHttpServer::Write(
+        fd, JsonResponse(429, R"({"error":{"message":"slow down","type":"x","code":429}})",
+                         "Retry-After: 0\r\n"));
+  });
+  HttpTransportOptions options;
+  options.base_url = server.base_url();
+  options.clock = &clock;
+  options.retry.max_attempts = 1000000;  // clamped
+  auto transport = MakeHttpTransport(options).value();
+  Response response;
+  Status status = transport->Send(kChatBody, CallOptions(), &response);
+  CHECK(status.code() == StatusCode::kResourceExhausted);
+  CHECK(response.attempts == kMaxRetryAttempts);
+  CHECK(calls.load() == kMaxRetryAttempts);
+  CHECK_THAT(status.message(), Catch::Contains("(after 10 attempts)"));
+}
+
+TEST_CASE("the waits between attempts stop at max_total_retry_wait", "[transport]") {
+  std::atomic<int> calls{0};
+  testing::FakeClock clock;
+  RawHttpServer server([&](int fd, const RawRequest&) {
+    ++calls;
+    RawHttpServer::Write(
+        fd, JsonResponse(429, R"({"error":{"message":"slow down","type":"x","code":429}})",
+                         "Retry-After: 40\r\n"));
+  });
+  HttpTransportOptions options;
+  options.base_url = server.base_url();
+  options.clock = &clock;
+  options.retry.max_attempts = 10;
+  options.retry.max_total_retry_wait = 100s;  // two waits of 40 s fit, a third does not
+  options.timeouts.total = 3600s;
+  auto transport = MakeHttpTransport(options).value();
+  Response response;
+  Status status = transport->Send(kChatBody, CallOptions(), &response);
+  CHECK(status.code() == StatusCode::kResourceExhausted);
+  CHECK(calls.load() == 3);
+  CHECK(clock.sleeps() == std::vector<int64_t>{40000000, 40000000});
+  CHECK_THAT(status.message(), Catch::Contains("would wait beyond max_total_retry_wait"));
+}
+
 // ---- Limits on what a broken or hostile server can make the client do ---------------------
 
 TEST_CASE("an SSE stream without blank-line separators is bounded by max_response_bytes",

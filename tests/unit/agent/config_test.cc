@@ -184,5 +184,73 @@ TEST_CASE("a set reserve that does not fit is refused naming it and by how much"
   CHECK(ResolveBudget(c).ok());
 }
 
+TEST_CASE("an AgentConfig nested 100k or 1M deep under a key is refused, not a crash",
+          "[agent][config]") {
+  for (size_t levels : {size_t{100000}, size_t{1000000}}) {
+    const std::string nested = std::string(levels, '[') + std::string(levels, ']');
+    for (const std::string& doc : {"{\"budget\": {\"window\": " + nested + "}}",
+                                   "{\"endpoint\": {\"max_attempts\": " + nested + "}}",
+                                   "{\"tokenizer\": " + nested + "}"}) {
+      StatusOr<AgentConfig> parsed = AgentConfigFromJson(doc);
+      REQUIRE_FALSE(parsed.ok());
+      CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(parsed.status().message(),
+                 Catch::StartsWith("agent configuration: JSON nested deeper than 512 levels"));
+    }
+  }
+}
+
+TEST_CASE("every number of an AgentConfig has a range, named with the key and the value",
+          "[agent][config]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"endpoint": {"max_attempts": 1000000}})",
+       "endpoint.max_attempts = 1000000 is out of range: use 1 to 10"},
+      {R"({"endpoint": {"max_attempts": -1}})", "endpoint.max_attempts = -1 is out of range"},
+      {R"({"endpoint": {"max_attempts": 0}})", "endpoint.max_attempts = 0 is out of range"},
+      {R"({"endpoint": {"max_attempts": 4294967297}})",
+       "endpoint.max_attempts: 4294967297 does not fit a 32-bit integer"},
+      {R"({"endpoint": {"total_timeout_ms": 9223372036854775807}})",
+       "endpoint.total_timeout_ms = 9223372036854775807 is out of range: use 1 to 86400000"},
+      {R"({"endpoint": {"first_byte_timeout_ms": 9223372036854775807}})",
+       "endpoint.first_byte_timeout_ms = 9223372036854775807 is out of range"},
+      {R"({"endpoint": {"connect_timeout_ms": 0}})", "endpoint.connect_timeout_ms = 0 is out of"},
+      {R"({"endpoint": {"idle_timeout_ms": -5}})", "endpoint.idle_timeout_ms = -5 is out of"},
+      {R"({"endpoint": {"deadline_ms": -1}})", "endpoint.deadline_ms = -1 is out of range"},
+      {R"({"endpoint": {"max_output_tokens": 9223372036854775807}})",
+       "endpoint.max_output_tokens = 9223372036854775807 is out of range: use 0 to 1073741824"},
+      {R"({"message_overhead_tokens": 9223372036854775807})",
+       "message_overhead_tokens = 9223372036854775807 is out of range: use 0 to 1024"},
+      {R"({"budget": {"window": 9223372036854775807}})", "budget.window = 9223372036854775807"},
+      {R"({"budget": {"window": 1000, "reserve_output": 1001}})",
+       "budget.reserve_output = 1001 is out of range: use 0 to 1000"},
+      {R"({"budget": {"window": 1000, "trigger": {"tokens": -1}}})",
+       "budget.trigger = -1 is out of range"},
+      {R"({"budget": {"trigger": {"fraction": 2.5}}})", "budget.trigger = 2.5 is out of range"},
+      {R"({"policy": {"keep_turns": 18446744073709551615}})",
+       "policy.keep_turns = 18446744073709551615 is out of range: use 0 to 1000000"},
+      {R"({"hygiene": {"head_share": -0.5}})", "hygiene.head_share = -0.5 is out of range"},
+      {R"({"cache": {"block_tokens": 0}})", "cache.block_tokens = 0 is out of range: use 1 to"},
+      {R"({"recall": {"protect_turns": -3}})", "recall.protect_turns = -3 is out of range"},
+      {R"({"recall": {"max_share_of_target": 7}})", "recall.max_share_of_target = 7 is out of"},
+  };
+  for (const auto& [doc, message] : cases) {
+    INFO(doc);
+    StatusOr<AgentConfig> parsed = AgentConfigFromJson(doc);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(parsed.status().message(), Catch::StartsWith(message));
+  }
+  // The limits themselves are accepted.
+  StatusOr<AgentConfig> edge = AgentConfigFromJson(
+      R"({"endpoint": {"max_attempts": 10, "total_timeout_ms": 86400000, "deadline_ms": 0},
+          "message_overhead_tokens": 1024})");
+  REQUIRE(edge.ok());
+  CHECK(CheckAgentConfigRanges(AgentConfig()).ok());
+  AgentConfig direct;
+  direct.endpoint.max_attempts = 11;
+  CHECK_THAT(CheckAgentConfigRanges(direct).message(),
+             Catch::StartsWith("endpoint.max_attempts = 11 is out of range"));
+}
+
 }  // namespace
 }  // namespace strata

@@ -1,11 +1,13 @@
 #include "registry.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -394,6 +396,104 @@ TEST_CASE("registry: agents complete through the injected transport", "[sidecar]
   StatusOr<std::vector<RequestRecord>> records = registry->store().RecentRequests("t/a", 10);
   REQUIRE(records.ok());
   CHECK(records->size() == 1);
+}
+
+TEST_CASE("registry: tenants name tokenizers from the operator's allow-list",
+          "[sidecar][registry][tokenizers]") {
+  const std::string path = TempStore("allowlist.db");
+  RegistryOptions options;
+  options.store_path = path;
+  options.upstream = "http://127.0.0.1:9/v1";
+  options.tokenizers = {{"fast", "estimate:3"}, {"glm", "hf:/srv/glm/tokenizer.json"}};
+  options.tokenizer = "fast";
+  StatusOr<std::unique_ptr<AgentRegistry>> opened = AgentRegistry::Open(options);
+  REQUIRE(opened.ok());
+  AgentRegistry& registry = **opened;
+  TenantConfig t = Tenant("t");
+  CHECK(registry.DefaultConfig(t, "a").tokenizer == "estimate:3");
+  StatusOr<AgentConfig> named = registry.AdoptClientConfig(t, "a", R"({"tokenizer": "fast"})");
+  REQUIRE(named.ok());
+  CHECK(named->tokenizer == "estimate:3");
+  REQUIRE(registry.Create(t, "a", *named).ok());
+  CHECK(registry.ShownTokenizer("hf:/srv/glm/tokenizer.json") == "glm");
+
+  // A readable file, a missing one and one only the sidecar's user may read (mode 0600) are
+  // refused alike: nothing tells them apart, no hash of their bytes.
+  const std::string secret = path + ".secret";
+  {
+    std::FILE* f = std::fopen(secret.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("{\"model\": {\"type\": \"BPE\"}}", f);
+    std::fclose(f);
+    REQUIRE(::chmod(secret.c_str(), 0600) == 0);
+  }
+  std::vector<std::string> messages;
+  for (const std::string file : {std::string("/etc/passwd"), std::string("/nonexistent/t.json"),
+                                 secret}) {
+    for (const std::string prefix : {"hf:", "spm:"}) {
+      const std::string spec = prefix + file;
+      StatusOr<AgentConfig> refused =
+          registry.AdoptClientConfig(t, "b", nlohmann::json{{"tokenizer", spec}}.dump());
+      REQUIRE_FALSE(refused.ok());
+      CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+      std::string message = refused.status().message();
+      message.replace(message.find(spec), spec.size(), "X");
+      messages.push_back(message);
+      StatusOr<std::string> resolved = registry.ResolveTokenizer(spec);
+      REQUIRE_FALSE(resolved.ok());
+      CHECK("config_json: " + resolved.status().message() == refused.status().message());
+    }
+  }
+  for (const std::string& m : messages) {
+    CHECK(m == "config_json: tokenizer \"X\" is not one of the allowed tokenizers: fast, glm (or "
+               "a spec that reads no file: estimate, estimate:BYTES_PER_TOKEN, estimate:FAMILY)");
+  }
+  std::remove(secret.c_str());
+  CHECK_FALSE(registry.Info(t, "b").ok());  // nothing was made
+}
+
+TEST_CASE("registry: a slow creation blocks no other tenant's create or delete [concurrency]",
+          "[sidecar][registry][concurrency]") {
+  const std::string path = TempStore("slow-create.db");
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  RegistryOptions options;
+  options.store_path = path;
+  options.upstream = "http://127.0.0.1:9/v1";
+  options.before_create = [&](const std::string& stored_id) {
+    if (stored_id != "slow/a") return;
+    entered.set_value();
+    released.wait();  // a tokenizer file that takes long to read
+  };
+  StatusOr<std::unique_ptr<AgentRegistry>> opened = AgentRegistry::Open(options);
+  REQUIRE(opened.ok());
+  AgentRegistry& registry = **opened;
+  TenantConfig slow = Tenant("slow", /*max_agents=*/1);
+  TenantConfig other = Tenant("other");
+  Status slow_created;
+  std::thread creating([&] {
+    slow_created = registry.Create(slow, "a", registry.DefaultConfig(slow, "a")).status();
+  });
+  entered.get_future().wait();
+  // The other tenant's calls finish while "slow/a" is still being made. A watchdog (not a timing
+  // assertion): if they wait for it, the test fails after a minute instead of hanging.
+  std::future<Status> others = std::async(std::launch::async, [&]() -> Status {
+    STRATA_RETURN_IF_ERROR(registry.Create(other, "b", registry.DefaultConfig(other, "b")).status());
+    STRATA_RETURN_IF_ERROR(registry.Delete(other, "b"));
+    return registry.Create(other, "c", registry.DefaultConfig(other, "c")).status();
+  });
+  const bool finished = others.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  // The slow tenant's reserved slot counts against its max_agents while it is being made.
+  Status over_limit = registry.CheckCanAdd(slow);
+  release.set_value();
+  creating.join();
+  REQUIRE(finished);
+  CHECK(others.get().ok());
+  CHECK(over_limit.code() == StatusCode::kResourceExhausted);
+  CHECK(slow_created.ok());
+  CHECK(registry.AgentCount(slow) == 1);
+  CHECK(registry.AgentCount(other) == 1);
 }
 
 }  // namespace

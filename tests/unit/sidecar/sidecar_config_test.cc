@@ -102,8 +102,8 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
   const Case cases[] = {
       {"[1]", "(root): expected an object"},
       {"{\"grpc_listn\": \"x\"}", "grpc_listn: unknown key"},
-      {"{\"budget\": \"big\"}", "budget: expected an integer >= 0, got \"big\""},
-      {"{\"budget\": -1}", "budget: expected an integer >= 0"},
+      {"{\"budget\": \"big\"}", "budget: expected an integer from 0 to 1073741824, got \"big\""},
+      {"{\"budget\": -1}", "budget: expected an integer from 0 to 1073741824, got -1"},
       {"{\"tls\": {\"cert\": \"x\"}}", "tls.cert: unknown key"},
       {"{\"tenants\": {}}", "tenants: expected an array"},
       {"{\"tenants\": [{\"name\": \"a\", \"token_sha256\": [\"" + kHashA +
@@ -112,7 +112,7 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
       {"{\"tenants\": [{\"name\": \"a\", \"token_sha256\": [\"" + kHashA +
            "\"]}, {\"name\": \"b\", \"token_sha256\": [\"" + kHashB +
            "\"], \"limits\": {\"max_agents\": \"ten\"}}]}",
-       "tenants[1].limits.max_agents: expected an integer >= 0, got \"ten\""},
+       "tenants[1].limits.max_agents: expected an integer from 0 to 10000000, got \"ten\""},
       {"{\"tenants\": [{\"name\": \"a/b\", \"token_sha256\": [\"" + kHashA + "\"]}]}",
        "tenants[0].name: \"a/b\" is not a tenant name"},
       {"{\"tenants\": [{\"name\": \"a\"}]}", "tenants[0].token_sha256: a tenant needs"},
@@ -121,7 +121,7 @@ TEST_CASE("sidecar config: errors name the key path", "[sidecar][config]") {
       {"{\"pools\": {\"pools\": [{\"name\": \"s\", \"max_input_tokens\": \"many\"}]}}",
        "pools: \"pools[0].max_input_tokens\" must be a number"},
       {"{\"pools\": {\"ladders\": []}}", "pools: unknown key \"ladders\""},
-      {"{\"max_threads\": 1}", "max_threads: expected an integer >= 2"},
+      {"{\"max_threads\": 1}", "max_threads: expected an integer from 2 to 4096, got 1"},
       {"{\"metrics_token_sha256\": \"x\"}", "metrics_token_sha256: expected an array"},
       {"{\"metrics_token_sha256\": [\"short\"]}",
        "metrics_token_sha256[0]: expected the token's SHA-256"},
@@ -225,6 +225,84 @@ TEST_CASE("sidecar config: a file's errors name the file", "[sidecar][config]") 
   StatusOr<SidecarConfig> missing = LoadSidecarConfig(path);
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK_THAT(missing.status().message(), Catch::Contains(path));
+}
+
+std::string Nested(size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+
+TEST_CASE("sidecar config: a value nested 100k or 1M deep under a typed key is refused cleanly",
+          "[sidecar][config]") {
+  const std::string tenant_prefix =
+      "{\"tenants\": [{\"name\": \"a\", \"token_sha256\": [\"" + kHashA + "\"], \"limits\": ";
+  const std::string docs[] = {
+      "{\"budget\": " + Nested(100000) + "}",
+      "{\"budget\": " + Nested(1000000) + "}",
+      tenant_prefix + "{\"max_agents\": " + Nested(1000000) + "}}]}",
+      "{\"tls\": {\"cert_file\": " + Nested(100000) + "}}",
+      "{\"metrics\": {\"x\": " + Nested(100000) + "}}",
+      "{\"no_such_key\": " + Nested(1000000) + "}",
+  };
+  for (const std::string& doc : docs) {
+    INFO(doc.substr(0, 60));
+    StatusOr<SidecarConfig> parsed = ParseSidecarConfig(doc);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(parsed.status().message(),
+               Catch::StartsWith("the configuration: JSON nested deeper than 512 levels"));
+  }
+  // As deep as the limit still parses (and is then refused for its type).
+  StatusOr<SidecarConfig> deep = ParseSidecarConfig("{\"budget\": " + Nested(511) + "}");
+  REQUIRE_FALSE(deep.ok());
+  CHECK_THAT(deep.status().message(), Catch::StartsWith("budget: expected an integer"));
+}
+
+TEST_CASE("sidecar config: every integer has a range, named with the key and the value",
+          "[sidecar][config]") {
+  const std::string tenant =
+      "{\"tenants\": [{\"name\": \"a\", \"token_sha256\": [\"" + kHashA + "\"], \"limits\": ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"budget\": 9223372036854775807}",
+       "budget: expected an integer from 0 to 1073741824, got 9223372036854775807"},
+      {"{\"budget\": 18446744073709551615}", "budget: expected an integer from 0 to 1073741824"},
+      {"{\"drain_timeout_ms\": 3600001}", "drain_timeout_ms: expected an integer from 0 to 3600000"},
+      {"{\"max_threads\": 100000}", "max_threads: expected an integer from 2 to 4096"},
+      {"{\"max_open_agents\": -1}", "max_open_agents: expected an integer from 0 to 10000000"},
+      {tenant + "{\"max_concurrent_completions\": 1000001}}]}",
+       "tenants[0].limits.max_concurrent_completions: expected an integer from 0 to 100000"},
+      {tenant + "{\"max_request_bytes\": 0}}]}",
+       "tenants[0].limits.max_request_bytes: expected an integer from 1 to 1073741824, got 0"},
+      {"{\"default_limits\": {\"max_agents\": 10000001}}",
+       "default_limits.max_agents: expected an integer from 0 to 10000000"},
+  };
+  for (const auto& [doc, message] : cases) {
+    INFO(doc);
+    StatusOr<SidecarConfig> parsed = ParseSidecarConfig(doc);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK_THAT(parsed.status().message(), Catch::StartsWith(message));
+  }
+  // Flags go around the file's reader: Validate checks their ranges too.
+  SidecarConfig c;
+  c.budget = int64_t{1} << 40;
+  CHECK_THAT(ValidateSidecarConfig(c).message(),
+             Catch::StartsWith("budget (--budget): 1099511627776 is out of range"));
+  c.budget = 0;
+  c.drain_timeout_ms = 3600001;
+  CHECK_THAT(ValidateSidecarConfig(c).message(),
+             Catch::StartsWith("drain_timeout_ms (--drain-timeout-ms): 3600001 is out of range"));
+}
+
+TEST_CASE("sidecar config: the tokenizer allow-list and core dumps", "[sidecar][config]") {
+  StatusOr<SidecarConfig> c = ParseSidecarConfig(
+      R"({"tokenizers": {"glm-5.3": "hf:/srv/glm/tokenizer.json"}, "tokenizer": "glm-5.3",
+          "allow_core_dumps": true})");
+  REQUIRE(c.ok());
+  CHECK(c->tokenizers.at("glm-5.3") == "hf:/srv/glm/tokenizer.json");
+  CHECK(c->tokenizer == "glm-5.3");
+  CHECK(c->allow_core_dumps);
+  CHECK_FALSE(ParseSidecarConfig("{}")->allow_core_dumps);
+  CHECK_THAT(ParseSidecarConfig(R"({"tokenizers": {"a": 1}})").status().message(),
+             Catch::StartsWith("tokenizers.a: expected a spec string"));
+  CHECK_THAT(ParseSidecarConfig(R"({"tokenizers": []})").status().message(),
+             Catch::StartsWith("tokenizers: expected an object"));
 }
 
 }  // namespace
