@@ -14,6 +14,7 @@
 
 #include "agent/degradation.h"
 #include "agent/prompt_tokens.h"
+#include "core/utf8.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/isolation.h"
@@ -225,12 +226,9 @@ std::string JoinCauses(const std::vector<std::string>& causes) {
   return out.empty() ? "unknown" : out;
 }
 
-// Cuts `text` at a UTF-8 character boundary at or before `bytes`.
-size_t Utf8Floor(std::string_view text, size_t bytes) {
-  if (bytes >= text.size()) return text.size();
-  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
-  return bytes;
-}
+// Text is cut for pages, summaries and messages at a UTF-8 character boundary.
+using internal::Utf8Floor;
+using internal::Utf8Prefix;
 
 // Wraps the store's journal: changes go through unchanged except that a compaction's report is
 // left out, because the agent records one event per build with the exact counts the request had.
@@ -954,7 +952,7 @@ class Agent::Impl {
     std::string text;
     if (!args.is_object() || !args.contains("recall_id") || !args["recall_id"].is_string()) {
       text = "context_recall needs {\"recall_id\": \"r-...\"} (optional offset, max_tokens); got " +
-             call.arguments.substr(0, 200);
+             Utf8Prefix(call.arguments, 200);
       return context_->AppendToolResult({call.id, text, true});
     }
     std::string recall_id = args["recall_id"].get<std::string>();
