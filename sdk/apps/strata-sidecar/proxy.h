@@ -122,7 +122,8 @@ class Proxy {
   // X-Strata-Agent value ("" absent).
   HttpReply ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                             std::string_view body);
-  // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable).
+  // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable),
+  // except that the body never holds upstream_api_key (redacted) or invalid UTF-8 (replaced).
   // With model_upstreams: the models of every endpoint that answered, each id once (200), those
   // that failed named in X-Strata-Models-Unavailable; 502 when none answered.
   HttpReply Models();
