@@ -1,10 +1,12 @@
 // The chat templates on arbitrary request bodies: the first byte picks the template (GLM-5 with or
 // without the reasoning-effort line and the generation prompt, or the generic template); the rest is
 // the Chat Completions request JSON. Render, OverheadTokens and CountRequestTokens (estimator) must
-// either succeed or refuse with a reason, and agree with each other.
+// either succeed or refuse with a reason (valid UTF-8: a quote of the request must not cut a
+// character), and agree with each other.
 #include <memory>
 #include <string>
 
+#include "core/utf8.h"
 #include "fuzz_util.h"
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
@@ -25,6 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto rendered = chat_template->Render(request);
   if (!rendered.ok()) {
     STRATA_FUZZ_CHECK(!rendered.status().message().empty(), "a refused request without a reason");
+    STRATA_FUZZ_CHECK(strata::internal::IsValidUtf8(rendered.status().message()),
+                      "a refusal that is not valid UTF-8: " + rendered.status().message());
     return 0;
   }
   auto overhead = chat_template->OverheadTokens(request);

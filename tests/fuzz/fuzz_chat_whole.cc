@@ -1,9 +1,11 @@
 // Whole (non-streamed) answers and error bodies, as the transports read them: the first byte picks an
 // HTTP status, the rest is the body. Bodies of 2xx answers go to ChatAssembler::AddJson (a whole
 // chat.completion, or an error object with status 200); every body goes through StatusFromHttp and
-// ErrorMessageFromBody, which must name an error for any non-2xx status.
+// ErrorMessageFromBody, which must name an error for any non-2xx status. Every message is valid
+// UTF-8, whatever the body's bytes (a quote must not cut a character, stray bytes are replaced).
 #include <string>
 
+#include "core/utf8.h"
 #include "fuzz_util.h"
 #include "transport/chat_parser.h"
 
@@ -19,6 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ti::ChatAssembler assembler;
   strata::Status added = assembler.AddJson(body);
   STRATA_FUZZ_CHECK(added.ok() || !added.message().empty(), "a refused body without a reason");
+  STRATA_FUZZ_CHECK(strata::internal::IsValidUtf8(added.message()),
+                    "a refusal that is not valid UTF-8: " + added.message());
   strata::Response response;
   assembler.Finish(&response);
 
@@ -27,7 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     STRATA_FUZZ_CHECK(!status.ok(), "an HTTP error status mapped to OK");
     STRATA_FUZZ_CHECK(!status.message().empty(), "an HTTP error without a message");
   }
-  (void)ti::ErrorMessageFromBody(body);
+  STRATA_FUZZ_CHECK(strata::internal::IsValidUtf8(status.message()),
+                    "an HTTP error message that is not valid UTF-8: " + status.message());
+  STRATA_FUZZ_CHECK(strata::internal::IsValidUtf8(ti::ErrorMessageFromBody(body)),
+                    "an error body's message that is not valid UTF-8");
   // A Retry-After value (seconds or an HTTP date) read against a fixed "now": a delay of 0 or
   // more, or -1 for none.
   const double retry_after = ti::ParseRetryAfterSeconds(body.substr(0, 32), 1767225600);

@@ -5,7 +5,7 @@
 // (to a scripted transport that records the body instead of a network).
 // Invariants:
 //  - nothing throws (an exception would escape a connection thread);
-//  - a refusal is INVALID_ARGUMENT with a message, and its HTTP answer is a 400 whose OpenAI error
+//  - a refusal is INVALID_ARGUMENT with a message in valid UTF-8, and its HTTP answer is a 400 whose OpenAI error
 //    body parses and carries that message;
 //  - an accepted body is a JSON object nested at most 512 levels; every one of its fields is
 //    handled (model, messages, tools, stream, stream_options, n), forwarded with its value's JSON
@@ -20,8 +20,9 @@
 //  - the derived agent id passes the proxy's own agent-id check;
 //  - the turn: the tools are set or refused with a reason; reconciling the history into a new agent
 //    keeps nothing and appends every message; the completion is sent with every forwarded field
-//    (no agent refuses a field the proxy forwarded), and the body sent upstream is JSON carrying
-//    each forwarded value and none of the client's agent-owned fields' values.
+//    (no agent refuses a field the proxy forwarded; a refusal's message is valid UTF-8), and the
+//    body sent upstream is JSON carrying each forwarded value and none of the client's
+//    agent-owned fields' values.
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "core/json_text.h"
+#include "core/utf8.h"
 #include "fuzz_util.h"
 #include "proxy.h"
 #include "reconcile.h"
@@ -51,6 +53,8 @@ void CheckRefusal(const strata::Status& status) {
   STRATA_FUZZ_CHECK(status.code() == strata::StatusCode::kInvalidArgument,
                     "a body refused with " + status.ToString());
   STRATA_FUZZ_CHECK(!status.message().empty(), "a body refused without a reason");
+  STRATA_FUZZ_CHECK(strata::internal::IsValidUtf8(status.message()),
+                    "a refusal that is not valid UTF-8: " + status.message());
   const strata::sidecar::HttpReply reply = strata::sidecar::ErrorReply(status);
   STRATA_FUZZ_CHECK(reply.status == 400,
                     "a refused body answered with HTTP " + std::to_string(reply.status));
@@ -221,6 +225,9 @@ void RunTurn(const ChatRequest& request, const std::string& agent_id, const json
                           turn.status().message().find("extra field") == std::string::npos,
                       "the agent refused a forwarded field: " + turn.status().ToString());
     STRATA_FUZZ_CHECK(!turn.status().message().empty(), "a turn refused without a reason");
+    STRATA_FUZZ_CHECK(strata::internal::IsValidUtf8(turn.status().message()),
+                      "a turn refused with a message that is not valid UTF-8: " +
+                          turn.status().message());
     return;
   }
   const std::vector<std::string> sent = transport.bodies();

@@ -211,3 +211,19 @@ w('sidecar_config', 'out-of-range.json', '{"budget":9223372036854775807,"max_thr
 w('sidecar_config', 'nested-512-levels.json', '{"metrics":{"x":' + '[' * 511 + '1' + ']' * 511 + '}}')
 w('sidecar_config', 'nested-513-levels.json', '{"metrics":{"x":' + '[' * 512 + '1' + ']' * 512 + '}}')
 w('sidecar_config', 'regression-budget-nested-100k.json', '{"budget":' + '[' * 100000 + ']' * 100000 + '}')
+# --- sidecar_stream_error: a client body (made a streamed request) and, after "\n#upstream#\n",
+# how its turn fails upstream: the first byte picks raw status / HTTP error body / unparsable
+# answer / the key quoted (fuzz_sidecar_stream_error.cc); the crash inputs are regression-* files
+SEP = b'\n#upstream#\n'
+def stream_body(ms, **extra):
+    return json.dumps(dict({"model":"glm-5.3-flash","messages":ms,"stream":True}, **extra), ensure_ascii=False).encode()
+hi = [{"role":"user","content":"hi"}]
+w('sidecar_stream_error', 'success.json', stream_body(hi))
+w('sidecar_stream_error', 'success-with-usage.json', stream_body(hi, stream_options={"include_usage":True}))
+w('sidecar_stream_error', 'conversation-503.txt', stream_body(ends_answerable(convo[:6]), tools=tools) + SEP + b'\x00' + b'server error: overloaded')
+w('sidecar_stream_error', 'raw-invalid-status-message.txt', stream_body(hi) + SEP + b'\x00' + b'upstream said \xc3')
+w('sidecar_stream_error', 'key-quoted-in-401.txt', stream_body(hi) + SEP + b'\x05' + b'{"error":{"message":"Incorrect API key provided: Bearer sk-fuzz-upstream-key-7f3a","type":"invalid_request_error"}}')
+w('sidecar_stream_error', 'key-quoted-authorization-line.txt', stream_body(hi) + SEP + b'\x05' + b'you sent\nAuthorization: Bearer sk-fuzz-upstream-key-7f3a\n')
+w('sidecar_stream_error', 'key-quoted-raw.txt', stream_body(hi) + SEP + b'\x03' + 'é'.encode())
+w('sidecar_stream_error', 'not-an-object.txt', b'["x\xc3"]')
+w('sidecar_stream_error', 'tool-arguments-then-upstream-error.txt', stream_body(hi) + SEP + b'\x01' + b'{"error":{"message":"' + ('é' * 200).encode() + b'"}}')

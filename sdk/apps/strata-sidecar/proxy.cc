@@ -15,6 +15,8 @@
 #include <utility>
 
 #include "core/json_text.h"
+#include "core/utf8.h"
+#include "transport/redact.h"
 #include "json_body.h"
 #include "strata/transport.h"
 
@@ -22,6 +24,7 @@ namespace strata::sidecar {
 namespace {
 
 using json = nlohmann::json;
+using internal::DumpOutsideJson;
 
 // Request fields the proxy handles itself; every other one is forwarded upstream unchanged
 // (TurnOptions::extra_fields), except kAgentOwnedFields.
@@ -135,7 +138,9 @@ json AgentTools(const Agent& agent) {
   return tools;
 }
 
-std::string SseEvent(const json& data) { return "data: " + data.dump() + "\n\n"; }
+// Events carry outside text (the upstream's answer, quotes in error messages): dumped so that no
+// byte of it can throw inside the HTTP library's content provider.
+std::string SseEvent(const json& data) { return "data: " + DumpOutsideJson(data) + "\n\n"; }
 
 // Everything a streamed answer needs after the handler returned (the lease keeps the agent).
 struct StreamJob {
@@ -364,7 +369,7 @@ std::string OpenAiErrorJson(std::string_view message, std::string_view type,
                 {"type", std::string(type)},
                 {"param", nullptr},
                 {"code", code.empty() ? json(nullptr) : json(std::string(code))}};
-  return json{{"error", std::move(error)}}.dump();
+  return DumpOutsideJson(json{{"error", std::move(error)}});
 }
 
 HttpReply ErrorReply(const Status& status, bool upstream) {
@@ -530,9 +535,12 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
 
 HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                                  std::string_view body, const ClientWatch& watch) {
+  // The upstream's key is redacted from every error answered (the transport already does for its
+  // own; this covers any other text that quotes it).
   auto fail = [this, &tenant](const Status& status, bool upstream = false) {
     if (options_.on_error) options_.on_error(tenant.name, status.code());
-    return ErrorReply(status, upstream);
+    return ErrorReply(transport_internal::UpstreamStatus(status, {options_.upstream_api_key}),
+                      upstream);
   };
   StatusOr<ChatRequest> request = ParseChatRequest(body);
   if (!request.ok()) return fail(request.status());
@@ -563,7 +571,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
       error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
       return error;
     }
-    reply.body = CompletionJson(*job, *turn).dump();
+    reply.body = DumpOutsideJson(CompletionJson(*job, *turn));
     return reply;
   }
 
@@ -581,7 +589,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
     if (!turn.ok()) {
       if (options_.on_error) options_.on_error(job->tenant, turn.status().code());
-      chunks.Fail(turn.status());
+      chunks.Fail(transport_internal::UpstreamStatus(turn.status(), {options_.upstream_api_key}));
       return;
     }
     chunks.Finish(*turn);
@@ -612,7 +620,8 @@ StatusOr<HttpReply> GetModels(const std::string& url, const std::string& api_key
   }
   HttpReply reply;
   reply.status = result->status;
-  reply.body = result->body;
+  // Passed through, but never with the key (an upstream may quote it in a 401) or invalid UTF-8.
+  reply.body = internal::ToValidUtf8(transport_internal::Scrub(result->body, {api_key}));
   reply.content_type = result->get_header_value("Content-Type");
   if (reply.content_type.empty()) reply.content_type = "application/json";
   return reply;
@@ -665,7 +674,7 @@ HttpReply Proxy::Models() {
     return ErrorReply(UnavailableError("no pool endpoint answered GET /models: " + failures), true);
   }
   HttpReply reply;
-  reply.body = json{{"object", "list"}, {"data", std::move(data)}}.dump();
+  reply.body = DumpOutsideJson(json{{"object", "list"}, {"data", std::move(data)}});
   if (!failures.empty()) reply.headers.push_back({"X-Strata-Models-Unavailable", failures});
   return reply;
 }

@@ -124,7 +124,8 @@ class Proxy {
   // drain's CancelAll, when the client closes its connection (the HTTP server's ClientWatch).
   HttpReply ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                             std::string_view body, const ClientWatch& watch = {});
-  // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable).
+  // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable),
+  // except that the body never holds upstream_api_key (redacted) or invalid UTF-8 (replaced).
   // With model_upstreams: the models of every endpoint that answered, each id once (200), those
   // that failed named in X-Strata-Models-Unavailable; 502 when none answered.
   HttpReply Models();

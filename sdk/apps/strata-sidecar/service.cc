@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "core/utf8.h"
 #include "strata/client.h"
 
 namespace strata::sidecar {
@@ -52,13 +53,17 @@ void FillReport(const CompactionReport& r, v1::CompactionReport* out) {
   out->set_json(CompactionReportJson(r));
 }
 
+// A record's text fields may hold upstream text, and records stored before it was cleaned where it
+// enters may hold any bytes: a proto string must be valid UTF-8 (Python's protobuf refuses the
+// whole message otherwise), so they are sent through ToValidUtf8.
 void FillRecord(const RequestRecord& r, v1::RequestRecord* out) {
+  using internal::ToValidUtf8;
   out->set_agent_id(LocalOf(r.agent_id));
   out->set_request_id(r.request_id);
   out->set_pool(r.pool);
   // The upstream's address is the sidecar's (config views hide endpoint.base_url too).
   out->set_endpoint(r.endpoint.empty() ? "" : kHiddenEndpoint);
-  out->set_model(r.model);
+  out->set_model(ToValidUtf8(r.model));
   out->set_started_unix_ms(r.started_unix_ms);
   out->set_input_tokens(r.input_tokens);
   if (r.cached_tokens_reported) out->set_cached_tokens_reported(*r.cached_tokens_reported);
@@ -67,16 +72,16 @@ void FillRecord(const RequestRecord& r, v1::RequestRecord* out) {
   out->set_reasoning_tokens(r.reasoning_tokens);
   out->set_queue_wait_ms(r.queue_wait_ms);
   out->set_degradation(r.degradation);
-  out->set_degradation_notes(r.degradation_notes);
+  out->set_degradation_notes(ToValidUtf8(r.degradation_notes));
   out->set_ttft_ms(r.ttft_ms);
   out->set_decode_ms(r.decode_ms);
   out->set_total_ms(r.total_ms);
   out->set_kv_cache_bytes(r.kv_cache_bytes);
-  out->set_finish_reason(r.finish_reason);
+  out->set_finish_reason(ToValidUtf8(r.finish_reason));
   out->set_attempts(r.attempts);
   out->set_http_status(r.http_status);
   out->set_code(StatusCodeName(r.code));
-  out->set_error(r.error);
+  out->set_error(ToValidUtf8(r.error));
 }
 
 void FillGrowth(const GrowthPoint& g, v1::GrowthPoint* out) {
@@ -316,8 +321,9 @@ struct ContextServiceImpl::InFlight {
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  // The message may quote outside text; gRPC clients decode it as UTF-8.
   return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
-                      status.message());
+                      internal::ToValidUtf8(status.message()));
 }
 
 // One call: its authenticated tenant; reports errors to the hooks.
@@ -820,7 +826,7 @@ grpc::Status ContextServiceImpl::Records(grpc::ServerContext* context,
       bool digits =
           token.size() <= 12 && token.find_first_not_of("0123456789") == std::string::npos;
       if (!digits) {
-        return InvalidArgumentError("page_token \"" + token.substr(0, 40) +
+        return InvalidArgumentError("page_token \"" + internal::Utf8Prefix(token, 40, "") +
                                     "\" is not one this service returned (use next_page_token)");
       }
       offset = std::stoll(token);

@@ -376,7 +376,6 @@ void Run(const ReplayArgs& args, const ReplayBudgetArgs& budget_args,
     PrintReplaySummary(args, budget_args, counting, policy_name, totals, stats, summary);
     if (sender) sender->Print(args.trace);
   }
-  FlushStdout();
   if (sender && sender->failures() > 0) {
     throw CommandFailed{std::to_string(sender->failures()) + " of " + std::to_string(sender->turns()) +
                         " requests failed; first: " + sender->first_error()};

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/utf8.h"
 #include "strata/agent.h"
 
 namespace strata::cli {
@@ -48,7 +49,8 @@ std::string Resolve(const std::string& root, const std::string& relative) {
 std::string PathArgument(const std::string& arguments) {
   nlohmann::json args = nlohmann::json::parse(arguments, nullptr, false);
   if (!args.is_object() || !args.contains("path") || !args["path"].is_string()) {
-    throw std::runtime_error("expected {\"path\": \"...\"}, got " + arguments.substr(0, 100));
+    throw std::runtime_error("expected {\"path\": \"...\"}, got " +
+                             internal::Utf8Prefix(arguments, 100));
   }
   return args["path"].get<std::string>();
 }
@@ -108,8 +110,12 @@ void RegisterDirectoryTools(Agent* agent, const std::string& root, size_t max_by
         if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
           return ToolOutput{"not a regular file", true};
         std::ifstream file(path, std::ios::binary);
-        std::string content(std::min<size_t>(static_cast<size_t>(st.st_size), max_bytes), '\0');
+        // A tool result must be UTF-8: the cut ends on a character (the 3 bytes after it tell
+        // where), other bytes become U+FFFD.
+        std::string content(std::min<size_t>(static_cast<size_t>(st.st_size), max_bytes + 3), '\0');
         file.read(content.data(), static_cast<std::streamsize>(content.size()));
+        content.resize(internal::Utf8Floor(content, max_bytes));
+        content = internal::ToValidUtf8(content);
         if (static_cast<size_t>(st.st_size) > max_bytes) {
           content += "\n[file cut at " + std::to_string(max_bytes) + " of " +
                      std::to_string(st.st_size) + " bytes]";

@@ -62,8 +62,6 @@ void Run(const TokensArgs& args) {
     if (tokenizer.IsEstimate()) line["estimated"] = true;
     std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
-  std::cout.flush();
-  if (!std::cout) throw CommandFailed{"writing to standard output failed"};
 }
 
 }  // namespace

@@ -197,7 +197,6 @@ void RunReplayCompare(const std::string& trace_path, const ReplayBudgetArgs& arg
                   static_cast<unsigned long long>(s.uncached_tokens), s.cost, s.retention, s.compactions);
     }
   }
-  FlushStdout();
 }
 
 }  // namespace strata::cli

@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 
 #include "commands.h"
+#include "core/utf8.h"
 #include "strata/tokenizer_spec.h"
 
 namespace strata::cli {
@@ -46,34 +46,10 @@ ExactCounting MakeExactCounting(const std::string& spec) {
   return counting;
 }
 
-std::string ValidUtf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool valid = len > 0 && i + len <= text.size();
-    for (size_t k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    if (valid && len > 1) {
-      // Overlong forms, surrogates and code points above U+10FFFF are not UTF-8 either.
-      uint32_t cp = c & (0x7F >> len);
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-      static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-      valid = cp >= kMin[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-    }
-    if (valid) {
-      out.append(text.data() + i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
+std::string ValidUtf8(std::string_view text) { return internal::ToValidUtf8(text); }
 
 std::string DumpJson(const nlohmann::ordered_json& value, int indent) {
-  return value.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return internal::DumpOutsideJson(value, indent);
 }
 
 OutputFile::OutputFile(std::string path, std::string option) : path_(std::move(path)), option_(std::move(option)) {
@@ -112,16 +88,6 @@ void OutputFile::Commit() {
     std::remove(temp_path_.c_str());
     throw CommandFailed{"renaming the " + option_ + " file into place as \"" + path_ + "\" failed: " +
                         std::strerror(rename_error)};
-  }
-}
-
-void FlushStdout() {
-  std::cout.flush();
-  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
-  if (failed) {
-    std::cout.clear();
-    throw CommandFailed{"writing to standard output failed (" + std::string(std::strerror(errno ? errno : EIO)) +
-                        ")"};
   }
 }
 

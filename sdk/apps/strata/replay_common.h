@@ -64,10 +64,6 @@ class OutputFile {
   bool done_ = false;
 };
 
-// Throws CommandFailed when standard output could not be written (e.g. a closed pipe or a full
-// disk): a summary that was not printed is a failure, not a success.
-void FlushStdout();
-
 }  // namespace strata::cli
 
 #endif  // STRATA_APPS_STRATA_REPLAY_COMMON_H_

@@ -20,6 +20,7 @@
 #include "agent/prefix_signatures.h"
 #include "agent/turn_fields.h"
 #include "agent/turn_rollback.h"
+#include "core/utf8.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/isolation.h"
@@ -65,12 +66,9 @@ std::string RecallSchema() {
   return R"json({"type":"function","function":{"name":"context_recall","description":"Get back the original of content that was shortened to keep the context small (a masked, truncated, folded, summarized or evicted tool result, or a joined subtask), by the recall id its placeholder names. Long originals come in pages: the answer says how many bytes remain and the offset to continue from.","parameters":{"type":"object","properties":{"recall_id":{"type":"string","description":"The recall id, e.g. r-0123456789abcdef"},"offset":{"type":"integer","description":"Byte offset in the original to start from (default 0)"},"max_tokens":{"type":"integer","description":"At most this many tokens (default and upper bound: the agent's recall share)"}},"required":["recall_id"]}}})json";
 }
 
-// Cuts `text` at a UTF-8 character boundary at or before `bytes`.
-size_t Utf8Floor(std::string_view text, size_t bytes) {
-  if (bytes >= text.size()) return text.size();
-  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
-  return bytes;
-}
+// Text is cut for pages, summaries and messages at a UTF-8 character boundary.
+using internal::Utf8Floor;
+using internal::Utf8Prefix;
 
 // Wraps the store's journal: changes go through unchanged except that a compaction's report is
 // left out, because the agent records one event per build with the exact counts the request had.
@@ -809,7 +807,7 @@ class Agent::Impl {
     std::string text;
     if (!args.is_object() || !args.contains("recall_id") || !args["recall_id"].is_string()) {
       text = "context_recall needs {\"recall_id\": \"r-...\"} (optional offset, max_tokens); got " +
-             call.arguments.substr(0, 200);
+             Utf8Prefix(call.arguments, 200);
       return context_->AppendToolResult({call.id, text, true});
     }
     std::string recall_id = args["recall_id"].get<std::string>();

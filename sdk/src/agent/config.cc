@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/json_text.h"
+#include "core/utf8.h"
 #include "strata/agent.h"
 
 namespace strata {
@@ -172,8 +173,7 @@ class ObjectReader {
     return (p.empty() ? std::string("agent configuration") : p) + ": ";
   }
   Status Type(const char* key, const char* expected, const json& got) const {
-    std::string shown = got.dump();
-    if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+    const std::string shown = internal::Utf8Prefix(got.dump(), 40);
     return InvalidArgumentError(Where(key) + "expected " + expected + ", got " + shown);
   }
 
@@ -367,7 +367,7 @@ StatusOr<AgentConfig> AgentConfigFromJson(std::string_view text) {
   json root = json::parse(text.begin(), text.end(), nullptr, false);
   if (root.is_discarded()) {
     return InvalidArgumentError("agent configuration is not valid JSON: " +
-                                std::string(text.substr(0, 80)));
+                                internal::Utf8Prefix(text, 80));
   }
   AgentConfig c;
   ObjectReader r(root, "");

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
 #include "strata/agent.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
@@ -19,7 +20,7 @@ StatusOr<std::string> TextOf(const json& message, size_t index, const char* key)
   if (!it->is_string()) {
     return InvalidArgumentError("messages[" + std::to_string(index) + "]." + key +
                                 ": expected a string (content parts are not supported), got " +
-                                it->dump().substr(0, 60));
+                                internal::Utf8Prefix(it->dump(), 60));
   }
   return it->get<std::string>();
 }
@@ -79,7 +80,7 @@ StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& 
   json messages = json::parse(messages_json.begin(), messages_json.end(), nullptr, false);
   if (!messages.is_array()) {
     return InvalidArgumentError("TrimMessages: expected a JSON array of chat messages, got " +
-                                std::string(messages_json.substr(0, 60)));
+                                internal::Utf8Prefix(messages_json, 60));
   }
   STRATA_RETURN_IF_ERROR(budget.Validate());
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(options.tokenizer));

@@ -6,6 +6,7 @@
 
 #include "compact/common.h"
 #include "core/identifiers.h"
+#include "core/utf8.h"
 #include "strata/builtin_policies.h"
 
 namespace strata {
@@ -15,10 +16,7 @@ using internal::ExtractIdentifiers;
 namespace {
 
 std::string Clip(const std::string& text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return text;
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return text.substr(0, cut) + "...";
+  return internal::Utf8Prefix(text, max_bytes);
 }
 
 std::string OneLine(std::string text) {

@@ -7,6 +7,7 @@
 
 #include "compact/common.h"
 #include "core/identifiers.h"
+#include "core/utf8.h"
 #include "strata/builtin_policies.h"
 #include "strata/transport.h"
 
@@ -54,12 +55,7 @@ std::string FirstLine(const std::string& text, size_t max_bytes) {
   if (start == std::string::npos) return "";
   size_t end = text.find('\n', start);
   std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-  if (line.size() > max_bytes) {
-    size_t cut = max_bytes;
-    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
-    line = line.substr(0, cut) + "...";
-  }
-  return line;
+  return internal::Utf8Prefix(line, max_bytes);
 }
 
 // The assistant's stated decision: the first line after a "THOUGHT:" marker, else its first line.

@@ -5,6 +5,7 @@
 
 #include "core/identifiers.h"
 #include "core/text_util.h"
+#include "core/utf8.h"
 
 namespace strata::internal {
 namespace {
@@ -151,11 +152,11 @@ std::string KeepHeadAndTail(std::string_view text, size_t head_bytes, size_t tai
                             double bytes_per_token, std::string_view recall_id) {
   if (head_bytes + tail_bytes >= text.size()) return std::string(text);
   // Prefer ending the head after a newline, if one lies in the head's second half.
-  size_t head_end = Utf8FloorBoundary(text, head_bytes);
+  size_t head_end = Utf8Floor(text, head_bytes);
   size_t newline = text.rfind('\n', head_end == 0 ? 0 : head_end - 1);
   if (newline != std::string_view::npos && newline + 1 >= head_end / 2 && newline + 1 <= head_end)
     head_end = newline + 1;
-  size_t tail_begin = Utf8FloorBoundary(text, text.size() - tail_bytes);
+  size_t tail_begin = Utf8Floor(text, text.size() - tail_bytes);
   if (tail_begin < head_end) tail_begin = head_end;
   size_t next_newline = text.find('\n', tail_begin);
   if (next_newline != std::string_view::npos && next_newline + 1 < text.size() &&

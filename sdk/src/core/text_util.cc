@@ -51,12 +51,6 @@ Status ValidateUtf8(std::string_view text, std::string_view what) {
   return Status::Ok();
 }
 
-size_t Utf8FloorBoundary(std::string_view text, size_t pos) {
-  if (pos >= text.size()) return text.size();
-  while (pos > 0 && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) --pos;
-  return pos;
-}
-
 std::string Sha256Hex(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

@@ -1,4 +1,5 @@
-// Text helpers of strata::core: UTF-8 validation, SHA-256, volatile-content lint.
+// Text helpers of strata::core: UTF-8 validation, SHA-256, volatile-content lint (cutting and
+// repairing UTF-8: core/utf8.h).
 #ifndef STRATA_CORE_TEXT_UTIL_H_
 #define STRATA_CORE_TEXT_UTIL_H_
 
@@ -14,9 +15,6 @@ namespace strata::internal {
 // OK if `text` is valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF);
 // otherwise INVALID_ARGUMENT naming `what`, the offending byte and its offset.
 Status ValidateUtf8(std::string_view text, std::string_view what);
-
-// Largest n <= pos such that text[0, n) ends on a UTF-8 character boundary.
-size_t Utf8FloorBoundary(std::string_view text, size_t pos);
 
 // Lowercase hex SHA-256 of `data`.
 std::string Sha256Hex(std::string_view data);

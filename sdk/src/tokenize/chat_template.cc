@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/json_text.h"
+#include "core/utf8.h"
 #include "tokenize/exact_tokenizer.h"  // CommonPrefix
 #include "tokenize/template_memo.h"
 
@@ -30,6 +31,7 @@ namespace strata {
 namespace {
 
 using ojson = nlohmann::ordered_json;
+using internal::Utf8Prefix;  // quotes in messages end on a character boundary
 
 // ---------------------------------------------------------------------------------------------
 // Bounded JSON handling.
@@ -277,7 +279,7 @@ StatusOr<std::optional<bool>> OptionalBool(const ojson& object, const char* key,
   if (v == nullptr || v->is_null()) return std::optional<bool>();
   if (!v->is_boolean())
     return InvalidArgumentError("chat template: " + where + "." + key +
-                                " must be true or false, got " + v->dump().substr(0, 40));
+                                " must be true or false, got " + Utf8Prefix(v->dump(), 40));
   return std::optional<bool>(v->get<bool>());
 }
 
@@ -294,7 +296,7 @@ StatusOr<ojson> NormalizeArguments(const ojson& function, const std::string& whe
     ojson parsed = ojson::parse(text, nullptr, false);
     if (!parsed.is_discarded() && parsed.is_object()) return parsed;
     return InvalidArgumentError("chat template: " + where +
-                                ".arguments is not a JSON object: " + text.substr(0, 80));
+                                ".arguments is not a JSON object: " + Utf8Prefix(text, 80));
   }
   return InvalidArgumentError("chat template: " + where +
                               ".arguments is neither a JSON string nor an object");
@@ -718,7 +720,7 @@ Status ReadFields(const ojson& body, Request* r) {
     if (source == nullptr || source->is_null()) continue;
     if (!source->is_string())
       return InvalidArgumentError("chat template: reasoning_effort must be a string, got " +
-                                  source->dump().substr(0, 40));
+                                  Utf8Prefix(source->dump(), 40));
     r->reasoning_effort = source->get<std::string>();
     break;
   }

@@ -1,6 +1,11 @@
 #include "strata/tools/trace.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/text_util.h"
@@ -15,6 +20,42 @@ StatusOr<std::string> StringField(const nlohmann::json& object, const char* key,
     return InvalidArgumentError(std::string("\"") + key + "\" must be a string, got " + it->type_name());
   }
   return it->get<std::string>();
+}
+
+// The whole of the file at `path`, which must be a regular file: it is opened without blocking and
+// checked before it is read, so that a FIFO (which would block until a writer comes) or a device
+// such as /dev/zero (which never ends) is refused instead.
+StatusOr<std::string> ReadRegularFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    const std::string why = std::strerror(error);
+    if (error == ENOENT) return NotFoundError("cannot open trace \"" + path + "\": " + why);
+    return UnavailableError("cannot open trace \"" + path + "\": " + why);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgumentError("trace \"" + path +
+                                "\" is not a regular file (a FIFO, a device or a directory): "
+                                "give the path of a trajectory file");
+  }
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return DataLossError("reading trace \"" + path + "\" failed: " + why);
+    }
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 }  // namespace
@@ -76,15 +117,17 @@ StatusOr<TraceMessage> ParseTraceLine(std::string_view line) {
 }
 
 StatusOr<std::vector<TraceMessage>> ReadTrace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open trace \"" + path + "\"");
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";  // a UTF-8 byte order mark opens some files
+  size_t pos = text.compare(0, kBom.size(), kBom) == 0 ? kBom.size() : 0;
   std::vector<TraceMessage> messages;
-  std::string line;
-  size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  for (size_t number = 1; pos < text.size(); ++number) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF line ends
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     StatusOr<TraceMessage> message = ParseTraceLine(line);
     if (!message.ok()) {
       return Status(message.status().code(),
@@ -93,7 +136,11 @@ StatusOr<std::vector<TraceMessage>> ReadTrace(const std::string& path) {
     message->line = number;
     messages.push_back(std::move(message).value());
   }
-  if (in.bad()) return DataLossError("reading trace \"" + path + "\" failed");
+  if (messages.empty()) {
+    return InvalidArgumentError("trace \"" + path +
+                                "\" has no messages: the file is empty or holds only whitespace "
+                                "(a trace is one JSON chat message per line)");
+  }
   return messages;
 }
 

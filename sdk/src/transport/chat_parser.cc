@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace strata::transport_internal {
 namespace {
 
@@ -65,13 +67,10 @@ size_t Depth(const json& root) {
   return deepest;
 }
 
-// The start of a payload's text for a message, cut at a UTF-8 boundary. Used instead of
-// re-serializing parsed JSON, which recurses once per nesting level.
+// The start of a payload's text for a message, cut at a UTF-8 boundary, invalid UTF-8 replaced.
+// Used instead of re-serializing parsed JSON, which recurses once per nesting level.
 std::string Excerpt(std::string_view text, size_t max_bytes = 300) {
-  if (text.size() <= max_bytes) return std::string(text);
-  size_t end = max_bytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return std::string(text.substr(0, end)) + "...";
+  return internal::ToValidUtf8(internal::Utf8Prefix(text, max_bytes));
 }
 
 void ParseUsage(const json& usage, Usage* out) {
@@ -147,8 +146,7 @@ Status ChatAssembler::AddJson(std::string_view payload) {
   last_had_token_ = false;
   json j = json::parse(payload.begin(), payload.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    std::string excerpt(payload.substr(0, 120));
-    return DataLossError("malformed JSON in the server's answer: \"" + excerpt + "\"");
+    return DataLossError("malformed JSON in the server's answer: \"" + Excerpt(payload, 120) + "\"");
   }
   if (IsError(j)) {
     int code = CodeOf(j);
@@ -241,7 +239,8 @@ void ChatAssembler::Finish(Response* out) {
 std::string ErrorMessageFromBody(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (!j.is_discarded() && j.is_object()) return MessageOf(j, body);
-  std::string text(body.substr(0, 300));
+  // Not JSON: the body's start as text (a cut character or a stray byte must not reach a message).
+  std::string text = internal::ToValidUtf8(internal::Utf8Prefix(body, 300, ""));
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   return text.empty() ? "(empty body)" : text;
 }

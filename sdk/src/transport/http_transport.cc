@@ -214,7 +214,23 @@ class HttpTransport : public Transport {
   // Credentials in the URL (user:password@) are never shown: records and messages get RedactUrl().
   std::string Endpoint() const override { return RedactUrl(options_.base_url); }
 
+  // Every error leaves scrubbed of the key and the URL's password, and as valid UTF-8: an upstream
+  // may quote the Authorization header, or send any bytes, in its error body.
   Status Send(std::string_view body, const CallOptions& call, Response* response) override {
+    return transport_internal::UpstreamStatus(SendAttempts(body, call, response), secrets_);
+  }
+
+  Status HealthCheck(std::chrono::milliseconds timeout) override {
+    return transport_internal::UpstreamStatus(CheckHealth(timeout), secrets_);
+  }
+
+  Status Abort(const std::string& request_id) override {
+    return UnimplementedError("HTTP endpoints have no abort call; cancel request \"" + request_id +
+                              "\" with its CancellationToken");
+  }
+
+ private:
+  Status SendAttempts(std::string_view body, const CallOptions& call, Response* response) {
     *response = Response();
     for (const auto& [name, value] : call.headers) {
       if (!transport_internal::ValidHeader(name, value)) {
@@ -285,7 +301,7 @@ class HttpTransport : public Transport {
     }
   }
 
-  Status HealthCheck(std::chrono::milliseconds timeout) override {
+  Status CheckHealth(std::chrono::milliseconds timeout) {
     GlobalInit();
     CURL* easy = curl_easy_init();
     if (easy == nullptr) return InternalError("curl_easy_init failed");
@@ -313,12 +329,6 @@ class HttpTransport : public Transport {
     return Status();
   }
 
-  Status Abort(const std::string& request_id) override {
-    return UnimplementedError("HTTP endpoints have no abort call; cancel request \"" + request_id +
-                              "\" with its CancellationToken");
-  }
-
- private:
   struct curl_slist* AuthHeaders(struct curl_slist* list) {
     if (!options_.api_key.empty()) {
       list = curl_slist_append(list, ("Authorization: Bearer " + options_.api_key).c_str());
@@ -549,7 +559,7 @@ class HttpTransport : public Transport {
   HttpTransportOptions options_;
   std::string url_;
   std::string shown_url_;              // url_ through RedactUrl(): the only form put in messages
-  std::vector<std::string> secrets_;   // scrubbed from STRATA_CURL_VERBOSE output
+  std::vector<std::string> secrets_;   // scrubbed from STRATA_CURL_VERBOSE output and errors
   Clock* clock_;
   Backoff backoff_;
   std::mutex mu_;

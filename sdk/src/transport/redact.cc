@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cstdio>
 
+#include "core/utf8.h"
+
 namespace strata {
 namespace {
 
@@ -79,7 +81,7 @@ bool ValidHeader(std::string_view name, std::string_view value) {
 
 std::string Printable(std::string_view text) {
   std::string out;
-  for (char ch : text.substr(0, 200)) {
+  for (char ch : text.substr(0, internal::Utf8Floor(text, 200))) {
     unsigned char c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7f) {
       char hex[8];
@@ -119,6 +121,11 @@ std::string Scrub(std::string_view text, const std::vector<std::string>& secrets
     }
   }
   return out;
+}
+
+Status UpstreamStatus(const Status& status, const std::vector<std::string>& secrets) {
+  if (status.ok()) return status;
+  return Status(status.code(), internal::ToValidUtf8(Scrub(status.message(), secrets)));
 }
 
 }  // namespace transport_internal

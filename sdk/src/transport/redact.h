@@ -29,6 +29,12 @@ std::string Printable(std::string_view text);
 // of Authorization / Proxy-Authorization header lines replaced too.
 std::string Scrub(std::string_view text, const std::vector<std::string>& secrets);
 
+// A transport's error as it may leave the transport (into a Status, a RequestRecord, a proto
+// string, a JSON body): its message Scrub()bed of `secrets` (an upstream that quotes the API key
+// or the Authorization header in its error gets "[redacted]") and with invalid UTF-8 replaced by
+// U+FFFD (core/utf8.h). An OK status is returned as is.
+Status UpstreamStatus(const Status& status, const std::vector<std::string>& secrets);
+
 }  // namespace strata::transport_internal
 
 #endif  // STRATA_SRC_TRANSPORT_REDACT_H_

@@ -17,7 +17,9 @@
 #include <utility>
 
 #include "sglang/runtime/v1/sglang.grpc.pb.h"
+#include "core/utf8.h"
 #include "transport/chat_parser.h"
+#include "transport/redact.h"
 #include "transport/retry.h"
 #include "transport/timeouts.h"
 
@@ -58,7 +60,9 @@ Status FromGrpc(const grpc::Status& status, const std::string& where) {
   int code = static_cast<int>(status.error_code());
   if (code < 0 || code > static_cast<int>(StatusCode::kUnauthenticated))
     code = static_cast<int>(StatusCode::kUnknown);
-  std::string message = where + ": " + status.error_message();
+  // The server's message is outside text: invalid UTF-8 would make every proto string it reaches
+  // unreadable to clients that check (Python's protobuf).
+  std::string message = where + ": " + internal::ToValidUtf8(status.error_message());
   if (code == static_cast<int>(StatusCode::kOutOfRange) &&
       Contains(status.error_message(), "message length too large")) {
     message +=
@@ -162,7 +166,17 @@ class GrpcTransport : public Transport {
   std::string Name() const override { return "grpc"; }
   std::string Endpoint() const override { return options_.target; }
 
+  // Errors leave without the bearer token (a server may quote it) and as valid UTF-8.
   Status Send(std::string_view body, const CallOptions& call, Response* response) override {
+    return transport_internal::UpstreamStatus(SendAttempts(body, call, response),
+                                              {options_.bearer_token});
+  }
+
+  Status HealthCheck(std::chrono::milliseconds timeout) override {
+    return transport_internal::UpstreamStatus(CheckHealth(timeout), {options_.bearer_token});
+  }
+
+  Status SendAttempts(std::string_view body, const CallOptions& call, Response* response) {
     *response = Response();
     const int64_t start_us = clock_->NowMicros();
     const double start_ms = SteadyMillis();
@@ -225,7 +239,7 @@ class GrpcTransport : public Transport {
     }
   }
 
-  Status HealthCheck(std::chrono::milliseconds timeout) override {
+  Status CheckHealth(std::chrono::milliseconds timeout) {
     grpc::ClientContext context;
     PrepareContext(&context, nullptr);
     context.set_deadline(std::chrono::system_clock::now() + timeout);

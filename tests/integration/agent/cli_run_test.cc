@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sim_server.h"
+#include "strata/store.h"
 #include "testing/command.h"
 
 namespace strata {
@@ -89,6 +90,51 @@ TEST_CASE("strata run drives an agent with read-only tools, inspect --json shows
   CHECK(doc["compactions"].is_array());
   CHECK(Shell(cli + " inspect --db " + dir + "/agents.db --json").status ==
         2);  // --json needs --agent
+  Shell("rm -rf " + dir);
+}
+
+TEST_CASE("strata run answers context_recall arguments that are not JSON, cut on a character",
+          "[agent][cli]") {
+  const std::string dir = "/tmp/strata-cli-recall-" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0755);
+  ::mkdir((dir + "/repo").c_str(), 0755);
+  // 301 bytes, "é" from byte 1: byte 200, where the reply quotes up to, is inside a character.
+  std::string arguments = "x";
+  for (int i = 0; i < 150; ++i) arguments += "\xC3\xA9";
+  const nlohmann::json call = {
+      {"role", "assistant"},
+      {"content", ""},
+      {"tool_calls",
+       {{{"id", "r1"},
+         {"type", "function"},
+         {"function", {{"name", "context_recall"}, {"arguments", arguments}}}}}}};
+  std::ofstream(dir + "/model.jsonl") << R"({"role":"user","content":"task"})" "\n"
+                                      << call.dump() << "\n"
+                                      << R"({"role":"tool","tool_call_id":"r1","content":"x"})" "\n"
+                                      << R"({"role":"assistant","content":"Done."})" "\n";
+  std::ofstream(dir + "/agent.json")
+      << R"({"identity":{"id":"recall-agent"},"budget":{"window":16000},"tokenizer":"estimate"})";
+  sim::SimOptions options;
+  options.trajectory_path = dir + "/model.jsonl";
+  auto sim = sim::SimServer::Start(options);
+  REQUIRE(sim.ok());
+  Output run = Shell(std::string(STRATA_CLI_PATH) + " run --config " + dir + "/agent.json" +
+                     " --endpoint " + (*sim)->base_url() + " --root " + dir + "/repo --db " + dir +
+                     "/agents.db \"Go.\"");
+  INFO(run.out);
+  // Before: the reply cut a character at 200 bytes and the run stopped on it ("tool result ... is
+  // not valid UTF-8"), before the reply was kept.
+  CHECK(run.out.find("not valid UTF-8") == std::string::npos);
+  auto store = OpenSqliteStore(dir + "/agents.db");
+  REQUIRE(store.ok());
+  auto snapshot = (*store)->LoadSnapshot("recall-agent");
+  REQUIRE(snapshot.ok());
+  std::string reply;
+  for (const Segment& s : snapshot->segments) {
+    if (s.tool_call_id == "r1") reply = s.content;  // a tool result (kept as an error log)
+  }
+  CHECK(reply.find("context_recall needs {\"recall_id\": \"r-...\"}") == 0);
+  CHECK(reply.find("got " + arguments.substr(0, 199) + "...") != std::string::npos);
   Shell("rm -rf " + dir);
 }
 

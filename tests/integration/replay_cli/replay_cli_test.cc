@@ -2,6 +2,7 @@
 // complete or absent, write errors and usage errors get their exit codes, and the options combine.
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +163,64 @@ TEST_CASE("a trace file name that is not UTF-8 does not abort --summary-json", "
   CHECK(result.exit_code == 0);
   auto doc = nlohmann::json::parse(ReadFile(summary));
   CHECK(doc["trace"].get<std::string>().find("tr\xEF\xBF\xBD\xEF\xBF\xBD" "ce.jsonl") != std::string::npos);
+}
+
+TEST_CASE("replay takes a BOM, CRLF lines and a NUL escape, refuses an empty trace and a FIFO",
+          "[cli][replay]") {
+  TempDir dir;
+  const std::string plain_out = dir.File("plain.jsonl");
+  REQUIRE(Run("replay " + kTrace + " -q --out " + plain_out).exit_code == 0);
+  const std::string plain = ReadFile(plain_out);
+  std::string crlf;
+  for (char c : ReadFile(kTrace)) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  struct Accepted {
+    const char* name;
+    std::string text;
+  };
+  // Before: all of these exited 0; the BOM and CRLF ones must give the plain trace's requests.
+  for (const Accepted& a : {Accepted{"bom", "\xEF\xBB\xBF" + ReadFile(kTrace)},
+                            Accepted{"crlf", crlf}, Accepted{"bom-crlf", "\xEF\xBB\xBF" + crlf}}) {
+    const std::string trace = dir.File(std::string(a.name) + ".jsonl");
+    const std::string out = dir.File(std::string(a.name) + ".out");
+    std::ofstream(trace, std::ios::binary) << a.text;
+    Result result = Run("replay " + trace + " -q --agent sympy__sympy-15976 --out " + out);
+    INFO(a.name << ": " << result.output);
+    CHECK(result.exit_code == 0);
+    CHECK(ReadFile(out) == plain);
+  }
+  // JSON allows \u0000 in a string: the NUL is content, sent on escaped the same way. A raw NUL
+  // byte is not JSON.
+  const std::string nul = dir.File("nul.jsonl");
+  std::ofstream(nul, std::ios::binary) << R"({"role":"user","content":"a\u0000b"})" "\n"
+                                       << R"({"role":"assistant","content":"ok"})" "\n";
+  const std::string nul_out = dir.File("nul.out");
+  Result escaped = Run("replay " + nul + " -q --out " + nul_out);
+  INFO(escaped.output);
+  CHECK(escaped.exit_code == 0);
+  CHECK_THAT(ReadFile(nul_out), Catch::Contains(R"("content":"a\u0000b")"));
+  const std::string raw = dir.File("raw-nul.jsonl");
+  std::ofstream(raw, std::ios::binary) << std::string("{\"role\":\"user\",\"content\":\"a") + '\0' + "b\"}\n";
+  Result raw_result = Run("replay " + raw + " -q");
+  CHECK(raw_result.exit_code == 1);
+  CHECK_THAT(raw_result.output, Catch::Contains(raw + ":1: malformed JSON"));
+
+  for (const char* text : {"", "  \n\t\n\r\n\n"}) {
+    const std::string empty = dir.File("empty.jsonl");
+    std::ofstream(empty, std::ios::binary) << text;
+    Result result = Run("replay " + empty + " -q");
+    INFO(result.output);
+    CHECK(result.exit_code == 1);
+    CHECK_THAT(result.output, Catch::Contains("trace \"" + empty + "\" has no messages"));
+  }
+  // A FIFO would block the replay until a writer comes (forever): refused without waiting for one.
+  // `timeout` turns a hang into exit 124, which fails the check.
+  const std::string fifo = dir.File("trace.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  Result refused = testing::RunCommand("timeout 30 " + std::string(STRATA_CLI_PATH) + " replay " + fifo +
+                                " -q 2>&1");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::Contains("trace \"" + fifo + "\" is not a regular file"));
 }
 
 TEST_CASE("replay usage errors exit 2 with a message", "[cli][replay]") {

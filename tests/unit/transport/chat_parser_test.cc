@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
 #include "transport/chat_parser.h"
 #include "transport/retry.h"
 
@@ -118,6 +119,26 @@ TEST_CASE("both error shapes give the server's message, status codes map to cano
   CHECK(in_stream.code() == StatusCode::kUnavailable);
   CHECK(in_stream.message().find("overloaded") != std::string::npos);
   CHECK(a.AddJson("{not json").code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("error bodies that are not JSON are quoted cut on a character and as valid UTF-8",
+          "[transport]") {
+  std::string e_acute_400 = "x";
+  for (int i = 0; i < 400; ++i) e_acute_400 += "\xC3\xA9";
+  // 300 bytes would end on the first byte of the 150th character: 149 are quoted.
+  const std::string quoted = ErrorMessageFromBody(e_acute_400);
+  CHECK(quoted == e_acute_400.substr(0, 299));
+  CHECK(internal::IsValidUtf8(StatusFromHttp(400, e_acute_400).message()));
+  // Garbage: each invalid byte becomes U+FFFD.
+  CHECK(ErrorMessageFromBody("\xFF<\x80>") == "\xEF\xBF\xBD<\xEF\xBF\xBD>");
+  ChatAssembler a;
+  Status garbage = a.AddJson("\xFE\xFF" + std::string(200, '\x80'));
+  CHECK(garbage.code() == StatusCode::kDataLoss);
+  CHECK(internal::IsValidUtf8(garbage.message()));
+  ChatAssembler b;
+  Status cut = b.AddJson(e_acute_400);  // not JSON, quoted to 120 bytes: 59 whole characters
+  CHECK(internal::IsValidUtf8(cut.message()));
+  CHECK(cut.message().find(e_acute_400.substr(0, 119) + "...\"") != std::string::npos);
 }
 
 TEST_CASE("Retry-After in seconds or as an HTTP date", "[transport]") {

@@ -42,5 +42,21 @@ TEST_CASE("headers with control characters are not valid, Scrub redacts auth lin
         "POST /v1 HTTP/1.1\r\nauthorization: [redacted]\r\nX-Key: [redacted] again\r\n");
 }
 
+TEST_CASE("UpstreamStatus redacts secrets and replaces invalid UTF-8 in an error's message",
+          "[transport]") {
+  const Status quoted = UnauthenticatedError(
+      "HTTP 401: Incorrect API key provided: Bearer sk-live-1.\nAuthorization: Bearer sk-live-1\n"
+      "bytes \xC3");
+  const Status shown = UpstreamStatus(quoted, {"sk-live-1", ""});
+  CHECK(shown.code() == StatusCode::kUnauthenticated);
+  CHECK(shown.message() ==
+        "HTTP 401: Incorrect API key provided: Bearer [redacted].\nAuthorization: [redacted]\n"
+        "bytes \xEF\xBF\xBD");
+  CHECK(UpstreamStatus(Status::Ok(), {"sk-live-1"}).ok());
+  // Printable() cuts its 200 bytes on a character boundary.
+  std::string long_name(199, 'n');
+  CHECK(Printable(long_name + "\xC3\xA9") == long_name);
+}
+
 }  // namespace
 }  // namespace strata
