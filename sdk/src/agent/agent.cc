@@ -18,6 +18,7 @@
 #include "agent/policy_config.h"
 #include "agent/prompt_tokens.h"
 #include "agent/prefix_signatures.h"
+#include "agent/tool_arguments.h"
 #include "agent/turn_fields.h"
 #include "agent/turn_rollback.h"
 #include "core/utf8.h"
@@ -710,7 +711,7 @@ class Agent::Impl {
       AssistantMessage reply;
       reply.content = resp.content;
       reply.reasoning = resp.reasoning;
-      reply.tool_calls = resp.tool_calls;
+      reply.tool_calls = agent_internal::KeepableToolCalls(resp.tool_calls);
       degrade.child()->context().AppendAssistant(std::move(reply)).status().IgnoreError();
     }
     model_->Insert(a.blocks);
@@ -718,7 +719,7 @@ class Agent::Impl {
     AssistantMessage message;
     message.content = resp.content;
     message.reasoning = resp.reasoning;
-    message.tool_calls = resp.tool_calls;
+    message.tool_calls = agent_internal::KeepableToolCalls(resp.tool_calls);
     StatusOr<std::string> appended = context_->AppendAssistant(std::move(message));
     if (!appended.ok()) {
       return fail(Status(appended.status().code(), "the server's reply could not be appended: " +
@@ -1005,6 +1006,8 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() = default;
 
 StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, AgentServices services) {
+  // A configuration built in code gets the ranges a parsed one gets (AgentConfigFromJson).
+  STRATA_RETURN_IF_ERROR(CheckAgentConfigRanges(config));
   Shared shared = SharedFrom(services);
   ContextOptions options;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,

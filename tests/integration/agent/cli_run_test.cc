@@ -93,8 +93,9 @@ TEST_CASE("strata run drives an agent with read-only tools, inspect --json shows
   Shell("rm -rf " + dir);
 }
 
-TEST_CASE("strata run answers context_recall arguments that are not JSON, cut on a character",
-          "[agent][cli]") {
+TEST_CASE(
+    "strata run answers context_recall arguments that are not JSON, cut on a character, and goes on",
+    "[agent][cli]") {
   const std::string dir = "/tmp/strata-cli-recall-" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0755);
   ::mkdir((dir + "/repo").c_str(), 0755);
@@ -129,12 +130,21 @@ TEST_CASE("strata run answers context_recall arguments that are not JSON, cut on
   REQUIRE(store.ok());
   auto snapshot = (*store)->LoadSnapshot("recall-agent");
   REQUIRE(snapshot.ok());
-  std::string reply;
+  std::string reply, kept_arguments;
+  bool answered = false;
   for (const Segment& s : snapshot->segments) {
     if (s.tool_call_id == "r1") reply = s.content;  // a tool result (kept as an error log)
+    for (const ToolCall& c : s.tool_calls) {
+      if (c.id == "r1") kept_arguments = c.arguments;
+    }
+    if (s.content == "Done.") answered = true;
   }
   CHECK(reply.find("context_recall needs {\"recall_id\": \"r-...\"}") == 0);
   CHECK(reply.find("got " + arguments.substr(0, 199) + "...") != std::string::npos);
+  // The call's arguments, which no chat template renders, are kept whole as a JSON object, so the
+  // next request renders and the run goes on to the model's answer.
+  CHECK(kept_arguments == nlohmann::json{{"unparsed_arguments", arguments}}.dump());
+  CHECK(answered);
   Shell("rm -rf " + dir);
 }
 

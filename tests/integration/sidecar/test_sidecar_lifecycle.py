@@ -258,10 +258,10 @@ def test_client_cancel_stops_the_upstream_request(start_sim, start_sidecar):
 
 
 def test_drain_cancels_both_listeners_calls_at_the_same_deadline(start_sim, start_sidecar):
-    # A gRPC Complete and a proxied completion, each a minute long; a 2 s drain deadline. The two
+    # A gRPC Complete and a proxied completion, each a minute long; a 3 s drain deadline. The two
     # listeners drain at once: the whole drain takes the deadline (and a margin), not twice it.
     slow = start_sim(None, ["--output-tokens", "600", "--decode-us", "100000"])
-    sidecar = start_sidecar(["--upstream", slow.base_url, "--drain-timeout-ms", "2000",
+    sidecar = start_sidecar(["--upstream", slow.base_url, "--drain-timeout-ms", "3000",
                              "--http-listen", "127.0.0.1:0"])
     http_port = int(sidecar.wait_for_output("http listening on ").split(
         "http listening on ")[1].split()[0].rsplit(":", 1)[1])
@@ -303,5 +303,7 @@ def test_drain_cancels_both_listeners_calls_at_the_same_deadline(start_sim, star
     assert calls[1].error is None, calls[1].error
     assert '"error":{' in calls[1].result and '"code":"cancelled"' in calls[1].result
     drained = int(sidecar.output().split("drained in ")[1].split(" ms")[0])
-    # One after the other, the two waits would take at least 4000 ms.
-    assert 2000 <= drained < 4000, sidecar.output()
+    # The drain cannot end before its deadline, since both calls run for a minute; one wait after
+    # the other would take at least twice the deadline (6000 ms), so the bound below is a behaviour
+    # (concurrent waits) with a full deadline of margin for a loaded machine, not a speed goal.
+    assert 3000 <= drained < 6000, sidecar.output()

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -112,6 +113,21 @@ TEST_CASE("errors name the Agent's API, not the lower layers'", "[agent][errors]
   CHECK(forked.code() == StatusCode::kAlreadyExists);
   CHECK(forked.message().find("ForkOptions::id \"named\"") != std::string::npos);
   CHECK(forked.message().find("OpenContext") == std::string::npos);
+}
+
+TEST_CASE("Agent::Create refuses numbers out of range in a configuration built in code",
+          "[agent][errors]") {
+  AgentConfig c = SmallConfig("ranged");
+  c.endpoint.total_timeout_ms = INT64_MAX;  // would overflow a deadline
+  Status refused = Agent::Create(c).status();
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("endpoint.total_timeout_ms") != std::string::npos);
+  c = SmallConfig("ranged");
+  c.endpoint.max_attempts = 1000000;
+  refused = Agent::Create(c).status();
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("endpoint.max_attempts") != std::string::npos);
+  CHECK(Agent::Create(SmallConfig("ranged")).ok());
 }
 
 TEST_CASE("PreviewRequest is the next request with the figures its Turn reports",

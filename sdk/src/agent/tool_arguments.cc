@@ -1,0 +1,22 @@
+// The model's tool-call arguments as the agent keeps them (tool_arguments.h).
+#include "agent/tool_arguments.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "core/utf8.h"
+
+namespace strata::agent_internal {
+
+std::vector<ToolCall> KeepableToolCalls(std::vector<ToolCall> calls) {
+  for (ToolCall& call : calls) {
+    if (call.arguments.empty()) continue;
+    const nlohmann::json parsed = nlohmann::json::parse(call.arguments, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) continue;
+    call.arguments =
+        internal::DumpOutsideJson(nlohmann::json{{kUnparsedArgumentsKey, call.arguments}});
+  }
+  return calls;
+}
+
+}  // namespace strata::agent_internal
