@@ -163,7 +163,6 @@ void Run(const ProbeArgs& args) {
     html_out->Commit();
   }
   PrintSummary(results);
-  FlushStdout();
   std::string failure;
   for (const auto& f : results["failing"]) failure += "\n  " + f.get<std::string>();
   int64_t failed = 0;

@@ -807,8 +807,9 @@ class Agent::Impl {
     json args = json::parse(call.arguments, nullptr, false);
     std::string text;
     if (!args.is_object() || !args.contains("recall_id") || !args["recall_id"].is_string()) {
+      const std::optional<std::string> unparsed = agent_internal::UnparsedArguments(call.arguments);
       text = "context_recall needs {\"recall_id\": \"r-...\"} (optional offset, max_tokens); got " +
-             Utf8Prefix(call.arguments, 200);
+             Utf8Prefix(unparsed ? *unparsed : call.arguments, 200);
       return context_->AppendToolResult({call.id, text, true});
     }
     std::string recall_id = args["recall_id"].get<std::string>();

@@ -19,4 +19,12 @@ std::vector<ToolCall> KeepableToolCalls(std::vector<ToolCall> calls) {
   return calls;
 }
 
+std::optional<std::string> UnparsedArguments(const std::string& arguments) {
+  const nlohmann::json parsed = nlohmann::json::parse(arguments, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object() || parsed.size() != 1) return std::nullopt;
+  const auto it = parsed.find(kUnparsedArgumentsKey);
+  if (it == parsed.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
 }  // namespace strata::agent_internal

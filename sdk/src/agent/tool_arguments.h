@@ -3,6 +3,7 @@
 #ifndef STRATA_SRC_AGENT_TOOL_ARGUMENTS_H_
 #define STRATA_SRC_AGENT_TOOL_ARGUMENTS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,12 @@ inline constexpr char kUnparsedArgumentsKey[] = "unparsed_arguments";
 // anything else (cut-off JSON, plain text) would make every later request unrenderable. Such
 // arguments are kept as {"unparsed_arguments": "<the text>"} (invalid UTF-8 replaced), which
 // renders and keeps every byte of what the model wrote; other calls are unchanged. Tool handlers
-// still receive the model's own text.
+// (dispatched from the context) receive the kept form, which parses as JSON.
 std::vector<ToolCall> KeepableToolCalls(std::vector<ToolCall> calls);
+
+// The model's text when `arguments` is the form KeepableToolCalls keeps unparsable arguments in;
+// else nullopt.
+std::optional<std::string> UnparsedArguments(const std::string& arguments);
 
 }  // namespace strata::agent_internal
 

@@ -14,6 +14,7 @@ namespace strata {
 namespace {
 
 using agent_internal::KeepableToolCalls;
+using testing::Must;
 
 TEST_CASE("tool calls whose arguments are an object or empty are kept byte for byte",
           "[agent][tool_arguments]") {
@@ -45,6 +46,9 @@ TEST_CASE("arguments that are not a JSON object are kept whole under unparsed_ar
   }
   CHECK(nlohmann::json::parse(kept[3].arguments)["unparsed_arguments"] ==
         "bad \xEF\xBF\xBD byte");
+  CHECK(agent_internal::UnparsedArguments(kept[0].arguments) == cut);
+  CHECK_FALSE(agent_internal::UnparsedArguments(calls[0].arguments).has_value());
+  CHECK_FALSE(agent_internal::UnparsedArguments("{\"path\": \"a\"}").has_value());
 }
 
 TEST_CASE("kept arguments render with the chat templates that refuse the model's text",
