@@ -18,9 +18,9 @@ std::string CommandList(CLI::App& app) {
   return names;
 }
 
-// `strata probe ...`: CLI11 would print the main help for `strata probe --help` and exit 0, or
-// complain about an unexpected argument; the first argument that is not an option names the
-// command, so an unknown one is refused as such.
+// `strata frobnicate ...`: CLI11 would print the main help for `strata frobnicate --help` and
+// exit 0, or complain about an unexpected argument; the first argument that is not an option
+// names the command, so an unknown one is refused as such.
 bool RefuseUnknownCommand(CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return false;
   const std::string name = argv[1];

@@ -47,8 +47,8 @@ struct TraceMessage {
 StatusOr<TraceMessage> ParseTraceLine(std::string_view line);
 
 // Reads a whole trajectory file: one JSON message per line (ParseTraceLine; a string may hold any
-// JSON escape, \u0000 too), lines ending in LF or CRLF, a UTF-8 byte order mark at the start
-// skipped, blank lines skipped. Errors name the file and the line:
+// JSON escape, the escape of U+0000 too), lines ending in LF or CRLF, a UTF-8 byte order mark at
+// the start skipped, blank lines skipped. Errors name the file and the line:
 // `run.jsonl:17: unknown role "robot" (expected system, user, assistant or tool)`. NOT_FOUND when
 // the file does not exist; INVALID_ARGUMENT for a path that is not a regular file (a FIFO or a
 // device: refused before anything is read, never waited on) and for a file without any message
