@@ -10,7 +10,8 @@ namespace strata::cli {
 namespace {
 
 // The policies AgentPolicyConfig names (strata/agent.h).
-const std::set<std::string> kAgentPolicies = {"strata", "none", "sliding", "last-n"};
+const std::set<std::string> kAgentPolicies = {"strata",  "none",           "sliding",
+                                              "last-n", "clear-tool-uses", "observation-masking"};
 
 // A tokenizer spec whose file path is absolute, so that the stored agent opens from any directory
 // ("hf:PATH", "spm:PATH"; other specs as given).

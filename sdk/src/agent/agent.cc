@@ -916,12 +916,12 @@ class Agent::Impl {
     bool due = !built.ok() && built.status().code() == StatusCode::kResourceExhausted;
     if (!built.ok() && !due) return built.status();
     if (built.ok() && budget_) {
-      // last-n, strata (masking after use, below the trigger) and an injected policy may compact
-      // at any build.
+      // last-n, observation-masking, strata (masking after use, below the trigger) and an
+      // injected policy may compact at any build.
       due = built->input_tokens >
                 static_cast<size_t>(std::max<int64_t>(0, TriggerTokens(*budget_))) ||
             config_.policy.name == "last-n" || config_.policy.name == "strata" ||
-            shared_.policy != nullptr;
+            config_.policy.name == "observation-masking" || shared_.policy != nullptr;
     }
     std::unique_ptr<Context> scratch;
     if (due) {

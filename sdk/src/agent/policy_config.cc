@@ -68,8 +68,13 @@ StatusOr<std::unique_ptr<CompactionPolicy>> MakeConfiguredPolicy(const AgentPoli
   if (p.name == "none") return MakeNoCompactionPolicy();
   if (p.name == "sliding") return MakeSlidingWindowPolicy();
   if (p.name == "last-n") return MakeLastNPolicy(p.last_n);
-  return InvalidArgumentError("policy.name \"" + p.name +
-                              "\" is not a policy (strata, none, sliding, last-n)");
+  // The baselines users run elsewhere, with their documented defaults (builtin_policies.h).
+  if (p.name == "clear-tool-uses" || p.name == "observation-masking") {
+    return MakePolicyByName(p.name);
+  }
+  return InvalidArgumentError(
+      "policy.name \"" + p.name +
+      "\" is not a policy (strata, none, sliding, last-n, clear-tool-uses, observation-masking)");
 }
 
 }  // namespace strata::agent_internal

@@ -3,6 +3,7 @@
 #include "agent/policy_config.h"
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 
 #include "strata/agent.h"
@@ -73,7 +74,8 @@ TEST_CASE("policy knobs out of range are refused naming the field and its value"
         std::string::npos);
   c.policy.tokens_per_identifier = 32;
   c.policy.name = "smart";
-  CHECK(Agent::Create(c).status().message().find("strata, none, sliding, last-n") !=
+  CHECK(Agent::Create(c).status().message().find(
+            "strata, none, sliding, last-n, clear-tool-uses, observation-masking") !=
         std::string::npos);
   c.policy.name = "strata";
   CHECK(Agent::Create(c).ok());
@@ -113,6 +115,46 @@ TEST_CASE("the configured prices reach the agent's compactions", "[agent][policy
   }
   REQUIRE(report.has_value());
   CHECK(ExplainCompaction(*report).find("prices 3/0.75") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_CASE("the baselines users run elsewhere are Agent policies with their defaults",
+          "[agent][policy]") {
+  for (const std::string name : {"clear-tool-uses", "observation-masking"}) {
+    AgentPolicyConfig p;
+    p.name = name;
+    std::unique_ptr<CompactionPolicy> policy = Must(agent_internal::MakeConfiguredPolicy(p, nullptr));
+    CHECK(policy->Name() == Must(MakePolicyByName(name))->Name());
+  }
+  // observation-masking masks every tool result but the last 10 on each request, far below the
+  // budget as well.
+  AgentConfig c;
+  c.identity.id = "masking";
+  c.tokenizer = "estimate";
+  c.budget.window = 100000;
+  c.policy.name = "observation-masking";
+  auto agent = Must(Agent::Create(c));
+  MustOk(agent->AppendUser("List the files.").status());
+  for (int i = 0; i < 12; ++i) {
+    AssistantMessage call;
+    call.tool_calls.push_back(ToolCall{"c" + std::to_string(i), "ls", "{}"});
+    MustOk(agent->context().AppendAssistant(std::move(call)).status());
+    std::string output = "output number " + std::to_string(i) + "\n";
+    for (int line = 0; line < 40; ++line) output += "file_" + std::to_string(line) + ".txt\n";
+    MustOk(agent->AppendToolResult({"c" + std::to_string(i), output}).status());
+  }
+  const RequestPreview preview = Must(agent->PreviewRequest());
+  CHECK(preview.body.find("output number 0") == std::string::npos);
+  CHECK(preview.body.find("output number 1\\n") == std::string::npos);
+  for (int i = 2; i < 12; ++i) {
+    CHECK(preview.body.find("output number " + std::to_string(i)) != std::string::npos);
+  }
+  CHECK(preview.body.find("Old environment output") != std::string::npos);
 }
 
 }  // namespace
