@@ -688,11 +688,7 @@ class Agent::Impl {
     // A PoolSet may ask this agent to compact or fork.
     agent_internal::AgentDegradation degrade(DegradationHostFor(fields));
     call.degradation = &degrade;
-    // A token cancelled before the call is honoured here: a transport polls its token while a
-    // transfer runs, and a quick answer could complete before the first poll.
-    Status sent = options.cancel != nullptr && options.cancel->cancelled()
-                      ? CancelledError("the turn was cancelled before its request was sent")
-                      : shared_.transport->Send(built->body, call, &turn.response);
+    Status sent = shared_.transport->Send(built->body, call, &turn.response);
     degrade.Apply(&rec);
     const bool forked = degrade.child() != nullptr && degrade.sent().has_value();
     for (const CompactionReport& c : degrade.compactions()) {

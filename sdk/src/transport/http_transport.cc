@@ -217,6 +217,11 @@ class HttpTransport : public Transport {
   // Every error leaves scrubbed of the key and the URL's password, and as valid UTF-8: an upstream
   // may quote the Authorization header, or send any bytes, in its error body.
   Status Send(std::string_view body, const CallOptions& call, Response* response) override {
+    // The token is polled while a transfer runs; one cancelled already sends nothing (a quick
+    // answer could otherwise complete before the first poll).
+    if (call.cancel != nullptr && call.cancel->cancelled()) {
+      return CancelledError("call cancelled before it was sent");
+    }
     return transport_internal::UpstreamStatus(SendAttempts(body, call, response), secrets_);
   }
 

@@ -168,6 +168,10 @@ class GrpcTransport : public Transport {
 
   // Errors leave without the bearer token (a server may quote it) and as valid UTF-8.
   Status Send(std::string_view body, const CallOptions& call, Response* response) override {
+    // As the HTTP transport: a token cancelled already sends nothing.
+    if (call.cancel != nullptr && call.cancel->cancelled()) {
+      return CancelledError("call cancelled before it was sent");
+    }
     return transport_internal::UpstreamStatus(SendAttempts(body, call, response),
                                               {options_.bearer_token});
   }

@@ -504,9 +504,6 @@ TEST_CASE("gRPC transport: same Response as HTTP, retries, health and abort", "[
   CHECK(http->Abort("some-rid").code() == StatusCode::kUnimplemented);
 }
 
-}  // namespace
-}  // namespace strata
-
 namespace strata {
 namespace {
 
@@ -689,6 +686,25 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
   REQUIRE(s.ok());
   CHECK(response.finish_reason == "abort");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+}
+
+}  // namespace
+}  // namespace strata
+
+TEST_CASE("a call whose token is cancelled already sends nothing and returns CANCELLED",
+          "[transport][sim]") {
+  auto sim = StartSim();
+  FakeClock clock;
+  auto http = Http(HttpOptions(*sim, &clock));
+  CancellationToken token;
+  token.Cancel();
+  CallOptions call;
+  call.cancel = &token;
+  Response response;
+  Status s = http->Send(Body(false), call, &response);
+  CHECK(s.code() == StatusCode::kCancelled);
+  CHECK(s.message().find("before it was sent") != std::string::npos);
+  CHECK(sim->requests().empty());
 }
 
 }  // namespace
