@@ -334,11 +334,15 @@ std::vector<std::string> RequestBodies(const std::string& out) {
   return bodies;
 }
 
-TEST_CASE("replay --db --budget --policy strata stores the configuration Agent::Open continues with",
+TEST_CASE("replay --db --budget --policy P stores the configuration Agent::Open continues with",
           "[cli][replay][agent]") {
+  // strata and the two baselines users run instead (clear-tool-uses, observation-masking).
+  const std::string policy = GENERATE(as<std::string>{}, "strata", "clear-tool-uses", "observation-masking");
+  INFO("policy " << policy);
   TempDir dir;
   const std::string db = dir.File("agents.db"), out = dir.File("whole.jsonl");
-  const std::string options = " --budget 4000 --policy strata --keep-tool-results 2 --tokenizer estimate -q";
+  const std::string options =
+      " --budget 4000 --policy " + policy + " --keep-tool-results 2 --tokenizer estimate -q";
   // The first half of the trace, cut before its 24th assistant message.
   std::vector<std::string> lines;
   {
@@ -375,7 +379,7 @@ TEST_CASE("replay --db --budget --policy strata stores the configuration Agent::
   CHECK(config["budget"]["reserve_output"] == 0);
   CHECK(config["budget"]["trigger"]["fraction"] == 0.95);
   CHECK(config["budget"]["target"]["fraction"] == 0.7);
-  CHECK(config["policy"]["name"] == "strata");
+  CHECK(config["policy"]["name"] == policy);
   CHECK(config["policy"]["keep_tool_results"] == 2);
   CHECK(config["tokenizer"] == "estimate");
   CHECK(config["chat_template"] == "glm5");
