@@ -1,0 +1,263 @@
+"""strata-sidecar's console (/ui) and `strata inspect --html`, checked in headless Chromium: a
+sidecar over strata-sim with two tenants and a metrics token; agents driven over gRPC so that
+one has a prefix break from a document version change and one from a compaction. The pages are
+loaded in Chromium (DOM dumped after the page's requests finished, network log kept) and read
+back: the agents list, every bar against the records, the marks with their causes, nothing
+loaded from any other host, another tenant's agent invisible through every route. A screenshot
+of each page is kept in the build tree (test-artifacts/console-*.png)."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from sidecar_testing import BUILD, complete, pb, sha256_hex, write_config
+
+ALPHA = "alpha-console-token-Q7"
+BETA = "beta-console-token-W3"
+METRICS = "metrics-console-token-Z9"
+CLI = BUILD / "sdk" / "apps" / "strata" / "strata"
+ARTIFACTS = BUILD / "test-artifacts"
+
+
+def chromium() -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "chromium is not installed (scripts/setup installs it)"
+    return browser
+
+
+def browse(url: str, work: pathlib.Path, name: str, screenshot: bool = False):
+    """Loads `url` in headless Chromium until its requests are answered; returns (DOM, the URLs
+    Chromium requested, from its network log)."""
+    net_log = work / f"{name}.netlog.json"
+    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-default-apps", "--disable-extensions", "--no-first-run",
+              "--no-default-browser-check", "--metrics-recording-only", "--mute-audio",
+              "--virtual-time-budget=15000", "--window-size=1400,2200"]
+    dom = subprocess.run(common + [f"--user-data-dir={work / ('profile-' + name)}",
+                                   f"--log-net-log={net_log}", "--net-log-capture-mode=Default",
+                                   "--dump-dom", url],
+                         capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr
+    urls = set(re.findall(r'"url":"([^"]+)"', net_log.read_text(errors="replace")))
+    if screenshot:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        png = ARTIFACTS / f"console-{name}.png"
+        shot = subprocess.run(common + [f"--user-data-dir={work / ('shot-' + name)}",
+                                        f"--screenshot={png}", url],
+                              capture_output=True, text=True, timeout=180)
+        assert shot.returncode == 0 and png.stat().st_size > 10000, shot.stderr
+    return dom.stdout, urls
+
+
+class Dom(html.parser.HTMLParser):
+    """The elements of a dumped page: (tag, attributes, text inside)."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.elements = []
+        self.open = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        element = [tag, dict(attrs), ""]
+        self.elements.append(element)
+        if tag not in ("input", "br", "meta", "line", "rect", "path", "polyline"):
+            self.open.append(element)
+
+    def handle_endtag(self, tag):
+        while self.open:
+            if self.open.pop()[0] == tag:
+                break
+
+    def handle_data(self, data):
+        for element in self.open:
+            element[2] += data
+
+    def find(self, tag=None, cls=None, **attrs):
+        out = []
+        for t, a, text in self.elements:
+            if tag and t != tag:
+                continue
+            if cls and cls not in (a.get("class") or "").split():
+                continue
+            if all(a.get(k.replace("_", "-")) == v for k, v in attrs.items()):
+                out.append((a, text))
+        return out
+
+
+def get(base: str, path: str, token: str | None):
+    request = urllib.request.Request(base + path)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def drive(stub) -> None:
+    """Agent a1: a document v1, two turns, the document at v2 (a break), two tool results with
+    last-n(1) (the next build compacts: a break); a2 and a3 one turn each."""
+    config = {"budget": {"window": 65536}, "policy": {"name": "last-n", "last_n": 1},
+              "endpoint": {"max_output_tokens": 64}}
+    stub.CreateAgent(pb.CreateAgentRequest(agent_id="a1", config_json=json.dumps(config)))
+    put = lambda version, text: stub.PutDocument(pb.PutDocumentRequest(  # noqa: E731
+        agent_id="a1", layer=pb.DOCUMENT_LAYER_INDEX, name="api", content=text, version=version))
+    put("v1", "GET /v1/items lists the items.")
+    complete(stub, "a1", "What does the API do?")
+    complete(stub, "a1", "And what else?")
+    put("v2", "GET /v2/items lists the items, paged.")
+    complete(stub, "a1", "What changed?")
+    stub.AppendUser(pb.AppendUserRequest(agent_id="a1", content="Run the tools."))
+    for n, output in ((1, "x" * 2000), (2, "a.txt b.txt")):
+        stub.AppendAssistant(pb.AppendAssistantRequest(agent_id="a1", tool_calls=[
+            pb.ToolCall(id=f"call_{n}", name="bash", arguments='{"cmd": "ls"}')]))
+        stub.AppendToolResult(pb.AppendToolResultRequest(agent_id="a1", tool_call_id=f"call_{n}",
+                                                         content=output))
+    complete(stub, "a1", "Summarize the outputs.")
+    complete(stub, "a1", "Thanks.")
+    for agent in ("a2", "a3"):
+        stub.CreateAgent(pb.CreateAgentRequest(agent_id=agent))
+        complete(stub, agent, "Hello.")
+
+
+@pytest.fixture
+def console(tmp_path, start_sim, start_sidecar):
+    sim = start_sim(None, ["--output-tokens", "8"])
+    config = write_config(tmp_path, {
+        "upstream": sim.base_url, "http_listen": "127.0.0.1:0",
+        "metrics_token_sha256": [sha256_hex(METRICS)],
+        "tenants": [{"name": "alpha", "token_sha256": [sha256_hex(ALPHA)]},
+                    {"name": "beta", "token_sha256": [sha256_hex(BETA)]}]})
+    sidecar = start_sidecar(["--config", str(config)])
+    address = re.search(r"http listening on (\S+)", sidecar.wait_for_output("http listening on "))
+    drive(sidecar.stub(ALPHA))
+    beta = sidecar.stub(BETA)
+    beta.CreateAgent(pb.CreateAgentRequest(agent_id="b1"))
+    complete(beta, "b1", "Hello from beta.")
+    return sidecar, "http://" + address.group(1)
+
+
+def records_oldest_first(base: str, token: str, tenant: str, agent: str):
+    status, body = get(base, f"/ui/api/agents/{tenant}/{agent}/records?limit=1000", token)
+    assert status == 200, body
+    return list(reversed(json.loads(body)["records"]))
+
+
+def check_agent_page(dom_text: str, records, urls, allowed) -> None:
+    """The bars are the records' tokens; both breaks and the compaction are marked with causes;
+    every request went to `allowed`."""
+    dom = Dom(dom_text)
+    assert dom.find("body", data_ready="1"), "the page did not finish: " + dom_text[-2000:]
+    bars = dom.find("g", cls="bar")
+    assert len(bars) == len(records) >= 6
+    for (attrs, _), record in zip(bars, records):
+        cached = record["cached_tokens_reported"]
+        if cached is None:
+            cached = record["cached_tokens_predicted"]
+        cached = min(cached, record["input_tokens"])
+        assert attrs["data-request-id"] == record["request_id"]
+        assert float(attrs["data-cached"]) == cached
+        assert float(attrs["data-uncached"]) == record["input_tokens"] - cached
+        assert float(attrs["data-output"]) == record["output_tokens"]
+        assert float(attrs["data-predicted"]) == record["cached_tokens_predicted"]
+    causes = [text for _, text in dom.find("span", cls="cause")]
+    assert "doc version change (v1 -> v2)" in causes, causes
+    assert "compaction" in causes, causes
+    breaks = dom.find("li", cls="break")
+    assert all(int(a["data-invalidated"]) >= 0 for a, _ in breaks)
+    compactions = dom.find("details", cls="compaction")
+    assert compactions and "last-n" in compactions[0][1] and "masked" in compactions[0][1]
+    assert dom.find("path", cls="break-mark") and dom.find("path", cls="compaction-mark")
+    assert dom.find("code", id="prefix-hash")[0][1].strip()
+    assert "cache_salt scope" in dom.find("p", id="cache-salt")[0][1]
+    assert len(dom.find("tr", data_request_id=records[-1]["request_id"])) == 1
+    foreign = [u for u in urls if not any(u.startswith(a) for a in allowed)]
+    assert not foreign, f"requests to other hosts: {foreign}"
+
+
+def test_console_pages_in_chromium(console, tmp_path):
+    sidecar, base = console
+    status, page = get(base, "/ui", None)
+    assert status == 200 and "strata console" in page and "a1" not in page
+    assert "chart.js" in page.lower() or "Chart" in page  # inlined, not fetched
+    records = records_oldest_first(base, ALPHA, "alpha", "a1")
+
+    dom, urls = browse(f"{base}/ui#token={METRICS}&/agents", tmp_path, "agents", screenshot=True)
+    rows = {(a["data-tenant"], a["data-id"]) for a, _ in Dom(dom).find("tr", cls="agent")}
+    assert rows == {("alpha", "a1"), ("alpha", "a2"), ("alpha", "a3"), ("beta", "b1")}, dom[-3000:]
+    assert all(u.startswith(base) for u in urls), urls
+
+    dom, _ = browse(f"{base}/ui#token={ALPHA}&/agents?sort=tokens&order=asc", tmp_path, "alpha")
+    rows = [(a["data-tenant"], a["data-id"]) for a, _ in Dom(dom).find("tr", cls="agent")]
+    assert sorted(rows) == [("alpha", "a1"), ("alpha", "a2"), ("alpha", "a3")]
+
+    dom, urls = browse(f"{base}/ui#token={ALPHA}&/agent/alpha/a1", tmp_path, "agent", screenshot=True)
+    check_agent_page(dom, records, urls, [base])
+
+    dom, _ = browse(f"{base}/ui#token={ALPHA}&/agent/beta/b1", tmp_path, "foreign")
+    error = Dom(dom).find("p", id="error")
+    assert error and "no agent" in error[0][1] and "b1" not in [a.get("data-id") for a, _ in Dom(dom).find("tr")]
+
+    # The same page from the store, as one file: nothing but itself is loaded.
+    sidecar.close()
+    out = tmp_path / "a1.html"
+    result = subprocess.run([str(CLI), "inspect", "--db", str(sidecar.store), "--agent", "alpha/a1",
+                             "--html", str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "<script src" not in text and "<link" not in text
+    dom, urls = browse(out.as_uri(), tmp_path, "file", screenshot=True)
+    check_agent_page(dom, records, urls, [out.as_uri()])
+
+
+ROUTES = ["", "/records", "/records?request_id=x", "/events", "/growth", "/layout", "/timeline"]
+
+
+def test_a_tenant_sees_only_its_agents_through_every_route(console):
+    _, base = console
+    for token in (None, "wrong-token"):
+        for path in ["/ui/api/agents", "/ui/api/pools", "/ui/api/agents/alpha/a1"]:
+            status, body = get(base, path, token)
+            assert status == 401 and "wrong-token" not in body, (path, body)
+    status, body = get(base, "/ui/api/agents", ALPHA)
+    assert status == 200 and {a["id"] for a in json.loads(body)["agents"]} == {"a1", "a2", "a3"}
+    status, body = get(base, "/ui/api/agents", BETA)
+    assert status == 200 and [a["id"] for a in json.loads(body)["agents"]] == ["b1"]
+    status, body = get(base, "/ui/api/agents?limit=2&sort=id&order=asc", METRICS)
+    listed = json.loads(body)
+    assert listed["total"] == 4 and [a["id"] for a in listed["agents"]] == ["a1", "a2"]
+    # Alpha asking for beta's agent, under either tenant's name, through every route: answered
+    # as an agent that does not exist.
+    for route in ROUTES:
+        for token, tenant, agent, missing in ((ALPHA, "beta", "b1", "zz"), (ALPHA, "alpha", "b1", "zz"),
+                                              (BETA, "alpha", "a1", "zz")):
+            status, body = get(base, f"/ui/api/agents/{tenant}/{agent}{route}", token)
+            status_missing, body_missing = get(base, f"/ui/api/agents/{tenant}/{missing}{route}", token)
+            assert status == status_missing == 404, (route, tenant, agent, body)
+            assert body.replace(agent, missing) == body_missing, (body, body_missing)
+            assert "a1" not in body or agent == "a1"
+        status, body = get(base, f"/ui/api/agents/beta/b1{route}", METRICS)
+        assert status == (404 if "request_id" in route else 200), (route, body)
+    for bad in ("/ui/api/agents/alpha/..%2Fbeta%2Fb1", "/ui/api/agents/alpha/a1/../../beta/b1",
+                "/ui/api/agents/beta%2Fb1/x"):
+        status, body = get(base, bad, ALPHA)
+        assert status in (400, 404) and "Hello from beta" not in body, (bad, body)
+    status, body = get(base, "/ui/api/pools", ALPHA)
+    assert status == 403 and "metrics token" in body
+    status, body = get(base, "/ui/api/pools", METRICS)
+    assert status == 200 and json.loads(body) == {"configured": False}
+    status, body = get(base, "/ui/api/agents?sort=nope", METRICS)
+    assert status == 400 and "sort" in body
