@@ -46,7 +46,7 @@
   }
   function pct(v) { return v === null || v === undefined ? '-' : (100 * v).toFixed(1) + '%'; }
   function time(ms) { return ms ? new Date(ms).toISOString().replace('T', ' ').replace('.000Z', 'Z') : '-'; }
-  function show(...nodes) { main.replaceChildren(...nodes); }
+  function show(...nodes) { main.replaceChildren(); append(main, nodes); }
   function done() { document.body.setAttribute('data-ready', '1'); }
   function fail(message) {
     show(el('p', { class: 'error', id: 'error' }, message));
@@ -199,7 +199,7 @@
     const root = svg('svg', { id: 'timeline', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none',
                               'data-bars': t.bars.length, 'data-total': t.total });
     root.appendChild(svg('text', { class: 'axis', x: 2, y: top - 8 }, num(Math.round(peak)) + ' tokens'));
-    root.appendChild(svg('text', { class: 'axis', x: W - right + 2, y: top - 8 }, 'TTFT ' + Math.round(ttftPeak) + ' ms'));
+    root.appendChild(svg('text', { class: 'axis', x: W - right - 70, y: top - 8 }, 'TTFT ' + Math.round(ttftPeak) + ' ms'));
     root.appendChild(svg('line', { x1: left, x2: W - right, y1: H - bottom, y2: H - bottom, stroke: '#999' }));
     const ttft = [];
     t.bars.forEach((b, i) => {
@@ -371,8 +371,7 @@
         .map((k) => ({ key: k, title: k, text: k === 'name' }));
       const history = data.history || [];
       const labels = history.map((h) => time(h.unix_ms).slice(11));
-      const chart = lineChart('kv', labels, [{ label: 'KV in flight / capacity', data: history.map((h) => h.kv_usage), borderColor: '#6a1b9a' },
-        { label: 'watermark', data: history.map(() => data.kv_watermark), borderColor: '#c62828', borderDash: [4, 2] }]);
+      const chart = lineChart('kv', labels, [{ label: 'KV in flight / capacity', data: history.map((h) => h.kv_usage), borderColor: '#6a1b9a' }]);
       show(el('h1', {}, 'Pools'),
         el('p', {}, `KV in flight ${num(data.now.kv_in_flight_tokens)} of ${num(data.now.kv_capacity_tokens)} tokens (${pct(data.now.kv_usage)})`),
         table('pools', columns, data.now.pools, (r) => ({ 'data-pool': r.name })),
