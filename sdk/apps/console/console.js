@@ -310,7 +310,8 @@
 
   function recordsTable(data, selected, go) {
     const recs = data.records;
-    const keys = recs.length ? Object.keys(recs[0]).filter((k) => k !== 'type') : ['request_id'];
+    const first = ['request_id', 'started_unix_ms'];
+    const keys = first.concat(recs.length ? Object.keys(recs[0]).filter((k) => k !== 'type' && !first.includes(k)) : []);
     const link = (rid) => FILE ? '#request=' + encodeURIComponent(rid) : '#/agent/' + go.path + '?request=' + encodeURIComponent(rid);
     const columns = keys.map((k) => ({ key: k, title: k, text: typeof (recs[0] || {})[k] === 'string',
       cell: k === 'request_id' ? (r) => el('a', { href: link(r.request_id) }, r.request_id)
