@@ -171,7 +171,8 @@
       }));
       show(el('h1', {}, 'Agents'),
         pager('agents', data.total, data.offset, data.limit, (o) => go({ offset: o })),
-        table('agents', columns, data.agents, (r) => ({ class: 'agent', 'data-tenant': r.tenant, 'data-id': r.id })));
+        table('agents', columns, data.agents, (r) => ({ class: 'agent', 'data-tenant': r.tenant, 'data-id': r.id, 'data-tokens': r.tokens,
+                                                      'data-turns': r.turns, 'data-cached-share': r.cached_share })));
     });
   }
 

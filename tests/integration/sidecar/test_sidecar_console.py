@@ -125,6 +125,28 @@ def get(base: str, path: str, token: str | None):
         return error.code, error.read().decode()
 
 
+def chat(base: str, token: str, agent: str, messages):
+    """One chat completion through the proxy for `agent`; the answer's text."""
+    request = urllib.request.Request(
+        base + "/v1/chat/completions", method="POST",
+        data=json.dumps({"model": "glm-5.3-flash", "messages": messages}).encode(),
+        headers={"Authorization": f"Bearer {token}", "X-Strata-Agent": agent,
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["choices"][0]["message"]["content"]
+
+
+def drive_proxy(base: str) -> None:
+    """Agent p1 through the OpenAI proxy: two turns, then a client that rewrote its first user
+    message (the history is replaced from message 0, the first after the system prompt)."""
+    system = {"role": "system", "content": "You are terse."}
+    first = {"role": "user", "content": "List the files."}
+    answer = chat(base, ALPHA, "p1", [system, first])
+    chat(base, ALPHA, "p1", [system, first, {"role": "assistant", "content": answer},
+                             {"role": "user", "content": "And the largest?"}])
+    chat(base, ALPHA, "p1", [system, {"role": "user", "content": "List the directories."}])
+
+
 def drive(stub) -> None:
     """Agent a1: a document v1, two turns, the document at v2 (a break), two tool results with
     last-n(1) (the next build compacts: a break); a2 and a3 one turn each."""
@@ -164,6 +186,7 @@ def console(tmp_path, start_sim, start_sidecar):
     sidecar = start_sidecar(["--config", str(config)])
     address = re.search(r"http listening on (\S+)", sidecar.wait_for_output("http listening on "))
     drive(sidecar.stub(ALPHA))
+    drive_proxy("http://" + address.group(1))
     beta = sidecar.stub(BETA)
     beta.CreateAgent(pb.CreateAgentRequest(agent_id="b1"))
     complete(beta, "b1", "Hello from beta.")
@@ -218,16 +241,27 @@ def test_console_pages_in_chromium(console, tmp_path):
 
     dom, urls = browse(f"{base}/ui#token={METRICS}&/agents", tmp_path, "agents", screenshot=True)
     rows = {(a["data-tenant"], a["data-id"]) for a, _ in Dom(dom).find("tr", cls="agent")}
-    assert rows == {("alpha", "a1"), ("alpha", "a2"), ("alpha", "a3"), ("beta", "b1")}, dom[-3000:]
+    assert rows == {("alpha", "a1"), ("alpha", "a2"), ("alpha", "a3"), ("alpha", "p1"),
+                    ("beta", "b1")}, dom[-3000:]
     assert all(u.startswith(base) for u in urls), urls
 
     dom, _ = browse(f"{base}/ui#token={ALPHA}&/agents?sort=tokens&order=asc", tmp_path, "alpha")
     rows = [(a["data-tenant"], a["data-id"]) for a, _ in Dom(dom).find("tr", cls="agent")]
-    assert sorted(rows) == [("alpha", "a1"), ("alpha", "a2"), ("alpha", "a3")]
+    assert sorted(rows) == [("alpha", "a1"), ("alpha", "a2"), ("alpha", "a3"), ("alpha", "p1")]
+    tokens = [int(a["data-tokens"]) for a, _ in Dom(dom).find("tr", cls="agent")]
+    assert tokens == sorted(tokens), tokens  # sorted by tokens now, ascending
 
     dom, urls = browse(f"{base}/ui#token={ALPHA}&/agent/alpha/a1", tmp_path, "agent", screenshot=True)
     check_agent_page(dom, records, urls, [base])
     assert f"{base}/ui/api/agents/alpha/a1" in urls, urls  # the log does show the page's requests
+
+    oldest = records[0]["request_id"]
+    dom, _ = browse(f"{base}/ui#token={ALPHA}&/agent/alpha/a1?request={oldest}", tmp_path, "link")
+    assert [a["data-request-id"] for a, _ in Dom(dom).find("tr", cls="selected")] == [oldest]
+
+    dom, _ = browse(f"{base}/ui#token={ALPHA}&/agent/alpha/p1", tmp_path, "proxy")
+    causes = [text for _, text in Dom(dom).find("span", cls="cause")]
+    assert any(c.startswith("client history replaced from message 0: ") for c in causes), causes
 
     dom, _ = browse(f"{base}/ui#token={ALPHA}&/agent/beta/b1", tmp_path, "foreign")
     error = Dom(dom).find("p", id="error")
@@ -255,12 +289,13 @@ def test_a_tenant_sees_only_its_agents_through_every_route(console):
             status, body = get(base, path, token)
             assert status == 401 and "wrong-token" not in body, (path, body)
     status, body = get(base, "/ui/api/agents", ALPHA)
-    assert status == 200 and {a["id"] for a in json.loads(body)["agents"]} == {"a1", "a2", "a3"}
+    assert status == 200
+    assert {a["id"] for a in json.loads(body)["agents"]} == {"a1", "a2", "a3", "p1"}
     status, body = get(base, "/ui/api/agents", BETA)
     assert status == 200 and [a["id"] for a in json.loads(body)["agents"]] == ["b1"]
     status, body = get(base, "/ui/api/agents?limit=2&sort=id&order=asc", METRICS)
     listed = json.loads(body)
-    assert listed["total"] == 4 and [a["id"] for a in listed["agents"]] == ["a1", "a2"]
+    assert listed["total"] == 5 and [a["id"] for a in listed["agents"]] == ["a1", "a2"]
     # Alpha asking for beta's agent, under either tenant's name, through every route: answered
     # as an agent that does not exist.
     for route in ROUTES:
@@ -283,3 +318,23 @@ def test_a_tenant_sees_only_its_agents_through_every_route(console):
     assert status == 200 and json.loads(body) == {"configured": False}
     status, body = get(base, "/ui/api/agents?sort=nope", METRICS)
     assert status == 400 and "sort" in body
+
+
+def test_pools_page(tmp_path, start_sim, start_sidecar):
+    import test_sidecar_pools as pools
+    sim = start_sim(pools.TRAJECTORY)
+    config = write_config(tmp_path, {"http_listen": "127.0.0.1:0", "backend": "vllm",
+                                     "pools": pools.pools_config(sim.base_url)})
+    sidecar = start_sidecar(["--config", str(config)])
+    pools.run_short_and_long(sidecar)
+    base = "http://" + pools.http_address(sidecar)
+    status, body = get(base, "/ui/api/pools", None)  # no tenants: everyone is the operator
+    assert status == 200, body
+    now = {p["name"]: p for p in json.loads(body)["now"]["pools"]}
+    assert now["short"]["admitted"] == 1 and now["long"]["admitted"] == 1, now
+    dom, urls = browse(f"{base}/ui#/pools", tmp_path, "pools", screenshot=True)
+    rows = {a["data-pool"]: a for a, _ in Dom(dom).find("tr") if "data-pool" in a}
+    assert set(rows) == {"short", "long"}, dom[-2000:]
+    cells = {(a.get("data-key"), text) for a, text in Dom(dom).find("td")}
+    assert ("admitted", "1") in cells and ("refused", "0") in cells
+    assert all(u.startswith(base) for u in urls), urls
