@@ -273,6 +273,9 @@ def test_console_pages_in_chromium(console, tmp_path):
     result = subprocess.run([str(CLI), "inspect", "--db", str(sidecar.store), "--agent", "alpha/a1",
                              "--html", str(out)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+    usage = subprocess.run([str(CLI), "inspect", "--db", str(sidecar.store), "--html", str(out)],
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode != 0 and "--html needs --agent ID" in usage.stderr, usage.stderr
     text = out.read_text()
     assert "<script src" not in text and "<link" not in text
     dom, urls = browse(out.as_uri(), tmp_path, "file", screenshot=True)

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "console_page.h"
 #include "strata/store.h"
 #include "unit/store/store_test_util.h"
 
@@ -83,6 +84,12 @@ TEST_CASE("10,000 requests are downsampled into at most 600 bars of their means"
   CHECK(t["breaks"][0]["at"] == 9999);
   CHECK(t["breaks"][0]["invalidated_tokens"] == 600);
   CHECK(t["breaks"][0]["causes"] == json::array({"compaction"}));
+  // The page `strata inspect --html` writes for it: the newest 1,000 records in its table.
+  json page = AgentPage(*store, View("a"), 1000).value();
+  CHECK(page["records"]["records"].size() == 1000);
+  CHECK(page["records"]["total"] == 10000);
+  CHECK(page["timeline"]["bars"].size() <= kMaxSeriesPoints);
+  CHECK(ConsolePage(FileBoot(page)).size() < 3u * 1024 * 1024);
 }
 
 TEST_CASE("records page newest first and find the page of a request id", "[console]") {
