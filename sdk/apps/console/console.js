@@ -374,10 +374,18 @@
       const history = data.history || [];
       const labels = history.map((h) => time(h.unix_ms).slice(11));
       const chart = lineChart('kv', labels, [{ label: 'KV in flight / capacity', data: history.map((h) => h.kv_usage), borderColor: '#6a1b9a' }]);
+      const series = [];
+      for (const p of data.now.pools) {
+        for (const k of ['admitted', 'queued', 'degraded', 'refused']) {
+          series.push({ label: p.name + ' ' + k, data: history.map((h) => ((h.pools || {})[p.name] || {})[k]) });
+        }
+      }
+      const counts = lineChart('pool-counts', labels, series);
       show(el('h1', {}, 'Pools'),
         el('p', {}, `KV in flight ${num(data.now.kv_in_flight_tokens)} of ${num(data.now.kv_capacity_tokens)} tokens (${pct(data.now.kv_usage)})`),
         table('pools', columns, data.now.pools, (r) => ({ 'data-pool': r.name })),
         el('h2', {}, 'KV watermark over time (sampled while this page is open)'), chart,
+        el('h2', {}, 'Admitted, queued, degraded and refused over time'), counts,
         el('details', {}, el('summary', {}, 'samples'), table('pool-samples', [{ key: 'when', title: 'time', text: true },
           { key: 'kv_usage', title: 'kv usage' }], history.map((h) => ({ when: time(h.unix_ms), kv_usage: h.kv_usage })))));
       setTimeout(() => { if (location.hash.startsWith('#/pools')) poolsPage(); }, 5000);

@@ -17,9 +17,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kSortKeys[] = {"id",          "tenant",        "turns",
-                                     "tokens",      "requests",      "compactions",
-                                     "prefix_breaks", "cached_share", "last_activity"};
+constexpr const char* kSortKeys[] = {"id",           "tenant",      "turns",         "tokens",
+                                     "requests",     "compactions", "prefix_breaks", "cached_share",
+                                     "last_activity"};
 
 StatusOr<size_t> ParseCount(std::string_view text, std::string_view name, size_t fallback) {
   if (text.empty()) return fallback;
@@ -184,8 +184,8 @@ std::map<std::string, size_t> IndexByRequestId(const std::vector<RequestRecord>&
 int64_t InvalidatedByBreak(const json& p) {
   const int64_t predicted = p.value("predicted_cached_tokens", int64_t{0});
   if (p.value("kind", "") == "server_shortfall") {
-    const json& reported = p.contains("reported_cached_tokens") ? p["reported_cached_tokens"]
-                                                                : json(nullptr);
+    const json& reported =
+        p.contains("reported_cached_tokens") ? p["reported_cached_tokens"] : json(nullptr);
     return reported.is_number() ? std::max<int64_t>(0, predicted - reported.get<int64_t>()) : 0;
   }
   return std::max<int64_t>(0, p.value("previous_prompt_tokens", int64_t{0}) - predicted);
@@ -320,9 +320,12 @@ StatusOr<nlohmann::json> AgentsList(Store& store, const std::vector<StoredAgent>
     if (!activity_first) AddActivity(store, rows[i].second, rows[i].first);
     agents.push_back(std::move(rows[i].first));
   }
-  return json{{"total", rows.size()},          {"offset", query.page.offset},
-              {"limit", query.page.limit},     {"sort", query.sort},
-              {"order", query.descending ? "desc" : "asc"}, {"agents", std::move(agents)}};
+  return json{{"total", rows.size()},
+              {"offset", query.page.offset},
+              {"limit", query.page.limit},
+              {"sort", query.sort},
+              {"order", query.descending ? "desc" : "asc"},
+              {"agents", std::move(agents)}};
 }
 
 StatusOr<nlohmann::json> Records(Store& store, const AgentView& agent, const PageQuery& page,
@@ -365,7 +368,8 @@ StatusOr<nlohmann::json> Events(Store& store, const AgentView& agent, const Page
 StatusOr<nlohmann::json> Growth(Store& store, const AgentView& agent) {
   STRATA_RETURN_IF_ERROR(store.GetAgent(agent.stored_id).status());
   STRATA_ASSIGN_OR_RETURN(std::vector<GrowthPoint> points, store.Growth(agent.stored_id));
-  const size_t bucket = std::max<size_t>(1, (points.size() + kMaxSeriesPoints - 1) / kMaxSeriesPoints);
+  const size_t bucket =
+      std::max<size_t>(1, (points.size() + kMaxSeriesPoints - 1) / kMaxSeriesPoints);
   json out = json::array();
   for (size_t first = 0; first < points.size(); first += bucket) {
     const size_t last = std::min(points.size(), first + bucket) - 1;
@@ -382,9 +386,8 @@ StatusOr<nlohmann::json> Growth(Store& store, const AgentView& agent) {
                    {"compactions", compactions},
                    {"invalidated_tokens", invalidated}});
   }
-  return json{{"points", std::move(out)},
-              {"downsampled", bucket > 1},
-              {"total_points", points.size()}};
+  return json{
+      {"points", std::move(out)}, {"downsampled", bucket > 1}, {"total_points", points.size()}};
 }
 
 StatusOr<nlohmann::json> Layout(Store& store, const AgentView& agent) {

@@ -47,7 +47,8 @@ struct AgentsQuery {
 };
 
 // The most bars of a timeline and points of a growth curve: longer series are downsampled into
-// this many buckets (each bar the mean of the requests it covers, data-first/data-last naming them).
+// this many buckets (each bar the mean of the requests it covers, data-first/data-last naming
+// them).
 inline constexpr size_t kMaxSeriesPoints = 600;
 // The records the agents list reads per agent for its cached share (the newest).
 inline constexpr size_t kCachedShareRecords = 1000;

@@ -155,8 +155,9 @@ StatusOr<json> ConsoleRoutes::Agent(const Caller& caller, std::string_view rest,
                                     const HttpGetRequest& request) {
   const std::vector<std::string> parts = Split(rest);
   if (parts.size() < 2 || parts.size() > 3 || parts[0].empty()) {
-    return NotFoundError("an agent's console route is /ui/api/agents/TENANT/ID[/records|events|"
-                         "growth|layout|timeline]");
+    return NotFoundError(
+        "an agent's console route is /ui/api/agents/TENANT/ID[/records|events|"
+        "growth|layout|timeline]");
   }
   const std::string& tenant = parts[0];
   const std::string& id = parts[1];
@@ -172,9 +173,9 @@ StatusOr<json> ConsoleRoutes::Agent(const Caller& caller, std::string_view rest,
   if (what.empty()) {
     out = console::AgentPage(store, view, 50);
   } else if (what == "records" || what == "events") {
-    STRATA_ASSIGN_OR_RETURN(console::PageQuery page, console::ParsePageQuery(
-                                                         Param(request, "offset"),
-                                                         Param(request, "limit")));
+    STRATA_ASSIGN_OR_RETURN(
+        console::PageQuery page,
+        console::ParsePageQuery(Param(request, "offset"), Param(request, "limit")));
     out = what == "records" ? console::Records(store, view, page, Param(request, "request_id"))
                             : console::Events(store, view, page);
   } else if (what == "growth") {
@@ -195,7 +196,8 @@ StatusOr<json> ConsoleRoutes::Pools(const Caller& caller) {
   if (!caller.all) {
     return PermissionDeniedError(
         "the pools page holds every tenant's traffic: read it with a metrics token "
-        "(metrics_token_sha256), not tenant \"" + caller.tenant->name + "\"'s");
+        "(metrics_token_sha256), not tenant \"" +
+        caller.tenant->name + "\"'s");
   }
   if (pools_ == nullptr) return json{{"configured", false}};
   const PoolSetMetrics m = pools_->Metrics();

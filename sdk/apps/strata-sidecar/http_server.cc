@@ -169,7 +169,8 @@ class HttpServer::Impl {
     for (const HttpGetRoute& route : options_.get_routes) {
       auto handle = route.handle;
       s.Get(route.prefix + "(/.*)?", [handle](const httplib::Request& req, httplib::Response& res) {
-        HttpGetRequest get{req.path, {req.params.begin(), req.params.end()},
+        HttpGetRequest get{req.path,
+                           {req.params.begin(), req.params.end()},
                            req.get_header_value("Authorization")};
         Apply(handle(get), res);
       });

@@ -52,9 +52,9 @@ namespace strata::sidecar {
 
 // A GET request as HttpServerOptions::get_routes see it.
 struct HttpGetRequest {
-  std::string path;                                  // decoded, without the query
-  std::multimap<std::string, std::string> params;    // the query's parameters, decoded
-  std::string authorization;                         // the Authorization header ("" absent)
+  std::string path;                                // decoded, without the query
+  std::multimap<std::string, std::string> params;  // the query's parameters, decoded
+  std::string authorization;                       // the Authorization header ("" absent)
 };
 
 // GET requests of `prefix` and of the paths under it ("<prefix>/..."), answered by `handle`.

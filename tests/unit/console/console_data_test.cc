@@ -65,7 +65,11 @@ TEST_CASE("10,000 requests are downsampled into at most 600 bars of their means"
   testing::TempDir dir;
   auto store = NewStore(dir, {"a"});
   for (int i = 0; i < 10000; ++i) REQUIRE(store->AppendRequest(Record("a", i)).ok());
-  StoredEvent brk{0, "a", 3, 1000 + 10 * 9999, "prefix_break",
+  StoredEvent brk{0,
+                  "a",
+                  3,
+                  1000 + 10 * 9999,
+                  "prefix_break",
                   R"({"request_id":"req-9999","reason":"compaction","kind":"prefix_changed",)"
                   R"("previous_prompt_tokens":900,"predicted_cached_tokens":300})"};
   REQUIRE(store->AppendEvent(brk).ok());
