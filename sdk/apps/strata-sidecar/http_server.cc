@@ -166,6 +166,15 @@ class HttpServer::Impl {
                                             req.body, CurrentClientWatch()),
             res);
     });
+    for (const HttpGetRoute& route : options_.get_routes) {
+      auto handle = route.handle;
+      s.Get(route.prefix + "(/.*)?", [handle](const httplib::Request& req, httplib::Response& res) {
+        HttpGetRequest get{req.path,
+                           {req.params.begin(), req.params.end()},
+                           req.get_header_value("Authorization")};
+        Apply(handle(get), res);
+      });
+    }
     s.set_error_handler(ErrorHandler());
     s.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

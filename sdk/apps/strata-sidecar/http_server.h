@@ -8,6 +8,8 @@
 //   GET  /healthz              200 while the process serves (never authenticated)
 //   GET  /readyz               200 when ready: the store is open (ready() says so) and not
 //                              draining; 503 otherwise (never authenticated)
+//   GET  <prefix>...           each of HttpServerOptions::get_routes (the console's /ui,
+//                              console_routes.h), which authenticates its own requests
 // Connections are read as http_connection.h says: a deadline on each request head, a cap on the
 // connections of one client address, and the head checked against RFC 9112 before any route.
 // A chat completion whose client closes its connection is cancelled (its upstream request
@@ -36,8 +38,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "proxy.h"
 #include "sidecar_config.h"
@@ -45,6 +49,19 @@
 #include "tenants.h"
 
 namespace strata::sidecar {
+
+// A GET request as HttpServerOptions::get_routes see it.
+struct HttpGetRequest {
+  std::string path;                                // decoded, without the query
+  std::multimap<std::string, std::string> params;  // the query's parameters, decoded
+  std::string authorization;                       // the Authorization header ("" absent)
+};
+
+// GET requests of `prefix` and of the paths under it ("<prefix>/..."), answered by `handle`.
+struct HttpGetRoute {
+  std::string prefix;  // e.g. "/ui"; made of [A-Za-z0-9/_-] only
+  std::function<HttpReply(const HttpGetRequest& request)> handle;
+};
 
 struct HttpServerOptions {
   std::string listen = "127.0.0.1:0";            // HOST:PORT; port 0 binds a free port
@@ -62,6 +79,8 @@ struct HttpServerOptions {
   std::chrono::milliseconds head_timeout{10000};
   // Connections one client address may hold at once (more get 429 and are closed); 0: no limit.
   int max_connections_per_client = 32;
+  // More GET routes (the console). Their handlers must be thread-safe and outlive the server.
+  std::vector<HttpGetRoute> get_routes;
 };
 
 class HttpServer {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "console_routes.h"
 #include "core/json_text.h"
 #include "drain.h"
 #include "grpc_errors.h"
@@ -361,8 +362,10 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
                                                     sc::Authenticator& authenticator,
                                                     sc::Proxy& proxy, sc::SidecarMetrics& metrics,
                                                     sc::AgentRegistry& registry,
-                                                    sc::StoreHealth& health) {
+                                                    sc::StoreHealth& health,
+                                                    sc::HttpGetRoute console) {
   sc::HttpServerOptions options;
+  options.get_routes.push_back(std::move(console));  // /ui (console_routes.h)
   options.ready = [&health] { return health.Check(); };  // 503 while the store refuses writes
   options.listen = config.http_listen;
   options.tls = config.tls;
@@ -440,11 +443,12 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
       StartGrpc(config, grpc_address, authenticator, service);
   if (!server.ok()) return Fail(server.status());
   std::unique_ptr<sc::Proxy> proxy;
+  sc::ConsoleRoutes console(registry->get(), &authenticator, pools.set.get());
   std::unique_ptr<sc::HttpServer> http;
   if (!config.http_listen.empty()) {
     proxy = MakeProxy(config, registry->get(), pools.endpoints, hooks);
     StatusOr<std::unique_ptr<sc::HttpServer>> started =
-        StartHttp(config, authenticator, *proxy, metrics, **registry, health);
+        StartHttp(config, authenticator, *proxy, metrics, **registry, health, console.Route());
     if (!started.ok()) return Fail(started.status());
     http = std::move(*started);
   }

@@ -1,6 +1,8 @@
 // `strata inspect --db FILE [--agent ID]`: lists a store's agents, or shows one agent's layers,
-// sizes, compactions and recent requests.
+// sizes, compactions and recent requests; with --html OUT, writes the console's agent page
+// (console_page.h) as one self-contained file.
 #include <ctime>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -10,6 +12,8 @@
 #include <sstream>
 
 #include "commands.h"
+#include "console_data.h"
+#include "console_page.h"
 #include "growth_chart.h"
 #include "strata/store.h"
 
@@ -21,7 +25,12 @@ struct InspectArgs {
   std::string agent;
   size_t requests = 10;
   bool json = false;
+  std::string html;  // --html OUT
 };
+
+// The newest records an --html file holds (its table pages through them; the timeline, growth
+// and marks cover every record).
+constexpr size_t kHtmlRecords = 1000;
 
 std::string Time(int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
@@ -174,13 +183,33 @@ void ShowAgentJson(Store& store, const InspectArgs& args) {
   std::cout << out.dump() << "\n";
 }
 
+// --html OUT --agent ID: the console's agent page with its data embedded. A sidecar's store keeps
+// "<tenant>/<id>": the page shows the tenant and the id apart, as the sidecar's console does.
+void WriteHtml(Store& store, const InspectArgs& args) {
+  StoredAgent agent = Check(store.GetAgent(args.agent));
+  console::AgentView view{args.agent, agent.options.agent.tenant, args.agent};
+  const std::string prefix = view.tenant + "/";
+  if (!view.tenant.empty() && args.agent.compare(0, prefix.size(), prefix) == 0) {
+    view.id = args.agent.substr(prefix.size());
+  }
+  nlohmann::json page = Check(console::AgentPage(store, view, kHtmlRecords));
+  std::ofstream out(args.html, std::ios::binary | std::ios::trunc);
+  out << console::ConsolePage(console::FileBoot(std::move(page)));
+  out.close();
+  if (!out) throw CommandFailed{"cannot write --html " + args.html + ": check the directory"};
+  std::cout << "wrote " << args.html << " (agent " << args.agent << ")\n";
+}
+
 void Run(const InspectArgs& args) {
   StoreOptions options;
   options.create_if_missing = false;
   options.read_only = true;
   StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(args.db, options);
   if (!store.ok()) throw CommandFailed{store.status().ToString()};
-  if (args.json) {
+  if (!args.html.empty()) {
+    if (args.agent.empty()) throw CLI::ValidationError("--html", "--html needs --agent ID");
+    WriteHtml(**store, args);
+  } else if (args.json) {
     if (args.agent.empty()) throw CLI::ValidationError("--json", "--json needs --agent ID");
     ShowAgentJson(**store, args);
   } else if (args.agent.empty()) {
@@ -206,6 +235,9 @@ void RegisterInspect(CLI::App& app) {
   cmd->add_flag("--json", args->json,
                 "With --agent: one JSON object {\"config\": <AgentConfig>, \"agent\": counts, "
                 "\"compactions\": [...]}");
+  cmd->add_option("--html", args->html,
+                  "With --agent: write the console's agent page (timeline, prefix breaks, "
+                  "compactions, growth, layout, records) to this self-contained HTML file");
   cmd->callback([args] { Run(*args); });
 }
 
