@@ -259,7 +259,7 @@ def test_records_copy_pickle_and_compare(start_sim, tmp_path):
     turn = agent.complete()
     assert copy.deepcopy(turn) == turn
     assert pickle.loads(pickle.dumps(turn)) == turn
-    with pytest.raises(AttributeError, match="no field"):
+    with pytest.raises(AttributeError, match="no attribute .no_such_field"):
         turn.record.no_such_field
     with pytest.raises(AttributeError):
         turn.record.input_tokens = 5

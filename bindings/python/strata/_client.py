@@ -94,7 +94,7 @@ class BuiltRequest(_ToDict):
     @staticmethod
     def _from(d: Dict[str, Any]) -> "BuiltRequest":
         c = d.pop("compaction")
-        return BuiltRequest(compaction=CompactionReport(c) if c is not None else None, **d)
+        return BuiltRequest(compaction=CompactionReport._from(c) if c is not None else None, **d)
 
 
 class Context:
@@ -210,10 +210,10 @@ class Context:
         """Asks the policy for a compaction and applies it (``force``: even below the trigger).
         None when nothing was done."""
         report = json.loads(self._impl.compact(force))
-        return CompactionReport(report) if report is not None else None
+        return CompactionReport._from(report) if report is not None else None
 
     def compactions(self) -> List[CompactionReport]:
-        return [CompactionReport(r) for r in json.loads(self._impl.compactions())]
+        return [CompactionReport._from(r) for r in json.loads(self._impl.compactions())]
 
     def recall(self, recall_id: str) -> str:
         """The original content kept under ``recall_id`` (NotFound if unknown)."""
@@ -336,8 +336,8 @@ class Completion(_ToDict):
     @staticmethod
     def _from(d: Dict[str, Any]) -> "Completion":
         pb = d["prefix_break"]
-        return Completion(Response._from(d["response"]), RequestRecord(d["record"]),
-                          d["assistant_segment_id"], PrefixBreak(pb) if pb is not None else None,
+        return Completion(Response._from(d["response"]), RequestRecord._from(d["record"]),
+                          d["assistant_segment_id"], PrefixBreak._from(pb) if pb is not None else None,
                           d["body"])
 
 
@@ -376,7 +376,7 @@ class Client:
         except Error as e:
             record_json = getattr(e, "record_json", None)
             if record_json is not None:
-                e.record = RequestRecord(json.loads(record_json))
+                e.record = RequestRecord._from(json.loads(record_json))
             raise
         return Completion._from(json.loads(out))
 
@@ -391,10 +391,10 @@ class Client:
 
     def records(self) -> List[RequestRecord]:
         """Every request this client sent (failures included), oldest first."""
-        return [RequestRecord(r) for r in json.loads(self._impl.records())]
+        return [RequestRecord._from(r) for r in json.loads(self._impl.records())]
 
     def prefix_breaks(self) -> List[PrefixBreak]:
-        return [PrefixBreak(e) for e in json.loads(self._impl.events())]
+        return [PrefixBreak._from(e) for e in json.loads(self._impl.events())]
 
     def __repr__(self) -> str:
         return f"strata.Client({self.transport!r})"

@@ -5,7 +5,23 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional
+
+from ._records import CompactionReport as CompactionReport
+from ._records import EventType as EventType
+from ._records import GrowthPoint as GrowthPoint
+from ._records import LayerName as LayerName
+from ._records import PrefixBreak as PrefixBreak
+from ._records import PrefixBreakKind as PrefixBreakKind
+from ._records import RequestRecord as RequestRecord
+from ._records import StatusCodeName as StatusCodeName
+from ._records import StoredEvent as StoredEvent
+from ._records import Timings as Timings
+from ._records import Usage as Usage
+from ._records import _Record
+
+DeltaKind = Literal["content", "reasoning", "tool_call_arguments"]
+StoppedReason = Literal["answer", "max_turns"]
 
 
 class JsonObject:
@@ -49,32 +65,8 @@ class JsonObject:
         return copy.deepcopy(self._data)
 
 
-class RequestRecord(JsonObject):
-    """One request as strata recorded it (the store's request row; ``strata`` CLI's JSON lines)."""
-
-
-class CompactionReport(JsonObject):
-    """What one compaction did and cost (policy, reason, tokens_before/after, invalidated_tokens, ...)."""
-
-
-class PrefixBreak(JsonObject):
-    """A request that reused less of the server's prefix cache than the previous one, and why."""
-
-
-class GrowthPoint(JsonObject):
-    """Tokens per layer after one turn (layer_tokens: {"system": n, ...}), as stored for curves."""
-
-
-class Usage(JsonObject):
-    """Token usage as the server reported it (cached_tokens is None when not reported)."""
-
-
-class Timings(JsonObject):
-    """Milliseconds of one call: ttft_ms, decode_ms, total_ms, retry_wait_ms."""
-
-
 def _plain(value: Any) -> Any:
-    if isinstance(value, JsonObject):
+    if isinstance(value, (JsonObject, _Record)):
         return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -120,7 +112,7 @@ class Response(_ToDict):
     @staticmethod
     def _from(d: Dict[str, Any]) -> "Response":
         return Response(d["id"], d["model"], d["content"], d["reasoning"], d["tool_calls"],
-                        d["finish_reason"], Usage(d["usage"]), Timings(d["timings"]), d["streamed"],
+                        d["finish_reason"], Usage._from(d["usage"]), Timings._from(d["timings"]), d["streamed"],
                         d["attempts"], d["http_status"])
 
 
@@ -140,10 +132,10 @@ class Turn(_ToDict):
     @staticmethod
     def _from(d: Dict[str, Any]) -> "Turn":
         pb = d["prefix_break"]
-        return Turn(Response._from(d["response"]), RequestRecord(d["record"]),
-                    d["assistant_segment_id"], [CompactionReport(c) for c in d["compactions"]],
-                    PrefixBreak(pb) if pb is not None else None, d["break_causes"],
-                    GrowthPoint(d["growth"]), d["body"])
+        return Turn(Response._from(d["response"]), RequestRecord._from(d["record"]),
+                    d["assistant_segment_id"], [CompactionReport._from(c) for c in d["compactions"]],
+                    PrefixBreak._from(pb) if pb is not None else None, d["break_causes"],
+                    GrowthPoint._from(d["growth"]), d["body"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +144,7 @@ class RunResult(_ToDict):
     turn, and how many tool calls it answered (and how many of those were errors)."""
 
     answer: str
-    stopped: str
+    stopped: StoppedReason
     turns: List[Turn]
     tool_calls: int
     tool_errors: int
@@ -178,7 +170,7 @@ class CachePrediction(_ToDict):
         c = d["compaction"]
         return CachePrediction(d["input_tokens"], d["input_tokens_exact"],
                                d["predicted_cached_tokens"], d["compaction_due"],
-                               CompactionReport(c) if c is not None else None)
+                               CompactionReport._from(c) if c is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +199,7 @@ class TrimResult(_ToDict):
 class Delta(_ToDict):
     """One streamed fragment of an answer."""
 
-    kind: str  # "content", "reasoning" or "tool_call_arguments"
+    kind: DeltaKind
     text: str
     tool_call_index: int = 0
     tool_call_id: str = ""
