@@ -155,8 +155,8 @@ def test_a_new_agent_has_empty_messages_and_a_zero_prediction():
 def test_a_compaction_report_carries_the_policys_explanation():
     messages = [{"role": "system", "content": "sys"}]
     for i in range(40):
-        messages += [{"role": "user", "content": f"q {i} " + "word " * 40},
-                     {"role": "assistant", "content": f"a {i}"}]
+        messages += [{"role": "user", "content": f"question {i}: " + "words " * 40},
+                     {"role": "assistant", "content": f"answer {i}: " + "more words " * 40}]
     report = strata.trim_messages(messages, 2000).report
     assert report is not None
     assert "chosen: boundary" in report.explanation and "saving" in report.explanation
