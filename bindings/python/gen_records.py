@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generates bindings/python/strata/_records.py, the typed Python forms of strata's C++ record
 types (RequestRecord, PrefixBreakEvent, CompactionReport, GrowthPoint, Usage, Timings,
-StoredEvent) and of the status codes and layer names, from the public headers that define them:
+StoredEvent) and of the status codes and layer names, from the public headers that define them,
+and the agent configuration's TypedDicts from the keys its parser (sdk/src/agent/config.cc) reads:
 one frozen dataclass per struct, one field per member with its C++ comment as documentation and
 its type mapped (std::string -> str, integers -> int, double -> float, std::optional<T> ->
 Optional[T], enums -> Literal of their names). The JSON a struct is written as differs from its
@@ -19,7 +20,7 @@ import difflib
 import pathlib
 import re
 import sys
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -213,6 +214,77 @@ def _wrap_items(items: List[str], indent: str) -> List[str]:
     return lines
 
 
+CONFIG_SOURCE = REPO / "sdk" / "src" / "agent" / "config.cc"
+_READER_TYPES = {"String": "str", "Bool": "bool", "OptBool": "Optional[bool]", "Int": "int",
+                 "OptInt": "Optional[int]", "Int32": "int", "Size": "int", "Number": "float",
+                 "Strings": "List[str]", "Limit": "BudgetLimit"}
+_CALL = re.compile(r"\b\w+\.(" + "|".join(list(_READER_TYPES) + ["Object"]) + r')\("(\w+)"')
+
+
+def _block(text: str, start: int) -> str:
+    """The text inside the braces that open at or after `start`."""
+    open_at = text.index("{", start)
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_at + 1:i]
+    raise SystemExit("gen_records.py: unbalanced braces in config.cc")
+
+
+def _config_keys(text: str, body: str) -> List[Tuple[str, Any]]:
+    """(key, Python type or nested list) of each key the reader calls in `body` read, in order."""
+    out: List[Tuple[str, Any]] = []
+    pos = 0
+    while True:
+        m = _CALL.search(body, pos)
+        if not m:
+            return out
+        kind, key = m.group(1), m.group(2)
+        if kind != "Object":
+            out.append((key, _READER_TYPES[kind]))
+            pos = m.end()
+            continue
+        inner = lambda_body = _block(body, m.end())
+        delegated = re.match(r"\s*return (\w+)\(o, ", inner)
+        if delegated:  # a reader function of its own (ReadPolicy)
+            fn = re.search(r"^Status " + delegated.group(1) + r"\(ObjectReader& o", text, re.M)
+            if not fn:
+                raise SystemExit(f"gen_records.py: no {delegated.group(1)} in config.cc")
+            inner = _block(text, fn.end())
+        out.append((key, _config_keys(text, inner)))
+        pos = body.index(lambda_body, m.end()) + len(lambda_body)
+
+
+def config_typeddicts() -> List[str]:
+    """TypedDicts of the agent configuration, from the keys AgentConfigFromJson reads."""
+    text = CONFIG_SOURCE.read_text()
+    fn = re.search(r"^StatusOr<AgentConfig> AgentConfigFromJson\(", text, re.M)
+    if not fn:
+        raise SystemExit("gen_records.py: no AgentConfigFromJson in config.cc")
+    keys = _config_keys(text, _block(text, fn.end()))
+    out = ["", "",
+           "class BudgetLimit(TypedDict, total=False):",
+           '    """A budget limit: ``{"fraction": f}`` of the usable input or ``{"tokens": n}``',
+           '    (exactly one)."""', "", "    fraction: float", "    tokens: int"]
+
+    def emit(name: str, doc: str, items: List[Tuple[str, Any]]) -> None:
+        for key, value in items:
+            if isinstance(value, list):
+                emit(key.title() + "Config", f"The configuration's \"{key}\" object.", value)
+        out.extend(["", "", f"class {name}(TypedDict, total=False):", f'    """{doc}"""', ""])
+        for key, value in items:
+            t = key.title() + "Config" if isinstance(value, list) else value
+            out.append(f"    {key}: {t}")
+
+    emit("AgentConfig", "The agent configuration (AgentConfigFromJson, sdk/src/agent/config.cc): "
+         "every key optional on input; normalize_config() returns every key.", keys)
+    return out
+
+
 def generate() -> str:
     codes = [re.sub(r"(?<!^)([A-Z])", r"_\1", n).upper()
              for n in parse_enum_names("status.h", "StatusCode")]
@@ -227,7 +299,7 @@ def generate() -> str:
         "",
         "import copy",
         "import dataclasses",
-        "from typing import Any, Dict, List, Literal, Optional, Type, TypeVar",
+        "from typing import Any, Dict, List, Literal, Optional, Type, TypedDict, TypeVar",
         "",
         "# The canonical status codes (strata::StatusCode, status.h).",
         "StatusCodeName = Literal[",
@@ -288,6 +360,8 @@ def generate() -> str:
                 out += _wrap_comment(f.doc, "    ")
             out.append(f"    {f.name}: {f.py_type} = _absent({f.default})")
         out.append("")
+    out += config_typeddicts()
+    out.append("")
     out.append("")
     out.append("RECORD_TYPES = (" + ", ".join(s.py_name for s in SPECS) + ")")
     return "\n".join(out).rstrip() + "\n"

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import typing
 
 import pytest
 
@@ -92,3 +93,37 @@ def test_mypy_strict_catches_misspelled_fields_and_kinds(tmp_path):
         assert f"bad.py:{line}:" in out.stdout, (line, out.stdout)
     for what in ["input_tokenz", "payloadd", "cached_tokenz"]:
         assert f'has no attribute "{what}"' in out.stdout, out.stdout
+
+
+def test_the_config_typeddicts_name_every_key_of_a_normalized_configuration():
+    def check(value, typed, where):
+        hints = typing.get_type_hints(typed)
+        assert set(value) <= set(hints), (where, set(value) - set(hints))
+        for key, v in value.items():
+            hint = hints[key]
+            if isinstance(v, dict) and typing.is_typeddict(hint):
+                check(v, hint, f"{where}.{key}")
+
+    config = strata.normalize_config({"identity": {"id": "x"}})
+    check(config, strata.AgentConfig, "config")
+    assert set(config) == set(typing.get_type_hints(strata.AgentConfig))
+
+
+MYPY_CONFIG = '''
+import strata
+
+config: strata.AgentConfig = {"identity": {"id": "a"}, "budget": {"windw": 8192}}
+window: str = strata.normalize_config(config)["budget"]["window"]
+'''
+
+
+def test_mypy_strict_catches_a_misspelled_config_key(tmp_path):
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed for this interpreter (Debian package mypy)")
+    bad = tmp_path / "bad_config.py"
+    bad.write_text(MYPY_CONFIG)
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(bad)],
+                         cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stdout
+    assert "bad_config.py:4:" in out.stdout and '"windw"' in out.stdout, out.stdout
+    assert "bad_config.py:5:" in out.stdout, out.stdout

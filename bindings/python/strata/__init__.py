@@ -24,6 +24,8 @@ from ._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExcee
                       Unimplemented, Unknown)
 from ._agent import (Agent, CancellationToken, TurnStream, async_workers, normalize_config,
                      resolve_budget, set_async_workers)
+from ._records import (AgentConfig, BudgetConfig, BudgetLimit, CacheConfig, EndpointConfig,
+                       HygieneConfig, IdentityConfig, PolicyConfig, RecallConfig, RenderConfig)
 from ._trim import trim_messages
 from ._client import (Budget, BuiltRequest, Client, Completion, Context, GrpcTransport,
                       HttpTransport, Transport)
@@ -37,6 +39,8 @@ from ._types import (CachePrediction, CompactionReport, Delta, DeltaKind, EventT
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentConfig", "BudgetConfig", "BudgetLimit", "CacheConfig", "EndpointConfig",
+    "HygieneConfig", "IdentityConfig", "PolicyConfig", "RecallConfig", "RenderConfig",
     "Aborted", "AlreadyExists", "Cancelled", "DataLoss", "DeadlineExceeded", "Error",
     "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "OutOfRange",
     "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",

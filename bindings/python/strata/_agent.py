@@ -17,13 +17,16 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequ
                     TypeVar, Union, cast, overload)
 
 from . import _strata
+from ._records import AgentConfig
 from ._tools import argument_converter, function_schema
 from ._types import (CachePrediction, CompactionReport, Delta, DeltaKind, RecallPage, RunResult, ToolOutput,
                      TrimResult, Turn)
 
 CancellationToken = _strata.CancellationToken
 
-Config = Union[Mapping[str, Any], str]
+# A configuration: the AgentConfig TypedDict (what a type checker checks key by key), any other
+# mapping of the same JSON shape, or its JSON text.
+Config = Union[AgentConfig, Mapping[str, Any], str]
 DeltaHandler = Callable[[Delta], None]
 Headers = Optional[Union[Mapping[str, str], Sequence[Tuple[str, str]]]]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -249,9 +252,9 @@ class Agent:
         return str(self._impl.id)
 
     @property
-    def config(self) -> Dict[str, Any]:
+    def config(self) -> AgentConfig:
         """The whole configuration, defaults filled in (the C++ AgentConfig JSON)."""
-        return dict(json.loads(self._impl.config_json()))
+        return cast(AgentConfig, json.loads(self._impl.config_json()))
 
     def config_json(self) -> str:
         return str(self._impl.config_json())
@@ -510,6 +513,6 @@ def resolve_budget(budget: Mapping[str, Any]) -> Dict[str, int]:
     return dict(json.loads(_strata.resolve_budget(_json_arg(budget, "budget"))))
 
 
-def normalize_config(config: Config) -> Dict[str, Any]:
+def normalize_config(config: Config) -> AgentConfig:
     """A configuration with every default filled in, validated like ``Agent.create`` does."""
-    return dict(json.loads(_strata.normalize_config(_json_arg(config, "config"))))
+    return cast(AgentConfig, json.loads(_strata.normalize_config(_json_arg(config, "config"))))

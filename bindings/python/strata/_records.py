@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Type, TypeVar
+from typing import Any, Dict, List, Literal, Optional, Type, TypedDict, TypeVar
 
 # The canonical status codes (strata::StatusCode, status.h).
 StatusCodeName = Literal[
@@ -272,6 +272,134 @@ class StoredEvent(_Record):
     type: EventType = _absent("")
     #: a JSON object; validated on append
     payload: Any = _absent(None)
+
+
+
+class BudgetLimit(TypedDict, total=False):
+    """A budget limit: ``{"fraction": f}`` of the usable input or ``{"tokens": n}``
+    (exactly one)."""
+
+    fraction: float
+    tokens: int
+
+
+class IdentityConfig(TypedDict, total=False):
+    """The configuration's "identity" object."""
+
+    id: str
+    tenant: str
+    scope: str
+    model_version: str
+    template_version: str
+
+
+class BudgetConfig(TypedDict, total=False):
+    """The configuration's "budget" object."""
+
+    window: int
+    reserve_output: Optional[int]
+    reserve_reasoning: Optional[int]
+    reserve_headroom: Optional[int]
+    trigger: BudgetLimit
+    target: BudgetLimit
+    enforce: bool
+
+
+class PolicyConfig(TypedDict, total=False):
+    """The configuration's "policy" object."""
+
+    name: str
+    keep_turns: int
+    keep_tool_results: int
+    keep_first_user: bool
+    exclude_tools: List[str]
+    ephemeral_tools: List[str]
+    placeholder_identifiers: int
+    tokens_per_identifier: int
+    max_summary_tokens: int
+    cost_model: bool
+    uncached_price: float
+    cached_price: float
+    prior_remaining_turns: float
+    prior_weight: float
+    below_trigger_margin: float
+    use_window_turns: int
+    mask_after_use: bool
+    last_n: int
+
+
+class HygieneConfig(TypedDict, total=False):
+    """The configuration's "hygiene" object."""
+
+    max_segment_tokens: int
+    head_share: float
+    deduplicate: bool
+    fold_error_logs: bool
+    min_repeat_run: int
+    min_bytes: int
+
+
+class RenderConfig(TypedDict, total=False):
+    """The configuration's "render" object."""
+
+    model: str
+    system_layout: str
+    reasoning_field: str
+    volatile_role: str
+
+
+class EndpointConfig(TypedDict, total=False):
+    """The configuration's "endpoint" object."""
+
+    backend: str
+    base_url: str
+    api_key_env: str
+    deployment_secret_env: str
+    stream: bool
+    max_output_tokens: int
+    thinking: Optional[bool]
+    reasoning_effort: str
+    send_cache_salt: bool
+    deadline_ms: int
+    connect_timeout_ms: int
+    first_byte_timeout_ms: int
+    idle_timeout_ms: int
+    total_timeout_ms: int
+    max_attempts: int
+
+
+class CacheConfig(TypedDict, total=False):
+    """The configuration's "cache" object."""
+
+    block_tokens: int
+    bytes_per_token: int
+    capacity_blocks: int
+
+
+class RecallConfig(TypedDict, total=False):
+    """The configuration's "recall" object."""
+
+    expose_tool: bool
+    max_share_of_target: float
+    protect_turns: int
+
+
+class AgentConfig(TypedDict, total=False):
+    """The agent configuration (AgentConfigFromJson, sdk/src/agent/config.cc): every key optional on input; normalize_config() returns every key."""
+
+    identity: IdentityConfig
+    tokenizer: str
+    chat_template: str
+    budget: BudgetConfig
+    policy: PolicyConfig
+    hygiene: HygieneConfig
+    render: RenderConfig
+    keep_originals: bool
+    message_overhead_tokens: int
+    endpoint: EndpointConfig
+    cache: CacheConfig
+    recall: RecallConfig
+    store_path: str
 
 
 RECORD_TYPES = (RequestRecord, PrefixBreak, CompactionReport, GrowthPoint, Usage, Timings, StoredEvent)
