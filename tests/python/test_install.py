@@ -41,7 +41,7 @@ def test_pip_install_into_a_venv_then_import(tmp_path):
     location, count, messages = check.stdout.splitlines()
     assert pathlib.Path(location).is_relative_to(venv)
     assert count == "10"
-    assert messages == "[{'content': 'hi', 'role': 'user'}]"
+    assert messages == "[{'role': 'user', 'content': 'hi'}]"  # the caller's dict, as given
     check_programs_and_quick_start(venv, env, tmp_path)
 
 
@@ -81,3 +81,11 @@ def check_programs_and_quick_start(venv, env, tmp_path):
     finally:
         sim.terminate()
         sim.wait(timeout=30)
+
+
+def test_program_path_finds_the_programs_of_the_build_the_package_comes_from():
+    import strata
+    from conftest import SIM
+    assert pathlib.Path(strata.program_path("strata-sim")) == SIM
+    with pytest.raises(ValueError, match="unknown program"):
+        strata.program_path("strata-nothing")

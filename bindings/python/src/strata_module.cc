@@ -95,8 +95,29 @@ json TurnJson(const strata::Turn& t) {
           {"prefix_break",
            t.prefix_break ? json::parse(strata::PrefixBreakToJson(*t.prefix_break)) : json()},
           {"break_causes", t.break_causes},
-          {"growth", GrowthJson(t.growth)},
-          {"body", t.body}};
+          {"growth", GrowthJson(t.growth)}};
+}
+
+// What Complete/Run hand back to Python: the turns' JSON without their bodies, and the bodies
+// (moved, not copied), which cross as Body objects: at 1M tokens a body is 4 MB, and escaping it
+// into the JSON and parsing it back in Python cost more than the turn itself.
+struct TurnsOut {
+  std::string json;
+  std::vector<std::string> bodies;
+};
+
+// A request body held by C++ and read by Python through the buffer protocol, without a copy
+// (`str(memoryview(body), "utf-8")` decodes it; strata.Turn.body does on first access).
+struct PyBody {
+  std::string data;
+};
+
+py::tuple ToPython(TurnsOut out) {
+  py::list bodies;
+  for (std::string& body : out.bodies) {
+    bodies.append(py::cast(new PyBody{std::move(body)}, py::return_value_policy::take_ownership));
+  }
+  return py::make_tuple(py::str(out.json), bodies);
 }
 
 json RunJson(const strata::RunResult& r) {
@@ -197,24 +218,26 @@ class PyAgent {
     Check(Unlocked([&] { return agent_->RegisterTool(std::move(name), schema_json, std::move(h)); }));
   }
 
-  std::string Complete(py::object on_delta, strata::CancellationToken* cancel,
-                       std::vector<std::pair<std::string, std::string>> headers) {
+  py::tuple Complete(py::object on_delta, strata::CancellationToken* cancel,
+                     std::vector<std::pair<std::string, std::string>> headers) {
     CallState state;
     if (cancel != nullptr) state.token = cancel;
     strata::TurnOptions options;
     options.cancel = state.token;
     options.headers = std::move(headers);
     options.on_delta = MakeDeltaCallback(std::move(on_delta));
-    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
+    strata::StatusOr<TurnsOut> out = BlockingCall(state, [&]() -> strata::StatusOr<TurnsOut> {
       strata::StatusOr<strata::Turn> turn = agent_->Complete(options);
       options.on_delta = nullptr;  // drops the callback's reference (Hold takes the GIL)
       if (!turn.ok()) return turn.status();
-      return TurnJson(*turn).dump();
+      TurnsOut o{TurnJson(*turn).dump(), {}};
+      o.bodies.push_back(std::move(turn->body));
+      return o;
     });
-    return Take(std::move(out));
+    return ToPython(Take(std::move(out)));
   }
 
-  std::string Run(std::string user_message, int max_turns, py::object on_delta,
+  py::tuple Run(std::string user_message, int max_turns, py::object on_delta,
                   strata::CancellationToken* cancel,
                   std::vector<std::pair<std::string, std::string>> headers) {
     CallState state;
@@ -224,13 +247,15 @@ class PyAgent {
     options.turn.cancel = state.token;
     options.turn.headers = std::move(headers);
     options.turn.on_delta = MakeDeltaCallback(std::move(on_delta));
-    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
+    strata::StatusOr<TurnsOut> out = BlockingCall(state, [&]() -> strata::StatusOr<TurnsOut> {
       strata::StatusOr<strata::RunResult> run = agent_->Run(std::move(user_message), options);
       options.turn.on_delta = nullptr;
       if (!run.ok()) return run.status();
-      return RunJson(*run).dump();
+      TurnsOut o{RunJson(*run).dump(), {}};
+      for (strata::Turn& t : run->turns) o.bodies.push_back(std::move(t.body));
+      return o;
     });
-    return Take(std::move(out));
+    return ToPython(Take(std::move(out)));
   }
 
   std::string DispatchToolCalls() {
@@ -498,6 +523,16 @@ PYBIND11_MODULE(_strata, m) {
       .def(py::init<>())
       .def("cancel", &strata::CancellationToken::Cancel)
       .def_property_readonly("cancelled", &strata::CancellationToken::cancelled);
+
+  py::class_<PyBody>(m, "Body", py::buffer_protocol())
+      .def_buffer([](PyBody& b) {
+        return py::buffer_info(b.data.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.data.size())}, {1}, /*readonly=*/true);
+      })
+      .def("__len__", [](const PyBody& b) { return b.data.size(); })
+      .def("__eq__", [](const PyBody& a, const PyBody& b) { return a.data == b.data; })
+      .def(py::pickle([](const PyBody& b) { return py::bytes(b.data); },
+                      [](const py::bytes& data) { return PyBody{std::string(data)}; }));
 
   py::class_<PyTokenizer>(m, "Tokenizer")
       .def_static("from_spec", &PyTokenizer::FromSpec, py::arg("spec"))

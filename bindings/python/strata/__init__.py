@@ -24,6 +24,7 @@ from ._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExcee
                       Unimplemented, Unknown)
 from ._agent import (Agent, CancellationToken, TurnStream, async_workers, normalize_config,
                      resolve_budget, set_async_workers)
+from ._programs import program_path
 from ._records import (AgentConfig, BudgetConfig, BudgetLimit, CacheConfig, EndpointConfig,
                        HygieneConfig, IdentityConfig, PolicyConfig, RecallConfig, RenderConfig)
 from ._trim import trim_messages
@@ -46,7 +47,7 @@ __all__ = [
     "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
     "Unknown",
     "Agent", "CancellationToken", "TurnStream", "async_workers", "normalize_config",
-    "resolve_budget", "set_async_workers", "trim_messages", "function_schema",
+    "resolve_budget", "set_async_workers", "trim_messages", "function_schema", "program_path",
     "Budget", "BuiltRequest", "Client", "Completion", "Context", "GrpcTransport", "HttpTransport",
     "Transport",
     "ChatTemplate", "Store", "Tokenizer",

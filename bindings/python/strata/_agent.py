@@ -341,8 +341,8 @@ class Agent:
         ``on_delta`` receives each streamed fragment; ``cancel.cancel()`` from another thread (or
         Ctrl-C while fragments arrive) stops the request with Cancelled. A call that raises
         changes nothing (a compaction it applied is undone too)."""
-        out = self._impl.complete(_delta_callback(on_delta), cancel, _headers(headers))
-        return Turn._from(json.loads(out))
+        out, bodies = self._impl.complete(_delta_callback(on_delta), cancel, _headers(headers))
+        return Turn._from(json.loads(out), bodies[0])
 
     def stream(self, *, cancel: Optional[CancellationToken] = None,
                headers: Headers = None) -> "TurnStream":
@@ -356,9 +356,9 @@ class Agent:
         call with its handler, until the model answers without tool calls or ``max_turns``.
         A run that raises changes nothing: the user message, the replies and the tool results it
         appended are undone (in the store too), so retrying the same text leaves one message."""
-        out = self._impl.run(user_message, max_turns, _delta_callback(on_delta), cancel,
-                             _headers(headers))
-        return RunResult._from(json.loads(out))
+        out, bodies = self._impl.run(user_message, max_turns, _delta_callback(on_delta), cancel,
+                                     _headers(headers))
+        return RunResult._from(json.loads(out), bodies)
 
     def dispatch_tool_calls(self) -> RunResult:
         """Answers every open tool call of the last reply (for callers running their own loop)."""

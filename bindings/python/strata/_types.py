@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Sequence
 
 from ._records import CompactionReport as CompactionReport
 from ._records import EventType as EventType
@@ -68,6 +68,8 @@ class JsonObject:
 def _plain(value: Any) -> Any:
     if isinstance(value, (JsonObject, _Record)):
         return value.to_dict()
+    if isinstance(value, _ToDict):
+        return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list):
@@ -80,7 +82,8 @@ def _plain(value: Any) -> Any:
 class _ToDict:
     def to_dict(self) -> Dict[str, Any]:
         """The object as plain JSON-compatible dicts and lists."""
-        return _plain(self)  # type: ignore[no-any-return]
+        return {f.name: _plain(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,15 +130,35 @@ class Turn(_ToDict):
     prefix_break: Optional[PrefixBreak]
     break_causes: List[str]
     growth: GrowthPoint
-    body: str  # the request body that was sent (JSON text)
+    # The request body that was sent, as its UTF-8 bytes held by the extension (a read-only
+    # buffer: ``memoryview(turn.raw_body)``), or a str. ``body`` decodes it on first access: a body
+    # at 1M tokens is 4 MB, which a turn that does not look at it should not pay for.
+    raw_body: Any = dataclasses.field(repr=False)
+
+    @property
+    def body(self) -> str:
+        """The request body that was sent (JSON text)."""
+        cached = self.__dict__.get("_body_text")
+        if cached is None:
+            raw = self.raw_body
+            cached = raw if isinstance(raw, str) else str(memoryview(raw), "utf-8")
+            object.__setattr__(self, "_body_text", cached)
+        return str(cached)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The turn as plain JSON-compatible dicts and lists (``body`` as text)."""
+        out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name != "raw_body"}
+        out["body"] = self.body
+        return out
 
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Turn":
+    def _from(d: Dict[str, Any], body: Any) -> "Turn":
         pb = d["prefix_break"]
         return Turn(Response._from(d["response"]), RequestRecord._from(d["record"]),
                     d["assistant_segment_id"], [CompactionReport._from(c) for c in d["compactions"]],
                     PrefixBreak._from(pb) if pb is not None else None, d["break_causes"],
-                    GrowthPoint._from(d["growth"]), d["body"])
+                    GrowthPoint._from(d["growth"]), body)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +173,9 @@ class RunResult(_ToDict):
     tool_errors: int
 
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "RunResult":
-        return RunResult(d["answer"], d["stopped"], [Turn._from(t) for t in d["turns"]],
+    def _from(d: Dict[str, Any], bodies: Sequence[Any] = ()) -> "RunResult":
+        return RunResult(d["answer"], d["stopped"],
+                         [Turn._from(t, b) for t, b in zip(d["turns"], bodies)],
                          d["tool_calls"], d["tool_errors"])
 
 
