@@ -44,6 +44,27 @@ struct Hold {
            " requests arrived";
   }
 };
+
+// The hold of this process (one simulator per process), its flags added to `app`.
+Hold* AddHoldFlags(CLI::App& app) {
+  static Hold* const hold = new Hold();
+  app.add_option("--hold-until", hold->until,
+                 "hold each request until this many have arrived, then answer saying so (0: no hold)");
+  app.add_option("--hold-timeout-ms", hold->timeout_ms, "longest a held request waits")
+      ->capture_default_str();
+  return hold;
+}
+
+// Wraps the options' answer (or, when none, answers with the hold's outcome). `hold` must outlive
+// the server.
+void ApplyHold(Hold* hold, strata::sim::SimOptions* options) {
+  if (hold->until <= 0) return;
+  auto answer = options->answer;
+  options->answer = [hold, answer](const std::string& request_json, int64_t prompt_tokens) {
+    std::string held = hold->Wait();
+    return answer ? answer(request_json, prompt_tokens) : held;
+  };
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,11 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--output-tokens", options.generated_output_tokens, "tokens of a generated reply")->capture_default_str();
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
   app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
-  Hold hold;
-  app.add_option("--hold-until", hold.until,
-                 "hold each request until this many have arrived, then answer saying so (0: no hold)");
-  app.add_option("--hold-timeout-ms", hold.timeout_ms, "longest a held request waits")
-      ->capture_default_str();
+  Hold* hold = AddHoldFlags(app);
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
   strata::sim::RetrieveFlags retrieve;
   strata::sim::AddRetrieveFlags(app, &retrieve);
@@ -115,13 +132,7 @@ int main(int argc, char** argv) {
     std::cerr << "strata-sim: " << applied.message() << "\n";
     return 2;
   }
-  if (hold.until > 0) {
-    auto answer = options.answer;
-    options.answer = [&hold, answer](const std::string& request_json, int64_t prompt_tokens) {
-      std::string held = hold.Wait();
-      return answer ? answer(request_json, prompt_tokens) : held;
-    };
-  }
+  ApplyHold(hold, &options);
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull
                                               : strata::sim::CachedReport::kAbsent;
