@@ -6,10 +6,13 @@
                                  "store_path": "agents.db"})
     agent.set_system_prompt("You are a coding agent.")
 
-    @agent.tool("read_file", {"description": "Reads a file",
-                              "parameters": {"type": "object",
-                                             "properties": {"path": {"type": "string"}}}})
+    @agent.tool                      # the schema from the type hints and the docstring
     def read_file(path: str) -> str:
+        '''Reads a file.
+
+        Args:
+            path: the file's path.
+        '''
         return open(path).read()
 
     result = agent.run("Fix the failing test.")
