@@ -202,6 +202,18 @@ inline strata::StatusOr<strata::AgentConfig> ConfigWith(const char* key, const s
   return strata::AgentConfigFromJson(json{{key, doc}}.dump());
 }
 
+// A request body held by C++ and read by Python through the buffer protocol, without a copy
+// (`str(memoryview(body), "utf-8")` decodes it; strata.Turn.body and strata.Completion.body do on
+// first access): at 1M tokens a body is 4 MB. Registered as strata._strata.Body.
+struct PyBody {
+  std::string data;
+};
+
+// Requires the GIL. `body` as a strata._strata.Body (moved, not copied).
+inline py::object BodyObject(std::string body) {
+  return py::cast(new PyBody{std::move(body)}, py::return_value_policy::take_ownership);
+}
+
 // Runs `f` with the GIL released; the result (a Status or StatusOr) is checked after.
 template <typename F>
 auto Unlocked(F&& f) {

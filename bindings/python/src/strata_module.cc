@@ -106,17 +106,9 @@ struct TurnsOut {
   std::vector<std::string> bodies;
 };
 
-// A request body held by C++ and read by Python through the buffer protocol, without a copy
-// (`str(memoryview(body), "utf-8")` decodes it; strata.Turn.body does on first access).
-struct PyBody {
-  std::string data;
-};
-
 py::tuple ToPython(TurnsOut out) {
   py::list bodies;
-  for (std::string& body : out.bodies) {
-    bodies.append(py::cast(new PyBody{std::move(body)}, py::return_value_policy::take_ownership));
-  }
+  for (std::string& body : out.bodies) bodies.append(BodyObject(std::move(body)));
   return py::make_tuple(py::str(out.json), bodies);
 }
 

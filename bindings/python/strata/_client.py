@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from . import _strata
 from ._agent import CancellationToken, DeltaHandler, Headers, _delta_callback, _headers, _json_arg
 from ._errors import Error
-from ._types import CompactionReport, PrefixBreak, RequestRecord, Response, _ToDict
+from ._types import (CompactionReport, PrefixBreak, RequestRecord, Response, _decoded_body,
+                     _ToDict, _with_body)
 
 Limit = Union[float, int]
 
@@ -331,14 +332,25 @@ class Completion(_ToDict):
     record: RequestRecord
     assistant_segment_id: str
     prefix_break: Optional[PrefixBreak]
-    body: str
+    # The body that was sent as its UTF-8 bytes held by the extension (``memoryview(raw_body)``);
+    # ``body`` decodes it on first access (as Turn does).
+    raw_body: Any = dataclasses.field(repr=False)
+
+    @property
+    def body(self) -> str:
+        """The request body that was sent (JSON text)."""
+        return _decoded_body(self)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The completion as plain JSON-compatible dicts and lists (``body`` as text)."""
+        return _with_body(self)
 
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Completion":
+    def _from(d: Dict[str, Any], body: Any) -> "Completion":
         pb = d["prefix_break"]
         return Completion(Response._from(d["response"]), RequestRecord._from(d["record"]),
                           d["assistant_segment_id"], PrefixBreak._from(pb) if pb is not None else None,
-                          d["body"])
+                          body)
 
 
 class Client:
@@ -378,7 +390,7 @@ class Client:
             if record_json is not None:
                 e.record = RequestRecord._from(json.loads(record_json))
             raise
-        return Completion._from(json.loads(out))
+        return Completion._from(json.loads(out[0]), out[1])
 
     def preview_request(self, context: Context, request_id: str = "") -> BuiltRequest:
         """The body ``complete`` would send now (same fields), without sending it or changing the

@@ -119,6 +119,23 @@ class Response(_ToDict):
                         d["attempts"], d["http_status"])
 
 
+def _decoded_body(obj: Any) -> str:
+    """``obj.raw_body`` as text, decoded once (kept on the frozen object)."""
+    cached = obj.__dict__.get("_body_text")
+    if cached is None:
+        raw = obj.raw_body
+        cached = raw if isinstance(raw, str) else str(memoryview(raw), "utf-8")
+        object.__setattr__(obj, "_body_text", cached)
+    return str(cached)
+
+
+def _with_body(obj: Any) -> Dict[str, Any]:
+    out = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+           if f.name != "raw_body"}
+    out["body"] = _decoded_body(obj)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Turn(_ToDict):
     """What one ``Agent.complete()`` did."""
@@ -138,19 +155,11 @@ class Turn(_ToDict):
     @property
     def body(self) -> str:
         """The request body that was sent (JSON text)."""
-        cached = self.__dict__.get("_body_text")
-        if cached is None:
-            raw = self.raw_body
-            cached = raw if isinstance(raw, str) else str(memoryview(raw), "utf-8")
-            object.__setattr__(self, "_body_text", cached)
-        return str(cached)
+        return _decoded_body(self)
 
     def to_dict(self) -> Dict[str, Any]:
         """The turn as plain JSON-compatible dicts and lists (``body`` as text)."""
-        out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-               if f.name != "raw_body"}
-        out["body"] = self.body
-        return out
+        return _with_body(self)
 
     @staticmethod
     def _from(d: Dict[str, Any], body: Any) -> "Turn":
