@@ -2,8 +2,12 @@
 // the C++ side of bench/python-agent-turn (which runs bench/python_agent_turn.py, the same loop
 // through the Python bindings, against the same strata-sim).
 //
-//   bench_agent_turn BASE_URL TRACE.jsonl [TURNS]
+//   bench_agent_turn BASE_URL TRACE.jsonl [TURNS] [CONTEXT_BYTES]
 //
+// CONTEXT_BYTES > 0 first puts a document of that many bytes in the docs layer (the filler of
+// bench/python_agent_turn.py, byte for byte) with a budget window far above it: a long context
+// (4,194,304 bytes are about 1M tokens with the estimator) to which each turn adds only the
+// trace's messages.
 // The trace's system message becomes the system prompt; its user and tool messages are appended
 // and each of its assistant messages is one Complete() (strata-sim replays them as the replies). A
 // turn is timed from its first append to the end of Complete(). Prints one JSON line: {"impl": "C++", "turns": n, "median_ms": ..., "mean_ms": ...,
@@ -24,10 +28,11 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: bench_agent_turn BASE_URL TRACE.jsonl [TURNS]\n";
+    std::cerr << "usage: bench_agent_turn BASE_URL TRACE.jsonl [TURNS] [CONTEXT_BYTES]\n";
     return 2;
   }
   const int max_turns = argc > 3 ? std::atoi(argv[3]) : 40;
+  const long long context_bytes = argc > 4 ? std::atoll(argv[4]) : 0;
   std::ifstream in(argv[2]);
   if (!in) {
     std::cerr << "bench_agent_turn: cannot open " << argv[2] << "\n";
@@ -48,6 +53,7 @@ int main(int argc, char** argv) {
   strata::AgentConfig config;
   config.identity.id = "bench-agent";
   config.endpoint.base_url = argv[1];
+  if (context_bytes > 0) config.budget.window = 4 * context_bytes;
   auto agent = strata::Agent::Create(config);
   if (!agent.ok()) {
     std::cerr << "bench_agent_turn: " << agent.status().ToString() << "\n";
@@ -56,6 +62,20 @@ int main(int argc, char** argv) {
   if (strata::Status s = (*agent)->SetSystemPrompt(system_prompt); !s.ok()) {
     std::cerr << "bench_agent_turn: " << s.ToString() << "\n";
     return 1;
+  }
+  if (context_bytes > 0) {
+    // The same filler as python_agent_turn.py: numbered lines of code.
+    std::string filler;
+    for (long long i = 0; static_cast<long long>(filler.size()) < context_bytes; ++i) {
+      filler += "def function_" + std::to_string(i) + "(x):\n    return x + " + std::to_string(i) +
+                "\n";
+    }
+    filler.resize(static_cast<size_t>(context_bytes));
+    strata::Status put = (*agent)->PutDocument(strata::Layer::kDocs, {"context", filler, "v1", 0}).status();
+    if (!put.ok()) {
+      std::cerr << "bench_agent_turn: " << put.ToString() << "\n";
+      return 1;
+    }
   }
   std::vector<double> ms;
   const std::clock_t cpu_start = std::clock();

@@ -1,7 +1,9 @@
 """Per-turn time of strata.Agent (appends + complete) from Python: the loop of
 bench/bench_agent_turn.cc through the bindings. Run by bench/python-agent-turn.
 
-    python_agent_turn.py BUILD_DIR BASE_URL TRACE.jsonl [TURNS]
+    python_agent_turn.py BUILD_DIR BASE_URL TRACE.jsonl [TURNS] [CONTEXT_BYTES]
+
+CONTEXT_BYTES > 0: a document of that many bytes first (see bench_agent_turn.cc).
 """
 
 import json
@@ -12,13 +14,25 @@ import time
 
 build, base_url, trace = sys.argv[1:4]
 max_turns = int(sys.argv[4]) if len(sys.argv) > 4 else 40
+context_bytes = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 sys.path.insert(0, str(pathlib.Path(build) / "python"))
 import strata  # noqa: E402
 
 messages = [json.loads(line) for line in open(trace) if line.strip()]
 system_prompt = next((m["content"] for m in messages if m["role"] == "system"), "")
-agent = strata.Agent.create({"identity": {"id": "bench-agent"}, "endpoint": {"base_url": base_url}})
+config = {"identity": {"id": "bench-agent"}, "endpoint": {"base_url": base_url}}
+if context_bytes > 0:
+    config["budget"] = {"window": 4 * context_bytes}
+agent = strata.Agent.create(config)
 agent.set_system_prompt(system_prompt)
+if context_bytes > 0:
+    parts, size, i = [], 0, 0
+    while size < context_bytes:
+        line = f"def function_{i}(x):\n    return x + {i}\n"
+        parts.append(line)
+        size += len(line)
+        i += 1
+    agent.put_document("context", "".join(parts)[:context_bytes], layer="docs", version="v1")
 ms = []
 cpu_start = time.process_time()
 start = None

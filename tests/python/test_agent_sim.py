@@ -259,7 +259,7 @@ def test_records_copy_pickle_and_compare(start_sim, tmp_path):
     turn = agent.complete()
     assert copy.deepcopy(turn) == turn
     assert pickle.loads(pickle.dumps(turn)) == turn
-    with pytest.raises(AttributeError, match="no field"):
+    with pytest.raises(AttributeError, match="no attribute .no_such_field"):
         turn.record.no_such_field
     with pytest.raises(AttributeError):
         turn.record.input_tokens = 5
@@ -295,3 +295,18 @@ def test_the_interpreter_exits_cleanly_with_live_agents_holding_python_tools(sub
     out = subprocess.run([sys.executable, "-c", program], env=subprocess_env,
                          capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stdout.strip()) == (0, "ok"), out.stderr
+
+
+def test_the_body_crosses_as_bytes_and_decodes_on_access(start_sim, tmp_path):
+    import pickle
+    sim = start_sim(SCRIPT)
+    agent = strata.Agent.create(config(sim, tmp_path / "a.db"))
+    agent.append_user("What does the README say?")
+    turn = agent.complete()
+    assert not isinstance(turn.raw_body, (str, bytes))  # the extension's buffer, not a copy
+    view = memoryview(turn.raw_body)
+    assert view.readonly and len(view) == len(turn.raw_body)
+    assert json.loads(turn.body)["messages"][-1]["content"] == "What does the README say?"
+    assert view.tobytes().decode() == turn.body
+    assert pickle.loads(pickle.dumps(turn)).body == turn.body
+    assert turn.to_dict()["body"] == turn.body and "raw_body" not in turn.to_dict()

@@ -104,3 +104,49 @@ def test_ctrl_c_during_a_streaming_call_cancels_it(start_sim, tmp_path):
     killer.join()
     assert len("".join(d.text for d in deltas)) < 4000
     assert agent.messages() == before
+
+
+def test_eight_agents_are_in_flight_at_once_on_stratas_executor(start_sim, tmp_path):
+    # The simulator holds each request until 8 have arrived: every answer says all 8 arrived only
+    # if the 8 run_async calls were in flight together (asyncio's default executor has
+    # min(32, CPUs + 4) workers: 6 on 2 CPUs, and the held requests would time out).
+    sim = start_sim(None, "--hold-until", "8", "--hold-timeout-ms", "60000")
+    assert strata.async_workers() >= 8
+
+    async def main():
+        agents = await asyncio.gather(*[
+            strata.Agent.create_async({"identity": {"id": f"agent-{i}"},
+                                       "endpoint": {"base_url": sim.base_url}})
+            for i in range(8)])
+        return await asyncio.gather(*[a.run_async("question") for a in agents])
+
+    results = asyncio.run(asyncio.wait_for(main(), timeout=300))
+    assert [r.answer for r in results] == ["all 8 requests arrived"] * 8
+
+
+def test_the_executor_size_is_an_option(start_sim, tmp_path):
+    sim = start_sim(None, "--hold-until", "3", "--hold-timeout-ms", "3000")
+    strata.set_async_workers(2)
+    try:
+        assert strata.async_workers() == 2
+
+        async def main():
+            agents = [make_agent(sim, tmp_path, f"s{i}") for i in range(3)]
+            return await asyncio.gather(*[a.run_async("question") for a in agents])
+
+        answers = sorted(r.answer for r in asyncio.run(asyncio.wait_for(main(), timeout=300)))
+        # Two workers: two requests wait in the simulator until its hold gives up; the third
+        # arrives after them.
+        assert answers == ["all 3 requests arrived"] + \
+            ["hold timed out with 2 of 3 requests arrived"] * 2
+        with pytest.raises(ValueError, match="workers must be an int >= 1"):
+            strata.set_async_workers(0)
+    finally:
+        strata.set_async_workers(64)
+
+
+def test_open_async_reopens_a_stored_agent(tmp_path):
+    db = str(tmp_path / "agents.db")
+    strata.Agent.create({"identity": {"id": "stored"}, "store_path": db}).set_system_prompt("hi")
+    agent = asyncio.run(strata.Agent.open_async(db, "stored"))
+    assert agent.messages()[0]["content"] == "hi"

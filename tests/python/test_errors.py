@@ -1,5 +1,5 @@
 """Status codes as exceptions: one strata.Error subclass per canonical code, carrying the C++
-message unchanged."""
+message with the C++ API names it mentions in their Python spelling."""
 
 import pytest
 
@@ -126,3 +126,38 @@ def test_python_type_errors_are_raised_before_reaching_cpp():
         strata.Agent.create(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         strata.trim_messages([], "100")  # type: ignore[arg-type]
+
+
+def test_messages_name_the_python_api_not_the_cpp_one():
+    agent = strata.Agent.create({"identity": {"id": "no-endpoint"}})
+    with pytest.raises(strata.FailedPrecondition) as e:
+        agent.run("hi")
+    assert "AgentServices" not in e.value.message
+    assert "endpoint.base_url" in e.value.message and "Agent.open" in e.value.message
+    from strata._errors import python_message
+    assert python_message("set OpenOptions::retokenize to recount") == \
+        "pass retokenize=True to Agent.open to recount"
+    assert python_message("append their results with AppendToolResult first") == \
+        "append their results with append_tool_result (or dispatch_tool_calls) first"
+    assert "Timeouts::" not in python_message(
+        "a long prefill needs a larger Timeouts::first_byte or prefill_per_100k_tokens")
+
+
+def test_a_new_agent_has_empty_messages_and_a_zero_prediction():
+    agent = strata.Agent.create({"identity": {"id": "new"}})
+    assert agent.messages() == []
+    assert agent.input_tokens() == 0
+    prediction = agent.predict()
+    assert (prediction.input_tokens, prediction.predicted_cached_tokens,
+            prediction.compaction_due, prediction.compaction) == (0, 0, False, None)
+
+
+def test_a_compaction_report_carries_the_policys_explanation():
+    messages = [{"role": "system", "content": "sys"}]
+    for i in range(40):
+        messages += [{"role": "user", "content": f"question {i}: " + "words " * 40},
+                     {"role": "assistant", "content": f"answer {i}: " + "more words " * 40}]
+    report = strata.trim_messages(messages, 2000).report
+    assert report is not None
+    assert "chosen: boundary" in report.explanation and "saving" in report.explanation
+    assert report.to_dict()["explanation"] == report.explanation

@@ -10,6 +10,10 @@ Settings (environment variables, or pip's --config-settings KEY=VALUE):
                                     objects are not compiled again.
   build-type / STRATA_PY_BUILD_TYPE CMAKE_BUILD_TYPE (default Release).
   jobs / STRATA_PY_JOBS             parallel build jobs (default 2).
+  programs / STRATA_PY_PROGRAMS     "1" (default): also build the programs strata, strata-sim and
+                                    strata-sidecar and put them in the wheel (strata/_bin/,
+                                    debug info stripped), installed as console scripts of the
+                                    same names; "0": the extension only (a faster build).
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parent                 # bindings/python
 REPO = PACKAGE_ROOT.parent.parent          # the strata checkout
 NAME = "strata"
+# The programs the wheel carries: console script name -> CMake target and its path in the build.
+PROGRAMS = {
+    "strata": "sdk/apps/strata/strata",
+    "strata-sim": "sdk/apps/strata-sim/strata-sim",
+    "strata-sidecar": "sdk/apps/strata-sidecar/strata-sidecar",
+}
 
 
 def _version() -> str:
@@ -55,8 +65,23 @@ def _tag() -> str:
     return f"{impl}-{abi}-{platform}"
 
 
+def _programs_wanted(config_settings: Optional[Dict[str, Any]]) -> bool:
+    return _setting(config_settings, "programs", "STRATA_PY_PROGRAMS", "1") not in ("0", "no",
+                                                                                   "false")
+
+
+def _program_targets(cmake: str, build_dir: pathlib.Path) -> List[str]:
+    """The programs this build directory defines targets for (strata-sidecar needs gRPC++; a
+    directory configured with STRATA_BUILD_APPS=OFF has none)."""
+    out = subprocess.run([cmake, "--build", str(build_dir), "--target", "help"],
+                         capture_output=True, text=True)
+    listed = set(re.findall(r"^(?:\.\.\. )?([\w.-]+)(?::|$)", out.stdout, re.M))
+    return [name for name in PROGRAMS if name in listed]
+
+
 def _cmake_build(config_settings: Optional[Dict[str, Any]]) -> pathlib.Path:
-    """Configures and builds strata_python; returns the assembled package directory."""
+    """Configures and builds strata_python (and the programs); returns the assembled package
+    directory."""
     if not (REPO / "sdk" / "include" / "strata").is_dir():
         raise RuntimeError(
             f"{REPO} is not a strata checkout: install with `pip install ./bindings/python` from "
@@ -79,20 +104,59 @@ def _cmake_build(config_settings: Optional[Dict[str, Any]]) -> pathlib.Path:
             raise RuntimeError(f"build directory {build_dir} is configured for "
                                f"{match.group(1)}, not {python}: use another build-dir")
     else:
+        apps = "ON" if _programs_wanted(config_settings) else "OFF"
         args += [f"-DPython_EXECUTABLE={python}", f"-DCMAKE_BUILD_TYPE={build_type}",
-                 "-DSTRATA_BUILD_TESTS=OFF", "-DSTRATA_BUILD_APPS=OFF",
+                 "-DSTRATA_BUILD_TESTS=OFF", f"-DSTRATA_BUILD_APPS={apps}",
                  "-DSTRATA_BUILD_EXAMPLES=OFF", "-DSTRATA_BUILD_BENCH=OFF"]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
         if shutil.which("ccache"):
             args += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     subprocess.run(args, check=True, stdout=sys.stderr)
-    subprocess.run([cmake, "--build", str(build_dir), "-j", str(jobs), "--target", "strata_python"],
+    targets = ["strata_python"]
+    if _programs_wanted(config_settings):
+        programs = _program_targets(cmake, build_dir)
+        missing = sorted(set(PROGRAMS) - set(programs))
+        if missing:
+            print(f"strata_build: the wheel will not carry {', '.join(missing)} (not targets of "
+                  f"{build_dir}: configured with STRATA_BUILD_APPS=OFF, or without gRPC++ for "
+                  "strata-sidecar)", file=sys.stderr)
+        targets += programs
+    subprocess.run([cmake, "--build", str(build_dir), "-j", str(jobs), "--target", *targets],
                    check=True, stdout=sys.stderr)
     package = build_dir / "python" / NAME
     if not list(package.glob("_strata*.so")):
         raise RuntimeError(f"the build produced no extension in {package}")
     return package
+
+
+def _program_files(build_dir: pathlib.Path, config_settings: Optional[Dict[str, Any]]
+                   ) -> Dict[str, bytes]:
+    """The programs built in `build_dir`, debug info stripped when `strip` is there."""
+    if not _programs_wanted(config_settings):
+        return {}
+    out: Dict[str, bytes] = {}
+    strip = shutil.which("strip")
+    for name, relative in PROGRAMS.items():
+        path = build_dir / relative
+        if not path.is_file():
+            continue
+        if strip:
+            with tempfile.TemporaryDirectory() as tmp:
+                stripped = pathlib.Path(tmp) / name
+                subprocess.run([strip, "--strip-debug", "-o", str(stripped), str(path)],
+                               check=True)
+                out[name] = stripped.read_bytes()
+        else:
+            out[name] = path.read_bytes()
+    return out
+
+
+def _entry_points(programs: Dict[str, bytes]) -> str:
+    lines = ["[console_scripts]"]
+    for name in programs:
+        lines.append(f"{name} = strata._programs:{name.replace('-', '_')}_main")
+    return "\n".join(lines) + "\n"
 
 
 def _record_line(path: str, data: bytes) -> str:
@@ -121,6 +185,7 @@ def prepare_metadata_for_build_wheel(metadata_directory: str,
 def build_wheel(wheel_directory: str, config_settings: Optional[Dict[str, Any]] = None,
                 metadata_directory: Optional[str] = None) -> str:
     package = _cmake_build(config_settings)
+    programs = _program_files(package.parent.parent, config_settings)
     version = _version()
     wheel_name = f"{NAME}-{version}-{_tag()}.whl"
     dist_info = f"{NAME}-{version}.dist-info"
@@ -129,12 +194,19 @@ def build_wheel(wheel_directory: str, config_settings: Optional[Dict[str, Any]] 
     records = []
     with zipfile.ZipFile(pathlib.Path(wheel_directory) / wheel_name, "w",
                          zipfile.ZIP_DEFLATED) as wheel:
-        def add(arcname: str, data: bytes) -> None:
-            wheel.writestr(arcname, data)
+        def add(arcname: str, data: bytes, executable: bool = False) -> None:
+            info = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            wheel.writestr(info, data)
             records.append(_record_line(arcname, data))
 
         for path in files:
             add(f"{NAME}/{path.name}", path.read_bytes())
+        for name, data in programs.items():
+            add(f"{NAME}/_bin/{name}", data, executable=True)
+        if programs:
+            add(f"{dist_info}/entry_points.txt", _entry_points(programs).encode())
         add(f"{dist_info}/METADATA", _metadata().encode())
         add(f"{dist_info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: strata_build\n"
                                    f"Root-Is-Purelib: false\nTag: {_tag()}\n").encode())

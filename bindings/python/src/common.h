@@ -19,9 +19,11 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/agent.h"
+#include "strata/builtin_policies.h"
 #include "strata/client.h"
 #include "strata/compaction_policy.h"
 #include "strata/status.h"
+#include "strata/tokenizer.h"
 #include "strata/transport.h"
 
 namespace strata_py {
@@ -182,8 +184,12 @@ inline json ResponseJson(const strata::Response& r) {
           {"http_status", r.http_status}};
 }
 
+// The report's JSON (CompactionReportJson) plus "explanation": ExplainCompaction's text (what
+// `strata replay --explain` prints; "" when the policy gave none).
 inline json ReportJson(const strata::CompactionReport& report) {
-  return json::parse(strata::CompactionReportJson(report));
+  json out = json::parse(strata::CompactionReportJson(report));
+  out["explanation"] = strata::ExplainCompaction(report);
+  return out;
 }
 
 // A sub-object of AgentConfig parsed with AgentConfigFromJson, so that its errors name the key
@@ -194,6 +200,18 @@ inline strata::StatusOr<strata::AgentConfig> ConfigWith(const char* key, const s
     return strata::InvalidArgumentError(std::string(key) + ": not valid JSON");
   }
   return strata::AgentConfigFromJson(json{{key, doc}}.dump());
+}
+
+// A request body held by C++ and read by Python through the buffer protocol, without a copy
+// (`str(memoryview(body), "utf-8")` decodes it; strata.Turn.body and strata.Completion.body do on
+// first access): at 1M tokens a body is 4 MB. Registered as strata._strata.Body.
+struct PyBody {
+  std::string data;
+};
+
+// Requires the GIL. `body` as a strata._strata.Body (moved, not copied).
+inline py::object BodyObject(std::string body) {
+  return py::cast(new PyBody{std::move(body)}, py::return_value_policy::take_ownership);
 }
 
 // Runs `f` with the GIL released; the result (a Status or StatusOr) is checked after.
@@ -246,6 +264,17 @@ auto BlockingCall(CallState& state, F&& call) {
   state.RethrowPending();
   return std::move(*out);
 }
+
+// trim_messages (trim.cc): `messages_json` trimmed into the budget configuration `budget_json`
+// with the policy named `policy`, counted with `tokenizer` and the chat template named
+// `chat_template` ("" for none). Returns {"kept": [...], "input_tokens", "report"}: each kept entry
+// is {"i": index of the input message} (plus "content" when compaction masked it, "drop": the keys
+// it removed) or {"message": a message strata wrote (a summary)}. Does not need the GIL.
+strata::StatusOr<std::string> TrimMessagesJson(const std::string& messages_json,
+                                               const std::string& budget_json,
+                                               const std::string& policy,
+                                               const strata::Tokenizer& tokenizer,
+                                               const std::string& chat_template, bool hygiene);
 
 // Defines Context, Transport and Client on the module (lowlevel.cc).
 void DefineLowLevel(py::module_& m);

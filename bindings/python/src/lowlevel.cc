@@ -606,9 +606,9 @@ class PyClient {
 
   // The Completion as JSON. On failure raises the status's exception with `record_json` (the
   // record of the failed request) set on it.
-  std::string Complete(PyContext& context, strata::CancellationToken* cancel,
-                       std::vector<std::pair<std::string, std::string>> headers,
-                       std::string request_id, bool append_reply) {
+  py::tuple Complete(PyContext& context, strata::CancellationToken* cancel,
+                     std::vector<std::pair<std::string, std::string>> headers,
+                     std::string request_id, bool append_reply) {
     CallState state;
     if (cancel != nullptr) state.token = cancel;
     strata::CompleteOptions options;
@@ -617,6 +617,7 @@ class PyClient {
     options.request_id = std::move(request_id);
     options.append_reply = append_reply;
     std::string failed_record_json;
+    std::string body;  // sent apart from the JSON (see PyBody)
     strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
       return context.WithContext([&](strata::Context& c) -> strata::StatusOr<std::string> {
         CollectingSink::LastOnThisThread().clear();
@@ -626,14 +627,15 @@ class PyClient {
           return completed.status();
         }
         strata::Completion& done = *completed;
-        return json{{"response", ResponseJson(done.response)},
-                    {"record", json::parse(strata::RecordToJson(done.record))},
-                    {"assistant_segment_id", done.assistant_segment_id},
-                    {"prefix_break", done.prefix_break
-                                         ? json::parse(strata::PrefixBreakToJson(*done.prefix_break))
-                                         : json()},
-                    {"body", done.body}}
-            .dump();
+        json out_json = {
+            {"response", ResponseJson(done.response)},
+            {"record", json::parse(strata::RecordToJson(done.record))},
+            {"assistant_segment_id", done.assistant_segment_id},
+            {"prefix_break", done.prefix_break
+                                 ? json::parse(strata::PrefixBreakToJson(*done.prefix_break))
+                                 : json()}};
+        body = std::move(done.body);
+        return out_json.dump();
       });
     });
     if (!out.ok()) {
@@ -644,7 +646,7 @@ class PyClient {
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
       throw py::error_already_set();
     }
-    return std::move(*out);
+    return py::make_tuple(py::str(*out), BodyObject(std::move(body)));
   }
 
   std::string PreviewRequest(PyContext& context, const std::string& request_id) {

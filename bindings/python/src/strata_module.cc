@@ -50,6 +50,41 @@ json GrowthJson(const strata::GrowthPoint& g) {
           {"invalidated_tokens", g.invalidated_tokens}};
 }
 
+json EventJson(const strata::StoredEvent& e) {
+  return {{"id", e.id},
+          {"agent_id", e.agent_id},
+          {"turn", e.turn},
+          {"unix_ms", e.unix_ms},
+          {"type", e.type},
+          {"payload", json::parse(e.payload_json, nullptr, false)}};
+}
+
+// One JSON object of each record type the package has a generated class for (strata/_records.py),
+// with every optional key present: tests/python/test_records.py checks that the classes' fields
+// are exactly these keys, so a key added to the C++ JSON without regenerating fails.
+std::string RecordSamples() {
+  strata::RequestRecord record;
+  record.cached_tokens_reported = 1;
+  record.degradation = "compact";
+  record.degradation_notes = "notes";
+  strata::PrefixBreakEvent event;
+  event.reported_cached_tokens = 1;
+  strata::CompactionReport report;
+  report.summarizer = "s@1";
+  report.explanation.mode = "trigger";
+  strata::Response response;
+  response.usage.cached_tokens = 1;
+  json r = ResponseJson(response);
+  return json{{"RequestRecord", json::parse(strata::RecordToJson(record))},
+              {"PrefixBreak", json::parse(strata::PrefixBreakToJson(event))},
+              {"CompactionReport", ReportJson(report)},
+              {"GrowthPoint", GrowthJson(strata::GrowthPoint{})},
+              {"Usage", r["usage"]},
+              {"Timings", r["timings"]},
+              {"StoredEvent", EventJson(strata::StoredEvent{})}}
+      .dump();
+}
+
 json TurnJson(const strata::Turn& t) {
   json compactions = json::array();
   for (const strata::CompactionReport& c : t.compactions) compactions.push_back(ReportJson(c));
@@ -60,8 +95,21 @@ json TurnJson(const strata::Turn& t) {
           {"prefix_break",
            t.prefix_break ? json::parse(strata::PrefixBreakToJson(*t.prefix_break)) : json()},
           {"break_causes", t.break_causes},
-          {"growth", GrowthJson(t.growth)},
-          {"body", t.body}};
+          {"growth", GrowthJson(t.growth)}};
+}
+
+// What Complete/Run hand back to Python: the turns' JSON without their bodies, and the bodies
+// (moved, not copied), which cross as Body objects: at 1M tokens a body is 4 MB, and escaping it
+// into the JSON and parsing it back in Python cost more than the turn itself.
+struct TurnsOut {
+  std::string json;
+  std::vector<std::string> bodies;
+};
+
+py::tuple ToPython(TurnsOut out) {
+  py::list bodies;
+  for (std::string& body : out.bodies) bodies.append(BodyObject(std::move(body)));
+  return py::make_tuple(py::str(out.json), bodies);
 }
 
 json RunJson(const strata::RunResult& r) {
@@ -162,24 +210,26 @@ class PyAgent {
     Check(Unlocked([&] { return agent_->RegisterTool(std::move(name), schema_json, std::move(h)); }));
   }
 
-  std::string Complete(py::object on_delta, strata::CancellationToken* cancel,
-                       std::vector<std::pair<std::string, std::string>> headers) {
+  py::tuple Complete(py::object on_delta, strata::CancellationToken* cancel,
+                     std::vector<std::pair<std::string, std::string>> headers) {
     CallState state;
     if (cancel != nullptr) state.token = cancel;
     strata::TurnOptions options;
     options.cancel = state.token;
     options.headers = std::move(headers);
     options.on_delta = MakeDeltaCallback(std::move(on_delta));
-    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
+    strata::StatusOr<TurnsOut> out = BlockingCall(state, [&]() -> strata::StatusOr<TurnsOut> {
       strata::StatusOr<strata::Turn> turn = agent_->Complete(options);
       options.on_delta = nullptr;  // drops the callback's reference (Hold takes the GIL)
       if (!turn.ok()) return turn.status();
-      return TurnJson(*turn).dump();
+      TurnsOut o{TurnJson(*turn).dump(), {}};
+      o.bodies.push_back(std::move(turn->body));
+      return o;
     });
-    return Take(std::move(out));
+    return ToPython(Take(std::move(out)));
   }
 
-  std::string Run(std::string user_message, int max_turns, py::object on_delta,
+  py::tuple Run(std::string user_message, int max_turns, py::object on_delta,
                   strata::CancellationToken* cancel,
                   std::vector<std::pair<std::string, std::string>> headers) {
     CallState state;
@@ -189,13 +239,15 @@ class PyAgent {
     options.turn.cancel = state.token;
     options.turn.headers = std::move(headers);
     options.turn.on_delta = MakeDeltaCallback(std::move(on_delta));
-    strata::StatusOr<std::string> out = BlockingCall(state, [&]() -> strata::StatusOr<std::string> {
+    strata::StatusOr<TurnsOut> out = BlockingCall(state, [&]() -> strata::StatusOr<TurnsOut> {
       strata::StatusOr<strata::RunResult> run = agent_->Run(std::move(user_message), options);
       options.turn.on_delta = nullptr;
       if (!run.ok()) return run.status();
-      return RunJson(*run).dump();
+      TurnsOut o{RunJson(*run).dump(), {}};
+      for (strata::Turn& t : run->turns) o.bodies.push_back(std::move(t.body));
+      return o;
     });
-    return Take(std::move(out));
+    return ToPython(Take(std::move(out)));
   }
 
   std::string DispatchToolCalls() {
@@ -219,6 +271,14 @@ class PyAgent {
                 {"compaction_due", prediction.compaction_due},
                 {"compaction", prediction.compaction ? ReportJson(*prediction.compaction) : json()}};
     return out.dump();
+  }
+
+  // Whether the context holds anything a request would carry as a message (a new agent does not).
+  bool HasMessages() const {
+    for (const strata::Segment& s : std::as_const(*agent_).context().Segments()) {
+      if (s.layer != strata::Layer::kTools) return true;
+    }
+    return false;
   }
 
   int64_t InputTokens() const { return Take(Unlocked([&] { return agent_->InputTokens(); })); }
@@ -392,14 +452,7 @@ class PyStore {
     std::vector<strata::StoredEvent> events =
         Take(Unlocked([&] { return store_->Events(agent_id, type); }));
     json out = json::array();
-    for (const strata::StoredEvent& e : events) {
-      out.push_back({{"id", e.id},
-                     {"agent_id", e.agent_id},
-                     {"turn", e.turn},
-                     {"unix_ms", e.unix_ms},
-                     {"type", e.type},
-                     {"payload", json::parse(e.payload_json, nullptr, false)}});
-    }
+    for (const strata::StoredEvent& e : events) out.push_back(EventJson(e));
     return out.dump();
   }
   std::string Growth(const std::string& agent_id) {
@@ -427,28 +480,12 @@ class PyStore {
 };
 
 std::string TrimMessages(const std::string& messages_json, const std::string& budget_json,
-                         const std::string& policy, const std::string& tokenizer,
+                         const std::string& policy, const PyTokenizer& tokenizer,
                          const std::string& chat_template, bool hygiene) {
-  strata::StatusOr<std::string> out = strata::InternalError("unset");
-  {
-    py::gil_scoped_release release;
-    out = [&]() -> strata::StatusOr<std::string> {
-      STRATA_ASSIGN_OR_RETURN(strata::AgentConfig config, ConfigWith("budget", budget_json));
-      STRATA_ASSIGN_OR_RETURN(strata::Budget budget, strata::ResolveBudget(config.budget));
-      strata::TrimOptions options;
-      options.policy = policy;
-      options.tokenizer = tokenizer;
-      options.chat_template = chat_template;
-      options.hygiene = hygiene;
-      STRATA_ASSIGN_OR_RETURN(strata::TrimResult result,
-                              strata::TrimMessages(messages_json, budget, options));
-      return json{{"messages", json::parse(result.messages_json)},
-                  {"input_tokens", result.input_tokens},
-                  {"report", result.report ? ReportJson(*result.report) : json()}}
-          .dump();
-    }();
-  }
-  return Take(std::move(out));
+  return Take(Unlocked([&] {
+    return TrimMessagesJson(messages_json, budget_json, policy, tokenizer.get(), chat_template,
+                            hygiene);
+  }));
 }
 
 std::string NormalizeConfig(const std::string& config_json) {
@@ -478,6 +515,16 @@ PYBIND11_MODULE(_strata, m) {
       .def(py::init<>())
       .def("cancel", &strata::CancellationToken::Cancel)
       .def_property_readonly("cancelled", &strata::CancellationToken::cancelled);
+
+  py::class_<PyBody>(m, "Body", py::buffer_protocol())
+      .def_buffer([](PyBody& b) {
+        return py::buffer_info(b.data.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.data.size())}, {1}, /*readonly=*/true);
+      })
+      .def("__len__", [](const PyBody& b) { return b.data.size(); })
+      .def("__eq__", [](const PyBody& a, const PyBody& b) { return a.data == b.data; })
+      .def(py::pickle([](const PyBody& b) { return py::bytes(b.data); },
+                      [](const py::bytes& data) { return PyBody{std::string(data)}; }));
 
   py::class_<PyTokenizer>(m, "Tokenizer")
       .def_static("from_spec", &PyTokenizer::FromSpec, py::arg("spec"))
@@ -551,6 +598,7 @@ PYBIND11_MODULE(_strata, m) {
       .def("dispatch_tool_calls", &PyAgent::DispatchToolCalls)
       .def("predict", &PyAgent::Predict)
       .def("input_tokens", &PyAgent::InputTokens)
+      .def("has_messages", &PyAgent::HasMessages)
       .def("recall", &PyAgent::Recall, py::arg("recall_id"), py::arg("offset"),
            py::arg("max_tokens"))
       .def("request", &PyAgent::Request)
@@ -573,5 +621,6 @@ PYBIND11_MODULE(_strata, m) {
   m.def("trim_messages", &TrimMessages, py::arg("messages_json"), py::arg("budget_json"),
         py::arg("policy"), py::arg("tokenizer"), py::arg("chat_template"), py::arg("hygiene"));
   m.def("normalize_config", &NormalizeConfig, py::arg("config_json"));
+  m.def("_record_samples", &RecordSamples);
   m.def("resolve_budget", &ResolveBudgetJson, py::arg("budget_json"));
 }

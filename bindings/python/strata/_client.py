@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from . import _strata
 from ._agent import CancellationToken, DeltaHandler, Headers, _delta_callback, _headers, _json_arg
 from ._errors import Error
-from ._types import CompactionReport, PrefixBreak, RequestRecord, Response, _ToDict
+from ._types import (CompactionReport, PrefixBreak, RequestRecord, Response, _decoded_body,
+                     _ToDict, _with_body)
 
 Limit = Union[float, int]
 
@@ -94,7 +95,7 @@ class BuiltRequest(_ToDict):
     @staticmethod
     def _from(d: Dict[str, Any]) -> "BuiltRequest":
         c = d.pop("compaction")
-        return BuiltRequest(compaction=CompactionReport(c) if c is not None else None, **d)
+        return BuiltRequest(compaction=CompactionReport._from(c) if c is not None else None, **d)
 
 
 class Context:
@@ -210,10 +211,10 @@ class Context:
         """Asks the policy for a compaction and applies it (``force``: even below the trigger).
         None when nothing was done."""
         report = json.loads(self._impl.compact(force))
-        return CompactionReport(report) if report is not None else None
+        return CompactionReport._from(report) if report is not None else None
 
     def compactions(self) -> List[CompactionReport]:
-        return [CompactionReport(r) for r in json.loads(self._impl.compactions())]
+        return [CompactionReport._from(r) for r in json.loads(self._impl.compactions())]
 
     def recall(self, recall_id: str) -> str:
         """The original content kept under ``recall_id`` (NotFound if unknown)."""
@@ -331,14 +332,25 @@ class Completion(_ToDict):
     record: RequestRecord
     assistant_segment_id: str
     prefix_break: Optional[PrefixBreak]
-    body: str
+    # The body that was sent as its UTF-8 bytes held by the extension (``memoryview(raw_body)``);
+    # ``body`` decodes it on first access (as Turn does).
+    raw_body: Any = dataclasses.field(repr=False)
+
+    @property
+    def body(self) -> str:
+        """The request body that was sent (JSON text)."""
+        return _decoded_body(self)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The completion as plain JSON-compatible dicts and lists (``body`` as text)."""
+        return _with_body(self)
 
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Completion":
+    def _from(d: Dict[str, Any], body: Any) -> "Completion":
         pb = d["prefix_break"]
-        return Completion(Response._from(d["response"]), RequestRecord(d["record"]),
-                          d["assistant_segment_id"], PrefixBreak(pb) if pb is not None else None,
-                          d["body"])
+        return Completion(Response._from(d["response"]), RequestRecord._from(d["record"]),
+                          d["assistant_segment_id"], PrefixBreak._from(pb) if pb is not None else None,
+                          body)
 
 
 class Client:
@@ -376,9 +388,9 @@ class Client:
         except Error as e:
             record_json = getattr(e, "record_json", None)
             if record_json is not None:
-                e.record = RequestRecord(json.loads(record_json))
+                e.record = RequestRecord._from(json.loads(record_json))
             raise
-        return Completion._from(json.loads(out))
+        return Completion._from(json.loads(out[0]), out[1])
 
     def preview_request(self, context: Context, request_id: str = "") -> BuiltRequest:
         """The body ``complete`` would send now (same fields), without sending it or changing the
@@ -391,10 +403,10 @@ class Client:
 
     def records(self) -> List[RequestRecord]:
         """Every request this client sent (failures included), oldest first."""
-        return [RequestRecord(r) for r in json.loads(self._impl.records())]
+        return [RequestRecord._from(r) for r in json.loads(self._impl.records())]
 
     def prefix_breaks(self) -> List[PrefixBreak]:
-        return [PrefixBreak(e) for e in json.loads(self._impl.events())]
+        return [PrefixBreak._from(e) for e in json.loads(self._impl.events())]
 
     def __repr__(self) -> str:
         return f"strata.Client({self.transport!r})"

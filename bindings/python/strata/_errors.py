@@ -99,8 +99,50 @@ _BY_VALUE: Dict[int, Type[Error]] = {
 }
 
 
+# The C++ API names that strata's messages mention, as a Python program spells them (longest
+# first where one contains another). A message naming a C++ option tells a Python user to change
+# something they cannot find otherwise.
+_PYTHON_NAMES = (
+    ("set OpenOptions::retokenize to recount", "pass retokenize=True to Agent.open to recount"),
+    ("OpenOptions::retokenize", "Agent.open(retokenize=True)"),
+    ("inject AgentServices::transport", "pass endpoint= to Agent.open"),
+    (" (checked against AgentServices::tokenizer)", ""),
+    ("AgentConfig::tokenizer", "the configuration's \"tokenizer\""),
+    ("Timeouts::first_byte or prefill_per_100k_tokens",
+     "endpoint.first_byte_timeout_ms (HttpTransport(first_byte_timeout_ms=...))"),
+    ("Timeouts::first_byte", "endpoint.first_byte_timeout_ms"),
+    ("ForkOptions::max_id_length", "the longest fork id"),
+    ("ForkOptions::id", "fork(task, id=...)"),
+    ("RunOptions::max_turns", "max_turns"),
+    ("Context::SetVolatile", "set_volatile"),
+    ("with AppendToolResult", "with append_tool_result (or dispatch_tool_calls)"),
+    ("AppendToolResult", "append_tool_result"),
+    ("AppendUser", "append_user"),
+    ("use UpdateDocument or PutDocument", "use put_document"),
+    ("use AddDocument or PutDocument", "use put_document"),
+    ("PutDocument", "put_document"),
+    ("RegisterTool", "register_tool"),
+    ("DispatchToolCalls", "dispatch_tool_calls"),
+    ("SetSystemPrompt", "set_system_prompt"),
+    ("Agent::Create", "strata.Agent.create"),
+    ("Agent::Open", "strata.Agent.open"),
+    ("made with CreateContext, not strata.Agent.create); reopen it with OpenContext",
+     "made by the C++ CreateContext, not strata.Agent.create); reopen it from C++ with "
+     "OpenContext"),
+)
+
+
+def python_message(message: str) -> str:
+    """``message`` with the C++ API names it mentions replaced by their Python spelling."""
+    for cpp, py in _PYTHON_NAMES:
+        if cpp in message:
+            message = message.replace(cpp, py)
+    return message
+
+
 def from_status(code: int, message: str) -> Error:
-    """The exception of a strata Status (used by the extension)."""
+    """The exception of a strata Status (used by the extension), its message in Python names."""
+    message = python_message(message)
     cls = _BY_VALUE.get(code)
     if cls is None:
         err = Unknown(message)

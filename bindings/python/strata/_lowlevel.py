@@ -6,7 +6,7 @@ import json
 from typing import Any, Dict, List, Mapping, Sequence, Union
 
 from . import _strata
-from ._types import GrowthPoint, RequestRecord
+from ._types import GrowthPoint, RequestRecord, StoredEvent
 
 Request = Union[Mapping[str, Any], Sequence[Mapping[str, Any]], str]
 
@@ -140,15 +140,17 @@ class Store:
 
     def requests(self, agent_id: str, limit: int = 100) -> List[RequestRecord]:
         """The agent's newest ``limit`` request records, newest first."""
-        return [RequestRecord(r) for r in json.loads(self._impl.requests(agent_id, limit))]
+        return [RequestRecord._from(r) for r in json.loads(self._impl.requests(agent_id, limit))]
 
-    def events(self, agent_id: str, type: str = "") -> List[Dict[str, Any]]:
-        """The agent's events in order ("compaction", "prefix_break", ...), payloads parsed."""
-        return list(json.loads(self._impl.events(agent_id, type)))
+    def events(self, agent_id: str, type: str = "") -> List[StoredEvent]:
+        """The agent's events in order ("compaction", "prefix_break", ...), payloads parsed
+        (a compaction's payload is ``CompactionReport``'s JSON, a prefix break's
+        ``PrefixBreak``'s)."""
+        return [StoredEvent._from(e) for e in json.loads(self._impl.events(agent_id, type))]
 
     def growth(self, agent_id: str) -> List[GrowthPoint]:
         """The agent's growth curve: one point per turn, tokens per layer."""
-        return [GrowthPoint(g) for g in json.loads(self._impl.growth(agent_id))]
+        return [GrowthPoint._from(g) for g in json.loads(self._impl.growth(agent_id))]
 
     def stats(self) -> Dict[str, int]:
         return dict(json.loads(self._impl.stats()))

@@ -5,7 +5,23 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional, Sequence
+
+from ._records import CompactionReport as CompactionReport
+from ._records import EventType as EventType
+from ._records import GrowthPoint as GrowthPoint
+from ._records import LayerName as LayerName
+from ._records import PrefixBreak as PrefixBreak
+from ._records import PrefixBreakKind as PrefixBreakKind
+from ._records import RequestRecord as RequestRecord
+from ._records import StatusCodeName as StatusCodeName
+from ._records import StoredEvent as StoredEvent
+from ._records import Timings as Timings
+from ._records import Usage as Usage
+from ._records import _Record
+
+DeltaKind = Literal["content", "reasoning", "tool_call_arguments"]
+StoppedReason = Literal["answer", "max_turns"]
 
 
 class JsonObject:
@@ -49,32 +65,10 @@ class JsonObject:
         return copy.deepcopy(self._data)
 
 
-class RequestRecord(JsonObject):
-    """One request as strata recorded it (the store's request row; ``strata`` CLI's JSON lines)."""
-
-
-class CompactionReport(JsonObject):
-    """What one compaction did and cost (policy, reason, tokens_before/after, invalidated_tokens, ...)."""
-
-
-class PrefixBreak(JsonObject):
-    """A request that reused less of the server's prefix cache than the previous one, and why."""
-
-
-class GrowthPoint(JsonObject):
-    """Tokens per layer after one turn (layer_tokens: {"system": n, ...}), as stored for curves."""
-
-
-class Usage(JsonObject):
-    """Token usage as the server reported it (cached_tokens is None when not reported)."""
-
-
-class Timings(JsonObject):
-    """Milliseconds of one call: ttft_ms, decode_ms, total_ms, retry_wait_ms."""
-
-
 def _plain(value: Any) -> Any:
-    if isinstance(value, JsonObject):
+    if isinstance(value, (JsonObject, _Record)):
+        return value.to_dict()
+    if isinstance(value, _ToDict):
         return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -88,7 +82,8 @@ def _plain(value: Any) -> Any:
 class _ToDict:
     def to_dict(self) -> Dict[str, Any]:
         """The object as plain JSON-compatible dicts and lists."""
-        return _plain(self)  # type: ignore[no-any-return]
+        return {f.name: _plain(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,8 +115,25 @@ class Response(_ToDict):
     @staticmethod
     def _from(d: Dict[str, Any]) -> "Response":
         return Response(d["id"], d["model"], d["content"], d["reasoning"], d["tool_calls"],
-                        d["finish_reason"], Usage(d["usage"]), Timings(d["timings"]), d["streamed"],
+                        d["finish_reason"], Usage._from(d["usage"]), Timings._from(d["timings"]), d["streamed"],
                         d["attempts"], d["http_status"])
+
+
+def _decoded_body(obj: Any) -> str:
+    """``obj.raw_body`` as text, decoded once (kept on the frozen object)."""
+    cached = obj.__dict__.get("_body_text")
+    if cached is None:
+        raw = obj.raw_body
+        cached = raw if isinstance(raw, str) else str(memoryview(raw), "utf-8")
+        object.__setattr__(obj, "_body_text", cached)
+    return str(cached)
+
+
+def _with_body(obj: Any) -> Dict[str, Any]:
+    out = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+           if f.name != "raw_body"}
+    out["body"] = _decoded_body(obj)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,15 +147,27 @@ class Turn(_ToDict):
     prefix_break: Optional[PrefixBreak]
     break_causes: List[str]
     growth: GrowthPoint
-    body: str  # the request body that was sent (JSON text)
+    # The request body that was sent, as its UTF-8 bytes held by the extension (a read-only
+    # buffer: ``memoryview(turn.raw_body)``), or a str. ``body`` decodes it on first access: a body
+    # at 1M tokens is 4 MB, which a turn that does not look at it should not pay for.
+    raw_body: Any = dataclasses.field(repr=False)
+
+    @property
+    def body(self) -> str:
+        """The request body that was sent (JSON text)."""
+        return _decoded_body(self)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The turn as plain JSON-compatible dicts and lists (``body`` as text)."""
+        return _with_body(self)
 
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Turn":
+    def _from(d: Dict[str, Any], body: Any) -> "Turn":
         pb = d["prefix_break"]
-        return Turn(Response._from(d["response"]), RequestRecord(d["record"]),
-                    d["assistant_segment_id"], [CompactionReport(c) for c in d["compactions"]],
-                    PrefixBreak(pb) if pb is not None else None, d["break_causes"],
-                    GrowthPoint(d["growth"]), d["body"])
+        return Turn(Response._from(d["response"]), RequestRecord._from(d["record"]),
+                    d["assistant_segment_id"], [CompactionReport._from(c) for c in d["compactions"]],
+                    PrefixBreak._from(pb) if pb is not None else None, d["break_causes"],
+                    GrowthPoint._from(d["growth"]), body)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,14 +176,15 @@ class RunResult(_ToDict):
     turn, and how many tool calls it answered (and how many of those were errors)."""
 
     answer: str
-    stopped: str
+    stopped: StoppedReason
     turns: List[Turn]
     tool_calls: int
     tool_errors: int
 
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "RunResult":
-        return RunResult(d["answer"], d["stopped"], [Turn._from(t) for t in d["turns"]],
+    def _from(d: Dict[str, Any], bodies: Sequence[Any] = ()) -> "RunResult":
+        return RunResult(d["answer"], d["stopped"],
+                         [Turn._from(t, b) for t, b in zip(d["turns"], bodies)],
                          d["tool_calls"], d["tool_errors"])
 
 
@@ -178,7 +203,7 @@ class CachePrediction(_ToDict):
         c = d["compaction"]
         return CachePrediction(d["input_tokens"], d["input_tokens_exact"],
                                d["predicted_cached_tokens"], d["compaction_due"],
-                               CompactionReport(c) if c is not None else None)
+                               CompactionReport._from(c) if c is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +232,7 @@ class TrimResult(_ToDict):
 class Delta(_ToDict):
     """One streamed fragment of an answer."""
 
-    kind: str  # "content", "reasoning" or "tool_call_arguments"
+    kind: DeltaKind
     text: str
     tool_call_index: int = 0
     tool_call_id: str = ""

@@ -5,9 +5,13 @@
 // until SIGINT/SIGTERM. See sim_server.h for the fault specs.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "retrieve_flags.h"
 #include "sim_server.h"
@@ -17,6 +21,50 @@
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
+
+// --hold-until N: each request waits until N requests have arrived (counting from the start), or
+// until timeout_ms passed, then is answered with a text that says which; later requests are not
+// held. A test of concurrency by behaviour: N clients get "all N requests arrived" only if all N
+// were in flight at once.
+struct Hold {
+  int until = 0;
+  int timeout_ms = 60000;
+  std::mutex mu;
+  std::condition_variable arrived_cv;
+  int arrived = 0;  // guarded by mu
+
+  std::string Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    ++arrived;
+    arrived_cv.notify_all();
+    const bool all = arrived_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                         [this] { return arrived >= until; });
+    if (all) return "all " + std::to_string(until) + " requests arrived";
+    return "hold timed out with " + std::to_string(arrived) + " of " + std::to_string(until) +
+           " requests arrived";
+  }
+};
+
+// The hold of this process (one simulator per process), its flags added to `app`.
+Hold* AddHoldFlags(CLI::App& app) {
+  static Hold* const hold = new Hold();
+  app.add_option("--hold-until", hold->until,
+                 "hold each request until this many have arrived, then answer saying so (0: no hold)");
+  app.add_option("--hold-timeout-ms", hold->timeout_ms, "longest a held request waits")
+      ->capture_default_str();
+  return hold;
+}
+
+// Wraps the options' answer (or, when none, answers with the hold's outcome). `hold` must outlive
+// the server.
+void ApplyHold(Hold* hold, strata::sim::SimOptions* options) {
+  if (hold->until <= 0) return;
+  auto answer = options->answer;
+  options->answer = [hold, answer](const std::string& request_json, int64_t prompt_tokens) {
+    std::string held = hold->Wait();
+    return answer ? answer(request_json, prompt_tokens) : held;
+  };
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,6 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--output-tokens", options.generated_output_tokens, "tokens of a generated reply")->capture_default_str();
   app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
   app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
+  Hold* hold = AddHoldFlags(app);
   app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
   strata::sim::RetrieveFlags retrieve;
   strata::sim::AddRetrieveFlags(app, &retrieve);
@@ -83,6 +132,7 @@ int main(int argc, char** argv) {
     std::cerr << "strata-sim: " << applied.message() << "\n";
     return 2;
   }
+  ApplyHold(hold, &options);
   options.cached_report = cached == "present" ? strata::sim::CachedReport::kPresent
                           : cached == "null"  ? strata::sim::CachedReport::kNull
                                               : strata::sim::CachedReport::kAbsent;
