@@ -237,6 +237,10 @@ const std::string& HttpServer::host() const { return impl_->host_; }
 int HttpServer::port() const { return impl_->port_; }
 void HttpServer::BeginDrain() { impl_->draining_.store(true); }
 bool HttpServer::draining() const { return impl_->draining_.load(); }
+bool HttpServer::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  return impl_->options_.proxy->WaitIdle(deadline);
+}
+void HttpServer::CancelAll() { impl_->options_.proxy->CancelAll(); }
 
 void HttpServer::Stop(std::chrono::milliseconds drain_timeout) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu_);

@@ -2,8 +2,9 @@
 //
 //   strata-sidecar --grpc-listen 127.0.0.1:0 --store agents.db --upstream http://127.0.0.1:8000/v1
 // prints "grpc listening on HOST:PORT" (and "http listening on HOST:PORT" with --http-listen) once
-// serving, then runs until SIGTERM or SIGINT, on which it drains: it stops accepting calls, lets
-// the calls in flight finish for up to drain_timeout_ms (then cancels them) and exits 0.
+// serving, then runs until SIGTERM or SIGINT, on which it drains (drain.h): it refuses new
+// completions and reports not ready, lets the calls in flight finish for up to drain_timeout_ms
+// (then cancels them), closes its listeners and exits 0.
 //
 //   strata-sidecar hash-token < token.txt
 // prints the SHA-256 of a bearer token (the first line of stdin) for the configuration's
@@ -383,9 +384,10 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
 }
 
 // Waits for SIGTERM or SIGINT (in `signals`, blocked), meanwhile reporting NOT_SERVING on the
-// gRPC health service while the store refuses writes (`health`); then drains (drain.h): stops
-// accepting calls and lets those in flight finish for up to drain_timeout_ms. Returns how long the
-// drain took, in ms.
+// gRPC health service while the store refuses writes (`health`); then drains (drain.h): refuses
+// new completions and reports NOT_SERVING at once, lets the calls in flight finish for up to
+// drain_timeout_ms with the listeners open, then closes them. Returns how long the drain took, in
+// ms.
 int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
                      sc::ContextServiceImpl& service, sc::HttpServer* http,
                      sc::StoreHealth& health) {
@@ -403,8 +405,7 @@ int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Se
   }
   Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
       ": draining (in-flight calls get up to " + std::to_string(drain_timeout_ms) + " ms)");
-  if (auto* grpc_health = server.GetHealthCheckService()) grpc_health->SetServingStatus(false);
-  if (http) http->BeginDrain();
+  sc::BeginDrain(server, service, http);  // the listeners stay open while the calls finish
   const auto start = std::chrono::steady_clock::now();
   sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms));
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "core/json_text.h"
@@ -372,6 +374,20 @@ std::string OpenAiErrorJson(std::string_view message, std::string_view type,
   return DumpOutsideJson(json{{"error", std::move(error)}});
 }
 
+int UpstreamHttpStatus(const Status& status) {
+  // The transport's errors for an answer start their text with "HTTP <status>: " (the agent may
+  // put its own words before it; the upstream's text, which may hold anything, comes after).
+  const std::string& m = status.message();
+  const size_t at = m.find("HTTP ");
+  if (at == std::string::npos || at + 9 > m.size() || m[at + 8] != ':') return 0;
+  int code = 0;
+  for (size_t i = at + 5; i < at + 8; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(m[i]))) return 0;
+    code = code * 10 + (m[i] - '0');
+  }
+  return code >= 100 && code <= 599 ? code : 0;
+}
+
 HttpReply ErrorReply(const Status& status, bool upstream) {
   int http = 500;
   std::string type = "api_error";
@@ -403,10 +419,14 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
       http = 429;
       type = "rate_limit_error";
       break;
-    case StatusCode::kUnavailable:
-      http = upstream ? 502 : 503;
-      type = upstream ? "upstream_error" : "service_unavailable";
+    case StatusCode::kUnavailable: {
+      // An upstream that answered 5xx is answered with its status (a client retries a 503 as
+      // the upstream asked); one that could not be reached is a bad gateway.
+      const int answered = upstream ? UpstreamHttpStatus(status) : 0;
+      http = !upstream ? 503 : answered >= 500 ? answered : 502;
+      type = http == 503 ? "service_unavailable" : "upstream_error";
       break;
+    }
     case StatusCode::kDeadlineExceeded:
       http = 504;
       type = "timeout_error";
@@ -425,6 +445,10 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
   reply.status = http;
   reply.body = OpenAiErrorJson(status.message(), type, code);
   if (http == 401) reply.headers.push_back({"WWW-Authenticate", "Bearer"});
+  // Both say "try again later": how much later (seconds), which OpenAI's clients honour.
+  if (http == 429 || http == 503) {
+    reply.headers.push_back({"Retry-After", std::to_string(kRetryAfterSeconds)});
+  }
   return reply;
 }
 
@@ -432,6 +456,18 @@ struct Proxy::Cancellations {
   std::mutex mu;
   std::set<CancellationToken*> in_flight;  // guarded by mu
   bool cancel_all = false;                 // guarded by mu
+  int64_t active = 0;                      // completions being answered; guarded by mu
+  std::condition_variable idle;            // notified when `active` drops to 0
+
+  // Counts one completion as being answered until the returned object is destroyed.
+  std::shared_ptr<void> Activate() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++active;
+    return std::shared_ptr<void>(nullptr, [this](void*) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (--active == 0) idle.notify_all();
+    });
+  }
 };
 
 class Proxy::InFlight {
@@ -453,6 +489,92 @@ class Proxy::InFlight {
   CancellationToken* token_;
 };
 
+// A streamed turn runs on its own thread from the start, so that the HTTP status can wait for
+// its first delta: until one arrives, a failure is still answered with its HTTP status
+// (WaitForFirst). The stream then writes the deltas as they come (Pump). Destroying it cancels
+// the turn if it still runs and waits for its thread.
+class Proxy::StreamRun {
+ public:
+  StreamRun(Proxy* proxy, std::shared_ptr<StreamJob> job, ClientWatch watch,
+            std::shared_ptr<void> active)
+      : proxy_(proxy), job_(std::move(job)), active_(std::move(active)) {
+    worker_ = std::thread([this, watch = std::move(watch)] { Run(watch); });
+  }
+  ~StreamRun() {
+    cancel_.Cancel();  // a no-op once the turn ended
+    if (worker_.joinable()) worker_.join();
+  }
+  StreamRun(const StreamRun&) = delete;
+  StreamRun& operator=(const StreamRun&) = delete;
+
+  // Waits for the first delta or the end of the turn; the turn's error when it failed before
+  // any delta (nothing was sent to the client yet), else OK.
+  Status WaitForFirst() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_ || !deltas_.empty(); });
+    if (!done_ || !deltas_.empty() || result_.ok()) return Status::Ok();
+    Status failed = result_.status();
+    lock.unlock();
+    worker_.join();
+    return failed;
+  }
+
+  // Writes the stream: the role chunk, every delta as it comes, then the end (or the error).
+  void Pump(const std::function<bool(std::string_view)>& write) {
+    ChunkStream chunks(*job_, write, &cancel_);
+    chunks.Begin();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return done_ || !deltas_.empty(); });
+      std::vector<StreamDelta> deltas = std::move(deltas_);
+      deltas_.clear();
+      const bool done = done_;
+      lock.unlock();
+      for (const StreamDelta& d : deltas) chunks.Delta(d);
+      if (done) break;
+      lock.lock();
+    }
+    worker_.join();
+    if (result_.ok()) {
+      chunks.Finish(*result_);
+    } else {
+      if (proxy_->options_.on_error) proxy_->options_.on_error(job_->tenant, result_.status().code());
+      chunks.Fail(transport_internal::UpstreamStatus(result_.status(),
+                                                     {proxy_->options_.upstream_api_key}));
+    }
+    active_.reset();  // answered: a drain waits no longer for it
+  }
+
+ private:
+  void Run(const ClientWatch& watch) {
+    InFlight registered(proxy_, &cancel_);
+    std::shared_ptr<void> watched = watch ? watch(&cancel_) : nullptr;  // the client leaves
+    TurnOptions turn_options;
+    turn_options.cancel = &cancel_;
+    turn_options.on_delta = [this](const StreamDelta& d) {
+      std::lock_guard<std::mutex> lock(mu_);
+      deltas_.push_back(d);
+      cv_.notify_all();
+    };
+    StatusOr<Turn> turn = CompleteJob(proxy_->options_, *job_, turn_options);
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = std::move(turn);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  Proxy* proxy_;
+  std::shared_ptr<StreamJob> job_;
+  std::shared_ptr<void> active_;  // Cancellations::Activate
+  CancellationToken cancel_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<StreamDelta> deltas_;  // guarded by mu_: received, not yet written
+  bool done_ = false;                // guarded by mu_
+  StatusOr<Turn> result_ = UnknownError("the turn has not ended");  // guarded by mu_ until done_
+  std::thread worker_;  // last: starts once the fields it uses are constructed
+};
+
 Proxy::Proxy(ProxyOptions options)
     : options_(std::move(options)), cancellations_(std::make_unique<Cancellations>()) {}
 Proxy::~Proxy() = default;
@@ -461,6 +583,12 @@ void Proxy::CancelAll() {
   std::lock_guard<std::mutex> lock(cancellations_->mu);
   cancellations_->cancel_all = true;
   for (CancellationToken* token : cancellations_->in_flight) token->Cancel();
+}
+
+bool Proxy::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(cancellations_->mu);
+  return cancellations_->idle.wait_until(lock, deadline,
+                                         [this] { return cancellations_->active == 0; });
 }
 
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
@@ -535,6 +663,7 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
 
 HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                                  std::string_view body, const ClientWatch& watch) {
+  std::shared_ptr<void> active = cancellations_->Activate();  // a drain waits for it
   // The upstream's key is redacted from every error answered (the transport already does for its
   // own; this covers any other text that quotes it).
   auto fail = [this, &tenant](const Status& status, bool upstream = false) {
@@ -558,6 +687,12 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   reply.headers.push_back({"X-Strata-Agent", agent_id});
   reply.headers.push_back({"X-Strata-Reconcile", ReconcileHeader(job->outcome)});
   if (!ignored.empty()) reply.headers.push_back({"X-Strata-Ignored-Fields", ignored});
+  // Until the first byte, a failure keeps the answer's headers and gets its own HTTP status.
+  auto failed = [&](const Status& status) {
+    HttpReply error = fail(status, true);
+    error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
+    return error;
+  };
 
   if (!request->stream) {
     CancellationToken cancel;
@@ -566,34 +701,16 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     TurnOptions turn_options;
     turn_options.cancel = &cancel;
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
-    if (!turn.ok()) {
-      HttpReply error = fail(turn.status(), true);
-      error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
-      return error;
-    }
+    if (!turn.ok()) return failed(turn.status());
     reply.body = DumpOutsideJson(CompletionJson(*job, *turn));
     return reply;
   }
 
+  auto run = std::make_shared<StreamRun>(this, job, watch, std::move(active));
+  if (Status first = run->WaitForFirst(); !first.ok()) return failed(first);
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
-  reply.stream = [this, job, watch](const std::function<bool(std::string_view)>& write) {
-    CancellationToken cancel;
-    InFlight registered(this, &cancel);
-    std::shared_ptr<void> watched = watch ? watch(&cancel) : nullptr;
-    ChunkStream chunks(*job, write, &cancel);
-    chunks.Begin();
-    TurnOptions turn_options;
-    turn_options.cancel = &cancel;
-    turn_options.on_delta = [&chunks](const StreamDelta& d) { chunks.Delta(d); };
-    StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
-    if (!turn.ok()) {
-      if (options_.on_error) options_.on_error(job->tenant, turn.status().code());
-      chunks.Fail(transport_internal::UpstreamStatus(turn.status(), {options_.upstream_api_key}));
-      return;
-    }
-    chunks.Finish(*turn);
-  };
+  reply.stream = [run](const std::function<bool(std::string_view)>& write) { run->Pump(write); };
   return reply;
 }
 

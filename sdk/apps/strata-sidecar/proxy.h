@@ -31,6 +31,7 @@
 #ifndef STRATA_APPS_STRATA_SIDECAR_PROXY_H_
 #define STRATA_APPS_STRATA_SIDECAR_PROXY_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -62,11 +63,19 @@ struct HttpReply {
   std::function<void(const std::function<bool(std::string_view)>& write)> stream;
 };
 
+// The Retry-After (seconds) of every 429 and 503 the sidecar answers: the upstream's own were
+// already waited for by the agent's retries.
+inline constexpr int kRetryAfterSeconds = 1;
+
 // OpenAI's error body for `status` ({"error":{"message","type","param":null,"code"}}).
 std::string OpenAiErrorJson(std::string_view message, std::string_view type, std::string_view code);
 // The HTTP status and OpenAI error of a Status; `upstream`: the error came from sending upstream
-// (an upstream refusal of the sidecar's key is a 502, not the caller's 401).
+// (an upstream refusal of the sidecar's key is a 502, not the caller's 401; an upstream's 5xx
+// keeps its status, an unreachable upstream is 502). 429 and 503 carry Retry-After.
 HttpReply ErrorReply(const Status& status, bool upstream = false);
+// The HTTP status an upstream answered with, read from the transport's error text ("HTTP 503:
+// ..."); 0 when the error quotes none (e.g. the connection failed).
+int UpstreamHttpStatus(const Status& status);
 
 // A Chat Completions request body taken apart as the proxy handles it (ParseChatRequest).
 struct ChatRequest {
@@ -133,6 +142,9 @@ class Proxy {
   // Cancels every completion in flight, and every one that starts from now on, with CANCELLED
   // (their upstream requests are cancelled too): the end of a drain's deadline.
   void CancelAll();
+  // Waits until no completion is being answered (a stream until its last event is written) or
+  // `deadline` passes; true when none is. A drain waits with it before closing the listener.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
 
   // The agent id a request without X-Strata-Agent gets (kDerivedAgentPrefix + 16 hex digits of
   // SHA-256 over the system messages and the first non-system message).
@@ -142,6 +154,8 @@ class Proxy {
   // The tokens of the completions in flight (CancelAll cancels them), and the registration of one.
   struct Cancellations;
   class InFlight;
+  // A streamed turn on its own thread (its status waits for its first delta).
+  class StreamRun;
 
   ProxyOptions options_;
   std::unique_ptr<Cancellations> cancellations_;

@@ -285,6 +285,9 @@ struct ContextServiceImpl::InFlight {
   std::map<std::string, int64_t, std::less<>> calls;  // tenant -> calls in progress; guarded by mu
   std::set<CancellationToken*> completions;           // guarded by mu
   bool cancel_all = false;                            // guarded by mu
+  bool draining = false;                              // guarded by mu
+  int64_t total = 0;  // calls in progress, every tenant's; guarded by mu
+  std::condition_variable idle;  // notified when `total` drops to 0
 
   // One of the tenant's max_concurrent_calls slots (released by the returned object), or
   // RESOURCE_EXHAUSTED naming the limit.
@@ -299,12 +302,19 @@ struct ContextServiceImpl::InFlight {
           ": retry when one ends, or raise the tenant's limits.max_concurrent_calls");
     }
     ++n;
+    ++total;
     const std::string name = tenant.name;
     return std::shared_ptr<void>(nullptr, [this, name](void*) {
       std::lock_guard<std::mutex> lock(mu);
       auto it = calls.find(name);
       if (it != calls.end() && --it->second <= 0) calls.erase(it);
+      if (--total == 0) idle.notify_all();
     });
+  }
+
+  bool Draining() {
+    std::lock_guard<std::mutex> lock(mu);
+    return draining;
   }
 
   // Registers a Complete's token for CancelAll until the returned object is destroyed.
@@ -393,6 +403,16 @@ void ContextServiceImpl::CancelAll() {
     for (CancellationToken* token : in_flight_->completions) token->Cancel();
   }
   registry_->CancelWaits();
+}
+
+void ContextServiceImpl::BeginDrain() {
+  std::lock_guard<std::mutex> lock(in_flight_->mu);
+  in_flight_->draining = true;
+}
+
+bool ContextServiceImpl::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(in_flight_->mu);
+  return in_flight_->idle.wait_until(lock, deadline, [this] { return in_flight_->total == 0; });
 }
 
 #define STRATA_CALL \
@@ -625,6 +645,11 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
                                           grpc::ServerWriter<v1::CompleteEvent>* writer) {
   STRATA_CALL;
   return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    if (in_flight_->Draining()) {
+      context->AddTrailingMetadata("retry-after", "1");
+      return UnavailableError(
+          "the sidecar is draining (shutting down): retry on another instance");
+    }
     STRATA_RETURN_IF_ERROR(CheckAgentId(request->agent_id()));
     STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry_->BeginCompletion(t));
     STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry_->Acquire(t, request->agent_id()));
