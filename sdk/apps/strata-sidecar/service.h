@@ -107,6 +107,8 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
                        v1::RecordsResponse* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
                      v1::StatsResponse* response) override;
+  grpc::Status GetMessages(grpc::ServerContext* context, const v1::GetMessagesRequest* request,
+                           v1::GetMessagesResponse* response) override;
 
  private:
   struct Call;
