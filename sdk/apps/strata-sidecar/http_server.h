@@ -3,6 +3,8 @@
 // Routes:
 //   POST /v1/chat/completions  the OpenAI-compatible proxy (proxy.h)
 //   GET  /v1/models            passed through to the upstream
+//   GET  /v1/strata/agents/{id}/recall/{recall_id}?offset=&max_tokens=
+//                              a page of an original hygiene or compaction altered (Proxy::Recall)
 //   GET  /metrics              the text of ServeOptions::metrics (Prometheus exposition), for
 //                              the metrics tokens only (Authenticator::AuthorizeMetrics)
 //   GET  /healthz              200 while the process serves (never authenticated)

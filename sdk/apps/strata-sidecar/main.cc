@@ -97,6 +97,7 @@ struct Flags {
   std::string store_sync;
   std::string tls_cert, tls_key, tls_client_ca;
   std::string pools_file;  // --pools
+  std::string oversized;   // --oversized
 };
 
 void DefineFlags(CLI::App& app, Flags& flags) {
@@ -131,6 +132,11 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   app.add_option("--pools", flags.pools_file,
                  "length pools: a PoolSetConfig JSON file (overrides the configuration's "
                  "\"pools\"); their endpoints are the upstreams");
+  app.add_option("--oversized", flags.oversized,
+                 "proxy: a new message above the agent's input budget is compacted to fit "
+                 "(summarize, the default) or refused with 413 (reject)");
+  app.add_flag("--recall-tool", values.proxy.recall_tool,
+               "proxy: offer the context_recall tool upstream and answer its calls in the sidecar");
   app.add_flag("--allow-unauthenticated", values.allow_unauthenticated,
                "serve without tenants on a non-loopback address");
   app.add_flag("--allow-core-dumps", values.allow_core_dumps,
@@ -167,6 +173,11 @@ StatusOr<sc::SidecarConfig> ConfigFromFlags(const CLI::App& app, const Flags& fl
   if (app.count("--drain-timeout-ms")) config.drain_timeout_ms = values.drain_timeout_ms;
   if (app.count("--allow-unauthenticated")) config.allow_unauthenticated = true;
   if (app.count("--allow-core-dumps")) config.allow_core_dumps = true;
+  if (!flags.oversized.empty()) {
+    STRATA_ASSIGN_OR_RETURN(config.proxy.reject_oversized,
+                            sc::ParseOversized(flags.oversized, "--oversized"));
+  }
+  if (app.count("--recall-tool")) config.proxy.recall_tool = true;
   STRATA_RETURN_IF_ERROR(sc::ValidateSidecarConfig(config));
   STRATA_RETURN_IF_ERROR(sc::CheckServingSettings(config));
   return config;
@@ -350,6 +361,8 @@ std::unique_ptr<sc::Proxy> MakeProxy(const sc::SidecarConfig& config, sc::AgentR
                             : std::getenv(config.upstream_api_key_env.c_str())) {
     options.upstream_api_key = key;
   }
+  options.reject_oversized = config.proxy.reject_oversized;
+  options.recall_tool = config.proxy.recall_tool;
   options.on_turn = hooks.on_turn;
   options.on_error = hooks.on_error;
   options.on_complete_begin = hooks.on_complete_begin;
@@ -470,6 +483,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "hash-token") return HashToken();
 
   CLI::App app{"strata-sidecar: strata's context manager as a gRPC service (docs/sidecar.md)"};
+  app.footer(
+      "Subcommand:\n  strata-sidecar hash-token < token.txt\n      prints the SHA-256 of the bearer "
+      "token on the first line of stdin, for tenants[].token_sha256 and metrics_token_sha256");
   Flags flags;
   DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);

@@ -20,6 +20,8 @@
 #include "core/utf8.h"
 #include "transport/redact.h"
 #include "json_body.h"
+#include "proxy_notes.h"
+#include "proxy_recall.h"
 #include "strata/transport.h"
 
 namespace strata::sidecar {
@@ -89,40 +91,6 @@ json ToolCallsJson(const std::vector<ToolCall>& calls) {
   return list;
 }
 
-json ReconcileJson(const ReconcileOutcome& o) {
-  json j = {{"kept", o.kept}, {"appended", o.appended}, {"replaced", o.replaced}};
-  if (o.replaced) {
-    j["first_difference"] = o.first_difference;
-    j["evicted_segments"] = o.evicted_segments;
-    j["reason"] = o.reason;
-  }
-  if (o.system_changed) j["system_changed"] = true;
-  return j;
-}
-
-std::string ReconcileHeader(const ReconcileOutcome& o) {
-  if (!o.replaced) return "appended " + std::to_string(o.appended);
-  return "replaced from message " + std::to_string(o.first_difference) + ": " + o.reason;
-}
-
-// What the sidecar did for this turn, in the answer's "strata" object.
-json StrataJson(const std::string& agent_id, const ReconcileOutcome& outcome, const Turn& turn) {
-  json j = {{"agent", agent_id},
-            {"reconcile", ReconcileJson(outcome)},
-            {"input_tokens", turn.record.input_tokens},
-            {"cached_tokens_predicted", turn.record.cached_tokens_predicted},
-            {"prefix_break", nullptr},
-            {"compaction", nullptr}};
-  if (turn.prefix_break) j["prefix_break"] = turn.prefix_break->reason;
-  if (!turn.compactions.empty()) {
-    const CompactionReport& c = turn.compactions.front();
-    j["compaction"] = {{"tokens_before", c.tokens_before},
-                       {"tokens_after", c.tokens_after},
-                       {"invalidated_tokens", c.invalidated_tokens}};
-  }
-  return j;
-}
-
 // When the client's history was replaced, the prefix break the agent reports says so.
 void ExplainBreak(const ReconcileOutcome& outcome, Turn* turn) {
   if (!outcome.replaced || !turn->prefix_break) return;
@@ -149,7 +117,7 @@ struct StreamJob {
   AgentLease lease;
   CompletionSlot slot;
   ClientView view;
-  ReconcileOutcome outcome;
+  TurnNotes notes;  // what the sidecar did besides sending (proxy_notes.h)
   std::string tenant;
   std::string agent_id;
   std::string completion_id;
@@ -166,18 +134,21 @@ struct StreamJob {
 // Leases agent `agent_id` for the request (creating it on first use), brings its tools and history
 // in line with the request's and saves the client's view: the job of the turn to answer.
 StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const TenantConfig& tenant,
-                                                const std::string& agent_id, ChatRequest& request) {
+                                                const std::string& agent_id, ChatRequest& request,
+                                                bool recall_tool) {
   STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry.BeginCompletion(tenant));
   AgentConfig config = registry.DefaultConfig(tenant, agent_id);
-  // The client runs its own tools: the agent's context_recall is not offered to the model.
-  config.recall.expose_tool = false;
+  // The client runs its own tools: the agent's context_recall is offered to the model only with
+  // recall_tool, and then answered here.
+  config.recall.expose_tool = recall_tool;
   if (!request.model.empty()) config.render.model = request.model;
   STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry.AcquireOrCreate(tenant, agent_id, &config));
 
   ContextSnapshot before = lease.agent().context().Snapshot();
   // Tools first (a change re-opens the agent), then the history.
-  if (AgentTools(lease.agent()) != request.tools) {
-    Status set = lease.agent().context().SetTools(request.tools.dump());
+  const json wanted = WantedTools(request.tools, recall_tool);
+  if (AgentTools(lease.agent()) != wanted) {
+    Status set = lease.agent().context().SetTools(wanted.dump());
     if (!set.ok()) return Status(set.code(), "\"tools\": " + set.message());
     STRATA_RETURN_IF_ERROR(registry.Reopen(lease));
   }
@@ -190,11 +161,19 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
   STRATA_RETURN_IF_ERROR(saved);
 
   auto job = std::make_shared<StreamJob>();
+  job->notes.ignored = request.ignored;
+  if (!request.model.empty() && request.model != agent.config().render.model) {
+    // The agent keeps its model (its prefix, tokenizer and records are the model's): said so.
+    job->notes.ignored.push_back("model");
+    std::sort(job->notes.ignored.begin(), job->notes.ignored.end());
+  }
+  job->notes.hygiene = HygieneNotes(agent, request.chat, view, outcome->appended);
+  job->notes.oversized = OversizedNote(agent, request.chat, view, outcome->appended);
   job->model = agent.config().render.model;
   job->lease = std::move(lease);
   job->slot = std::move(slot);
   job->view = std::move(view);
-  job->outcome = *outcome;
+  job->notes.outcome = *outcome;
   job->tenant = tenant.name;
   job->agent_id = agent_id;
   job->completion_id = "chatcmpl-" + RandomHex(12);
@@ -220,6 +199,17 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   TurnOptions with_fields = turn_options;
   with_fields.extra_fields = job.forwarded;
   StatusOr<Turn> turn = agent.Complete(with_fields);
+  // context_recall calls are the sidecar's to answer (recall_tool): answered, and sent again.
+  for (int round = 0; options.recall_tool && turn.ok() && OnlyRecallCalls(turn->response) &&
+                      round < kMaxRecallRounds;
+       ++round) {
+    if (options.on_turn) options.on_turn(job.tenant, *turn);
+    if (Status answered = AnswerRecallCalls(agent, turn->response); !answered.ok()) {
+      turn = answered;
+      break;
+    }
+    turn = agent.Complete(with_fields);
+  }
   if (!turn.ok()) {
     // A failed upstream changes nothing: what the request reconciled is undone too, and the
     // client's retry reconciles it again.
@@ -230,9 +220,28 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   }
   RecordReply(*turn, &job.view);
   SaveClientView(agent, job.view).IgnoreError();  // a lost save is repaired by the next reconcile
-  ExplainBreak(job.outcome, &*turn);
+  ExplainBreak(job.notes.outcome, &*turn);
   if (options.on_turn) options.on_turn(job.tenant, *turn);
   return turn;
+}
+
+// The 413 of a request with an oversized message (ProxyOptions::reject_oversized).
+HttpReply RejectOversized(const ProxyOptions& options, StreamJob& job) {
+  // Refused whole: what the request reconciled is undone, as for a failed turn.
+  Agent& agent = job.lease.agent();
+  if (agent.context().Rewind(std::move(job.before)).ok()) {
+    SaveClientView(agent, job.view_before).IgnoreError();  // repaired by the next reconcile
+  }
+  if (options.on_error) options.on_error(job.tenant, StatusCode::kInvalidArgument);
+  HttpReply reply;
+  reply.status = 413;
+  reply.body = OpenAiErrorJson(job.notes.oversized +
+                                   " (oversized: reject): split it, or send less of it; with "
+                                   "oversized: summarize the sidecar compacts it to fit",
+                               "invalid_request_error", "context_length_exceeded");
+  reply.headers.push_back({"X-Strata-Agent", job.agent_id});
+  reply.headers.push_back({"X-Strata-Oversized", job.notes.oversized + ": refused"});
+  return reply;
 }
 
 // The answer to a request without "stream": one chat.completion object.
@@ -252,7 +261,7 @@ json CompletionJson(const StreamJob& job, const Turn& turn) {
                                     {"logprobs", nullptr},
                                     {"finish_reason", r.finish_reason}}})},
           {"usage", UsageJson(turn)},
-          {"strata", StrataJson(job.agent_id, job.outcome, turn)}};
+          {"strata", StrataJson(job.agent_id, job.notes, turn)}};
 }
 
 // The server-sent events of one streamed answer: a chunk per delta as the turn runs, then what no
@@ -306,7 +315,7 @@ class ChunkStream {
       if (!announced_.count(index) || !more.empty()) ToolDelta(index, c.id, c.name, more);
     }
     json last = Chunk(json::object(), r.finish_reason);
-    last["strata"] = StrataJson(job_.agent_id, job_.outcome, turn);
+    last["strata"] = StrataJson(job_.agent_id, job_.notes, turn);
     Send(last);
     if (job_.include_usage) {
       Send({{"id", job_.completion_id},
@@ -498,6 +507,7 @@ class Proxy::StreamRun {
   StreamRun(Proxy* proxy, std::shared_ptr<StreamJob> job, ClientWatch watch,
             std::shared_ptr<void> active)
       : proxy_(proxy), job_(std::move(job)), active_(std::move(active)) {
+    compactions_before_ = job_->lease.agent().context().Compactions().size();
     worker_ = std::thread([this, watch = std::move(watch)] { Run(watch); });
   }
   ~StreamRun() {
@@ -517,6 +527,12 @@ class Proxy::StreamRun {
     lock.unlock();
     worker_.join();
     return failed;
+  }
+
+  // The turn's compactions, known once WaitForFirst() returned.
+  std::vector<CompactionReport> compactions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compactions_;
   }
 
   // Writes the stream: the role chunk, every delta as it comes, then the end (or the error).
@@ -551,13 +567,26 @@ class Proxy::StreamRun {
     std::shared_ptr<void> watched = watch ? watch(&cancel_) : nullptr;  // the client leaves
     TurnOptions turn_options;
     turn_options.cancel = &cancel_;
-    turn_options.on_delta = [this](const StreamDelta& d) {
+    // With recall_tool a round may be the sidecar's own (context_recall): the answer is sent once
+    // the last round ended, as if it had come whole.
+    if (!proxy_->options_.recall_tool) turn_options.on_delta = [this](const StreamDelta& d) {
       std::lock_guard<std::mutex> lock(mu_);
+      if (!first_seen_) {
+        // The turn's compaction happened before it was sent: read while the agent waits for
+        // the upstream (this thread runs its Complete), for the headers that go out now.
+        first_seen_ = true;
+        const std::vector<CompactionReport>& all = job_->lease.agent().context().Compactions();
+        if (all.size() > compactions_before_) {
+          compactions_.assign(all.begin() + static_cast<std::ptrdiff_t>(compactions_before_),
+                              all.end());
+        }
+      }
       deltas_.push_back(d);
       cv_.notify_all();
     };
     StatusOr<Turn> turn = CompleteJob(proxy_->options_, *job_, turn_options);
     std::lock_guard<std::mutex> lock(mu_);
+    if (!first_seen_ && turn.ok()) compactions_ = turn->compactions;  // an answer without deltas
     result_ = std::move(turn);
     done_ = true;
     cv_.notify_all();
@@ -566,6 +595,9 @@ class Proxy::StreamRun {
   Proxy* proxy_;
   std::shared_ptr<StreamJob> job_;
   std::shared_ptr<void> active_;  // Cancellations::Activate
+  size_t compactions_before_ = 0;  // the agent's compactions before the turn
+  bool first_seen_ = false;                    // guarded by mu_
+  std::vector<CompactionReport> compactions_;  // guarded by mu_: the turn's, once known
   CancellationToken cancel_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -673,20 +705,19 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
   StatusOr<ChatRequest> request = ParseChatRequest(body);
   if (!request.ok()) return fail(request.status());
-  std::string ignored;
-  for (const std::string& field : request->ignored) ignored += (ignored.empty() ? "" : ",") + field;
   const std::string agent_id =
       agent_header.empty() ? DerivedAgentId(request->chat) : std::string(agent_header);
   if (Status valid = CheckAgentId(agent_id, "X-Strata-Agent"); !valid.ok()) return fail(valid);
   StatusOr<std::shared_ptr<StreamJob>> prepared =
-      PrepareJob(*options_.registry, tenant, agent_id, *request);
+      PrepareJob(*options_.registry, tenant, agent_id, *request, options_.recall_tool);
   if (!prepared.ok()) return fail(prepared.status());
   std::shared_ptr<StreamJob> job = std::move(prepared).value();
 
+  if (!job->notes.oversized.empty() && options_.reject_oversized) return RejectOversized(options_, *job);
+
   HttpReply reply;
   reply.headers.push_back({"X-Strata-Agent", agent_id});
-  reply.headers.push_back({"X-Strata-Reconcile", ReconcileHeader(job->outcome)});
-  if (!ignored.empty()) reply.headers.push_back({"X-Strata-Ignored-Fields", ignored});
+  for (auto& header : NoteHeaders(job->notes)) reply.headers.push_back(std::move(header));
   // Until the first byte, a failure keeps the answer's headers and gets its own HTTP status.
   auto failed = [&](const Status& status) {
     HttpReply error = fail(status, true);
@@ -702,12 +733,20 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     turn_options.cancel = &cancel;
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
     if (!turn.ok()) return failed(turn.status());
+    reply.headers.push_back({"X-Request-Id", turn->record.request_id});
+    if (std::string c = CompactionHeader(turn->compactions); !c.empty()) {
+      reply.headers.push_back({"X-Strata-Compaction", c});
+    }
     reply.body = DumpOutsideJson(CompletionJson(*job, *turn));
     return reply;
   }
 
   auto run = std::make_shared<StreamRun>(this, job, watch, std::move(active));
   if (Status first = run->WaitForFirst(); !first.ok()) return failed(first);
+  // The request id is known once the turn ends: it is in the last chunk's "strata" object.
+  if (std::string c = CompactionHeader(run->compactions()); !c.empty()) {
+    reply.headers.push_back({"X-Strata-Compaction", c});
+  }
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
   reply.stream = [run](const std::function<bool(std::string_view)>& write) { run->Pump(write); };
