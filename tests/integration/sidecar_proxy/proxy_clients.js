@@ -43,6 +43,7 @@ async function recordingFetch(url, init) {
       status: response.status,
       reconcile: response.headers.get('x-strata-reconcile'),
       retry_after: response.headers.get('retry-after'),
+      compaction: response.headers.get('x-strata-compaction'),
       body: typeof init.body === 'string' ? init.body : null,
     });
   }
@@ -206,7 +207,7 @@ async function main() {
   console.log(JSON.stringify({
     client: clientName,
     answer,
-    requests: exchanges.map(({ status, reconcile, retry_after }) => ({ status, reconcile, retry_after })),
+    requests: exchanges.map(({ status, reconcile, retry_after, compaction }) => ({ status, reconcile, retry_after, compaction })),
   }));
 }
 

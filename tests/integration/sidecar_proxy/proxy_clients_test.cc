@@ -227,6 +227,16 @@ TEST_CASE("the openai client and the Agents SDK and LangChain.js reconcile as ap
       const std::vector<std::string> sent = f.Upstream(client + "-1");
       CHECK(sent.size() == requests.size());
       CheckUpstreamPrefixes(sent, f.Compactions(client + "-1"));
+      // Each compaction was told to the client, in the answer of the request it came before.
+      size_t told = 0;
+      for (const json& r : requests) {
+        if (r["compaction"].is_string()) {
+          CHECK(r["compaction"].get<std::string>().rfind("policy ", 0) == 0);
+          ++told;
+        }
+      }
+      CHECK(told == f.Compactions(client + "-1"));
+      if (client != "agents") CHECK(told >= 1);  // the 8000-token window was reached
       // STRATA_UPDATE_CLIENT_FIXTURES=1 writes the bodies as the recorded fixtures.
       if (std::getenv("STRATA_UPDATE_CLIENT_FIXTURES") != nullptr) {
         RunCommand("mkdir -p '" + std::string(kFixtures) + "' && cp '" + recorded + "' '" +
