@@ -266,6 +266,17 @@ TEST_CASE("each client's recorded re-serialization replays as appended",
         }
         CHECK(reconcile.rfind("appended ", 0) == 0);
       }
+      // A real difference still replaces: the last request again with its first tool call's
+      // arguments changed in value.
+      json edited = json::parse(bodies.back());
+      for (json& m : edited["messages"]) {
+        if (m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty()) {
+          m["tool_calls"][0]["function"]["arguments"] = R"({"filename":"elsewhere.py"})";
+          break;
+        }
+      }
+      HttpReply replaced = f.Chat(client + "-1", edited);
+      CHECK(Header(replaced, "X-Strata-Reconcile").rfind("replaced from message ", 0) == 0);
     }
   }
 }
