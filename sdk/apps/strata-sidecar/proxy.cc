@@ -424,10 +424,15 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
       http = 409;
       type = "conflict_error";
       break;
-    case StatusCode::kResourceExhausted:
-      http = 429;
-      type = "rate_limit_error";
+    case StatusCode::kResourceExhausted: {
+      // An upstream's 400/413/422 that said the prompt is too long is no rate limit: a client
+      // must not retry it as one.
+      const int answered = upstream ? UpstreamHttpStatus(status) : 0;
+      const bool too_long = answered == 400 || answered == 413 || answered == 422;
+      http = too_long ? 400 : 429;
+      type = too_long ? "invalid_request_error" : "rate_limit_error";
       break;
+    }
     case StatusCode::kUnavailable: {
       // An upstream that answered 5xx is answered with its status (a client retries a 503 as
       // the upstream asked); one that could not be reached is a bad gateway.
@@ -450,6 +455,9 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
   std::string code = StatusCodeName(status.code());
   for (char& c : code) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (status.code() == StatusCode::kUnauthenticated && !upstream) code = "invalid_api_key";
+  if (status.code() == StatusCode::kResourceExhausted && http == 400) {
+    code = "context_length_exceeded";
+  }
   HttpReply reply;
   reply.status = http;
   reply.body = OpenAiErrorJson(status.message(), type, code);

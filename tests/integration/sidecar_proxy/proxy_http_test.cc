@@ -260,6 +260,13 @@ TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors i
                             "/v1/chat/completions -d '" + ChatBody("anyone there?", true) + "'");
   CHECK(down_stream.first == 503);
   CHECK(json::parse(down_stream.second)["error"]["code"] == "unavailable");
+  // An upstream that says the prompt is too long is a 400 the client must not retry, not a 429.
+  REQUIRE(f.sim->InjectFault("oversize", 1).ok());  // not retried: one request
+  auto too_long = f.Curl(alpha + "-H 'X-Strata-Agent: long' " + f.base +
+                         "/v1/chat/completions -d '" + ChatBody("a question") + "'");
+  INFO(too_long.second);
+  CHECK(too_long.first == 400);
+  CHECK(json::parse(too_long.second)["error"]["code"] == "context_length_exceeded");
   // After the first byte an error can only be an event of the stream: the upstream's connection
   // is reset after two chunks (no retry once bytes were received).
   REQUIRE(f.sim->InjectFault("reset,after=2", 1).ok());
