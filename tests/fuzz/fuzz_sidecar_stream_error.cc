@@ -1,6 +1,8 @@
 // strata-sidecar's streamed answers and their error path: Proxy::ChatCompletions for a client body
 // made a streamed request ("stream": true), whose turn then meets an upstream error, or succeeds.
-// The events are written as the HTTP listener would write them, into a string.
+// The events are written as the HTTP listener would write them, into a string. An error before the
+// first byte is answered whole with its HTTP status; with the upstream part's top bit set, the
+// upstream sends one delta first, so the error comes after the first byte, as an event.
 //
 // Input: <client body> [SEPARATOR <upstream>] (SEPARATOR is kSeparator). Without an upstream part
 // the turn is answered "ok". Otherwise the upstream part's first byte says how its error arrives
@@ -46,16 +48,23 @@ constexpr char kKey[] = "sk-fuzz-upstream-key-7f3a";
 // A transport that answers every request with the one answer the current input set.
 class OneAnswerTransport : public strata::Transport {
  public:
-  void Set(strata::Status status, std::string content) {
+  // `delta_first`: a failing answer streams one delta before its error.
+  void Set(strata::Status status, std::string content, bool delta_first = false) {
     status_ = std::move(status);
     content_ = std::move(content);
+    delta_first_ = delta_first;
   }
   std::string Name() const override { return "fuzz"; }
   std::string Endpoint() const override { return "fuzz://"; }
-  strata::Status Send(std::string_view, const strata::CallOptions&,
+  strata::Status Send(std::string_view, const strata::CallOptions& call,
                       strata::Response* response) override {
     *response = strata::Response();
     response->attempts = 1;
+    if (!status_.ok() && delta_first_ && call.on_delta) {
+      strata::StreamDelta delta;
+      delta.text = "partial";
+      call.on_delta(delta);
+    }
     if (!status_.ok()) return status_;
     response->content = content_;
     response->finish_reason = "stop";
@@ -68,6 +77,7 @@ class OneAnswerTransport : public strata::Transport {
  private:
   strata::Status status_;
   std::string content_;
+  bool delta_first_ = false;
 };
 
 // One registry and proxy per process, over a store in a temporary directory.
@@ -179,7 +189,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Harness& h = TheHarness();
   const bool fails = !upstream.empty();
-  h.transport.Set(fails ? UpstreamError(upstream) : strata::Status(), "ok");
+  h.transport.Set(fails ? UpstreamError(upstream) : strata::Status(), "ok",
+                  fails && (static_cast<unsigned char>(upstream[0]) & 0x80) != 0);
   // A body that is a JSON object is made a streamed request; anything else is refused as it is.
   std::string body(client);
   json request = json::parse(client, nullptr, false);

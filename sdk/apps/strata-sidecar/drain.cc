@@ -1,36 +1,34 @@
 // Draining both listeners at once (drain.h).
 #include "drain.h"
 
-#include <condition_variable>
-#include <mutex>
+#include <grpcpp/health_check_service_interface.h>
+
 #include <thread>
 
 namespace strata::sidecar {
 
+void BeginDrain(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http) {
+  if (auto* health = grpc.GetHealthCheckService()) health->SetServingStatus(false);
+  service.BeginDrain();
+  if (http != nullptr) http->BeginDrain();
+}
+
 void DrainListeners(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http,
                     std::chrono::milliseconds timeout) {
+  // One deadline for both: the waits run one after the other but end together.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool idle = service.WaitIdle(deadline);
+  if (http != nullptr) idle = http->WaitIdle(deadline) && idle;
+  if (!idle) {
+    service.CancelAll();
+    if (http != nullptr) http->CancelAll();
+  }
+  // The listeners close now; what still runs (a call cancelled a moment ago, a short call that
+  // just came in) gets the margin, then gRPC cancels it.
   std::thread http_stop;
-  if (http != nullptr) {
-    // HttpServer::Stop(0) waits without limit: a zero timeout cancels at once instead.
-    http_stop = std::thread([http, timeout] {
-      http->Stop(timeout.count() > 0 ? timeout : std::chrono::milliseconds(1));
-    });
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  bool grpc_done = false;  // guarded by mu
-  std::thread canceller([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!cv.wait_for(lock, timeout, [&] { return grpc_done; })) service.CancelAll();
-  });
-  grpc.Shutdown(std::chrono::system_clock::now() + timeout + kDrainMargin);
+  if (http != nullptr) http_stop = std::thread([http] { http->Stop(kDrainMargin); });
+  grpc.Shutdown(std::chrono::system_clock::now() + kDrainMargin);
   grpc.Wait();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    grpc_done = true;
-  }
-  cv.notify_all();
-  canceller.join();
   if (http_stop.joinable()) http_stop.join();
 }
 

@@ -1,13 +1,17 @@
-// drain.h — how strata-sidecar stops on SIGTERM: both listeners drain at once.
+// drain.h — how strata-sidecar stops on SIGTERM: both listeners drain at once, and stay open
+// while they do.
 //
-// The gRPC server and the HTTP listener stop accepting calls together and their calls in flight
-// get the same `timeout` to finish, waited for concurrently, so the process exits within the
-// timeout and a small margin (kDrainMargin). At the timeout, the Complete calls still running are
-// cancelled by the service itself (ContextServiceImpl::CancelAll): their clients get CANCELLED,
-// as docs/sidecar.md says, and the proxy's completions end the same way (HttpServer::Stop). gRPC
-// cancels whatever is left after the margin on its own.
+// A drain has two steps. First (BeginDrain, at the signal): the gRPC health service answers
+// NOT_SERVING, /readyz 503, and new completions are refused (UNAVAILABLE with trailing metadata
+// "retry-after", HTTP 503 with Retry-After), while both listeners still accept connections, so a
+// load balancer sees the replica drain instead of a refused connection, and the calls in flight
+// go on. Then (DrainListeners) the calls in flight get up to `timeout` to finish, waited for
+// against one deadline for both listeners; at the deadline those still running are cancelled (gRPC
+// Complete: CANCELLED, ContextServiceImpl::CancelAll; the proxy's completions: an error event or
+// 499, Proxy::CancelAll). Only then are the listeners closed, within kDrainMargin, and the process
+// exits 0: within `timeout` and the margin.
 //
-// Thread safety: call once, from the thread that waits for the signal.
+// Thread safety: call each once, from the thread that waits for the signal.
 #ifndef STRATA_APPS_STRATA_SIDECAR_DRAIN_H_
 #define STRATA_APPS_STRATA_SIDECAR_DRAIN_H_
 
@@ -20,11 +24,16 @@
 
 namespace strata::sidecar {
 
-// What gRPC gives the calls after the service cancelled its own, before it cancels the rest.
+// What the calls get after the deadline's cancellation (or after the listeners went idle) before
+// the listeners close and gRPC cancels whatever is left.
 inline constexpr std::chrono::milliseconds kDrainMargin{1000};
 
-// Drains `grpc` (serving `service`) and `http` (nullptr: none) concurrently, for up to `timeout`
-// each (0: cancel at once), and returns once both stopped.
+// The first step: NOT_SERVING on `grpc`'s health service, `service` and `http` (nullptr: none)
+// refuse new completions; nothing is closed.
+void BeginDrain(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http);
+
+// The second step: waits up to `timeout` (0: cancel at once) for the calls in flight of both
+// listeners, cancels what is left, then closes both listeners and returns once they stopped.
 void DrainListeners(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http,
                     std::chrono::milliseconds timeout);
 

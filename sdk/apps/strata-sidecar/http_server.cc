@@ -84,7 +84,8 @@ class HttpServer::Impl {
       if (res.status == 404) {
         status = NotFoundError(
             "no route for " + req.method + " " + req.path +
-            " (POST /v1/chat/completions, GET /v1/models, /metrics, /healthz, /readyz)");
+            " (POST /v1/chat/completions, GET /v1/models, "
+            "/v1/strata/agents/{id}/recall/{recall_id}, /metrics, /healthz, /readyz)");
       } else if (res.status == 413 &&
                  req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
         // cpp-httplib parses form bodies and refuses those above 8,192 bytes (curl -d sends this
@@ -145,6 +146,15 @@ class HttpServer::Impl {
       if (Authenticate(req, res) == nullptr) return;
       Apply(options_.proxy->Models(), res);
     });
+    s.Get(R"(/v1/strata/agents/([^/]+)/recall/([^/]+))",
+          [this](const httplib::Request& req, httplib::Response& res) {
+            const TenantConfig* tenant = Authenticate(req, res);
+            if (tenant == nullptr) return;
+            Apply(options_.proxy->Recall(*tenant, req.matches[1].str(), req.matches[2].str(),
+                                         req.get_param_value("offset"),
+                                         req.get_param_value("max_tokens")),
+                  res);
+          });
     s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       const TenantConfig* tenant = Authenticate(req, res);
       if (tenant == nullptr) return;
@@ -246,6 +256,10 @@ const std::string& HttpServer::host() const { return impl_->host_; }
 int HttpServer::port() const { return impl_->port_; }
 void HttpServer::BeginDrain() { impl_->draining_.store(true); }
 bool HttpServer::draining() const { return impl_->draining_.load(); }
+bool HttpServer::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  return impl_->options_.proxy->WaitIdle(deadline);
+}
+void HttpServer::CancelAll() { impl_->options_.proxy->CancelAll(); }
 
 void HttpServer::Stop(std::chrono::milliseconds drain_timeout) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu_);

@@ -3,6 +3,8 @@
 // Routes:
 //   POST /v1/chat/completions  the OpenAI-compatible proxy (proxy.h)
 //   GET  /v1/models            passed through to the upstream
+//   GET  /v1/strata/agents/{id}/recall/{recall_id}?offset=&max_tokens=
+//                              a page of an original hygiene or compaction altered (Proxy::Recall)
 //   GET  /metrics              the text of ServeOptions::metrics (Prometheus exposition), for
 //                              the metrics tokens only (Authenticator::AuthorizeMetrics)
 //   GET  /healthz              200 while the process serves (never authenticated)
@@ -17,8 +19,8 @@
 // Every other call carries "Authorization: Bearer <token>", checked by the Authenticator (401 in
 // OpenAI's error shape otherwise; with no tenants configured, no header is needed). Bodies above
 // the caller's tenant's max_request_bytes are refused with 413 (above the largest tenant's
-// limit, before they are read). While draining, new chat completions get 503 and /readyz 503;
-// completions in flight finish.
+// limit, before they are read). While draining, new chat completions get 503 with Retry-After
+// and /readyz 503, while the listener still accepts connections; completions in flight finish.
 //
 //   HttpServerOptions options;
 //   options.listen = "127.0.0.1:0";
@@ -96,9 +98,14 @@ class HttpServer {
   const std::string& host() const;
   int port() const;  // the bound port
 
-  // /readyz answers 503 and new chat completions are refused with 503 from now on.
+  // /readyz answers 503 and new chat completions are refused with 503 (and Retry-After) from now
+  // on; the listener stays open and the completions in flight go on.
   void BeginDrain();
   bool draining() const;
+  // Waits until no chat completion is being answered or `deadline` passes; true when none is.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
+  // Cancels the chat completions in flight (Proxy::CancelAll): the end of a drain's deadline.
+  void CancelAll();
   // Stops accepting connections and returns once the requests in flight are answered; those
   // still running after `drain_timeout` (0: no limit) are cancelled (Proxy::CancelAll: a stream
   // ends with an error event, a plain completion gets 499). Idempotent.

@@ -2,8 +2,9 @@
 //
 //   strata-sidecar --grpc-listen 127.0.0.1:0 --store agents.db --upstream http://127.0.0.1:8000/v1
 // prints "grpc listening on HOST:PORT" (and "http listening on HOST:PORT" with --http-listen) once
-// serving, then runs until SIGTERM or SIGINT, on which it drains: it stops accepting calls, lets
-// the calls in flight finish for up to drain_timeout_ms (then cancels them) and exits 0.
+// serving, then runs until SIGTERM or SIGINT, on which it drains (drain.h): it refuses new
+// completions and reports not ready, lets the calls in flight finish for up to drain_timeout_ms
+// (then cancels them), closes its listeners and exits 0.
 //
 //   strata-sidecar hash-token < token.txt
 // prints the SHA-256 of a bearer token (the first line of stdin) for the configuration's
@@ -97,6 +98,7 @@ struct Flags {
   std::string store_sync;
   std::string tls_cert, tls_key, tls_client_ca;
   std::string pools_file;  // --pools
+  std::string oversized;   // --oversized
 };
 
 void DefineFlags(CLI::App& app, Flags& flags) {
@@ -131,6 +133,11 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   app.add_option("--pools", flags.pools_file,
                  "length pools: a PoolSetConfig JSON file (overrides the configuration's "
                  "\"pools\"); their endpoints are the upstreams");
+  app.add_option("--oversized", flags.oversized,
+                 "proxy: a new message above the agent's input budget is compacted to fit "
+                 "(summarize, the default) or refused with 413 (reject)");
+  app.add_flag("--recall-tool", values.proxy.recall_tool,
+               "proxy: offer the context_recall tool upstream and answer its calls in the sidecar");
   app.add_flag("--allow-unauthenticated", values.allow_unauthenticated,
                "serve without tenants on a non-loopback address");
   app.add_flag("--allow-core-dumps", values.allow_core_dumps,
@@ -167,6 +174,11 @@ StatusOr<sc::SidecarConfig> ConfigFromFlags(const CLI::App& app, const Flags& fl
   if (app.count("--drain-timeout-ms")) config.drain_timeout_ms = values.drain_timeout_ms;
   if (app.count("--allow-unauthenticated")) config.allow_unauthenticated = true;
   if (app.count("--allow-core-dumps")) config.allow_core_dumps = true;
+  if (!flags.oversized.empty()) {
+    STRATA_ASSIGN_OR_RETURN(config.proxy.reject_oversized,
+                            sc::ParseOversized(flags.oversized, "--oversized"));
+  }
+  if (app.count("--recall-tool")) config.proxy.recall_tool = true;
   STRATA_RETURN_IF_ERROR(sc::ValidateSidecarConfig(config));
   STRATA_RETURN_IF_ERROR(sc::CheckServingSettings(config));
   return config;
@@ -350,6 +362,8 @@ std::unique_ptr<sc::Proxy> MakeProxy(const sc::SidecarConfig& config, sc::AgentR
                             : std::getenv(config.upstream_api_key_env.c_str())) {
     options.upstream_api_key = key;
   }
+  options.reject_oversized = config.proxy.reject_oversized;
+  options.recall_tool = config.proxy.recall_tool;
   options.on_turn = hooks.on_turn;
   options.on_error = hooks.on_error;
   options.on_complete_begin = hooks.on_complete_begin;
@@ -386,9 +400,10 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
 }
 
 // Waits for SIGTERM or SIGINT (in `signals`, blocked), meanwhile reporting NOT_SERVING on the
-// gRPC health service while the store refuses writes (`health`); then drains (drain.h): stops
-// accepting calls and lets those in flight finish for up to drain_timeout_ms. Returns how long the
-// drain took, in ms.
+// gRPC health service while the store refuses writes (`health`); then drains (drain.h): refuses
+// new completions and reports NOT_SERVING at once, lets the calls in flight finish for up to
+// drain_timeout_ms with the listeners open, then closes them. Returns how long the drain took, in
+// ms.
 int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
                      sc::ContextServiceImpl& service, sc::HttpServer* http,
                      sc::StoreHealth& health) {
@@ -406,8 +421,7 @@ int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Se
   }
   Log(std::string("received ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
       ": draining (in-flight calls get up to " + std::to_string(drain_timeout_ms) + " ms)");
-  if (auto* grpc_health = server.GetHealthCheckService()) grpc_health->SetServingStatus(false);
-  if (http) http->BeginDrain();
+  sc::BeginDrain(server, service, http);  // the listeners stay open while the calls finish
   const auto start = std::chrono::steady_clock::now();
   sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms));
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
@@ -473,6 +487,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "hash-token") return HashToken();
 
   CLI::App app{"strata-sidecar: strata's context manager as a gRPC service (docs/sidecar.md)"};
+  app.footer(
+      "Subcommand:\n  strata-sidecar hash-token < token.txt\n      prints the SHA-256 of the bearer "
+      "token on the first line of stdin, for tenants[].token_sha256 and metrics_token_sha256");
   Flags flags;
   DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);

@@ -8,16 +8,20 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "core/json_text.h"
 #include "core/utf8.h"
 #include "transport/redact.h"
 #include "json_body.h"
+#include "proxy_notes.h"
+#include "proxy_recall.h"
 #include "strata/transport.h"
 
 namespace strata::sidecar {
@@ -87,40 +91,6 @@ json ToolCallsJson(const std::vector<ToolCall>& calls) {
   return list;
 }
 
-json ReconcileJson(const ReconcileOutcome& o) {
-  json j = {{"kept", o.kept}, {"appended", o.appended}, {"replaced", o.replaced}};
-  if (o.replaced) {
-    j["first_difference"] = o.first_difference;
-    j["evicted_segments"] = o.evicted_segments;
-    j["reason"] = o.reason;
-  }
-  if (o.system_changed) j["system_changed"] = true;
-  return j;
-}
-
-std::string ReconcileHeader(const ReconcileOutcome& o) {
-  if (!o.replaced) return "appended " + std::to_string(o.appended);
-  return "replaced from message " + std::to_string(o.first_difference) + ": " + o.reason;
-}
-
-// What the sidecar did for this turn, in the answer's "strata" object.
-json StrataJson(const std::string& agent_id, const ReconcileOutcome& outcome, const Turn& turn) {
-  json j = {{"agent", agent_id},
-            {"reconcile", ReconcileJson(outcome)},
-            {"input_tokens", turn.record.input_tokens},
-            {"cached_tokens_predicted", turn.record.cached_tokens_predicted},
-            {"prefix_break", nullptr},
-            {"compaction", nullptr}};
-  if (turn.prefix_break) j["prefix_break"] = turn.prefix_break->reason;
-  if (!turn.compactions.empty()) {
-    const CompactionReport& c = turn.compactions.front();
-    j["compaction"] = {{"tokens_before", c.tokens_before},
-                       {"tokens_after", c.tokens_after},
-                       {"invalidated_tokens", c.invalidated_tokens}};
-  }
-  return j;
-}
-
 // When the client's history was replaced, the prefix break the agent reports says so.
 void ExplainBreak(const ReconcileOutcome& outcome, Turn* turn) {
   if (!outcome.replaced || !turn->prefix_break) return;
@@ -147,7 +117,7 @@ struct StreamJob {
   AgentLease lease;
   CompletionSlot slot;
   ClientView view;
-  ReconcileOutcome outcome;
+  TurnNotes notes;  // what the sidecar did besides sending (proxy_notes.h)
   std::string tenant;
   std::string agent_id;
   std::string completion_id;
@@ -164,18 +134,21 @@ struct StreamJob {
 // Leases agent `agent_id` for the request (creating it on first use), brings its tools and history
 // in line with the request's and saves the client's view: the job of the turn to answer.
 StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const TenantConfig& tenant,
-                                                const std::string& agent_id, ChatRequest& request) {
+                                                const std::string& agent_id, ChatRequest& request,
+                                                bool recall_tool) {
   STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry.BeginCompletion(tenant));
   AgentConfig config = registry.DefaultConfig(tenant, agent_id);
-  // The client runs its own tools: the agent's context_recall is not offered to the model.
-  config.recall.expose_tool = false;
+  // The client runs its own tools: the agent's context_recall is offered to the model only with
+  // recall_tool, and then answered here.
+  config.recall.expose_tool = recall_tool;
   if (!request.model.empty()) config.render.model = request.model;
   STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry.AcquireOrCreate(tenant, agent_id, &config));
 
   ContextSnapshot before = lease.agent().context().Snapshot();
   // Tools first (a change re-opens the agent), then the history.
-  if (AgentTools(lease.agent()) != request.tools) {
-    Status set = lease.agent().context().SetTools(request.tools.dump());
+  const json wanted = WantedTools(request.tools, recall_tool);
+  if (AgentTools(lease.agent()) != wanted) {
+    Status set = lease.agent().context().SetTools(wanted.dump());
     if (!set.ok()) return Status(set.code(), "\"tools\": " + set.message());
     STRATA_RETURN_IF_ERROR(registry.Reopen(lease));
   }
@@ -188,11 +161,19 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
   STRATA_RETURN_IF_ERROR(saved);
 
   auto job = std::make_shared<StreamJob>();
+  job->notes.ignored = request.ignored;
+  if (!request.model.empty() && request.model != agent.config().render.model) {
+    // The agent keeps its model (its prefix, tokenizer and records are the model's): said so.
+    job->notes.ignored.push_back("model");
+    std::sort(job->notes.ignored.begin(), job->notes.ignored.end());
+  }
+  job->notes.hygiene = HygieneNotes(agent, request.chat, view, outcome->appended);
+  job->notes.oversized = OversizedNote(agent, request.chat, view, outcome->appended);
   job->model = agent.config().render.model;
   job->lease = std::move(lease);
   job->slot = std::move(slot);
   job->view = std::move(view);
-  job->outcome = *outcome;
+  job->notes.outcome = *outcome;
   job->tenant = tenant.name;
   job->agent_id = agent_id;
   job->completion_id = "chatcmpl-" + RandomHex(12);
@@ -218,6 +199,17 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   TurnOptions with_fields = turn_options;
   with_fields.extra_fields = job.forwarded;
   StatusOr<Turn> turn = agent.Complete(with_fields);
+  // context_recall calls are the sidecar's to answer (recall_tool): answered, and sent again.
+  for (int round = 0; options.recall_tool && turn.ok() && OnlyRecallCalls(turn->response) &&
+                      round < kMaxRecallRounds;
+       ++round) {
+    if (options.on_turn) options.on_turn(job.tenant, *turn);
+    if (Status answered = AnswerRecallCalls(agent, turn->response); !answered.ok()) {
+      turn = answered;
+      break;
+    }
+    turn = agent.Complete(with_fields);
+  }
   if (!turn.ok()) {
     // A failed upstream changes nothing: what the request reconciled is undone too, and the
     // client's retry reconciles it again.
@@ -228,9 +220,28 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   }
   RecordReply(*turn, &job.view);
   SaveClientView(agent, job.view).IgnoreError();  // a lost save is repaired by the next reconcile
-  ExplainBreak(job.outcome, &*turn);
+  ExplainBreak(job.notes.outcome, &*turn);
   if (options.on_turn) options.on_turn(job.tenant, *turn);
   return turn;
+}
+
+// The 413 of a request with an oversized message (ProxyOptions::reject_oversized).
+HttpReply RejectOversized(const ProxyOptions& options, StreamJob& job) {
+  // Refused whole: what the request reconciled is undone, as for a failed turn.
+  Agent& agent = job.lease.agent();
+  if (agent.context().Rewind(std::move(job.before)).ok()) {
+    SaveClientView(agent, job.view_before).IgnoreError();  // repaired by the next reconcile
+  }
+  if (options.on_error) options.on_error(job.tenant, StatusCode::kInvalidArgument);
+  HttpReply reply;
+  reply.status = 413;
+  reply.body = OpenAiErrorJson(job.notes.oversized +
+                                   " (oversized: reject): split it, or send less of it; with "
+                                   "oversized: summarize the sidecar compacts it to fit",
+                               "invalid_request_error", "context_length_exceeded");
+  reply.headers.push_back({"X-Strata-Agent", job.agent_id});
+  reply.headers.push_back({"X-Strata-Oversized", job.notes.oversized + ": refused"});
+  return reply;
 }
 
 // The answer to a request without "stream": one chat.completion object.
@@ -250,7 +261,7 @@ json CompletionJson(const StreamJob& job, const Turn& turn) {
                                     {"logprobs", nullptr},
                                     {"finish_reason", r.finish_reason}}})},
           {"usage", UsageJson(turn)},
-          {"strata", StrataJson(job.agent_id, job.outcome, turn)}};
+          {"strata", StrataJson(job.agent_id, job.notes, turn)}};
 }
 
 // The server-sent events of one streamed answer: a chunk per delta as the turn runs, then what no
@@ -304,7 +315,7 @@ class ChunkStream {
       if (!announced_.count(index) || !more.empty()) ToolDelta(index, c.id, c.name, more);
     }
     json last = Chunk(json::object(), r.finish_reason);
-    last["strata"] = StrataJson(job_.agent_id, job_.outcome, turn);
+    last["strata"] = StrataJson(job_.agent_id, job_.notes, turn);
     Send(last);
     if (job_.include_usage) {
       Send({{"id", job_.completion_id},
@@ -372,6 +383,20 @@ std::string OpenAiErrorJson(std::string_view message, std::string_view type,
   return DumpOutsideJson(json{{"error", std::move(error)}});
 }
 
+int UpstreamHttpStatus(const Status& status) {
+  // The transport's errors for an answer start their text with "HTTP <status>: " (the agent may
+  // put its own words before it; the upstream's text, which may hold anything, comes after).
+  const std::string& m = status.message();
+  const size_t at = m.find("HTTP ");
+  if (at == std::string::npos || at + 9 > m.size() || m[at + 8] != ':') return 0;
+  int code = 0;
+  for (size_t i = at + 5; i < at + 8; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(m[i]))) return 0;
+    code = code * 10 + (m[i] - '0');
+  }
+  return code >= 100 && code <= 599 ? code : 0;
+}
+
 HttpReply ErrorReply(const Status& status, bool upstream) {
   int http = 500;
   std::string type = "api_error";
@@ -399,14 +424,23 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
       http = 409;
       type = "conflict_error";
       break;
-    case StatusCode::kResourceExhausted:
-      http = 429;
-      type = "rate_limit_error";
+    case StatusCode::kResourceExhausted: {
+      // An upstream's 400/413/422 that said the prompt is too long is no rate limit: a client
+      // must not retry it as one.
+      const int answered = upstream ? UpstreamHttpStatus(status) : 0;
+      const bool too_long = answered == 400 || answered == 413 || answered == 422;
+      http = too_long ? 400 : 429;
+      type = too_long ? "invalid_request_error" : "rate_limit_error";
       break;
-    case StatusCode::kUnavailable:
-      http = upstream ? 502 : 503;
-      type = upstream ? "upstream_error" : "service_unavailable";
+    }
+    case StatusCode::kUnavailable: {
+      // An upstream that answered 5xx is answered with its status (a client retries a 503 as
+      // the upstream asked); one that could not be reached is a bad gateway.
+      const int answered = upstream ? UpstreamHttpStatus(status) : 0;
+      http = !upstream ? 503 : answered >= 500 ? answered : 502;
+      type = http == 503 ? "service_unavailable" : "upstream_error";
       break;
+    }
     case StatusCode::kDeadlineExceeded:
       http = 504;
       type = "timeout_error";
@@ -421,10 +455,17 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
   std::string code = StatusCodeName(status.code());
   for (char& c : code) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (status.code() == StatusCode::kUnauthenticated && !upstream) code = "invalid_api_key";
+  if (status.code() == StatusCode::kResourceExhausted && http == 400) {
+    code = "context_length_exceeded";
+  }
   HttpReply reply;
   reply.status = http;
   reply.body = OpenAiErrorJson(status.message(), type, code);
   if (http == 401) reply.headers.push_back({"WWW-Authenticate", "Bearer"});
+  // Both say "try again later": how much later (seconds), which OpenAI's clients honour.
+  if (http == 429 || http == 503) {
+    reply.headers.push_back({"Retry-After", std::to_string(kRetryAfterSeconds)});
+  }
   return reply;
 }
 
@@ -432,6 +473,18 @@ struct Proxy::Cancellations {
   std::mutex mu;
   std::set<CancellationToken*> in_flight;  // guarded by mu
   bool cancel_all = false;                 // guarded by mu
+  int64_t active = 0;                      // completions being answered; guarded by mu
+  std::condition_variable idle;            // notified when `active` drops to 0
+
+  // Counts one completion as being answered until the returned object is destroyed.
+  std::shared_ptr<void> Activate() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++active;
+    return std::shared_ptr<void>(nullptr, [this](void*) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (--active == 0) idle.notify_all();
+    });
+  }
 };
 
 class Proxy::InFlight {
@@ -453,6 +506,115 @@ class Proxy::InFlight {
   CancellationToken* token_;
 };
 
+// A streamed turn runs on its own thread from the start, so that the HTTP status can wait for
+// its first delta: until one arrives, a failure is still answered with its HTTP status
+// (WaitForFirst). The stream then writes the deltas as they come (Pump). Destroying it cancels
+// the turn if it still runs and waits for its thread.
+class Proxy::StreamRun {
+ public:
+  StreamRun(Proxy* proxy, std::shared_ptr<StreamJob> job, ClientWatch watch,
+            std::shared_ptr<void> active)
+      : proxy_(proxy), job_(std::move(job)), active_(std::move(active)) {
+    compactions_before_ = job_->lease.agent().context().Compactions().size();
+    worker_ = std::thread([this, watch = std::move(watch)] { Run(watch); });
+  }
+  ~StreamRun() {
+    cancel_.Cancel();  // a no-op once the turn ended
+    if (worker_.joinable()) worker_.join();
+  }
+  StreamRun(const StreamRun&) = delete;
+  StreamRun& operator=(const StreamRun&) = delete;
+
+  // Waits for the first delta or the end of the turn; the turn's error when it failed before
+  // any delta (nothing was sent to the client yet), else OK.
+  Status WaitForFirst() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_ || !deltas_.empty(); });
+    if (!done_ || !deltas_.empty() || result_.ok()) return Status::Ok();
+    Status failed = result_.status();
+    lock.unlock();
+    worker_.join();
+    return failed;
+  }
+
+  // The turn's compactions, known once WaitForFirst() returned.
+  std::vector<CompactionReport> compactions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compactions_;
+  }
+
+  // Writes the stream: the role chunk, every delta as it comes, then the end (or the error).
+  void Pump(const std::function<bool(std::string_view)>& write) {
+    ChunkStream chunks(*job_, write, &cancel_);
+    chunks.Begin();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return done_ || !deltas_.empty(); });
+      std::vector<StreamDelta> deltas = std::move(deltas_);
+      deltas_.clear();
+      const bool done = done_;
+      lock.unlock();
+      for (const StreamDelta& d : deltas) chunks.Delta(d);
+      if (done) break;
+      lock.lock();
+    }
+    worker_.join();
+    if (result_.ok()) {
+      chunks.Finish(*result_);
+    } else {
+      if (proxy_->options_.on_error) proxy_->options_.on_error(job_->tenant, result_.status().code());
+      chunks.Fail(transport_internal::UpstreamStatus(result_.status(),
+                                                     {proxy_->options_.upstream_api_key}));
+    }
+    active_.reset();  // answered: a drain waits no longer for it
+  }
+
+ private:
+  void Run(const ClientWatch& watch) {
+    InFlight registered(proxy_, &cancel_);
+    std::shared_ptr<void> watched = watch ? watch(&cancel_) : nullptr;  // the client leaves
+    TurnOptions turn_options;
+    turn_options.cancel = &cancel_;
+    // With recall_tool a round may be the sidecar's own (context_recall): the answer is sent once
+    // the last round ended, as if it had come whole.
+    if (!proxy_->options_.recall_tool) turn_options.on_delta = [this](const StreamDelta& d) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!first_seen_) {
+        // The turn's compaction happened before it was sent: read while the agent waits for
+        // the upstream (this thread runs its Complete), for the headers that go out now.
+        first_seen_ = true;
+        const std::vector<CompactionReport>& all = job_->lease.agent().context().Compactions();
+        if (all.size() > compactions_before_) {
+          compactions_.assign(all.begin() + static_cast<std::ptrdiff_t>(compactions_before_),
+                              all.end());
+        }
+      }
+      deltas_.push_back(d);
+      cv_.notify_all();
+    };
+    StatusOr<Turn> turn = CompleteJob(proxy_->options_, *job_, turn_options);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!first_seen_ && turn.ok()) compactions_ = turn->compactions;  // an answer without deltas
+    result_ = std::move(turn);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  Proxy* proxy_;
+  std::shared_ptr<StreamJob> job_;
+  std::shared_ptr<void> active_;  // Cancellations::Activate
+  size_t compactions_before_ = 0;  // the agent's compactions before the turn
+  bool first_seen_ = false;                    // guarded by mu_
+  std::vector<CompactionReport> compactions_;  // guarded by mu_: the turn's, once known
+  CancellationToken cancel_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<StreamDelta> deltas_;  // guarded by mu_: received, not yet written
+  bool done_ = false;                // guarded by mu_
+  StatusOr<Turn> result_ = UnknownError("the turn has not ended");  // guarded by mu_ until done_
+  std::thread worker_;  // last: starts once the fields it uses are constructed
+};
+
 Proxy::Proxy(ProxyOptions options)
     : options_(std::move(options)), cancellations_(std::make_unique<Cancellations>()) {}
 Proxy::~Proxy() = default;
@@ -461,6 +623,12 @@ void Proxy::CancelAll() {
   std::lock_guard<std::mutex> lock(cancellations_->mu);
   cancellations_->cancel_all = true;
   for (CancellationToken* token : cancellations_->in_flight) token->Cancel();
+}
+
+bool Proxy::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(cancellations_->mu);
+  return cancellations_->idle.wait_until(lock, deadline,
+                                         [this] { return cancellations_->active == 0; });
 }
 
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
@@ -535,6 +703,7 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
 
 HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                                  std::string_view body, const ClientWatch& watch) {
+  std::shared_ptr<void> active = cancellations_->Activate();  // a drain waits for it
   // The upstream's key is redacted from every error answered (the transport already does for its
   // own; this covers any other text that quotes it).
   auto fail = [this, &tenant](const Status& status, bool upstream = false) {
@@ -544,20 +713,25 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   };
   StatusOr<ChatRequest> request = ParseChatRequest(body);
   if (!request.ok()) return fail(request.status());
-  std::string ignored;
-  for (const std::string& field : request->ignored) ignored += (ignored.empty() ? "" : ",") + field;
   const std::string agent_id =
       agent_header.empty() ? DerivedAgentId(request->chat) : std::string(agent_header);
   if (Status valid = CheckAgentId(agent_id, "X-Strata-Agent"); !valid.ok()) return fail(valid);
   StatusOr<std::shared_ptr<StreamJob>> prepared =
-      PrepareJob(*options_.registry, tenant, agent_id, *request);
+      PrepareJob(*options_.registry, tenant, agent_id, *request, options_.recall_tool);
   if (!prepared.ok()) return fail(prepared.status());
   std::shared_ptr<StreamJob> job = std::move(prepared).value();
 
+  if (!job->notes.oversized.empty() && options_.reject_oversized) return RejectOversized(options_, *job);
+
   HttpReply reply;
   reply.headers.push_back({"X-Strata-Agent", agent_id});
-  reply.headers.push_back({"X-Strata-Reconcile", ReconcileHeader(job->outcome)});
-  if (!ignored.empty()) reply.headers.push_back({"X-Strata-Ignored-Fields", ignored});
+  for (auto& header : NoteHeaders(job->notes)) reply.headers.push_back(std::move(header));
+  // Until the first byte, a failure keeps the answer's headers and gets its own HTTP status.
+  auto failed = [&](const Status& status) {
+    HttpReply error = fail(status, true);
+    error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
+    return error;
+  };
 
   if (!request->stream) {
     CancellationToken cancel;
@@ -566,34 +740,24 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     TurnOptions turn_options;
     turn_options.cancel = &cancel;
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
-    if (!turn.ok()) {
-      HttpReply error = fail(turn.status(), true);
-      error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
-      return error;
+    if (!turn.ok()) return failed(turn.status());
+    reply.headers.push_back({"X-Request-Id", turn->record.request_id});
+    if (std::string c = CompactionHeader(turn->compactions); !c.empty()) {
+      reply.headers.push_back({"X-Strata-Compaction", c});
     }
     reply.body = DumpOutsideJson(CompletionJson(*job, *turn));
     return reply;
   }
 
+  auto run = std::make_shared<StreamRun>(this, job, watch, std::move(active));
+  if (Status first = run->WaitForFirst(); !first.ok()) return failed(first);
+  // The request id is known once the turn ends: it is in the last chunk's "strata" object.
+  if (std::string c = CompactionHeader(run->compactions()); !c.empty()) {
+    reply.headers.push_back({"X-Strata-Compaction", c});
+  }
   reply.content_type = "text/event-stream";
   reply.headers.push_back({"Cache-Control", "no-cache"});
-  reply.stream = [this, job, watch](const std::function<bool(std::string_view)>& write) {
-    CancellationToken cancel;
-    InFlight registered(this, &cancel);
-    std::shared_ptr<void> watched = watch ? watch(&cancel) : nullptr;
-    ChunkStream chunks(*job, write, &cancel);
-    chunks.Begin();
-    TurnOptions turn_options;
-    turn_options.cancel = &cancel;
-    turn_options.on_delta = [&chunks](const StreamDelta& d) { chunks.Delta(d); };
-    StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
-    if (!turn.ok()) {
-      if (options_.on_error) options_.on_error(job->tenant, turn.status().code());
-      chunks.Fail(transport_internal::UpstreamStatus(turn.status(), {options_.upstream_api_key}));
-      return;
-    }
-    chunks.Finish(*turn);
-  };
+  reply.stream = [run](const std::function<bool(std::string_view)>& write) { run->Pump(write); };
   return reply;
 }
 

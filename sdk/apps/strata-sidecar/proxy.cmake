@@ -8,6 +8,8 @@ pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 add_library(strata_sidecar_proxy STATIC
   ${CMAKE_CURRENT_LIST_DIR}/reconcile.cc
   ${CMAKE_CURRENT_LIST_DIR}/proxy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proxy_notes.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proxy_recall.cc
   ${CMAKE_CURRENT_LIST_DIR}/json_body.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_connection.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cc)

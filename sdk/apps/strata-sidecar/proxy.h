@@ -17,20 +17,23 @@
 // max_completion_tokens replace the agent's output cap under either name); "stream" and
 // "stream_options" apply between the client and the proxy.
 //
-// Headers of the answer: X-Strata-Agent (the agent id), X-Strata-Reconcile ("appended N" or
-// "replaced from message K: why"), X-Strata-Ignored-Fields (request fields dropped because the
-// agent owns them: cache_salt, extra_body, extra_key, request_id, rid).
-// A "strata" object in the chat.completion (and in the stream's last chunk) says what the
-// sidecar did: agent, reconcile, compaction, prefix break, predicted cached tokens.
+// Headers of the answer: X-Strata-Agent (the agent id), X-Request-Id (the upstream request's id,
+// non-streamed answers), and what the sidecar did to the request (proxy_notes.h: X-Strata-Reconcile,
+// X-Strata-Hygiene, X-Strata-Compaction, X-Strata-Oversized, X-Strata-Ignored-Fields: the fields
+// the agent owns, and "model" when it differs from the agent's). A "strata" object in the
+// chat.completion (and in the stream's last chunk) says the same, with the request id.
 //
-// Errors use OpenAI's shape {"error":{"message","type","param","code"}}. A failure after a stream
-// has started is sent as one event {"error":{...}} before the stream ends.
+// Errors use OpenAI's shape {"error":{"message","type","param","code"}}. Until the first byte of
+// an answer is sent, an error gets its own HTTP status, streamed or not (a streamed answer's status
+// waits for the upstream's first delta); 429 and 503 carry Retry-After. Only a failure after the
+// first byte is sent as one event {"error":{...}} before the stream ends.
 //
 // Thread safety: a Proxy is thread-safe; requests for distinct agents run concurrently, requests
 // for one agent one after the other (the registry's lease).
 #ifndef STRATA_APPS_STRATA_SIDECAR_PROXY_H_
 #define STRATA_APPS_STRATA_SIDECAR_PROXY_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -48,6 +51,9 @@
 
 namespace strata::sidecar {
 
+// The most context_recall rounds one proxied completion answers (ProxyOptions::recall_tool).
+inline constexpr int kMaxRecallRounds = 4;
+
 // Agents the proxy derives for requests without X-Strata-Agent: this prefix and 16 hex digits.
 inline constexpr char kDerivedAgentPrefix[] = "conv-";
 
@@ -62,11 +68,19 @@ struct HttpReply {
   std::function<void(const std::function<bool(std::string_view)>& write)> stream;
 };
 
+// The Retry-After (seconds) of every 429 and 503 the sidecar answers: the upstream's own were
+// already waited for by the agent's retries.
+inline constexpr int kRetryAfterSeconds = 1;
+
 // OpenAI's error body for `status` ({"error":{"message","type","param":null,"code"}}).
 std::string OpenAiErrorJson(std::string_view message, std::string_view type, std::string_view code);
 // The HTTP status and OpenAI error of a Status; `upstream`: the error came from sending upstream
-// (an upstream refusal of the sidecar's key is a 502, not the caller's 401).
+// (an upstream refusal of the sidecar's key is a 502, not the caller's 401; an upstream's 5xx
+// keeps its status, an unreachable upstream is 502). 429 and 503 carry Retry-After.
 HttpReply ErrorReply(const Status& status, bool upstream = false);
+// The HTTP status an upstream answered with, read from the transport's error text ("HTTP 503:
+// ..."); 0 when the error quotes none (e.g. the connection failed).
+int UpstreamHttpStatus(const Status& status);
 
 // A Chat Completions request body taken apart as the proxy handles it (ParseChatRequest).
 struct ChatRequest {
@@ -103,6 +117,15 @@ struct ProxyOptions {
   // With length pools: their endpoints. GET /v1/models then asks each http(s) one and lists each
   // model id once (`upstream` is not used).
   std::vector<std::string> model_upstreams;
+  // A new message above the agent's usable input tokens (oversized): false (default,
+  // "summarize") compacts it to fit and says so in X-Strata-Oversized; true ("reject") refuses the
+  // request with 413 (code context_length_exceeded) and changes nothing.
+  bool reject_oversized = false;
+  // Offer the agent's context_recall tool upstream and answer its calls here, as the Agent does:
+  // a reply whose tool calls are all context_recall is answered and sent again (up to
+  // kMaxRecallRounds times), so the client sees only the answer after. Default false: the client
+  // runs its own tools, and reads originals with GET /v1/strata/agents/{id}/recall/{recall_id}.
+  bool recall_tool = false;
   // Called after every turn the proxy completed and every error it answered (metrics). May be
   // empty. Called without the agent's lease held for errors, with it held for turns.
   std::function<void(std::string_view tenant, const Turn& turn)> on_turn;
@@ -124,6 +147,15 @@ class Proxy {
   // drain's CancelAll, when the client closes its connection (the HTTP server's ClientWatch).
   HttpReply ChatCompletions(const TenantConfig& tenant, std::string_view agent_header,
                             std::string_view body, const ClientWatch& watch = {});
+  // GET /v1/strata/agents/{agent_id}/recall/{recall_id}?offset=&max_tokens= for `tenant`: a page
+  // of the original kept under `recall_id` (the id hygiene and compaction markers cite), as
+  // {"object":"strata.recall","agent","recall_id","content","offset","total_bytes",
+  // "remaining_bytes","tokens"}. `offset` (bytes) and `max_tokens` are the query's values ("":
+  // 0, and 0 tokens: the agent's own page size, strata/agent.h Agent::Recall). 400 for a bad id
+  // or number, 404 for an unknown agent or recall id.
+  HttpReply Recall(const TenantConfig& tenant, std::string_view agent_id,
+                   std::string_view recall_id, std::string_view offset,
+                   std::string_view max_tokens);
   // GET /v1/models: the upstream's answer, status and body as they came (502 when unreachable),
   // except that the body never holds upstream_api_key (redacted) or invalid UTF-8 (replaced).
   // With model_upstreams: the models of every endpoint that answered, each id once (200), those
@@ -133,6 +165,9 @@ class Proxy {
   // Cancels every completion in flight, and every one that starts from now on, with CANCELLED
   // (their upstream requests are cancelled too): the end of a drain's deadline.
   void CancelAll();
+  // Waits until no completion is being answered (a stream until its last event is written) or
+  // `deadline` passes; true when none is. A drain waits with it before closing the listener.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
 
   // The agent id a request without X-Strata-Agent gets (kDerivedAgentPrefix + 16 hex digits of
   // SHA-256 over the system messages and the first non-system message).
@@ -142,6 +177,8 @@ class Proxy {
   // The tokens of the completions in flight (CancelAll cancels them), and the registration of one.
   struct Cancellations;
   class InFlight;
+  // A streamed turn on its own thread (its status waits for its first delta).
+  class StreamRun;
 
   ProxyOptions options_;
   std::unique_ptr<Cancellations> cancellations_;

@@ -4,8 +4,12 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <utility>
 
+#include "core/json_text.h"
+#include "core/utf8.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/store.h"
@@ -30,8 +34,25 @@ std::string Sha256Hex32(std::string_view data) {
   return out;
 }
 
+// A JSON value in the one form every client's re-serialization of it comes back to: object keys
+// sorted (nlohmann's objects are ordered maps), no insignificant whitespace, strings with their
+// escapes resolved, numbers with an integral value written as integers (JavaScript writes 2.0 as
+// 2). Recursion is bounded: a request body is checked to be at most 512 levels deep.
+json CanonicalValue(json value) {
+  if (value.is_object() || value.is_array()) {
+    for (json& member : value) member = CanonicalValue(std::move(member));
+  } else if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
+      value = static_cast<int64_t>(d);
+    }
+  }
+  return value;
+}
+
 std::string DigestOf(std::string_view role, std::string_view content,
-                     const std::vector<ToolCall>& calls, std::string_view tool_call_id) {
+                     const std::vector<ToolCall>& calls, std::string_view tool_call_id,
+                     bool canonical) {
   // Length-prefixed fields: no separator inside a field can make two messages collide.
   std::string text;
   auto field = [&text](std::string_view value) {
@@ -45,7 +66,7 @@ std::string DigestOf(std::string_view role, std::string_view content,
   for (const ToolCall& c : calls) {
     field(c.id);
     field(c.name);
-    field(c.arguments);
+    field(canonical ? CanonicalArguments(c.arguments) : c.arguments);
   }
   field(tool_call_id);
   return Sha256Hex32(text);
@@ -135,6 +156,15 @@ bool Rendered(const Segment& s) {
   return s.state == SegmentState::kLive || s.state == SegmentState::kMasked;
 }
 
+// Whether assistant message `m` (at index `i`, tool calls and no content) continues the assistant
+// message right before it (text and no tool calls).
+bool MergesIntoPrevious(const ParsedChat& chat, const ChatMessage& m, size_t i) {
+  if (m.tool_calls.empty() || !m.content.empty() || chat.history.empty()) return false;
+  const ChatMessage& previous = chat.history.back();
+  return previous.index + 1 == i && previous.role == "assistant" && previous.tool_calls.empty() &&
+         !previous.content.empty();
+}
+
 }  // namespace
 
 StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
@@ -200,6 +230,14 @@ StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
           open.push_back(c.id);
         }
         open_from = i;
+        if (MergesIntoPrevious(chat, out, i)) {
+          // The Agents SDK sends one reply with text and tool calls as two assistant messages,
+          // the text, then the calls without content: read as the one message it was.
+          chat.history.back().tool_calls = std::move(out.tool_calls);
+          if (chat.history.back().reasoning.empty()) chat.history.back().reasoning = out.reasoning;
+          open_from = chat.history.back().index;
+          continue;
+        }
       }
     } else {
       return InvalidArgumentError(
@@ -224,12 +262,29 @@ StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
   return chat;
 }
 
+std::string CanonicalArguments(std::string_view arguments) {
+  size_t begin = 0;
+  size_t end = arguments.size();
+  while (begin < end && std::isspace(static_cast<unsigned char>(arguments[begin]))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(arguments[end - 1]))) --end;
+  if (begin == end) return "{}";  // no arguments: clients send "" and "{}" alike
+  // A depth above the request's own limit cannot come from a request; kept as it is.
+  if (!internal::CheckJsonDepth(arguments, "arguments").ok()) return std::string(arguments);
+  json value = json::parse(arguments.begin(), arguments.end(), nullptr, false);
+  if (value.is_discarded()) return std::string(arguments);  // not JSON: compared byte for byte
+  return internal::DumpOutsideJson(CanonicalValue(std::move(value)));
+}
+
 std::string MessageDigest(const ChatMessage& message) {
-  return DigestOf(message.role, message.content, message.tool_calls, message.tool_call_id);
+  return DigestOf(message.role, message.content, message.tool_calls, message.tool_call_id, true);
+}
+
+std::string LegacyMessageDigest(const ChatMessage& message) {
+  return DigestOf(message.role, message.content, message.tool_calls, message.tool_call_id, false);
 }
 
 std::string ReplyDigest(const Response& response) {
-  return DigestOf("assistant", response.content, response.tool_calls, "");
+  return DigestOf("assistant", response.content, response.tool_calls, "", true);
 }
 
 std::string ClientView::ToJson() const {
@@ -440,7 +495,13 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
   const size_t n = view->entries.size();
   const size_t m = digests.size();
   size_t k = 0;
-  while (k < n && k < m && view->entries[k].digest == digests[k]) ++k;
+  // A view saved before digests were canonical holds the byte digest of what the client sent.
+  while (k < n && k < m &&
+         (view->entries[k].digest == digests[k] ||
+          (!chat.history[k].tool_calls.empty() &&
+           view->entries[k].digest == LegacyMessageDigest(chat.history[k])))) {
+    ++k;
+  }
 
   std::vector<Segment> segments = context.Segments();
   std::vector<const Segment*> history = HistoryOf(segments);

@@ -70,9 +70,20 @@ struct ParsedChat {
 StatusOr<ParsedChat> ParseChatMessages(const nlohmann::json& messages);
 
 // Hex digest (32 digits of SHA-256) of what identifies a message: role, content, tool calls (id,
-// name, arguments) and tool_call_id. Fields clients fill differently (null vs "" content, "name",
-// "refusal", echoed reasoning) do not count.
+// name, arguments) and tool_call_id, after the normalizations clients are known to apply when they
+// send a message back (docs/sidecar.md, "How reconciliation works"): fields clients fill
+// differently (null, absent or "" content, text parts, "name", "refusal", echoed reasoning) do not
+// count, and tool-call arguments are compared as JSON values (CanonicalArguments).
 std::string MessageDigest(const ChatMessage& message);
+// The digest of earlier versions, with the arguments' bytes as sent: a view saved by them still
+// matches.
+std::string LegacyMessageDigest(const ChatMessage& message);
+
+// Tool-call arguments in canonical form, so that a client that parsed them and wrote them again
+// (LangChain.js, the Agents SDK) sends the same value: JSON re-serialized with sorted keys, no
+// whitespace, escapes resolved and integral numbers as integers; empty or blank text is "{}";
+// text that is not JSON is kept as it is (compared byte for byte).
+std::string CanonicalArguments(std::string_view arguments);
 
 // The digest of the assistant reply `response` as the client will send it back.
 std::string ReplyDigest(const Response& response);

@@ -12,141 +12,13 @@
 #include <thread>
 
 #include "core/utf8.h"
+#include "service_convert.h"
 #include "strata/client.h"
 
 namespace strata::sidecar {
 namespace {
 
 using json = nlohmann::json;
-
-// RequestRecord.endpoint as tenants see it: which upstream (a URL, a pool replica) stays hidden.
-constexpr char kHiddenEndpoint[] = "upstream";
-
-std::string LocalOf(const std::string& stored_id) {
-  size_t slash = stored_id.find('/');
-  return slash == std::string::npos ? stored_id : stored_id.substr(slash + 1);
-}
-
-void FillLayer(Layer layer, const LayerUsage& usage, v1::LayerTokens* out) {
-  out->set_layer(std::string(LayerName(layer)));
-  out->set_segments(static_cast<int64_t>(usage.segments));
-  out->set_bytes(static_cast<int64_t>(usage.bytes));
-  out->set_tokens(static_cast<int64_t>(usage.tokens));
-}
-
-void FillReport(const CompactionReport& r, v1::CompactionReport* out) {
-  out->set_policy(r.policy);
-  out->set_reason(r.reason);
-  out->set_turn(r.turn);
-  out->set_tokens_before(static_cast<int64_t>(r.tokens_before));
-  out->set_tokens_after(static_cast<int64_t>(r.tokens_after));
-  out->set_boundary_segment_id(r.boundary_segment_id);
-  out->set_boundary_index(static_cast<int64_t>(r.boundary_index));
-  out->set_invalidated_tokens(static_cast<int64_t>(r.invalidated_tokens));
-  out->set_masked(static_cast<int64_t>(r.masked));
-  out->set_evicted(static_cast<int64_t>(r.evicted));
-  out->set_summarized(static_cast<int64_t>(r.summarized));
-  out->set_reasoning_dropped(static_cast<int64_t>(r.reasoning_dropped));
-  out->set_rounds(static_cast<int64_t>(r.rounds));
-  out->set_expected_saving(r.explanation.expected_saving);
-  out->set_invalidation_cost(r.explanation.invalidation_cost);
-  out->set_json(CompactionReportJson(r));
-}
-
-// A record's text fields may hold upstream text, and records stored before it was cleaned where it
-// enters may hold any bytes: a proto string must be valid UTF-8 (Python's protobuf refuses the
-// whole message otherwise), so they are sent through ToValidUtf8.
-void FillRecord(const RequestRecord& r, v1::RequestRecord* out) {
-  using internal::ToValidUtf8;
-  out->set_agent_id(LocalOf(r.agent_id));
-  out->set_request_id(r.request_id);
-  out->set_pool(r.pool);
-  // The upstream's address is the sidecar's (config views hide endpoint.base_url too).
-  out->set_endpoint(r.endpoint.empty() ? "" : kHiddenEndpoint);
-  out->set_model(ToValidUtf8(r.model));
-  out->set_started_unix_ms(r.started_unix_ms);
-  out->set_input_tokens(r.input_tokens);
-  if (r.cached_tokens_reported) out->set_cached_tokens_reported(*r.cached_tokens_reported);
-  out->set_cached_tokens_predicted(r.cached_tokens_predicted);
-  out->set_output_tokens(r.output_tokens);
-  out->set_reasoning_tokens(r.reasoning_tokens);
-  out->set_queue_wait_ms(r.queue_wait_ms);
-  out->set_degradation(r.degradation);
-  out->set_degradation_notes(ToValidUtf8(r.degradation_notes));
-  out->set_ttft_ms(r.ttft_ms);
-  out->set_decode_ms(r.decode_ms);
-  out->set_total_ms(r.total_ms);
-  out->set_kv_cache_bytes(r.kv_cache_bytes);
-  out->set_finish_reason(ToValidUtf8(r.finish_reason));
-  out->set_attempts(r.attempts);
-  out->set_http_status(r.http_status);
-  out->set_code(StatusCodeName(r.code));
-  out->set_error(ToValidUtf8(r.error));
-}
-
-void FillGrowth(const GrowthPoint& g, v1::GrowthPoint* out) {
-  out->set_turn(g.turn);
-  out->set_unix_ms(g.unix_ms);
-  for (int i = 0; i < kLayerCount; ++i) {
-    v1::LayerTokens* layer = out->add_layers();
-    layer->set_layer(std::string(LayerName(static_cast<Layer>(i))));
-    layer->set_tokens(g.layer_tokens[i]);
-  }
-  out->set_compactions(g.compactions);
-  out->set_invalidated_tokens(g.invalidated_tokens);
-}
-
-// One delta of the answer as a stream event of Complete.
-v1::CompleteEvent DeltaEvent(const StreamDelta& d) {
-  v1::CompleteEvent event;
-  v1::Delta* delta = event.mutable_delta();
-  switch (d.kind) {
-    case StreamDelta::Kind::kContent:
-      delta->set_kind(v1::Delta::KIND_CONTENT);
-      break;
-    case StreamDelta::Kind::kReasoning:
-      delta->set_kind(v1::Delta::KIND_REASONING);
-      break;
-    case StreamDelta::Kind::kToolCallArguments:
-      delta->set_kind(v1::Delta::KIND_TOOL_CALL_ARGUMENTS);
-      break;
-  }
-  delta->set_text(d.text);
-  delta->set_tool_call_index(d.tool_call_index);
-  delta->set_tool_call_id(d.tool_call_id);
-  delta->set_tool_name(d.tool_name);
-  return event;
-}
-
-void FillPrefixBreak(const PrefixBreakEvent& e, v1::PrefixBreak* out) {
-  out->set_kind(std::string(PrefixBreakKindName(e.kind)));
-  out->set_reason(e.reason);
-  out->set_segment_id(e.segment_id);
-  out->set_layer(e.layer);
-  out->set_predicted_cached_tokens(e.predicted_cached_tokens);
-  if (e.reported_cached_tokens) out->set_reported_cached_tokens(*e.reported_cached_tokens);
-  out->set_previous_prompt_tokens(e.previous_prompt_tokens);
-}
-
-// `user_segment`: the id of the user message Complete appended ("" when it appended none).
-void FillTurn(const Turn& turn, const std::string& user_segment, v1::Turn* out) {
-  FillRecord(turn.record, out->mutable_record());
-  out->set_assistant_segment_id(turn.assistant_segment_id);
-  out->set_user_segment_id(user_segment);
-  out->set_content(turn.response.content);
-  out->set_reasoning(turn.response.reasoning);
-  for (const ToolCall& c : turn.response.tool_calls) {
-    v1::ToolCall* call_out = out->add_tool_calls();
-    call_out->set_id(c.id);
-    call_out->set_name(c.name);
-    call_out->set_arguments(c.arguments);
-  }
-  out->set_finish_reason(turn.response.finish_reason);
-  for (const CompactionReport& r : turn.compactions) FillReport(r, out->add_compactions());
-  if (turn.prefix_break) FillPrefixBreak(*turn.prefix_break, out->mutable_prefix_break());
-  for (const std::string& cause : turn.break_causes) out->add_break_causes(cause);
-  FillGrowth(turn.growth, out->mutable_growth());
-}
 
 // Cancels `cancel` when the client goes away or the server stops waiting for the call: a thread
 // checks the call's context every 20 ms from construction until Stop() (or the destructor).
@@ -234,6 +106,26 @@ Status RequireNonNegative(int64_t value, const char* field) {
   return InvalidArgumentError(std::string(field) + " " + std::to_string(value) + " is negative");
 }
 
+// A paged call's page_size: 1-1000, 0 meaning 100.
+StatusOr<int64_t> PageSize(int32_t requested) {
+  const int64_t page_size = requested == 0 ? 100 : requested;
+  if (page_size < 1 || page_size > 1000) {
+    return InvalidArgumentError("page_size " + std::to_string(requested) +
+                                " is outside 1-1000 (0: 100)");
+  }
+  return page_size;
+}
+
+// A paged call's page_token: "" (the start) or a next_page_token this service returned.
+StatusOr<int64_t> PageOffset(const std::string& token) {
+  if (token.empty()) return 0;
+  if (token.size() > 12 || token.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgumentError("page_token \"" + internal::Utf8Prefix(token, 40, "") +
+                                "\" is not one this service returned (use next_page_token)");
+  }
+  return std::stoll(token);
+}
+
 // The agent's tools array with `tools_json`'s tools replacing its own (context_recall kept first).
 StatusOr<std::string> MergedToolsJson(Agent& agent, std::string_view tools_json) {
   json tools = json::parse(tools_json.begin(), tools_json.end(), nullptr, false);
@@ -285,6 +177,9 @@ struct ContextServiceImpl::InFlight {
   std::map<std::string, int64_t, std::less<>> calls;  // tenant -> calls in progress; guarded by mu
   std::set<CancellationToken*> completions;           // guarded by mu
   bool cancel_all = false;                            // guarded by mu
+  bool draining = false;                              // guarded by mu
+  int64_t total = 0;  // calls in progress, every tenant's; guarded by mu
+  std::condition_variable idle;  // notified when `total` drops to 0
 
   // One of the tenant's max_concurrent_calls slots (released by the returned object), or
   // RESOURCE_EXHAUSTED naming the limit.
@@ -299,12 +194,19 @@ struct ContextServiceImpl::InFlight {
           ": retry when one ends, or raise the tenant's limits.max_concurrent_calls");
     }
     ++n;
+    ++total;
     const std::string name = tenant.name;
     return std::shared_ptr<void>(nullptr, [this, name](void*) {
       std::lock_guard<std::mutex> lock(mu);
       auto it = calls.find(name);
       if (it != calls.end() && --it->second <= 0) calls.erase(it);
+      if (--total == 0) idle.notify_all();
     });
+  }
+
+  bool Draining() {
+    std::lock_guard<std::mutex> lock(mu);
+    return draining;
   }
 
   // Registers a Complete's token for CancelAll until the returned object is destroyed.
@@ -393,6 +295,16 @@ void ContextServiceImpl::CancelAll() {
     for (CancellationToken* token : in_flight_->completions) token->Cancel();
   }
   registry_->CancelWaits();
+}
+
+void ContextServiceImpl::BeginDrain() {
+  std::lock_guard<std::mutex> lock(in_flight_->mu);
+  in_flight_->draining = true;
+}
+
+bool ContextServiceImpl::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(in_flight_->mu);
+  return in_flight_->idle.wait_until(lock, deadline, [this] { return in_flight_->total == 0; });
 }
 
 #define STRATA_CALL \
@@ -625,10 +537,17 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
                                           grpc::ServerWriter<v1::CompleteEvent>* writer) {
   STRATA_CALL;
   return call.Run(*request, [&](const TenantConfig& t) -> Status {
+    if (in_flight_->Draining()) {
+      context->AddTrailingMetadata("retry-after", "1");
+      return UnavailableError(
+          "the sidecar is draining (shutting down): retry on another instance");
+    }
     STRATA_RETURN_IF_ERROR(CheckAgentId(request->agent_id()));
     STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry_->BeginCompletion(t));
     STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry_->Acquire(t, request->agent_id()));
     Agent& agent = lease.agent();
+    // Refused before anything is sent or recorded (the proxy refuses the same case with 400).
+    STRATA_RETURN_IF_ERROR(CheckSomethingToSend(agent, !request->user_message().empty()));
     std::string user_segment;
     // A failed turn changes nothing (strata/agent.h): Complete() undoes its own changes, and the
     // user message appended here is undone with them.
@@ -815,22 +734,8 @@ grpc::Status ContextServiceImpl::Records(grpc::ServerContext* context,
                                          v1::RecordsResponse* response) {
   STRATA_CALL;
   return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
-    int64_t page_size = request->page_size() == 0 ? 100 : request->page_size();
-    if (page_size < 1 || page_size > 1000) {
-      return InvalidArgumentError("page_size " + std::to_string(request->page_size()) +
-                                  " is outside 1-1000 (0: 100)");
-    }
-    int64_t offset = 0;
-    if (!request->page_token().empty()) {
-      const std::string& token = request->page_token();
-      bool digits =
-          token.size() <= 12 && token.find_first_not_of("0123456789") == std::string::npos;
-      if (!digits) {
-        return InvalidArgumentError("page_token \"" + internal::Utf8Prefix(token, 40, "") +
-                                    "\" is not one this service returned (use next_page_token)");
-      }
-      offset = std::stoll(token);
-    }
+    STRATA_ASSIGN_OR_RETURN(int64_t page_size, PageSize(request->page_size()));
+    STRATA_ASSIGN_OR_RETURN(int64_t offset, PageOffset(request->page_token()));
     STRATA_ASSIGN_OR_RETURN(std::vector<RequestRecord> records,
                             registry_->store().RecentRequests(
                                 lease.stored_id(), static_cast<size_t>(offset + page_size + 1)));
@@ -870,6 +775,17 @@ grpc::Status ContextServiceImpl::Stats(grpc::ServerContext* context,
                             registry_->store().Events(lease.stored_id(), "prefix_break"));
     response->set_prefix_breaks(static_cast<int64_t>(breaks.size()));
     return Status::Ok();
+  });
+}
+
+grpc::Status ContextServiceImpl::GetMessages(grpc::ServerContext* context,
+                                             const v1::GetMessagesRequest* request,
+                                             v1::GetMessagesResponse* response) {
+  STRATA_CALL;
+  return call.WithAgent(*request, request->agent_id(), [&](AgentLease& lease) -> Status {
+    STRATA_ASSIGN_OR_RETURN(int64_t page_size, PageSize(request->page_size()));
+    STRATA_ASSIGN_OR_RETURN(int64_t offset, PageOffset(request->page_token()));
+    return FillMessages(lease.agent(), offset, page_size, response);
   });
 }
 

@@ -13,6 +13,7 @@
 #ifndef STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
 #define STRATA_APPS_STRATA_SIDECAR_SERVICE_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -52,6 +53,13 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
   // (their upstream requests stop), and makes the calls waiting for an agent's lease fail
   // (AgentRegistry::CancelWaits): the end of a drain's deadline. Thread-safe.
   void CancelAll();
+
+  // The start of a drain: every Complete from now on fails UNAVAILABLE with trailing metadata
+  // "retry-after: 1" (seconds), so clients retry on another instance; the calls in flight go on.
+  // Thread-safe.
+  void BeginDrain();
+  // Waits until no call is in progress or `deadline` passes; true when none is. Thread-safe.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
 
   grpc::Status CreateAgent(grpc::ServerContext* context, const v1::CreateAgentRequest* request,
                            v1::AgentInfo* response) override;
@@ -99,6 +107,8 @@ class ContextServiceImpl final : public strata::v1::ContextService::Service {
                        v1::RecordsResponse* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
                      v1::StatsResponse* response) override;
+  grpc::Status GetMessages(grpc::ServerContext* context, const v1::GetMessagesRequest* request,
+                           v1::GetMessagesResponse* response) override;
 
  private:
   struct Call;

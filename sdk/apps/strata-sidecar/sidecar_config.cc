@@ -109,6 +109,17 @@ Status ParseTls(const json& value, const std::string& path, TlsConfig* tls) {
   return r.Finish();
 }
 
+Status ParseProxy(const json& value, const std::string& path, ProxySettings* proxy) {
+  if (!value.is_object()) return TypeError(path, "an object", value);
+  ObjectReader r(value, path);
+  std::string oversized = proxy->reject_oversized ? "reject" : "summarize";
+  STRATA_RETURN_IF_ERROR(r.String("oversized", &oversized));
+  STRATA_ASSIGN_OR_RETURN(proxy->reject_oversized,
+                          ParseOversized(oversized, path + ".oversized"));
+  STRATA_RETURN_IF_ERROR(r.Bool("recall_tool", &proxy->recall_tool));
+  return r.Finish();
+}
+
 bool IsHex64(const std::string& s) {
   if (s.size() != 64) return false;
   for (char c : s) {
@@ -264,6 +275,9 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.Int("http_max_connections_per_client",
                                &c.http_max_connections_per_client, 0, kMaxConnectionsLimit));
   if (const json* tls = r.Get("tls")) STRATA_RETURN_IF_ERROR(ParseTls(*tls, "tls", &c.tls));
+  if (const json* proxy = r.Get("proxy")) {
+    STRATA_RETURN_IF_ERROR(ParseProxy(*proxy, "proxy", &c.proxy));
+  }
   if (const json* limits = r.Get("default_limits")) {
     STRATA_RETURN_IF_ERROR(ParseLimits(*limits, "default_limits", &c.default_limits));
   }
@@ -290,6 +304,13 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   }
   STRATA_RETURN_IF_ERROR(r.Finish());
   return c;
+}
+
+StatusOr<bool> ParseOversized(std::string_view text, std::string_view what) {
+  if (text == "summarize") return false;
+  if (text == "reject") return true;
+  return InvalidArgumentError(std::string(what) + ": \"" + std::string(text) +
+                              "\" is not \"summarize\" or \"reject\"");
 }
 
 StatusOr<PoolSetConfig> ParseSidecarPools(const json& pools) {

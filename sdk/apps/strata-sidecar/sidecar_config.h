@@ -62,6 +62,16 @@ struct TlsConfig {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// The "proxy" object of the configuration.
+struct ProxySettings {
+  // "oversized": "summarize" (false, the default) compacts a new message above the agent's usable
+  // input tokens to fit and says so (X-Strata-Oversized); "reject" (true) answers 413.
+  bool reject_oversized = false;
+  // "recall_tool": offer the agent's context_recall tool upstream and answer its calls in the
+  // sidecar, as the Agent does (the client never sees them). Default false.
+  bool recall_tool = false;
+};
+
 struct SidecarConfig {
   std::string grpc_listen = "127.0.0.1:50051";  // HOST:PORT; port 0 binds a free port
   std::string http_listen;                      // "" : no HTTP listener (the proxy's)
@@ -108,6 +118,8 @@ struct SidecarConfig {
   // (a scrape token; a tenant's token only when its hash is listed here too). Empty: /metrics is
   // open when no tenants are configured, and closed (403 for every token) when tenants are.
   std::vector<std::string> metrics_token_sha256;
+  // The OpenAI-compatible proxy's choices ("proxy": {...}; docs/sidecar.md).
+  ProxySettings proxy;
   // The "metrics" object, kept as given for the metrics component's own parser.
   nlohmann::json metrics = nlohmann::json::object();
   // The "pools" object (a strata::PoolSetConfig document, strata/pools.h), kept as given; empty:
@@ -115,6 +127,10 @@ struct SidecarConfig {
   // upstreams. Checked by ParseSidecarConfig with ParseSidecarPools.
   nlohmann::json pools = nlohmann::json::object();
 };
+
+// "summarize" (false) or "reject" (true): the proxy's oversized setting. INVALID_ARGUMENT naming
+// `what` otherwise.
+StatusOr<bool> ParseOversized(std::string_view text, std::string_view what);
 
 // The length pools of a "pools" object: strata::ParsePoolSetConfig, its errors prefixed with the
 // key "pools". Callers treat an empty object as "no pools".

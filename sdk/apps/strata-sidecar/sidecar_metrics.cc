@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -28,6 +30,27 @@ std::string Shown(const json& value) {
 Status BadValue(const std::string& key, const char* expected, const json& value) {
   return InvalidArgumentError("metrics." + key + ": expected " + expected + ", got " +
                               Shown(value));
+}
+
+// Distinct model label values at most (then "other").
+constexpr size_t kMaxModelLabels = 32;
+
+// The PoolSet's own KV estimate (strata_kv_*, against the pool set's planned capacity, which the
+// sidecar does not configure) would be a second KV family beside strata_sidecar_kv_*: left out of
+// the sidecar's exposition, with its HELP and TYPE lines.
+std::string WithoutPoolKvFamilies(const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string_view line(text.data() + start, end - start);
+    const bool kv = line.rfind("strata_kv_", 0) == 0 || line.rfind("# HELP strata_kv_", 0) == 0 ||
+                    line.rfind("# TYPE strata_kv_", 0) == 0;
+    if (!kv) out.append(line.data(), line.size());
+    start = end;
+  }
+  return out;
 }
 
 std::string PoolLabel(std::string_view pool) {
@@ -135,11 +158,13 @@ class SidecarMetrics::Impl {
     auto gauge = [&](const char* name, const char* help, std::vector<std::string> labels = {}) {
       return registry.AddGauge(name, help, std::move(labels)).value();
     };
-    requests =
-        counter("strata_sidecar_requests_total", "Completed model requests by finish reason.",
-                {"tenant", "pool", "finish_reason"});
-    errors = counter("strata_sidecar_errors_total", "Failed requests and calls by status code.",
-                     {"tenant", "pool", "code"});
+    requests = counter("strata_sidecar_requests_total",
+                       "Completed model requests by model and finish reason.",
+                       {"tenant", "pool", "model", "finish_reason"});
+    errors = counter("strata_sidecar_errors_total",
+                     "Failed requests and calls by status code; class client (the caller's "
+                     "mistake) or server.",
+                     {"tenant", "pool", "code", "class"});
     input_tokens = histogram("strata_sidecar_input_tokens", "Input (prompt) tokens per request.",
                              InputTokenBuckets());
     output_tokens = histogram("strata_sidecar_output_tokens", "Output tokens per request.",
@@ -254,6 +279,24 @@ class SidecarMetrics::Impl {
     return rose;
   }
 
+  // The model label: the model a record names, the first kMaxModelLabels distinct ones as they
+  // are (names of letters, digits and ._:/@- up to 128 bytes), "other" for any other, "unknown"
+  // for none, so that what an upstream or a client names cannot add series without bound.
+  std::string ModelLabel(const std::string& model) {
+    if (model.empty()) return "unknown";
+    const bool plain = model.size() <= 128 && std::all_of(model.begin(), model.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) ||
+                                std::strchr("._:/@-", c) != nullptr;
+                       });
+    if (!plain) return "other";
+    std::lock_guard<std::mutex> lock(models_mu);
+    if (models.count(model) || models.size() < kMaxModelLabels) {
+      models.insert(model);
+      return model;
+    }
+    return "other";
+  }
+
   void Warn(const std::vector<std::string>& messages) {
     for (const std::string& m : messages) warn(m);
   }
@@ -275,6 +318,8 @@ class SidecarMetrics::Impl {
     int64_t total = 0;
     int64_t long_count = 0;
   };
+  std::mutex models_mu;
+  std::set<std::string> models;  // guarded by models_mu: the model labels given so far
   mutable std::mutex mu;
   std::vector<Slot> window;    // guarded by mu; one slot per second of the window, by second % size
   int64_t kv_in_flight = 0;    // guarded by mu
@@ -360,7 +405,8 @@ void SidecarMetrics::ObserveTurn(std::string_view tenant, const strata::Turn& tu
   const RequestRecord& r = turn.record;
   const std::string pool = PoolLabel(r.pool);
   Impl& m = *impl_;
-  m.requests->WithLabels({tenant, pool, FinishReasonLabel(r.finish_reason)}).Increment();
+  m.requests->WithLabels({tenant, pool, m.ModelLabel(r.model), FinishReasonLabel(r.finish_reason)})
+      .Increment();
   m.input_tokens->WithLabels({tenant, pool}).Observe(static_cast<double>(r.input_tokens));
   m.output_tokens->WithLabels({tenant, pool}).Observe(static_cast<double>(r.output_tokens));
   if (r.cached_tokens_reported) {
@@ -405,8 +451,25 @@ void SidecarMetrics::ObserveError(std::string_view tenant, std::string_view pool
   // A call refused before authentication has no tenant.
   impl_->errors
       ->WithLabels({tenant.empty() ? std::string_view(kNoPool) : tenant, PoolLabel(pool),
-                    StatusCodeName(code)})
+                    StatusCodeName(code), ErrorClass(code)})
       .Increment();
+}
+
+const char* ErrorClass(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kAborted:
+    case StatusCode::kCancelled:
+      return "client";
+    default:
+      return "server";
+  }
 }
 
 void SidecarMetrics::SetAgents(std::string_view tenant, int64_t n) {
@@ -423,7 +486,9 @@ std::string SidecarMetrics::RenderPrometheus() const {
   }
   impl_->Warn(rose);
   std::string text = impl_->registry.RenderPrometheus();
-  if (const PoolSet* pools = impl_->pools.load()) text += pools->PrometheusText();
+  if (const PoolSet* pools = impl_->pools.load()) {
+    text += WithoutPoolKvFamilies(pools->PrometheusText());
+  }
   return text;
 }
 

@@ -139,6 +139,13 @@ class SidecarMetrics {
   std::unique_ptr<Impl> impl_;
 };
 
+// The class label of strata_sidecar_errors_total: "client" for the caller's mistakes and choices
+// (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED,
+// FAILED_PRECONDITION, OUT_OF_RANGE, ABORTED, CANCELLED), "server" for every other code (the
+// error-ratio alert counts these: UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL,
+// ...).
+const char* ErrorClass(StatusCode code);
+
 // The label a prefix-break cause is counted under: the cause without its details in parentheses
 // ("doc version change (v1 -> v2)" -> "doc version change"), so the label set stays small.
 std::string PrefixBreakReasonLabel(std::string_view cause);

@@ -449,7 +449,8 @@ def test_health_and_reflection(sidecar):
     assert methods == {"CreateAgent", "OpenAgent", "DeleteAgent", "ListAgents",
                        "SetSystemPrompt", "SetTools", "PutDocument", "RemoveDocument",
                        "AppendUser", "AppendAssistant", "AppendToolResult", "Build", "Complete",
-                       "Compact", "Recall", "Pin", "Fork", "Join", "Growth", "Records", "Stats"}
+                       "Compact", "Recall", "Pin", "Fork", "Join", "Growth", "Records", "Stats",
+                       "GetMessages"}
 
 
 def test_a_request_that_does_not_parse_gets_a_message(sidecar):

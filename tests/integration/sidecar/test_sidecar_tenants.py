@@ -39,6 +39,7 @@ ALL_METHODS = [
     ("Growth", pb.GrowthRequest(agent_id="x")),
     ("Records", pb.RecordsRequest(agent_id="x")),
     ("Stats", pb.StatsRequest(agent_id="x")),
+    ("GetMessages", pb.GetMessagesRequest(agent_id="x")),
 ]
 
 
@@ -122,6 +123,7 @@ def test_cross_tenant_attempts_are_all_refused(sidecar):
         ("Growth", beta.Growth, pb.GrowthRequest(agent_id="secret")),
         ("Records", beta.Records, pb.RecordsRequest(agent_id="secret")),
         ("Stats", beta.Stats, pb.StatsRequest(agent_id="secret")),
+        ("GetMessages", beta.GetMessages, pb.GetMessagesRequest(agent_id="secret")),
         ("OpenAgent (child)", beta.OpenAgent, pb.OpenAgentRequest(agent_id="secret-kid")),
         ("OpenAgent (stored id)", beta.OpenAgent, pb.OpenAgentRequest(agent_id="alpha/secret")),
     ]

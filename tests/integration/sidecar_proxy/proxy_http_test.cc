@@ -249,17 +249,34 @@ TEST_CASE("proxy routes: health, readiness, models, metrics, streaming, errors i
   CHECK(not_bool.first == 400);
   CHECK(json::parse(not_bool.second)["error"]["message"] == "\"stream\" must be true or false");
 
-  // An upstream that keeps failing: 502 before a stream starts, an error event inside one.
+  // An upstream that keeps failing before its first byte: its status (503) whether streamed or not,
+  // since nothing was sent to the client yet.
   REQUIRE(f.sim->InjectFault("503", 8).ok());  // 4 attempts per completion, two completions
   auto down = f.Curl(alpha + "-H 'X-Strata-Agent: down' " + f.base + "/v1/chat/completions -d '" +
                      ChatBody("anyone there?") + "'");
-  CHECK(down.first == 502);
+  CHECK(down.first == 503);
   CHECK(json::parse(down.second)["error"]["code"] == "unavailable");
   auto down_stream = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: down' " + f.base +
                             "/v1/chat/completions -d '" + ChatBody("anyone there?", true) + "'");
-  CHECK(down_stream.first == 200);
-  CHECK(down_stream.second.find("data: {\"error\":{") != std::string::npos);
-  CHECK(down_stream.second.find("[DONE]") == std::string::npos);
+  CHECK(down_stream.first == 503);
+  CHECK(json::parse(down_stream.second)["error"]["code"] == "unavailable");
+  // An upstream that says the prompt is too long is a 400 the client must not retry, not a 429.
+  REQUIRE(f.sim->InjectFault("oversize", 1).ok());  // not retried: one request
+  auto too_long = f.Curl(alpha + "-H 'X-Strata-Agent: long' " + f.base +
+                         "/v1/chat/completions -d '" + ChatBody("a question") + "'");
+  INFO(too_long.second);
+  CHECK(too_long.first == 400);
+  CHECK(json::parse(too_long.second)["error"]["code"] == "context_length_exceeded");
+  // After the first byte an error can only be an event of the stream: the upstream's connection
+  // is reset after two chunks (no retry once bytes were received).
+  REQUIRE(f.sim->InjectFault("reset,after=2", 1).ok());
+  auto cut = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: cut' " + f.base +
+                    "/v1/chat/completions -d '" + ChatBody("a long answer please", true) + "'");
+  INFO(cut.second);
+  CHECK(cut.first == 200);
+  CHECK(cut.second.find("chat.completion.chunk") != std::string::npos);
+  CHECK(cut.second.find("data: {\"error\":{") != std::string::npos);
+  CHECK(cut.second.find("[DONE]") == std::string::npos);
 
   // Streaming over curl: chunks, then [DONE].
   auto streamed = f.Curl("-N " + alpha + "-H 'X-Strata-Agent: streamer' " + f.base +

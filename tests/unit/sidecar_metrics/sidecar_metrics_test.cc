@@ -103,7 +103,7 @@ TEST_CASE("a turn's record fields are exported by tenant and pool", "[sidecar_me
   const std::string text = metrics.RenderPrometheus();
   const std::string tp = "{tenant=\"acme\",pool=\"short\"}";
   CHECK(HasLine(text,
-                "strata_sidecar_requests_total{tenant=\"acme\",pool=\"short\",finish_reason="
+                "strata_sidecar_requests_total{tenant=\"acme\",pool=\"short\",model=\"unknown\",finish_reason="
                 "\"tool_calls\"} 2"));
   CHECK(HasLine(text, "strata_sidecar_input_tokens_sum" + tp + " 10000"));
   CHECK(HasLine(text, "strata_sidecar_input_tokens_count" + tp + " 2"));
@@ -136,7 +136,7 @@ TEST_CASE("requests without a pool, reported cache or finish reason get explicit
   metrics.ObserveTurn("t", turn);
   const std::string text = metrics.RenderPrometheus();
   CHECK(HasLine(text,
-                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",finish_reason="
+                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",model=\"unknown\",finish_reason="
                 "\"unknown\"} 1"));
   // The series exists at 0 so that rate() works before the first reported cache hit.
   CHECK(HasLine(text, "strata_sidecar_cached_tokens_total{tenant=\"t\",pool=\"none\"} 0"));
@@ -155,10 +155,10 @@ TEST_CASE("an upstream's unknown finish reasons share one series: the label set 
   metrics.ObserveTurn("t", turn);
   const std::string text = metrics.RenderPrometheus();
   CHECK(HasLine(text,
-                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",finish_reason="
+                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",model=\"unknown\",finish_reason="
                 "\"other\"} 30"));
   CHECK(HasLine(text,
-                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",finish_reason="
+                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",model=\"unknown\",finish_reason="
                 "\"length\"} 1"));
   CHECK_THAT(text, !Contains("hostile-"));
   CHECK(FinishReasonLabel("tool_calls") == "tool_calls");
@@ -214,13 +214,13 @@ TEST_CASE("errors by code and agents by tenant", "[sidecar_metrics]") {
   const std::string text = metrics.RenderPrometheus();
   CHECK(HasLine(text,
                 "strata_sidecar_errors_total{tenant=\"acme\",pool=\"long\",code="
-                "\"RESOURCE_EXHAUSTED\"} 2"));
+                "\"RESOURCE_EXHAUSTED\",class=\"server\"} 2"));
   CHECK(HasLine(
-      text, "strata_sidecar_errors_total{tenant=\"beta\",pool=\"none\",code=\"UNAVAILABLE\"} 1"));
+      text, "strata_sidecar_errors_total{tenant=\"beta\",pool=\"none\",code=\"UNAVAILABLE\",class=\"server\"} 1"));
   CHECK(HasLine(text, "strata_sidecar_agents{tenant=\"acme\"} 5"));
   CHECK(HasLine(text,
                 "strata_sidecar_errors_total{tenant=\"none\",pool=\"none\",code="
-                "\"UNAUTHENTICATED\"} 1"));
+                "\"UNAUTHENTICATED\",class=\"client\"} 1"));
 }
 
 TEST_CASE("requests in flight hold their estimated KV bytes until they end", "[sidecar_metrics]") {
@@ -348,7 +348,10 @@ TEST_CASE("the pool set's families are appended and the whole text is well forme
   metrics.SetPoolSet(pools.get());
   const std::string text = metrics.RenderPrometheus();
   CHECK(HasLine(text, "strata_pool_in_flight{pool=\"short\"} 0"));
-  CHECK(HasLine(text, "strata_kv_capacity_tokens 0"));
+  // One KV family: the sidecar's strata_sidecar_kv_*, which the alert rules use; the pool set's
+  // own strata_kv_* estimate is left out.
+  CHECK_THAT(text, !Contains("strata_kv_"));
+  CHECK(HasLine(text, "strata_sidecar_kv_capacity_bytes 0"));
 
   // Every line is a comment (HELP/TYPE) or a sample; every family is declared once.
   const std::regex sample(
@@ -390,7 +393,7 @@ TEST_CASE("metrics are updated from many threads", "[sidecar_metrics][concurrenc
   CHECK(metrics.kv_bytes_in_flight() == 0);
   const std::string text = metrics.RenderPrometheus();
   CHECK(HasLine(text,
-                "strata_sidecar_requests_total{tenant=\"odd\",pool=\"short\",finish_reason="
+                "strata_sidecar_requests_total{tenant=\"odd\",pool=\"short\",model=\"unknown\",finish_reason="
                 "\"tool_calls\"} 4000"));
   CHECK(HasLine(text, "strata_sidecar_requests_in_flight{tenant=\"even\"} 0"));
 }
@@ -444,6 +447,39 @@ TEST_CASE("docs/sidecar.md lists every series and its metrics section parses",
   StatusOr<MetricsConfig> bad = ParseMetricsConfig(json::parse(R"({"kv_alert_ratio": 85})"));
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(section, Contains("`" + bad.status().message() + "`"));
+}
+
+TEST_CASE("requests carry a bounded model label and errors a client or server class",
+          "[sidecar_metrics]") {
+  SidecarMetrics metrics(MetricsConfig{});
+  strata::Turn turn;
+  turn.record.finish_reason = "stop";
+  turn.record.model = "glm-5.3-flash";
+  metrics.ObserveTurn("t", turn);
+  turn.record.model = "bad model\"name";
+  metrics.ObserveTurn("t", turn);
+  for (int i = 0; i < 40; ++i) {
+    turn.record.model = "m" + std::to_string(i);
+    metrics.ObserveTurn("t", turn);
+  }
+  metrics.ObserveError("t", "", StatusCode::kNotFound);
+  metrics.ObserveError("t", "", StatusCode::kDeadlineExceeded);
+  const std::string text = metrics.RenderPrometheus();
+  CHECK(HasLine(text,
+                "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",model=\"glm-5.3-flash\","
+                "finish_reason=\"stop\"} 1"));
+  CHECK(HasLine(text, "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",model=\"m0\","
+                      "finish_reason=\"stop\"} 1"));
+  // 32 distinct names at most (glm-5.3-flash and m0..m30); the others and odd names are "other".
+  CHECK(HasLine(text, "strata_sidecar_requests_total{tenant=\"t\",pool=\"none\",model=\"other\","
+                      "finish_reason=\"stop\"} 10"));
+  CHECK_THAT(text, !Contains("m31"));
+  CHECK(HasLine(text, "strata_sidecar_errors_total{tenant=\"t\",pool=\"none\",code=\"NOT_FOUND\","
+                      "class=\"client\"} 1"));
+  CHECK(HasLine(text, "strata_sidecar_errors_total{tenant=\"t\",pool=\"none\",code="
+                      "\"DEADLINE_EXCEEDED\",class=\"server\"} 1"));
+  CHECK(std::string(ErrorClass(StatusCode::kAlreadyExists)) == "client");
+  CHECK(std::string(ErrorClass(StatusCode::kUnavailable)) == "server");
 }
 
 }  // namespace

@@ -145,6 +145,55 @@ TEST_CASE("new trailing messages are appended, the client's echo of a reply matc
   CHECK(bodies[2].compare(0, history_end, second_body, 0, history_end) == 0);
 }
 
+TEST_CASE("tool-call arguments compare as JSON values and real changes still differ",
+          "[sidecar][reconcile]") {
+  auto digest = [](const std::string& args) {
+    ParsedChat chat = Must(ParseChatMessages(
+        json::array({User("go"), AssistantCalls({{"call_1", args}}), Tool("call_1", "ok")})));
+    return MessageDigest(chat.history[1]);
+  };
+  // The model's bytes and LangChain.js's / the Agents SDK's re-serialization of the same value.
+  CHECK(digest(R"({"city": "Paris", "days": 2.0})") == digest(R"({"days":2,"city":"Paris"})"));
+  CHECK(digest(R"({"name": "caf\u00e9"})") == digest("{\"name\":\"caf\xC3\xA9\"}"));
+  CHECK(digest("") == digest("{}"));
+  CHECK(digest("  ") == digest("{}"));
+  // Another value, another key, or text that is not JSON changed by a byte: a real difference.
+  CHECK(digest(R"({"city": "Paris"})") != digest(R"({"city":"Lyon"})"));
+  CHECK(digest(R"({"city": "Paris"})") != digest(R"({"town":"Paris"})"));
+  CHECK(digest(R"({"n": 2.5})") != digest(R"({"n":2})"));
+  CHECK(digest("not json") != digest("not  json"));
+  CHECK(CanonicalArguments(R"({ "b": [1, 2.0, {"z": null, "a": true}], "a": "x" })") ==
+        R"({"a":"x","b":[1,2,{"a":true,"z":null}]})");
+  CHECK(CanonicalArguments("{oops") == "{oops");
+}
+
+TEST_CASE("the Agents SDK's two messages for one reply read as that reply",
+          "[sidecar][reconcile]") {
+  // OpenAIChatCompletionsModel sends a reply with text and tool calls back as a text message (its
+  // content as parts) and then a message with the calls and no content.
+  const json split = json::array(
+      {User("go"),
+       {{"role", "assistant"},
+        {"content", json::array({{{"type", "text"}, {"text", "Reading it."}, {"role", "x"}}})}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls", AssistantCalls({{"call_1", R"({"path":"a"})"}})["tool_calls"]}},
+       Tool("call_1", "ok")});
+  ParsedChat chat = Must(ParseChatMessages(split));
+  REQUIRE(chat.history.size() == 3);
+  CHECK(chat.history[1].content == "Reading it.");
+  REQUIRE(chat.history[1].tool_calls.size() == 1);
+  CHECK(chat.history[2].tool_call_id == "call_1");
+  Response reply;
+  reply.content = "Reading it.";
+  reply.tool_calls = {{"call_1", "read_file", R"({"path": "a"})"}};
+  CHECK(MessageDigest(chat.history[1]) == ReplyDigest(reply));
+  // Two text messages in a row stay two messages.
+  ParsedChat two = Must(ParseChatMessages(json::array(
+      {User("go"), AssistantText("one"), AssistantText("two"), User("and?")})));
+  CHECK(two.history.size() == 4);
+}
+
 TEST_CASE("an edited message replaces the history from the first difference",
           "[sidecar][reconcile]") {
   const std::string path = TempPath("edit.db");
