@@ -148,41 +148,61 @@ void FillTurn(const Turn& turn, const std::string& user_segment, v1::Turn* out) 
   FillGrowth(turn.growth, out->mutable_growth());
 }
 
-// Cancels `cancel` when the client goes away or the server stops waiting for the call: a thread
-// checks the call's context every 20 ms from construction until Stop() (or the destructor).
-class CancelWhenClientLeaves {
+// Cancels the token of every watched Complete whose call the client ended or the server stopped
+// waiting for (its context IsCancelled): one thread for all the calls in flight, checking them every
+// 20 ms, started by the first Watch() and idle while nothing is watched. (A thread per call, as
+// before, cost a thread start and join on every turn.)
+class DepartureWatcher {
  public:
-  CancelWhenClientLeaves(grpc::ServerContext* context, CancellationToken* cancel)
-      : watcher_([this, context, cancel] {
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!finished_) {
-            if (context->IsCancelled()) {
-              cancel->Cancel();
-              return;
-            }
-            cv_.wait_for(lock, std::chrono::milliseconds(20));
-          }
-        }) {}
-  CancelWhenClientLeaves(const CancelWhenClientLeaves&) = delete;
-  CancelWhenClientLeaves& operator=(const CancelWhenClientLeaves&) = delete;
-  ~CancelWhenClientLeaves() {
-    if (watcher_.joinable()) Stop();
-  }
-
-  void Stop() {
+  DepartureWatcher() = default;
+  DepartureWatcher(const DepartureWatcher&) = delete;
+  DepartureWatcher& operator=(const DepartureWatcher&) = delete;
+  ~DepartureWatcher() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      finished_ = true;
+      stop_ = true;
     }
     cv_.notify_all();
-    watcher_.join();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Watches `context` for `cancel` until the returned object is destroyed; both must outlive it.
+  std::shared_ptr<void> Watch(grpc::ServerContext* context, CancellationToken* cancel) {
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = ++next_id_;
+      watched_[id] = {context, cancel};
+      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    }
+    cv_.notify_all();
+    return std::shared_ptr<void>(nullptr, [this, id](void*) {
+      std::lock_guard<std::mutex> lock(mu_);
+      watched_.erase(id);
+    });
   }
 
  private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (watched_.empty()) {
+        cv_.wait(lock, [this] { return stop_ || !watched_.empty(); });
+        continue;
+      }
+      for (const auto& [id, call] : watched_) {
+        if (call.first->IsCancelled()) call.second->Cancel();
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
-  bool finished_ = false;  // guarded by mu_
-  std::thread watcher_;    // last: starts once the fields it reads are constructed
+  bool stop_ = false;      // guarded by mu_
+  uint64_t next_id_ = 0;   // guarded by mu_
+  std::map<uint64_t, std::pair<grpc::ServerContext*, CancellationToken*>> watched_;  // guarded by mu_
+  std::thread thread_;     // guarded by mu_
 };
 
 void FillInfo(const StoredAgent& a, const std::string& local_id, v1::AgentInfo* out) {
@@ -285,6 +305,7 @@ struct ContextServiceImpl::InFlight {
   std::map<std::string, int64_t, std::less<>> calls;  // tenant -> calls in progress; guarded by mu
   std::set<CancellationToken*> completions;           // guarded by mu
   bool cancel_all = false;                            // guarded by mu
+  DepartureWatcher departures;  // cancels the Completes whose client left
 
   // One of the tenant's max_concurrent_calls slots (released by the returned object), or
   // RESOURCE_EXHAUSTED naming the limit.
@@ -640,7 +661,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
     std::shared_ptr<void> registered = in_flight_->Register(&cancel);  // CancelAll cancels it
-    CancelWhenClientLeaves watcher(context, &cancel);
+    std::shared_ptr<void> watched = in_flight_->departures.Watch(context, &cancel);
     TurnOptions options;
     options.cancel = &cancel;
     options.on_delta = [&](const StreamDelta& d) {
@@ -648,12 +669,13 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     };
     std::shared_ptr<void> in_flight;
     if (hooks_.on_complete_begin) {
-      StatusOr<int64_t> input_tokens = agent.InputTokens();
-      in_flight = hooks_.on_complete_begin(t.name, input_tokens.ok() ? *input_tokens : 0,
-                                           agent.config().endpoint.max_output_tokens);
+      // The context's count (kept as it changes): no request is rendered for the metrics.
+      in_flight = hooks_.on_complete_begin(
+          t.name, static_cast<int64_t>(agent.context().InputTokens()),
+          agent.config().endpoint.max_output_tokens);
     }
     StatusOr<Turn> turn = agent.Complete(options);
-    watcher.Stop();
+    watched.reset();
     if (!turn.ok()) {
       Status s = turn.status();
       if (before) {
