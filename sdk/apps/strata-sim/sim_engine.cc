@@ -136,12 +136,17 @@ int64_t MaxOutputTokens(const json& request) {
 
 Plan SimServer::Impl::MakePlan(const std::string& protocol, const std::string& path, const std::string& body,
               const std::map<std::string, std::string>& headers) {
+  const int64_t started = clock_->NowMicros();
+  Plan plan;
   try {
-    return MakePlanOrThrow(protocol, path, body, headers);
+    plan = MakePlanOrThrow(protocol, path, body, headers);
   } catch (const std::exception& e) {
-    return ErrorPlan(NewPlan(protocol, path, body, headers), 400, std::string("invalid request: ") + e.what(),
+    plan = ErrorPlan(NewPlan(protocol, path, body, headers), 400, std::string("invalid request: ") + e.what(),
                      options_.error_shape, "BadRequestError");
   }
+  plan.log.processing_us = std::max<int64_t>(0, clock_->NowMicros() - started);
+  CountProcessing(plan.log.processing_us);
+  return plan;
 }
 
 Plan SimServer::Impl::NewPlan(const std::string& protocol, const std::string& path, const std::string& body,
@@ -166,7 +171,8 @@ Plan SimServer::Impl::MakePlanOrThrow(const std::string& protocol, const std::st
   const std::string shape = fault && !fault->shape.empty() ? fault->shape : default_shape;
   if (fault && IsStatusFault(*fault)) return StatusFaultPlan(std::move(plan), *fault, shape);
 
-  json request = json::parse(body, nullptr, false);
+  // SimOptions::answer is handed the whole request; the engine itself needs only its shape.
+  json request = options_.answer ? json::parse(body, nullptr, false) : sim_internal::ParseRequestShape(body);
   if (request.is_discarded()) {
     return ErrorPlan(std::move(plan), 400, "request body is not valid JSON", shape, "BadRequestError");
   }

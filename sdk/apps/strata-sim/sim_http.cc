@@ -165,117 +165,138 @@ std::string SimServer::Impl::ErrorBody(int status, const std::string& message) c
 
 void SimServer::Impl::ServeConnection(int fd) {
   std::string buffer;
+  while (!stopping_.load()) {
+    // A kept-alive connection may wait idle_timeout_ms for its next request.
+    if (buffer.empty() && !RecvWithin(fd, &buffer, options_.idle_timeout_ms)) return;
+    HttpRequest request;
+    if (!ReadRequest(fd, &buffer, &request)) return;
+    if (!Route(fd, request)) return;
+    if (Lower(request.headers["connection"]) == "close" || request.version == "HTTP/1.0") return;
+  }
+}
+
+void SimServer::Impl::ParseHead(const std::string& head, HttpRequest* request) {
+  std::istringstream lines(head);
+  std::string request_line;
+  std::getline(lines, request_line);
+  if (!request_line.empty() && request_line.back() == '\r') request_line.pop_back();
+  std::istringstream rl(request_line);
+  rl >> request->method >> request->target >> request->version;
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    request->headers[Lower(line.substr(0, colon))] = value;
+  }
+  request->path = request->target.substr(0, request->target.find('?'));
+}
+
+bool SimServer::Impl::ReadRequest(int fd, std::string* buffer_in, HttpRequest* request) {
+  std::string& buffer = *buffer_in;
   using Clock = std::chrono::steady_clock;
+  // From its first byte, the head and the body must arrive within request_timeout_ms.
+  const Clock::time_point started = Clock::now();
   auto ms_since = [](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
   };
-  while (!stopping_.load()) {
-    // A kept-alive connection may wait idle_timeout_ms for its next request; from its first byte
-    // the head and the body must arrive within request_timeout_ms.
-    if (buffer.empty() && !RecvWithin(fd, &buffer, options_.idle_timeout_ms)) return;
-    const Clock::time_point started = Clock::now();
-    auto reject = [&](int status, const std::string& message) {
-      WriteAll(fd, SimpleResponse(status, ErrorBody(status, message), "Connection: close\r\n"));
-    };
-    size_t header_end;
-    while ((header_end = buffer.find("\r\n\r\n")) == std::string::npos) {
-      if (buffer.size() > options_.max_header_bytes) {
-        return reject(431, "request head over " + std::to_string(options_.max_header_bytes) + " bytes");
-      }
-      if (!RecvWithin(fd, &buffer, options_.request_timeout_ms - ms_since(started))) {
-        if (ms_since(started) >= options_.request_timeout_ms) {
-          reject(408, "request head not received within " + std::to_string(options_.request_timeout_ms) + " ms");
-        }
-        return;
-      }
-    }
-    if (header_end > options_.max_header_bytes) {
+  auto reject = [&](int status, const std::string& message) {
+    WriteAll(fd, SimpleResponse(status, ErrorBody(status, message), "Connection: close\r\n"));
+    return false;
+  };
+  size_t header_end;
+  while ((header_end = buffer.find("\r\n\r\n")) == std::string::npos) {
+    if (buffer.size() > options_.max_header_bytes) {
       return reject(431, "request head over " + std::to_string(options_.max_header_bytes) + " bytes");
     }
-    std::string head = buffer.substr(0, header_end);
-    buffer.erase(0, header_end + 4);
-    std::istringstream lines(head);
-    std::string request_line;
-    std::getline(lines, request_line);
-    if (!request_line.empty() && request_line.back() == '\r') request_line.pop_back();
-    std::istringstream rl(request_line);
-    std::string method, target, version;
-    rl >> method >> target >> version;
-    std::map<std::string, std::string> headers;
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string value = line.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-      while (!value.empty() && value.back() == ' ') value.pop_back();
-      headers[Lower(line.substr(0, colon))] = value;
-    }
-    if (headers.count("transfer-encoding") > 0) {
-      return reject(411, "strata-sim needs Content-Length (no chunked request bodies)");
-    }
-    size_t length = 0;
-    if (headers.count("content-length") > 0) {
-      const std::string& text = headers["content-length"];
-      bool digits = !text.empty() && text.size() <= 19 &&
-                    std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (!digits) return reject(400, "Content-Length \"" + text + "\" is not a non-negative integer");
-      length = std::strtoull(text.c_str(), nullptr, 10);
-    }
-    if (length > options_.max_request_bytes) {
-      return reject(413, "request body of " + std::to_string(length) + " bytes is over the limit of " +
-                             std::to_string(options_.max_request_bytes) + " bytes");
-    }
-    if (Lower(headers["expect"]) == "100-continue" && buffer.size() < length) {
-      if (!WriteAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) return;
-    }
-    while (buffer.size() < length) {
-      if (!RecvWithin(fd, &buffer, options_.request_timeout_ms - ms_since(started))) {
-        if (ms_since(started) >= options_.request_timeout_ms) {
-          reject(408, "request body not received within " + std::to_string(options_.request_timeout_ms) + " ms");
-        }
-        return;
+    if (!RecvWithin(fd, &buffer, options_.request_timeout_ms - ms_since(started))) {
+      if (ms_since(started) >= options_.request_timeout_ms) {
+        reject(408, "request head not received within " + std::to_string(options_.request_timeout_ms) + " ms");
       }
+      return false;
     }
-    std::string body = buffer.substr(0, length);
-    buffer.erase(0, length);
-    bool keep_alive = Lower(headers["connection"]) != "close" && version != "HTTP/1.0";
-    std::string path = target.substr(0, target.find('?'));
-    auto ends_with = [&](const std::string& suffix) {
-      return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    if (method == "GET" && ends_with("/models")) {
-      json models = {{"object", "list"}, {"data", json::array({{{"id", "glm-5.3-flash"}, {"object", "model"}}})}};
-      if (!WriteAll(fd, SimpleResponse(200, models.dump()))) return;
-    } else if (method == "GET" && path == "/metrics") {
-      if (!WriteAll(fd, MetricsResponse())) return;
-    } else if (method == "GET" && ends_with("/health")) {
-      if (!WriteAll(fd, SimpleResponse(200, "{}"))) return;
-    } else if (method == "POST" && ends_with("/chat/completions")) {
-      if (!ServeChat(fd, path, body, headers)) return;
-    } else {
-      Plan plan = ErrorPlan(Plan(), 404, "no route for " + method + " " + path, options_.error_shape, "NotFoundError");
-      if (!WriteAll(fd, SimpleResponse(404, plan.error_body))) return;
-    }
-    if (!keep_alive) return;
   }
+  if (header_end > options_.max_header_bytes) {
+    return reject(431, "request head over " + std::to_string(options_.max_header_bytes) + " bytes");
+  }
+  ParseHead(buffer.substr(0, header_end), request);
+  buffer.erase(0, header_end + 4);
+  Headers& headers = request->headers;
+  if (headers.count("transfer-encoding") > 0) {
+    return reject(411, "strata-sim needs Content-Length (no chunked request bodies)");
+  }
+  size_t length = 0;
+  if (headers.count("content-length") > 0) {
+    const std::string& text = headers["content-length"];
+    bool digits = !text.empty() && text.size() <= 19 &&
+                  std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) return reject(400, "Content-Length \"" + text + "\" is not a non-negative integer");
+    length = std::strtoull(text.c_str(), nullptr, 10);
+  }
+  if (length > options_.max_request_bytes) {
+    return reject(413, "request body of " + std::to_string(length) + " bytes is over the limit of " +
+                           std::to_string(options_.max_request_bytes) + " bytes");
+  }
+  if (Lower(headers["expect"]) == "100-continue" && buffer.size() < length) {
+    if (!WriteAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) return false;
+  }
+  buffer.reserve(length);  // the body is received in place, without regrowing
+  while (buffer.size() < length) {
+    if (!RecvWithin(fd, &buffer, options_.request_timeout_ms - ms_since(started))) {
+      if (ms_since(started) >= options_.request_timeout_ms) {
+        reject(408, "request body not received within " + std::to_string(options_.request_timeout_ms) + " ms");
+      }
+      return false;
+    }
+  }
+  if (buffer.size() == length) {
+    request->body.swap(buffer);  // the usual case: nothing after the body (no pipelining)
+  } else {
+    request->body = buffer.substr(0, length);
+    buffer.erase(0, length);
+  }
+  return true;
+}
+
+bool SimServer::Impl::Route(int fd, const HttpRequest& request) {
+  const std::string& path = request.path;
+  const std::string& method = request.method;
+  auto ends_with = [&](const std::string& suffix) {
+    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (method == "GET" && ends_with("/models")) {
+    json models = {{"object", "list"}, {"data", json::array({{{"id", "glm-5.3-flash"}, {"object", "model"}}})}};
+    return WriteAll(fd, SimpleResponse(200, models.dump()));
+  }
+  if (method == "GET" && path == "/metrics") return WriteAll(fd, MetricsResponse());
+  if (method == "GET" && ends_with("/health")) return WriteAll(fd, SimpleResponse(200, "{}"));
+  if (method == "POST" && ends_with("/chat/completions")) {
+    return ServeChat(fd, path, request.body, request.headers);
+  }
+  Plan plan = ErrorPlan(Plan(), 404, "no route for " + method + " " + path, options_.error_shape, "NotFoundError");
+  return WriteAll(fd, SimpleResponse(404, plan.error_body));
 }
 
 bool SimServer::Impl::ServeChat(int fd, const std::string& path, const std::string& body,
                const std::map<std::string, std::string>& headers) {
   Plan plan = MakePlan("http", path, body, headers);
-  Log(plan.log);
+  // The simulator's own time on this request, for a client to subtract from what it measured.
+  const std::string processing =
+      "X-Strata-Sim-Processing-Us: " + std::to_string(plan.log.processing_us) + "\r\n";
+  Log(std::move(plan.log), body);
   if (plan.status != 200) {
-    std::string extra;
-    if (plan.retry_after >= 0) extra = "Retry-After: " + std::to_string(static_cast<int>(plan.retry_after)) + "\r\n";
+    std::string extra = processing;
+    if (plan.retry_after >= 0) extra += "Retry-After: " + std::to_string(static_cast<int>(plan.retry_after)) + "\r\n";
     return WriteAll(fd, SimpleResponse(plan.status, plan.error_body, extra));
   }
   // Like vLLM (uvicorn) and SGLang: a stream's headers go out at once, before the queue and the
   // prefill; its first event comes after them. A whole answer waits for everything.
   if (plan.stream) {
     if (!WriteAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                      "Transfer-Encoding: chunked\r\n\r\n")) {
+                      "Transfer-Encoding: chunked\r\n" + processing + "\r\n")) {
       return false;
     }
   }
@@ -292,7 +313,7 @@ bool SimServer::Impl::ServeChat(int fd, const std::string& path, const std::stri
   if (!seq.Prefill(plan.prefill_us)) return false;
   if (!plan.stream) {
     if (!Sleep(plan.delay_us[0])) return false;
-    return WriteAll(fd, SimpleResponse(200, plan.payloads[0]));
+    return WriteAll(fd, SimpleResponse(200, plan.payloads[0], processing));
   }
   // Events due at the same time are written together (one send), unless flush_each_event.
   std::string pending;

@@ -2,6 +2,7 @@
 // the class itself, whose members are defined by job:
 //   sim_server.cc      construction, Init (options, trajectory), timing (Sleep, the concurrency
 //                      slots), aborts, the gRPC glue (PlanGrpc, StartGrpc), Stop, the public API
+//   sim_parse.cc       ParseRequestShape: a request body parsed without its long texts
 //   sim_validation.cc  ValidateRequest: the bodies vLLM/SGLang refuse, as they refuse them
 //   sim_faults.cc      fault specs (ParseFault), which fault a request meets (ChooseFault), the
 //                      status faults' answers
@@ -9,7 +10,8 @@
 //                      the output cap, the completion body or stream chunks, error bodies)
 //   sim_http.cc        the hand-written HTTP/1.1 server: accepting, reading heads and bodies,
 //                      routing, writing answers and streams
-//   sim_metrics.cc     the request log and GET /metrics
+//   sim_metrics.cc     the request log (in memory and the --request-log file), the processing
+//                      time measurements and GET /metrics
 #ifndef STRATA_APPS_STRATA_SIM_SIM_IMPL_H_
 #define STRATA_APPS_STRATA_SIM_SIM_IMPL_H_
 
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <list>
@@ -27,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -63,6 +67,14 @@ StatusOr<Fault> ParseFault(const std::string& spec);
 std::string AttemptKey(const std::map<std::string, std::string>& headers, const std::string& body);
 // Faults answered with an HTTP error status instead of a completion.
 bool IsStatusFault(const Fault& fault);
+
+// ---- sim_parse.cc -------------------------------------------------------------------------
+
+// `body` parsed, except that string values over 4 KiB (message texts; never the fields the engine
+// reads: model, cache_salt, extra_key, rid, request_id, role) are parsed as "" once checked as the
+// parser checks strings: the same types, structure and validity as json::parse(body), at about
+// memory speed. Discarded (is_discarded()) when `body` is not JSON.
+json ParseRequestShape(std::string_view body);
 
 // ---- sim_validation.cc --------------------------------------------------------------------
 
@@ -174,7 +186,14 @@ class SimServer::Impl : public GrpcEngine {
 
   // ---- The request log and metrics (sim_metrics.cc) ---------------------------------------
 
-  void Log(const SimRequestLog& log);
+  // Opens SimOptions::request_log_path for appending (nothing when it is ""); INVALID_ARGUMENT
+  // naming the path and why when it cannot be opened.
+  Status OpenRequestLog();
+  // Keeps `log` (the request whose whole body is `body`) in the request log and, with a
+  // --request-log file, appends it there.
+  void Log(SimRequestLog log, const std::string& body);
+  // Counts one request's processing time (SimRequestLog::processing_us) for GET /metrics.
+  void CountProcessing(int64_t us);
   std::string MetricsResponse();
 
   // ---- Timing and stopping (sim_server.cc) ------------------------------------------------
@@ -198,6 +217,20 @@ class SimServer::Impl : public GrpcEngine {
   bool RecvWithin(int fd, std::string* buffer, int64_t timeout_ms);
   std::string ErrorBody(int status, const std::string& message) const;
   void ServeConnection(int fd);
+  // One request as it arrived over HTTP.
+  struct HttpRequest {
+    std::string method, target, version, path;  // path: the target without its query
+    Headers headers;                             // lower-case names
+    std::string body;
+  };
+  // The request line and header fields of `head` (the request's head without its blank line).
+  static void ParseHead(const std::string& head, HttpRequest* request);
+  // Reads the connection's next request (its first bytes in `*buffer`, which keeps what follows
+  // it). False when the connection must be closed: it ended, or the request was refused (408, 411,
+  // 413, 431, 400 for a bad Content-Length) and answered.
+  bool ReadRequest(int fd, std::string* buffer, HttpRequest* request);
+  // Answers `request`; false when the connection must be closed.
+  bool Route(int fd, const HttpRequest& request);
   // False when the connection must be closed.
   bool ServeChat(int fd, const std::string& path, const std::string& body, const Headers& headers);
   std::string KvTooLargeBody(int64_t prompt_tokens) const;
@@ -248,6 +281,14 @@ class SimServer::Impl : public GrpcEngine {
   std::atomic<uint64_t> generated_{0};
   std::atomic<uint64_t> completions_{0};
   std::atomic<uint64_t> connections_{0};
+  Clock* clock_ = nullptr;  // options_.clock, else SystemClock()
+  std::atomic<uint64_t> processed_requests_{0};
+  std::atomic<int64_t> processing_us_total_{0};
+  struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::mutex request_log_mu_;
+  std::unique_ptr<std::FILE, FileCloser> request_log_;  // --request-log; guarded by request_log_mu_
 
  private:
   std::atomic<bool> stopping_{false};

@@ -28,7 +28,8 @@ using sim_internal::Plan;
 using sim_internal::ReplyFromMessage;
 
 SimServer::Impl::Impl(SimOptions options)
-    : options_(std::move(options)), cache_(options_.cache), kv_(KvOptions(options_), [this](int64_t us) { return Sleep(us); }) {}
+    : options_(std::move(options)), cache_(options_.cache), kv_(KvOptions(options_), [this](int64_t us) { return Sleep(us); }),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock()) {}
 
 KvSimOptions SimServer::Impl::KvOptions(const SimOptions& o) {
   KvSimOptions kv = o.kv;
@@ -50,6 +51,7 @@ Status SimServer::Impl::Init() {
     StatusOr<Fault> f = ParseFault(options_.default_fault);
     if (!f.ok()) return f.status();
   }
+  if (Status opened = OpenRequestLog(); !opened.ok()) return opened;
   if (!options_.trajectory_path.empty()) {
     std::ifstream in(options_.trajectory_path);
     if (!in) return InvalidArgumentError("cannot open trajectory \"" + options_.trajectory_path + "\"");
@@ -108,7 +110,6 @@ GrpcPlan SimServer::Impl::PlanGrpc(const std::string& body, const std::map<std::
                   const std::string& peer) {
   Plan plan = MakePlan("grpc", "/sglang.runtime.v1.SglangService/ChatComplete", body, headers);
   plan.log.peer = peer;
-  Log(plan.log);
   GrpcPlan out;
   out.status = plan.status;
   out.error_message = plan.error_message;
@@ -126,6 +127,7 @@ GrpcPlan SimServer::Impl::PlanGrpc(const std::string& body, const std::map<std::
     out.fault_delay_ms = plan.fault->delay_ms;
   }
   out.rid = plan.rid;
+  Log(std::move(plan.log), body);
   return out;
 }
 
