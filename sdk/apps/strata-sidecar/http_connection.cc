@@ -608,6 +608,11 @@ class GuardedServer final : public Base {
   explicit GuardedServer(const ConnectionLimits& limits, Args&&... args)
       : Base(std::forward<Args>(args)...), limits_(limits) {}
 
+  // Listening again on a listening socket changes its backlog (Linux, BSD).
+  void Relisten(int backlog) {
+    if (this->svr_sock_ != INVALID_SOCKET) ::listen(this->svr_sock_, backlog);
+  }
+
  private:
   bool Stopping() const { return this->svr_sock_ == INVALID_SOCKET; }
 
@@ -731,6 +736,14 @@ StatusOr<std::unique_ptr<httplib::Server>> MakeGuardedServer(const TlsConfig& tl
                             "\" must be a PEM certificate chain and its private key");
   }
   return std::unique_ptr<httplib::Server>(std::move(server));
+}
+
+void WidenListenBacklog(httplib::Server& server) {
+  if (auto* plain = dynamic_cast<GuardedServer<httplib::Server>*>(&server)) {
+    plain->Relisten(kListenBacklog);
+  } else if (auto* tls = dynamic_cast<GuardedServer<httplib::SSLServer>*>(&server)) {
+    tls->Relisten(kListenBacklog);
+  }
 }
 
 ClientWatch CurrentClientWatch() {

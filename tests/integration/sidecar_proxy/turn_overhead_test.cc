@@ -17,9 +17,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "http_connection.h"
 #include "http_server.h"
 #include "proxy.h"
 #include "registry.h"
@@ -27,6 +29,7 @@
 #include "sim_server.h"
 #include "tenants.h"
 #include "testing/command.h"
+#include "testing/skip.h"
 
 namespace strata::sidecar {
 namespace {
@@ -235,6 +238,26 @@ TEST_CASE("proxy: accepted connections and upstream connections have TCP_NODELAY
   }
   CHECK(accepted == 1);
   CHECK(upstream_ends == 1);
+}
+
+TEST_CASE("proxy: the listener lets a burst of new connections wait to be accepted",
+          "[sidecar][proxy]") {
+  if (testing::RunCommand("command -v ss >/dev/null && echo yes").output.find("yes") ==
+      std::string::npos) {
+    STRATA_SKIP("ss (iproute2) is not installed: it shows a listening socket's backlog");
+  }
+  Upstream upstream(TempDir("backlog"));
+  ProxyServer server(upstream);
+  // ss -ltn: a listening socket's Send-Q is its backlog.
+  const std::string out = testing::RunCommand("ss -Hltn 'sport = :" +
+                                              std::to_string(server.http->port()) + "'")
+                              .output;
+  INFO(out);
+  std::istringstream fields(out);
+  std::string state, recv_q, send_q;
+  fields >> state >> recv_q >> send_q;
+  CHECK(state == "LISTEN");
+  CHECK(send_q == std::to_string(kListenBacklog));
 }
 
 TEST_CASE("proxy: an agent's turns reuse one upstream connection and start no thread per call",
