@@ -214,6 +214,7 @@ std::string Conversation(int turns) {
 }
 
 constexpr int kCalls = 20;
+constexpr int kGrpcCalls = 40;
 
 TEST_CASE("proxy: accepted connections and upstream connections have TCP_NODELAY set",
           "[sidecar][proxy]") {
@@ -270,7 +271,7 @@ TEST_CASE("proxy: an agent's turns reuse one upstream connection and start no th
     INFO(body);
     REQUIRE(status == 200);
   }
-  CHECK(upstream.sim->connections_accepted() == 1);  // keep-alive: one connection for 12 turns
+  CHECK(upstream.sim->connections_accepted() == 1);  // keep-alive: one connection for every turn
   // After the first two calls (which start the listener's workers and the simulator's connection
   // thread), no call starts a thread.
   CHECK(upstream.NewThreadsAfter(2).empty());
@@ -284,6 +285,9 @@ TEST_CASE("gRPC Complete starts no thread per call to watch for the client leavi
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  // gRPC's own pollers are kept once started (by default a poller beyond 2 exits and is started
+  // again later), so that the threads counted below are the service's.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 64);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   REQUIRE(server != nullptr);
   auto stub = v1::ContextService::NewStub(grpc::CreateChannel(
@@ -296,7 +300,7 @@ TEST_CASE("gRPC Complete starts no thread per call to watch for the client leavi
     grpc::Status created = stub->CreateAgent(&context, request, &info);
     REQUIRE(created.ok());
   }
-  for (int turn = 0; turn < kCalls; ++turn) {
+  for (int turn = 0; turn < kGrpcCalls; ++turn) {
     grpc::ClientContext context;
     v1::CompleteRequest request;
     request.set_agent_id("g1");
@@ -311,13 +315,13 @@ TEST_CASE("gRPC Complete starts no thread per call to watch for the client leavi
     REQUIRE(got_turn);
   }
   CHECK(upstream.sim->connections_accepted() == 1);
-  // A watcher thread per call would show as one new thread per call after the warm-up. gRPC's
-  // synchronous server starts a poller thread now and then itself (its pool of pollers grows and
-  // shrinks), so a few may appear, but far fewer than calls.
+  // A watcher thread per call shows as at least one new thread per call after the warm-up (35
+  // here). gRPC's synchronous server may still start a poller now and then on a loaded machine,
+  // so a few may appear, but far fewer than calls.
   const size_t warm_up = 5;
   const std::set<int> fresh = upstream.NewThreadsAfter(warm_up);
-  INFO(fresh.size() << " new threads in " << kCalls - warm_up << " calls");
-  CHECK(fresh.size() * 3 < kCalls - warm_up);
+  INFO(fresh.size() << " new threads in " << kGrpcCalls - warm_up << " calls");
+  CHECK(fresh.size() * 2 < kGrpcCalls - warm_up);
   server->Shutdown();
 }
 
