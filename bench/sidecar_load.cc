@@ -7,7 +7,11 @@
 //           X-Strata-Agent (skipped when the sidecar has no HTTP listener).
 // Reported: per-request latency p50/p90/p99 of each way, the sidecar's added latency (p50/p99
 // against direct, as a difference and a ratio), requests/s, and the sidecar's RSS before and after
-// (growth per agent). --store-sync full,normal runs the sidecar ways once per durability mode
+// (growth per agent), and CPU per request: the sidecar's (its utime + stime over the run, divided
+// by the requests) and strata-sim's, beside the floor measured in the same run in this process
+// (one durable append to a SQLite store, one Build of the same conversation, one upstream call
+// through strata's HTTP transport, each by its thread's CPU time): the least a managed turn can
+// cost. --store-sync full,normal runs the sidecar ways once per durability mode
 // (the sidecar's --store-sync; a fresh sidecar and store each), after one direct run.
 // --soak-minutes N then repeats the gRPC load on the last sidecar (the same agents deleted and
 // created again each round) for N minutes and prints the time and the RSS after each round.
@@ -43,6 +47,9 @@
 #include <thread>
 #include <vector>
 
+#include "strata/context.h"
+#include "strata/store.h"
+#include "strata/transport.h"
 #include "strata/v1/context_service.grpc.pb.h"
 
 namespace {
@@ -115,6 +122,22 @@ class Child {
     return "";
   }
 
+  // CPU time (user + system) the process has used so far, in ms; 0 when unknown.
+  double CpuMs() const {
+    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const size_t end = text.rfind(')');  // the command name may hold spaces
+    if (end == std::string::npos) return 0;
+    std::istringstream fields(text.substr(end + 2));
+    std::string field;
+    long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {  // fields 14 and 15 of proc(5)
+      if (i == 14) utime = std::atoll(field.c_str());
+      if (i == 15) stime = std::atoll(field.c_str());
+    }
+    return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+
   // Resident set size in KiB (VmRSS), 0 when unknown.
   int64_t RssKib() const {
     std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
@@ -167,6 +190,8 @@ struct RunResult {
   std::string mode;
   std::vector<double> ms;  // successful requests
   int64_t errors = 0;
+  double sidecar_cpu_ms = 0;  // the sidecar's CPU time during the run (0: no sidecar)
+  double sim_cpu_ms = 0;      // strata-sim's
   int64_t reconnects = 0;  // HTTP requests retried once on a new connection
   std::string first_error;
   double seconds = 0;
@@ -303,6 +328,69 @@ void GrpcAgent(strata::v1::ContextService::Stub* stub, const std::string& agent_
   }
 }
 
+double ThreadCpuUs() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+}
+
+// The least a managed turn costs, measured here on one thread, in microseconds of CPU per turn:
+// one durable append of the user message (a Context attached to a SQLite store with the sidecar's
+// durability), one Build of the conversation, one upstream call (strata's HTTP transport to the
+// same strata-sim), over the same workload as the agents (system prompt, user messages, turns).
+struct Floor {
+  double append_us = 0, build_us = 0, upstream_us = 0;
+  double total_us() const { return append_us + build_us + upstream_us; }
+};
+
+Floor MeasureFloor(const Options& o, const std::string& dir, const std::string& sim_url,
+                   const std::string& sync) {
+  strata::StoreOptions store_options;
+  store_options.synchronous = sync == "normal" ? strata::StoreSync::kNormal : strata::StoreSync::kFull;
+  auto store = strata::OpenSqliteStore(dir + "/floor-" + sync + ".db", store_options);
+  if (!store.ok()) Die("floor: " + store.status().ToString());
+  strata::HttpTransportOptions http;
+  http.base_url = sim_url;
+  auto transport = strata::MakeHttpTransport(http);
+  if (!transport.ok()) Die("floor: " + transport.status().ToString());
+  Floor sum;
+  int64_t turns = 0;
+  const int agents = std::min(o.agents, 20);
+  for (int a = 0; a < agents; ++a) {
+    strata::ContextOptions options;
+    options.agent.id = "floor-" + std::to_string(a);
+    auto context = strata::CreateContext(**store, options);
+    if (!context.ok()) Die("floor: " + context.status().ToString());
+    strata::Context& c = **context;
+    if (!c.SetSystemPrompt(Words(1, o.system_bytes)).ok()) Die("floor: SetSystemPrompt failed");
+    for (int turn = 0; turn < o.turns; ++turn) {
+      const std::string user = "turn " + std::to_string(turn) + ": " +
+                               Words(static_cast<uint64_t>(a) * 1000 + turn, o.user_bytes);
+      const double t0 = ThreadCpuUs();
+      auto appended = c.AppendUser(user);
+      const double t1 = ThreadCpuUs();
+      auto built = c.Build();
+      const double t2 = ThreadCpuUs();
+      if (!appended.ok() || !built.ok()) Die("floor: append or Build failed");
+      strata::Response response;
+      strata::Status sent = (*transport)->Send(built->body, strata::CallOptions(), &response);
+      const double t3 = ThreadCpuUs();
+      if (!sent.ok()) Die("floor: " + sent.ToString());
+      strata::AssistantMessage reply;
+      reply.content = response.content;
+      if (!c.AppendAssistant(reply).ok()) Die("floor: AppendAssistant failed");
+      sum.append_us += t1 - t0;
+      sum.build_us += t2 - t1;
+      sum.upstream_us += t3 - t2;
+      ++turns;
+    }
+  }
+  sum.append_us /= static_cast<double>(turns);
+  sum.build_us /= static_cast<double>(turns);
+  sum.upstream_us /= static_cast<double>(turns);
+  return sum;
+}
+
 void DeleteAgent(strata::v1::ContextService::Stub* stub, const std::string& agent_id) {
   grpc::ClientContext ctx;
   strata::v1::DeleteAgentRequest req;
@@ -316,7 +404,7 @@ std::pair<std::string, int> SplitHostPort(const std::string& hp) {
   return {hp.substr(0, colon), std::atoi(hp.c_str() + colon + 1)};
 }
 
-json Summary(const RunResult& r, const RunResult* direct) {
+json Summary(const RunResult& r, const RunResult* direct, const Floor* floor = nullptr) {
   json j{{"mode", r.mode},
          {"requests", r.ms.size()},
          {"errors", r.errors},
@@ -327,6 +415,15 @@ json Summary(const RunResult& r, const RunResult* direct) {
          {"p90_ms", Percentile(r.ms, 0.90)},
          {"p99_ms", Percentile(r.ms, 0.99)}};
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  const double requests = static_cast<double>(std::max<size_t>(1, r.ms.size()));
+  j["sim_cpu_us_per_request"] = r.sim_cpu_ms * 1000 / requests;
+  if (r.sidecar_cpu_ms > 0) {
+    j["sidecar_cpu_us_per_request"] = r.sidecar_cpu_ms * 1000 / requests;
+    if (floor != nullptr && floor->total_us() > 0) {
+      j["floor_us"] = floor->total_us();
+      j["sidecar_cpu_ratio_to_floor"] = r.sidecar_cpu_ms * 1000 / requests / floor->total_us();
+    }
+  }
   if (direct != nullptr && r.mode != "direct" && !direct->ms.empty()) {
     const double d50 = Percentile(direct->ms, 0.50), d99 = Percentile(direct->ms, 0.99);
     j["added_p50_ms"] = Percentile(r.ms, 0.50) - d50;
@@ -352,6 +449,13 @@ void Print(const json& s) {
                 s["added_p50_ms"].get<double>(), s["p50_ratio_to_direct"].get<double>(),
                 s["added_p99_ms"].get<double>(), s["p99_ratio_to_direct"].get<double>());
   }
+  if (s.contains("sidecar_cpu_us_per_request")) {
+    std::printf("  sidecar CPU %.0f us/req", s["sidecar_cpu_us_per_request"].get<double>());
+    if (s.contains("sidecar_cpu_ratio_to_floor")) {
+      std::printf(" (x%.2f the floor)", s["sidecar_cpu_ratio_to_floor"].get<double>());
+    }
+  }
+  std::printf("  sim CPU %.0f us/req", s["sim_cpu_us_per_request"].get<double>());
   if (s["reconnects"].get<int64_t>() > 0) {
     std::printf("  (%lld retried on a new connection)", static_cast<long long>(s["reconnects"]));
   }
@@ -439,9 +543,11 @@ int main(int argc, char** argv) {
   RunResult direct;
   bool have_direct = false;
   if (has_mode("direct")) {
+    const double sim_cpu = sim.CpuMs();
     direct = RunAgents("direct", o, [&](int a, std::vector<Sample>* s, std::string* e) {
       HttpAgent(sim_host, sim_port, "", a, o, s, e);
     });
+    direct.sim_cpu_ms = sim.CpuMs() - sim_cpu;
     have_direct = true;
     json s = Summary(direct, nullptr);
     Print(s);
@@ -485,15 +591,36 @@ int main(int argc, char** argv) {
       return stubs[static_cast<size_t>(agent % o.concurrency)].get();
     };
 
-    json sidecar_report{{"store_sync", sync}, {"rss_start_kib", rss_start}};
+    // The floor, measured with this sidecar's durability before its load (the sidecar is idle).
+    const Floor floor =
+        MeasureFloor(o, dir, "http://" + sim_host + ":" + std::to_string(sim_port) + "/v1", sync);
+    std::printf(
+        "floor (--store-sync %s): %.0f us CPU per turn = append %.0f + Build %.0f + upstream call "
+        "%.0f\n",
+        sync.c_str(), floor.total_us(), floor.append_us, floor.build_us, floor.upstream_us);
+    json sidecar_report{{"store_sync", sync},
+                        {"rss_start_kib", rss_start},
+                        {"floor_us", floor.total_us()},
+                        {"floor_append_us", floor.append_us},
+                        {"floor_build_us", floor.build_us},
+                        {"floor_upstream_us", floor.upstream_us}};
+    // A sidecar way's run with the CPU time the sidecar and strata-sim used during it.
+    auto measured = [&](const std::string& mode,
+                        const std::function<void(int, std::vector<Sample>*, std::string*)>& fn) {
+      const double sidecar_cpu = sidecar.CpuMs(), sim_cpu = sim.CpuMs();
+      RunResult r = RunAgents(mode, o, fn);
+      r.sidecar_cpu_ms = std::max(1e-3, sidecar.CpuMs() - sidecar_cpu);
+      r.sim_cpu_ms = sim.CpuMs() - sim_cpu;
+      return r;
+    };
     int64_t rss_after_grpc = 0;
     if (has_mode("grpc")) {
       RunResult r =
-          RunAgents("grpc" + suffix, o, [&](int a, std::vector<Sample>* s, std::string* e) {
+          measured("grpc" + suffix, [&](int a, std::vector<Sample>* s, std::string* e) {
             GrpcAgent(stub_for(a), "grpc-" + std::to_string(a), a, o, s, e);
           });
       rss_after_grpc = sidecar.RssKib();
-      json s = Summary(r, have_direct ? &direct : nullptr);
+      json s = Summary(r, have_direct ? &direct : nullptr, &floor);
       s["store_sync"] = sync;
       Print(s);
       report["runs"].push_back(s);
@@ -505,11 +632,11 @@ int main(int argc, char** argv) {
       } else {
         const auto [http_host, http_port] = SplitHostPort(http_address);
         RunResult r =
-            RunAgents("proxy" + suffix, o, [&](int a, std::vector<Sample>* s, std::string* e) {
+            measured("proxy" + suffix, [&](int a, std::vector<Sample>* s, std::string* e) {
               HttpAgent(http_host, http_port, "proxy-" + std::to_string(a), a, o, s, e);
             });
         rss_after_proxy = sidecar.RssKib();
-        json s = Summary(r, have_direct ? &direct : nullptr);
+        json s = Summary(r, have_direct ? &direct : nullptr, &floor);
         s["store_sync"] = sync;
         Print(s);
         report["runs"].push_back(s);

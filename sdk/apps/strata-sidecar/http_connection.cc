@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -559,6 +560,14 @@ struct CurrentRequest {
 };
 thread_local CurrentRequest current_request;
 
+// Answers go out as soon as they are written: without TCP_NODELAY, Nagle's algorithm holds a
+// reply's last segment back until the client acknowledges the one before, which a client delays
+// (delayed ACK) by up to 40 ms.
+void SetNoDelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 bool SetNonBlocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
   return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
@@ -599,11 +608,17 @@ class GuardedServer final : public Base {
   explicit GuardedServer(const ConnectionLimits& limits, Args&&... args)
       : Base(std::forward<Args>(args)...), limits_(limits) {}
 
+  // Listening again on a listening socket changes its backlog (Linux, BSD).
+  void Relisten(int backlog) {
+    if (this->svr_sock_ != INVALID_SOCKET) ::listen(this->svr_sock_, backlog);
+  }
+
  private:
   bool Stopping() const { return this->svr_sock_ == INVALID_SOCKET; }
 
   // cpp-httplib calls this on a thread of its pool for each accepted connection.
   bool process_and_close_socket(socket_t sock) override {
+    SetNoDelay(sock);
     const std::string address = PeerAddress(sock);
     bool served = false;
     if (!clients_.Admit(address, limits_.max_per_client)) {
@@ -721,6 +736,14 @@ StatusOr<std::unique_ptr<httplib::Server>> MakeGuardedServer(const TlsConfig& tl
                             "\" must be a PEM certificate chain and its private key");
   }
   return std::unique_ptr<httplib::Server>(std::move(server));
+}
+
+void WidenListenBacklog(httplib::Server& server) {
+  if (auto* plain = dynamic_cast<GuardedServer<httplib::Server>*>(&server)) {
+    plain->Relisten(kListenBacklog);
+  } else if (auto* tls = dynamic_cast<GuardedServer<httplib::SSLServer>*>(&server)) {
+    tls->Relisten(kListenBacklog);
+  }
 }
 
 ClientWatch CurrentClientWatch() {

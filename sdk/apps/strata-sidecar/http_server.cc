@@ -239,6 +239,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
                             " (address in use, or not an address of this host)");
   }
   impl->port_ = port;
+  WidenListenBacklog(*impl->server_);
   Impl* raw = impl.get();
   impl->thread_ = std::thread([raw] {
     raw->server_->listen_after_bind();  // returns after stop(), once the requests are answered

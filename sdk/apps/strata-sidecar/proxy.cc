@@ -192,8 +192,9 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   Agent& agent = job.lease.agent();
   std::shared_ptr<void> in_flight;
   if (options.on_complete_begin) {
-    StatusOr<int64_t> input_tokens = agent.InputTokens();
-    in_flight = options.on_complete_begin(job.tenant, input_tokens.ok() ? *input_tokens : 0,
+    // The context's count (kept as it changes): no request is rendered for the metrics.
+    in_flight = options.on_complete_begin(job.tenant,
+                                          static_cast<int64_t>(agent.context().InputTokens()),
                                           agent.config().endpoint.max_output_tokens);
   }
   TurnOptions with_fields = turn_options;
@@ -773,6 +774,7 @@ StatusOr<HttpReply> GetModels(const std::string& url, const std::string& api_key
   std::string path = path_start == std::string::npos ? "" : url.substr(path_start);
   while (!path.empty() && path.back() == '/') path.pop_back();
   httplib::Client client(origin);
+  client.set_tcp_nodelay(true);
   client.set_connection_timeout(10, 0);
   client.set_read_timeout(30, 0);
   httplib::Headers headers;

@@ -130,8 +130,9 @@ struct ProxyOptions {
   // empty. Called without the agent's lease held for errors, with it held for turns.
   std::function<void(std::string_view tenant, const Turn& turn)> on_turn;
   std::function<void(std::string_view tenant, StatusCode code)> on_error;
-  // Called before each completion is sent (the agent's input tokens now and its max output
-  // tokens); the returned object is released when the completion ends (metrics' in-flight).
+  // Called before each completion is sent (the agent's input tokens now, as its context counts
+  // them without rendering the request, and its max output tokens); the returned object is
+  // released when the completion ends (metrics' in-flight).
   std::function<std::shared_ptr<void>(std::string_view tenant, int64_t input_tokens,
                                       int64_t max_output_tokens)>
       on_complete_begin;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/utf8.h"
+#include "departure_watcher.h"
 #include "service_convert.h"
 #include "strata/client.h"
 
@@ -20,42 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// Cancels `cancel` when the client goes away or the server stops waiting for the call: a thread
-// checks the call's context every 20 ms from construction until Stop() (or the destructor).
-class CancelWhenClientLeaves {
- public:
-  CancelWhenClientLeaves(grpc::ServerContext* context, CancellationToken* cancel)
-      : watcher_([this, context, cancel] {
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!finished_) {
-            if (context->IsCancelled()) {
-              cancel->Cancel();
-              return;
-            }
-            cv_.wait_for(lock, std::chrono::milliseconds(20));
-          }
-        }) {}
-  CancelWhenClientLeaves(const CancelWhenClientLeaves&) = delete;
-  CancelWhenClientLeaves& operator=(const CancelWhenClientLeaves&) = delete;
-  ~CancelWhenClientLeaves() {
-    if (watcher_.joinable()) Stop();
-  }
-
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      finished_ = true;
-    }
-    cv_.notify_all();
-    watcher_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool finished_ = false;  // guarded by mu_
-  std::thread watcher_;    // last: starts once the fields it reads are constructed
-};
 
 void FillInfo(const StoredAgent& a, const std::string& local_id, v1::AgentInfo* out) {
   out->set_agent_id(local_id);
@@ -180,6 +145,7 @@ struct ContextServiceImpl::InFlight {
   bool draining = false;                              // guarded by mu
   int64_t total = 0;  // calls in progress, every tenant's; guarded by mu
   std::condition_variable idle;  // notified when `total` drops to 0
+  DepartureWatcher departures;  // cancels the Completes whose client left
 
   // One of the tenant's max_concurrent_calls slots (released by the returned object), or
   // RESOURCE_EXHAUSTED naming the limit.
@@ -559,7 +525,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
     std::shared_ptr<void> registered = in_flight_->Register(&cancel);  // CancelAll cancels it
-    CancelWhenClientLeaves watcher(context, &cancel);
+    std::shared_ptr<void> watched = in_flight_->departures.Watch(context, &cancel);
     TurnOptions options;
     options.cancel = &cancel;
     options.on_delta = [&](const StreamDelta& d) {
@@ -567,12 +533,13 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     };
     std::shared_ptr<void> in_flight;
     if (hooks_.on_complete_begin) {
-      StatusOr<int64_t> input_tokens = agent.InputTokens();
-      in_flight = hooks_.on_complete_begin(t.name, input_tokens.ok() ? *input_tokens : 0,
-                                           agent.config().endpoint.max_output_tokens);
+      // The context's count (kept as it changes): no request is rendered for the metrics.
+      in_flight = hooks_.on_complete_begin(
+          t.name, static_cast<int64_t>(agent.context().InputTokens()),
+          agent.config().endpoint.max_output_tokens);
     }
     StatusOr<Turn> turn = agent.Complete(options);
-    watcher.Stop();
+    watched.reset();
     if (!turn.ok()) {
       Status s = turn.status();
       if (before) {

@@ -32,8 +32,10 @@ struct ServiceHooks {
   std::function<void(std::string_view tenant, const strata::Turn& turn)> on_turn;
   std::function<void(std::string_view tenant, strata::StatusCode code)> on_error;
   std::function<void(std::string_view tenant, int64_t agents)> on_agents;
-  // A completion is about to be sent (the agent's input tokens now and its max output tokens);
-  // the returned object is released when the call ends (the metrics' requests in flight).
+  // A completion is about to be sent (the agent's input tokens now, as its context counts them
+  // without rendering the request, and its max output tokens); the returned object is released
+  // when the call ends (the metrics' requests in flight). The request's exact count comes with
+  // the Turn (on_turn).
   std::function<std::shared_ptr<void>(std::string_view tenant, int64_t input_tokens,
                                       int64_t max_output_tokens)>
       on_complete_begin;

@@ -65,6 +65,61 @@ void ApplyHold(Hold* hold, strata::sim::SimOptions* options) {
     return answer ? answer(request_json, prompt_tokens) : held;
   };
 }
+
+// The flags of the simulator's options (the retrieve flags are retrieve_flags.h's).
+void AddFlags(CLI::App& app, strata::sim::SimOptions* options, std::string* cached,
+              std::string* tokenizer_spec, std::string* template_name) {
+  app.add_option("--host", options->host, "IPv4 address to bind")->capture_default_str();
+  app.add_option("--port", options->http_port, "HTTP port (0: any free port, -1: no HTTP)")
+      ->check(CLI::Range(-1, 65535))->capture_default_str();
+  app.add_option("--grpc-port", options->grpc_port, "gRPC port (0: any free port, -1: no gRPC)")
+      ->check(CLI::Range(-1, 65535))->capture_default_str();
+  app.add_option("--tokenizer", *tokenizer_spec,
+                 "count prompt tokens with this tokenizer spec (strata/tokenizer_spec.h, "
+                 "e.g. hf:tokenizer.json); "
+                 "default: the bytes-per-token estimator");
+  app.add_option("--chat-template", *template_name,
+                 "chat template the prompt text (and so the cache blocks) is rendered with: glm-5.3 "
+                 "(GLM-5.3-Flash), glm-4.7, generic, or glm5 (alias of glm-5.3)")
+      ->check(CLI::IsMember({"glm-5.3", "glm-4.7", "generic", "glm5"}))->capture_default_str();
+  app.add_option("--block-size", options->cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
+  app.add_option("--capacity-blocks", options->cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
+  app.add_option("--bytes-per-token", options->cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
+  app.add_option("--flavor", options->flavor, "vllm | sglang | openai (reasoning field)")
+      ->check(CLI::IsMember({"vllm", "sglang", "openai"}))->capture_default_str();
+  app.add_option("--error-shape", options->error_shape,
+                 "error bodies: nested {\"error\":{...}} (current vLLM, OpenAI) or flat {\"object\":\"error\",...}")
+      ->check(CLI::IsMember({"nested", "flat"}))->capture_default_str();
+  app.add_option("--max-request-bytes", options->max_request_bytes, "request body limit (413 beyond)")->capture_default_str();
+  app.add_option("--request-timeout-ms", options->request_timeout_ms, "a request's head and body must arrive within this")
+      ->capture_default_str();
+  app.add_option("--idle-timeout-ms", options->idle_timeout_ms, "keep-alive connections idle longer are closed")
+      ->capture_default_str();
+  app.add_option("--cached-tokens", *cached, "present | null | absent (usage.prompt_tokens_details)")
+      ->check(CLI::IsMember({"present", "null", "absent"}))->capture_default_str();
+  app.add_option("--max-context", options->max_context_tokens, "context length in tokens")->capture_default_str();
+  app.add_option("--prefill-us", options->prefill_us_per_token, "prefill microseconds per uncached token")->capture_default_str();
+  app.add_option("--decode-us", options->decode_us_per_token, "decode microseconds per output token")->capture_default_str();
+  app.add_option("--concurrency", options->max_concurrency, "requests in progress at once (0: unlimited)")->capture_default_str();
+  app.add_option("--kv-capacity-tokens", options->kv.capacity_tokens,
+                 "KV cache capacity in tokens (0: memory not modelled; e.g. strata plan's kv_capacity_tokens)")
+      ->capture_default_str();
+  app.add_option("--kv-block-tokens", options->kv.block_tokens, "tokens per KV block")->capture_default_str();
+  app.add_flag("--preempt", options->kv.preempt, "grow KV while decoding and preempt the youngest sequence when full");
+  app.add_option("--prefill-attention-us", options->kv.prefill_attention_us,
+                 "prefill microseconds per uncached token per 1K tokens of context (quadratic term)")
+      ->capture_default_str();
+  app.add_flag("--serial-prefill", options->kv.serial_prefill, "run one prefill at a time");
+  app.add_option("--trajectory", options->trajectory_path, "JSON lines trajectory whose assistant messages are the replies");
+  app.add_option("--output-tokens", options->generated_output_tokens, "tokens of a generated reply")->capture_default_str();
+  app.add_option("--chunk-bytes", options->chunk_bytes, "bytes per streamed delta")->capture_default_str();
+  app.add_flag("--flush-each-event", options->flush_each_event, "one send() per SSE event");
+  app.add_option("--fault", options->default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
+  app.add_option("--request-log", options->request_log_path,
+                 "append each chat completion request received (HTTP and gRPC) to FILE as one JSON line: "
+                 "headers, whole body, status, fault, prompt and cached tokens, processing time");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,53 +128,8 @@ int main(int argc, char** argv) {
   std::string tokenizer_spec;
   std::string template_name = "glm-5.3";
   CLI::App app{"strata-sim: an OpenAI Chat Completions and SGLang gRPC endpoint simulator"};
-  app.add_option("--host", options.host, "IPv4 address to bind")->capture_default_str();
-  app.add_option("--port", options.http_port, "HTTP port (0: any free port, -1: no HTTP)")
-      ->check(CLI::Range(-1, 65535))->capture_default_str();
-  app.add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port, -1: no gRPC)")
-      ->check(CLI::Range(-1, 65535))->capture_default_str();
-  app.add_option("--tokenizer", tokenizer_spec,
-                 "count prompt tokens with this tokenizer spec (strata/tokenizer_spec.h, "
-                 "e.g. hf:tokenizer.json); "
-                 "default: the bytes-per-token estimator");
-  app.add_option("--chat-template", template_name,
-                 "chat template the prompt text (and so the cache blocks) is rendered with: glm-5.3 "
-                 "(GLM-5.3-Flash), glm-4.7, generic, or glm5 (alias of glm-5.3)")
-      ->check(CLI::IsMember({"glm-5.3", "glm-4.7", "generic", "glm5"}))->capture_default_str();
-  app.add_option("--block-size", options.cache.block_tokens, "prefix-cache block size in tokens")->capture_default_str();
-  app.add_option("--capacity-blocks", options.cache.capacity_blocks, "prefix-cache capacity (LRU)")->capture_default_str();
-  app.add_option("--bytes-per-token", options.cache.bytes_per_token, "estimator bytes per token")->capture_default_str();
-  app.add_option("--flavor", options.flavor, "vllm | sglang | openai (reasoning field)")
-      ->check(CLI::IsMember({"vllm", "sglang", "openai"}))->capture_default_str();
-  app.add_option("--error-shape", options.error_shape,
-                 "error bodies: nested {\"error\":{...}} (current vLLM, OpenAI) or flat {\"object\":\"error\",...}")
-      ->check(CLI::IsMember({"nested", "flat"}))->capture_default_str();
-  app.add_option("--max-request-bytes", options.max_request_bytes, "request body limit (413 beyond)")->capture_default_str();
-  app.add_option("--request-timeout-ms", options.request_timeout_ms, "a request's head and body must arrive within this")
-      ->capture_default_str();
-  app.add_option("--idle-timeout-ms", options.idle_timeout_ms, "keep-alive connections idle longer are closed")
-      ->capture_default_str();
-  app.add_option("--cached-tokens", cached, "present | null | absent (usage.prompt_tokens_details)")
-      ->check(CLI::IsMember({"present", "null", "absent"}))->capture_default_str();
-  app.add_option("--max-context", options.max_context_tokens, "context length in tokens")->capture_default_str();
-  app.add_option("--prefill-us", options.prefill_us_per_token, "prefill microseconds per uncached token")->capture_default_str();
-  app.add_option("--decode-us", options.decode_us_per_token, "decode microseconds per output token")->capture_default_str();
-  app.add_option("--concurrency", options.max_concurrency, "requests in progress at once (0: unlimited)")->capture_default_str();
-  app.add_option("--kv-capacity-tokens", options.kv.capacity_tokens,
-                 "KV cache capacity in tokens (0: memory not modelled; e.g. strata plan's kv_capacity_tokens)")
-      ->capture_default_str();
-  app.add_option("--kv-block-tokens", options.kv.block_tokens, "tokens per KV block")->capture_default_str();
-  app.add_flag("--preempt", options.kv.preempt, "grow KV while decoding and preempt the youngest sequence when full");
-  app.add_option("--prefill-attention-us", options.kv.prefill_attention_us,
-                 "prefill microseconds per uncached token per 1K tokens of context (quadratic term)")
-      ->capture_default_str();
-  app.add_flag("--serial-prefill", options.kv.serial_prefill, "run one prefill at a time");
-  app.add_option("--trajectory", options.trajectory_path, "JSON lines trajectory whose assistant messages are the replies");
-  app.add_option("--output-tokens", options.generated_output_tokens, "tokens of a generated reply")->capture_default_str();
-  app.add_option("--chunk-bytes", options.chunk_bytes, "bytes per streamed delta")->capture_default_str();
-  app.add_flag("--flush-each-event", options.flush_each_event, "one send() per SSE event");
+  AddFlags(app, &options, &cached, &tokenizer_spec, &template_name);
   Hold* hold = AddHoldFlags(app);
-  app.add_option("--fault", options.default_fault, "fault applied to every request, e.g. 503 or stall,after=3,delay_ms=500");
   strata::sim::RetrieveFlags retrieve;
   strata::sim::AddRetrieveFlags(app, &retrieve);
   try {

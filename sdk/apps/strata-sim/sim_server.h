@@ -27,6 +27,15 @@
 // stops at the output cap with finish_reason "length". Each connection has idle and request
 // timeouts, a request has a size limit (413) and the request log is bounded.
 //
+// Its own cost is reported, so that a benchmark can tell the endpoint's time from the harness's:
+// every chat completion answered over HTTP carries "X-Strata-Sim-Processing-Us: <microseconds>",
+// the simulator's own work on the request (parsing, validation, rendering and hashing the prompt,
+// planning the answer; the simulated queue, prefill and decode time excluded), which the request
+// log keeps (SimRequestLog::processing_us) and GET /metrics sums
+// (strata_sim_processing_seconds_total over strata_sim_requests_processed_total).
+// SimOptions::request_log_path (strata-sim --request-log FILE) appends each chat completion
+// request received, HTTP or gRPC, to a file as one JSON line.
+//
 // Thread safety: SimServer is thread-safe; it serves each connection on its own thread.
 #ifndef STRATA_APPS_STRATA_SIM_SIM_SERVER_H_
 #define STRATA_APPS_STRATA_SIM_SIM_SERVER_H_
@@ -40,6 +49,7 @@
 #include <vector>
 
 #include "strata/chat_template.h"
+#include "strata/clock.h"
 #include "strata/prefix_cache.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -96,6 +106,15 @@ struct SimOptions {
   size_t max_logged_requests = 10000;
   size_t max_logged_body_bytes = 4u << 20;
   size_t max_log_bytes = 256u << 20;
+  // Set: every chat completion request (HTTP and gRPC) is appended to this file, once planned, as
+  // one JSON line: {"unix_ms", "protocol", "path", "headers" (lower-case names), "body" (whole,
+  // as a string; bytes that are not UTF-8 become U+FFFD), "body_bytes", "status", "fault",
+  // "cache_salt", "prompt_tokens", "cached_tokens", "processing_us", "peer" (gRPC)}. The file is
+  // created if missing and appended to; each line is flushed when written. "": no file (default).
+  std::string request_log_path;
+  // Reads the time of the processing measurements and of the request log's unix_ms; not owned.
+  // nullptr: SystemClock().
+  Clock* clock = nullptr;
   // Connection limits. A kept-alive connection waiting for its next request is closed after
   // `idle_timeout_ms`; a request whose head and body take longer than `request_timeout_ms` to
   // arrive is answered 408 and closed; a body over `max_request_bytes` gets 413, a head over
@@ -120,12 +139,15 @@ struct SimRequestLog {
   int64_t cached_tokens = 0;
   int status = 0;
   std::string peer;  // gRPC: the client's address (one per connection)
+  // The simulator's own work on the request, in microseconds (see the file comment).
+  int64_t processing_us = 0;
 };
 
 class SimServer {
  public:
   // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a port
-  // outside -1..65535, a bad trajectory, fault spec or error shape.
+  // outside -1..65535, a bad trajectory, fault spec or error shape, or a request log file that
+  // cannot be opened for appending.
   static StatusOr<std::unique_ptr<SimServer>> Start(SimOptions options);
   ~SimServer();  // Stop()s
 

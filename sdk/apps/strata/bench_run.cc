@@ -1,6 +1,8 @@
 // strata bench: workloads, measurement and reports (see bench_run.h).
 #include "bench_run.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -195,6 +197,12 @@ std::string AgentBody(const CellSpec& spec, uint64_t doc_seed, int turn) {
   return body.dump();
 }
 
+double ThreadCpuMs() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
                    const std::function<void()>& on_request_done) {
   CellResult result;
@@ -226,10 +234,12 @@ CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
         // Warm: the same document, one more exchange per turn. Cold: a fresh document each time.
         const uint64_t doc =
             spec.warm ? agent_seed : agent_seed + 104729ULL * static_cast<uint64_t>(i + 1);
+        const double cpu_start = ThreadCpuMs();
         const std::string body = AgentBody(spec, doc, spec.warm ? turn_base + i : 0);
         Response response;
         RequestRecord record;
         Status status = send(body, &record, &response);
+        const double client_ms = ThreadCpuMs() - cpu_start;
         {
           std::lock_guard<std::mutex> lock(mu);
           ++result.requests;
@@ -238,6 +248,7 @@ CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
             if (result.error_samples.size() < 5) result.error_samples.push_back(status.ToString());
           } else {
             result.ttft_ms.push_back(response.timings.ttft_ms);
+            result.client_ms.push_back(client_ms);
             result.e2e_ms.push_back(response.timings.total_ms);
             const int64_t out = response.usage.completion_tokens;
             if (out > 1)
@@ -279,6 +290,7 @@ nlohmann::ordered_json CellToJson(const CellResult& c) {
   j["ttft_ms"] = PercentileJson(c.ttft_ms);
   j["tpot_ms"] = PercentileJson(c.tpot_ms);
   j["e2e_ms"] = PercentileJson(c.e2e_ms);
+  j["client_ms"] = PercentileJson(c.client_ms);
   j["queue_wait_ms"] =
       c.mode == "pools" ? PercentileJson(c.queue_wait_ms) : nlohmann::ordered_json();
   j["throughput_tokens_per_s"] =
@@ -356,10 +368,11 @@ td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3
   make('throughput', 'bar', pick('tp', c => c.throughput_tokens_per_s), 'Throughput (tokens/s)', 'tokens/s');
   make('cached', 'bar', pick('cs', c => c.cached_share === null ? 0 : c.cached_share), 'Cached share of prompt tokens', 'share');
   const table = document.getElementById('cells');
-  const head = ['length', 'concurrency', 'cache', 'mode', 'requests', 'errors', 'TTFT p50', 'TTFT p90', 'TTFT p99', 'TPOT p50', 'E2E p99', 'tokens/s', 'cached share', 'queue wait p99'];
+  const head = ['length', 'concurrency', 'cache', 'mode', 'requests', 'errors', 'TTFT p50', 'TTFT p90', 'TTFT p99', 'client p50', 'TPOT p50', 'E2E p99', 'tokens/s', 'cached share', 'queue wait p99'];
   table.innerHTML = '<tr>' + head.map(h => '<th>' + h + '</th>').join('') + '</tr>' + cells.map(c => '<tr>' + [
     fmt(c.length), c.concurrency, c.cache, c.mode, c.requests, c.errors,
-    c.ttft_ms.p50.toFixed(1), c.ttft_ms.p90.toFixed(1), c.ttft_ms.p99.toFixed(1), c.tpot_ms.p50.toFixed(2),
+    c.ttft_ms.p50.toFixed(1), c.ttft_ms.p90.toFixed(1), c.ttft_ms.p99.toFixed(1),
+    c.client_ms ? c.client_ms.p50.toFixed(2) : '-', c.tpot_ms.p50.toFixed(2),
     c.e2e_ms.p99.toFixed(1), Math.round(c.throughput_tokens_per_s),
     c.cached_share === null ? '-' : (100 * c.cached_share).toFixed(1) + '%',
     c.queue_wait_ms ? c.queue_wait_ms.p99.toFixed(1) : '-'

@@ -59,6 +59,9 @@ struct CellResult {
   int64_t errors = 0;
   std::vector<std::string> error_samples;  // first few error messages
   std::vector<double> ttft_ms, tpot_ms, e2e_ms, queue_wait_ms;
+  // The bench's own CPU time per request (its thread's: building the body, sending it, reading
+  // the answer), so that a TTFT can be told from what the harness itself spent.
+  std::vector<double> client_ms;
   int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0;
   bool cached_reported = false;
   double wall_s = 0;
@@ -79,6 +82,10 @@ CellResult RunCell(const CellSpec& spec, Transport* transport, PoolSet* pools,
                    const std::function<void()>& on_request_done);
 
 nlohmann::ordered_json CellToJson(const CellResult& cell);
+
+// CPU time the calling thread has used so far, in milliseconds (a request's client-side time is
+// the difference around it).
+double ThreadCpuMs();
 
 // A self-contained HTML page (charts drawn with the inlined `chart_js` bundle) of `results`, the
 // object written by --json.

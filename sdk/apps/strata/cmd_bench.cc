@@ -279,6 +279,7 @@ std::unique_ptr<PoolSet> MakePools(const std::string& file, const std::string& s
 struct MixedArm {
   std::string name;
   std::vector<double> short_ttft, long_e2e;
+  std::vector<double> short_client_ms;  // the bench's own CPU time per short request
   int64_t short_ok = 0, short_total = 0, long_ok = 0, long_total = 0, tokens = 0;
   double wall_s = 0;
   std::vector<std::string> errors;
@@ -298,23 +299,18 @@ std::string MixedSimArgs(const BenchArgs& args) {
   return out + "--kv-capacity-tokens " + std::to_string(args.mixed_kv_capacity);
 }
 
-MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress,
-                     const bench::TraceCorpus* corpus) {
-  const std::string sim_args = MixedSimArgs(args);
-  const std::string sim_path = args.sim_path.empty() ? DefaultSimPath() : args.sim_path;
-  auto sim_a = SimProcess::Start(sim_path, sim_args);
-  auto sim_b = SimProcess::Start(sim_path, sim_args);
-  auto transport_a = MakeTransport(sim_a->base_url());
-  auto transport_b = MakeTransport(sim_b->base_url());
+// The arm's pools over the two replicas: length pools (short requests to A; long ones to B, one at
+// a time, waiting in strata's queue), or one undivided pool over both.
+PoolSetConfig MixedPools(bool with_pools, Transport* a, Transport* b) {
   PoolSetConfig config;
   if (with_pools) {
     // Short requests get replica A; long ones replica B, one at a time, waiting in strata's queue.
     config.pools.push_back(PoolConfig{
-        "short", 131072, {}, {transport_a.get()}, 0, 0, std::chrono::milliseconds(0), 16});
+        "short", 131072, {}, {a}, 0, 0, std::chrono::milliseconds(0), 16});
     config.pools.push_back(PoolConfig{"long",
                                       1048576 + 4096,
                                       {},
-                                      {transport_b.get()},
+                                      {b},
                                       1,
                                       64,
                                       std::chrono::milliseconds(600000),
@@ -324,13 +320,24 @@ MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress,
     config.pools.push_back(PoolConfig{"all",
                                       1048576 + 4096,
                                       {},
-                                      {transport_a.get(), transport_b.get()},
+                                      {a, b},
                                       0,
                                       0,
                                       std::chrono::milliseconds(0),
                                       16});
   }
-  auto pools = std::move(PoolSet::Create(config)).value();
+  return config;
+}
+
+MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress,
+                     const bench::TraceCorpus* corpus) {
+  const std::string sim_args = MixedSimArgs(args);
+  const std::string sim_path = args.sim_path.empty() ? DefaultSimPath() : args.sim_path;
+  auto sim_a = SimProcess::Start(sim_path, sim_args);
+  auto sim_b = SimProcess::Start(sim_path, sim_args);
+  auto transport_a = MakeTransport(sim_a->base_url());
+  auto transport_b = MakeTransport(sim_b->base_url());
+  auto pools = std::move(PoolSet::Create(MixedPools(with_pools, transport_a.get(), transport_b.get()))).value();
   MixedArm arm;
   arm.name = with_pools ? "strata pools (short: A; long: B, cap 1)" : "one undivided pool (A+B)";
   std::mutex mu;
@@ -373,15 +380,18 @@ MixedArm RunMixedArm(const BenchArgs& args, bool with_pools, Progress& progress,
   for (int c = 0; c < args.mixed_short_clients; ++c) {
     threads.emplace_back([&, c] {
       for (int r = 0; r < args.mixed_short_requests; ++r) {
+        const double cpu_start = bench::ThreadCpuMs();
         std::string body = bench::AgentBody(
             short_spec, 1000 + static_cast<uint64_t>(c) * 1000 + r + (with_pools ? 0 : 500000), 0);
         Response response;
         Status s = send(body, &response);
+        const double client_ms = bench::ThreadCpuMs() - cpu_start;
         std::lock_guard<std::mutex> lock(mu);
         ++arm.short_total;
         if (s.ok()) {
           ++arm.short_ok;
           arm.short_ttft.push_back(response.timings.ttft_ms);
+          arm.short_client_ms.push_back(client_ms);
           arm.tokens += response.usage.prompt_tokens + response.usage.completion_tokens;
         } else if (arm.errors.size() < 5) {
           arm.errors.push_back(s.ToString());
@@ -401,6 +411,8 @@ nlohmann::ordered_json MixedArmJson(const MixedArm& arm) {
   nlohmann::ordered_json j;
   j["arm"] = arm.name;
   j["short_ttft_ms"] = {{"p50", ttft.p50}, {"p90", ttft.p90}, {"p99", ttft.p99}};
+  bench::Percentiles client = bench::ComputePercentiles(arm.short_client_ms);
+  j["short_client_ms"] = {{"p50", client.p50}, {"p99", client.p99}};
   j["short_ok"] = arm.short_ok;
   j["short_total"] = arm.short_total;
   j["long_ok"] = arm.long_ok;
@@ -434,12 +446,12 @@ void RunMixed(const BenchArgs& args) {
                   {"length", *ParseLength(args.mixed_short_length)}};
   out["long_lengths"] = Split(args.mixed_long_lengths);
   out["arms"] = {MixedArmJson(undivided), MixedArmJson(pooled)};
-  std::printf("%-40s %12s %12s %10s %14s\n", "arm", "short p50", "short p99", "long ok",
-              "tokens/s");
+  std::printf("%-40s %12s %12s %12s %10s %14s\n", "arm", "short p50", "short p99", "client p50",
+              "long ok", "tokens/s");
   for (const auto& arm : out["arms"]) {
-    std::printf("%-40s %9.1f ms %9.1f ms %5lld/%-4lld %14.0f\n",
+    std::printf("%-40s %9.1f ms %9.1f ms %9.2f ms %5lld/%-4lld %14.0f\n",
                 arm["arm"].get<std::string>().c_str(), arm["short_ttft_ms"]["p50"].get<double>(),
-                arm["short_ttft_ms"]["p99"].get<double>(),
+                arm["short_ttft_ms"]["p99"].get<double>(), arm["short_client_ms"]["p50"].get<double>(),
                 static_cast<long long>(arm["long_ok"].get<int64_t>()),
                 static_cast<long long>(arm["long_total"].get<int64_t>()),
                 arm["throughput_tokens_per_s"].get<double>());
@@ -578,21 +590,21 @@ BenchMatrix ParseMatrix(const BenchArgs& args) {
 
 // The matrix's results as a table on stdout, one line per cell.
 void PrintCells(const nlohmann::ordered_json& cells) {
-  std::printf("%-6s %4s %-5s %5s %6s %10s %10s %10s %10s %12s %7s\n", "length", "conc", "cache",
-              "reqs", "errors", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "tokens/s",
-              "cached");
+  std::printf("%-6s %4s %-5s %5s %6s %10s %10s %10s %10s %10s %12s %7s\n", "length", "conc",
+              "cache", "reqs", "errors", "TTFT p50", "TTFT p99", "client p50", "TPOT p50", "E2E p99",
+              "tokens/s", "cached");
   for (const auto& cell : cells) {
     std::string cached =
         cell["cached_share"].is_null()
             ? "-"
             : std::to_string(static_cast<int>(cell["cached_share"].get<double>() * 100)) + "%";
-    std::printf("%-6s %4d %-5s %5lld %6lld %7.1f ms %7.1f ms %7.2f ms %7.1f ms %12.0f %7s\n",
+    std::printf("%-6s %4d %-5s %5lld %6lld %7.1f ms %7.1f ms %7.2f ms %7.2f ms %7.1f ms %12.0f %7s\n",
                 LengthName(cell["length"].get<int64_t>()).c_str(), cell["concurrency"].get<int>(),
                 cell["cache"].get<std::string>().c_str(),
                 static_cast<long long>(cell["requests"].get<int64_t>()),
                 static_cast<long long>(cell["errors"].get<int64_t>()),
                 cell["ttft_ms"]["p50"].get<double>(), cell["ttft_ms"]["p99"].get<double>(),
-                cell["tpot_ms"]["p50"].get<double>(), cell["e2e_ms"]["p99"].get<double>(),
+                cell["client_ms"]["p50"].get<double>(), cell["tpot_ms"]["p50"].get<double>(), cell["e2e_ms"]["p99"].get<double>(),
                 cell["throughput_tokens_per_s"].get<double>(), cached.c_str());
   }
 }

@@ -64,6 +64,7 @@ TEST_CASE(
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = nlohmann::json::parse(ReadFile(json_file));
   REQUIRE(j["cells"].size() == 8);
+  CHECK_THAT(r.output, Catch::Contains("client p50"));
   for (const auto& cell : j["cells"]) {
     INFO(cell.dump());
     CHECK(cell["errors"] == 0);
@@ -71,6 +72,9 @@ TEST_CASE(
     CHECK(cell["ttft_ms"]["p50"].get<double>() > 0);
     CHECK(cell["ttft_ms"]["p99"].get<double>() >= cell["ttft_ms"]["p50"].get<double>());
     CHECK(cell["tpot_ms"].contains("p90"));
+    // The bench's own CPU time per request, beside the TTFT it measured.
+    CHECK(cell["client_ms"]["p50"].get<double>() > 0);
+    CHECK(cell["client_ms"]["p99"].get<double>() >= cell["client_ms"]["p50"].get<double>());
     CHECK(cell["throughput_tokens_per_s"].get<double>() > 0);
     // Cold cells send fresh documents (only the short system prompt can be reused); warm ones
     // re-send a primed document.
