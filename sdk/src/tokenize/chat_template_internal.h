@@ -22,10 +22,10 @@
 #define STRATA_SRC_TOKENIZE_CHAT_TEMPLATE_INTERNAL_H_
 
 #include <cstddef>
-#include <list>
-#include <mutex>
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/chat_template.h"
 #include "strata/status.h"
 
@@ -71,7 +72,7 @@ class RecentList {
   RecentList(size_t max_items, size_t max_bytes) : max_items_(max_items), max_bytes_(max_bytes) {}
 
   std::vector<std::shared_ptr<const T>> Snapshot() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return std::vector<std::shared_ptr<const T>>(items_.begin(), items_.end());
   }
 
@@ -79,7 +80,7 @@ class RecentList {
   // given and still kept. An item over a quarter of the bytes allowed is not kept.
   void Keep(std::shared_ptr<const T> item, const T* replaced) {
     if (item->text.size() > max_bytes_ / 4) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     for (auto it = items_.begin(); it != items_.end(); ++it) {
       if (it->get() != replaced && it->get() != item.get()) continue;
       bytes_ -= (*it)->text.size();
@@ -95,7 +96,7 @@ class RecentList {
   }
 
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     items_.clear();
     bytes_ = 0;
   }
@@ -103,9 +104,9 @@ class RecentList {
  private:
   const size_t max_items_;
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::list<std::shared_ptr<const T>> items_;  // guarded by mu_
-  size_t bytes_ = 0;                           // guarded by mu_
+  mutable internal::Mutex mu_;
+  std::list<std::shared_ptr<const T>> items_ STRATA_GUARDED_BY(mu_);
+  size_t bytes_ STRATA_GUARDED_BY(mu_) = 0;
 };
 
 // --- template_request.cc ---------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "tokenize/exact_tokenizer.h"
 #include "tokenize/hf_bpe_pipeline.h"
 
@@ -485,7 +486,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(cache_mutex_);
+      internal::MutexLock lock(cache_mutex_);
       auto it = cache_.find(key);
       if (it != cache_.end()) {
         ids->insert(ids->end(), it->second.begin(), it->second.end());
@@ -496,7 +497,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
     MergeWord(word, ids);
     if (word.size() <= kMaxCachedWordBytes) {
       std::vector<int32_t> value(ids->begin() + before, ids->end());
-      std::lock_guard<std::mutex> lock(cache_mutex_);
+      internal::MutexLock lock(cache_mutex_);
       if (cache_.size() >= kMaxCacheEntries) cache_.clear();
       cache_.emplace(std::move(key), std::move(value));
     }
@@ -577,8 +578,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
   mutable std::once_flag newline_cuts_once_;
   mutable bool newline_cuts_ = false;  // written once under newline_cuts_once_
 
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // guarded by cache_mutex_
+  mutable internal::Mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ STRATA_GUARDED_BY(cache_mutex_);
 };
 
 StatusOr<std::unique_ptr<ExactTokenizer>> HfBpeTokenizer::Load(std::string_view json_text,
