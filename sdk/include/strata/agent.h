@@ -47,6 +47,7 @@
 #include "strata/budget.h"
 #include "strata/builtin_policies.h"
 #include "strata/client.h"
+#include "strata/clock.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/record.h"
@@ -226,6 +227,9 @@ struct AgentServices {
   // the spec's (for "hf:" and "spm:" the file's hash, read without building the tokenizer) and a
   // mismatch is FAILED_PRECONDITION naming both. nullptr: loaded from config.tokenizer.
   const Tokenizer* tokenizer = nullptr;
+  // Time and randomness (strata/clock.h) for the agent's records, durations and ids, and for the
+  // transport and store it opens itself. Not owned; nullptr: SystemClock().
+  Clock* clock = nullptr;
 };
 
 // How Agent::Open() reopens a stored agent.
