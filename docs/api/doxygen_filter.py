@@ -5,13 +5,15 @@ The headers use plain `//` comments (Google style), which doxygen ignores. This 
 doxygen on each header (INPUT_FILTER in Doxyfile), turns them into documentation without changing
 the files:
   - the banner at the top of the file becomes the file's documentation (\\file);
-  - a block of `//` lines directly above a declaration (no blank line between) documents it;
+  - a block of `//` lines directly above a declaration (no blank line between) documents that
+    declaration only: the declarations after it need their own comments;
   - a `// ...` comment after code on the same line documents that member (`///<`);
-  - a comment above a run of one-line declarations (no blank line, no comment between them, e.g.
-    the const, & and && overloads of an accessor) documents each of them (a member group, with
-    DISTRIBUTE_GROUP_DOC).
-Comments followed by a blank line, and those after a closing brace or a preprocessor line, stay
-plain comments. The line count is unchanged, so doxygen's line numbers are the file's.
+  - a comment above a run of one-line declarations of one name (no blank line, no comment between
+    them: the const, & and && overloads of an accessor) documents each of them (a member group,
+    with DISTRIBUTE_GROUP_DOC); a run declaring different names is not a group.
+Section dividers (`// --- Content ---`, a line of dashes) document nothing. Comments followed by a
+blank line, and those after a closing brace or a preprocessor line, stay plain comments. The line
+count is unchanged, so doxygen's line numbers are the file's.
 """
 import re
 import sys
@@ -19,6 +21,14 @@ import sys
 TRAILING = re.compile(r'^(?P<code>[^"/]*?(?:"[^"\\]*(?:\\.[^"\\]*)*"[^"/]*?)*\S)(?P<gap>\s+)//(?P<text>.*)$')
 ENTITY = re.compile(r'&(\w+);')  # `&sink;` in an example is code, not an HTML entity
 NO_TRAILING_DOC = re.compile(r'^\s*(}|#|public:|private:|protected:|namespace\b)')
+DIVIDER = re.compile(r'^\s*//\s*(-{3,}.*|=+|-+)\s*$')  # `// --- Content ---`, `// -----`
+DECLARED_NAME = re.compile(r'(~?\w+|operator\W+)\s*\(')
+
+
+def declared_name(line):
+    """The name a one-line function declaration declares (`Get` in `const T& Get() const&;`)."""
+    m = DECLARED_NAME.search(line)
+    return m.group(1) if m else None
 
 
 def one_line_declaration(line):
@@ -50,15 +60,19 @@ def convert(lines):
             while j < n and lines[j].lstrip().startswith('//'):
                 j += 1
             following = lines[j].strip() if j < n else ''
+            if all(DIVIDER.match(lines[k]) for k in range(i, j)):
+                following = ''  # a divider documents nothing
             if following and not following.startswith(('}', 'public:', 'private:', 'protected:',
                                                        '#if', '#endif', '#include', '#else')):
                 for k in range(i, j):
                     indent = lines[k][:len(lines[k]) - len(lines[k].lstrip())]
                     body = lines[k].lstrip()[2:]
-                    if not body.startswith('/'):
+                    if not body.startswith('/') and not DIVIDER.match(lines[k]):
                         out[k] = indent + '///' + ENTITY.sub(r'&amp;\1;', body)
                 end = j
-                while end < n and one_line_declaration(lines[end]):
+                name = declared_name(lines[j]) if one_line_declaration(lines[j]) else None
+                while (end < n and name is not None and one_line_declaration(lines[end]) and
+                       declared_name(lines[end]) == name):
                     end += 1
                 if end - j >= 2:
                     indent = lines[j][:len(lines[j]) - len(lines[j].lstrip())]

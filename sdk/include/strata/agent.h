@@ -47,6 +47,7 @@
 #include "strata/budget.h"
 #include "strata/builtin_policies.h"
 #include "strata/client.h"
+#include "strata/clock.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/record.h"
@@ -63,10 +64,11 @@ struct AgentBudgetConfig {
   int64_t window = 1048576;  // the model's context window
   // Unset: min(32,768, window / 8), min(16,384, window / 16), min(16,384, window / 16).
   std::optional<int64_t> reserve_output;
-  std::optional<int64_t> reserve_reasoning;
-  std::optional<int64_t> reserve_headroom;
+  std::optional<int64_t> reserve_reasoning;  // unset: min(16,384, window / 16)
+  std::optional<int64_t> reserve_headroom;   // unset: min(16,384, window / 16)
+  // Compact above this. Default 85% of the budget.
   BudgetLimit trigger = BudgetLimit::Fraction(0.85);
-  BudgetLimit target = BudgetLimit::Fraction(0.60);
+  BudgetLimit target = BudgetLimit::Fraction(0.60);  // compact down to this. Default 60%
   bool enforce = true;  // false: no budget (the context grows without limit)
 };
 
@@ -86,7 +88,7 @@ struct AgentPolicyConfig {
   // A masked result's placeholder lists one identifier per `tokens_per_identifier` tokens of the
   // output, between 8 and `placeholder_identifiers`. Defaults 64 and 32 (must be > 0).
   size_t placeholder_identifiers = 64;
-  size_t tokens_per_identifier = 32;
+  size_t tokens_per_identifier = 32;  // see placeholder_identifiers. Default 32
   size_t max_summary_tokens = 1536;  // tokens of one summary at most. Default 1536
   // --- The cost model (StrataPolicyOptions, "Cost model"). Decide by expected cost (false: the
   // hysteresis-only policy). Default true.
@@ -94,10 +96,10 @@ struct AgentPolicyConfig {
   // Prices of an uncached and of a cached input token; only their ratio matters. Defaults 1.0 and
   // 0.1 (uncached must be > 0, cached >= 0).
   double uncached_price = 1.0;
-  double cached_price = 0.1;
+  double cached_price = 0.1;  // see uncached_price. Default 0.1
   // The remaining-turn estimate's prior and its weight. Defaults 5 and 1 (>= 0).
   double prior_remaining_turns = 5;
-  double prior_weight = 1;
+  double prior_weight = 1;  // see prior_remaining_turns. Default 1
   // Below the trigger, a batch must save this many times its re-prefill cost. Default 1 (>= 0).
   double below_trigger_margin = 1;
   // Results sharing names with the assistant messages of this many last turns are in use. Default 3.
@@ -151,13 +153,13 @@ struct AgentConfig {
   // alias "glm5", "glm-4.7", "generic") or "" (the context's own count: content plus
   // message_overhead_tokens per message). With a template, budgets use exact request counts.
   std::string chat_template = "glm5";
-  AgentBudgetConfig budget;
-  AgentPolicyConfig policy;
-  HygieneOptions hygiene;
-  RenderOptions render;
-  bool keep_originals = true;
-  size_t message_overhead_tokens = 6;
-  AgentEndpointConfig endpoint;
+  AgentBudgetConfig budget;    // the token budget (AgentBudgetConfig); defaults as there
+  AgentPolicyConfig policy;    // the compaction policy (AgentPolicyConfig); defaults as there
+  HygieneOptions hygiene;      // hygiene of what is appended (strata/context.h); defaults as there
+  RenderOptions render;        // how requests are rendered (strata/context.h); defaults as there
+  bool keep_originals = true;  // keep originals of altered segments for recall. Default true
+  size_t message_overhead_tokens = 6;  // per-message tokens without a chat template. Default 6
+  AgentEndpointConfig endpoint;        // where and how requests are sent (AgentEndpointConfig)
   PrefixCacheOptions cache;  // block size of the server's prefix cache
   AgentRecallConfig recall;  // the context_recall tool and its answers
   // SQLite store (strata/store.h); "" keeps the agent in memory only.
@@ -225,6 +227,9 @@ struct AgentServices {
   // the spec's (for "hf:" and "spm:" the file's hash, read without building the tokenizer) and a
   // mismatch is FAILED_PRECONDITION naming both. nullptr: loaded from config.tokenizer.
   const Tokenizer* tokenizer = nullptr;
+  // Time and randomness (strata/clock.h) for the agent's records, durations and ids, and for the
+  // transport and store it opens itself. Not owned; nullptr: SystemClock().
+  Clock* clock = nullptr;
 };
 
 // How Agent::Open() reopens a stored agent.
@@ -234,8 +239,8 @@ struct OpenOptions {
   // accepted, every segment's tokens are recounted and stored, and the stored configuration names
   // the new ones. "" keeps the stored spec.
   std::string tokenizer;
-  std::string chat_template;
-  bool retokenize = false;
+  std::string chat_template;  // the chat template to open with; "" keeps the stored one
+  bool retokenize = false;    // accept another tokenizer or template (see above). Default false
   // Replaces the whole stored endpoint, every field of it (backend, base_url, api_key_env,
   // deployment_secret_env, stream, max_output_tokens, thinking, reasoning_effort, send_cache_salt,
   // deadline and timeouts, max_attempts), not only the base URL: start from the stored one
@@ -268,7 +273,7 @@ struct Turn {
   // The request reused less than the previous one: every cause, e.g. "doc version change (v1 ->
   // v2)" and "compaction", joined in prefix_break->reason and listed in break_causes.
   std::optional<PrefixBreakEvent> prefix_break;
-  std::vector<std::string> break_causes;
+  std::vector<std::string> break_causes;  // each cause of prefix_break; empty when none
   GrowthPoint growth;  // recorded in the store automatically
   std::string body;    // the request body that was sent
 };
@@ -284,8 +289,8 @@ struct RunResult {
   std::string answer;  // the last answer's content
   // "answer" (the model answered without tool calls) or "max_turns".
   std::string stopped;
-  std::vector<Turn> turns;
-  int tool_calls = 0;
+  std::vector<Turn> turns;  // every model call of the run, in order
+  int tool_calls = 0;       // tool calls the run answered
   int tool_errors = 0;  // unknown tools, throwing handlers, handlers that returned is_error
 };
 
@@ -309,8 +314,9 @@ struct RequestPreview {
   // Input tokens as Turn::record.input_tokens counts them before the server answers: exact with a
   // chat template and an exact tokenizer (input_tokens_exact), else estimated.
   int64_t input_tokens = 0;
-  bool input_tokens_exact = false;
-  // Prompt tokens the server's prefix cache should still hold (Turn::record.cached_tokens_predicted).
+  bool input_tokens_exact = false;  // whether input_tokens is exact (see above)
+  // Prompt tokens the server's prefix cache should still hold
+  // (Turn::record.cached_tokens_predicted).
   int64_t predicted_cached_tokens = 0;
   // Content tokens per layer, indexed by Layer (Turn::growth.layer_tokens counts the same after the
   // call); the volatile layer included.
@@ -379,14 +385,14 @@ class Agent {
   std::string ConfigJson() const;
 
   // --- Content --------------------------------------------------------------------------------
-  Status SetSystemPrompt(std::string prompt);
-  Status SetSystemPrompts(std::vector<std::string> prompts);
-  StatusOr<std::string> PutDocument(Layer layer, Document document);
-  Status RemoveDocument(Layer layer, std::string_view name);
-  StatusOr<std::string> AppendUser(std::string content);
+  Status SetSystemPrompt(std::string prompt);  // one system prompt (Context::SetSystemPrompt)
+  Status SetSystemPrompts(std::vector<std::string> prompts);  // several (Context::SetSystemPrompts)
+  StatusOr<std::string> PutDocument(Layer layer, Document document);  // adds or updates; segment id
+  Status RemoveDocument(Layer layer, std::string_view name);          // Context::RemoveDocument
+  StatusOr<std::string> AppendUser(std::string content);  // a user message; its segment id
   // For callers running their own loop (Complete + tool results).
   StatusOr<std::string> AppendToolResult(ToolResult result);
-  Status SetVolatile(std::string key, std::string value);
+  Status SetVolatile(std::string key, std::string value);  // Context::SetVolatile
 
   // --- Tools ----------------------------------------------------------------------------------
   // Registers a tool. `schema_json` is the function object without its name
@@ -411,7 +417,7 @@ class Agent {
   Status DispatchToolCalls(RunResult* stats = nullptr);
 
   // --- Predictions and counts -----------------------------------------------------------------
-  StatusOr<CachePrediction> PredictCachedTokens() const;
+  StatusOr<CachePrediction> PredictCachedTokens() const;  // the server's cache for the next request
   // The request the next Complete() would send and its profile (RequestPreview), changing nothing.
   // Synchronized like every method (unlike context().Preview()). FAILED_PRECONDITION when there is
   // nothing to send or tool calls are unanswered; RESOURCE_EXHAUSTED when even a compaction cannot

@@ -101,7 +101,7 @@ struct StrataPolicyOptions {
   // messages, results that stay). Defaults 64 and 32: a placeholder costs at most about a sixth of
   // the output it replaces and keeps the names an agent most often goes back to.
   size_t placeholder_identifiers = 64;
-  size_t tokens_per_identifier = 32;
+  size_t tokens_per_identifier = 32;  // see placeholder_identifiers. Default 32
   // Summaries are at most this many tokens, and at most a quarter of the budget's target.
   // Default 1536.
   size_t max_summary_tokens = 1536;
@@ -117,13 +117,13 @@ struct StrataPolicyOptions {
   // Price of an uncached (prefilled) and of a cached input token; only their ratio matters. Set them
   // from the backend's price list. Defaults 1.0 and 0.1.
   double uncached_price = 1.0;
-  double cached_price = 0.1;
+  double cached_price = 0.1;  // see uncached_price. Default 0.1
   // Remaining-turn estimate: (prior_weight x prior_remaining_turns + turns so far) /
   // (prior_weight + 1), times the share of the agent's turns that called tools (an agent that
   // stopped calling tools is finishing). Defaults 5 and 1, chosen by cross-validation between two
   // agent frameworks (docs/compaction.md, "Why these defaults").
   double prior_remaining_turns = 5;
-  double prior_weight = 1;
+  double prior_weight = 1;  // see prior_remaining_turns. Default 1
   // Below the trigger, a batch is applied only when its expected saving exceeds its re-prefill cost
   // times this margin (raise it when the remaining-turn estimate is unreliable). Default 1, chosen
   // with the prior.
@@ -146,7 +146,8 @@ std::unique_ptr<CompactionPolicy> MakeStrataPolicy(StrataPolicyOptions options =
 
 // Baselines.
 std::unique_ptr<CompactionPolicy> MakeNoCompactionPolicy();
-std::unique_ptr<CompactionPolicy> MakeSlidingWindowPolicy();
+std::unique_ptr<CompactionPolicy> MakeSlidingWindowPolicy();  // drops the oldest turns to fit
+// Masks all but the last n results.
 std::unique_ptr<CompactionPolicy> MakeLastNPolicy(size_t n = 5);
 
 // The knobs of the clear-tool-uses baseline (MakeClearToolUsesPolicy), after Anthropic's

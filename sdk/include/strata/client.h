@@ -95,13 +95,13 @@ inline std::string PrefixBreakToJson(const PrefixBreakEvent& event) {
 struct ClientOptions {
   // Not owned; required; must outlive the client.
   Transport* transport = nullptr;
-  Backend backend = Backend::kVllm;
+  Backend backend = Backend::kVllm;  // the server's request dialect. Default kVllm
   // Default true: SSE streaming with stream_options.include_usage.
   bool stream = true;
   // Output token cap sent with each request (max_completion_tokens / max_tokens). Default 4096.
   int64_t max_output_tokens = 4096;
-  std::optional<bool> thinking;
-  std::string reasoning_effort;
+  std::optional<bool> thinking;  // the backend's thinking switch; unset: not sent
+  std::string reasoning_effort;  // sent when non-empty. Default ""
   // Per-deployment secret for cache_salt (strata/isolation.h). Default "": salts are still
   // distinct per isolation key but guessable.
   std::string deployment_secret;
@@ -112,7 +112,7 @@ struct ClientOptions {
   // The prefix-cache model used for predictions; options.block_tokens should equal the server's
   // block size. Counting uses `tokenizer` (not owned; nullptr: byte blocks).
   PrefixCacheOptions cache;
-  const Tokenizer* tokenizer = nullptr;
+  const Tokenizer* tokenizer = nullptr;  // counts for `cache` (see above)
   // The server's chat template (the interface of strata/tokenizer.h; strata/chat_template.h makes
   // them, e.g. MakeChatTemplate("glm-4.7")) for the prompt text the blocks are cut from. Not owned.
   // nullptr: the GLM-5.3-Flash template (RenderPromptText()). With an exact tokenizer and the
@@ -125,7 +125,7 @@ struct ClientOptions {
   // KV-cache estimate of a request: per-token bytes and a per-sequence constant. Defaults are
   // GLM-5.3-Flash's: 7,600 B/token and 136 MiB of linear-attention state.
   int64_t kv_bytes_per_token = 7600;
-  int64_t kv_bytes_per_sequence = 136LL << 20;
+  int64_t kv_bytes_per_sequence = 136LL << 20;  // see kv_bytes_per_token. Default 136 MiB
   // Recorded in RequestRecord::pool. Default "".
   std::string pool;
   // Per-call deadline (0: the transport's total timeout).

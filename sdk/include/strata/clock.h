@@ -2,9 +2,10 @@
 //
 // Every component that reads the time, sleeps or draws random numbers takes a `Clock*` option
 // (ClientOptions::clock, StoreOptions::clock, HttpTransportOptions::clock,
-// GrpcTransportOptions::clock, PoolSetConfig::clock); nullptr means SystemClock(). A test passes a
-// fake whose time moves only when the test says so, so that retries never wait and records carry
-// known timestamps and ids.
+// GrpcTransportOptions::clock, PoolSetConfig::clock, AgentServices::clock); nullptr means
+// SystemClock(). A test passes a fake whose time moves only when the test says so, so that retries
+// never wait and records carry known timestamps and ids. `scripts/check-time` fails on a read of
+// the real clock in sdk/src outside SystemClock() and the few it allows.
 //
 //   strata::Clock* clock = strata::SystemClock();
 //   int64_t started = clock->NowMicros();

@@ -101,8 +101,8 @@ struct HistoryEdit {
   // Optional: why the policy planned it, copied into the CompactionReport ("" and empty: the
   // context describes the trigger itself).
   std::string reason;
-  CompactionExplanation explanation;
-  bool empty() const { return edits.empty() && summaries.empty(); }
+  CompactionExplanation explanation;  // the figures the policy decided by
+  bool empty() const { return edits.empty() && summaries.empty(); }  // nothing to apply
 };
 
 // What one compaction did and cost.
@@ -132,7 +132,7 @@ struct CompactionReport {
   size_t rounds = 1;
   // The policy's explanation of its choice (empty for policies that give none; with several rounds,
   // the first round's).
-  CompactionExplanation explanation;
+  CompactionExplanation explanation;  // the figures the policy decided by
 };
 
 // The report as a compact JSON object (keys: policy, reason, turn, tokens_before, tokens_after,
@@ -158,7 +158,7 @@ struct CompactionInput {
   // 0 for a build's first planning; k when k compactions were already applied in this build (a
   // policy then only acts when the request is still above the limit, see docs/compaction.md).
   size_t round = 0;
-  const Tokenizer* tokenizer = nullptr;
+  const Tokenizer* tokenizer = nullptr;  // the context's tokenizer; not owned
   // Bytes of each history segment's original (parallel to `history`): what the tool returned before
   // append-time hygiene truncated, folded or deduplicated it, when the context keeps originals
   // (ContextOptions::keep_originals). Empty, or 0 for an entry: its rendered content is all there is.
@@ -189,7 +189,7 @@ class CompactionPolicy {
 // masked, truncated, summarized or evicted segment by its recall id. Canonical JSON of one OpenAI
 // tool object; answer its calls with Context::AnswerRecall.
 std::string RecallToolSchema();
-inline constexpr char kRecallToolName[] = "context_recall";
+inline constexpr char kRecallToolName[] = "context_recall";  // RecallToolSchema()'s tool
 
 }  // namespace strata
 

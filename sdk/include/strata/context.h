@@ -214,8 +214,8 @@ struct BuiltRequest {
   size_t history_end_bytes = 0;
   // SHA-256 (hex) of body[0, stable_prefix_bytes), for prefix-affinity routing.
   std::string stable_prefix_hash;
-  size_t message_count = 0;
-  LayerUsage layers[kLayerCount];
+  size_t message_count = 0;        // messages in the request
+  LayerUsage layers[kLayerCount];  // indexed by Layer
   size_t total_tokens = 0;      // sum of layers[].tokens (content only; templates add overhead)
   // Input tokens: counted by the request counter when one is set, else the context's own count
   // (content plus message_overhead_tokens per message).
@@ -264,6 +264,7 @@ class Context {
   // Replaces the system prompt(s) with `prompts` (each one pinned segment, in order). An empty
   // list removes the system layer.
   Status SetSystemPrompts(std::vector<std::string> prompts);
+  // One system prompt: SetSystemPrompts({prompt}).
   Status SetSystemPrompt(std::string prompt) { return SetSystemPrompts({std::move(prompt)}); }
 
   // Replaces the tool schemas. `tools_json` is a JSON array of OpenAI tool objects
@@ -281,7 +282,7 @@ class Context {
   Status UpdateDocument(Layer layer, Document document);
   // Adds or updates.
   StatusOr<std::string> PutDocument(Layer layer, Document document);
-  Status RemoveDocument(Layer layer, std::string_view name);
+  Status RemoveDocument(Layer layer, std::string_view name);  // the document `name` of `layer`
 
   // --- History --------------------------------------------------------------------------------
 
@@ -309,8 +310,8 @@ class Context {
   // Sets (or replaces) a volatile item; items render as "key: value" lines, in insertion order, in
   // one final message. Not part of history, not kept across restarts.
   Status SetVolatile(std::string key, std::string value);
-  Status RemoveVolatile(std::string_view key);
-  void ClearVolatile();
+  Status RemoveVolatile(std::string_view key);  // removes the item `key`
+  void ClearVolatile();                         // removes every volatile item
 
   // --- Rendering ------------------------------------------------------------------------------
 
@@ -359,7 +360,7 @@ class Context {
   const Segment* Find(std::string_view id) const;
   // The original content kept under `recall_id`. NOT_FOUND if unknown or not kept.
   StatusOr<std::string> Recall(std::string_view recall_id) const;
-  ContextStats Stats() const;
+  ContextStats Stats() const;  // counts of segments and tokens
   // The snapshot Restore() takes: every non-volatile segment and every kept original.
   ContextSnapshot Snapshot() const;
   // Returns the context, in place, to `snapshot` (one this context's Snapshot() took earlier): its

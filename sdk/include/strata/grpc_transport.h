@@ -56,7 +56,7 @@ struct GrpcTransportOptions {
   std::string tls_root_certs_pem;
   // Client certificate chain and private key (PEM) for mutual TLS; both or neither.
   std::string tls_client_cert_pem;
-  std::string tls_client_key_pem;
+  std::string tls_client_key_pem;  // the key of tls_client_cert_pem
   // The name the server certificate must carry when it differs from the target's host (e.g. the
   // target is an IP address). "" checks the target's host.
   std::string tls_server_name;
@@ -65,7 +65,7 @@ struct GrpcTransportOptions {
   // non-empty. Needs use_tls unless allow_token_without_tls (a token in plaintext can be read by
   // anyone on the path). Never logged. (SGLang's own gRPC listener checks no token; a proxy does.)
   std::string bearer_token;
-  bool allow_token_without_tls = false;
+  bool allow_token_without_tls = false;  // see bearer_token. Default false
   // Extra metadata on every call (lower-case keys, printable ASCII values), e.g. a routing key.
   std::vector<std::pair<std::string, std::string>> metadata;
 
@@ -73,14 +73,14 @@ struct GrpcTransportOptions {
   // connection is dropped when no answer comes within `keepalive_timeout`. 0 disables them.
   // Defaults 30 s and 10 s (pings also while no call is active).
   std::chrono::milliseconds keepalive_time{30000};
-  std::chrono::milliseconds keepalive_timeout{10000};
+  std::chrono::milliseconds keepalive_timeout{10000};  // see keepalive_time. Default 10 s
 
   // Largest request message sent / answer message accepted, in bytes. A request over the send
   // limit fails with RESOURCE_EXHAUSTED before anything is sent. Defaults 256 MiB and 64 MiB.
   // SGLang's server accepts requests of at most 4 MiB unless configured otherwise (see
   // docs/endpoints.md); a larger one fails with OUT_OF_RANGE from the server.
   int64_t max_send_message_bytes = int64_t{256} << 20;
-  int64_t max_receive_message_bytes = int64_t{64} << 20;
+  int64_t max_receive_message_bytes = int64_t{64} << 20;  // see above. Default 64 MiB
 };
 
 // A Transport over one gRPC++ channel to `options.target`. INVALID_ARGUMENT (nothing created) for

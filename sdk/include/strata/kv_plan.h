@@ -51,10 +51,10 @@ struct LayerGroup {
   int layers = 0;          // layers of this kind in the model
   // kGqa
   int kv_heads = 0;
-  int head_dim = 0;
+  int head_dim = 0;  // kGqa: dimension of one head
   // kMla
   int kv_lora_rank = 0;
-  int rope_dim = 0;
+  int rope_dim = 0;  // kMla: rotary dimension per entry
   // Bytes per token per layer of an fp8 entry when the server's fp8 layout is not simply one byte
   // per value (e.g. 656 for FlashMLA's fp8 format: 512 fp8 values, 4 fp32 scales, 64 bf16 values).
   // 0: one byte per value.
@@ -62,11 +62,11 @@ struct LayerGroup {
   // A side cache per layer (e.g. a sparse-attention indexer's keys), always in its own precision:
   // `side_entry_bytes` per entry, one entry per `side_pool` tokens. 0: none.
   int side_entry_bytes = 0;
-  int side_pool = 1;
+  int side_pool = 1;  // tokens per side-cache entry. Default 1
   // kLinear
   int heads = 0;
-  int key_dim = 0;
-  int value_dim = 0;
+  int key_dim = 0;                // kLinear: key dimension per head
+  int value_dim = 0;              // kLinear: value dimension per head
   int state_bytes_per_value = 4;  // fp32 recurrent state
 };
 
@@ -135,7 +135,7 @@ struct KvPlan {
   double kv_bytes_per_token_per_gpu = 0;
   // Constant per-sequence state (linear attention) of the whole model and per GPU.
   int64_t state_bytes_per_sequence = 0;
-  double state_bytes_per_sequence_per_gpu = 0;
+  double state_bytes_per_sequence_per_gpu = 0;  // of those, on one GPU
   double weights_gib = 0;  // of the whole model: the deployment's, or the profile's when unset
   double kv_memory_gib_per_gpu = 0;  // memory left for KV on one GPU
   int64_t kv_capacity_tokens = 0;    // whole blocks of KV the replica holds (state not counted)

@@ -118,6 +118,7 @@ struct PoolSetConfig {
   // While an alert is active: the longest pool's cap (>= 1) and ladder. Defaults 1 and
   // {compact, refuse} (waiting behind long prefills is what makes a service unusable).
   int alert_long_max_concurrency = 1;
+  // The ladder while an alert is active (see above). Default {compact, refuse}.
   std::vector<DegradationStep> alert_ladder = {DegradationStep::kCompact, DegradationStep::kRefuse};
   // Time source for queue waits and cooldowns. Not owned; nullptr: SystemClock().
   Clock* clock = nullptr;

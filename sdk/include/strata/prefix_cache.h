@@ -112,7 +112,7 @@ class PrefixCacheModel {
   size_t size_blocks() const;
   // Blocks currently held for `salt`.
   size_t blocks_for_salt(std::string_view salt) const;
-  void Clear();
+  void Clear();  // forgets every block held
 
  private:
   class Impl;

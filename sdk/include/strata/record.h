@@ -76,7 +76,7 @@ struct PrefixBreakEvent {
   // "tools changed", "doc version change", "compaction", "system prompt changed", "lint hit",
   // "server evicted or mismatched", "unknown".
   std::string reason;
-  std::string ToString() const;
+  std::string ToString() const;  // one line for logs
 };
 // "prefix_changed" or "server_shortfall".
 std::string_view PrefixBreakKindName(PrefixBreakEvent::Kind kind);
@@ -88,6 +88,7 @@ class RecordSink {
   // Must be thread-safe. A failing sink is reported by Complete() only through its return
   // value being logged in the record's error field; it never fails the request.
   virtual Status Write(const RequestRecord& record) = 0;
+  // Writes a prefix-break event; the default drops it (a sink of records only).
   virtual Status WriteEvent(const PrefixBreakEvent& /*event*/) { return Status(); }
 };
 
@@ -98,7 +99,7 @@ class JsonLinesRecordSink : public RecordSink {
   // Writes to `out`, which must outlive the sink.
   explicit JsonLinesRecordSink(std::ostream& out) : out_(out) {}
   Status Write(const RequestRecord& record) override;
-  Status WriteEvent(const PrefixBreakEvent& event) override;
+  Status WriteEvent(const PrefixBreakEvent& event) override;  // a "prefix_break" line
 
  private:
   std::mutex mu_;

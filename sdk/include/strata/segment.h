@@ -65,8 +65,8 @@ std::string_view LayerName(Layer layer);
 // "system", "tools", "index", "doc", "user", "assistant", "tool_call", "tool_result", "error_log",
 // "summary", "volatile".
 std::string_view SegmentKindName(SegmentKind kind);
-std::string_view SegmentStateName(SegmentState state);
-std::string_view HygieneActionName(HygieneAction action);
+std::string_view SegmentStateName(SegmentState state);     // e.g. "active"
+std::string_view HygieneActionName(HygieneAction action);  // e.g. "truncated"
 // Inverse of LayerName; std::nullopt for an unknown name.
 std::optional<Layer> ParseLayer(std::string_view name);
 
@@ -88,8 +88,8 @@ struct Segment {
   // Render order within the layer: segments sort by (order, position, seq). History segments get
   // increasing positions on append; a summary takes the position of the first segment it replaces.
   int64_t position = 0;
-  SegmentKind kind = SegmentKind::kUser;
-  Layer layer = Layer::kHistory;
+  SegmentKind kind = SegmentKind::kUser;  // what it holds
+  Layer layer = Layer::kHistory;          // where it renders
   // The text as rendered (after hygiene). For kTools: the canonical JSON of one tool schema.
   std::string content;
   std::string reasoning;             // assistant reasoning, if any

@@ -93,21 +93,21 @@ std::ostream& operator<<(std::ostream& os, const Status& status);
 
 // Constructors for each non-OK code.
 Status CancelledError(std::string message);
-Status UnknownError(std::string message);
-Status InvalidArgumentError(std::string message);
-Status DeadlineExceededError(std::string message);
-Status NotFoundError(std::string message);
-Status AlreadyExistsError(std::string message);
-Status PermissionDeniedError(std::string message);
-Status ResourceExhaustedError(std::string message);
-Status FailedPreconditionError(std::string message);
-Status AbortedError(std::string message);
-Status OutOfRangeError(std::string message);
-Status UnimplementedError(std::string message);
-Status InternalError(std::string message);
-Status UnavailableError(std::string message);
-Status DataLossError(std::string message);
-Status UnauthenticatedError(std::string message);
+Status UnknownError(std::string message);             // StatusCode::kUnknown
+Status InvalidArgumentError(std::string message);     // StatusCode::kInvalidArgument
+Status DeadlineExceededError(std::string message);    // StatusCode::kDeadlineExceeded
+Status NotFoundError(std::string message);            // StatusCode::kNotFound
+Status AlreadyExistsError(std::string message);       // StatusCode::kAlreadyExists
+Status PermissionDeniedError(std::string message);    // StatusCode::kPermissionDenied
+Status ResourceExhaustedError(std::string message);   // StatusCode::kResourceExhausted
+Status FailedPreconditionError(std::string message);  // StatusCode::kFailedPrecondition
+Status AbortedError(std::string message);             // StatusCode::kAborted
+Status OutOfRangeError(std::string message);          // StatusCode::kOutOfRange
+Status UnimplementedError(std::string message);       // StatusCode::kUnimplemented
+Status InternalError(std::string message);            // StatusCode::kInternal
+Status UnavailableError(std::string message);         // StatusCode::kUnavailable
+Status DataLossError(std::string message);            // StatusCode::kDataLoss
+Status UnauthenticatedError(std::string message);     // StatusCode::kUnauthenticated
 
 namespace internal {
 [[noreturn]] void DieOnBadStatusAccess(const Status& status);

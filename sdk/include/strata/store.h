@@ -95,7 +95,7 @@ struct StoreOptions {
   // zstd compression level for blobs at least compress_min_bytes long; 0 stores them raw.
   // Default 3 (fast; about 3-5x on tool outputs).
   int compression_level = 3;
-  size_t compress_min_bytes = 1024;
+  size_t compress_min_bytes = 1024;  // shorter blobs stay raw. Default 1024
   // Upper bound of the database size in pages of 4096 bytes (SQLite max_page_count); 0: no limit.
   // A mutation that would exceed it fails with RESOURCE_EXHAUSTED and changes nothing. Default 0.
   int64_t max_pages = 0;

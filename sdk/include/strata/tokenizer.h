@@ -95,6 +95,8 @@ class RequestTokenCounter {
   virtual ~RequestTokenCounter() = default;
   // e.g. "glm-5.3:1+hf-bpe:<hash>".
   virtual std::string Name() const = 0;
+  // Tokens of the prompt a server builds from the chat-completions body `request_body`;
+  // INVALID_ARGUMENT when it is not one.
   virtual StatusOr<size_t> CountRequest(std::string_view request_body) const = 0;
 };
 

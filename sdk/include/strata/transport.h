@@ -179,7 +179,7 @@ struct RetryPolicy {
   // Backoff before retry n (n = 1, 2, ...) is min(max_backoff, initial_backoff * 2^(n-1)), of which
   // a random half is jitter: delay = d/2 + U[0,1) * d/2. Defaults 200 ms and 10 s.
   std::chrono::milliseconds initial_backoff{200};
-  std::chrono::milliseconds max_backoff{10000};
+  std::chrono::milliseconds max_backoff{10000};  // see initial_backoff. Default 10 s
   // A server's Retry-After (seconds) replaces the backoff, capped at this. Default 60 s.
   std::chrono::milliseconds max_retry_after{60000};
   // The waits between the attempts of one call add up to at most this; a retry that would exceed
@@ -191,7 +191,7 @@ struct RetryPolicy {
   // Returns U[0,1) for the jitter. nullptr: a generator seeded with `seed` (0: the transport's
   // Clock::Random64()).
   std::function<double()> uniform01;
-  uint64_t seed = 0;
+  uint64_t seed = 0;  // see uniform01. Default 0
 };
 
 // Transfer timeouts. Measured on the steady clock (they bound real network waits).
@@ -245,8 +245,8 @@ struct HttpTransportOptions {
   // [::1]) is refused (INVALID_ARGUMENT) unless this is true: the key would cross the network in
   // clear text. Default false.
   bool allow_insecure = false;
-  Timeouts timeouts;
-  RetryPolicy retry;
+  Timeouts timeouts;  // per attempt (Timeouts); defaults as there
+  RetryPolicy retry;  // when failed calls are retried (RetryPolicy)
   // Idle connections kept for reuse. Default 64.
   size_t max_idle_connections = 64;
   // Backoff sleeps, the deadline accounting of retries and the jitter seed (strata/clock.h). Not

@@ -51,17 +51,8 @@ constexpr char kOriginalPrefix[] = "original:";
 // Role markers of the GLM-5 template: the places a prompt may be cut for incremental encoding.
 const char* const kGlmMarkers[] = {"<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"};
 
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-double SteadyMillis() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// Monotonic milliseconds of `clock`, for durations.
+double SteadyMillis(Clock* clock) { return static_cast<double>(clock->NowMicros()) / 1000.0; }
 
 std::string RecallSchema() {
   return R"json({"type":"function","function":{"name":"context_recall","description":"Get back the original of content that was shortened to keep the context small (a masked, truncated, folded, summarized or evicted tool result, or a joined subtask), by the recall id its placeholder names. Long originals come in pages: the answer says how many bytes remain and the offset to continue from.","parameters":{"type":"object","properties":{"recall_id":{"type":"string","description":"The recall id, e.g. r-0123456789abcdef"},"offset":{"type":"integer","description":"Byte offset in the original to start from (default 0)"},"max_tokens":{"type":"integer","description":"At most this many tokens (default and upper bound: the agent's recall share)"}},"required":["recall_id"]}}})json";
@@ -119,6 +110,7 @@ struct Shared {
   Summarizer* summarizer = nullptr;
   CompactionPolicy* policy = nullptr;  // injected, used instead of the configured one
   const Tokenizer* tokenizer = nullptr;
+  Clock* clock = nullptr;  // never null: AgentServices::clock, else SystemClock()
 };
 
 }  // namespace
@@ -261,22 +253,26 @@ class Agent::Impl {
       http.timeouts.idle = std::chrono::milliseconds(c.endpoint.idle_timeout_ms);
       http.timeouts.total = std::chrono::milliseconds(c.endpoint.total_timeout_ms);
       http.retry.max_attempts = c.endpoint.max_attempts;
+      http.clock = shared_.clock;
       STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
                               MakeHttpTransport(std::move(http)));
       shared_.transport_owner = std::move(transport);
       shared_.transport = shared_.transport_owner.get();
     }
     if (shared_.store == nullptr && !c.store_path.empty()) {
-      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSqliteStore(c.store_path));
+      StoreOptions store_options;
+      store_options.clock = shared_.clock;
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                              OpenSqliteStore(c.store_path, store_options));
       shared_.store_owner = std::move(store);
       shared_.store = shared_.store_owner.get();
     }
     salt_ =
         DeriveCacheSalt(EnvOrEmpty(c.endpoint.deployment_secret_env), IsolationKeyOf(c.identity));
     model_ = std::make_unique<PrefixCacheModel>(c.cache);
-    std::random_device rd;
     static const char kHex[] = "0123456789abcdef";
-    for (int i = 0; i < 6; ++i) instance_tag_ += kHex[rd() % 16];
+    uint64_t bits = shared_.clock->Random64();
+    for (int i = 0; i < 6; ++i, bits >>= 4) instance_tag_ += kHex[bits % 16];
 
     options->agent = c.identity;
     options->render = c.render;
@@ -520,7 +516,7 @@ class Agent::Impl {
     rec.agent_id = config_.identity.id;
     rec.endpoint = shared_.transport->Endpoint();
     rec.model = config_.render.model;
-    rec.started_unix_ms = UnixMillis();
+    rec.started_unix_ms = shared_.clock->UnixMillis();
     rec.request_id = config_.identity.id + "-" + instance_tag_ + "-" + std::to_string(++sequence_);
     return rec;
   }
@@ -665,11 +661,11 @@ class Agent::Impl {
     RequestRecord rec = NewRecord();
     BuildOptions fields = Fields(rec.request_id);
     MergeTurnFields(options.extra_fields, &fields);
-    const double start_ms = SteadyMillis();
+    const double start_ms = SteadyMillis(shared_.clock);
     auto fail = [&](Status status) -> Status {
       rec.code = status.code();
       rec.error = status.message();
-      rec.total_ms = SteadyMillis() - start_ms;
+      rec.total_ms = SteadyMillis(shared_.clock) - start_ms;
       WriteRecord(rec);
       return status;
     };
@@ -727,7 +723,7 @@ class Agent::Impl {
     }
     turn.assistant_segment_id = *appended;
     last_assistant_id_ = *appended;
-    rec.total_ms = SteadyMillis() - start_ms;
+    rec.total_ms = SteadyMillis(shared_.clock) - start_ms;
 
     turn.prefix_break = BreakOf(rec, a);
     if (turn.prefix_break) WriteEvent("prefix_break", PrefixBreakToJson(*turn.prefix_break));
@@ -998,6 +994,7 @@ Shared SharedFrom(const AgentServices& services) {
   shared.summarizer = services.summarizer;
   shared.policy = services.policy;
   shared.tokenizer = services.tokenizer;
+  shared.clock = services.clock != nullptr ? services.clock : SystemClock();
   return shared;
 }
 
@@ -1049,6 +1046,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
                                              OpenOptions options) {
   StoreOptions store_options;
   store_options.create_if_missing = false;
+  store_options.clock = options.services.clock;
   StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(store_path, store_options);
   if (store.status().code() == StatusCode::kNotFound) {
     return NotFoundError("Agent::Open: no store at " + store_path +

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_annotations.h"
+
 namespace strata {
 namespace {
 
@@ -66,7 +68,7 @@ class IdChains {
                                          size_t block_tokens, size_t* prefix) {
     std::vector<std::shared_ptr<const IdChain>> kept;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      internal::MutexLock lock(mu_);
       kept.assign(kept_.begin(), kept_.end());
     }
     std::shared_ptr<const IdChain> best;
@@ -86,7 +88,7 @@ class IdChains {
   void Keep(std::shared_ptr<const IdChain> chain, const IdChain* replaced) {
     const size_t bytes = chain->ids.size() * sizeof(int32_t);
     if (bytes > kMaxIdBytes / 4) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
       if (it->get() != replaced) continue;
       bytes_ -= (*it)->ids.size() * sizeof(int32_t);
@@ -115,9 +117,9 @@ class IdChains {
     return i;
   }
 
-  std::mutex mu_;
-  std::list<std::shared_ptr<const IdChain>> kept_;  // most recent first; guarded by mu_
-  size_t bytes_ = 0;                                // ids bytes kept; guarded by mu_
+  internal::Mutex mu_;
+  std::list<std::shared_ptr<const IdChain>> kept_ STRATA_GUARDED_BY(mu_);  // most recent first
+  size_t bytes_ STRATA_GUARDED_BY(mu_) = 0;  // ids bytes kept
 };
 
 }  // namespace
@@ -200,17 +202,17 @@ class PrefixCacheModel::Impl {
   }
 
   int64_t Lookup(const PromptBlocks& blocks) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return LookupLocked(blocks, SharedWithLast(blocks));
   }
 
   void Insert(const PromptBlocks& blocks) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     InsertLocked(blocks, SharedWithLast(blocks));
   }
 
   int64_t LookupAndInsert(const PromptBlocks& blocks) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const size_t shared = SharedWithLast(blocks);
     int64_t cached = LookupLocked(blocks, shared);
     InsertLocked(blocks, shared);
@@ -218,18 +220,18 @@ class PrefixCacheModel::Impl {
   }
 
   size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return index_.size();
   }
 
   size_t for_salt(std::string_view salt) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = salt_blocks_.find(std::string(salt));
     return it == salt_blocks_.end() ? 0 : it->second;
   }
 
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     lru_.clear();
     index_.clear();
     salt_blocks_.clear();
@@ -252,7 +254,7 @@ class PrefixCacheModel::Impl {
   // lookup and an insert then cost the new blocks: every shared block is known to be held, and
   // moving each shared block to the front in turn leaves them first and the rest of the last
   // chain after them, which one splice does.
-  size_t SharedWithLast(const PromptBlocks& blocks) const {
+  size_t SharedWithLast(const PromptBlocks& blocks) const STRATA_REQUIRES(mu_) {
     if (!front_valid_) return 0;
     const size_t n = std::min(last_chain_.size(), blocks.hashes.size());
     size_t k = 0;
@@ -260,13 +262,13 @@ class PrefixCacheModel::Impl {
     return k;
   }
 
-  int64_t LookupLocked(const PromptBlocks& blocks, size_t shared) const {
+  int64_t LookupLocked(const PromptBlocks& blocks, size_t shared) const STRATA_REQUIRES(mu_) {
     size_t hits = std::min(shared, blocks.cacheable_blocks);
     while (hits < blocks.cacheable_blocks && index_.count(blocks.hashes[hits]) > 0) ++hits;
     return static_cast<int64_t>(hits * blocks.block_tokens);
   }
 
-  void InsertLocked(const PromptBlocks& blocks, size_t shared) {
+  void InsertLocked(const PromptBlocks& blocks, size_t shared) STRATA_REQUIRES(mu_) {
     const size_t m = last_chain_.size();
     if (shared > 0 && shared < m) {
       // [c(m-1) .. c(k), c(k-1) .. c(0), older] -> [c(k-1) .. c(0), c(m-1) .. c(k), older]
@@ -307,12 +309,12 @@ class PrefixCacheModel::Impl {
     front_valid_ = distinct && blocks.hashes.size() <= options_.capacity_blocks;
   }
 
-  mutable std::mutex mu_;
-  std::list<Node> lru_;                                           // guarded by mu_; front = newest
-  std::unordered_map<uint64_t, std::list<Node>::iterator> index_;  // guarded by mu_
-  std::unordered_map<std::string, size_t> salt_blocks_;           // guarded by mu_
-  std::vector<uint64_t> last_chain_;  // the hashes of the chain inserted last; guarded by mu_
-  bool front_valid_ = false;          // see SharedWithLast; guarded by mu_
+  mutable internal::Mutex mu_;
+  std::list<Node> lru_ STRATA_GUARDED_BY(mu_);  // front = newest
+  std::unordered_map<uint64_t, std::list<Node>::iterator> index_ STRATA_GUARDED_BY(mu_);
+  std::unordered_map<std::string, size_t> salt_blocks_ STRATA_GUARDED_BY(mu_);
+  std::vector<uint64_t> last_chain_ STRATA_GUARDED_BY(mu_);  // the hashes of the chain inserted last
+  bool front_valid_ STRATA_GUARDED_BY(mu_) = false;  // see SharedWithLast
 };
 
 PrefixCacheModel::PrefixCacheModel(PrefixCacheOptions options)

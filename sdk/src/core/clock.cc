@@ -5,6 +5,8 @@
 #include <random>
 #include <thread>
 
+#include "core/thread_annotations.h"
+
 namespace strata {
 namespace {
 
@@ -28,13 +30,13 @@ class RealClock final : public Clock {
     if (micros > 0) std::this_thread::sleep_for(std::chrono::microseconds(micros));
   }
   uint64_t Random64() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return rng_();
   }
 
  private:
-  std::mutex mu_;
-  std::mt19937_64 rng_;  // guarded by mu_
+  internal::Mutex mu_;
+  std::mt19937_64 rng_ STRATA_GUARDED_BY(mu_);
 };
 
 }  // namespace

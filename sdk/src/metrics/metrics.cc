@@ -10,6 +10,8 @@
 #include <set>
 #include <utility>
 
+#include "core/thread_annotations.h"
+
 namespace strata {
 namespace {
 
@@ -265,9 +267,9 @@ class Histogram::Cell {
   explicit Cell(const std::vector<double>* bounds)
       : bounds(bounds), counts(bounds->size() + 1, 0) {}
   const std::vector<double>* bounds;  // the family's
-  mutable std::mutex mu;
-  std::vector<uint64_t> counts;  // guarded by mu
-  double sum = 0;                // guarded by mu
+  mutable internal::Mutex mu;
+  std::vector<uint64_t> counts STRATA_GUARDED_BY(mu);
+  double sum STRATA_GUARDED_BY(mu) = 0;
 };
 
 void Histogram::Observe(double value) {
@@ -275,14 +277,14 @@ void Histogram::Observe(double value) {
   const std::vector<double>& bounds = *cell_->bounds;
   const size_t bucket =
       static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
-  std::lock_guard<std::mutex> lock(cell_->mu);
+  internal::MutexLock lock(cell_->mu);
   ++cell_->counts[bucket];
   cell_->sum += value;
 }
 
 MetricSeries Histogram::Snapshot() const {
   MetricSeries s;
-  std::lock_guard<std::mutex> lock(cell_->mu);
+  internal::MutexLock lock(cell_->mu);
   s.bucket_counts = cell_->counts;
   s.sum = cell_->sum;
   return s;
@@ -299,7 +301,7 @@ class SeriesMap {
  public:
   template <typename MakeCell>
   Handle& Get(std::vector<std::string> values, MakeCell make_cell) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = series_.find(values);
     if (it == series_.end()) {
       cells_.push_back(make_cell());
@@ -310,14 +312,14 @@ class SeriesMap {
 
   template <typename Fn>
   void ForEach(Fn fn) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     for (const auto& [values, handle] : series_) fn(values, handle);
   }
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, Handle> series_;  // guarded by mu_
-  std::deque<std::unique_ptr<CellT>> cells_;           // guarded by mu_
+  mutable internal::Mutex mu_;
+  std::map<std::vector<std::string>, Handle> series_ STRATA_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<CellT>> cells_ STRATA_GUARDED_BY(mu_);
 };
 
 struct FamilyInfo {
@@ -416,7 +418,7 @@ class HistogramFamilyImpl final : public HistogramFamily {
 class MetricRegistry::Impl {
  public:
   // Validates and reserves the name; the caller adds the family.
-  Status Check(const FamilyInfo& info) const {
+  Status Check(const FamilyInfo& info) const STRATA_REQUIRES(mu) {
     MetricFamilySnapshot f{info.name, info.help, info.type, info.label_names, info.bounds, {}};
     STRATA_RETURN_IF_ERROR(ValidateMetricFamily(f));
     for (const Entry& e : families) {
@@ -436,8 +438,8 @@ class MetricRegistry::Impl {
     std::unique_ptr<HistogramFamilyImpl> histogram;
   };
 
-  mutable std::mutex mu;
-  std::vector<Entry> families;  // guarded by mu; registration order
+  mutable internal::Mutex mu;
+  std::vector<Entry> families STRATA_GUARDED_BY(mu);  // registration order
   std::atomic<int64_t> label_errors{0};
 };
 
@@ -448,7 +450,7 @@ StatusOr<CounterFamily*> MetricRegistry::AddCounter(std::string name, std::strin
                                                     std::vector<std::string> label_names) {
   FamilyInfo info{
       std::move(name), std::move(help), MetricType::kCounter, std::move(label_names), {}};
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  internal::MutexLock lock(impl_->mu);
   STRATA_RETURN_IF_ERROR(impl_->Check(info));
   Impl::Entry e;
   e.name = info.name;
@@ -461,7 +463,7 @@ StatusOr<CounterFamily*> MetricRegistry::AddCounter(std::string name, std::strin
 StatusOr<GaugeFamily*> MetricRegistry::AddGauge(std::string name, std::string help,
                                                 std::vector<std::string> label_names) {
   FamilyInfo info{std::move(name), std::move(help), MetricType::kGauge, std::move(label_names), {}};
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  internal::MutexLock lock(impl_->mu);
   STRATA_RETURN_IF_ERROR(impl_->Check(info));
   Impl::Entry e;
   e.name = info.name;
@@ -476,7 +478,7 @@ StatusOr<HistogramFamily*> MetricRegistry::AddHistogram(std::string name, std::s
                                                         std::vector<double> bucket_bounds) {
   FamilyInfo info{std::move(name), std::move(help), MetricType::kHistogram, std::move(label_names),
                   std::move(bucket_bounds)};
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  internal::MutexLock lock(impl_->mu);
   STRATA_RETURN_IF_ERROR(impl_->Check(info));
   Impl::Entry e;
   e.name = info.name;
@@ -487,7 +489,7 @@ StatusOr<HistogramFamily*> MetricRegistry::AddHistogram(std::string name, std::s
 }
 
 std::vector<MetricFamilySnapshot> MetricRegistry::Snapshot() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  internal::MutexLock lock(impl_->mu);
   std::vector<MetricFamilySnapshot> out;
   out.reserve(impl_->families.size());
   for (const Impl::Entry& e : impl_->families) {

@@ -1,6 +1,6 @@
-// The chat templates' process-wide memos (chat_template.cc): the bodies ParseRequest split last,
-// the normalised messages by their text, and the last renderings (each continued only by the
-// template instance that made it, so a new instance starts without any).
+// The chat templates' process-wide memos (template_request.cc, template_render.cc): the bodies
+// ParseRequest split last, the normalised messages by their text, and the last renderings (each
+// continued only by the template instance that made it, so a new instance starts without any).
 #ifndef STRATA_SRC_TOKENIZE_TEMPLATE_MEMO_H_
 #define STRATA_SRC_TOKENIZE_TEMPLATE_MEMO_H_
 

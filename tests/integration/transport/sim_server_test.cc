@@ -15,6 +15,7 @@
 #include "raw_http_server.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
+#include "testing/wait_for.h"
 
 namespace strata {
 namespace {
@@ -242,10 +243,7 @@ TEST_CASE("strata-sim holds at most max_connections, and idle ones are released"
   std::vector<int> idle;
   for (int i = 0; i < 4; ++i) idle.push_back(Connect(sim->http_port()));
   // Wait until the simulator has taken all four (accepting happens on its own thread).
-  for (int i = 0; i < 500 && sim->connections_accepted() < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  REQUIRE(sim->connections_accepted() == 4);
+  REQUIRE(testing::WaitFor([&] { return sim->connections_accepted() == 4; }));
   std::string refused = RawHttpServer::Exchange(
       sim->http_port(), Post(R"({"messages":[{"role":"user","content":"x"}]})"));
   CHECK(StatusOf(refused) == 503);

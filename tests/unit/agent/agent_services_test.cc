@@ -1,6 +1,7 @@
 // What AgentServices injects besides the transport, store and summarizer: a CompactionPolicy used
-// instead of the configured one (its name recorded on reports, events and segments) and a shared
-// Tokenizer checked against the configured spec and shared with forks.
+// instead of the configured one (its name recorded on reports, events and segments), a shared
+// Tokenizer checked against the configured spec and shared with forks, and the Clock the agent
+// reads time and randomness from.
 #include "agent/agent_services.h"
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "strata/agent.h"
 #include "strata/builtin_policies.h"
 #include "strata/tokenizer_spec.h"
+#include "testing/fake_clock.h"
 #include "testing/scripted_transport.h"
 #include "testing/status_testing.h"
 
@@ -188,6 +190,39 @@ TEST_CASE("TokenizerNameOf gives the name MakeTokenizer's tokenizer has, without
   INFO(made.status().ToString());
   REQUIRE(made.ok());
   CHECK(Must(agent_internal::TokenizerNameOf("hf:" + hf)) == (*made)->Name());
+}
+
+TEST_CASE("an injected Clock gives the agent's records their times and request ids",
+          "[agent][services]") {
+  // Two agents on two fake clocks with the same seed: the same request ids, the fake's wall time
+  // and durations (the scripted transport answers without the fake time moving).
+  std::string request_ids[2];
+  for (std::string& request_id : request_ids) {
+    testing::ScriptedTransport transport;
+    testing::FakeClock clock;
+    clock.set_seed(27);
+    AgentServices services;
+    services.transport = &transport;
+    services.clock = &clock;
+    auto agent = Must(Agent::Create(SmallWindow("timed"), services));
+    MustOk(agent->AppendUser("What time is it?").status());
+    transport.Reply("Now.");
+    Turn turn = Must(agent->Complete());
+    CHECK(turn.record.started_unix_ms == testing::FakeClock::kStartUnixMillis);
+    CHECK(turn.record.total_ms == 0);
+    request_id = turn.record.request_id;
+  }
+  CHECK(request_ids[0] == request_ids[1]);
+  // A third agent on the system clock draws another tag.
+  testing::ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  auto agent = Must(Agent::Create(SmallWindow("timed"), services));
+  MustOk(agent->AppendUser("What time is it?").status());
+  transport.Reply("Now.");
+  Turn turn = Must(agent->Complete());
+  CHECK(turn.record.request_id != request_ids[0]);
+  CHECK(turn.record.started_unix_ms > testing::FakeClock::kStartUnixMillis);
 }
 
 }  // namespace

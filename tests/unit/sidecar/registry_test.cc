@@ -336,6 +336,9 @@ TEST_CASE("registry: a client's configuration never sets the endpoint or the sto
   CHECK(config->endpoint.base_url == "http://127.0.0.1:9/v1");
 }
 
+// Threads racing for two agents, for ThreadSanitizer; that a held lease keeps another call out is
+// shown deterministically by the lease_wait case above (a call on a held agent fails after the
+// wait).
 TEST_CASE("registry: one agent's operations are serialized [concurrency]",
           "[sidecar][registry][concurrency]") {
   const std::string path = TempStore("serial.db");
@@ -367,7 +370,6 @@ TEST_CASE("registry: one agent's operations are serialized [concurrency]",
                  .ok()) {
           ++failures;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
         if (i % 2 == 0) --inside_a;
       }
     });

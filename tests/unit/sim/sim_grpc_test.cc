@@ -11,6 +11,7 @@
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
+#include "testing/wait_for.h"
 
 namespace strata::sim {
 namespace {
@@ -53,10 +54,8 @@ TEST_CASE("gRPC calls wait for KV blocks like HTTP requests and report it at /me
   Response ra, rb;
   std::thread t([&] { a = first->Send(Body(4 * 600, true), CallOptions(), &ra); });
   // The second call starts once the first holds the cache.
-  for (int i = 0; i < 2000; ++i) {
-    if (Metric(HttpGet(sim->http_port(), "/metrics"), "strata_sim_running") == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  REQUIRE(testing::WaitFor(
+      [&] { return Metric(HttpGet(sim->http_port(), "/metrics"), "strata_sim_running") == 1; }));
   b = second->Send(Body(4 * 600, false), CallOptions(), &rb);
   t.join();
   REQUIRE(a.ok());

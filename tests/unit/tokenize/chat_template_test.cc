@@ -572,10 +572,11 @@ TEST_CASE("refusals do not depend on which messages were seen before", "[chat_te
   CHECK(duplicate.ok() == (whole["messages"].size() == 1 && whole["messages"][0]["role"] == "user"));
 }
 
-// The memos that make a run cost its new bytes (chat_template.cc): the bodies parsed last, which a
-// body sharing their prefix continues, and each template's last renderings, which a request whose
-// first messages are the same continues. Every request must render exactly as it does parsed
-// whole by a new template: the same text, offsets and errors, whatever came before it.
+// The memos that make a run cost its new bytes (template_request.cc, template_render.cc): the
+// bodies parsed last, which a body sharing their prefix continues, and each template's last
+// renderings, which a request whose first messages are the same continues. Every request must
+// render exactly as it does parsed whole by a new template: the same text, offsets and errors,
+// whatever came before it.
 namespace memo_test {
 
 using ojson = nlohmann::ordered_json;

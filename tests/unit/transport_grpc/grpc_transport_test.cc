@@ -18,6 +18,7 @@
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
 #include "testing/sim_testing.h"
+#include "testing/wait_for.h"
 #include "transport/timeouts.h"
 
 namespace strata {
@@ -322,10 +323,7 @@ TEST_CASE("gRPC transport: cancellation reaches the server", "[grpc][sim][concur
   canceller.join();
   CHECK(s.code() == StatusCode::kCancelled);
   // The server saw the cancellation (TryCancel) and stopped the stream.
-  for (int i = 0; i < 200 && sim->grpc_cancelled_calls() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(sim->grpc_cancelled_calls() == 1);
+  CHECK(testing::WaitFor([&] { return sim->grpc_cancelled_calls() == 1; }));
 }
 
 TEST_CASE("gRPC transport: the deadline travels to the server, which stops", "[grpc][sim]") {
@@ -339,10 +337,8 @@ TEST_CASE("gRPC transport: the deadline travels to the server, which stops", "[g
   INFO(s.ToString());
   CHECK(s.code() == StatusCode::kDeadlineExceeded);
   CHECK(s.message().find("total time") != std::string::npos);
-  for (int i = 0; i < 200 && sim->grpc_cancelled_calls() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(sim->grpc_cancelled_calls() == 1);  // the server's context expired: it stopped prefilling
+  // The server's context expired: it stopped prefilling.
+  CHECK(testing::WaitFor([&] { return sim->grpc_cancelled_calls() == 1; }));
 }
 
 TEST_CASE("gRPC transport: a long prefill is timed by the first-message timeout, not idle",

@@ -45,7 +45,7 @@ struct EvalOptions {
   // Trigger and target of the strata policy, as fractions of the budget. Defaults 0.95 and 0.7:
   // compact rarely, and keep most of the budget in use after a compaction.
   double trigger = 0.95;
-  double target = 0.7;
+  double target = 0.7;                          // see trigger. Default 0.7
   const Tokenizer* tokenizer = nullptr;         // required
   const ChatTemplate* chat_template = nullptr;  // nullptr: the GLM-5 template
   size_t block_tokens = 16;                     // prefix-cache block size

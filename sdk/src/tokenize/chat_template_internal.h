@@ -1,0 +1,203 @@
+// The chat templates' shared parts, and which file does what. The templates are our own renderers
+// of the GLM-5.3-Flash and GLM-4.7 chat_template.jinja files (zai-org, Hugging Face), producing
+// what transformers' Jinja environment produces (trim_blocks + lstrip_blocks; `tojson` = Python
+// json.dumps(ensure_ascii=False) with ", " and ": "), after vLLM's request preprocessing (tool-call
+// "arguments" strings parsed into objects, null content as "", a message's "reasoning" as its
+// "reasoning_content"). docs/templates.md lists every branch.
+//
+//   template_python.cc   Python-compatible json.dumps (`tojson`) and Python's string methods
+//   template_request.cc  the request as a template receives it: parsing, vLLM's normalisation, and
+//                        the parsed-body and message memos (template_memo.h)
+//   template_render.cc   rendering message by message through the render memo
+//                        (MemoRenderingTemplate), and tool calls as the GLM templates print them
+//   glm53_template.cc    GLM-5.3-Flash (MakeGlm5ChatTemplate)
+//   glm47_template.cc    GLM-4.7 (MakeGlm47ChatTemplate)
+//   generic_template.cc  the generic template (MakeGenericChatTemplate)
+//   chat_template.cc     templates by name and by model, counting a request's tokens, the memos'
+//                        reset
+//
+// Every JSON value walked here comes from text whose nesting was checked first (CheckJsonDepth),
+// so the recursive walks are bounded by kChatTemplateMaxJsonDepth.
+#ifndef STRATA_SRC_TOKENIZE_CHAT_TEMPLATE_INTERNAL_H_
+#define STRATA_SRC_TOKENIZE_CHAT_TEMPLATE_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/thread_annotations.h"
+#include "strata/chat_template.h"
+#include "strata/status.h"
+
+namespace strata::chat_template_internal {
+
+using ojson = nlohmann::ordered_json;
+
+// --- template_python.cc ----------------------------------------------------------------------
+
+// INVALID_ARGUMENT ("chat template: <what> ...") when `text` nests deeper than
+// kChatTemplateMaxJsonDepth.
+Status CheckNesting(std::string_view text, const std::string& what);
+// Python json.dumps(value, ensure_ascii=False) with its default separators. `depth` bounds the
+// recursion (the input was nesting-checked; this is the second line of defence).
+Status PyJson(const ojson& v, std::string* out, size_t depth = 0);
+// Python's str.strip() with no argument.
+std::string PyStrip(std::string_view s);
+// Python's str.rstrip(c) and str.lstrip(c) for one character.
+std::string_view RStripChar(std::string_view s, char c);
+std::string_view LStripChar(std::string_view s, char c);
+// s.split(sep)[0] and s.split(sep)[-1].
+std::string_view BeforeFirst(std::string_view s, std::string_view sep);
+std::string_view AfterLast(std::string_view s, std::string_view sep);
+// Jinja truthiness of a JSON value (undefined/missing is false).
+bool Truthy(const ojson* v);
+// The field `key` of `object`, or null when `object` is not an object or has no such field.
+const ojson* Field(const ojson& object, const char* key);
+// What `{{ value }}` prints for a scalar (strings verbatim, numbers as Python prints them).
+std::string ScalarText(const ojson& v);
+
+// The most recent items of a memo (each with a `text`), most recent first, bounded by their number
+// and the bytes of their texts. Thread-safe; the items are never changed once kept.
+template <typename T>
+class RecentList {
+ public:
+  RecentList(size_t max_items, size_t max_bytes) : max_items_(max_items), max_bytes_(max_bytes) {}
+
+  std::vector<std::shared_ptr<const T>> Snapshot() const {
+    internal::MutexLock lock(mu_);
+    return std::vector<std::shared_ptr<const T>>(items_.begin(), items_.end());
+  }
+
+  // Keeps `item` as the most recent, in place of `replaced` (an item it continues) when that is
+  // given and still kept. An item over a quarter of the bytes allowed is not kept.
+  void Keep(std::shared_ptr<const T> item, const T* replaced) {
+    if (item->text.size() > max_bytes_ / 4) return;
+    internal::MutexLock lock(mu_);
+    for (auto it = items_.begin(); it != items_.end(); ++it) {
+      if (it->get() != replaced && it->get() != item.get()) continue;
+      bytes_ -= (*it)->text.size();
+      items_.erase(it);
+      break;
+    }
+    bytes_ += item->text.size();
+    items_.push_front(std::move(item));
+    while (!items_.empty() && (items_.size() > max_items_ || bytes_ > max_bytes_)) {
+      bytes_ -= items_.back()->text.size();
+      items_.pop_back();
+    }
+  }
+
+  void Clear() {
+    internal::MutexLock lock(mu_);
+    items_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  const size_t max_items_;
+  const size_t max_bytes_;
+  mutable internal::Mutex mu_;
+  std::list<std::shared_ptr<const T>> items_ STRATA_GUARDED_BY(mu_);
+  size_t bytes_ STRATA_GUARDED_BY(mu_) = 0;
+};
+
+// --- template_request.cc ---------------------------------------------------------------------
+
+// A request's messages, normalised (vLLM's preprocessing); shared with the message memo and
+// never changed once made.
+class MessageList {
+ public:
+  size_t size() const { return items_.size(); }
+  const ojson& operator[](size_t i) const { return *items_[i]; }
+  const ojson* get(size_t i) const { return items_[i].get(); }
+  void push_back(std::shared_ptr<const ojson> m) { items_.push_back(std::move(m)); }
+
+ private:
+  std::vector<std::shared_ptr<const ojson>> items_;
+};
+
+// The request as the template receives it.
+struct Request {
+  MessageList messages;
+  ojson tools = ojson::array();
+  std::optional<std::string> reasoning_effort;  // nullopt: undefined
+  std::optional<bool> enable_thinking;
+  std::optional<bool> clear_thinking;
+  std::optional<bool> add_generation_prompt;
+};
+
+// Parses and normalises a chat-completions request body; INVALID_ARGUMENT saying which field is
+// wrong. Continues the kept body sharing the longest prefix with it, so a request that repeats an
+// earlier one and adds to its end costs its new bytes.
+StatusOr<Request> ParseRequest(std::string_view request_json);
+// Forgets the kept bodies and messages (tokenize_internal::ClearChatTemplateMemos).
+void ClearRequestMemos();
+
+// "messages[i]", as error messages name a message.
+inline std::string MessageWhere(size_t i) { return "messages[" + std::to_string(i) + "]"; }
+
+// A normalised message's role.
+inline const std::string& Role(const ojson& m) {
+  return m["role"].get_ref<const std::string&>();
+}
+
+// --- template_render.cc ----------------------------------------------------------------------
+
+// A template rendered message by message, through the render memo (template_render.cc says when
+// a kept rendering is continued).
+class MemoRenderingTemplate : public ChatTemplate {
+ public:
+  StatusOr<std::string> Render(std::string_view request_json) const override;
+  StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override;
+
+ private:
+  // Whether an assistant message's rendering depends on the index of the last user message.
+  virtual bool ReadsLastUser(const Request& r) const = 0;
+  // Everything before the first message.
+  virtual Status RenderPreamble(const Request& r, std::string* out) const = 0;
+  // Message i (`last_user`: the index of the last user message, -1 when there is none).
+  virtual Status RenderMessage(const Request& r, size_t i, int last_user, std::string* out) const = 0;
+  // Everything after the last message (the generation prompt).
+  virtual void RenderEnd(const Request& r, std::string* out) const = 0;
+
+  static uint64_t NextId();
+  // Never reused, unlike an address: a kept rendering is continued by its own template only.
+  const uint64_t id_ = NextId();
+};
+
+// Forgets the kept renderings (tokenize_internal::ClearChatTemplateMemos).
+void ClearRenderMemo();
+
+// The tool call's function object (`{%- if tc.function %}{%- set tc = tc.function %}`).
+const ojson& CallFunction(const ojson& call);
+// An assistant message's tool calls as the GLM templates print them (<tool_call>name<arg_key>...).
+Status AppendToolCalls(const ojson& m, std::string* out);
+
+// What the GLM templates share: the tools block's fixed text, and the prompt is the whole request
+// (no tokens beyond it) rendered with offsets.
+inline constexpr char kGlmToolsHeader[] =
+    "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
+    "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+    "tags:\n<tools>\n";
+inline constexpr char kGlmToolsFooter[] =
+    "</tools>\n\nFor each function call, output the function name and arguments within the "
+    "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
+    "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
+    "{arg-value-2}</arg_value>...</tool_call>";
+
+class GlmChatTemplate : public MemoRenderingTemplate {
+ public:
+  StatusOr<size_t> OverheadTokens(std::string_view request_json) const override;
+};
+
+}  // namespace strata::chat_template_internal
+
+#endif  // STRATA_SRC_TOKENIZE_CHAT_TEMPLATE_INTERNAL_H_

@@ -1,0 +1,152 @@
+// Rendering a request message by message through the render memo, and what the GLM templates
+// share (chat_template_internal.h).
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tokenize/chat_template_internal.h"
+
+namespace strata::chat_template_internal {
+namespace {
+
+// Render memo. The last renderings of every template are kept with their requests, process-wide
+// (64, 256 MB: an agent holds its own template, and a sidecar holds many agents). A request whose
+// fields other than the messages equal a kept one's, and whose first messages are the same
+// objects (ParseRequest hands out the same object for the same message text), continues that
+// rendering: the kept text is reused up to the first message whose rendering could differ, and
+// only the messages from there are rendered. A message's rendering depends on the messages before
+// it, on the index of the last user message (ReadsLastUser) and, for the first tool result of a
+// run, on the rest of the run; so the reuse stops at the first message not shared, at the first
+// assistant message whose view of the last user message changed, and before a trailing run of
+// tool results.
+
+bool SameFields(const Request& a, const Request& b) {
+  return a.reasoning_effort == b.reasoning_effort && a.enable_thinking == b.enable_thinking &&
+         a.clear_thinking == b.clear_thinking &&
+         a.add_generation_prompt == b.add_generation_prompt && a.tools == b.tools;
+}
+
+struct RenderedRequest {
+  uint64_t renderer = 0;  // the template instance that rendered it (MemoRenderingTemplate::id_)
+  Request request;
+  std::string text;             // the preamble and the messages, without the template's ending
+  std::vector<size_t> offsets;  // where each message starts in `text`
+  size_t preamble_bytes = 0;
+  int last_user = -1;  // index of the last user message, -1 when there is none
+};
+
+// Index of the last user message of `r`, whose first `same` messages are those of `base`.
+int LastUser(const Request& r, const RenderedRequest* base, size_t same) {
+  for (size_t i = r.messages.size(); i-- > same;)
+    if (Role(r.messages[i]) == "user") return static_cast<int>(i);
+  if (base != nullptr && base->last_user < static_cast<int>(same)) return base->last_user;
+  for (size_t i = same; i-- > 0;)
+    if (Role(r.messages[i]) == "user") return static_cast<int>(i);
+  return -1;
+}
+
+RecentList<RenderedRequest>& RenderedRequests() {
+  static auto* rendered = new RecentList<RenderedRequest>(64, 256u << 20);  // never destroyed
+  return *rendered;
+}
+
+
+}  // namespace
+
+StatusOr<std::string> MemoRenderingTemplate::Render(std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
+  return std::move(p.text);
+}
+
+StatusOr<RenderedPrompt> MemoRenderingTemplate::RenderWithOffsets(
+    std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+  // The kept rendering with the same fields and the longest run of the same first messages.
+  std::shared_ptr<const RenderedRequest> base;
+  size_t same = 0;
+  for (auto& kept : RenderedRequests().Snapshot()) {
+    if (kept->renderer != id_ || !SameFields(kept->request, r)) continue;
+    const size_t n = std::min(kept->request.messages.size(), r.messages.size());
+    size_t k = 0;
+    while (k < n && kept->request.messages.get(k) == r.messages.get(k)) ++k;
+    if (base == nullptr || k > same) {
+      base = std::move(kept);
+      same = k;
+    }
+  }
+  auto entry = std::make_shared<RenderedRequest>();
+  entry->renderer = id_;
+  entry->last_user = LastUser(r, base.get(), same);
+  size_t from = 0;
+  if (base != nullptr) {
+    from = same;
+    if (ReadsLastUser(r) && base->last_user != entry->last_user)
+      from = std::min(from, static_cast<size_t>(std::min(base->last_user, entry->last_user) + 1));
+    while (from > 0 && Role(r.messages[from - 1]) == "tool") --from;
+    entry->text.assign(base->text, 0,
+                       from < base->offsets.size() ? base->offsets[from] : base->text.size());
+    entry->offsets.assign(base->offsets.begin(), base->offsets.begin() + from);
+    entry->preamble_bytes = base->preamble_bytes;
+  } else {
+    STRATA_RETURN_IF_ERROR(RenderPreamble(r, &entry->text));
+    entry->preamble_bytes = entry->text.size();
+  }
+  for (size_t i = from; i < r.messages.size(); ++i) {
+    entry->offsets.push_back(entry->text.size());
+    STRATA_RETURN_IF_ERROR(RenderMessage(r, i, entry->last_user, &entry->text));
+  }
+  RenderedPrompt p;
+  p.text.reserve(entry->text.size() + 32);
+  p.text = entry->text;
+  RenderEnd(r, &p.text);
+  p.message_offsets = entry->offsets;
+  p.preamble_bytes = entry->preamble_bytes;
+  entry->request = std::move(r);
+  // In place of the base when this rendering continues it (reuses at least half of it).
+  RenderedRequests().Keep(std::move(entry),
+                 base != nullptr && from >= base->offsets.size() / 2 ? base.get() : nullptr);
+  return p;
+}
+
+uint64_t MemoRenderingTemplate::NextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+void ClearRenderMemo() { RenderedRequests().Clear(); }
+
+const ojson& CallFunction(const ojson& call) {
+  const ojson* f = Field(call, "function");
+  return Truthy(f) ? *f : call;
+}
+
+Status AppendToolCalls(const ojson& m, std::string* out) {
+  const ojson* calls = Field(m, "tool_calls");
+  if (!Truthy(calls)) return Status::Ok();
+  for (const ojson& call : *calls) {
+    const ojson& fn = CallFunction(call);
+    *out += "<tool_call>" + fn["name"].get<std::string>();
+    for (auto it = fn["arguments"].begin(); it != fn["arguments"].end(); ++it) {
+      *out += "<arg_key>" + it.key() + "</arg_key><arg_value>";
+      if (it.value().is_string()) {
+        *out += it.value().get<std::string>();
+      } else {
+        STRATA_RETURN_IF_ERROR(PyJson(it.value(), out));
+      }
+      *out += "</arg_value>";
+    }
+    *out += "</tool_call>";
+  }
+  return Status::Ok();
+}
+
+StatusOr<size_t> GlmChatTemplate::OverheadTokens(std::string_view request_json) const {
+  STRATA_RETURN_IF_ERROR(ParseRequest(request_json).status());
+  return size_t{0};
+}
+
+}  // namespace strata::chat_template_internal

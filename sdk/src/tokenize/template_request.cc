@@ -1,0 +1,485 @@
+// The request as a chat template receives it: the body parsed and normalised as vLLM does, and the
+// memos that make a continued request cost its new bytes (chat_template_internal.h,
+// template_memo.h).
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/json_text.h"
+#include "core/utf8.h"
+#include "tokenize/chat_template_internal.h"
+#include "tokenize/exact_tokenizer.h"  // CommonPrefix
+#include "tokenize/template_memo.h"
+
+namespace strata::chat_template_internal {
+namespace {
+
+using internal::Utf8Prefix;  // quotes in messages end on a character boundary
+
+// ---------------------------------------------------------------------------------------------
+// The request as the template receives it.
+
+StatusOr<std::optional<bool>> OptionalBool(const ojson& object, const char* key,
+                                           const std::string& where) {
+  const ojson* v = Field(object, key);
+  if (v == nullptr || v->is_null()) return std::optional<bool>();
+  if (!v->is_boolean())
+    return InvalidArgumentError("chat template: " + where + "." + key +
+                                " must be true or false, got " + Utf8Prefix(v->dump(), 40));
+  return std::optional<bool>(v->get<bool>());
+}
+
+// A tool call's arguments as an object, as vLLM passes them to the template: a JSON string is
+// parsed (json.loads), an empty or missing one is {}, an object is used as is.
+StatusOr<ojson> NormalizeArguments(const ojson& function, const std::string& where) {
+  const ojson* args = Field(function, "arguments");
+  if (args == nullptr || args->is_null()) return ojson::object();
+  if (args->is_object()) return *args;
+  if (args->is_string()) {
+    const std::string& text = args->get_ref<const std::string&>();
+    if (text.empty()) return ojson::object();
+    STRATA_RETURN_IF_ERROR(CheckNesting(text, where + ".arguments"));
+    ojson parsed = ojson::parse(text, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) return parsed;
+    return InvalidArgumentError("chat template: " + where +
+                                ".arguments is not a JSON object: " + Utf8Prefix(text, 80));
+  }
+  return InvalidArgumentError("chat template: " + where +
+                              ".arguments is neither a JSON string nor an object");
+}
+
+Status NormalizeMessage(ojson& m, size_t i) {
+  const std::string where = MessageWhere(i);
+  if (!m.is_object()) return InvalidArgumentError("chat template: " + where + " is not an object");
+  const ojson* role_field = Field(m, "role");
+  if (role_field == nullptr || !role_field->is_string())
+    return InvalidArgumentError("chat template: " + where + " has no \"role\"");
+  const std::string role = role_field->get<std::string>();
+  if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+      role != "tool")
+    return InvalidArgumentError("chat template: " + where + " has unknown role \"" + role +
+                                "\" (expected system, developer, user, assistant or tool)");
+  ojson& content = m["content"];
+  if (content.is_null()) content = "";
+  if (!content.is_string() && !content.is_array())
+    return InvalidArgumentError("chat template: " + where +
+                                ".content must be a string, an array of parts or null");
+  if (role != "assistant") return Status::Ok();
+
+  // vLLM: reasoning = message.get("reasoning") or message.get("reasoning_content").
+  const ojson* reasoning = Field(m, "reasoning");
+  const ojson* reasoning_content = Field(m, "reasoning_content");
+  const ojson* chosen = Truthy(reasoning) ? reasoning : reasoning_content;
+  if (chosen != nullptr && !chosen->is_null()) {
+    if (!chosen->is_string())
+      return InvalidArgumentError("chat template: " + where + " has a non-string reasoning");
+    ojson text = *chosen;
+    m["reasoning_content"] = std::move(text);
+  } else {
+    m.erase("reasoning_content");
+  }
+
+  ojson& calls = m["tool_calls"];
+  if (calls.is_null()) return Status::Ok();
+  if (!calls.is_array())
+    return InvalidArgumentError("chat template: " + where + ".tool_calls must be an array");
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const std::string call_where = where + ".tool_calls[" + std::to_string(c) + "]";
+    ojson& call = calls[c];
+    if (!call.is_object())
+      return InvalidArgumentError("chat template: " + call_where + " is not an object");
+    ojson& function = Truthy(Field(call, "function")) ? call["function"] : call;
+    if (!function.is_object())
+      return InvalidArgumentError("chat template: " + call_where + ".function is not an object");
+    const ojson* name = Field(function, "name");
+    if (name == nullptr || !name->is_string())
+      return InvalidArgumentError("chat template: " + call_where + " has no function name");
+    STRATA_ASSIGN_OR_RETURN(ojson args, NormalizeArguments(function, call_where + ".function"));
+    function["arguments"] = std::move(args);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsed bodies and the message memo. An agent's successive requests repeat their earlier
+// messages byte for byte, so scanning, parsing and normalising every message of every request
+// would make a run quadratic in its turns. ParseRequest continues the kept body that shares the
+// longest prefix with the new one (ParsedBodies): the messages inside that prefix are taken as
+// they are, and the rest of the "messages" array is cut into its elements' texts with a light
+// scan; of those, only the elements the memo has not seen are parsed (and normalised). The rest of
+// the body is parsed as a "skeleton" with an empty array. Whenever the scan meets anything unusual
+// (not an object, a duplicate or escaped "messages" key, an element that does not parse, nesting
+// near the limit) the whole body is parsed as before, so results and errors are those of the
+// whole parse.
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+size_t SkipSpace(std::string_view t, size_t i) {
+  while (i < t.size() && IsJsonSpace(t[i])) ++i;
+  return i;
+}
+
+// The end of the JSON string starting at t[pos] == '"', or npos.
+size_t SkipString(std::string_view t, size_t pos) {
+  for (size_t i = pos + 1; i < t.size(); ++i) {
+    if (t[i] == '\\') {
+      ++i;
+    } else if (t[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The end of the value starting at t[pos] (not validated: nlohmann parses it later), or npos.
+size_t SkipValue(std::string_view t, size_t pos) {
+  if (pos >= t.size()) return std::string_view::npos;
+  const char c = t[pos];
+  if (c == '"') return SkipString(t, pos);
+  if (c == '{' || c == '[') {
+    size_t depth = 0;
+    for (size_t i = pos; i < t.size(); ++i) {
+      const char d = t[i];
+      if (d == '"') {
+        i = SkipString(t, i);
+        if (i == std::string_view::npos) return i;
+        --i;
+      } else if (d == '{' || d == '[') {
+        ++depth;
+      } else if (d == '}' || d == ']') {
+        if (--depth == 0) return i + 1;
+      }
+    }
+    return std::string_view::npos;
+  }
+  size_t i = pos;
+  while (i < t.size() && t[i] != ',' && t[i] != '}' && t[i] != ']' && !IsJsonSpace(t[i])) ++i;
+  return i == pos ? std::string_view::npos : i;
+}
+
+// Where a body's "messages" array and each of its elements are: [begin, end) byte ranges.
+struct BodySplit {
+  size_t array_begin = 0;  // the '['
+  size_t array_end = 0;    // one past the ']'
+  std::vector<std::pair<size_t, size_t>> elements;
+};
+
+// Cuts the elements of an array from t[j]: just after its '[' (`after_element` false) or just
+// after an element (true). Returns one past the array's ']', or npos.
+size_t WalkElements(std::string_view t, size_t j, bool after_element,
+                    std::vector<std::pair<size_t, size_t>>* elements) {
+  constexpr size_t npos = std::string_view::npos;
+  j = SkipSpace(t, j);
+  if (j < t.size() && t[j] == ']') return j + 1;
+  if (after_element) {
+    if (j >= t.size() || t[j] != ',') return npos;
+    j = SkipSpace(t, j + 1);
+  }
+  for (;;) {
+    const size_t end = SkipValue(t, j);
+    if (end == npos) return npos;
+    elements->emplace_back(j, end);
+    j = SkipSpace(t, end);
+    if (j < t.size() && t[j] == ',') {
+      j = SkipSpace(t, j + 1);
+      continue;
+    }
+    return j < t.size() && t[j] == ']' ? j + 1 : npos;
+  }
+}
+
+// Finds the body's top-level "messages" array and cuts it into its elements. With `base` (the
+// split of an earlier body) and `prefix` (the bytes the two bodies share), the scan does not walk
+// the shared part again: the keys before the array and the elements that end inside the prefix
+// are the base's (a scalar's end depends on the byte after it, hence `<`).
+bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, BodySplit* out) {
+  constexpr size_t npos = std::string_view::npos;
+  size_t i = 0;
+  bool seen = false;
+  if (base != nullptr && base->array_begin < prefix) {
+    out->array_begin = base->array_begin;
+    size_t reused = 0;
+    while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
+    out->elements.assign(base->elements.begin(), base->elements.begin() + reused);
+    i = WalkElements(t, reused > 0 ? out->elements.back().second : out->array_begin + 1, reused > 0,
+                     &out->elements);
+    if (i == npos) return false;
+    out->array_end = i;
+    seen = true;
+  } else {
+    i = SkipSpace(t, 0);
+    if (i >= t.size() || t[i] != '{') return false;
+    ++i;
+  }
+  for (bool first = !seen;; first = false) {
+    i = SkipSpace(t, i);
+    if (!first) {
+      if (i < t.size() && t[i] == '}') break;
+      if (i >= t.size() || t[i] != ',') return false;
+      i = SkipSpace(t, i + 1);
+    }
+    if (i >= t.size() || t[i] != '"') return false;
+    const size_t key_end = SkipString(t, i);
+    if (key_end == npos) return false;
+    const std::string_view key = t.substr(i, key_end - i);
+    i = SkipSpace(t, key_end);
+    if (i >= t.size() || t[i] != ':') return false;
+    i = SkipSpace(t, i + 1);
+    if (key == "\"messages\"") {
+      if (seen || i >= t.size() || t[i] != '[') return false;
+      seen = true;
+      out->array_begin = i;
+      i = WalkElements(t, i + 1, false, &out->elements);
+      if (i == npos) return false;
+      out->array_end = i;
+    } else {
+      i = SkipValue(t, i);
+      if (i == npos) return false;
+    }
+  }
+  return seen && SkipSpace(t, i + 1) == t.size();
+}
+
+// Normalised messages by their text, process-wide (the normalisation is the same for every
+// template). Bounded: each entry is charged its text, about twice that for the parsed message and
+// kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges would exceed
+// kMessageMemoMaxBytes it starts over. Charging the text alone let a long-running process (an agent
+// host whose agents are created, run and deleted) keep several times the bound in parsed messages.
+class MessageMemo {
+ public:
+  static MessageMemo& Get() {
+    static MessageMemo* memo = new MessageMemo();  // never destroyed: used until exit
+    return *memo;
+  }
+
+  std::shared_ptr<const ojson> Find(std::string_view text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(text);
+    return it == map_.end() ? nullptr : it->second->message;
+  }
+
+  void Insert(std::string_view text, std::shared_ptr<const ojson> message) {
+    const size_t charge = tokenize_internal::MessageMemoCharge(text.size());
+    if (charge > tokenize_internal::kMessageMemoMaxBytes / 4) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(text) != 0) return;
+    if (bytes_ + charge > tokenize_internal::kMessageMemoMaxBytes) {
+      map_.clear();
+      bytes_ = 0;
+    }
+    auto stored = std::make_unique<Stored>(Stored{std::string(text), std::move(message)});
+    const std::string_view key = stored->text;
+    map_.emplace(key, std::move(stored));
+    bytes_ += charge;
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    bytes_ = 0;
+  }
+
+  tokenize_internal::MessageMemoStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    tokenize_internal::MessageMemoStats stats;
+    stats.entries = map_.size();
+    stats.charged_bytes = bytes_;
+    for (const auto& [key, stored] : map_) stats.text_bytes += key.size();
+    return stats;
+  }
+
+ private:
+  struct Stored {
+    std::string text;
+    std::shared_ptr<const ojson> message;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string_view, std::unique_ptr<Stored>> map_;  // keys view Stored::text
+  size_t bytes_ = 0;
+};
+
+// A body ParseRequest split and parsed: its text, where its messages are, the messages (parsed and
+// normalised) and the rest of the body ("messages": []) parsed. Never changed once made.
+struct ParsedBody {
+  std::string text;
+  BodySplit split;
+  std::vector<std::shared_ptr<const ojson>> messages;
+  std::string skeleton;
+  std::shared_ptr<const ojson> skeleton_json;
+};
+
+// The last bodies ParseRequest split, process-wide. A new body continues the one it shares the
+// longest prefix with: an agent's successive requests (and the several renders of one request)
+// repeat the previous body and add to its end, so the messages in the shared prefix are neither
+// scanned, depth-checked, looked up nor parsed again, and a request costs its new bytes plus a
+// comparison and a copy of its text. Bounded: 64 bodies, 256 MB of text.
+RecentList<ParsedBody>& ParsedBodies() {
+  static auto* bodies = new RecentList<ParsedBody>(64, 256u << 20);  // never destroyed
+  return *bodies;
+}
+
+// The kept body sharing the longest prefix with `text` (null when none is kept) and the length of
+// that prefix.
+std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* prefix) {
+  std::shared_ptr<const ParsedBody> best;
+  *prefix = 0;
+  for (auto& body : ParsedBodies().Snapshot()) {
+    const size_t shared = tokenize_internal::CommonPrefix(body->text, text);
+    if (best == nullptr || shared > *prefix) {
+      best = std::move(body);
+      *prefix = shared;
+    }
+  }
+  return best;
+}
+
+// Splits and parses `text`, continuing `base` (the kept body it shares `prefix` bytes with, or
+// null). Null when the light scan does not apply or any part of it fails (the whole body is
+// parsed instead, for its result or its error); an error only from normalising a new message,
+// which is the whole parse's error too: a body whose every part parses is valid JSON, and its
+// nesting is the deeper of the skeleton's and 2 + each element's.
+StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
+                                                        const ParsedBody* base, size_t prefix) {
+  auto body = std::make_shared<ParsedBody>();
+  if (!SplitMessages(text, base != nullptr ? &base->split : nullptr, prefix, &body->split))
+    return std::shared_ptr<const ParsedBody>();
+  const BodySplit& split = body->split;
+  // The leading elements SplitMessages took from the base (same range, ending inside the prefix).
+  const size_t comparable =
+      base != nullptr ? std::min(split.elements.size(), base->split.elements.size()) : 0;
+  size_t same = 0;
+  while (same < comparable && split.elements[same] == base->split.elements[same] &&
+         split.elements[same].second < prefix)
+    ++same;
+  body->skeleton.reserve(text.size() - (split.array_end - split.array_begin) + 2);
+  body->skeleton.append(text.substr(0, split.array_begin));
+  body->skeleton.append("[]");
+  body->skeleton.append(text.substr(split.array_end));
+  if (!internal::CheckJsonDepth(body->skeleton, "", kChatTemplateMaxJsonDepth).ok())
+    return std::shared_ptr<const ParsedBody>();
+  for (size_t i = same; i < split.elements.size(); ++i) {
+    const auto [begin, end] = split.elements[i];
+    if (!internal::CheckJsonDepth(text.substr(begin, end - begin), "", kChatTemplateMaxJsonDepth - 2)
+             .ok())
+      return std::shared_ptr<const ParsedBody>();
+  }
+  if (base != nullptr && base->skeleton == body->skeleton) {
+    body->skeleton_json = base->skeleton_json;
+  } else {
+    auto parsed = std::make_shared<ojson>(ojson::parse(body->skeleton, nullptr, false));
+    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<const ParsedBody>();
+    body->skeleton_json = std::move(parsed);
+  }
+  // The messages: the base's, then from the memo or parsed; new ones are normalised in order
+  // after every element parsed, so the first invalid message gives the whole parse's error.
+  MessageMemo& memo = MessageMemo::Get();
+  if (same > 0) body->messages.assign(base->messages.begin(), base->messages.begin() + same);
+  std::vector<std::pair<size_t, ojson>> parsed;
+  for (size_t i = same; i < split.elements.size(); ++i) {
+    const std::string_view element =
+        text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
+    body->messages.push_back(memo.Find(element));
+    if (body->messages.back() != nullptr) continue;
+    ojson m = ojson::parse(element.begin(), element.end(), nullptr, false);
+    if (m.is_discarded()) return std::shared_ptr<const ParsedBody>();
+    parsed.emplace_back(i, std::move(m));
+  }
+  for (auto& [i, m] : parsed) {
+    STRATA_RETURN_IF_ERROR(NormalizeMessage(m, i));
+    body->messages[i] = std::make_shared<const ojson>(std::move(m));
+    const auto [begin, end] = split.elements[i];
+    memo.Insert(text.substr(begin, end - begin), body->messages[i]);
+  }
+  body->text.assign(text);
+  return std::shared_ptr<const ParsedBody>(std::move(body));
+}
+
+// The request's fields other than its messages, from the parsed body.
+Status ReadFields(const ojson& body, Request* r) {
+  if (const ojson* tools = Field(body, "tools"); tools != nullptr && !tools->is_null()) {
+    if (!tools->is_array())
+      return InvalidArgumentError("chat template: \"tools\" must be an array");
+    for (size_t t = 0; t < tools->size(); ++t)
+      if (!(*tools)[t].is_object())
+        return InvalidArgumentError("chat template: tools[" + std::to_string(t) +
+                                    "] is not an object");
+    r->tools = *tools;
+  }
+  const ojson* kwargs = Field(body, "chat_template_kwargs");
+  if (kwargs != nullptr && !kwargs->is_null() && !kwargs->is_object())
+    return InvalidArgumentError("chat template: \"chat_template_kwargs\" must be an object");
+  static const ojson kEmpty = ojson::object();
+  const ojson& kw = kwargs != nullptr && kwargs->is_object() ? *kwargs : kEmpty;
+  STRATA_ASSIGN_OR_RETURN(r->enable_thinking,
+                          OptionalBool(kw, "enable_thinking", "chat_template_kwargs"));
+  STRATA_ASSIGN_OR_RETURN(r->clear_thinking,
+                          OptionalBool(kw, "clear_thinking", "chat_template_kwargs"));
+  STRATA_ASSIGN_OR_RETURN(r->add_generation_prompt,
+                          OptionalBool(body, "add_generation_prompt", "the request"));
+  // vLLM passes the top-level reasoning_effort over chat_template_kwargs' when it is set.
+  for (const ojson* source : {Field(body, "reasoning_effort"), Field(kw, "reasoning_effort")}) {
+    if (source == nullptr || source->is_null()) continue;
+    if (!source->is_string())
+      return InvalidArgumentError("chat template: reasoning_effort must be a string, got " +
+                                  Utf8Prefix(source->dump(), 40));
+    r->reasoning_effort = source->get<std::string>();
+    break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Request> ParseRequest(std::string_view request_json) {
+  Request r;
+  size_t prefix = 0;
+  std::shared_ptr<const ParsedBody> base = ClosestBody(request_json, &prefix);
+  std::shared_ptr<const ParsedBody> split;
+  if (base != nullptr && prefix == request_json.size() && prefix == base->text.size()) {
+    split = base;  // the same body again
+  } else {
+    STRATA_ASSIGN_OR_RETURN(split, ParseSplit(request_json, base.get(), prefix));
+  }
+  if (split != nullptr) {
+    // In place of the base when this body continues it (shares at least half of it).
+    ParsedBodies().Keep(split, base != nullptr && prefix >= base->text.size() / 2 ? base.get() : nullptr);
+    for (const auto& m : split->messages) r.messages.push_back(m);
+    STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
+    return r;
+  }
+  // The whole body, parsed as one value.
+  STRATA_RETURN_IF_ERROR(CheckNesting(request_json, "the request body"));
+  ojson body = ojson::parse(request_json.begin(), request_json.end(), nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return InvalidArgumentError("chat template: the request body is not a JSON object");
+  if (!body.contains("messages") || !body["messages"].is_array())
+    return InvalidArgumentError("chat template: the request body has no \"messages\" array");
+  ojson& messages = body["messages"];
+  for (size_t i = 0; i < messages.size(); ++i) {
+    STRATA_RETURN_IF_ERROR(NormalizeMessage(messages[i], i));
+    r.messages.push_back(std::make_shared<const ojson>(std::move(messages[i])));
+  }
+  STRATA_RETURN_IF_ERROR(ReadFields(body, &r));
+  return r;
+}
+
+void ClearRequestMemos() {
+  ParsedBodies().Clear();
+  MessageMemo::Get().Clear();
+}
+
+}  // namespace strata::chat_template_internal
+
+namespace strata::tokenize_internal {
+
+MessageMemoStats ChatTemplateMessageMemoStats() {
+  return chat_template_internal::MessageMemo::Get().Stats();
+}
+
+}  // namespace strata::tokenize_internal
