@@ -84,12 +84,14 @@ std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before
   for (const SegmentSignature& s : before) old_by_id[s.id] = &s;
   std::set<std::string> now_ids;
   bool history_changed = false;
+  bool history_altered = false;  // a history segment's state changed: a policy altered it
   for (const SegmentSignature& s : now) {
     now_ids.insert(s.id);
     auto it = old_by_id.find(s.id);
     const SegmentSignature* old = it == old_by_id.end() ? nullptr : it->second;
     if (s.layer == Layer::kHistory) {
-      if (old != nullptr && (old->hash != s.hash || old->state != s.state)) history_changed = true;
+      if (old != nullptr && old->state != s.state) history_altered = true;
+      if (old != nullptr && old->hash != s.hash) history_changed = true;
       continue;
     }
     if (old != nullptr && old->hash == s.hash && old->version == s.version) continue;
@@ -103,7 +105,9 @@ std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before
       add(RemovedCause(s));
     }
   }
-  if (compacted) {
+  // A compaction of this build, or one made before it (Context::Compact, or a build this turn
+  // did not make) that altered segments in place.
+  if (compacted || history_altered) {
     add("compaction");
   } else if (history_changed) {
     add("history segment changed");

@@ -33,7 +33,6 @@
 #include <string_view>
 #include <vector>
 
-#include "strata/chat_template.h"
 #include "strata/clock.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
@@ -44,7 +43,9 @@
 
 namespace strata::turn_internal {
 
-// FNV-1a 64 of `text`, continuing from `h`.
+// FNV-1a 64 of `text`, continuing from `h`. The default offset basis is strata's own
+// (1469598103934665603, not FNV's published 14695981039346656037): stored signatures and cache
+// states were written with it, so it stays.
 uint64_t Fnv64(std::string_view text, uint64_t h = 1469598103934665603ULL);
 
 // What identifies a rendered segment, to tell which ones changed between two requests.
@@ -61,8 +62,10 @@ struct SegmentSignature {
 std::vector<SegmentSignature> Signatures(const Context& context);
 
 // Every reason the rendered segments changed from `before` to `now` (stable layers: each change;
-// history: "compaction" when this build compacted, else "history segment changed"); the first
-// changed segment into *first_id and *first_layer.
+// history: "compaction" when this build compacted or a history segment's state changed (masked,
+// truncated, ...: a compaction made before this build), else "history segment changed" when a
+// history segment's content changed or one is gone); the first changed segment into *first_id
+// and *first_layer.
 std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before,
                                      const std::vector<SegmentSignature>& now, bool compacted,
                                      const std::vector<LintWarning>& warnings,
