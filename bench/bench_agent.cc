@@ -3,8 +3,8 @@
 //                     appending the replies by hand (the floor: no prediction, no records)
 //   BM_AgentComplete  the same turns through Agent::Complete() (build, predict, send, append,
 //                     break explanation, growth point)
-//   BM_AgentCompleteStore  the same with a SQLite store, and the store's write transactions per
-//                     turn
+//   BM_AgentCompleteStore/S  the same with a SQLite store (S 0: synchronous=normal, 1: full), and
+//                     the store's write transactions per turn
 //   BM_Predict/N      Agent::PredictCachedTokens() on an N-token context after one more tool result
 //                     (incremental prompt encoding)
 //   BM_PredictWhole/N the same prediction computed from the whole body: chat template render,
@@ -144,9 +144,10 @@ void BM_AgentComplete(benchmark::State& state) {
 }
 BENCHMARK(BM_AgentComplete)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
-// BM_AgentComplete with a SQLite store (synchronous=normal, in $TMPDIR): the same turns, each one
-// persisted; the counter "store_tx_per_turn" is the store's write transactions (StoreStats::
-// write_transactions) per Complete(), the appends between turns not counted.
+// BM_AgentComplete with a SQLite store in $TMPDIR (argument 0: synchronous=normal, 1: full, the
+// default, an fsync per commit): the same turns, each one persisted; the counter
+// "store_tx_per_turn" is the store's write transactions (StoreStats::write_transactions) per
+// Complete(), the appends between turns not counted.
 void BM_AgentCompleteStore(benchmark::State& state) {
   SimFixture& fx = Sim();
   auto transport = strata::MakeHttpTransport(HttpOptions(fx.sim->base_url())).value();
@@ -154,7 +155,8 @@ void BM_AgentCompleteStore(benchmark::State& state) {
   const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/strata-bench-agent-" +
                            std::to_string(::getpid()) + ".db";
   strata::StoreOptions store_options;
-  store_options.synchronous = strata::StoreSync::kNormal;
+  store_options.synchronous =
+      state.range(0) == 0 ? strata::StoreSync::kNormal : strata::StoreSync::kFull;
   auto store = strata::OpenSqliteStore(path, store_options).value();
   strata::AgentServices services;
   services.transport = transport.get();
@@ -192,7 +194,7 @@ void BM_AgentCompleteStore(benchmark::State& state) {
   store.reset();
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
-BENCHMARK(BM_AgentCompleteStore)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_AgentCompleteStore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // The qwen3 tokenizer.json with GLM's role markers as added tokens (as tests/unit/agent does).
 std::string GlmLikeTokenizerFile() {

@@ -669,7 +669,8 @@ class Agent::Impl {
       return FailTurn(run, batch, sent);
     }
     const Response& resp = turn.response;
-    PrefixReference next = reference_;
+    PrefixReference next;
+    if (forked) next.hashes = reference_.hashes;  // this agent's own last request stays the reference
     run.Finish(resp, &next, /*keep_reference=*/forked);
     AssistantMessage message;
     message.content = resp.content;
@@ -687,7 +688,7 @@ class Agent::Impl {
     turn.break_causes = run.break_causes();
     // The reference of the next request, and what the server's cache now holds, for a reopen.
     PromptBlocks saved = run.blocks();
-    if (forked) saved.hashes = reference_.hashes;  // this agent's own last request stays the reference
+    if (forked) saved.hashes = next.hashes;
     reference_ = std::move(next);
     STRATA_RETURN_IF_ERROR(SaveState(kCacheKey, agent_internal::EncodeCacheState(saved, reference_)));
     int64_t invalidated = 0;

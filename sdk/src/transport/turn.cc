@@ -350,7 +350,7 @@ void TurnRun::Finish(const Response& resp, PrefixReference* reference, bool keep
                              blocks_.hashes.begin() + std::min<size_t>(history_blocks_, blocks_.hashes.size()));
   }
   reference->history_blocks = history_blocks_;
-  reference->signatures = signatures_;
+  reference->signatures = std::move(signatures_);  // the run's own are not read after this
 }
 
 void TurnRun::StampDuration() {

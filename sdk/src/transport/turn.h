@@ -153,7 +153,7 @@ class TurnRun {
   BuiltRequest& mutable_built() { return built_; }
   const PromptBlocks& blocks() const { return blocks_; }
   int64_t history_blocks() const { return history_blocks_; }
-  std::vector<SegmentSignature>& signatures() { return signatures_; }
+  std::vector<SegmentSignature>& signatures() { return signatures_; }  // until Finish()
   const std::optional<PrefixBreakEvent>& changed() const { return changed_; }
   const std::vector<std::string>& break_causes() const { return break_causes_; }
   const std::optional<PrefixBreakEvent>& prefix_break() const { return prefix_break_; }
@@ -176,7 +176,8 @@ class TurnRun {
   // the record.
   Status Send(const CallOptions& call, Response* response);
   // After a successful send: the server's usage into the record, the blocks into the model, the
-  // prefix break of the request, and (unless `keep_reference`) the reference of the next request.
+  // prefix break of the request, and the reference of the next request into *reference (its
+  // hashes left as they are with `keep_reference`; the run's signatures move into it).
   void Finish(const Response& response, PrefixReference* reference, bool keep_reference = false);
   // A failed request: its code, error and duration into the record, and no prefix break (a
   // failed request reports none).
