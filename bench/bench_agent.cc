@@ -3,6 +3,8 @@
 //                     appending the replies by hand (the floor: no prediction, no records)
 //   BM_AgentComplete  the same turns through Agent::Complete() (build, predict, send, append,
 //                     break explanation, growth point)
+//   BM_AgentCompleteStore/S  the same with a SQLite store (S 0: synchronous=normal, 1: full), and
+//                     the store's write transactions per turn
 //   BM_Predict/N      Agent::PredictCachedTokens() on an N-token context after one more tool result
 //                     (incremental prompt encoding)
 //   BM_PredictWhole/N the same prediction computed from the whole body: chat template render,
@@ -15,6 +17,11 @@
 //   build/bench/bench_agent --benchmark_filter=Predict
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,6 +31,7 @@
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
+#include "strata/store.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/tools/trace.h"
 
@@ -135,6 +143,58 @@ void BM_AgentComplete(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AgentComplete)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+// BM_AgentComplete with a SQLite store in $TMPDIR (argument 0: synchronous=normal, 1: full, the
+// default, an fsync per commit): the same turns, each one persisted; the counter
+// "store_tx_per_turn" is the store's write transactions (StoreStats::write_transactions) per
+// Complete(), the appends between turns not counted.
+void BM_AgentCompleteStore(benchmark::State& state) {
+  SimFixture& fx = Sim();
+  auto transport = strata::MakeHttpTransport(HttpOptions(fx.sim->base_url())).value();
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/strata-bench-agent-" +
+                           std::to_string(::getpid()) + ".db";
+  strata::StoreOptions store_options;
+  store_options.synchronous =
+      state.range(0) == 0 ? strata::StoreSync::kNormal : strata::StoreSync::kFull;
+  auto store = strata::OpenSqliteStore(path, store_options).value();
+  strata::AgentServices services;
+  services.transport = transport.get();
+  services.store = store.get();
+  int64_t requests = 0;
+  int64_t turn_transactions = 0;
+  int run = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    strata::AgentConfig config = Config();
+    config.identity.id = "bench-" + std::to_string(++run);
+    auto agent = strata::Agent::Create(config, services).value();
+    state.ResumeTiming();
+    for (const strata::TraceMessage& m : fx.trace) {
+      if (m.role == strata::TraceRole::kSystem) agent->SetSystemPrompt(m.content).IgnoreError();
+      if (m.role == strata::TraceRole::kUser) agent->AppendUser(m.content).status().IgnoreError();
+      if (m.role == strata::TraceRole::kTool)
+        agent->AppendToolResult({m.tool_call_id, m.content, false}).status().IgnoreError();
+      if (m.role != strata::TraceRole::kAssistant) continue;
+      state.PauseTiming();
+      const int64_t before = store->Stats()->write_transactions;
+      state.ResumeTiming();
+      auto turn = agent->Complete();
+      if (!turn.ok()) state.SkipWithError(turn.status().ToString().c_str());
+      state.PauseTiming();
+      turn_transactions += store->Stats()->write_transactions - before;
+      state.ResumeTiming();
+      ++requests;
+    }
+  }
+  state.counters["requests"] =
+      benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
+  state.counters["store_tx_per_turn"] =
+      static_cast<double>(turn_transactions) / static_cast<double>(std::max<int64_t>(1, requests));
+  store.reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+BENCHMARK(BM_AgentCompleteStore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // The qwen3 tokenizer.json with GLM's role markers as added tokens (as tests/unit/agent does).
 std::string GlmLikeTokenizerFile() {

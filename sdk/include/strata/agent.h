@@ -276,6 +276,9 @@ struct Turn {
   std::vector<std::string> break_causes;  // each cause of prefix_break; empty when none
   GrowthPoint growth;  // recorded in the store automatically
   std::string body;    // the request body that was sent
+  // What went wrong without failing the turn, one line each (e.g. a write refused); also counted
+  // by Agent::record_write_failures(). Empty normally.
+  std::vector<std::string> warnings;
 };
 
 // Options of Run().
@@ -451,6 +454,12 @@ class Agent {
   Context& context();
   const Context& context() const;
   Store* store() const;  // nullptr without a store
+  // Writes the store refused since the agent was created or opened: a turn whose writes (context
+  // changes, record, events, growth, cache state: one Store::CommitTurn) were refused fails with
+  // the store's error and counts one, and so does the record of a failed turn that could not be
+  // stored (its Status then says so); a write that fails nothing (Turn::warnings) counts one too.
+  // An exporter's counter.
+  int64_t record_write_failures() const;
 
   class Impl;  // private to strata::agent
 

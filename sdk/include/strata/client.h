@@ -4,7 +4,7 @@
 // (backend profile, cache_salt from the isolation key, request id), predicts the cached tokens with
 // a prefix-cache model (strata/prefix_cache.h), sends it through a Transport, appends the assistant
 // reply to the context (nothing is appended on failure) and writes one RequestRecord to the
-// record sink. When the server reports fewer cached tokens than predicted by more than one block,
+// record sink (a write the sink refuses is a warning of the Completion, never a failed call). When the server reports fewer cached tokens than predicted by more than one block,
 // or the request's reusable prefix is shorter than the previous request's, a PrefixBreakEvent names
 // the first segment that differs.
 //
@@ -154,6 +154,9 @@ struct Completion {
   std::string assistant_segment_id;  // the appended assistant message
   std::optional<PrefixBreakEvent> prefix_break;  // set when the request reused less of the prefix cache than expected
   std::string body;  // the request body that was sent
+  // What went wrong without failing the call: each write the record sink refused (the record,
+  // the prefix-break event), one line each. Also counted by Client::record_write_failures().
+  std::vector<std::string> warnings;
 };
 
 // Builds, predicts, sends, appends and records requests of contexts (see the file comment).
@@ -186,6 +189,10 @@ class Client {
 
   // The shared prefix-cache model (predictions of every agent of this client).
   PrefixCacheModel& cache_model();
+
+  // How many writes the record sink refused since the client was created (records and events;
+  // each is also a warning of its Completion). An exporter's counter.
+  int64_t record_write_failures() const;
 
  private:
   class Impl;

@@ -85,8 +85,8 @@ std::string_view PrefixBreakKindName(PrefixBreakEvent::Kind kind);
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
-  // Must be thread-safe. A failing sink is reported by Complete() only through its return
-  // value being logged in the record's error field; it never fails the request.
+  // Must be thread-safe. A write that fails never fails the request: Client::Complete() reports
+  // it as one of Completion::warnings and counts it (Client::record_write_failures()).
   virtual Status Write(const RequestRecord& record) = 0;
   // Writes a prefix-break event; the default drops it (a sink of records only).
   virtual Status WriteEvent(const PrefixBreakEvent& /*event*/) { return Status(); }

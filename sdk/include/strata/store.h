@@ -6,7 +6,7 @@
 // above a size threshold), the turns, the request records (strata/record.h), events (compactions,
 // prefix breaks, any application type with a JSON payload) and the growth curve (tokens per layer
 // per turn). OpenSqliteStore() is the implementation over SQLite (WAL mode, one transaction per
-// mutation).
+// mutation, and one for all the writes of a turn: CommitTurn).
 //
 //   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::Store> store,
 //                           strata::OpenSqliteStore("agents.db"));
@@ -44,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "strata/clock.h"
@@ -161,7 +162,33 @@ struct StoreStats {
   int64_t events = 0;    // stored events
   // The durability mode in force: PRAGMA synchronous read back on the store's connection.
   StoreSync synchronous = StoreSync::kFull;
+  // Write transactions this Store object committed since it was opened (every mutation is one;
+  // CommitTurn is one for all its writes). 0 for a store that does not count them.
+  int64_t write_transactions = 0;
 };
+
+// The writes of one agent turn, committed together by Store::CommitTurn: the context's changes,
+// its per-agent state, events, request records and growth point. Every write is agent_id's.
+struct TurnWrites {
+  std::string agent_id;  // the agent every write below belongs to
+  // Applied first, in order, each as ApplyChange applies it.
+  std::vector<ContextChange> changes;
+  // (key, value) pairs, each as PutAgentState stores it (keys non-empty).
+  std::vector<std::pair<std::string, std::string>> state;
+  // As AppendEvent appends them (agent_id equal to TurnWrites::agent_id, a type, a JSON object).
+  std::vector<StoredEvent> events;
+  // As AppendRequest appends them (agent_id equal to TurnWrites::agent_id).
+  std::vector<RequestRecord> records;
+  // As RecordGrowth records it (agent_id equal to TurnWrites::agent_id).
+  std::optional<GrowthPoint> growth;
+  // Nothing to write.
+  bool empty() const;
+};
+
+// INVALID_ARGUMENT, naming the offending write, when `writes` holds a write of another agent, an
+// empty state key, an event without a type or with a payload that is not a JSON object, or an
+// empty agent_id with something to write. What every CommitTurn checks before writing anything.
+Status CheckTurnWrites(const TurnWrites& writes);
 
 // Where agents, their contexts' changes, request records, events and growth are kept (see the
 // file comment). OpenSqliteStore() opens the implementation.
@@ -235,6 +262,19 @@ class Store {
   virtual Status RecordGrowth(const GrowthPoint& point) = 0;
   // The agent's growth curve ordered by turn.
   virtual StatusOr<std::vector<GrowthPoint>> Growth(std::string_view agent_id) = 0;
+
+  // --- Turns -----------------------------------------------------------------------------------
+
+  // Commits all of `writes` in one transaction (strata::Agent commits each turn with it): when it
+  // returns OK every write is durable, as each single mutation above is; on error none of them
+  // was made. Writes are applied in the order of TurnWrites' fields (changes, state, events,
+  // records, growth). Errors: INVALID_ARGUMENT from CheckTurnWrites (nothing written), then those
+  // of the single mutations (NOT_FOUND for an unknown agent, RESOURCE_EXHAUSTED, UNAVAILABLE).
+  // An empty `writes` is OK and writes nothing.
+  // The default implementation, for a store that cannot group writes, checks `writes` and then
+  // calls the single mutations one by one: each is durable, but a failure part way leaves the
+  // earlier ones written. A store that has transactions overrides it (the SQLite store does).
+  virtual Status CommitTurn(const TurnWrites& writes);
 
   // Deletes request records per `policy` relative to `now_unix_ms`; returns how many. Never
   // touches segments, originals, events or growth points (what a context needs to reopen).

@@ -2,22 +2,22 @@
 #include "strata/agent.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <utility>
 
 #include "agent/agent_services.h"
+#include "agent/cache_state.h"
 #include "agent/degradation.h"
 #include "agent/fork_id.h"
 #include "agent/policy_config.h"
 #include "agent/prompt_tokens.h"
-#include "agent/prefix_signatures.h"
 #include "agent/tool_arguments.h"
 #include "agent/turn_fields.h"
 #include "agent/turn_rollback.h"
@@ -28,19 +28,15 @@
 #include "strata/transport.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenizer_spec.h"
+#include "transport/turn.h"
 
 namespace strata {
 namespace {
 
-using agent_internal::BreakCauses;
 using agent_internal::CheckTurnFields;
-using agent_internal::JoinCauses;
 using agent_internal::MergeTurnFields;
-using agent_internal::Signature;
-using agent_internal::Signatures;
-using agent_internal::SignaturesFromJson;
-using agent_internal::SignaturesToJson;
-using agent_internal::Fnv64;
+using turn_internal::PrefixReference;
+using turn_internal::TurnRun;
 using json = nlohmann::json;
 
 constexpr char kConfigKey[] = "config";
@@ -50,9 +46,6 @@ constexpr char kProtectKey[] = "recall_protections";
 constexpr char kOriginalPrefix[] = "original:";
 // Role markers of the GLM-5 template: the places a prompt may be cut for incremental encoding.
 const char* const kGlmMarkers[] = {"<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"};
-
-// Monotonic milliseconds of `clock`, for durations.
-double SteadyMillis(Clock* clock) { return static_cast<double>(clock->NowMicros()) / 1000.0; }
 
 std::string RecallSchema() {
   return R"json({"type":"function","function":{"name":"context_recall","description":"Get back the original of content that was shortened to keep the context small (a masked, truncated, folded, summarized or evicted tool result, or a joined subtask), by the recall id its placeholder names. Long originals come in pages: the answer says how many bytes remain and the offset to continue from.","parameters":{"type":"object","properties":{"recall_id":{"type":"string","description":"The recall id, e.g. r-0123456789abcdef"},"offset":{"type":"integer","description":"Byte offset in the original to start from (default 0)"},"max_tokens":{"type":"integer","description":"At most this many tokens (default and upper bound: the agent's recall share)"}},"required":["recall_id"]}}})json";
@@ -64,18 +57,88 @@ using internal::Utf8Prefix;
 
 // Wraps the store's journal: changes go through unchanged except that a compaction's report is
 // left out, because the agent records one event per build with the exact counts the request had.
+// During a turn (Collect) the changes are kept instead, for the turn's one Store::CommitTurn; a
+// turn that fails keeps them out of the store, and its rollback's change (Context::Rewind) then
+// rewrites rows as they are already stored.
 class AgentJournal final : public ContextJournal {
  public:
   explicit AgentJournal(ContextJournal* inner) : inner_(inner) {}
   Status Record(const ContextChange& change) override {
-    if (!change.compaction) return inner_->Record(change);
+    if (collect_ == nullptr && !change.compaction) return inner_->Record(change);
     ContextChange copy = change;
     copy.compaction.reset();
-    return inner_->Record(copy);
+    if (collect_ == nullptr) return inner_->Record(copy);
+    collect_->push_back(std::move(copy));
+    return Status::Ok();
   }
+  // Keeps the changes in *changes from now on; nullptr writes them through again.
+  void Collect(std::vector<ContextChange>* changes) { collect_ = changes; }
 
  private:
   ContextJournal* inner_;
+  std::vector<ContextChange>* collect_ = nullptr;
+};
+
+// The writes of one Agent turn, committed in one Store::CommitTurn (nothing collected without a
+// store). The journal collects into it while it lives.
+class TurnBatch {
+ public:
+  TurnBatch(Store* store, AgentJournal* journal, std::string agent_id)
+      : store_(store), journal_(store != nullptr ? journal : nullptr) {
+    writes_.agent_id = std::move(agent_id);
+    if (journal_ != nullptr) journal_->Collect(&writes_.changes);
+  }
+  ~TurnBatch() { Release(); }
+  TurnBatch(const TurnBatch&) = delete;
+  TurnBatch& operator=(const TurnBatch&) = delete;
+
+  bool active() const { return store_ != nullptr; }
+  TurnWrites& writes() { return writes_; }
+  // Commits what was collected (journal writes through again); the store's error when refused.
+  Status Commit() {
+    Release();
+    if (store_ == nullptr) return Status::Ok();
+    Status committed = store_->CommitTurn(writes_);
+    writes_ = TurnWrites{writes_.agent_id, {}, {}, {}, {}, std::nullopt};
+    return committed;
+  }
+  // Drops what was collected (a failed turn); the journal writes through again.
+  void Discard() {
+    Release();
+    writes_ = TurnWrites{writes_.agent_id, {}, {}, {}, {}, std::nullopt};
+  }
+
+ private:
+  void Release() {
+    if (journal_ != nullptr) journal_->Collect(nullptr);
+    journal_ = nullptr;
+  }
+  Store* store_;
+  AgentJournal* journal_;
+  TurnWrites writes_;
+};
+
+// A RecordSink over a TurnBatch: the turn's record and prefix-break event join its writes.
+class BatchSink final : public RecordSink {
+ public:
+  BatchSink(TurnBatch* batch, int64_t turn) : batch_(batch), turn_(turn) {}
+  Status Write(const RequestRecord& record) override {
+    batch_->writes().records.push_back(record);
+    return Status::Ok();
+  }
+  Status WriteEvent(const PrefixBreakEvent& event) override {
+    StoredEvent e;
+    e.agent_id = event.agent_id;
+    e.turn = turn_;
+    e.type = "prefix_break";
+    e.payload_json = PrefixBreakToJson(event);
+    batch_->writes().events.push_back(std::move(e));
+    return Status::Ok();
+  }
+
+ private:
+  TurnBatch* batch_;
+  int64_t turn_;
 };
 
 StatusOr<std::unique_ptr<ChatTemplate>> MakeTemplate(const std::string& name) {
@@ -151,13 +214,34 @@ class Agent::Impl {
   std::map<std::string, std::string> joined_originals_;  // recall id -> original (joined children)
 
   // The previous request, to explain a prefix break.
-  std::vector<uint64_t> prev_hashes_;
-  int64_t prev_history_blocks_ = 0;
-  std::vector<Signature> prev_signatures_;
+  PrefixReference reference_;
+  // The prompts of this agent's requests for the turn (transport/turn.h): rendered by the chat
+  // template through prompt_tokens_ (whose render the budget count shares), counted and hashed
+  // incrementally.
+  class Prompts final : public turn_internal::PromptModel {
+   public:
+    explicit Prompts(const Impl* impl) : impl_(impl) {}
+    StatusOr<PromptText> Render(std::string_view body) override {
+      PromptText prompt;
+      STRATA_ASSIGN_OR_RETURN(prompt.text, impl_->PromptOf(body));
+      return prompt;
+    }
+    size_t Count(std::string_view text) override { return impl_->tokenizer_->Count(text); }
+    PromptBlocks Hash(std::string_view text, std::string_view salt) override {
+      return impl_->prompt_tokens_->Hash(text, salt, impl_->config_.cache);
+    }
+    bool exact() const override { return impl_->prompt_tokens_->exact(); }
+    size_t bytes_per_token() const override { return impl_->config_.cache.bytes_per_token; }
+
+   private:
+    const Impl* impl_;
+  };
+  std::unique_ptr<Prompts> prompts_;
+  std::unique_ptr<turn_internal::RequestIds> ids_;
+  std::atomic<int64_t> write_failures_{0};  // writes the store refused (Agent::record_write_failures)
+  TurnBatch* batch_ = nullptr;  // the turn being committed, while Complete() runs
 
   std::string last_assistant_id_;  // the reply Complete() appended last
-  std::string instance_tag_;
-  uint64_t sequence_ = 0;
   int forks_ = 0;
   mutable std::mutex mu_;
 
@@ -270,9 +354,8 @@ class Agent::Impl {
     salt_ =
         DeriveCacheSalt(EnvOrEmpty(c.endpoint.deployment_secret_env), IsolationKeyOf(c.identity));
     model_ = std::make_unique<PrefixCacheModel>(c.cache);
-    static const char kHex[] = "0123456789abcdef";
-    uint64_t bits = shared_.clock->Random64();
-    for (int i = 0; i < 6; ++i, bits >>= 4) instance_tag_ += kHex[bits % 16];
+    prompts_ = std::make_unique<Prompts>(this);
+    ids_ = std::make_unique<turn_internal::RequestIds>(shared_.clock);
 
     options->agent = c.identity;
     options->render = c.render;
@@ -323,8 +406,13 @@ class Agent::Impl {
 
   // ---------------------------------------------------------------------------- persistence
 
+  // Stores `value` under `key`; during a turn, with the turn's writes.
   Status SaveState(const std::string& key, const std::string& value) {
     if (shared_.store == nullptr) return Status::Ok();
+    if (batch_ != nullptr && batch_->active()) {
+      batch_->writes().state.emplace_back(key, value);
+      return Status::Ok();
+    }
     return shared_.store->PutAgentState(config_.identity.id, key, value);
   }
 
@@ -334,40 +422,15 @@ class Agent::Impl {
     return SaveState(kProtectKey, list.dump());
   }
 
-  Status SaveCacheState(const PromptBlocks& blocks) {
-    if (shared_.store == nullptr) return Status::Ok();
-    std::string hashes(blocks.hashes.size() * 8, '\0');
-    if (!blocks.hashes.empty()) std::memcpy(hashes.data(), blocks.hashes.data(), hashes.size());
-    json state = {{"salt_hash", Fnv64(blocks.salt)},
-                  {"block_tokens", blocks.block_tokens},
-                  {"history_blocks", prev_history_blocks_},
-                  {"signatures", SignaturesToJson(prev_signatures_)}};
-    std::string header = state.dump();
-    // value = header JSON, '\n', then the block hashes as little-endian uint64 (8 bytes each).
-    return SaveState(kCacheKey, header + '\n' + hashes);
-  }
 
   Status LoadPersistentState() {
     Store* store = shared_.store;
     const std::string& id = config_.identity.id;
     STRATA_ASSIGN_OR_RETURN(std::optional<std::string> cache, store->GetAgentState(id, kCacheKey));
-    if (cache) {
-      size_t nl = cache->find('\n');
-      json header = json::parse(cache->substr(0, nl), nullptr, false);
-      if (nl != std::string::npos && header.is_object() &&
-          header.value("salt_hash", uint64_t{0}) == Fnv64(salt_) &&
-          header.value("block_tokens", size_t{0}) == config_.cache.block_tokens) {
-        PromptBlocks blocks;
-        blocks.salt = salt_;
-        blocks.block_tokens = config_.cache.block_tokens;
-        size_t n = (cache->size() - nl - 1) / 8;
-        blocks.hashes.resize(n);
-        if (n > 0) std::memcpy(blocks.hashes.data(), cache->data() + nl + 1, n * 8);
-        model_->Insert(blocks);
-        prev_hashes_ = std::move(blocks.hashes);
-        prev_history_blocks_ = header.value("history_blocks", int64_t{0});
-        prev_signatures_ = SignaturesFromJson(header["signatures"]);
-      }
+    PromptBlocks blocks;
+    if (cache && agent_internal::DecodeCacheState(*cache, salt_, config_.cache.block_tokens,
+                                                   &blocks, &reference_)) {
+      model_->Insert(blocks);
     }
     STRATA_ASSIGN_OR_RETURN(std::optional<std::string> protections,
                             store->GetAgentState(id, kProtectKey));
@@ -465,19 +528,6 @@ class Agent::Impl {
     return changed ? SaveProtections() : Status::Ok();
   }
 
-  void WriteRecord(const RequestRecord& rec) {
-    if (shared_.store != nullptr) shared_.store->AppendRequest(rec).IgnoreError();
-  }
-  void WriteEvent(const std::string& type, const std::string& payload) {
-    if (shared_.store == nullptr) return;
-    StoredEvent e;
-    e.agent_id = config_.identity.id;
-    e.turn = static_cast<int64_t>(context_->Stats().turns);
-    e.type = type;
-    e.payload_json = payload;
-    shared_.store->AppendEvent(e).status().IgnoreError();
-  }
-
   // What the degradation handler of one request (its `fields`) may do with this agent
   // (degradation.h).
   agent_internal::DegradationHost DegradationHostFor(const BuildOptions& fields) {
@@ -501,154 +551,100 @@ class Agent::Impl {
     return host;
   }
 
-  // What Complete() knows of the request it sends: its prompt blocks, the blocks of its history,
-  // the segments' signatures, and the prefix break it causes (if any).
-  struct Analysis {
-    PromptBlocks blocks;
-    int64_t history_blocks = 0;
-    std::vector<Signature> sigs;
-    std::optional<PrefixBreakEvent> changed;
-  };
-
-  // The record of a new request (ids, endpoint, model, start time).
-  RequestRecord NewRecord() {
-    RequestRecord rec;
-    rec.agent_id = config_.identity.id;
-    rec.endpoint = shared_.transport->Endpoint();
-    rec.model = config_.render.model;
-    rec.started_unix_ms = shared_.clock->UnixMillis();
-    rec.request_id = config_.identity.id + "-" + instance_tag_ + "-" + std::to_string(++sequence_);
-    return rec;
+  // What a turn works with (transport/turn.h).
+  turn_internal::TurnEnv TurnEnv() {
+    turn_internal::TurnEnv env;
+    env.transport = shared_.transport;
+    env.clock = shared_.clock;
+    env.model = model_.get();
+    env.prompt = prompts_.get();
+    env.salt = salt_;
+    env.write_failures = &write_failures_;
+    return env;
   }
 
-  // The request's blocks, its prediction (into rec) and whether it breaks the previous prefix
-  // (the causes into turn->break_causes). Nothing changes when the prompt cannot be rendered.
-  Status Analyze(const BuiltRequest& request, RequestRecord* rec, Turn* turn, Analysis* a) {
-    STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(request.body));
-    a->blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
-    rec->cached_tokens_predicted = model_->Lookup(a->blocks);
-    a->history_blocks = HistoryBlocks(request, prompt, a->blocks);
-    // A break: the request reuses fewer blocks than the previous request's history held.
-    a->sigs = Signatures(*context_);
-    size_t same = 0;
-    while (same < prev_hashes_.size() && same < a->blocks.hashes.size() &&
-           prev_hashes_[same] == a->blocks.hashes[same]) {
-      ++same;
-    }
-    a->changed.reset();
-    turn->break_causes.clear();
-    if (!prev_hashes_.empty() && static_cast<int64_t>(same) < prev_history_blocks_) {
-      PrefixBreakEvent e;
-      e.kind = PrefixBreakEvent::Kind::kPrefixChanged;
-      e.agent_id = config_.identity.id;
-      e.request_id = rec->request_id;
-      e.predicted_cached_tokens = rec->cached_tokens_predicted;
-      e.previous_prompt_tokens =
-          prev_history_blocks_ * static_cast<int64_t>(a->blocks.block_tokens);
-      Layer first_layer = Layer::kHistory;
-      turn->break_causes = BreakCauses(prev_signatures_, a->sigs, !turn->compactions.empty(),
-                                       request.warnings, &e.segment_id, &first_layer);
-      if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
-      e.reason = JoinCauses(turn->break_causes);
-      a->changed = e;
-    }
-    return Status::Ok();
-  }
-
-  // The call of a turn: deadline, cancellation, headers and deltas from `options`; the prompt's
-  // size, which scales the first-byte timeout to the prefill and is the exact input count a
-  // PoolSet transport admits by; for a PoolSet, the stable layers' hash it routes by.
-  CallOptions CallFor(const TurnOptions& options, const RequestRecord& rec,
-                      const BuiltRequest& built, const PromptBlocks& blocks) const {
+  // The call of a turn: deadline, cancellation, headers and deltas from `options`; for a
+  // PoolSet, the stable layers' hash it routes by.
+  CallOptions CallFor(const TurnOptions& options, const TurnRun& run) const {
     CallOptions call;
     call.deadline = std::chrono::milliseconds(config_.endpoint.deadline_ms);
     call.cancel = options.cancel;
-    call.request_id = rec.request_id;
     call.headers = options.headers;
     call.on_delta = options.on_delta;
-    call.prompt_tokens =
-        blocks.prompt_tokens > 0 ? blocks.prompt_tokens : static_cast<int64_t>(built.input_tokens);
     if (shared_.transport->Name() == "pools") {
-      call.headers.emplace_back(kPrefixHashHeader, built.stable_prefix_hash);
+      call.headers.emplace_back(kPrefixHashHeader, run.built().stable_prefix_hash);
     }
-    return call;
+    return run.CallFor(std::move(call));
   }
 
   // After a pool's degradation step, what the server was sent instead becomes the request
   // analysed: a fork's request (its blocks are what the server now holds; this agent's own
   // history was not sent, so its previous request stays the reference for prefix breaks), or
   // this history compacted to fit a smaller pool.
-  Status AdoptDegraded(const agent_internal::AgentDegradation& degrade, bool forked,
-                       StatusOr<BuiltRequest>* built, RequestRecord* rec, Turn* turn, Analysis* a) {
-    if (forked) {
-      STRATA_ASSIGN_OR_RETURN(std::string child_prompt, PromptOf(degrade.sent()->body));
-      a->blocks = prompt_tokens_->Hash(child_prompt, salt_, config_.cache);
-      rec->cached_tokens_predicted = model_->Lookup(a->blocks);
-      a->history_blocks = prev_history_blocks_;
-      a->sigs = prev_signatures_;
-      a->changed.reset();
-      turn->break_causes.clear();
-      *built = *degrade.sent();
-    } else if (degrade.sent()) {
-      *built = *degrade.sent();  // the history compacted to fit a smaller pool
-      return Analyze(**built, rec, turn, a);
-    } else if (!degrade.compactions().empty()) {
+  Status AdoptDegraded(const agent_internal::AgentDegradation& degrade, bool forked, bool compacted,
+                       TurnRun* run) {
+    if (forked) return run->AnalyzeInstead(*degrade.sent(), reference_);
+    if (degrade.sent()) return run->Analyze(*context_, *degrade.sent(), reference_, compacted);
+    if (!degrade.compactions().empty()) {
       // Compacted, but the pool then took another step and sent the request as built: the
       // context is smaller now, what the server got is not.
-      a->sigs = Signatures(*context_);
+      run->signatures() = turn_internal::Signatures(*context_);
     }
     return Status::Ok();
   }
 
-  // The answer's usage and finish reason into the record.
-  static void RecordUsage(const Response& resp, RequestRecord* rec) {
-    if (resp.usage.reported && resp.usage.prompt_tokens > 0)
-      rec->input_tokens = resp.usage.prompt_tokens;
-    rec->cached_tokens_reported = resp.usage.cached_tokens;
-    rec->output_tokens = resp.usage.completion_tokens;
-    rec->reasoning_tokens = resp.usage.reasoning_tokens;
-    rec->finish_reason = resp.finish_reason;
-    rec->kv_cache_bytes = (rec->input_tokens + rec->output_tokens) * 7600 + (136LL << 20);
+  // A compaction of this turn: into the Turn, and its event into the turn's writes.
+  void AddCompaction(const CompactionReport& report, Turn* turn) {
+    turn->compactions.push_back(report);
+    if (batch_ == nullptr || !batch_->active()) return;
+    StoredEvent e;
+    e.agent_id = config_.identity.id;
+    e.turn = static_cast<int64_t>(context_->Stats().turns);
+    e.type = "compaction";
+    e.payload_json = CompactionReportJson(report);
+    batch_->writes().events.push_back(std::move(e));
   }
 
-  // The prefix break of a turn: the server reported fewer cached tokens than predicted (a
-  // shortfall, which also names a change of the prompt), else the prompt's change itself.
-  std::optional<PrefixBreakEvent> BreakOf(const RequestRecord& rec, const Analysis& a) const {
-    if (rec.cached_tokens_reported &&
-        *rec.cached_tokens_reported + static_cast<int64_t>(a.blocks.block_tokens) <
-            rec.cached_tokens_predicted) {
-      PrefixBreakEvent e;
-      e.kind = PrefixBreakEvent::Kind::kServerShortfall;
-      e.agent_id = config_.identity.id;
-      e.request_id = rec.request_id;
-      e.predicted_cached_tokens = rec.cached_tokens_predicted;
-      e.reported_cached_tokens = rec.cached_tokens_reported;
-      e.previous_prompt_tokens = prev_history_blocks_ * static_cast<int64_t>(a.blocks.block_tokens);
-      e.reason = "server evicted or mismatched (reported " +
-                 std::to_string(*rec.cached_tokens_reported) + " cached tokens, predicted " +
-                 std::to_string(rec.cached_tokens_predicted) + ")";
-      if (a.changed) e.reason += "; the prompt also changed: " + a.changed->reason;
-      return e;
+  // A failed turn: what it collected is dropped (the caller undoes its changes) and its record
+  // alone is stored. A record the store refuses too is said in the returned status and counted.
+  Status FailTurn(TurnRun& run, TurnBatch& batch, Status status) {
+    run.Fail(status);
+    batch.Discard();
+    if (shared_.store == nullptr) return status;
+    Status written = shared_.store->AppendRequest(run.record());
+    if (written.ok()) return status;
+    write_failures_.fetch_add(1);
+    return Status(status.code(), status.message() + " (its request record was not stored either: " +
+                                     written.message() + ")");
+  }
+
+  // Sends the turn's request (a PoolSet may ask this agent to compact or fork on the way) and
+  // adopts what was sent instead. *forked: a fork's request went instead of this agent's.
+  Status SendTurn(const TurnOptions& options, const BuildOptions& fields, TurnRun& run, Turn* turn,
+                  bool* forked) {
+    CallOptions call = CallFor(options, run);
+    agent_internal::AgentDegradation degrade(DegradationHostFor(fields));
+    call.degradation = &degrade;
+    Status sent = run.Send(call, &turn->response);
+    degrade.Apply(&run.record());
+    *forked = degrade.child() != nullptr && degrade.sent().has_value();
+    for (const CompactionReport& c : degrade.compactions()) AddCompaction(c, turn);
+    STRATA_RETURN_IF_ERROR(AdoptDegraded(degrade, *forked, !turn->compactions.empty(), &run));
+    STRATA_RETURN_IF_ERROR(sent);
+    if (*forked) {
+      const Response& resp = turn->response;
+      AssistantMessage reply;
+      reply.content = resp.content;
+      reply.reasoning = resp.reasoning;
+      reply.tool_calls = agent_internal::KeepableToolCalls(resp.tool_calls);
+      Status kept = degrade.child()->context().AppendAssistant(std::move(reply)).status();
+      if (!kept.ok()) run.Warn("the fork's reply was not kept in its context: " + kept.message());
     }
-    return a.changed;
+    return Status::Ok();
   }
 
-  // Keeps the sent request's history blocks and signatures as the reference for the next prefix
-  // break (after a fork, this agent's own last request stays the reference), and stores them.
-  void RememberPrefix(Analysis a, bool forked) {
-    PromptBlocks saved = a.blocks;
-    if (forked) {
-      saved.hashes = prev_hashes_;  // this agent's own last request stays the reference
-    } else {
-      prev_hashes_.assign(
-          a.blocks.hashes.begin(),
-          a.blocks.hashes.begin() + std::min<size_t>(a.history_blocks, a.blocks.hashes.size()));
-    }
-    prev_history_blocks_ = a.history_blocks;
-    prev_signatures_ = std::move(a.sigs);
-    SaveCacheState(saved).IgnoreError();
-  }
-
+  // One turn (transport/turn.h): build, predict, send, append the reply, explain a prefix break;
+  // then everything it changed and recorded is stored in one Store::CommitTurn.
   StatusOr<Turn> Complete(const TurnOptions& options) {
     if (shared_.transport == nullptr) {
       return FailedPreconditionError(
@@ -657,86 +653,62 @@ class Agent::Impl {
           "inject AgentServices::transport");
     }
     STRATA_RETURN_IF_ERROR(CheckTurnFields(options.extra_fields));  // before any change
+    TurnBatch batch(shared_.store, journal_.get(), config_.identity.id);
+    batch_ = &batch;
+    struct Unset {
+      TurnBatch** batch;
+      ~Unset() { *batch = nullptr; }
+    } unset{&batch_};
     STRATA_RETURN_IF_ERROR(ExpireProtections());
-    RequestRecord rec = NewRecord();
-    BuildOptions fields = Fields(rec.request_id);
+    TurnRun run(TurnEnv(), *context_, ids_->Next(config_.identity.id));
+    BuildOptions fields = Fields(run.record().request_id);
     MergeTurnFields(options.extra_fields, &fields);
-    const double start_ms = SteadyMillis(shared_.clock);
-    auto fail = [&](Status status) -> Status {
-      rec.code = status.code();
-      rec.error = status.message();
-      rec.total_ms = SteadyMillis(shared_.clock) - start_ms;
-      WriteRecord(rec);
-      return status;
-    };
 
     Turn turn;
-    StatusOr<BuiltRequest> built = context_->Build(fields);
-    if (!built.ok()) return fail(built.status());
-    if (built->compaction) {
-      turn.compactions.push_back(*built->compaction);
-      WriteEvent("compaction", CompactionReportJson(*built->compaction));
+    if (Status built = run.Build(*context_, fields, reference_); !built.ok()) {
+      return FailTurn(run, batch, built);
     }
-    Analysis a;
-    if (Status analyzed = Analyze(*built, &rec, &turn, &a); !analyzed.ok()) return fail(analyzed);
-
-    CallOptions call = CallFor(options, rec, *built, a.blocks);
-    // A PoolSet may ask this agent to compact or fork.
-    agent_internal::AgentDegradation degrade(DegradationHostFor(fields));
-    call.degradation = &degrade;
-    Status sent = shared_.transport->Send(built->body, call, &turn.response);
-    degrade.Apply(&rec);
-    const bool forked = degrade.child() != nullptr && degrade.sent().has_value();
-    for (const CompactionReport& c : degrade.compactions()) {
-      turn.compactions.push_back(c);
-      WriteEvent("compaction", CompactionReportJson(c));
-    }
-    if (Status adopted = AdoptDegraded(degrade, forked, &built, &rec, &turn, &a); !adopted.ok()) {
-      return fail(adopted);
+    if (run.built().compaction) AddCompaction(*run.built().compaction, &turn);
+    bool forked = false;
+    if (Status sent = SendTurn(options, fields, run, &turn, &forked); !sent.ok()) {
+      return FailTurn(run, batch, sent);
     }
     const Response& resp = turn.response;
-    rec.attempts = resp.attempts;
-    rec.http_status = resp.http_status;
-    rec.ttft_ms = resp.timings.ttft_ms;
-    rec.decode_ms = resp.timings.decode_ms;
-    rec.input_tokens = built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens)
-                                                 : a.blocks.prompt_tokens;
-    if (!sent.ok()) return fail(sent);
-
-    if (forked) {
-      AssistantMessage reply;
-      reply.content = resp.content;
-      reply.reasoning = resp.reasoning;
-      reply.tool_calls = agent_internal::KeepableToolCalls(resp.tool_calls);
-      degrade.child()->context().AppendAssistant(std::move(reply)).status().IgnoreError();
-    }
-    model_->Insert(a.blocks);
-    RecordUsage(resp, &rec);
+    PrefixReference next;
+    if (forked) next.hashes = reference_.hashes;  // this agent's own last request stays the reference
+    run.Finish(resp, &next, /*keep_reference=*/forked);
     AssistantMessage message;
     message.content = resp.content;
     message.reasoning = resp.reasoning;
     message.tool_calls = agent_internal::KeepableToolCalls(resp.tool_calls);
     StatusOr<std::string> appended = context_->AppendAssistant(std::move(message));
     if (!appended.ok()) {
-      return fail(Status(appended.status().code(), "the server's reply could not be appended: " +
-                                                       appended.status().message()));
+      return FailTurn(run, batch, Status(appended.status().code(),
+                                         "the server's reply could not be appended: " +
+                                             appended.status().message()));
     }
     turn.assistant_segment_id = *appended;
     last_assistant_id_ = *appended;
-    rec.total_ms = SteadyMillis(shared_.clock) - start_ms;
-
-    turn.prefix_break = BreakOf(rec, a);
-    if (turn.prefix_break) WriteEvent("prefix_break", PrefixBreakToJson(*turn.prefix_break));
-    RememberPrefix(std::move(a), forked);
-    WriteRecord(rec);
+    turn.prefix_break = run.prefix_break();
+    turn.break_causes = run.break_causes();
+    // The reference of the next request, and what the server's cache now holds, for a reopen.
+    PromptBlocks saved = run.blocks();
+    if (forked) saved.hashes = next.hashes;
+    reference_ = std::move(next);
+    STRATA_RETURN_IF_ERROR(SaveState(kCacheKey, agent_internal::EncodeCacheState(saved, reference_)));
     int64_t invalidated = 0;
-    for (const CompactionReport& c : turn.compactions)
-      invalidated += static_cast<int64_t>(c.invalidated_tokens);
-    turn.growth =
-        GrowthPointOf(*context_, static_cast<int64_t>(turn.compactions.size()), invalidated);
-    if (shared_.store != nullptr) shared_.store->RecordGrowth(turn.growth).IgnoreError();
-    turn.record = rec;
-    turn.body = std::move(built->body);
+    for (const CompactionReport& c : turn.compactions) invalidated += static_cast<int64_t>(c.invalidated_tokens);
+    turn.growth = GrowthPointOf(*context_, static_cast<int64_t>(turn.compactions.size()), invalidated);
+    BatchSink sink(&batch, static_cast<int64_t>(context_->Stats().turns));
+    run.Emit(batch.active() ? &sink : nullptr);
+    if (batch.active()) batch.writes().growth = turn.growth;
+    if (Status committed = batch.Commit(); !committed.ok()) {
+      write_failures_.fetch_add(1);
+      return FailTurn(run, batch, committed);
+    }
+    turn.record = run.record();
+    turn.warnings = run.warnings();
+    turn.body = std::move(run.mutable_built().body);
     return turn;
   }
 
@@ -1373,11 +1345,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Impl::ForkLocked(std::string task,
   impl->tools_ = parent.tools_;
   impl->tool_order_ = parent.tool_order_;
   // The child starts from the parent's view of the server's cache (same salt, same endpoint).
-  if (!parent.prev_hashes_.empty()) {
+  if (!parent.reference_.hashes.empty()) {
     PromptBlocks blocks;
     blocks.salt = parent.salt_;
     blocks.block_tokens = parent.config_.cache.block_tokens;
-    blocks.hashes = parent.prev_hashes_;
+    blocks.hashes = parent.reference_.hashes;
     impl->model_->Insert(blocks);
   }
   ++parent.forks_;
@@ -1463,5 +1435,6 @@ StatusOr<std::string> Agent::Join(Agent& child, const JoinOptions& options) {
 Context& Agent::context() { return *impl_->context_; }
 const Context& Agent::context() const { return *impl_->context_; }
 Store* Agent::store() const { return impl_->shared_.store; }
+int64_t Agent::record_write_failures() const { return impl_->write_failures_.load(); }
 
 }  // namespace strata

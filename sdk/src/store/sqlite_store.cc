@@ -1,8 +1,8 @@
 // The SQLite implementation of strata::Store (strata/store.h).
 //
 // One connection per Store, guarded by mu_; every public method takes the lock for its whole
-// duration, so a Store is safe to share across threads. Mutations run in one BEGIN IMMEDIATE
-// transaction each (the write lock is taken up front, so a busy writer is reported before anything
+// duration, so a Store is safe to share across threads. Mutations (and CommitTurn's batch) run in
+// one BEGIN IMMEDIATE transaction each (the write lock is taken up front, so a busy writer is reported before anything
 // is written). Reads that span several statements run in one read transaction (a consistent view
 // while another process writes). Statements are prepared once and cached.
 #include <sqlite3.h>
@@ -302,28 +302,25 @@ class SqliteStore final : public Store {
     return Transaction(
         "persisting a change of agent \"" + std::string(agent_id) + "\"", [&]() -> Status {
           STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-          std::set<std::string> released;  // blob hashes that may have lost their last reference
-          for (const std::string& id : change.removed_ids) {
-            STRATA_RETURN_IF_ERROR(DeleteSegment(agent, id, released));
-          }
-          for (const Segment& s : change.upserted) {
-            if (s.layer == Layer::kVolatile) continue;  // the volatile layer is never persisted
-            STRATA_RETURN_IF_ERROR(WriteSegment(agent, s, released));
-          }
-          for (const auto& [recall_id, content] : change.originals) {
-            STRATA_RETURN_IF_ERROR(WriteOriginal(agent, recall_id, content, released));
-          }
-          for (const std::string& recall_id : change.removed_originals) {
-            STRATA_RETURN_IF_ERROR(DeleteOriginal(agent, recall_id, released));
-          }
-          if (change.compaction) {
-            // A compaction is an event of the agent's history, written with the change itself.
-            STRATA_RETURN_IF_ERROR(WriteCompactionEvent(agent, *change.compaction));
-          }
-          STRATA_RETURN_IF_ERROR(AdvanceTurn(agent, change.turn));
-          for (const std::string& hash : released) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
-          return Status::Ok();
+          return WriteChange(agent, change);
         });
+  }
+
+  Status CommitTurn(const TurnWrites& writes) override {
+    STRATA_RETURN_IF_ERROR(CheckTurnWrites(writes));  // bad input: nothing is written
+    if (writes.empty()) return Status::Ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    return Transaction("committing a turn of agent \"" + writes.agent_id + "\"", [&]() -> Status {
+      STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(writes.agent_id));
+      for (const ContextChange& change : writes.changes) {
+        STRATA_RETURN_IF_ERROR(WriteChange(agent, change));
+      }
+      for (const auto& [key, value] : writes.state) STRATA_RETURN_IF_ERROR(WriteState(agent, key, value));
+      for (const StoredEvent& event : writes.events) STRATA_RETURN_IF_ERROR(WriteEvent(agent, event));
+      for (const RequestRecord& r : writes.records) STRATA_RETURN_IF_ERROR(WriteRequest(agent, r));
+      if (writes.growth) STRATA_RETURN_IF_ERROR(WriteGrowth(agent, *writes.growth));
+      return Status::Ok();
+    });
   }
 
   StatusOr<ContextSnapshot> LoadSnapshot(std::string_view agent_id) override {
@@ -431,6 +428,12 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("recording a request of agent \"" + r.agent_id + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(r.agent_id));
+      return WriteRequest(agent, r);
+    });
+  }
+
+  // Inserts request record `r` of agent row `agent` (inside a write transaction).
+  Status WriteRequest(int64_t agent, const RequestRecord& r) {
       STRATA_ASSIGN_OR_RETURN(
           Stmt insert,
           Prepare(
@@ -456,7 +459,6 @@ class SqliteStore final : public Store {
       int rc = insert.Step();
       if (rc != SQLITE_DONE) return Error(rc, "writing a request record");
       return Status::Ok();
-    });
   }
 
   StatusOr<std::vector<RequestRecord>> RecentRequests(std::string_view agent_id,
@@ -526,19 +528,22 @@ class SqliteStore final : public Store {
     STRATA_RETURN_IF_ERROR(
         Transaction("recording an event of agent \"" + event.agent_id + "\"", [&]() -> Status {
           STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(event.agent_id));
-          STRATA_ASSIGN_OR_RETURN(Stmt insert,
-                                  Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
-                                          "VALUES(?1, ?2, ?3, ?4, ?5)"));
-          insert.Int(1, agent)
-              .Int(2, event.turn)
-              .Int(3, event.unix_ms != 0 ? event.unix_ms : Now());
-          insert.Text(4, event.type).Text(5, event.payload_json);
-          int rc = insert.Step();
-          if (rc != SQLITE_DONE) return Error(rc, "writing an event");
+          STRATA_RETURN_IF_ERROR(WriteEvent(agent, event));
           id = sqlite3_last_insert_rowid(db_);
           return Status::Ok();
         }));
     return id;
+  }
+
+  // Inserts `event` for agent row `agent` (inside a write transaction; payload validated).
+  Status WriteEvent(int64_t agent, const StoredEvent& event) {
+    STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare("INSERT INTO events(agent, turn, unix_ms, type, payload) "
+                                                 "VALUES(?1, ?2, ?3, ?4, ?5)"));
+    insert.Int(1, agent).Int(2, event.turn).Int(3, event.unix_ms != 0 ? event.unix_ms : Now());
+    insert.Text(4, event.type).Text(5, event.payload_json);
+    int rc = insert.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "writing an event");
+    return Status::Ok();
   }
 
   StatusOr<std::vector<StoredEvent>> Events(std::string_view agent_id,
@@ -574,15 +579,18 @@ class SqliteStore final : public Store {
                            std::string(agent_id) + "\"",
                        [&]() -> Status {
                          STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(agent_id));
-                         STRATA_ASSIGN_OR_RETURN(
-                             Stmt insert,
-                             Prepare("INSERT OR REPLACE INTO agent_state(agent, key, value, "
-                                     "updated_ms) VALUES(?1, ?2, ?3, ?4)"));
-                         insert.Int(1, agent).Text(2, key).Blob(3, value).Int(4, Now());
-                         int rc = insert.Step();
-                         if (rc != SQLITE_DONE) return Error(rc, "writing agent state");
-                         return Status::Ok();
+                         return WriteState(agent, key, value);
                        });
+  }
+
+  // Stores `value` under `key` for agent row `agent` (inside a write transaction).
+  Status WriteState(int64_t agent, std::string_view key, std::string_view value) {
+    STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare("INSERT OR REPLACE INTO agent_state(agent, key, value, "
+                                                 "updated_ms) VALUES(?1, ?2, ?3, ?4)"));
+    insert.Int(1, agent).Text(2, key).Blob(3, value).Int(4, Now());
+    int rc = insert.Step();
+    if (rc != SQLITE_DONE) return Error(rc, "writing agent state");
+    return Status::Ok();
   }
 
   StatusOr<std::optional<std::string>> GetAgentState(std::string_view agent_id,
@@ -602,6 +610,12 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("recording growth of agent \"" + p.agent_id + "\"", [&]() -> Status {
       STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(p.agent_id));
+      return WriteGrowth(agent, p);
+    });
+  }
+
+  // Records growth point `p` of agent row `agent` (inside a write transaction).
+  Status WriteGrowth(int64_t agent, const GrowthPoint& p) {
       STRATA_ASSIGN_OR_RETURN(
           Stmt insert,
           Prepare(
@@ -614,7 +628,6 @@ class SqliteStore final : public Store {
       int rc = insert.Step();
       if (rc != SQLITE_DONE) return Error(rc, "writing a growth point");
       return Status::Ok();
-    });
   }
 
   StatusOr<std::vector<GrowthPoint>> Growth(std::string_view agent_id) override {
@@ -702,6 +715,7 @@ class SqliteStore final : public Store {
       stats.blob_stored_bytes = select.ColInt(4);
       stats.requests = select.ColInt(5);
       stats.events = select.ColInt(6);
+      stats.write_transactions = write_transactions_;
       return stats;
     });
   }
@@ -786,7 +800,11 @@ class SqliteStore final : public Store {
     Status status = body();
     if (status.ok()) {
       rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) status = Error(rc, what + ": committing");
+      if (rc != SQLITE_OK) {
+        status = Error(rc, what + ": committing");
+      } else {
+        ++write_transactions_;
+      }
     } else {
       status = Status(status.code(), what + ": " + status.message());
     }
@@ -882,6 +900,31 @@ class SqliteStore final : public Store {
       return Status::Ok();
     }
     if (rc != SQLITE_DONE) return Error(rc, "reading a segment");
+    return Status::Ok();
+  }
+
+  // Applies `change` to agent row `agent` (inside a write transaction): ApplyChange's body.
+  Status WriteChange(int64_t agent, const ContextChange& change) {
+    std::set<std::string> released;  // blob hashes that may have lost their last reference
+    for (const std::string& id : change.removed_ids) {
+      STRATA_RETURN_IF_ERROR(DeleteSegment(agent, id, released));
+    }
+    for (const Segment& s : change.upserted) {
+      if (s.layer == Layer::kVolatile) continue;  // the volatile layer is never persisted
+      STRATA_RETURN_IF_ERROR(WriteSegment(agent, s, released));
+    }
+    for (const auto& [recall_id, content] : change.originals) {
+      STRATA_RETURN_IF_ERROR(WriteOriginal(agent, recall_id, content, released));
+    }
+    for (const std::string& recall_id : change.removed_originals) {
+      STRATA_RETURN_IF_ERROR(DeleteOriginal(agent, recall_id, released));
+    }
+    if (change.compaction) {
+      // A compaction is an event of the agent's history, written with the change itself.
+      STRATA_RETURN_IF_ERROR(WriteCompactionEvent(agent, *change.compaction));
+    }
+    STRATA_RETURN_IF_ERROR(AdvanceTurn(agent, change.turn));
+    for (const std::string& hash : released) STRATA_RETURN_IF_ERROR(CollectBlob(hash));
     return Status::Ok();
   }
 
@@ -1097,6 +1140,7 @@ class SqliteStore final : public Store {
   std::unordered_map<std::string, sqlite3_stmt*> statements_;  // guarded by mu_; key: SQL text
   std::map<std::string, std::unique_ptr<StoreJournal>, std::less<>> journals_;  // guarded by mu_
   store_internal::StoreFiles files_;  // guarded by mu_; checked before every write
+  int64_t write_transactions_ = 0;    // guarded by mu_: committed write transactions
 };
 
 }  // namespace

@@ -154,3 +154,44 @@ TEST_CASE("Client::Create refuses missing transport and bad cache options", "[tr
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Refuses every write.
+class RefusingSink : public RecordSink {
+ public:
+  Status Write(const RequestRecord&) override { return UnavailableError("the disk is full"); }
+  Status WriteEvent(const PrefixBreakEvent&) override { return UnavailableError("the disk is full"); }
+};
+
+TEST_CASE("a record the sink refuses is a warning of the completion and a count, never dropped",
+          "[transport][client]") {
+  testing::ScriptedTransport transport;
+  transport.Reply("one");
+  transport.Reply("two");
+  RefusingSink sink;
+  ClientOptions options;
+  options.transport = &transport;
+  options.record_sink = &sink;
+  auto client = Client::Create(options).value();
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt(std::string(4000, 'y')).ok());  // several blocks of prefix
+  auto first = client->Complete(*context);
+  REQUIRE(first.ok());  // the call itself succeeded
+  REQUIRE(first->warnings.size() == 1);
+  CHECK_THAT(first->warnings[0], Catch::Contains(first->record.request_id) &&
+                                     Catch::Contains("the disk is full"));
+  CHECK(client->record_write_failures() == 1);
+  // A changed system prompt: the break event is refused too.
+  REQUIRE(context->SetSystemPrompt(std::string(4000, 'x')).ok());
+  REQUIRE(context->AppendUser("Again.").ok());
+  auto second = client->Complete(*context);
+  REQUIRE(second.ok());
+  REQUIRE(second->prefix_break.has_value());
+  CHECK(second->warnings.size() == 2);
+  CHECK(client->record_write_failures() == 3);
+}
+
+}  // namespace
+}  // namespace strata

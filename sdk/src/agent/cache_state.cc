@@ -1,0 +1,75 @@
+// The prefix-cache state an Agent keeps in its store (cache_state.h).
+#include "agent/cache_state.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+namespace strata::agent_internal {
+namespace {
+
+using json = nlohmann::json;
+using turn_internal::Fnv64;
+using turn_internal::SegmentSignature;
+
+json SignaturesToJson(const std::vector<SegmentSignature>& sigs) {
+  json out = json::array();
+  for (const SegmentSignature& s : sigs) {
+    out.push_back({s.id, static_cast<int>(s.layer), static_cast<int>(s.state), s.version, s.hash});
+  }
+  return out;
+}
+
+// Entries that do not parse are skipped.
+std::vector<SegmentSignature> SignaturesFromJson(const json& j) {
+  std::vector<SegmentSignature> out;
+  if (!j.is_array()) return out;
+  for (const json& e : j) {
+    if (!e.is_array() || e.size() != 5 || !e[0].is_string() || !e[1].is_number_integer() ||
+        !e[2].is_number_integer() || !e[3].is_string() || !e[4].is_number_unsigned()) {
+      continue;
+    }
+    out.push_back(SegmentSignature{e[0].get<std::string>(), static_cast<Layer>(e[1].get<int>()),
+                                   static_cast<SegmentState>(e[2].get<int>()),
+                                   e[3].get<std::string>(), e[4].get<uint64_t>()});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EncodeCacheState(const PromptBlocks& blocks,
+                             const turn_internal::PrefixReference& reference) {
+  std::string hashes(blocks.hashes.size() * 8, '\0');
+  if (!blocks.hashes.empty()) std::memcpy(hashes.data(), blocks.hashes.data(), hashes.size());
+  json state = {{"salt_hash", Fnv64(blocks.salt)},
+                {"block_tokens", blocks.block_tokens},
+                {"history_blocks", reference.history_blocks},
+                {"signatures", SignaturesToJson(reference.signatures)}};
+  return state.dump() + '\n' + hashes;
+}
+
+bool DecodeCacheState(std::string_view value, const std::string& salt, size_t block_tokens,
+                      PromptBlocks* blocks, turn_internal::PrefixReference* reference) {
+  size_t nl = value.find('\n');
+  if (nl == std::string_view::npos) return false;
+  json header = json::parse(value.substr(0, nl), nullptr, false);
+  if (!header.is_object() || header.value("salt_hash", uint64_t{0}) != Fnv64(salt) ||
+      header.value("block_tokens", size_t{0}) != block_tokens) {
+    return false;
+  }
+  PromptBlocks out;
+  out.salt = salt;
+  out.block_tokens = block_tokens;
+  size_t n = (value.size() - nl - 1) / 8;
+  out.hashes.resize(n);
+  if (n > 0) std::memcpy(out.hashes.data(), value.data() + nl + 1, n * 8);
+  reference->hashes = out.hashes;
+  reference->history_blocks = header.value("history_blocks", int64_t{0});
+  reference->signatures = SignaturesFromJson(header.contains("signatures") ? header["signatures"] : json());
+  *blocks = std::move(out);
+  return true;
+}
+
+}  // namespace strata::agent_internal

@@ -1,0 +1,387 @@
+// One request of a context, from build to record (turn.h).
+#include "transport/turn.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+namespace strata::turn_internal {
+
+uint64_t Fnv64(std::string_view text, uint64_t h) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::vector<SegmentSignature> Signatures(const Context& context) {
+  std::vector<SegmentSignature> out;
+  for (const Segment& s : context.Segments()) {
+    if (s.layer == Layer::kVolatile || s.state == SegmentState::kEvicted ||
+        s.state == SegmentState::kSummarized) {
+      continue;
+    }
+    uint64_t h = Fnv64(s.content);
+    h = Fnv64(s.reasoning, h ^ 0x1f);
+    for (const ToolCall& c : s.tool_calls) {
+      h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
+    }
+    out.push_back(SegmentSignature{s.id, s.layer, s.state, s.version, h});
+  }
+  return out;
+}
+
+namespace {
+
+// The cause a changed (or added: old == nullptr) stable-layer segment gives.
+std::string StableCause(const SegmentSignature& s, const SegmentSignature* old,
+                        const std::vector<LintWarning>& warnings) {
+  std::string lint;
+  for (const LintWarning& w : warnings) {
+    if (w.segment_id == s.id) lint = "lint hit (" + w.what + ": " + w.excerpt + ")";
+  }
+  if (!lint.empty()) return lint;
+  if (s.layer == Layer::kTools) return "tools changed";
+  if (s.layer == Layer::kSystem) return "system prompt changed";
+  if (old == nullptr) return "document added";
+  if (old->version != s.version) return "doc version change (" + old->version + " -> " + s.version + ")";
+  return "document changed";
+}
+
+// The cause a removed stable-layer segment gives.
+std::string RemovedCause(const SegmentSignature& s) {
+  if (s.layer == Layer::kTools) return "tools changed";
+  if (s.layer == Layer::kSystem) return "system prompt changed";
+  return "document removed";
+}
+
+}  // namespace
+
+std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before,
+                                     const std::vector<SegmentSignature>& now, bool compacted,
+                                     const std::vector<LintWarning>& warnings,
+                                     std::string* first_id, Layer* first_layer) {
+  std::vector<std::string> causes;
+  auto add = [&](std::string cause) {
+    if (std::find(causes.begin(), causes.end(), cause) == causes.end()) {
+      causes.push_back(std::move(cause));
+    }
+  };
+  size_t i = 0;
+  while (i < before.size() && i < now.size() && before[i].id == now[i].id &&
+         before[i].hash == now[i].hash && before[i].state == now[i].state &&
+         before[i].version == now[i].version) {
+    ++i;
+  }
+  const SegmentSignature* first = i < now.size() ? &now[i] : (i < before.size() ? &before[i] : nullptr);
+  if (first != nullptr) {
+    *first_id = first->id;
+    *first_layer = first->layer;
+  }
+  std::map<std::string, const SegmentSignature*> old_by_id;
+  for (const SegmentSignature& s : before) old_by_id[s.id] = &s;
+  std::set<std::string> now_ids;
+  bool history_changed = false;
+  bool history_altered = false;  // a history segment's state changed: a policy altered it
+  for (const SegmentSignature& s : now) {
+    now_ids.insert(s.id);
+    auto it = old_by_id.find(s.id);
+    const SegmentSignature* old = it == old_by_id.end() ? nullptr : it->second;
+    if (s.layer == Layer::kHistory) {
+      if (old != nullptr && old->state != s.state) history_altered = true;
+      if (old != nullptr && old->hash != s.hash) history_changed = true;
+      continue;
+    }
+    if (old != nullptr && old->hash == s.hash && old->version == s.version) continue;
+    add(StableCause(s, old, warnings));
+  }
+  for (const SegmentSignature& s : before) {
+    if (now_ids.count(s.id)) continue;
+    if (s.layer == Layer::kHistory) {
+      history_changed = true;
+    } else {
+      add(RemovedCause(s));
+    }
+  }
+  // A compaction of this build, or one made before it (Context::Compact, or a build this turn
+  // did not make) that altered segments in place.
+  if (compacted || history_altered) {
+    add("compaction");
+  } else if (history_changed) {
+    add("history segment changed");
+  }
+  return causes;
+}
+
+std::string JoinCauses(const std::vector<std::string>& causes) {
+  std::string out;
+  for (size_t i = 0; i < causes.size(); ++i) {
+    if (i > 0) out += i + 1 == causes.size() ? " and " : ", ";
+    out += causes[i];
+  }
+  return out.empty() ? "unknown" : out;
+}
+
+RequestIds::RequestIds(Clock* clock) {
+  static const char kHex[] = "0123456789abcdef";
+  uint64_t bits = (clock != nullptr ? clock : SystemClock())->Random64();
+  for (int i = 0; i < 6; ++i, bits >>= 4) tag_ += kHex[bits % 16];
+}
+
+std::string RequestIds::Next(const std::string& agent_id) {
+  return agent_id + "-" + tag_ + "-" + std::to_string(++sequence_);
+}
+
+StatusOr<PromptText> TemplatePromptModel::Render(std::string_view body) {
+  if (template_ == nullptr) return RenderPromptText(body);
+  STRATA_ASSIGN_OR_RETURN(RenderedPrompt rendered, template_->RenderWithOffsets(body));
+  PromptText prompt;
+  prompt.text = std::move(rendered.text);
+  prompt.message_offsets = std::move(rendered.message_offsets);
+  prompt.tools_bytes = rendered.preamble_bytes;
+  return prompt;
+}
+
+size_t TemplatePromptModel::Count(std::string_view text) {
+  if (exact()) return tokenizer_->Count(text);
+  return text.size() / std::max<size_t>(1, options_.bytes_per_token);
+}
+
+PromptBlocks TemplatePromptModel::Hash(std::string_view text, std::string_view salt) {
+  return HashPrompt(text, salt, tokenizer_, options_);
+}
+
+namespace {
+
+// The segment that starts each rendered message (kSingleMessage: the stable layers share one;
+// the volatile segments share one).
+std::vector<std::pair<std::string, Layer>> MessageStarts(const Context& context) {
+  std::vector<std::pair<std::string, Layer>> out;
+  const SystemLayout layout = context.options().render.system_layout;
+  bool system_open = false;
+  bool volatile_open = false;
+  for (const Segment& s : context.Segments()) {
+    if (s.layer == Layer::kTools || s.state == SegmentState::kEvicted ||
+        s.state == SegmentState::kSummarized) {
+      continue;
+    }
+    const bool stable = s.layer == Layer::kSystem || s.layer == Layer::kIndex || s.layer == Layer::kDocs;
+    bool* open = stable && layout == SystemLayout::kSingleMessage
+                     ? &system_open
+                     : (s.layer == Layer::kVolatile ? &volatile_open : nullptr);
+    if (open != nullptr && *open) continue;
+    if (open != nullptr) *open = true;
+    out.emplace_back(s.id, s.layer);
+  }
+  return out;
+}
+
+}  // namespace
+
+TurnRun::TurnRun(const TurnEnv& env, const Context& context, std::string request_id) : env_(env) {
+  if (env_.clock == nullptr) env_.clock = SystemClock();
+  record_.agent_id = context.options().agent.id;
+  record_.endpoint = env_.transport->Endpoint();
+  record_.model = context.options().render.model;
+  record_.started_unix_ms = env_.clock->UnixMillis();
+  record_.request_id = std::move(request_id);
+  start_us_ = env_.clock->NowMicros();
+}
+
+Status TurnRun::Build(Context& context, const BuildOptions& fields, const PrefixReference& reference) {
+  StatusOr<BuiltRequest> built = context.Build(fields);
+  if (!built.ok()) return built.status();
+  const bool compacted = built->compaction.has_value();
+  return Analyze(context, std::move(built).value(), reference, compacted);
+}
+
+Status TurnRun::Analyze(const Context& context, BuiltRequest built, const PrefixReference& reference,
+                        bool compacted) {
+  STRATA_ASSIGN_OR_RETURN(PromptText prompt, env_.prompt->Render(built.body));
+  built_ = std::move(built);
+  prompt_ = std::move(prompt);
+  blocks_ = env_.prompt->Hash(prompt_.text, env_.salt);
+  record_.cached_tokens_predicted = env_.model->Lookup(blocks_);
+  record_.input_tokens =
+      built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_.prompt_tokens;
+  history_blocks_ = HistoryBlocks(prompt_);
+  previous_history_blocks_ = reference.history_blocks;
+  signatures_ = Signatures(context);
+  if (!prompt_.message_offsets.empty()) message_starts_ = MessageStarts(context);
+  // A break: the request reuses fewer blocks than the previous request's history held.
+  size_t same = 0;
+  while (same < reference.hashes.size() && same < blocks_.hashes.size() &&
+         reference.hashes[same] == blocks_.hashes[same]) {
+    ++same;
+  }
+  changed_.reset();
+  break_causes_.clear();
+  if (reference.hashes.empty() || static_cast<int64_t>(same) >= reference.history_blocks) {
+    return Status::Ok();
+  }
+  PrefixBreakEvent e;
+  e.kind = PrefixBreakEvent::Kind::kPrefixChanged;
+  e.agent_id = record_.agent_id;
+  e.request_id = record_.request_id;
+  e.predicted_cached_tokens = record_.cached_tokens_predicted;
+  e.previous_prompt_tokens = reference.history_blocks * static_cast<int64_t>(blocks_.block_tokens);
+  Layer first_layer = Layer::kHistory;
+  break_causes_ = BreakCauses(reference.signatures, signatures_, compacted, built_.warnings,
+                              &e.segment_id, &first_layer);
+  if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
+  e.reason = JoinCauses(break_causes_);
+  changed_ = std::move(e);
+  return Status::Ok();
+}
+
+Status TurnRun::AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& reference) {
+  STRATA_ASSIGN_OR_RETURN(PromptText prompt, env_.prompt->Render(sent.body));
+  built_ = sent;
+  prompt_ = std::move(prompt);
+  blocks_ = env_.prompt->Hash(prompt_.text, env_.salt);
+  record_.cached_tokens_predicted = env_.model->Lookup(blocks_);
+  record_.input_tokens =
+      built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_.prompt_tokens;
+  history_blocks_ = reference.history_blocks;
+  previous_history_blocks_ = reference.history_blocks;
+  signatures_ = reference.signatures;
+  message_starts_.clear();
+  changed_.reset();
+  break_causes_.clear();
+  return Status::Ok();
+}
+
+// Blocks of the prompt up to the end of its history (what the next request can reuse).
+int64_t TurnRun::HistoryBlocks(const PromptText& prompt) const {
+  const std::string& text = prompt.text;
+  size_t end = text.size();
+  // Without a volatile message the request's messages are its history: no second render.
+  if (built_.layers[static_cast<int>(Layer::kVolatile)].segments > 0) {
+    StatusOr<PromptText> history = env_.prompt->Render(built_.body.substr(0, built_.history_end_bytes) + "]}");
+    if (history.ok()) {
+      const std::string& other = history->text;
+      size_t n = std::min(text.size(), other.size());
+      end = static_cast<size_t>(std::mismatch(text.begin(), text.begin() + n, other.begin()).first -
+                                text.begin());
+    }
+  }
+  const std::string_view tail = std::string_view(text).substr(end);
+  size_t tail_tokens = env_.prompt->exact()
+                           ? env_.prompt->Count(tail)
+                           : tail.size() / std::max<size_t>(1, env_.prompt->bytes_per_token());
+  int64_t history_tokens = std::max<int64_t>(0, blocks_.prompt_tokens - static_cast<int64_t>(tail_tokens));
+  int64_t n = std::min<int64_t>(static_cast<int64_t>(blocks_.cacheable_blocks),
+                                history_tokens / static_cast<int64_t>(std::max<size_t>(1, blocks_.block_tokens)));
+  // Tokens at the history end may merge with what follows: that block is not counted stable.
+  if (env_.prompt->exact() && n > 0) --n;
+  return n;
+}
+
+CallOptions TurnRun::CallFor(CallOptions call) const {
+  call.request_id = record_.request_id;
+  call.prompt_tokens =
+      blocks_.prompt_tokens > 0 ? blocks_.prompt_tokens : static_cast<int64_t>(built_.input_tokens);
+  return call;
+}
+
+Status TurnRun::Send(const CallOptions& call, Response* response) {
+  Status sent = env_.transport->Send(built_.body, call, response);
+  record_.attempts = response->attempts;
+  record_.http_status = response->http_status;
+  record_.ttft_ms = response->timings.ttft_ms;
+  record_.decode_ms = response->timings.decode_ms;
+  return sent;
+}
+
+// A kServerShortfall event when the server served less than the model predicted, by more than one
+// block, locating the segment where its reported cache ends when the message offsets are known.
+std::optional<PrefixBreakEvent> TurnRun::Shortfall() const {
+  const RequestRecord& rec = record_;
+  if (!rec.cached_tokens_reported ||
+      *rec.cached_tokens_reported + static_cast<int64_t>(blocks_.block_tokens) >= rec.cached_tokens_predicted) {
+    return std::nullopt;
+  }
+  PrefixBreakEvent e;
+  e.kind = PrefixBreakEvent::Kind::kServerShortfall;
+  e.agent_id = rec.agent_id;
+  e.request_id = rec.request_id;
+  e.predicted_cached_tokens = rec.cached_tokens_predicted;
+  e.reported_cached_tokens = rec.cached_tokens_reported;
+  e.previous_prompt_tokens = previous_history_blocks_ * static_cast<int64_t>(blocks_.block_tokens);
+  if (!prompt_.message_offsets.empty()) {
+    // Where the server's cache ends: the reported tokens' share of the prompt's bytes.
+    const std::string& text = prompt_.text;
+    const int64_t total = std::max<int64_t>(1, blocks_.prompt_tokens);
+    size_t offset = std::min(text.size(), static_cast<size_t>(static_cast<double>(*rec.cached_tokens_reported) /
+                                                              static_cast<double>(total) * text.size()));
+    size_t message = 0;
+    for (size_t i = 0; i < prompt_.message_offsets.size(); ++i) {
+      if (prompt_.message_offsets[i] <= offset) message = i;
+    }
+    if (offset < prompt_.tools_bytes) {
+      e.layer = "tools";
+    } else if (message_starts_.size() == prompt_.message_offsets.size() && message < message_starts_.size()) {
+      e.segment_id = message_starts_[message].first;
+      e.layer = std::string(LayerName(message_starts_[message].second));
+    }
+  }
+  e.reason = "server evicted or mismatched (reported " + std::to_string(*rec.cached_tokens_reported) +
+             " cached tokens, predicted " + std::to_string(rec.cached_tokens_predicted) + ")";
+  if (changed_) e.reason += "; the prompt also changed: " + changed_->reason;
+  return e;
+}
+
+void TurnRun::Finish(const Response& resp, PrefixReference* reference, bool keep_reference) {
+  if (resp.usage.reported && resp.usage.prompt_tokens > 0) record_.input_tokens = resp.usage.prompt_tokens;
+  record_.cached_tokens_reported = resp.usage.cached_tokens;
+  record_.output_tokens = resp.usage.completion_tokens;
+  record_.reasoning_tokens = resp.usage.reasoning_tokens;
+  record_.finish_reason = resp.finish_reason;
+  record_.kv_cache_bytes =
+      (record_.input_tokens + record_.output_tokens) * env_.kv_bytes_per_token + env_.kv_bytes_per_sequence;
+  env_.model->Insert(blocks_);
+  std::optional<PrefixBreakEvent> shortfall = Shortfall();
+  prefix_break_ = shortfall ? shortfall : changed_;
+  StampDuration();
+  if (!keep_reference) {
+    reference->hashes.assign(blocks_.hashes.begin(),
+                             blocks_.hashes.begin() + std::min<size_t>(history_blocks_, blocks_.hashes.size()));
+  }
+  reference->history_blocks = history_blocks_;
+  reference->signatures = std::move(signatures_);  // the run's own are not read after this
+}
+
+void TurnRun::StampDuration() {
+  record_.total_ms = static_cast<double>(env_.clock->NowMicros() - start_us_) / 1000.0;
+}
+
+void TurnRun::Fail(const Status& status) {
+  record_.code = status.code();
+  record_.error = status.message();
+  prefix_break_.reset();  // a failed request reports no break
+  StampDuration();
+}
+
+void TurnRun::Warn(std::string warning) {
+  warnings_.push_back(std::move(warning));
+  if (env_.write_failures != nullptr) env_.write_failures->fetch_add(1);
+}
+
+void TurnRun::Emit(RecordSink* sink, const std::function<void(const PrefixBreakEvent&)>& on_break) {
+  // The break first, then the record (the order a JSON-lines sink has always written them in).
+  if (prefix_break_ && on_break) on_break(*prefix_break_);
+  if (sink == nullptr) return;
+  if (prefix_break_) {
+    if (Status written = sink->WriteEvent(*prefix_break_); !written.ok()) {
+      Warn("the prefix-break event of request " + record_.request_id +
+           " was not written: " + written.message());
+    }
+  }
+  if (Status written = sink->Write(record_); !written.ok()) {
+    Warn("the record of request " + record_.request_id + " was not written: " + written.message());
+  }
+}
+
+}  // namespace strata::turn_internal

@@ -1,0 +1,222 @@
+// The Agent's turn (agent.cc over transport/turn.h): one store transaction per turn, a refused
+// commit undone and counted, and the same predictions and break explanations as the Client's.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+
+#include "strata/agent.h"
+#include "strata/client.h"
+#include "testing/forwarding_store.h"
+#include "testing/scripted_transport.h"
+#include "testing/status_testing.h"
+
+namespace strata {
+namespace {
+
+using testing::Must;
+using testing::MustOk;
+using testing::ScriptedTransport;
+
+std::string TempPath(const std::string& name) {
+  std::string path = "/tmp/strata-agent-turn-test-" + std::to_string(::getpid()) + "-" + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+AgentConfig CompactingConfig(const std::string& id) {
+  AgentConfig c;
+  c.identity.id = id;
+  c.tokenizer = "estimate";
+  c.budget.window = 4000;
+  c.budget.reserve_output = 0;
+  c.budget.reserve_reasoning = 0;
+  c.budget.reserve_headroom = 0;
+  c.budget.trigger = BudgetLimit::Fraction(0.7);
+  c.budget.target = BudgetLimit::Fraction(0.4);
+  c.policy.keep_tool_results = 1;
+  c.policy.keep_turns = 1;
+  return c;
+}
+
+Response ToolCallReply(const std::string& id) {
+  Response r;
+  r.tool_calls.push_back(ToolCall{id, "read_file", "{\"path\":\"" + id + "\"}"});
+  r.finish_reason = "tool_calls";
+  r.attempts = 1;
+  return r;
+}
+
+std::string Output(int i) {
+  std::string output;
+  for (int line = 0; line < 40; ++line) {
+    output += "line " + std::to_string(line) + " of file " + std::to_string(i) + "\n";
+  }
+  return output;
+}
+
+int64_t Transactions(Store& store) { return Must(store.Stats()).write_transactions; }
+
+TEST_CASE("a turn is one store transaction, a compacting one included", "[agent]") {
+  const std::string path = TempPath("one.db");
+  auto store = Must(OpenSqliteStore(path));
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  services.store = store.get();
+  auto agent = Must(Agent::Create(CompactingConfig("agent-1"), services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  MustOk(agent->AppendUser("Read the files.").status());
+  int compactions = 0;
+  int breaks = 0;
+  int turns = 0;
+  for (int i = 0; i < 30 && compactions < 2; ++i) {
+    transport.Respond(ToolCallReply("call_" + std::to_string(i)));
+    const int64_t before = Transactions(*store);
+    Turn turn = Must(agent->Complete());
+    ++turns;
+    INFO("turn " << i);
+    // The reply, the record, the growth point, the cache state, the compaction's changes and
+    // events and the break event: one commit.
+    CHECK(Transactions(*store) == before + 1);
+    compactions += static_cast<int>(turn.compactions.size());
+    breaks += turn.prefix_break.has_value() ? 1 : 0;
+    CHECK(turn.warnings.empty());
+    MustOk(agent->AppendToolResult({"call_" + std::to_string(i), Output(i), false}).status());
+  }
+  REQUIRE(compactions >= 1);
+  CHECK(breaks >= 1);
+  // What the turns committed is all there, as single writes used to leave it.
+  CHECK(Must(store->RecentRequests("agent-1", 100)).size() == static_cast<size_t>(turns));
+  CHECK(Must(store->Growth("agent-1")).size() == static_cast<size_t>(turns));
+  CHECK(Must(store->Events("agent-1", "compaction")).size() == static_cast<size_t>(compactions));
+  CHECK(Must(store->Events("agent-1", "prefix_break")).size() == static_cast<size_t>(breaks));
+  CHECK(agent->record_write_failures() == 0);
+  // Reopened, the agent predicts from the committed cache state.
+  const int64_t predicted = Must(agent->PredictCachedTokens()).predicted_cached_tokens;
+  agent.reset();
+  OpenOptions open;
+  open.services = services;
+  auto reopened = Must(Agent::Open(*store, "agent-1", open));
+  CHECK(Must(reopened->PredictCachedTokens()).predicted_cached_tokens == predicted);
+}
+
+TEST_CASE("a turn whose commit the store refuses fails, changes nothing and is counted",
+          "[agent]") {
+  const std::string path = TempPath("refused.db");
+  auto inner = Must(OpenSqliteStore(path));
+  testing::ForwardingStore store(*inner);
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  services.store = &store;
+  auto agent = Must(Agent::Create(CompactingConfig("agent-r"), services));
+  MustOk(agent->AppendUser("Hello.").status());
+  transport.Reply("first");
+  MustOk(agent->Complete().status());
+  MustOk(agent->AppendUser("Again.").status());
+  const ContextSnapshot before = Must(inner->LoadSnapshot("agent-r"));
+  const size_t segments = agent->context().Segments().size();
+  const size_t records = Must(inner->RecentRequests("agent-r", 100)).size();
+
+  store.refuse_commits = true;
+  transport.Reply("second");
+  StatusOr<Turn> refused = agent->Complete();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(refused.status().message(), Catch::Contains("refuses the turn's commit"));
+  CHECK(agent->context().Segments().size() == segments);  // the reply was undone
+  CHECK(Must(inner->LoadSnapshot("agent-r")).segments.size() == before.segments.size());
+  CHECK(Must(inner->LoadSnapshot("agent-r")).turn == before.turn);
+  // The failed request's record is stored on its own, with the store's error.
+  auto stored = Must(inner->RecentRequests("agent-r", 100));
+  REQUIRE(stored.size() == records + 1);
+  CHECK(stored[0].code == StatusCode::kUnavailable);
+  CHECK(agent->record_write_failures() == 1);
+
+  // The record refused too: the turn's status says so, and it is counted.
+  store.refuse_records = true;
+  transport.Reply("third");
+  refused = agent->Complete();
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("its request record was not stored either"));
+  CHECK(agent->record_write_failures() == 3);
+
+  // Once the store takes writes again the turn goes through.
+  store.refuse_commits = false;
+  store.refuse_records = false;
+  transport.Reply("fourth");
+  Turn turn = Must(agent->Complete());
+  CHECK(turn.response.content == "fourth");
+  CHECK(Must(inner->LoadSnapshot("agent-r")).segments.size() == before.segments.size() + 1);
+}
+
+TEST_CASE("the Agent and the Client run one turn: the same prediction and the same break reasons",
+          "[agent]") {
+  ScriptedTransport agent_transport;
+  ScriptedTransport client_transport;
+  AgentConfig c;
+  c.identity.id = "twin";
+  c.tokenizer = "estimate";
+  c.chat_template = "";  // both render with the default GLM-5.3 template
+  c.cache.block_tokens = 16;
+  c.recall.expose_tool = false;  // the same segments in both contexts
+  AgentServices services;
+  services.transport = &agent_transport;
+  auto agent = Must(Agent::Create(c, services));
+  ClientOptions options;
+  options.transport = &client_transport;
+  options.backend = Backend::kVllm;
+  options.cache = c.cache;
+  auto client = Must(Client::Create(options));
+  ContextOptions context_options = agent->context().options();
+  context_options.journal = nullptr;
+  auto context = Must(Context::Create(context_options));
+
+  auto both = [&](const std::function<Status(Context&)>& op) {
+    MustOk(op(agent->context()));
+    MustOk(op(*context));
+  };
+  both([](Context& x) { return x.SetSystemPrompt(std::string(2000, 's')); });
+  both([](Context& x) {
+    return x.PutDocument(Layer::kDocs, Document{"guide", std::string(2000, 'g'), "v1", 0}).status();
+  });
+  for (int i = 0; i < 3; ++i) {
+    both([&](Context& x) { return x.AppendUser("Question " + std::to_string(i)).status(); });
+    if (i == 2) {
+      both([](Context& x) {
+        return x.PutDocument(Layer::kDocs, Document{"guide", std::string(2100, 'h'), "v2", 0})
+            .status();
+      });
+    }
+    agent_transport.Reply("Answer " + std::to_string(i));
+    client_transport.Reply("Answer " + std::to_string(i));
+    Turn turn = Must(agent->Complete());
+    Completion done = Must(client->Complete(*context));
+    INFO("turn " << i);
+    CHECK(turn.record.cached_tokens_predicted == done.record.cached_tokens_predicted);
+    CHECK(turn.record.input_tokens == done.record.input_tokens);
+    CHECK(turn.prefix_break.has_value() == done.prefix_break.has_value());
+    if (i == 2) {
+      REQUIRE(done.prefix_break.has_value());
+      CHECK(done.prefix_break->reason == "doc version change (v1 -> v2)");
+    }
+    if (turn.prefix_break && done.prefix_break) {
+      CHECK(turn.prefix_break->reason == done.prefix_break->reason);
+      CHECK(turn.prefix_break->segment_id == done.prefix_break->segment_id);
+      CHECK(turn.prefix_break->layer == done.prefix_break->layer);
+      CHECK(turn.prefix_break->previous_prompt_tokens == done.prefix_break->previous_prompt_tokens);
+    }
+    // One request-id scheme: "<agent>-<6 hex digits>-<n>".
+    for (const std::string& id : {turn.record.request_id, done.record.request_id}) {
+      CHECK(id.size() == std::string("twin-xxxxxx-1").size());
+      CHECK(id.substr(id.size() - 2) == "-" + std::to_string(i + 1));
+    }
+  }
+  CHECK(agent_transport.bodies().back().size() > 0);
+  REQUIRE(agent->context().Segments().size() == context->Segments().size());
+}
+
+}  // namespace
+}  // namespace strata
