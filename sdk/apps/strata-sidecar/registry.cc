@@ -131,8 +131,10 @@ StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions opt
   // opened exclusively (SQLite's lock on the database file itself, whatever path names it: a
   // symlink, a hard link), and a second registry is refused. The kernel drops the lock when the
   // process ends, SIGKILL included.
+  // A PostgreSQL store (a postgresql:// URL) is shared by several sidecars instead: each agent
+  // is served by the one holding its lease (Store::AcquireLease).
   store_options.exclusive = true;
-  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(options.store_path, store_options);
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(options.store_path, store_options);
   if (store.status().code() == StatusCode::kFailedPrecondition &&
       store.status().message().find(" is in use by ") != std::string::npos) {
     return FailedPreconditionError("the store is in use by another strata-sidecar or another "

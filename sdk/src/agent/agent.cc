@@ -267,7 +267,7 @@ class Agent::Impl {
       shared_.transport = shared_.transport_owner.get();
     }
     if (shared_.store == nullptr && !c.store_path.empty()) {
-      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSqliteStore(c.store_path));
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(c.store_path));
       shared_.store_owner = std::move(store);
       shared_.store = shared_.store_owner.get();
     }
@@ -1049,7 +1049,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
                                              OpenOptions options) {
   StoreOptions store_options;
   store_options.create_if_missing = false;
-  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(store_path, store_options);
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(store_path, store_options);
   if (store.status().code() == StatusCode::kNotFound) {
     return NotFoundError("Agent::Open: no store at " + store_path +
                          "; give the store_path of an agent made with Agent::Create");
@@ -1064,6 +1064,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
 
 StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id,
                                              OpenOptions options) {
+  // One writer per agent: the lease is taken before anything is read, so what is read is the
+  // last acknowledged state (a store that keeps no leases, or a read-only one, goes on without).
+  if (StatusOr<AgentLease> lease = store.AcquireLease(id);
+      !lease.ok() && (lease.status().code() == StatusCode::kUnavailable ||
+                      lease.status().code() == StatusCode::kAborted)) {
+    return lease.status();
+  }
   STRATA_ASSIGN_OR_RETURN(StoredAgent stored, store.GetAgent(id));
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> config_json,
                           store.GetAgentState(id, kConfigKey));

@@ -21,9 +21,11 @@
 
 #include "store/blob_codec.h"
 #include "store/file_identity.h"
+#include "store/lease_keeper.h"
 #include "store/open_database.h"
 #include "store/options_codec.h"
 #include "store/schema.h"
+#include "store/sqlite_lease.h"
 #include "store/tool_calls_codec.h"
 #include "strata/store.h"
 
@@ -109,7 +111,16 @@ constexpr const char* kRenderedStates = "(0, 1)";
 class SqliteStore final : public Store {
  public:
   SqliteStore(std::string path, StoreOptions options, sqlite3* db)
-      : path_(std::move(path)), options_(std::move(options)), db_(db) {
+      : path_(std::move(path)),
+        options_(std::move(options)),
+        db_(db),
+        leases_(options_.lease_owner.empty() ? store_internal::DefaultLeaseOwner(TheClock())
+                                             : options_.lease_owner,
+                options_.lease_ttl_ms, options_.renew_leases, TheClock()) {
+    leases_.SetRenew([this](const AgentLease& held) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return TakeLease(held.agent_id, held.epoch);
+    });
     const char* db_file = sqlite3_db_filename(db_, "main");  // "" for an in-memory database
     if (!options_.read_only && db_file != nullptr && *db_file != '\0') {
       files_.Record(path_, db_file, /*uses_shm=*/!options_.exclusive);
@@ -117,6 +128,7 @@ class SqliteStore final : public Store {
   }
 
   ~SqliteStore() override {
+    leases_.Stop();
     for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
     // Closing checkpoints the WAL: with a file made immutable that would raise SIGBUS in the -shm
     // mapping. The WAL then stays, and the next open applies it.
@@ -130,6 +142,7 @@ class SqliteStore final : public Store {
     if (options.agent.id.empty()) return InvalidArgumentError("agent id must not be empty");
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("creating agent \"" + options.agent.id + "\"", [&]() -> Status {
+      STRATA_RETURN_IF_ERROR(Fence(options.agent.id));
       STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
       find.Text(1, options.agent.id);
       int rc = find.Step();
@@ -664,7 +677,70 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
+ // ---- Leases (strata/store.h); the rows are sqlite_lease.cc's.
+
+  StatusOr<AgentLease> AcquireLease(std::string_view agent_id) override {
+    if (agent_id.empty()) return InvalidArgumentError("AcquireLease needs an agent id");
+    if (options_.read_only) {
+      return FailedPreconditionError("cannot lease agent \"" + std::string(agent_id) +
+                                     "\": the store " + path_ + " was opened read-only");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<AgentLease> held = leases_.Held(agent_id);
+    return TakeLease(agent_id, held ? std::optional<int64_t>(held->epoch) : std::nullopt);
+  }
+
+  Status ReleaseLease(std::string_view agent_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<AgentLease> held = leases_.Held(agent_id);
+    if (!held) return Status::Ok();
+    leases_.Forget(agent_id);
+    return store_internal::SqliteReleaseLease(db_, agent_id, leases_.owner(), held->epoch, path_,
+                                              options_.busy_timeout_ms);
+  }
+
+  Status ReleaseAllLeases() override {
+    Status first;
+    for (const AgentLease& lease : leases_.AllHeld()) {
+      Status status = ReleaseLease(lease.agent_id);
+      if (first.ok()) first = status;
+    }
+    return first;
+  }
+
+  StatusOr<std::optional<AgentLease>> GetLease(std::string_view agent_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_internal::SqliteReadLease(db_, agent_id, path_);
+  }
+
+  const std::string& lease_owner() const override { return leases_.owner(); }
+
  private:
+  Clock* TheClock() const { return options_.clock != nullptr ? options_.clock : SystemClock(); }
+
+  // Takes (held_epoch empty) or renews the lease of `agent_id`; call with mu_ held.
+  StatusOr<AgentLease> TakeLease(std::string_view agent_id, std::optional<int64_t> held_epoch) {
+    std::optional<AgentLease> holder;
+    const int64_t now = Now();
+    STRATA_ASSIGN_OR_RETURN(
+        std::optional<AgentLease> taken,
+        store_internal::SqliteTakeLease(db_, agent_id, leases_.owner(), leases_.ttl_ms(), now,
+                                        held_epoch, holder, path_, options_.busy_timeout_ms));
+    if (taken) {
+      leases_.Hold(*taken);
+      return *taken;
+    }
+    if (held_epoch) return leases_.Check(agent_id, holder, now);  // lost: ABORTED, forgotten
+    return store_internal::LeaseHeldElsewhere(*holder, now);
+  }
+
+  // The lease fence of a write about `agent_id`; call inside the write transaction.
+  Status Fence(std::string_view agent_id) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<AgentLease> row,
+                            store_internal::SqliteReadLease(db_, agent_id, path_));
+    return leases_.Check(agent_id, row, Now());
+  }
+
   int64_t Now() const {
     return (options_.clock != nullptr ? options_.clock : SystemClock())->UnixMillis();
   }
@@ -764,6 +840,8 @@ class SqliteStore final : public Store {
   // an agent under the same id (a new row), and a stale row number would write to nowhere.
   StatusOr<int64_t> AgentRow(std::string_view agent_id) {
     STRATA_RETURN_IF_ERROR(files_.CheckBeforeRead());  // reads outside ReadTransaction start here
+    // Every write of an agent looks its row up first: the lease fence goes with it.
+    if (sqlite3_txn_state(db_, "main") == SQLITE_TXN_WRITE) STRATA_RETURN_IF_ERROR(Fence(agent_id));
     STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
     find.Text(1, agent_id);
     int rc = find.Step();
@@ -1035,6 +1113,7 @@ class SqliteStore final : public Store {
   std::unordered_map<std::string, sqlite3_stmt*> statements_;  // guarded by mu_; key: SQL text
   std::map<std::string, std::unique_ptr<StoreJournal>, std::less<>> journals_;  // guarded by mu_
   store_internal::StoreFiles files_;  // guarded by mu_; checked before every write
+  store_internal::LeaseKeeper leases_;  // the leases this store holds (its own lock)
 };
 
 }  // namespace
