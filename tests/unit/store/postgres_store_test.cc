@@ -121,5 +121,71 @@ TEST_CASE("exclusive and max_pages are refused for a PostgreSQL store", "[store]
   CHECK(OpenStore(url, options).ok());  // the factory shares a database by design
 }
 
+// Cuts every connection of the store's database but the caller's (as a server restart or a
+// PgBouncer reconnect does).
+void CutConnections(const std::string& url) {
+  REQUIRE(testing::RunSql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                               "datname = current_database() AND pid <> pg_backend_pid()")
+              .empty());
+}
+
+TEST_CASE("a PostgreSQL connection the server cut is replaced and the call tried again",
+          "[store]") {
+  const std::string url = testing::SharedPostgres().NewDatabase();
+  StoreOptions options;
+  options.pool_size = 1;
+  auto store = OpenStore(url, options);
+  REQUIRE(store.ok());
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  CutConnections(url);
+  auto agent = (*store)->GetAgent("a");  // a read: tried again on a new connection
+  REQUIRE(agent.ok());
+  CutConnections(url);
+  ContextChange change;
+  Segment s;
+  s.id = "s1";
+  s.seq = 1;
+  s.layer = Layer::kHistory;
+  s.kind = SegmentKind::kUser;
+  s.content = "kept";
+  change.upserted = {s};
+  change.turn = 1;
+  // A write whose connection was gone before COMMIT did not commit: tried again, once.
+  REQUIRE((*store)->ApplyChange("a", change).ok());
+  auto snapshot = (*store)->LoadSnapshot("a");
+  REQUIRE(snapshot.ok());
+  REQUIRE(snapshot->segments.size() == 1);
+  CHECK(snapshot->segments[0].content == "kept");
+  CHECK(snapshot->turn == 1);
+}
+
+TEST_CASE("a stopped PostgreSQL server makes calls UNAVAILABLE and they succeed once it is back",
+          "[store]") {
+  testing::PostgresServer server;  // its own: this case stops it
+  const std::string url = server.NewDatabase();
+  StoreOptions options;
+  options.retries = 1;
+  auto store = OpenStore(url, options);
+  REQUIRE(store.ok());
+  auto context = CreateContext(**store, Options("a"));
+  REQUIRE(context.ok());
+  REQUIRE((*context)->AppendUser("acknowledged before").ok());
+  const std::string acknowledged = (*context)->Build()->body;
+  server.Stop();
+  auto refused = (*context)->AppendUser("while down");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(refused.status().message(), Catch::Contains("127.0.0.1"));
+  CHECK((*context)->Build()->body == acknowledged);  // rolled back
+  CHECK((*store)->GetAgent("a").status().code() == StatusCode::kUnavailable);
+  CHECK((*store)->CheckFiles().code() == StatusCode::kUnavailable);
+  server.Start();
+  CHECK((*store)->CheckFiles().ok());
+  REQUIRE((*context)->AppendUser("after").ok());
+  auto reopened = OpenContext(**store, "a");
+  REQUIRE(reopened.ok());
+  CHECK((*reopened)->Build()->body == (*context)->Build()->body);
+}
+
 }  // namespace
 }  // namespace strata
