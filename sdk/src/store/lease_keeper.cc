@@ -1,6 +1,10 @@
 #include "store/lease_keeper.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +18,23 @@ std::string DefaultLeaseOwner(Clock* clock) {
   std::snprintf(suffix, sizeof(suffix), "%08x", static_cast<unsigned>(clock->Random64()));
   return std::string(*host != '\0' ? host : "host") + ":" + std::to_string(::getpid()) + ":" +
          suffix;
+}
+
+bool LeaseOwnerProcessGone(const std::string& owner) {
+  // host:pid:suffix
+  const size_t first = owner.find(':');
+  const size_t second = first == std::string::npos ? first : owner.find(':', first + 1);
+  if (second == std::string::npos) return false;
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || owner.compare(0, first, host) != 0) {
+    return false;
+  }
+  const std::string pid_text = owner.substr(first + 1, second - first - 1);
+  if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 Status LeaseHeldElsewhere(const AgentLease& held, int64_t now_unix_ms) {
@@ -86,7 +107,7 @@ Status LeaseKeeper::Check(std::string_view agent_id, const std::optional<AgentLe
                         ", epoch " + std::to_string(held->epoch) +
                         ") lost its lease and wrote nothing: reopen the agent there");
   }
-  if (row && !row->owner.empty() && row->owner != owner_ && row->expires_unix_ms > now_unix_ms) {
+  if (row && LiveElsewhere(*row, now_unix_ms)) {
     return AbortedError("agent \"" + std::string(agent_id) + "\" is served by " + row->owner +
                         " since epoch " + std::to_string(row->epoch) +
                         "; this store holds no lease on it and wrote nothing (AcquireLease "

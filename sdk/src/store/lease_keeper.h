@@ -23,6 +23,10 @@ namespace strata::store_internal {
 // The lease owner name used when StoreOptions::lease_owner is empty: host:pid:random.
 std::string DefaultLeaseOwner(Clock* clock);
 
+// True when `owner` names a process of this host (DefaultLeaseOwner's form) that no longer runs:
+// its leases are dead before they expire (a file store on one host can tell).
+bool LeaseOwnerProcessGone(const std::string& owner);
+
 // UNAVAILABLE: `agent_id` is served by `held`'s owner (its lease expires in N ms).
 Status LeaseHeldElsewhere(const AgentLease& held, int64_t now_unix_ms);
 
@@ -37,6 +41,14 @@ class LeaseKeeper {
 
   // Where the renewal thread renews; set once by the store before any AcquireLease.
   void SetRenew(Renew renew) { renew_ = std::move(renew); }
+  // Tells whether another owner's lease is dead although not expired (its process is gone); set
+  // once by the store before use. Unset: only expiry ends a lease.
+  void SetHolderGone(std::function<bool(const AgentLease&)> gone) { gone_ = std::move(gone); }
+  // True when `lease`, held by another owner, still keeps this store from writing its agent.
+  bool LiveElsewhere(const AgentLease& lease, int64_t now_unix_ms) const {
+    return !lease.owner.empty() && lease.owner != owner_ && lease.expires_unix_ms > now_unix_ms &&
+           !(gone_ && gone_(lease));
+  }
   // Stops the renewal thread (the store calls it before its connection goes away).
   void Stop();
 
@@ -63,6 +75,7 @@ class LeaseKeeper {
   const bool background_;
   Clock* const clock_;
   Renew renew_;
+  std::function<bool(const AgentLease&)> gone_;
   std::mutex mu_;
   std::map<std::string, AgentLease, std::less<>> held_;  // guarded by mu_
   std::thread renewer_;                                  // guarded by mu_ (started once)

@@ -29,15 +29,15 @@ StatusOr<std::optional<AgentLease>> TakeLocked(sqlite3* db, std::string_view age
                                                const std::string& owner, int64_t ttl_ms,
                                                int64_t now_ms, std::optional<int64_t> held_epoch,
                                                std::optional<AgentLease>& holder,
-                                               const std::string& path) {
+                                               const std::string& path,
+                                               const LeaseKeeper& leases) {
   STRATA_ASSIGN_OR_RETURN(holder, SqliteReadLease(db, agent_id, path));
   int64_t epoch = 0;
   if (held_epoch) {
     if (!holder || holder->owner != owner || holder->epoch != *held_epoch) return std::optional<AgentLease>();
     epoch = *held_epoch;
   } else {
-    if (holder && !holder->owner.empty() && holder->owner != owner &&
-        holder->expires_unix_ms > now_ms) {
+    if (holder && leases.LiveElsewhere(*holder, now_ms)) {
       return std::optional<AgentLease>();
     }
     epoch = (holder ? holder->epoch : 0) + 1;
@@ -82,13 +82,14 @@ StatusOr<std::optional<AgentLease>> SqliteTakeLease(sqlite3* db, std::string_vie
                                                     int64_t now_ms,
                                                     std::optional<int64_t> held_epoch,
                                                     std::optional<AgentLease>& holder,
-                                                    const std::string& path, int busy_timeout_ms) {
+                                                    const std::string& path, int busy_timeout_ms,
+                                                    const LeaseKeeper& leases) {
   int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
     return SqliteStatus(db, rc, "taking the write lock to lease an agent", path, busy_timeout_ms);
   }
   StatusOr<std::optional<AgentLease>> taken =
-      TakeLocked(db, agent_id, owner, ttl_ms, now_ms, held_epoch, holder, path);
+      TakeLocked(db, agent_id, owner, ttl_ms, now_ms, held_epoch, holder, path, leases);
   if (taken.ok() && taken->has_value()) {
     rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "store/lease_keeper.h"
 #include "strata/status.h"
 #include "strata/store.h"
 
@@ -22,13 +23,14 @@ StatusOr<std::optional<AgentLease>> SqliteReadLease(sqlite3* db, std::string_vie
 // Takes the lease for `owner` until now + ttl when it is free, released, expired or named after
 // `owner` (the epoch grows by one); with `held_epoch`, renews it instead, ABORTED-free: the
 // returned lease is std::nullopt when the row no longer names (owner, held_epoch) or another
-// owner holds it live. `holder` receives the row then.
+// owner holds it live (LeaseKeeper::LiveElsewhere). `holder` receives the row then.
 StatusOr<std::optional<AgentLease>> SqliteTakeLease(sqlite3* db, std::string_view agent_id,
                                                     const std::string& owner, int64_t ttl_ms,
                                                     int64_t now_ms,
                                                     std::optional<int64_t> held_epoch,
                                                     std::optional<AgentLease>& holder,
-                                                    const std::string& path, int busy_timeout_ms);
+                                                    const std::string& path, int busy_timeout_ms,
+                                                    const LeaseKeeper& leases);
 
 // Clears the owner of the lease row if it still names (owner, epoch).
 Status SqliteReleaseLease(sqlite3* db, std::string_view agent_id, const std::string& owner,

@@ -121,6 +121,12 @@ class SqliteStore final : public Store {
       std::lock_guard<std::mutex> lock(mu_);
       return TakeLease(held.agent_id, held.epoch);
     });
+    // A file on one host: a lease whose process is gone is dead; with an exclusive store, every
+    // other owner's is (the file lock proves its process ended).
+    const bool exclusive = options_.exclusive;
+    leases_.SetHolderGone([exclusive](const AgentLease& lease) {
+      return exclusive || store_internal::LeaseOwnerProcessGone(lease.owner);
+    });
     const char* db_file = sqlite3_db_filename(db_, "main");  // "" for an in-memory database
     if (!options_.read_only && db_file != nullptr && *db_file != '\0') {
       files_.Record(path_, db_file, /*uses_shm=*/!options_.exclusive);
@@ -725,7 +731,8 @@ class SqliteStore final : public Store {
     STRATA_ASSIGN_OR_RETURN(
         std::optional<AgentLease> taken,
         store_internal::SqliteTakeLease(db_, agent_id, leases_.owner(), leases_.ttl_ms(), now,
-                                        held_epoch, holder, path_, options_.busy_timeout_ms));
+                                        held_epoch, holder, path_, options_.busy_timeout_ms,
+                                        leases_));
     if (taken) {
       leases_.Hold(*taken);
       return *taken;
