@@ -406,6 +406,11 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
     case StatusCode::kUnavailable:
       http = upstream ? 502 : 503;
       type = upstream ? "upstream_error" : "service_unavailable";
+      // The agent is served by another sidecar of a shared store (registry.h owner_wait).
+      if (!upstream && status.message().find(" is served by ") != std::string::npos) {
+        http = 409;
+        type = "conflict_error";
+      }
       break;
     case StatusCode::kDeadlineExceeded:
       http = 504;

@@ -291,7 +291,7 @@ StatusOr<std::unique_ptr<Agent>> AgentRegistry::OpenStored(const std::string& st
   return agent;
 }
 
-bool AgentRegistry::shared_store() const { return IsPostgresUrl(state_->options.store_path); }
+bool AgentRegistry::shared_store() const { return state_->store->shared(); }
 
 Status AgentRegistry::TakeLease(const std::string& stored_id) {
   State& s = *state_;

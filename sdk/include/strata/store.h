@@ -307,6 +307,10 @@ class Store {
   virtual StatusOr<std::optional<AgentLease>> GetLease(std::string_view agent_id);
   // StoreOptions::lease_owner, or the name generated when it was empty.
   virtual const std::string& lease_owner() const;
+  // True when processes on several hosts may write this store at once (PostgreSQL): Agent::Open
+  // then takes the agent's lease before it reads it. False for SQLite (one host; its leases are
+  // taken only by callers that ask, e.g. strata-sidecar).
+  virtual bool shared() const { return false; }
 };
 
 // Opens (creating if allowed) the SQLite store at `path`.

@@ -1064,9 +1064,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
 
 StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id,
                                              OpenOptions options) {
-  // One writer per agent: the lease is taken before anything is read, so what is read is the
-  // last acknowledged state (a store that keeps no leases, or a read-only one, goes on without).
-  if (StatusOr<AgentLease> lease = store.AcquireLease(id);
+  // One writer per agent of a shared store: the lease is taken before anything is read, so what
+  // is read is the last acknowledged state (a read-only store goes on without).
+  if (StatusOr<AgentLease> lease = store.shared() ? store.AcquireLease(id) : AgentLease{};
       !lease.ok() && (lease.status().code() == StatusCode::kUnavailable ||
                       lease.status().code() == StatusCode::kAborted)) {
     return lease.status();

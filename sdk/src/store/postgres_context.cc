@@ -210,18 +210,28 @@ StatusOr<std::string> PostgresStore::ReadContent(PgConnection& c, const PgResult
                           c.Exec("SELECT raw_size, codec, data FROM strata_blobs WHERE hash = $1",
                                  PgParams().Bytes(hash), "reading a blob"));
   if (blob.rows() == 0) return DataLossError("blob " + Hex(hash) + " is missing from " + target_);
-  if (blob.Int(0, 0) < 0) {
-    return DataLossError("blob " + Hex(hash) + " has a negative size " + blob.Text(0, 0));
+  return DecodeBlob(hash, blob, 0, 0);
+}
+
+StatusOr<std::string> PostgresStore::DecodeBlob(const std::string& hash, const PgResult& rows,
+                                                int row, int raw_size_col) {
+  if (rows.IsNull(row, raw_size_col)) {
+    return DataLossError("blob " + Hex(hash) + " is missing from " + target_);
   }
-  size_t raw_size = static_cast<size_t>(blob.Int(0, 0));
-  auto codec = static_cast<BlobCodec>(blob.Int(0, 1));
-  std::string data = blob.Bytes(0, 2);
+  if (rows.Int(row, raw_size_col) < 0) {
+    return DataLossError("blob " + Hex(hash) + " has a negative size " +
+                         rows.Text(row, raw_size_col));
+  }
+  size_t raw_size = static_cast<size_t>(rows.Int(row, raw_size_col));
+  auto codec = static_cast<BlobCodec>(rows.Int(row, raw_size_col + 1));
+  std::string data = rows.Bytes(row, raw_size_col + 2);
   if (codec == BlobCodec::kRaw) {
     if (data.size() != raw_size) return DataLossError("blob " + Hex(hash) + " has the wrong size");
     return data;
   }
   if (codec != BlobCodec::kZstd) {
-    return DataLossError("blob " + Hex(hash) + " has unknown codec " + blob.Text(0, 1));
+    return DataLossError("blob " + Hex(hash) + " has unknown codec " +
+                         rows.Text(row, raw_size_col + 1));
   }
   return ZstdDecompress(data, raw_size);
 }
@@ -245,9 +255,11 @@ Status PostgresStore::CollectBlobs(PgConnection& c, const std::set<std::string>&
 
 StatusOr<std::vector<Segment>> PostgresStore::ReadSegments(PgConnection& c, int64_t agent,
                                                            std::string_view agent_id) {
+  // The blobs in the same query (one round trip, not one per blob).
   static const std::string kSql = std::string("SELECT ") + kSegmentColumns +
-                                  " FROM strata_segments WHERE agent = $1 ORDER BY layer, ord, "
-                                  "position, seq";
+                                  ", b.raw_size, b.codec, b.data FROM strata_segments s LEFT JOIN "
+                                  "strata_blobs b ON b.hash = s.content_hash WHERE s.agent = $1 "
+                                  "ORDER BY layer, ord, position, seq";
   STRATA_ASSIGN_OR_RETURN(PgResult rows,
                           c.Exec(kSql.c_str(), PgParams().Int(agent), "reading segments"));
   struct Column {
@@ -294,7 +306,11 @@ StatusOr<std::vector<Segment>> PostgresStore::ReadSegments(PgConnection& c, int6
       return DataLossError("segment " + s.id + " of agent \"" + std::string(agent_id) +
                            "\" has damaged tool calls in " + target_);
     }
-    STRATA_ASSIGN_OR_RETURN(s.content, ReadContent(c, rows, r, 18, 19));
+    if (rows.IsNull(r, 19)) {
+      s.content = rows.Bytes(r, 18);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(s.content, DecodeBlob(rows.Bytes(r, 19), rows, r, 21));
+    }
     s.policy = rows.Text(r, 20);
     segments.push_back(std::move(s));
   }

@@ -71,6 +71,7 @@ class PostgresStore final : public Store {
   Status ReleaseAllLeases() override;
   StatusOr<std::optional<AgentLease>> GetLease(std::string_view agent_id) override;
   const std::string& lease_owner() const override { return leases_.owner(); }
+  bool shared() const override { return true; }
 
  private:
   using Body = std::function<Status(PgConnection&)>;
@@ -118,6 +119,10 @@ class PostgresStore final : public Store {
   Status AddContent(PgConnection& c, PgParams& params, const std::string& content);
   StatusOr<std::string> ReadContent(PgConnection& c, const PgResult& rows, int row,
                                     int inline_col, int hash_col);
+  // The content of blob `hash` from columns raw_size, codec, data at `raw_size_col` of `row`
+  // (raw_size NULL: the blob is missing).
+  StatusOr<std::string> DecodeBlob(const std::string& hash, const PgResult& rows, int row,
+                                   int raw_size_col);
   Status CollectBlobs(PgConnection& c, const std::set<std::string>& hashes);
   StatusOr<std::vector<Segment>> ReadSegments(PgConnection& c, int64_t agent,
                                               std::string_view agent_id);

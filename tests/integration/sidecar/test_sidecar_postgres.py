@@ -21,6 +21,8 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 import grpc
 import pytest
@@ -109,7 +111,7 @@ def user_messages(stub, agent_id: str):
 def test_an_agent_served_elsewhere_waits_then_names_its_server_and_drain_hands_it_over(shared):
     # A lease of a minute: only a release lets the second serve the agent within its wait.
     first = shared(ttl_ms=60000)
-    second = shared(["--owner-wait-ms", "300"], ttl_ms=60000)
+    second = shared(["--owner-wait-ms", "300", "--http-listen", "127.0.0.1:0"], ttl_ms=60000)
     assert "postgresql://postgres@127.0.0.1" in first.wait_for_output("serving ")
     stub = first.stub()
     stub.CreateAgent(pb.CreateAgentRequest(agent_id="a"))
@@ -117,6 +119,17 @@ def test_an_agent_served_elsewhere_waits_then_names_its_server_and_drain_hands_i
     error = rpc_error(complete, second.stub(), "a", "refused")
     assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
     assert "is served by" in error.details() and "waited 300 ms" in error.details()
+    # The OpenAI-compatible proxy answers 409 Conflict, naming the sidecar that serves it.
+    output = second.wait_for_output("http listening on ")
+    http = next(l for l in output.splitlines() if l.startswith("http listening on "))
+    request = urllib.request.Request(
+        f"http://{http[len('http listening on '):].strip()}/v1/chat/completions",
+        data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}).encode(),
+        method="POST", headers={"Content-Type": "application/json", "X-Strata-Agent": "a"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == 409
+    assert b"is served by" in refused.value.read()
     first.signal(signal.SIGTERM)  # drain: every lease released before exit
     assert first.wait() == 0
     # At once, within the 300 ms wait, long before the lease would lapse: it was released.
