@@ -115,8 +115,12 @@ class PostgresServer {
     const std::string tmpl = Template();
     Shell("cp -a " + ShellQuote(tmpl) + " " + ShellQuote(data_));
     if (::geteuid() == 0) Shell("chown -R nobody " + ShellQuote(dir_));
-    port_ = FreeLocalPort();
-    Start();
+    // A port free a moment ago may be taken by another test process meanwhile: try another.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = FreeLocalPort();
+      if (RunCommand(StartCommand() + " 2>&1").exit_code == 0) return;
+    }
+    Start();  // fails the test with pg_ctl's output
   }
   ~PostgresServer() {
     RunCommand(AsServerUser() + ShellQuote(bin_ + "/pg_ctl") + " -D " + ShellQuote(data_) +
@@ -145,15 +149,17 @@ class PostgresServer {
     Shell(AsServerUser() + ShellQuote(bin_ + "/pg_ctl") + " -D " + ShellQuote(data_) +
           " -m fast -w stop >/dev/null");
   }
-  void Start() {
+  void Start() { Shell(StartCommand()); }
+
+ private:
+  std::string StartCommand() const {
     const std::string options = "-p " + std::to_string(port_) + " -k " + dir_ +
                                 " -c listen_addresses=127.0.0.1 -c fsync=off"
                                 " -c max_connections=200";
-    Shell(AsServerUser() + ShellQuote(bin_ + "/pg_ctl") + " -D " + ShellQuote(data_) + " -o " +
-          ShellQuote(options) + " -l " + ShellQuote(dir_ + "/server.log") + " -w start >/dev/null");
+    return AsServerUser() + ShellQuote(bin_ + "/pg_ctl") + " -D " + ShellQuote(data_) + " -o " +
+           ShellQuote(options) + " -l " + ShellQuote(dir_ + "/server.log") + " -w start >/dev/null";
   }
 
- private:
   void Shell(const std::string& command) {
     CommandResult result = RunCommand(command + " 2>&1");
     STRATA_REQUIRE_MESSAGE(result.exit_code == 0, command + " failed: " + result.output);
