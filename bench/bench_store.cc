@@ -3,17 +3,27 @@
 //   transaction);
 //                               sync 0 = FULL (fsync per commit), 1 = NORMAL (fsync at checkpoints)
 //   BM_Reopen1MTokens           open the store, restore an agent holding >= 1M tokens of history
-//                               (the traces replayed until that size) and render its request
+//                               (the traces' message contents appended as user messages until
+//                               that size) and render its request
 //   BM_BytesPer1MTokens/<mode>  database bytes per 1M tokens of content for every trace replayed
 //                               once, then the whole corpus again as a second set of agents
 //                               (mode 0 = dedup + zstd, 1 = dedup only, 2 = neither, all inline)
+//   BM_PostgresDurableAppend    BM_DurableAppend on the PostgreSQL store at $STRATA_BENCH_POSTGRES
+//   BM_PostgresReopen1MTokens   BM_Reopen1MTokens on it
+//   BM_PostgresTakeover         a process holding an agent's lease (TTL 1000 ms, renewed) is
+//                               SIGKILLed: the time until another takes the lease and reopens the
+//                               agent (counters p50_ms, p99_ms over the iterations)
 // Tokens are counted by the 4-bytes-per-token estimator. Databases live in $TMPDIR (or /tmp).
 //
 //   build/bench/bench_store --benchmark_min_time=1
+//   STRATA_BENCH_POSTGRES=postgresql://user@127.0.0.1:5432/db build/bench/bench_store
 #include <benchmark/benchmark.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -84,12 +94,17 @@ strata::Status Feed(const std::vector<strata::TraceMessage>& messages, strata::C
                              });
 }
 
-void BM_DurableAppend(benchmark::State& state) {
-  const std::string path = TempPath("append.db");
-  RemoveDb(path);
+// $STRATA_BENCH_POSTGRES, or "" (the PostgreSQL cases are then skipped).
+std::string PostgresUrl() {
+  const char* url = std::getenv("STRATA_BENCH_POSTGRES");
+  return url != nullptr ? url : "";
+}
+
+void DurableAppend(benchmark::State& state, const std::string& path) {
   strata::StoreOptions options;
   options.synchronous = state.range(0) == 0 ? strata::StoreSync::kFull : strata::StoreSync::kNormal;
-  auto store = strata::OpenSqliteStore(path, options);
+  auto store = strata::OpenStore(path, options);
+  if (store.ok()) (*store)->DeleteAgent("append").IgnoreError();
   if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
   auto context = strata::CreateContext(**store, AgentOptions("append"));
   if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
@@ -110,11 +125,21 @@ void BM_DurableAppend(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.SetLabel(state.range(0) == 0 ? "synchronous=FULL" : "synchronous=NORMAL");
-  context->reset();
-  store->reset();
+}
+
+void BM_DurableAppend(benchmark::State& state) {
+  const std::string path = TempPath("append.db");
+  RemoveDb(path);
+  DurableAppend(state, path);
   RemoveDb(path);
 }
 BENCHMARK(BM_DurableAppend)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_PostgresDurableAppend(benchmark::State& state) {
+  if (PostgresUrl().empty()) return state.SkipWithError("set STRATA_BENCH_POSTGRES to a URL");
+  DurableAppend(state, PostgresUrl());
+}
+BENCHMARK(BM_PostgresDurableAppend)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Replays the traces (repeated) into agent `id` until it holds `tokens` tokens.
 strata::Status FillAgent(strata::Store& store, const std::string& id, size_t tokens) {
@@ -143,18 +168,34 @@ strata::Status FillAgent(strata::Store& store, const std::string& id, size_t tok
   return strata::Status::Ok();
 }
 
-void BM_Reopen1MTokens(benchmark::State& state) {
-  const std::string path = TempPath("reopen.db");
-  RemoveDb(path);
+// Appends the corpus's message contents as user messages to agent `id` until it holds `tokens`
+// tokens (one transaction each, synchronous=NORMAL to fill quickly).
+strata::Status FillWithAppends(strata::Store& store, const std::string& id, size_t tokens) {
+  STRATA_ASSIGN_OR_RETURN(auto context, strata::CreateContext(store, AgentOptions(id)));
+  size_t n = 0;
+  while (context->Stats().layers[4].tokens < tokens) {
+    for (const auto& trace : Traces()) {
+      for (const auto& m : trace) {
+        if (m.content.empty()) continue;
+        STRATA_RETURN_IF_ERROR(context->AppendUser(m.content + " #" + std::to_string(n++)).status());
+      }
+      if (context->Stats().layers[4].tokens >= tokens) break;
+    }
+  }
+  return strata::Status::Ok();
+}
+
+void Reopen1MTokens(benchmark::State& state, const std::string& path) {
   {
-    auto store = strata::OpenSqliteStore(path);
+    auto store = strata::OpenStore(path);
     if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
-    strata::Status filled = FillAgent(**store, "big", 1000000);
+    (*store)->DeleteAgent("big").IgnoreError();
+    strata::Status filled = FillWithAppends(**store, "big", 1000000);
     if (!filled.ok()) return state.SkipWithError(filled.ToString().c_str());
   }
   size_t tokens = 0, segments = 0, body_bytes = 0;
   for (auto _ : state) {
-    auto store = strata::OpenSqliteStore(path);
+    auto store = strata::OpenStore(path);
     if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
     auto context = strata::OpenContext(**store, "big");
     if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
@@ -168,10 +209,73 @@ void BM_Reopen1MTokens(benchmark::State& state) {
   state.counters["tokens"] = static_cast<double>(tokens);
   state.counters["segments"] = static_cast<double>(segments);
   state.counters["body_MB"] = static_cast<double>(body_bytes) / 1e6;
+}
+
+void BM_Reopen1MTokens(benchmark::State& state) {
+  const std::string path = TempPath("reopen.db");
+  RemoveDb(path);
+  Reopen1MTokens(state, path);
   state.counters["file_MB"] = static_cast<double>(fs::file_size(path)) / 1e6;
   RemoveDb(path);
 }
 BENCHMARK(BM_Reopen1MTokens)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void BM_PostgresReopen1MTokens(benchmark::State& state) {
+  if (PostgresUrl().empty()) return state.SkipWithError("set STRATA_BENCH_POSTGRES to a URL");
+  Reopen1MTokens(state, PostgresUrl());
+}
+BENCHMARK(BM_PostgresReopen1MTokens)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+// A child process that takes agent "takeover"'s lease (TTL 1000 ms, renewed) and then waits to be
+// killed; returns its pid once it holds the lease.
+pid_t StartHolder(const std::string& url) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    strata::StoreOptions options;
+    options.lease_ttl_ms = 1000;
+    auto store = strata::OpenStore(url, options);
+    if (!store.ok() || !(*store)->AcquireLease("takeover").ok()) ::_exit(2);
+    if (::write(ready[1], "r", 1) != 1) ::_exit(3);
+    for (;;) ::pause();
+  }
+  char c;
+  if (::read(ready[0], &c, 1) != 1) pid = -1;
+  ::close(ready[0]);
+  ::close(ready[1]);
+  return pid;
+}
+
+void BM_PostgresTakeover(benchmark::State& state) {
+  if (PostgresUrl().empty()) return state.SkipWithError("set STRATA_BENCH_POSTGRES to a URL");
+  auto store = strata::OpenStore(PostgresUrl());
+  if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
+  (*store)->DeleteAgent("takeover").IgnoreError();
+  if (!strata::CreateContext(**store, AgentOptions("takeover")).ok()) {
+    return state.SkipWithError("cannot create the agent");
+  }
+  std::vector<double> ms;
+  for (auto _ : state) {
+    state.PauseTiming();
+    (*store)->ReleaseLease("takeover").IgnoreError();
+    pid_t holder = StartHolder(PostgresUrl());
+    if (holder < 0) return state.SkipWithError("the lease holder did not start");
+    state.ResumeTiming();
+    const auto killed = std::chrono::steady_clock::now();
+    ::kill(holder, SIGKILL);
+    while (!(*store)->AcquireLease("takeover").ok()) ::usleep(5000);
+    auto context = strata::OpenContext(**store, "takeover");
+    if (!context.ok()) return state.SkipWithError(context.status().ToString().c_str());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed)
+                     .count());
+    ::waitpid(holder, nullptr, 0);
+  }
+  std::sort(ms.begin(), ms.end());
+  state.counters["p50_ms"] = ms[ms.size() / 2];
+  state.counters["p99_ms"] = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
+}
+BENCHMARK(BM_PostgresTakeover)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
 
 void BM_BytesPer1MTokens(benchmark::State& state) {
   const std::string path = TempPath("bytes.db");

@@ -421,7 +421,7 @@ class PyStore {
     options.read_only = read_only;
     options.create_if_missing = create_if_missing;
     return std::make_unique<PyStore>(
-        Take(Unlocked([&] { return strata::OpenSqliteStore(path, options); })));
+        Take(Unlocked([&] { return strata::OpenStore(path, options); })));
   }
   std::string path() const { return store_->path(); }
 

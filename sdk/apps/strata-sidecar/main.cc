@@ -101,6 +101,13 @@ struct Flags {
   std::string oversized;   // --oversized
 };
 
+// A store shared by several sidecars (a postgresql:// --store): its lease flags, set by
+// DefineFlags, read by OpenRegistry.
+struct SharedStoreFlags {
+  int64_t lease_ttl_ms = 5000;
+  int64_t owner_wait_ms = 10000;
+} shared_store_flags;
+
 void DefineFlags(CLI::App& app, Flags& flags) {
   sc::SidecarConfig& values = flags.values;
   app.add_option("--config", flags.config_file, "JSON configuration file (flags override it)");
@@ -108,7 +115,17 @@ void DefineFlags(CLI::App& app, Flags& flags) {
                  "gRPC listener HOST:PORT (port 0: any free port)");
   app.add_option("--http-listen", values.http_listen,
                  "HTTP listener HOST:PORT of the OpenAI-compatible proxy");
-  app.add_option("--store", values.store, "SQLite store of the agents");
+  app.add_option("--store", values.store,
+                 "store of the agents: a SQLite file, or a postgresql:// URL several sidecars "
+                 "share (docs/postgres.md)");
+  app.add_option("--lease-ttl-ms", shared_store_flags.lease_ttl_ms,
+                 "shared store: how long an agent's lease outlives a crashed sidecar (default "
+                 "5000)")
+      ->check(CLI::Range(int64_t{100}, int64_t{3600000}));
+  app.add_option("--owner-wait-ms", shared_store_flags.owner_wait_ms,
+                 "shared store: how long a call waits for an agent another sidecar serves, then "
+                 "UNAVAILABLE (default 10000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
   app.add_option("--store-sync", flags.store_sync,
                  "store durability: full (fsync per commit; default) or normal (survives "
                  "sidecar crashes; a power loss may lose the last calls)");
@@ -293,6 +310,8 @@ StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfi
   options.window = config.budget;
   options.max_open_agents = static_cast<size_t>(config.max_open_agents);
   options.lease_wait = std::chrono::milliseconds(config.lease_wait_ms);
+  options.lease_ttl_ms = shared_store_flags.lease_ttl_ms;
+  options.owner_wait = std::chrono::milliseconds(shared_store_flags.owner_wait_ms);
   options.transport = pools;  // nullptr: an HTTP transport to --upstream
   return sc::AgentRegistry::Open(options);
 }
@@ -470,7 +489,7 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
   StatusOr<strata::StoreStats> store_stats = (*registry)->store().Stats();
   if (!store_stats.ok()) return Fail(store_stats.status());
   Log("serving " + std::to_string(authenticator.tenants().size()) + " tenant(s), store " +
-      config.store + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
+      (*registry)->store().path() + " (synchronous=" + sc::StoreSyncName(store_stats->synchronous) + ")" +
       (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
   const int64_t ms =

@@ -440,6 +440,11 @@ HttpReply ErrorReply(const Status& status, bool upstream) {
       const int answered = upstream ? UpstreamHttpStatus(status) : 0;
       http = !upstream ? 503 : answered >= 500 ? answered : 502;
       type = http == 503 ? "service_unavailable" : "upstream_error";
+      // The agent is served by another sidecar of a shared store (registry.h owner_wait).
+      if (!upstream && status.message().find(" is served by ") != std::string::npos) {
+        http = 409;
+        type = "conflict_error";
+      }
       break;
     }
     case StatusCode::kDeadlineExceeded:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
@@ -119,6 +120,8 @@ AgentRegistry::~AgentRegistry() {
     std::lock_guard<std::timed_mutex> agent_lock(entry->mu);
     entry->agent.reset();
   }
+  // Then the leases, so that other sidecars serve these agents at once, not after the TTL.
+  if (state_->store) state_->store->ReleaseAllLeases().IgnoreError();
 }
 
 StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions options) {
@@ -131,8 +134,11 @@ StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions opt
   // opened exclusively (SQLite's lock on the database file itself, whatever path names it: a
   // symlink, a hard link), and a second registry is refused. The kernel drops the lock when the
   // process ends, SIGKILL included.
+  // A PostgreSQL store (a postgresql:// URL) is shared by several sidecars instead: each agent
+  // is served by the one holding its lease (Store::AcquireLease).
   store_options.exclusive = true;
-  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(options.store_path, store_options);
+  store_options.lease_ttl_ms = options.lease_ttl_ms;
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(options.store_path, store_options);
   if (store.status().code() == StatusCode::kFailedPrecondition &&
       store.status().message().find(" is in use by ") != std::string::npos) {
     return FailedPreconditionError("the store is in use by another strata-sidecar or another "
@@ -273,6 +279,7 @@ StatusOr<std::unique_ptr<Agent>> AgentRegistry::OpenStored(const std::string& st
       }
     }
   }
+  STRATA_RETURN_IF_ERROR(TakeLease(stored_id));
   StatusOr<std::unique_ptr<Agent>> agent = Agent::Open(*s.store, stored_id, std::move(open));
   if (!agent.ok()) {
     if (agent.status().code() == StatusCode::kNotFound) {
@@ -284,11 +291,41 @@ StatusOr<std::unique_ptr<Agent>> AgentRegistry::OpenStored(const std::string& st
   return agent;
 }
 
+bool AgentRegistry::shared_store() const { return state_->store->shared(); }
+
+Status AgentRegistry::TakeLease(const std::string& stored_id) {
+  State& s = *state_;
+  if (!shared_store()) return Status::Ok();
+  const auto deadline = std::chrono::steady_clock::now() + s.options.owner_wait;
+  for (;;) {
+    StatusOr<strata::AgentLease> lease = s.store->AcquireLease(stored_id);
+    if (lease.ok()) return Status::Ok();
+    const bool held_elsewhere = lease.status().code() == StatusCode::kUnavailable &&
+                                lease.status().message().find(" is served by ") != std::string::npos;
+    if (!held_elsewhere || s.waits_cancelled.load() ||
+        std::chrono::steady_clock::now() >= deadline) {
+      if (!held_elsewhere) return lease.status();
+      return UnavailableError(lease.status().message() + " (waited " +
+                              std::to_string(s.options.owner_wait.count()) + " ms)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+bool AgentRegistry::StillLeased(const std::string& stored_id) {
+  if (!shared_store()) return true;
+  // Renews it too; a store that cannot be reached keeps the agent (its writes fail on their own).
+  StatusOr<strata::AgentLease> lease = state_->store->AcquireLease(stored_id);
+  return lease.ok() || (lease.status().code() != StatusCode::kAborted &&
+                        lease.status().message().find(" is served by ") == std::string::npos);
+}
+
 void AgentRegistry::CloseIdle(const AgentLease::Entry* keep) {
   State& s = *state_;
   const size_t max = s.options.max_open_agents;
   if (max == 0) return;
   std::vector<std::unique_ptr<Agent>> closed;  // destroyed after the registry's mutex is released
+  std::vector<std::string> released;           // their leases, released after that
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.entries.size() <= max) return;
@@ -306,10 +343,14 @@ void AgentRegistry::CloseIdle(const AgentLease::Entry* keep) {
       if (!agent_lock.owns_lock() || entry->deleted || !entry->agent) continue;
       entry->deleted = true;
       closed.push_back(std::move(entry->agent));
+      released.push_back(entry->stored_id);
       s.entries.erase(entry->stored_id);
       --excess;
     }
   }
+  closed.clear();
+  // A closed agent's lease goes too: another sidecar may serve it at once.
+  for (const std::string& id : released) s.store->ReleaseLease(id).IgnoreError();
 }
 
 size_t AgentRegistry::OpenAgents() {
@@ -374,6 +415,8 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
     std::unique_lock<std::timed_mutex> agent_lock(entry->mu, std::defer_lock);
     STRATA_RETURN_IF_ERROR(LockWithin(agent_lock, stored_id));
     if (entry->deleted) continue;  // deleted while we waited: look again (it may be recreated)
+    // Taken over by another sidecar since it was opened here: reopen from the store.
+    if (entry->agent && !StillLeased(stored_id)) entry->agent.reset();
     if (!entry->agent) {
       auto forget = [&]() {
         entry->deleted = true;
@@ -464,7 +507,9 @@ StatusOr<AgentLease> AgentRegistry::Create(const TenantConfig& tenant, std::stri
   AgentServices services;
   services.store = s.store.get();
   services.transport = o.transport;
-  StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(std::move(config), services);
+  Status leased = TakeLease(stored_id);  // a new agent is served by the sidecar that made it
+  StatusOr<std::unique_ptr<Agent>> agent =
+      leased.ok() ? Agent::Create(std::move(config), services) : StatusOr<std::unique_ptr<Agent>>(leased);
   // Registered (counted) before its reservation ends, so that max_agents never lets one more in;
   // with no lock held, since Adopt locks agents' mutexes (the lock order is entry, then registry).
   StatusOr<AgentLease> lease =

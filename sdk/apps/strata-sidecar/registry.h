@@ -43,7 +43,9 @@ namespace strata::sidecar {
 
 // How the registry makes and opens agents.
 struct RegistryOptions {
-  std::string store_path;                   // the SQLite store (created if missing)
+  // The store (created if missing): a SQLite file, or a postgresql:// URL that several sidecars
+  // share (each agent is then served by the one sidecar holding its lease, Store::AcquireLease).
+  std::string store_path;
   StoreSync store_sync = StoreSync::kFull;  // its StoreOptions::synchronous
   // Defaults of new agents and the endpoint every agent uses (the sidecar's, never the client's).
   std::string upstream;  // endpoint.base_url
@@ -62,6 +64,13 @@ struct RegistryOptions {
   // How long a call waits for an agent another call holds (Acquire and the calls that lease):
   // then UNAVAILABLE naming lease_wait_ms. 0: no limit.
   std::chrono::milliseconds lease_wait{0};
+  // A shared (PostgreSQL) store: how long an agent's lease lasts unless renewed
+  // (StoreOptions::lease_ttl_ms): a crashed sidecar's agents are taken over after it.
+  int64_t lease_ttl_ms = 5000;
+  // A shared store: how long a call waits for an agent another live sidecar serves (its lease
+  // is released when that sidecar closes the agent or drains, or lapses when it dies), then
+  // UNAVAILABLE naming that sidecar.
+  std::chrono::milliseconds owner_wait{10000};
   // Called with the stored id just before an agent is made (tokenizer loaded, store written), with
   // none of the registry's locks held (tests: a creation that takes long). Empty: none.
   std::function<void(const std::string& stored_id)> before_create;
@@ -206,6 +215,13 @@ class AgentRegistry {
   // Locks `lock` (an agent's) within options().lease_wait; UNAVAILABLE otherwise.
   Status LockWithin(std::unique_lock<std::timed_mutex>& lock, const std::string& stored_id);
   StatusOr<std::unique_ptr<Agent>> OpenStored(const std::string& stored_id);
+  // A shared store: takes the agent's lease, waiting up to owner_wait while another sidecar
+  // holds it. OK at once for a SQLite store (the sidecar's alone: StoreOptions::exclusive).
+  Status TakeLease(const std::string& stored_id);
+  // A shared store: OK while this sidecar still holds the lease of a cached agent; otherwise
+  // (another sidecar took it over) the cached agent is stale and must be reopened.
+  bool StillLeased(const std::string& stored_id);
+  bool shared_store() const;
   // Closes least recently used idle agents beyond max_open_agents (never `keep`).
   void CloseIdle(const AgentLease::Entry* keep);
   std::unique_ptr<State> state_;

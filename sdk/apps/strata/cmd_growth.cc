@@ -32,7 +32,7 @@ void Run(const GrowthArgs& args) {
   StoreOptions options;
   options.create_if_missing = false;
   options.read_only = true;  // a chart never writes (nor turns an empty file into a store)
-  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(args.db, options);
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(args.db, options);
   if (!store.ok()) throw CommandFailed{store.status().ToString()};
   StatusOr<StoredAgent> agent = (*store)->GetAgent(args.agent);
   if (!agent.ok()) throw CommandFailed{agent.status().ToString()};

@@ -204,7 +204,7 @@ void Run(const InspectArgs& args) {
   StoreOptions options;
   options.create_if_missing = false;
   options.read_only = true;
-  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(args.db, options);
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(args.db, options);
   if (!store.ok()) throw CommandFailed{store.status().ToString()};
   if (!args.html.empty()) {
     if (args.agent.empty()) throw CLI::ValidationError("--html", "--html needs --agent ID");

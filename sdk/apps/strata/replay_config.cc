@@ -4,6 +4,7 @@
 #include <set>
 
 #include "replay_common.h"
+#include "strata/store.h"
 #include "strata/transport.h"
 
 namespace strata::cli {
@@ -76,7 +77,8 @@ std::optional<AgentConfig> ReplayAgentConfig(const ContextOptions& options, cons
   }
   std::error_code error;
   const std::filesystem::path db = std::filesystem::absolute(db_path, error);
-  config.store_path = error ? db_path : db.lexically_normal().string();
+  config.store_path =
+      error || IsPostgresUrl(db_path) ? db_path : db.lexically_normal().string();
   return config;
 }
 

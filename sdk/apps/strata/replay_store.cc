@@ -49,7 +49,7 @@ Status ReclaimStaleTemporary(Store& store, const std::string& temp_id, const std
 StatusOr<std::unique_ptr<ReplayPersistence>> ReplayPersistence::Open(const std::string& db_path,
                                                                      ContextOptions options,
                                                                      const std::string& config_json) {
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSqliteStore(db_path));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(db_path));
   const std::string agent_id = options.agent.id;
   const std::string temp_id = TemporaryId(agent_id);
   options.agent.id = temp_id;

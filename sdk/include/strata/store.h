@@ -103,6 +103,35 @@ struct StoreOptions {
   // The wall clock (Clock::UnixMillis) of created/updated times and record timestamps the store
   // sets (strata/clock.h). Not owned; nullptr: SystemClock().
   Clock* clock = nullptr;
+
+  // --- PostgreSQL stores (OpenPostgresStore); SQLite ignores these ---
+  // Connections the store opens at most; calls beyond them wait for one. Default 4.
+  int pool_size = 4;
+  // How long opening a connection may take before UNAVAILABLE. Default 5000 ms.
+  int connect_timeout_ms = 5000;
+  // How many more times a call is tried after its connection was lost (or the server reported a
+  // serialization failure or deadlock), waiting 50 ms, 100 ms, ... in between; a write is tried
+  // again only once it is known not to have committed. Default 4.
+  int retries = 4;
+
+  // --- Write leases (Store::AcquireLease) ---
+  // This store's name as a lease owner; other writers' errors name it. "" (default): the host
+  // name, the process id and a random suffix, unique per open.
+  std::string lease_owner;
+  // How long a lease lasts after it was taken or last renewed; another store may take the agent
+  // once it has expired. Default 5000 ms.
+  int64_t lease_ttl_ms = 5000;
+  // Renew the leases this store holds from a background thread, every lease_ttl_ms / 3 (started
+  // by the first AcquireLease). Default true; when false, call AcquireLease again to renew.
+  bool renew_leases = true;
+};
+
+// Who may write an agent (Store::AcquireLease): one owner at a time, until expires_unix_ms.
+struct AgentLease {
+  std::string agent_id;         // the agent the lease is for
+  std::string owner;            // StoreOptions::lease_owner of the holder; "" once released
+  int64_t epoch = 0;            // grows by one each time another owner takes the agent
+  int64_t expires_unix_ms = 0;  // when the lease lapses unless renewed (the database's clock)
 };
 
 // An agent as stored: its options (tokenizer and journal pointers are null; the tokenizer's Name()
@@ -294,6 +323,34 @@ class Store {
   // Writes a consistent copy of the whole database to `destination` (a new file) while the store
   // stays usable (SQLite's VACUUM INTO). ALREADY_EXISTS if the file exists.
   virtual Status Backup(const std::string& destination) = 0;
+
+  // --- Write leases: one writer per agent ------------------------------------------------------
+  //
+  // A store that holds an agent's lease is its only writer: every write transaction about the
+  // agent first checks, in the transaction itself, that the lease row still names this store and
+  // the epoch it took (fencing). A store that lost the lease (it was paused or cut off past the
+  // TTL and another store took the agent) gets ABORTED, "agent X is now served by OWNER since
+  // epoch E", and writes nothing. A store that holds no lease on an agent may write it while no
+  // other store holds a live lease on it (ABORTED naming the holder otherwise).
+
+  // Takes the write lease of `agent_id` for StoreOptions::lease_owner (or renews it when this
+  // store holds it). The agent need not exist yet. UNAVAILABLE naming the holder and when its
+  // lease expires when another store holds a live lease; ABORTED when this store held it and
+  // lost it. The default implementation returns UNIMPLEMENTED.
+  virtual StatusOr<AgentLease> AcquireLease(std::string_view agent_id);
+  // Gives the lease up at once (so another store need not wait for it to expire); OK when this
+  // store does not hold it.
+  virtual Status ReleaseLease(std::string_view agent_id);
+  // Releases every lease this store holds (before a process exits).
+  virtual Status ReleaseAllLeases();
+  // The lease row of `agent_id` as the database holds it; std::nullopt when it was never leased.
+  virtual StatusOr<std::optional<AgentLease>> GetLease(std::string_view agent_id);
+  // StoreOptions::lease_owner, or the name generated when it was empty.
+  virtual const std::string& lease_owner() const;
+  // True when processes on several hosts may write this store at once (PostgreSQL): Agent::Open
+  // then takes the agent's lease before it reads it. False for SQLite (one host; its leases are
+  // taken only by callers that ask, e.g. strata-sidecar).
+  virtual bool shared() const { return false; }
 };
 
 // Opens (creating if allowed) the SQLite store at `path`.
@@ -310,6 +367,32 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
 
 // The newest schema version this build writes and reads.
 int64_t StoreSchemaVersion();
+
+// Opens (creating its tables if allowed) the PostgreSQL store at `conninfo`: a postgresql:// (or
+// postgres://) URL or a libpq key=value string. Same interface and promises as the SQLite store:
+// one transaction per mutation, acknowledged means committed (StoreSync::kNormal turns
+// synchronous_commit off for the store's transactions), a failed call leaves nothing. Any number
+// of processes may open one database; leases (Store::AcquireLease) keep one writer per agent.
+// Keeps at most StoreOptions::pool_size connections; works through PgBouncer in transaction
+// pooling mode. A call whose connection is lost is tried again (StoreOptions::retries) when it
+// is a read or a write that did not commit, which is checked on a new connection; UNAVAILABLE
+// when the server stays unreachable (for a write whose outcome could not be learned, the message
+// says so: reopen the context before continuing). Errors: UNAVAILABLE (server unreachable);
+// UNAUTHENTICATED (login refused); NOT_FOUND (no such database, or no store and
+// create_if_missing false); FAILED_PRECONDITION (written by a newer strata, naming both
+// versions); INVALID_ARGUMENT for exclusive or max_pages, which apply to SQLite files only.
+StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo,
+                                                   StoreOptions options = {});
+
+// True when `path_or_url` names a PostgreSQL store (it starts with postgresql:// or
+// postgres://).
+bool IsPostgresUrl(std::string_view path_or_url);
+
+// Opens the store `path_or_url` names: OpenPostgresStore for a postgresql:// or postgres:// URL,
+// OpenSqliteStore for anything else (a file path). With a URL, StoreOptions::exclusive is
+// ignored (several processes share the database; leases keep one writer per agent).
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path_or_url,
+                                           StoreOptions options = {});
 
 // --- Contexts attached to a store -------------------------------------------------------------
 

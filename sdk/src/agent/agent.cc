@@ -346,8 +346,7 @@ class Agent::Impl {
     if (shared_.store == nullptr && !c.store_path.empty()) {
       StoreOptions store_options;
       store_options.clock = shared_.clock;
-      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
-                              OpenSqliteStore(c.store_path, store_options));
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(c.store_path, store_options));
       shared_.store_owner = std::move(store);
       shared_.store = shared_.store_owner.get();
     }
@@ -1019,7 +1018,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
   StoreOptions store_options;
   store_options.create_if_missing = false;
   store_options.clock = options.services.clock;
-  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(store_path, store_options);
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(store_path, store_options);
   if (store.status().code() == StatusCode::kNotFound) {
     return NotFoundError("Agent::Open: no store at " + store_path +
                          "; give the store_path of an agent made with Agent::Create");
@@ -1034,6 +1033,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Open(const std::string& store_path, std:
 
 StatusOr<std::unique_ptr<Agent>> Agent::Open(Store& store, std::string_view id,
                                              OpenOptions options) {
+  // One writer per agent of a shared store: the lease is taken before anything is read, so what
+  // is read is the last acknowledged state (a read-only store goes on without).
+  if (StatusOr<AgentLease> lease = store.shared() ? store.AcquireLease(id) : AgentLease{};
+      !lease.ok() && (lease.status().code() == StatusCode::kUnavailable ||
+                      lease.status().code() == StatusCode::kAborted)) {
+    return lease.status();
+  }
   STRATA_ASSIGN_OR_RETURN(StoredAgent stored, store.GetAgent(id));
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> config_json,
                           store.GetAgentState(id, kConfigKey));

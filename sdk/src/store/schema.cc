@@ -133,6 +133,16 @@ CREATE TABLE agent_state(
 ALTER TABLE requests ADD COLUMN degradation TEXT NOT NULL DEFAULT '';
 ALTER TABLE requests ADD COLUMN degradation_notes TEXT NOT NULL DEFAULT '';
 )sql",
+    // 5 -> 6: write leases, one row per agent id (strata/store.h, AgentLease): the same lease
+    // semantics as a PostgreSQL store, so that code holding a Store has one path.
+    R"sql(
+CREATE TABLE leases(
+  agent_id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  acquired_ms INTEGER NOT NULL) WITHOUT ROWID;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

@@ -21,8 +21,11 @@
 
 #include "store/blob_codec.h"
 #include "store/file_identity.h"
+#include "store/lease_keeper.h"
 #include "store/open_database.h"
+#include "store/options_codec.h"
 #include "store/schema.h"
+#include "store/sqlite_lease.h"
 #include "store/tool_calls_codec.h"
 #include "strata/store.h"
 
@@ -35,71 +38,8 @@ using store_internal::kSchemaVersion;
 using store_internal::DecodeToolCalls;
 using store_internal::EncodeToolCalls;
 using store_internal::SqliteStatus;
-
-std::string OptionsToJson(const ContextOptions& o) {
-  nlohmann::ordered_json j;
-  j["agent"] = {{"id", o.agent.id},
-                {"tenant", o.agent.tenant},
-                {"scope", o.agent.scope},
-                {"model_version", o.agent.model_version},
-                {"template_version", o.agent.template_version}};
-  j["render"] = {{"model", o.render.model},
-                 {"system_layout", static_cast<int>(o.render.system_layout)},
-                 {"reasoning_field", o.render.reasoning_field},
-                 {"volatile_role", o.render.volatile_role}};
-  j["hygiene"] = {{"max_segment_tokens", o.hygiene.max_segment_tokens},
-                  {"head_share", o.hygiene.head_share},
-                  {"deduplicate", o.hygiene.deduplicate},
-                  {"fold_error_logs", o.hygiene.fold_error_logs},
-                  {"min_repeat_run", o.hygiene.min_repeat_run},
-                  {"min_bytes", o.hygiene.min_bytes}};
-  j["keep_originals"] = o.keep_originals;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// Fields missing from the stored JSON (written by an older strata) keep their defaults.
-StatusOr<ContextOptions> OptionsFromJson(const std::string& text, const std::string& agent_id) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return DataLossError("stored options of agent \"" + agent_id + "\" are not valid JSON");
-  }
-  ContextOptions o;
-  auto get = [](const nlohmann::json& obj, const char* key, auto& field) {
-    auto it = obj.find(key);
-    if (it != obj.end() && !it->is_null()) {
-      it->get_to(field);
-    }
-  };
-  try {
-    if (auto a = j.find("agent"); a != j.end()) {
-      get(*a, "id", o.agent.id);
-      get(*a, "tenant", o.agent.tenant);
-      get(*a, "scope", o.agent.scope);
-      get(*a, "model_version", o.agent.model_version);
-      get(*a, "template_version", o.agent.template_version);
-    }
-    if (auto r = j.find("render"); r != j.end()) {
-      get(*r, "model", o.render.model);
-      int layout = static_cast<int>(o.render.system_layout);
-      get(*r, "system_layout", layout);
-      o.render.system_layout = static_cast<SystemLayout>(layout);
-      get(*r, "reasoning_field", o.render.reasoning_field);
-      get(*r, "volatile_role", o.render.volatile_role);
-    }
-    if (auto h = j.find("hygiene"); h != j.end()) {
-      get(*h, "max_segment_tokens", o.hygiene.max_segment_tokens);
-      get(*h, "head_share", o.hygiene.head_share);
-      get(*h, "deduplicate", o.hygiene.deduplicate);
-      get(*h, "fold_error_logs", o.hygiene.fold_error_logs);
-      get(*h, "min_repeat_run", o.hygiene.min_repeat_run);
-      get(*h, "min_bytes", o.hygiene.min_bytes);
-    }
-    get(j, "keep_originals", o.keep_originals);
-  } catch (const nlohmann::json::exception& e) {
-    return DataLossError("stored options of agent \"" + agent_id + "\" are malformed: " + e.what());
-  }
-  return o;
-}
+using store_internal::OptionsFromJson;
+using store_internal::OptionsToJson;
 
 // ---- SQLite statement wrapper ----------------------------------------------------------------
 
@@ -171,7 +111,22 @@ constexpr const char* kRenderedStates = "(0, 1)";
 class SqliteStore final : public Store {
  public:
   SqliteStore(std::string path, StoreOptions options, sqlite3* db)
-      : path_(std::move(path)), options_(std::move(options)), db_(db) {
+      : path_(std::move(path)),
+        options_(std::move(options)),
+        db_(db),
+        leases_(options_.lease_owner.empty() ? store_internal::DefaultLeaseOwner(TheClock())
+                                             : options_.lease_owner,
+                options_.lease_ttl_ms, options_.renew_leases, TheClock()) {
+    leases_.SetRenew([this](const AgentLease& held) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return TakeLease(held.agent_id, held.epoch);
+    });
+    // A file on one host: a lease whose process is gone is dead; with an exclusive store, every
+    // other owner's is (the file lock proves its process ended).
+    const bool exclusive = options_.exclusive;
+    leases_.SetHolderGone([exclusive](const AgentLease& lease) {
+      return exclusive || store_internal::LeaseOwnerProcessGone(lease.owner);
+    });
     const char* db_file = sqlite3_db_filename(db_, "main");  // "" for an in-memory database
     if (!options_.read_only && db_file != nullptr && *db_file != '\0') {
       files_.Record(path_, db_file, /*uses_shm=*/!options_.exclusive);
@@ -179,6 +134,7 @@ class SqliteStore final : public Store {
   }
 
   ~SqliteStore() override {
+    leases_.Stop();
     for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
     // Closing checkpoints the WAL: with a file made immutable that would raise SIGBUS in the -shm
     // mapping. The WAL then stays, and the next open applies it.
@@ -192,6 +148,7 @@ class SqliteStore final : public Store {
     if (options.agent.id.empty()) return InvalidArgumentError("agent id must not be empty");
     std::lock_guard<std::mutex> lock(mu_);
     return Transaction("creating agent \"" + options.agent.id + "\"", [&]() -> Status {
+      STRATA_RETURN_IF_ERROR(Fence(options.agent.id));
       STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
       find.Text(1, options.agent.id);
       int rc = find.Step();
@@ -740,7 +697,71 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
+ // ---- Leases (strata/store.h); the rows are sqlite_lease.cc's.
+
+  StatusOr<AgentLease> AcquireLease(std::string_view agent_id) override {
+    if (agent_id.empty()) return InvalidArgumentError("AcquireLease needs an agent id");
+    if (options_.read_only) {
+      return FailedPreconditionError("cannot lease agent \"" + std::string(agent_id) +
+                                     "\": the store " + path_ + " was opened read-only");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<AgentLease> held = leases_.Held(agent_id);
+    return TakeLease(agent_id, held ? std::optional<int64_t>(held->epoch) : std::nullopt);
+  }
+
+  Status ReleaseLease(std::string_view agent_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<AgentLease> held = leases_.Held(agent_id);
+    if (!held) return Status::Ok();
+    leases_.Forget(agent_id);
+    return store_internal::SqliteReleaseLease(db_, agent_id, leases_.owner(), held->epoch, path_,
+                                              options_.busy_timeout_ms);
+  }
+
+  Status ReleaseAllLeases() override {
+    Status first;
+    for (const AgentLease& lease : leases_.AllHeld()) {
+      Status status = ReleaseLease(lease.agent_id);
+      if (first.ok()) first = status;
+    }
+    return first;
+  }
+
+  StatusOr<std::optional<AgentLease>> GetLease(std::string_view agent_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_internal::SqliteReadLease(db_, agent_id, path_);
+  }
+
+  const std::string& lease_owner() const override { return leases_.owner(); }
+
  private:
+  Clock* TheClock() const { return options_.clock != nullptr ? options_.clock : SystemClock(); }
+
+  // Takes (held_epoch empty) or renews the lease of `agent_id`; call with mu_ held.
+  StatusOr<AgentLease> TakeLease(std::string_view agent_id, std::optional<int64_t> held_epoch) {
+    std::optional<AgentLease> holder;
+    const int64_t now = Now();
+    STRATA_ASSIGN_OR_RETURN(
+        std::optional<AgentLease> taken,
+        store_internal::SqliteTakeLease(db_, agent_id, leases_.owner(), leases_.ttl_ms(), now,
+                                        held_epoch, holder, path_, options_.busy_timeout_ms,
+                                        leases_));
+    if (taken) {
+      leases_.Hold(*taken);
+      return *taken;
+    }
+    if (held_epoch) return leases_.Check(agent_id, holder, now);  // lost: ABORTED, forgotten
+    return store_internal::LeaseHeldElsewhere(*holder, now);
+  }
+
+  // The lease fence of a write about `agent_id`; call inside the write transaction.
+  Status Fence(std::string_view agent_id) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<AgentLease> row,
+                            store_internal::SqliteReadLease(db_, agent_id, path_));
+    return leases_.Check(agent_id, row, Now());
+  }
+
   int64_t Now() const {
     return (options_.clock != nullptr ? options_.clock : SystemClock())->UnixMillis();
   }
@@ -844,6 +865,8 @@ class SqliteStore final : public Store {
   // an agent under the same id (a new row), and a stale row number would write to nowhere.
   StatusOr<int64_t> AgentRow(std::string_view agent_id) {
     STRATA_RETURN_IF_ERROR(files_.CheckBeforeRead());  // reads outside ReadTransaction start here
+    // Every write of an agent looks its row up first: the lease fence goes with it.
+    if (sqlite3_txn_state(db_, "main") == SQLITE_TXN_WRITE) STRATA_RETURN_IF_ERROR(Fence(agent_id));
     STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT agent FROM agents WHERE id = ?1"));
     find.Text(1, agent_id);
     int rc = find.Step();
@@ -1141,6 +1164,7 @@ class SqliteStore final : public Store {
   std::map<std::string, std::unique_ptr<StoreJournal>, std::less<>> journals_;  // guarded by mu_
   store_internal::StoreFiles files_;  // guarded by mu_; checked before every write
   int64_t write_transactions_ = 0;    // guarded by mu_: committed write transactions
+  store_internal::LeaseKeeper leases_;  // the leases this store holds (its own lock)
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "strata/builtin_policies.h"
 #include "strata/store.h"
 #include "strata/tools/trace.h"
+#include "testing/postgres_testing.h"
 #include "testing/traces.h"
 #include "unit/store/store_test_util.h"
 
@@ -67,7 +68,7 @@ std::vector<std::string> Replay(const std::vector<TraceMessage>& messages, Conte
 const char* const kTrace = "mini-swe-agent/django__django-14315.jsonl";
 
 TEST_CASE("a restored context renders byte-identically and continues identically", "[store]") {
-  TempDir dir;
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
   std::vector<TraceMessage> trace = LoadTrace(kTrace);
   REQUIRE(trace.size() > 20);
   size_t half = trace.size() / 2;
@@ -84,7 +85,7 @@ TEST_CASE("a restored context renders byte-identically and continues identically
 
   std::string body_before;
   {
-    auto store = OpenSqliteStore(dir.File("a.db"));
+    auto store = dir.Open();
     REQUIRE(store.ok());
     auto context = CreateContext(**store, Options("agent"));
     REQUIRE(context.ok());
@@ -92,7 +93,7 @@ TEST_CASE("a restored context renders byte-identically and continues identically
     body_before = (*context)->Build()->body;
     CHECK(body_before == (*reference)->Build()->body);
   }
-  auto store = OpenSqliteStore(dir.File("a.db"));
+  auto store = dir.Open();
   REQUIRE(store.ok());
   auto restored = OpenContext(**store, "agent");
   REQUIRE(restored.ok());
@@ -120,14 +121,14 @@ TEST_CASE("a restored context renders byte-identically and continues identically
 }
 
 TEST_CASE("a rewound context is rewound in the store: segments, originals and turn", "[store]") {
-  TempDir dir;
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
   std::vector<TraceMessage> trace = LoadTrace(kTrace);
   size_t half = trace.size() / 2;
   while (half < trace.size() && trace[half].role != TraceRole::kAssistant) ++half;
   REQUIRE(half < trace.size());
   std::vector<TraceMessage> first(trace.begin(), trace.begin() + half);
   std::vector<TraceMessage> rest(trace.begin() + half, trace.end());
-  auto store = OpenSqliteStore(dir.File("rewind.db"));
+  auto store = dir.Open();
   REQUIRE(store.ok());
   auto context = CreateContext(**store, Options("agent"));
   REQUIRE(context.ok());
@@ -153,8 +154,8 @@ TEST_CASE("a rewound context is rewound in the store: segments, originals and tu
 }
 
 TEST_CASE("many agents share one store without mixing", "[store]") {
-  TempDir dir;
-  auto store = OpenSqliteStore(dir.File("a.db"));
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
+  auto store = dir.Open();
   REQUIRE(store.ok());
   std::vector<std::string> names = {kTrace, "mini-swe-agent/sympy__sympy-13031.jsonl",
                                     "swe-agent/ctf-forensics-flash.jsonl"};
@@ -209,8 +210,8 @@ TEST_CASE("a change the store refuses is rolled back in the context", "[store]")
 }
 
 TEST_CASE("growth points follow the context's layers", "[store]") {
-  TempDir dir;
-  auto store = OpenSqliteStore(dir.File("a.db"));
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
+  auto store = dir.Open();
   REQUIRE(store.ok());
   auto context = CreateContext(**store, Options("a"));
   REQUIRE(context.ok());
@@ -238,8 +239,8 @@ namespace {
 
 TEST_CASE("a compacting context stores its compactions as events and restores byte-identically",
           "[store][compact]") {
-  testing::TempDir dir;
-  auto store = OpenSqliteStore(dir.File("compact.db"));
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
+  auto store = dir.Open();
   REQUIRE(store.ok());
   auto policy = MakeStrataPolicy();
   ContextOptions options = Options("compacting");
@@ -290,8 +291,8 @@ namespace strata {
 namespace {
 
 TEST_CASE("a summary's summarizer is stored with the segment and in the compaction event", "[store][compact]") {
-  testing::TempDir dir;
-  auto store = OpenSqliteStore(dir.File("summaries.db"));
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
+  auto store = dir.Open();
   REQUIRE(store.ok());
   ContextOptions options = Options("summarized");
   auto context = CreateContext(**store, options);

@@ -4,6 +4,7 @@
 
 #include "strata/client.h"
 #include "strata/store.h"
+#include "testing/postgres_testing.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -12,8 +13,8 @@ namespace {
 using testing::TempDir;
 
 TEST_CASE("the store record sink keeps request records and prefix-break events", "[store]") {
-  TempDir dir;
-  auto store = OpenSqliteStore(dir.File("a.db"));
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
+  auto store = dir.Open();
   REQUIRE(store.ok());
   ContextOptions options;
   options.agent.id = "agent-7";
