@@ -7,6 +7,7 @@
 
 #include "strata/store.h"
 #include "testing/forwarding_store.h"
+#include "testing/postgres_testing.h"
 #include "unit/store/store_test_util.h"
 
 namespace strata {
@@ -94,6 +95,33 @@ TEST_CASE("CommitTurn writes a turn's changes, state, events, record and growth 
   TurnWrites empty;
   CHECK(store->CommitTurn(empty).ok());
   CHECK(store->Stats()->write_transactions == single + 5);
+}
+
+TEST_CASE("CommitTurn is one transaction on every backend: all of a turn or none of it", "[store]") {
+  STRATA_FOR_EACH_STORE_BACKEND(where);
+  auto store = where.Open().value();
+  REQUIRE(store->CreateAgent(AgentOptions("a")).ok());
+  REQUIRE(store->CommitTurn(Writes("a", 1, "first")).ok());
+  CHECK(Held(*store, "a") == "1 segments, state \"state 1\", 1 events, 1 records, 1 growth");
+  CHECK(store->GetAgent("a")->turn == 1);
+  // A write late in the turn that the database refuses (PostgreSQL's text columns take only
+  // UTF-8; SQLite stores the bytes): the change, state and event before it must not stay either.
+  TurnWrites w = Writes("a", 2, "second");
+  w.records[0].error = "not UTF-8: \xff\xfe";
+  const std::string before = Held(*store, "a");
+  Status status = store->CommitTurn(w);
+  INFO(status.ToString());
+  if (status.ok()) {
+    CHECK(Held(*store, "a") == "2 segments, state \"state 2\", 2 events, 2 records, 2 growth");
+  } else {
+    CHECK(Held(*store, "a") == before);
+    CHECK(store->GetAgent("a")->turn == 1);
+  }
+  // The stores agree on what a reopen sees.
+  store.reset();
+  auto reopened = where.Open().value();
+  CHECK(Held(*reopened, "a") == (status.ok() ? "2 segments, state \"state 2\", 2 events, 2 records, 2 growth"
+                                             : before));
 }
 
 TEST_CASE("CommitTurn refuses bad input whole before writing", "[store]") {
