@@ -14,15 +14,18 @@ void BeginDrain(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* htt
 }
 
 void DrainListeners(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http,
-                    std::chrono::milliseconds timeout) {
+                    std::chrono::milliseconds timeout, std::chrono::milliseconds grace) {
   // One deadline for both: the waits run one after the other but end together.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
   bool idle = service.WaitIdle(deadline);
   if (http != nullptr) idle = http->WaitIdle(deadline) && idle;
   if (!idle) {
     service.CancelAll();
     if (http != nullptr) http->CancelAll();
   }
+  // Open but refusing completions until the grace has passed, so that health checks see the drain.
+  std::this_thread::sleep_until(start + grace);
   // The listeners close now; what still runs (a call cancelled a moment ago, a short call that
   // just came in) gets the margin, then gRPC cancels it.
   std::thread http_stop;

@@ -33,9 +33,11 @@ inline constexpr std::chrono::milliseconds kDrainMargin{1000};
 void BeginDrain(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http);
 
 // The second step: waits up to `timeout` (0: cancel at once) for the calls in flight of both
-// listeners, cancels what is left, then closes both listeners and returns once they stopped.
+// listeners, cancels what is left, keeps the listeners open until `grace` has passed since the
+// call (even when idle earlier), then closes both listeners and returns once they stopped.
 void DrainListeners(grpc::Server& grpc, ContextServiceImpl& service, HttpServer* http,
-                    std::chrono::milliseconds timeout);
+                    std::chrono::milliseconds timeout,
+                    std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
 }  // namespace strata::sidecar
 

@@ -147,6 +147,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   app.add_option("--drain-timeout-ms", values.drain_timeout_ms,
                  "how long in-flight calls may run after SIGTERM")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--drain-grace-ms", values.drain_grace_ms,
+                 "how long the listeners stay open after SIGTERM even when idle (load balancers)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--pools", flags.pools_file,
                  "length pools: a PoolSetConfig JSON file (overrides the configuration's "
                  "\"pools\"); their endpoints are the upstreams");
@@ -189,6 +192,7 @@ StatusOr<sc::SidecarConfig> ConfigFromFlags(const CLI::App& app, const Flags& fl
   if (app.count("--tls-key")) config.tls.key_file = flags.tls_key;
   if (app.count("--tls-client-ca")) config.tls.client_ca_file = flags.tls_client_ca;
   if (app.count("--drain-timeout-ms")) config.drain_timeout_ms = values.drain_timeout_ms;
+  if (app.count("--drain-grace-ms")) config.drain_grace_ms = values.drain_grace_ms;
   if (app.count("--allow-unauthenticated")) config.allow_unauthenticated = true;
   if (app.count("--allow-core-dumps")) config.allow_core_dumps = true;
   if (!flags.oversized.empty()) {
@@ -423,7 +427,8 @@ StatusOr<std::unique_ptr<sc::HttpServer>> StartHttp(const sc::SidecarConfig& con
 // new completions and reports NOT_SERVING at once, lets the calls in flight finish for up to
 // drain_timeout_ms with the listeners open, then closes them. Returns how long the drain took, in
 // ms.
-int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Server& server,
+int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, int64_t drain_grace_ms,
+                     grpc::Server& server,
                      sc::ContextServiceImpl& service, sc::HttpServer* http,
                      sc::StoreHealth& health) {
   // While waiting, the gRPC health service follows the store's files once a second.
@@ -442,7 +447,8 @@ int64_t WaitAndDrain(const sigset_t& signals, int64_t drain_timeout_ms, grpc::Se
       ": draining (in-flight calls get up to " + std::to_string(drain_timeout_ms) + " ms)");
   sc::BeginDrain(server, service, http);  // the listeners stay open while the calls finish
   const auto start = std::chrono::steady_clock::now();
-  sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms));
+  sc::DrainListeners(server, service, http, std::chrono::milliseconds(drain_timeout_ms),
+                     std::chrono::milliseconds(drain_grace_ms));
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start)
       .count();
@@ -493,7 +499,7 @@ int Serve(const sc::SidecarConfig& config, const Pools& pools, const sc::HostPor
       (config.tls.enabled() ? ", TLS" : ", plaintext"));
 
   const int64_t ms =
-      WaitAndDrain(signals, config.drain_timeout_ms, **server, service, http.get(), health);
+      WaitAndDrain(signals, config.drain_timeout_ms, config.drain_grace_ms, **server, service, http.get(), health);
   server->reset();
   registry->reset();
   Log("drained in " + std::to_string(ms) + " ms; exiting");

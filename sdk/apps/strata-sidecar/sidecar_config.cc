@@ -268,6 +268,7 @@ StatusOr<SidecarConfig> ParseSidecarConfig(std::string_view json_text) {
   STRATA_RETURN_IF_ERROR(r.Bool("allow_unauthenticated", &c.allow_unauthenticated));
   STRATA_RETURN_IF_ERROR(r.Bool("allow_core_dumps", &c.allow_core_dumps));
   STRATA_RETURN_IF_ERROR(r.Int("drain_timeout_ms", &c.drain_timeout_ms, 0, kMaxDrainTimeoutMs));
+  STRATA_RETURN_IF_ERROR(r.Int("drain_grace_ms", &c.drain_grace_ms, 0, kMaxDrainTimeoutMs));
   STRATA_RETURN_IF_ERROR(r.Int("max_threads", &c.max_threads, 2, kMaxThreadsLimit));
   STRATA_RETURN_IF_ERROR(r.Int("max_open_agents", &c.max_open_agents, 0, kMaxAgentsLimit));
   STRATA_RETURN_IF_ERROR(r.Int("lease_wait_ms", &c.lease_wait_ms, 0, kMaxWaitMs));
@@ -416,6 +417,11 @@ Status ValidateSidecarConfig(const SidecarConfig& c) {
   if (c.drain_timeout_ms < 0 || c.drain_timeout_ms > kMaxDrainTimeoutMs) {
     return InvalidArgumentError(
         "drain_timeout_ms (--drain-timeout-ms): " + std::to_string(c.drain_timeout_ms) +
+        " is out of range: use 0 to " + std::to_string(kMaxDrainTimeoutMs) + " (one hour)");
+  }
+  if (c.drain_grace_ms < 0 || c.drain_grace_ms > kMaxDrainTimeoutMs) {
+    return InvalidArgumentError(
+        "drain_grace_ms (--drain-grace-ms): " + std::to_string(c.drain_grace_ms) +
         " is out of range: use 0 to " + std::to_string(kMaxDrainTimeoutMs) + " (one hour)");
   }
   if (c.budget < 0 || c.budget > kMaxAgentWindowTokens) {

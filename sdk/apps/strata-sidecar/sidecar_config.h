@@ -103,6 +103,11 @@ struct SidecarConfig {
   // bearer tokens presented.
   bool allow_core_dumps = false;
   int64_t drain_timeout_ms = 10000;  // SIGTERM: in-flight calls get this long to finish
+  // SIGTERM: the listeners stay open (answering NOT_SERVING, /readyz 503) at least this long,
+  // even with nothing in flight, so that a load balancer's health checks see the drain before
+  // connections are refused. Default 0: an idle sidecar exits at once. At most drain_timeout_ms
+  // is spent on calls in flight either way; the grace counts from the signal too.
+  int64_t drain_grace_ms = 0;
   int64_t max_threads = 64;          // gRPC handler threads at most
   // How long a call waits for an agent another call holds (a Complete holds its agent until its
   // answer ends): then UNAVAILABLE. 0: no limit.
