@@ -18,17 +18,8 @@ uint64_t Fnv64(std::string_view text, uint64_t h) {
 
 std::vector<Signature> Signatures(const Context& context) {
   std::vector<Signature> out;
-  for (const Segment& s : context.Segments()) {
-    if (s.layer == Layer::kVolatile || s.state == SegmentState::kEvicted ||
-        s.state == SegmentState::kSummarized) {
-      continue;
-    }
-    uint64_t h = Fnv64(s.content);
-    h = Fnv64(s.reasoning, h ^ 0x1f);
-    for (const ToolCall& c : s.tool_calls)
-      h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
-    out.push_back(Signature{s.id, s.layer, s.state, s.version, h});
-  }
+  for (SegmentFingerprint& f : context.Fingerprints())  // Fnv64 of each, kept by the context
+    out.push_back(Signature{std::move(f.id), f.layer, f.state, std::move(f.version), f.hash});
   return out;
 }
 
