@@ -6,7 +6,10 @@
 //   BM_TurnExact/N     Qwen3's tokenizer.json (an exact BPE whose file lacks the GLM template's
 //                      role markers as added tokens), the GLM template, no budget
 //   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context
-//   BM_CompactingBuild/N  one Build() that compacts a context of N tokens (budget window 90% of N)
+//   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
+//                      BM_TurnBudget
+//   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the previous
+//                      request), then N/4 tokens more crossing the trigger (window N, no cost model)
 //   BM_MemcpyBody/N    one copy of a body of that size (the floor the turn is compared with)
 // The Qwen3 cases need node_modules (npm ci) and report an error without it.
 //
@@ -93,16 +96,18 @@ void Fill(strata::Agent& agent, int64_t tokens) {
   }
 }
 
-// One turn: a tool call with its ~2.1 KB result, then Complete().
-void Turn(benchmark::State& state, strata::Agent& agent, int n) {
+// One turn: a tool call with its ~2.1 KB result (lines: 28; or 400, about 24 KB), then Complete()
+// (unless `complete` is false).
+void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true) {
   const std::string id = "extra_" + std::to_string(n);
   agent.context()
       .AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"x.py\"}"}}})
       .status()
       .IgnoreError();
-  agent.AppendToolResult({id, ToolOutput("x" + std::to_string(n), 28), false})
+  agent.AppendToolResult({id, ToolOutput("x" + std::to_string(n), complete ? 28 : 400), false})
       .status()
       .IgnoreError();
+  if (!complete) return;
   auto turn = agent.Complete();
   if (!turn.ok()) state.SkipWithError(turn.status().ToString().c_str());
 }
@@ -135,6 +140,27 @@ void BM_TurnBudget(benchmark::State& state) {
   RunTurns(state, c);
 }
 
+// PredictCachedTokens() after one appended tool result, with a budget far below its trigger.
+void BM_PredictBudget(benchmark::State& state) {
+  strata::AgentServices services;
+  services.transport = &Transport();
+  strata::AgentConfig c = BaseConfig();
+  c.budget.enforce = true;
+  c.budget.window = 4 * state.range(0);
+  auto agent = strata::Agent::Create(c, services).value();
+  Fill(*agent, state.range(0));
+  int n = 0;
+  Turn(state, *agent, ++n);
+  for (auto _ : state) {
+    state.PauseTiming();
+    Turn(state, *agent, ++n, /*complete=*/false);
+    state.ResumeTiming();
+    auto p = agent->PredictCachedTokens();
+    if (!p.ok()) state.SkipWithError(p.status().ToString().c_str());
+    benchmark::DoNotOptimize(p);
+  }
+}
+
 void BM_CompactingBuild(benchmark::State& state) {
   strata::AgentServices services;
   services.transport = &Transport();
@@ -142,12 +168,22 @@ void BM_CompactingBuild(benchmark::State& state) {
     state.PauseTiming();
     strata::AgentConfig c = BaseConfig();
     c.budget.enforce = true;
-    c.budget.window = state.range(0) * 9 / 10;
-    auto budgeted = strata::Agent::Create(c, services).value();
-    Fill(*budgeted, state.range(0));  // appends never compact: Build() does
+    c.budget.window = state.range(0);
+    c.policy.cost_model = false;  // compacts at the trigger only
+    auto agent = strata::Agent::Create(c, services).value();
+    Fill(*agent, state.range(0) * 3 / 4);
+    if (auto warm = agent->context().Build(); !warm.ok() || warm->compaction) {
+      state.SkipWithError("the warm-up Build compacted");  // the previous turn's request
+      break;
+    }
+    const int64_t more = state.range(0) / 4;  // then one turn that crosses the trigger
+    for (int i = 0; i * 24000 < more * 4; ++i) Turn(state, *agent, i, /*complete=*/false);
     state.ResumeTiming();
-    auto built = budgeted->context().Build();
-    if (!built.ok() || !built->compaction) state.SkipWithError("the Build did not compact");
+    auto built = agent->context().Build();
+    if (!built.ok() || !built->compaction) {
+      state.SkipWithError("the Build did not compact");
+      break;
+    }
   }
 }
 
@@ -165,6 +201,7 @@ void BM_MemcpyBody(benchmark::State& state) {
 BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(5);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
 
