@@ -192,14 +192,14 @@ struct LintWarning {
 // What identifies the bytes one rendered segment puts in a request (Context::Fingerprints), to
 // tell which segments changed between two requests without comparing their text.
 struct SegmentFingerprint {
-  std::string id;
-  Layer layer = Layer::kHistory;
-  SegmentKind kind = SegmentKind::kUser;
-  SegmentState state = SegmentState::kLive;
-  std::string version;
+  std::string id;                            // the segment's id
+  Layer layer = Layer::kHistory;             // its layer
+  SegmentKind kind = SegmentKind::kUser;     // its kind
+  SegmentState state = SegmentState::kLive;  // live or masked (the states that render)
+  std::string version;                       // a document's version label ("" otherwise)
   // FNV-1a (64-bit) of the content; continued, from that value XOR 0x1f, over the reasoning; then
-  // over each tool call's id, '\x1f', name, '\x1f' and arguments in turn. Computed once, when the
-  // segment is added or changed.
+  // over each tool call's id, the byte 0x1f, name, 0x1f and arguments in turn. Computed once, when
+  // the segment is added or changed.
   uint64_t hash = 0;
 };
 

@@ -95,6 +95,7 @@ PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view sal
 // `unchanged` beyond what the two prompts share gives a wrong chain.
 void ContinuePromptIds(const std::vector<int32_t>& ids, size_t unchanged,
                        const PrefixCacheOptions& options, PromptBlocks* blocks);
+// ContinuePromptIds for byte blocks: `text` is the new prompt, `unchanged` counts bytes.
 void ContinuePromptText(std::string_view text, size_t unchanged, const PrefixCacheOptions& options,
                         PromptBlocks* blocks);
 
