@@ -494,7 +494,7 @@ class CountingSummarizer final : public Summarizer {
   int calls = 0;
 };
 
-TEST_CASE("the build a prediction planned on a copy reuses its plan; a change plans anew",
+TEST_CASE("the build a prediction planned on a copy reuses its plan, a change plans anew",
           "[compact][incremental]") {
   CountingSummarizer summarizer;
   StrataPolicyOptions options;
