@@ -163,6 +163,10 @@ struct CompactionInput {
   // append-time hygiene truncated, folded or deduplicated it, when the context keeps originals
   // (ContextOptions::keep_originals). Empty, or 0 for an entry: its rendered content is all there is.
   std::vector<size_t> original_bytes;
+  // SegmentFingerprint::hash (strata/context.h) of each history segment (parallel to `history`),
+  // as the context keeps them: a policy may key what it derives from a segment's bytes on it
+  // instead of reading them again. Empty when the input was not made by a Context.
+  std::vector<uint64_t> history_fingerprints;
   // The original's bytes of history[i] (OriginalBytes falls back on the rendered content's size).
   size_t OriginalBytes(size_t i) const {
     return i < original_bytes.size() && original_bytes[i] > 0 ? original_bytes[i]

@@ -189,6 +189,20 @@ struct LintWarning {
   std::string ToString() const;
 };
 
+// What identifies the bytes one rendered segment puts in a request (Context::Fingerprints), to
+// tell which segments changed between two requests without comparing their text.
+struct SegmentFingerprint {
+  std::string id;                            // the segment's id
+  Layer layer = Layer::kHistory;             // its layer
+  SegmentKind kind = SegmentKind::kUser;     // its kind
+  SegmentState state = SegmentState::kLive;  // live or masked (the states that render)
+  std::string version;                       // a document's version label ("" otherwise)
+  // FNV-1a (64-bit) of the content; continued, from that value XOR 0x1f, over the reasoning; then
+  // over each tool call's id, the byte 0x1f, name, 0x1f and arguments in turn. Computed once, when
+  // the segment is added or changed.
+  uint64_t hash = 0;
+};
+
 // Per-call options of Build() and Preview().
 struct BuildOptions {
   // Extra top-level request fields, each a (name, JSON value text) pair, rendered after "messages"
@@ -356,6 +370,11 @@ class Context {
 
   // All segments in render order (volatile items last).
   std::vector<Segment> Segments() const;
+  // The fingerprints of the segments a request renders, in render order: the stable layers', then
+  // the live and masked history segments (volatile items, evicted and summarized segments left
+  // out). The hashes are kept with the segments, so a call costs the number of segments, not their
+  // bytes.
+  std::vector<SegmentFingerprint> Fingerprints() const;
   // The segment with `id`, or nullptr. The pointer is valid until the next mutation.
   const Segment* Find(std::string_view id) const;
   // The original content kept under `recall_id`. NOT_FOUND if unknown or not kept.

@@ -86,6 +86,19 @@ PromptBlocks HashPrompt(std::string_view text, std::string_view salt, const Toke
 PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view salt,
                            const PrefixCacheOptions& options);
 
+// Continues a chain to a changed prompt: `blocks` holds the chain of an earlier prompt under some
+// salt (from HashPromptIds, HashPrompt or these functions, with the same block_tokens and, for
+// text, bytes_per_token as `options`), whose first `unchanged` ids (bytes, for text) are the new
+// prompt's too. Its blocks inside that prefix are kept and the rest hashed again, so that a prompt
+// that grows at its end costs its new blocks. Afterwards *blocks equals HashPromptIds(ids,
+// blocks->salt, options) (HashPrompt(text, blocks->salt, nullptr, options) for text). An
+// `unchanged` beyond what the two prompts share gives a wrong chain.
+void ContinuePromptIds(const std::vector<int32_t>& ids, size_t unchanged,
+                       const PrefixCacheOptions& options, PromptBlocks* blocks);
+// ContinuePromptIds for byte blocks: `text` is the new prompt, `unchanged` counts bytes.
+void ContinuePromptText(std::string_view text, size_t unchanged, const PrefixCacheOptions& options,
+                        PromptBlocks* blocks);
+
 // A model of a server's prefix (KV) cache: block hash chains per salt, LRU eviction.
 // Thread-safe.
 class PrefixCacheModel {

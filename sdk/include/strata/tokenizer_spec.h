@@ -104,6 +104,12 @@ class IncrementalEncoder {
   size_t Count(std::string_view text);
   // The previous text (what the next one is compared with).
   const std::string& text() const;
+  // How many leading ids (or, after Count(), tokens) of the last call's result were carried over
+  // from the call before it unchanged: the ids before the first piece it encoded again. Equal to
+  // the whole result when the text did not change; 0 after the first call, after an estimator's,
+  // and when the kept state could not be continued. A caller keeping something derived from the
+  // ids (e.g. block hashes) recomputes only what follows this many.
+  size_t unchanged() const;
 
  private:
   struct State;

@@ -4,47 +4,36 @@
 #include <utility>
 
 #include "strata/tokenizer_spec.h"
+#include "tokenize/exact_tokenizer.h"  // CommonPrefix
 
 namespace strata::agent_internal {
 
-PromptTokens::PromptTokens(const Tokenizer* tokenizer, std::vector<std::string> markers)
-    : tokenizer_(tokenizer) {
-  exact_ = tokenizer_ != nullptr && !tokenizer_->IsEstimate();
-  // Only a byte-level BPE run by strata matches added tokens on the raw text first; and only
-  // markers that are one added token each are safe places to cut.
-  if (!exact_ || tokenizer_->Name().rfind("hf-bpe:", 0) != 0) return;
-  for (std::string& marker : markers) {
-    if (!TokenId(*tokenizer_, marker).ok() || tokenizer_->Encode(marker).size() != 1) return;
-  }
-  markers_ = std::move(markers);
+namespace {
+
+// Makes `kept` equal to `next`, writing only from where they differ; returns that offset.
+size_t UpdateInPlace(std::string& kept, std::string_view next) {
+  const size_t prefix = tokenize_internal::CommonPrefix(kept, next);
+  if (prefix == kept.size() && prefix == next.size()) return prefix;
+  kept.resize(prefix);
+  kept.append(next.substr(prefix));
+  return prefix;
 }
 
-std::vector<int32_t> PromptTokens::EncodeLocked(std::string_view text) {
-  if (text == last_text_) return last_ids_;
-  std::vector<int32_t> ids;
-  if (markers_.empty()) {
-    ids = tokenizer_->Encode(text);
-  } else {
-    std::unordered_map<std::string, std::vector<int32_t>> kept;
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t next = std::string_view::npos;
-      for (const std::string& marker : markers_) {
-        size_t at = text.find(marker, start + 1);
-        if (at < next) next = at;
-      }
-      if (next == std::string_view::npos) next = text.size();
-      std::string piece(text.substr(start, next - start));
-      auto it = pieces_.find(piece);
-      std::vector<int32_t> piece_ids = it != pieces_.end() ? it->second : tokenizer_->Encode(piece);
-      ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
-      kept.emplace(std::move(piece), std::move(piece_ids));
-      start = next;
-    }
-    pieces_ = std::move(kept);  // what the next prompt most likely repeats
-  }
-  last_text_ = std::string(text);
-  last_ids_ = ids;
+}  // namespace
+
+PromptTokens::PromptTokens(const Tokenizer* tokenizer, std::vector<std::string> markers)
+    : tokenizer_(tokenizer) {
+  (void)markers;  // the tokenizer's own cut points hold whether or not the markers are tokens
+  exact_ = tokenizer_ != nullptr && !tokenizer_->IsEstimate();
+  if (!exact_) return;
+  encoder_ = std::make_unique<IncrementalEncoder>(*tokenizer_);
+  // Only a byte-level BPE run by strata has cut points (ExactTokenizer::FindCuts).
+  splits_ = tokenizer_->Name().rfind("hf-bpe:", 0) == 0;
+}
+
+const std::vector<int32_t>& PromptTokens::EncodeLocked(std::string_view text) {
+  const std::vector<int32_t>& ids = encoder_->Encode(text);
+  chain_valid_ids_ = std::min(chain_valid_ids_, encoder_->unchanged());
   return ids;
 }
 
@@ -57,7 +46,6 @@ std::vector<int32_t> PromptTokens::Encode(std::string_view text) {
 size_t PromptTokens::Count(std::string_view text) {
   if (!exact_) return tokenizer_ != nullptr ? tokenizer_->Count(text) : (text.size() + 3) / 4;
   std::lock_guard<std::mutex> lock(mu_);
-  if (text == last_text_) return last_ids_.size();
   return EncodeLocked(text).size();
 }
 
@@ -65,21 +53,51 @@ StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template,
                                            std::string_view body) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!last_body_.empty() && body == last_body_) return last_render_;
+    if (render_template_ == &chat_template && body.size() == last_body_.size() &&
+        tokenize_internal::CommonPrefix(last_body_, body) == body.size()) {
+      return last_render_;
+    }
   }
   STRATA_ASSIGN_OR_RETURN(std::string text, chat_template.Render(body));
   std::lock_guard<std::mutex> lock(mu_);
-  last_body_ = std::string(body);
-  last_render_ = text;
+  render_template_ = &chat_template;
+  UpdateInPlace(last_body_, body);
+  UpdateInPlace(last_render_, text);
   return text;
 }
 
 PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
                                 const PrefixCacheOptions& options) {
-  if (!exact_) return HashPrompt(text, salt, tokenizer_, options);
-  std::vector<int32_t> ids = Encode(text);
-  if (ids.empty() && !text.empty()) return HashPrompt(text, salt, nullptr, options);
-  return HashPromptIds(ids, salt, options);
+  if (exact_ && !splits_) {  // each distinct prompt is encoded whole: HashPromptIds continues
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::vector<int32_t>& ids = EncodeLocked(text);
+    if (!ids.empty() || text.empty()) return HashPromptIds(ids, salt, options);
+    return HashPrompt(text, salt, nullptr, options);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool same_shape = has_chain_ && chain_.salt == salt &&
+                          chain_options_.block_tokens == options.block_tokens &&
+                          chain_options_.bytes_per_token == options.bytes_per_token;
+  const std::vector<int32_t>* ids = exact_ ? &EncodeLocked(text) : nullptr;
+  const bool of_ids = ids != nullptr && (!ids->empty() || text.empty());
+  size_t unchanged = 0;
+  if (of_ids) {
+    unchanged = same_shape && chain_of_ids_ ? chain_valid_ids_ : 0;
+  } else {
+    const size_t prefix = UpdateInPlace(chain_text_, text);
+    unchanged = same_shape && !chain_of_ids_ ? prefix : 0;
+  }
+  if (!same_shape) chain_ = PromptBlocks{std::string(salt), {}, 0, 16, 0};
+  if (of_ids) {
+    ContinuePromptIds(*ids, unchanged, options, &chain_);
+    chain_valid_ids_ = ids->size();
+  } else {
+    ContinuePromptText(text, unchanged, options, &chain_);
+  }
+  has_chain_ = true;
+  chain_of_ids_ = of_ids;
+  chain_options_ = options;
+  return chain_;
 }
 
 std::string IncrementalRequestCounter::Name() const {

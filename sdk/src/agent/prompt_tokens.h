@@ -1,12 +1,14 @@
-// Token ids of successive prompts, computed incrementally (private to strata::agent).
+// Token ids of successive prompts, their renders and block hashes, computed incrementally
+// (private to strata::agent).
 //
-// An agent's prompts grow at their end and repeat their beginning. With a Hugging Face byte-level
-// BPE tokenizer whose file declares the chat template's role markers as added tokens, the prompt is
-// cut before each marker: added tokens are matched on the raw text before anything else, so the ids
-// of the pieces, concatenated, are exactly the ids of the whole text. Each piece's ids are kept
-// (keyed by its bytes) for the next prompt, so only new or changed messages are encoded again.
-// Other tokenizers (SentencePiece adds a dummy prefix per call; estimators have no ids) encode the
-// whole text, still once per distinct prompt (the budget count and the block hashes share it).
+// An agent's prompts grow at their end and repeat their beginning. Each result here continues the
+// previous one and touches only what changed: the prompt is encoded by an IncrementalEncoder (a
+// Hugging Face byte-level BPE run by strata is cut where its file allows: before an added token and
+// after a newline that nothing merges across, found per tokenizer file, so the template's role
+// markers need not be added tokens), the block hash chain keeps the blocks of the unchanged ids
+// (bytes, for estimators), and the render of a body updates the kept copies in place. Other exact
+// tokenizers (SentencePiece adds a dummy prefix per call) encode each distinct prompt whole, once
+// (the budget count and the block hashes share it).
 //
 // Thread safety: thread-safe (one mutex).
 #ifndef STRATA_SRC_AGENT_PROMPT_TOKENS_H_
@@ -17,23 +19,25 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "strata/chat_template.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenizer.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata::agent_internal {
 
 class PromptTokens {
  public:
-  // `markers`: texts the prompt may be cut before (e.g. "<|user|>"); used only when each is one
-  // added token of `tokenizer` (checked here). Neither pointer is owned.
+  // `markers`: the chat template's role markers (e.g. "<|user|>"). Cutting no longer depends on
+  // them (the tokenizer's own cut points are used); they are accepted for the callers that name
+  // them. `tokenizer` is not owned.
   PromptTokens(const Tokenizer* tokenizer, std::vector<std::string> markers);
 
   bool exact() const { return exact_; }
-  bool splits() const { return !markers_.empty(); }
+  // Whether prompts are encoded from the last cut inside what they share with the previous one.
+  bool splits() const { return splits_; }
 
   // Ids of `text` (exact tokenizers), equal to tokenizer->Encode(text).
   std::vector<int32_t> Encode(std::string_view text);
@@ -48,18 +52,28 @@ class PromptTokens {
                     const PrefixCacheOptions& options);
 
  private:
-  std::vector<int32_t> EncodeLocked(std::string_view text);
+  // The ids of `text` (the encoder's, valid until the next call); notes how many of them the kept
+  // chain still covers.
+  const std::vector<int32_t>& EncodeLocked(std::string_view text);
 
   const Tokenizer* tokenizer_;
   bool exact_ = false;
-  std::vector<std::string> markers_;  // empty: no splitting
+  bool splits_ = false;
   std::mutex mu_;
-  std::string last_text_;          // guarded by mu_
-  std::vector<int32_t> last_ids_;  // guarded by mu_
-  std::string last_body_;          // guarded by mu_
-  std::string last_render_;        // guarded by mu_: Render(last_body_)
-  // Ids of the pieces of the last prompt, by piece bytes. Guarded by mu_.
-  std::unordered_map<std::string, std::vector<int32_t>> pieces_;
+  std::unique_ptr<IncrementalEncoder> encoder_;  // exact tokenizers; guarded by mu_
+  // The render memo: the last body rendered by `render_template_` and its render, both updated in
+  // place from where they differ. Guarded by mu_.
+  const ChatTemplate* render_template_ = nullptr;
+  std::string last_body_;
+  std::string last_render_;
+  // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes: chain_text_),
+  // guarded by mu_. chain_valid_ids_: leading ids of the encoder's current text the chain covers.
+  bool has_chain_ = false;
+  bool chain_of_ids_ = false;
+  PrefixCacheOptions chain_options_;
+  PromptBlocks chain_;
+  std::string chain_text_;
+  size_t chain_valid_ids_ = 0;
 };
 
 // A RequestTokenCounter over PromptTokens: chat template render, then incremental encoding.

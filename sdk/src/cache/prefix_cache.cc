@@ -194,6 +194,56 @@ PromptBlocks HashPromptIds(const std::vector<int32_t>& ids, std::string_view sal
   return blocks;
 }
 
+namespace {
+
+// Blocks of `blocks` kept when its first `unchanged` units (ids or bytes) stay, `unit` units a
+// block; the chain value to continue from.
+uint64_t KeepBlocks(size_t unchanged, size_t unit, PromptBlocks* blocks) {
+  blocks->hashes.resize(std::min(blocks->hashes.size(), unchanged / unit));
+  return blocks->hashes.empty() ? SaltSeed(blocks->salt) : blocks->hashes.back();
+}
+
+void SetCacheable(PromptBlocks* blocks) {
+  const size_t limit = blocks->prompt_tokens > 0
+                           ? static_cast<size_t>(blocks->prompt_tokens - 1) / blocks->block_tokens
+                           : 0;
+  blocks->cacheable_blocks = std::min(limit, blocks->hashes.size());
+}
+
+}  // namespace
+
+void ContinuePromptIds(const std::vector<int32_t>& ids, size_t unchanged,
+                       const PrefixCacheOptions& options, PromptBlocks* blocks) {
+  const size_t block_tokens = std::max<size_t>(1, options.block_tokens);
+  if (blocks->block_tokens != block_tokens) unchanged = 0;
+  blocks->block_tokens = block_tokens;
+  uint64_t h = KeepBlocks(unchanged, block_tokens, blocks);
+  for (size_t start = blocks->hashes.size() * block_tokens; start + block_tokens <= ids.size();
+       start += block_tokens) {
+    h = Mix(Fnv(h, ids.data() + start, block_tokens * sizeof(int32_t)));
+    blocks->hashes.push_back(h);
+  }
+  blocks->prompt_tokens = static_cast<int64_t>(ids.size());
+  SetCacheable(blocks);
+}
+
+void ContinuePromptText(std::string_view text, size_t unchanged, const PrefixCacheOptions& options,
+                        PromptBlocks* blocks) {
+  const size_t block_tokens = std::max<size_t>(1, options.block_tokens);
+  const size_t bpt = std::max<size_t>(1, options.bytes_per_token);
+  if (blocks->block_tokens != block_tokens) unchanged = 0;
+  blocks->block_tokens = block_tokens;
+  const size_t block_bytes = block_tokens * bpt;
+  uint64_t h = KeepBlocks(unchanged, block_bytes, blocks);
+  for (size_t start = blocks->hashes.size() * block_bytes; start + block_bytes <= text.size();
+       start += block_bytes) {
+    h = Mix(Fnv(h, text.data() + start, block_bytes));
+    blocks->hashes.push_back(h);
+  }
+  blocks->prompt_tokens = static_cast<int64_t>((text.size() + bpt - 1) / bpt);
+  SetCacheable(blocks);
+}
+
 class PrefixCacheModel::Impl {
  public:
   explicit Impl(PrefixCacheOptions options) : options_(options) {

@@ -46,17 +46,31 @@ std::string ArgumentsDigest(const ToolCall* call) {
   return digest + ")";
 }
 
-// The exit status an output shows, or "" (mini-swe-agent's <returncode>, "exit code N", ...).
+// The exit status an output shows, or "" (mini-swe-agent's <returncode>, "exit code N", ...): the
+// last occurrence of the first marker (in kExitMarkers' order) that is followed by a number.
+// Every marker contains "xit ", so one forward pass over the occurrences of that finds them all
+// (reverse searches for each marker cost a scan of the whole output per marker).
 std::string ExitStatus(const std::string& text) {
   const size_t tag = text.find("<returncode>");
   if (tag != std::string::npos && tag < 64) {
     size_t begin = tag + 12, end = text.find("</returncode>", begin);
     if (end != std::string::npos && end - begin <= 4) return text.substr(begin, end - begin);
   }
-  for (const char* marker : {"exit code ", "exit code: ", "Exit code: ", "exit status ", "Exit status: "}) {
-    size_t at = text.rfind(marker);
-    if (at == std::string::npos) continue;
-    size_t begin = at + std::char_traits<char>::length(marker), end = begin;
+  static constexpr const char* kExitMarkers[] = {"exit code ", "exit code: ", "Exit code: ",
+                                                 "exit status ", "Exit status: "};
+  constexpr size_t kMarkers = sizeof(kExitMarkers) / sizeof(kExitMarkers[0]);
+  size_t last[kMarkers];
+  std::fill(std::begin(last), std::end(last), std::string::npos);
+  for (size_t x = text.find("xit "); x != std::string::npos; x = text.find("xit ", x + 1)) {
+    if (x == 0) continue;
+    for (size_t m = 0; m < kMarkers; ++m) {
+      if (text.compare(x - 1, std::char_traits<char>::length(kExitMarkers[m]), kExitMarkers[m]) == 0)
+        last[m] = x - 1;
+    }
+  }
+  for (size_t m = 0; m < kMarkers; ++m) {
+    if (last[m] == std::string::npos) continue;
+    size_t begin = last[m] + std::char_traits<char>::length(kExitMarkers[m]), end = begin;
     while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '-')) ++end;
     if (end > begin && end - begin <= 4) return text.substr(begin, end - begin);
   }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -148,7 +149,58 @@ class StrataPolicy final : public CompactionPolicy {
     return options_.cost_model && in.round == 0 && in.limit_tokens > 0 && !in.history.empty();
   }
 
+  // The same input as the last plan (a prediction on a copy, then the build it predicted) gets
+  // the same edit without planning again (nor summarizing again): the key holds every input the
+  // plan reads, the segments by their fingerprints.
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
+    std::string key = PlanKey(in);
+    {
+      std::lock_guard<std::mutex> lock(memo_mu_);
+      if (!key.empty() && key == last_key_) return last_plan_;
+    }
+    StatusOr<HistoryEdit> plan = PlanAnew(in);
+    if (plan.ok() && !key.empty()) {
+      std::lock_guard<std::mutex> lock(memo_mu_);
+      last_key_ = std::move(key);
+      last_plan_ = *plan;
+    }
+    return plan;
+  }
+
+  // Everything Plan reads from `in`, as one string; "" when the input has no fingerprints.
+  static std::string PlanKey(const CompactionInput& in) {
+    if (in.history_fingerprints.size() != in.history.size() || in.history.empty()) return "";
+    std::string key;
+    auto add = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+    auto add_text = [&](const std::string& t) {
+      add(t.size());
+      key += t;
+    };
+    for (size_t v : {in.stable_tokens, in.volatile_tokens, in.history_tokens, in.total_tokens,
+                     in.limit_tokens, in.trigger_tokens, in.target_tokens,
+                     in.message_overhead_tokens, in.round}) {
+      add(v);
+    }
+    add(static_cast<uint64_t>(in.turn));
+    add(in.forced ? 1 : 0);
+    add_text(in.tokenizer != nullptr ? in.tokenizer->Name() : "");  // names say how it counts
+    for (size_t i = 0; i < in.history.size(); ++i) {
+      const Segment& s = *in.history[i];
+      add_text(s.id);
+      add(in.history_fingerprints[i]);
+      add_text(s.tool_call_id);
+      add_text(s.name);
+      add_text(s.recall_id);
+      add((static_cast<uint64_t>(s.kind) << 32) | (static_cast<uint64_t>(s.state) << 16) |
+          (static_cast<uint64_t>(s.hygiene) << 8) | (s.pinned ? 1 : 0));
+      add(s.tokens);
+      add(static_cast<uint64_t>(s.turn));
+      add(in.OriginalBytes(i));
+    }
+    return key;
+  }
+
+  StatusOr<HistoryEdit> PlanAnew(const CompactionInput& in) {
     const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
     if (goal == 0) return HistoryEdit{};
     const bool must = in.forced || (in.limit_tokens && in.total_tokens > in.limit_tokens) ||
@@ -772,6 +824,9 @@ class StrataPolicy final : public CompactionPolicy {
 
   StrataPolicyOptions options_;
   std::unique_ptr<Summarizer> extractive_;
+  std::mutex memo_mu_;
+  std::string last_key_;   // guarded by memo_mu_: PlanKey of the last input planned
+  HistoryEdit last_plan_;  // guarded by memo_mu_: its edit
 };
 
 }  // namespace

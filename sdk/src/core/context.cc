@@ -12,6 +12,7 @@
 
 namespace strata {
 
+using internal::IsRendered;
 using internal::JoinNames;
 using internal::LayerIndex;
 using internal::ValidateUtf8;
@@ -156,6 +157,22 @@ std::vector<Segment> Context::Impl::Segments() const {
   return out;
 }
 
+std::vector<SegmentFingerprint> Context::Impl::Fingerprints() const {
+  std::vector<SegmentFingerprint> out;
+  auto add = [&out](const Segment& s, uint64_t hash) {
+    out.push_back(SegmentFingerprint{s.id, s.layer, s.kind, s.state, s.version, hash});
+  };
+  for (size_t l = 0; l < stable_.size(); ++l) {
+    for (size_t i = 0; i < stable_[l].size(); ++i) {
+      if (IsRendered(stable_[l][i])) add(stable_[l][i], stable_hashes_[l][i]);
+    }
+  }
+  for (size_t i = 0; i < history_.size(); ++i) {
+    if (IsRendered(history_[i])) add(history_[i], history_hashes_[i]);
+  }
+  return out;
+}
+
 const Segment* Context::Impl::Find(std::string_view id) const {
   auto it = index_.find(std::string(id));
   if (it == index_.end()) return nullptr;
@@ -291,6 +308,7 @@ StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id) {
   return impl_->AnswerRecall(tool_call_id);
 }
 std::vector<Segment> Context::Segments() const { return impl_->Segments(); }
+std::vector<SegmentFingerprint> Context::Fingerprints() const { return impl_->Fingerprints(); }
 const Segment* Context::Find(std::string_view id) const { return impl_->Find(id); }
 StatusOr<std::string> Context::Recall(std::string_view recall_id) const {
   return impl_->Recall(recall_id);

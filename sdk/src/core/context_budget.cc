@@ -76,9 +76,11 @@ size_t Context::Impl::LimitTokens() const {
 CompactionInput Context::Impl::MakeInput(bool forced) const {
   CompactionInput input;
   bool altered = false;
-  for (const Segment& s : history_) {
+  for (size_t i = 0; i < history_.size(); ++i) {
+    const Segment& s = history_[i];
     if (!IsRendered(s)) continue;
     input.history.push_back(&s);
+    input.history_fingerprints.push_back(history_hashes_[i]);
     // Hygiene kept the original under the segment's recall id: a placeholder states its size.
     size_t original = 0;
     if (s.state == SegmentState::kLive && s.hygiene != HygieneAction::kNone) {

@@ -356,6 +356,7 @@ Status Context::Impl::CommitEdit(PreparedEdit& prepared) {
                     std::move(p.segment));
     history_offsets_.insert(history_offsets_.begin() + static_cast<std::ptrdiff_t>(p.first_index),
                             kNoOffset);
+    history_hashes_.insert(history_hashes_.begin() + static_cast<std::ptrdiff_t>(p.first_index), 0);
     if (last_call_segment_ != kNoOffset && last_call_segment_ >= p.first_index)
       ++last_call_segment_;
   }

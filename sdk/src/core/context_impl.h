@@ -53,6 +53,9 @@ static_assert(static_cast<int>(Layer::kHistory) == static_cast<int>(kStableLayer
 // The slot of a layer in arrays indexed by Layer (LayerUsage[kLayerCount], the stable layers).
 constexpr size_t LayerIndex(Layer layer) { return static_cast<size_t>(layer); }
 
+// SegmentFingerprint::hash of `s` (context_render.cc).
+uint64_t FingerprintHash(const Segment& s);
+
 inline bool IsRendered(const Segment& s) {
   return s.state == SegmentState::kLive || s.state == SegmentState::kMasked;
 }
@@ -143,6 +146,7 @@ class Context::Impl {
 
   // Inspection (context.cc).
   std::vector<Segment> Segments() const;
+  std::vector<SegmentFingerprint> Fingerprints() const;
   const Segment* Find(std::string_view id) const;
   StatusOr<std::string> Recall(std::string_view recall_id) const;
   ContextStats Stats() const;
@@ -249,6 +253,11 @@ class Context::Impl {
   std::deque<Segment> history_;
   std::vector<size_t>
       history_offsets_;  // start of each segment's JSON in history_buf_, or kNoOffset
+  // SegmentFingerprint::hash of each history segment (0 when not rendered), kept beside
+  // history_offsets_ and recomputed with the rendering, from an edit's boundary on.
+  std::vector<uint64_t> history_hashes_;
+  // The same for the stable segments, indexed like stable_; recomputed by RebuildHeader().
+  std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   std::string history_buf_;
   size_t rendered_history_messages_ = 0;
   std::vector<std::pair<std::string, std::string>> volatile_;

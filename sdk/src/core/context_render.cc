@@ -77,7 +77,28 @@ StatusOr<std::string> RenderExtraFields(
   return extra;
 }
 
+uint64_t Fnv64(std::string_view text, uint64_t h) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
 }  // namespace
+
+uint64_t internal::FingerprintHash(const Segment& s) {
+  uint64_t h = Fnv64(s.content, 1469598103934665603ULL);
+  h = Fnv64(s.reasoning, h ^ 0x1f);
+  for (const ToolCall& c : s.tool_calls) {
+    h = Fnv64(c.id, h);
+    h = Fnv64("\x1f", h);
+    h = Fnv64(c.name, h);
+    h = Fnv64("\x1f", h);
+    h = Fnv64(c.arguments, h);
+  }
+  return h;
+}
 
 // The volatile layer's one message ("key: value" lines), or "" when the layer is empty.
 std::string Context::Impl::RenderVolatileMessage() const {
@@ -239,8 +260,10 @@ void Context::Impl::RenderHistoryAt(size_t i) {
   const Segment& s = history_[i];
   if (!IsRendered(s)) {
     history_offsets_.push_back(kNoOffset);
+    history_hashes_.push_back(0);
     return;
   }
+  history_hashes_.push_back(internal::FingerprintHash(s));
   ReserveHistory(RenderedSizeBound(s));
   history_offsets_.push_back(history_buf_.size());
   if (!history_buf_.empty()) history_buf_.push_back(',');
@@ -264,6 +287,7 @@ void Context::Impl::RerenderHistoryFrom(size_t index) {
   }
   history_buf_.resize(cut);
   history_offsets_.resize(index);
+  history_hashes_.resize(index);
   rendered_history_messages_ = 0;
   LayerUsage& usage = Usage(Layer::kHistory);
   usage = LayerUsage{};
@@ -315,6 +339,10 @@ void Context::Impl::RebuildHeader() {
        !StableSlot(Layer::kDocs).empty())) {
     AppendSystemMessage(header, combined);
     stable_messages_ = 1;
+  }
+  for (size_t l = 0; l < stable_.size(); ++l) {
+    stable_hashes_[l].clear();
+    for (const Segment& s : stable_[l]) stable_hashes_[l].push_back(internal::FingerprintHash(s));
   }
   header_ = std::move(header);
   stable_prefix_hash_ = internal::Sha256Hex(header_);

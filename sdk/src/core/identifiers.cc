@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace strata::internal {
 namespace {
@@ -42,9 +47,10 @@ bool LooksLikeIdentifier(const std::string& w, bool* is_path) {
   return underscore || (inner_upper && lower);
 }
 
-}  // namespace
 
-std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit) {
+// Every identifier of `text`, ranked (ExtractIdentifiers without a limit).
+std::vector<std::string> RankIdentifiers(const std::string& text) {
+  constexpr size_t limit = static_cast<size_t>(-1);
   struct Seen {
     size_t count = 0;
     size_t first = 0;
@@ -88,6 +94,69 @@ std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limi
   std::vector<std::string> out;
   for (size_t i = 0; i < ranked.size() && out.size() < limit; ++i) out.push_back(ranked[i].first);
   return out;
+}
+
+// The ranked identifiers of the texts seen recently, process-wide. A compaction policy reads the
+// same segments at every build (each tool result, each recent assistant message) and segments do
+// not change, so each distinct text is scanned once. Keyed by the text's length and 64-bit hash
+// (hashing is far cheaper than the scan); bounded by the bytes of the identifiers held, emptied
+// when full. Short texts are scanned every time (cheaper than keeping them).
+class IdentifierMemo {
+ public:
+  static IdentifierMemo& Get() {
+    static IdentifierMemo* memo = new IdentifierMemo();  // never destroyed: used until exit
+    return *memo;
+  }
+
+  std::shared_ptr<const std::vector<std::string>> Ranked(const std::string& text) {
+    const Key key{text.size(), std::hash<std::string_view>{}(text)};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    auto ranked = std::make_shared<const std::vector<std::string>>(RankIdentifiers(text));
+    size_t bytes = kEntryOverhead;
+    for (const std::string& id : *ranked) bytes += id.size() + sizeof(std::string);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes_ + bytes > kMaxBytes) {
+      entries_.clear();
+      bytes_ = 0;
+    }
+    if (entries_.emplace(key, ranked).second) bytes_ += bytes;
+    return ranked;
+  }
+
+  static constexpr size_t kMinTextBytes = 512;
+
+ private:
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
+  static constexpr size_t kEntryOverhead = 96;
+  struct Key {
+    size_t size;
+    size_t hash;
+    bool operator==(const Key& o) const { return size == o.size && hash == o.hash; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return k.hash ^ (k.size * 0x9e3779b97f4a7c15ULL); }
+  };
+  std::mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<const std::vector<std::string>>, KeyHash>
+      entries_;       // guarded by mu_
+  size_t bytes_ = 0;  // guarded by mu_
+};
+
+}  // namespace
+
+std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit) {
+  if (text.size() < IdentifierMemo::kMinTextBytes) {
+    std::vector<std::string> all = RankIdentifiers(text);
+    if (all.size() > limit) all.resize(limit);
+    return all;
+  }
+  std::shared_ptr<const std::vector<std::string>> ranked = IdentifierMemo::Get().Ranked(text);
+  const size_t n = std::min(limit, ranked->size());
+  return std::vector<std::string>(ranked->begin(), ranked->begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 }  // namespace strata::internal

@@ -9,7 +9,9 @@
 //
 //   std::vector<std::string> names = strata::internal::ExtractIdentifiers(output, 16);
 //
-// Thread safety: a pure function.
+// Thread safety: thread-safe; a pure function of its arguments (the identifiers of texts of 512
+// bytes or more are kept in a bounded process-wide memo, so a text read at every build is scanned
+// once).
 #ifndef STRATA_CORE_IDENTIFIERS_H_
 #define STRATA_CORE_IDENTIFIERS_H_
 

@@ -39,14 +39,18 @@ struct IncrementalEncoder::State {
   // (offset, tokens of text[0, offset)) at each cut, ascending, after (0, 0).
   std::vector<std::pair<size_t, size_t>> checkpoints;
   size_t total = 0;  // tokens of text
+  size_t unchanged = 0;  // leading tokens the last Update kept from the one before
   std::vector<int32_t> ids;
   std::vector<size_t> cuts;  // scratch
 
   size_t Update(std::string_view next, bool want_ids) {
     // One pass over the texts: the common prefix also tells whether the text is unchanged.
     const size_t prefix = valid ? CommonPrefix(text, next) : 0;
-    if (valid && (with_ids || !want_ids) && prefix == text.size() && prefix == next.size())
+    if (valid && (with_ids || !want_ids) && prefix == text.size() && prefix == next.size()) {
+      unchanged = total;
       return total;
+    }
+    unchanged = 0;
     if (want_ids && !with_ids) valid = false;  // the kept state has counts only
     if (tokenizer->IsEstimate()) {  // no ids; a count costs the length
       valid = false;
@@ -63,6 +67,7 @@ struct IncrementalEncoder::State {
     if (checkpoints.empty()) checkpoints.emplace_back(0, 0);
     size_t start = checkpoints.back().first;
     size_t tokens = checkpoints.back().second;
+    unchanged = tokens;
     if (want_ids) ids.resize(tokens);
     cuts.clear();
     if (exact != nullptr) exact->FindCuts(next, start, &cuts);
@@ -106,6 +111,8 @@ const std::vector<int32_t>& IncrementalEncoder::Encode(std::string_view text) {
 size_t IncrementalEncoder::Count(std::string_view text) { return state_->Update(text, /*want_ids=*/false); }
 
 const std::string& IncrementalEncoder::text() const { return state_->text; }
+
+size_t IncrementalEncoder::unchanged() const { return state_->unchanged; }
 
 
 // ---------------------------------------------------------------------------------------------

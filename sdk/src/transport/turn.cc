@@ -17,18 +17,11 @@ uint64_t Fnv64(std::string_view text, uint64_t h) {
 }
 
 std::vector<SegmentSignature> Signatures(const Context& context) {
+  // The context keeps each segment's Fnv64 (SegmentFingerprint::hash, computed when the segment
+  // is added or changed), so a turn's signatures cost one entry per segment, not its bytes.
   std::vector<SegmentSignature> out;
-  for (const Segment& s : context.Segments()) {
-    if (s.layer == Layer::kVolatile || s.state == SegmentState::kEvicted ||
-        s.state == SegmentState::kSummarized) {
-      continue;
-    }
-    uint64_t h = Fnv64(s.content);
-    h = Fnv64(s.reasoning, h ^ 0x1f);
-    for (const ToolCall& c : s.tool_calls) {
-      h = Fnv64(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
-    }
-    out.push_back(SegmentSignature{s.id, s.layer, s.state, s.version, h});
+  for (SegmentFingerprint& f : context.Fingerprints()) {
+    out.push_back(SegmentSignature{std::move(f.id), f.layer, f.state, std::move(f.version), f.hash});
   }
   return out;
 }

