@@ -549,6 +549,12 @@ class Proxy::StreamRun {
     return compactions_;
   }
 
+  // The id of the request sent upstream, known once WaitForFirst() returned ("" if none was).
+  std::string request_id() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return request_id_;
+  }
+
   // Writes the stream: the role chunk, every delta as it comes, then the end (or the error).
   void Pump(const std::function<bool(std::string_view)>& write) {
     ChunkStream chunks(*job_, write, &cancel_);
@@ -581,6 +587,10 @@ class Proxy::StreamRun {
     std::shared_ptr<void> watched = watch ? watch(&cancel_) : nullptr;  // the client leaves
     TurnOptions turn_options;
     turn_options.cancel = &cancel_;
+    turn_options.on_send = [this](const std::string& id) {
+      std::lock_guard<std::mutex> lock(mu_);
+      request_id_ = id;
+    };
     // With recall_tool a round may be the sidecar's own (context_recall): the answer is sent once
     // the last round ended, as if it had come whole.
     if (!proxy_->options_.recall_tool) turn_options.on_delta = [this](const StreamDelta& d) {
@@ -612,6 +622,7 @@ class Proxy::StreamRun {
   size_t compactions_before_ = 0;  // the agent's compactions before the turn
   bool first_seen_ = false;                    // guarded by mu_
   std::vector<CompactionReport> compactions_;  // guarded by mu_: the turn's, once known
+  std::string request_id_;                     // guarded by mu_: the last request sent upstream
   CancellationToken cancel_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -757,7 +768,8 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
 
   auto run = std::make_shared<StreamRun>(this, job, watch, std::move(active));
   if (Status first = run->WaitForFirst(); !first.ok()) return failed(first);
-  // The request id is known once the turn ends: it is in the last chunk's "strata" object.
+  // The id of the request that went upstream (also in the last chunk's "strata" object).
+  if (std::string id = run->request_id(); !id.empty()) reply.headers.push_back({"X-Request-Id", id});
   if (std::string c = CompactionHeader(run->compactions()); !c.empty()) {
     reply.headers.push_back({"X-Strata-Compaction", c});
   }

@@ -254,6 +254,10 @@ struct TurnOptions {
   const CancellationToken* cancel = nullptr;  // cancels the call when set; not owned
   std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
   DeltaCallback on_delta;  // content, reasoning and tool-call-argument deltas as they arrive
+  // Called once per request the call sends, just before it is sent, with its request id (the one
+  // its RequestRecord gets), e.g. to tell a client the id before the answer streams. Default
+  // empty: not called.
+  std::function<void(const std::string& request_id)> on_send;
   /// Top-level request fields of this call only, (name, JSON value text), e.g. {"temperature",
   /// "0.2"}: rendered after the messages (they never change the cached prefix), after the agent's
   /// own fields. A name the backend profile renders too replaces its value; "max_tokens" and

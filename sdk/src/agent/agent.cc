@@ -624,6 +624,7 @@ class Agent::Impl {
     CallOptions call = CallFor(options, run);
     agent_internal::AgentDegradation degrade(DegradationHostFor(fields));
     call.degradation = &degrade;
+    if (options.on_send) options.on_send(run.record().request_id);
     Status sent = run.Send(call, &turn->response);
     degrade.Apply(&run.record());
     *forked = degrade.child() != nullptr && degrade.sent().has_value();

@@ -345,6 +345,14 @@ TEST_CASE("the client's sampling and other request fields reach upstream unchang
     // The agent owns cache_salt (another tenant's salt must never be reachable): dropped, named.
     CHECK(strata::testing::ReadFile(headers_file).find("X-Strata-Ignored-Fields: cache_salt") !=
           std::string::npos);
+    // The upstream request's id, streamed or not, before the body: the body names it too.
+    const std::string headers = strata::testing::ReadFile(headers_file);
+    const size_t id_at = headers.find("X-Request-Id: ");
+    REQUIRE(id_at != std::string::npos);
+    const std::string request_id =
+        headers.substr(id_at + 14, headers.find('\r', id_at) - id_at - 14);
+    CHECK(!request_id.empty());
+    CHECK(reply.second.find("\"request_id\":\"" + request_id + "\"") != std::string::npos);
 
     std::vector<sim::SimRequestLog> sent = f.UpstreamRequests("alpha/" + agent);
     REQUIRE(sent.size() == 1);
