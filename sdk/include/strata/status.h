@@ -124,12 +124,14 @@ class [[nodiscard]] StatusOr {
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr constructed from OK status");
   }
-  StatusOr(const T& value) : value_(value) {}       // NOLINT: implicit by design
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  // The value is constructed in place, so that a T that is itself an optional (std::nullopt
+  // returned from a function whose result is StatusOr<std::optional<X>>) holds that empty optional.
+  StatusOr(const T& value) : value_(std::in_place, value) {}        // NOLINT: implicit by design
+  StatusOr(T&& value) : value_(std::in_place, std::move(value)) {}  // NOLINT: implicit by design
   template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
                                                     !std::is_same_v<std::decay_t<U>, T> &&
                                                     !std::is_same_v<std::decay_t<U>, Status>>>
-  StatusOr(U&& value) : value_(std::forward<U>(value)) {}  // NOLINT: implicit by design
+  StatusOr(U&& value) : value_(std::in_place, std::forward<U>(value)) {}  // NOLINT: implicit
 
   // True when a value is held.
   bool ok() const { return status_.ok(); }

@@ -1,7 +1,10 @@
 #include "strata/status.h"
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <memory>
+#include <new>
+#include <optional>
 #include <string>
 
 namespace strata {
@@ -90,6 +93,37 @@ TEST_CASE("value_or on an rvalue moves the value out, so move-only values work",
   CHECK(out.copies == 0);
   const StatusOr<CopyCounter> kept = CopyCounter{};
   CHECK(kept.value_or(CopyCounter{}).copies == 1);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+StatusOr<std::optional<int>> NoValue() { return std::nullopt; }
+StatusOr<std::optional<int>> Seven() { return 7; }
+StatusOr<std::optional<int>> EmptyOptional() { return std::optional<int>(); }
+
+TEST_CASE("StatusOr of an optional holds an empty optional returned as std::nullopt",
+          "[core][status]") {
+  // Before: the nullopt emptied StatusOr's own storage, so ok() was true with nothing to read and
+  // value() returned whatever bytes lay there. Built over bytes that read as "engaged", the held
+  // optional must still be the empty one returned (the read was undefined behaviour: an optimized
+  // build may fold it, the Debug builds of the sanitizer tiers read the bytes).
+  using Held = StatusOr<std::optional<int>>;
+  alignas(Held) unsigned char storage[sizeof(Held)];
+  std::memset(storage, 0xff, sizeof storage);
+  Held* none = new (storage) Held(NoValue());
+  REQUIRE(none->ok());
+  CHECK_FALSE(none->value().has_value());
+  none->~Held();
+  StatusOr<std::optional<int>> empty = EmptyOptional();
+  REQUIRE(empty.ok());
+  CHECK_FALSE(empty->has_value());
+  StatusOr<std::optional<int>> seven = Seven();
+  REQUIRE(seven.ok());
+  CHECK(seven->value_or(0) == 7);
 }
 
 }  // namespace
