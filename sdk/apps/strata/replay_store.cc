@@ -91,7 +91,7 @@ Status ReplayPersistence::Commit() {
 
 Status ReplayPersistence::StoreAgentConfig(const std::string& agent_config_json,
                                            const std::string& tokenizer_name) {
-  // The keys strata::Agent keeps its configuration and tokenizer under (sdk/src/agent/agent.cc).
+  // The keys strata::Agent keeps its configuration and tokenizer under (sdk/src/agent/agent_impl.h).
   const std::string temp_id = TemporaryId(agent_id_);
   STRATA_RETURN_IF_ERROR(store_->PutAgentState(temp_id, "config", agent_config_json));
   return store_->PutAgentState(temp_id, "tokenizer_name", tokenizer_name);
