@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "call_watcher.h"
 #include "proxy.h"
 
 namespace strata::sidecar {
@@ -491,67 +492,7 @@ class ClientCounter {
   std::map<std::string, int> counts_;  // guarded by mu_
 };
 
-// Cancels the tokens of watched sockets whose peer closed its side (POLLRDHUP): one thread for
-// every request in flight, polling each 50 ms.
-class DisconnectWatcher {
- public:
-  DisconnectWatcher() : thread_([this] { Loop(); }) {}
-  ~DisconnectWatcher() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  std::shared_ptr<void> Watch(int fd, CancellationToken* token) {
-    uint64_t id = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      id = ++next_id_;
-      watched_[id] = {fd, token};
-    }
-    cv_.notify_all();
-    return std::shared_ptr<void>(nullptr, [this, id](void*) {
-      std::lock_guard<std::mutex> lock(mu_);
-      watched_.erase(id);
-    });
-  }
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      if (watched_.empty()) {
-        cv_.wait(lock, [this] { return stop_ || !watched_.empty(); });
-        continue;
-      }
-      std::vector<std::pair<uint64_t, pollfd>> polled;
-      for (const auto& [id, entry] : watched_) {
-        polled.push_back({id, pollfd{entry.first, static_cast<short>(POLLRDHUP), 0}});
-      }
-      lock.unlock();
-      std::vector<pollfd> fds;
-      for (const auto& p : polled) fds.push_back(p.second);
-      ::poll(fds.data(), fds.size(), 50);
-      lock.lock();
-      for (size_t i = 0; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
-        auto it = watched_.find(polled[i].first);  // the token lives while its entry does
-        if (it != watched_.end()) it->second.second->Cancel();
-      }
-      if (!stop_) cv_.wait_for(lock, std::chrono::milliseconds(50));
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                                               // guarded by mu_
-  uint64_t next_id_ = 0;                                            // guarded by mu_
-  std::map<uint64_t, std::pair<int, CancellationToken*>> watched_;  // guarded by mu_
-  std::thread thread_;  // last: starts once the fields it reads are constructed
-};
+using DisconnectWatcher = CallWatcher<int>;
 
 // The request this thread handles: what CurrentClientWatch() watches.
 struct CurrentRequest {
@@ -718,7 +659,7 @@ class GuardedServer final : public Base {
 
   ConnectionLimits limits_;
   ClientCounter clients_;
-  DisconnectWatcher watcher_;
+  DisconnectWatcher watcher_{ClosedByPeer, std::chrono::milliseconds(50)};
 };
 
 }  // namespace
@@ -744,6 +685,18 @@ void WidenListenBacklog(httplib::Server& server) {
   } else if (auto* tls = dynamic_cast<GuardedServer<httplib::SSLServer>*>(&server)) {
     tls->Relisten(kListenBacklog);
   }
+}
+
+std::vector<size_t> ClosedByPeer(const std::vector<int>& sockets) {
+  std::vector<pollfd> fds;
+  fds.reserve(sockets.size());
+  for (int fd : sockets) fds.push_back(pollfd{fd, static_cast<short>(POLLRDHUP), 0});
+  std::vector<size_t> closed;
+  if (::poll(fds.data(), fds.size(), 0) <= 0) return closed;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) closed.push_back(i);
+  }
+  return closed;
 }
 
 ClientWatch CurrentClientWatch() {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sidecar_config.h"
 #include "strata/status.h"
@@ -93,6 +94,10 @@ void WidenListenBacklog(httplib::Server& server);
 // The ClientWatch of the request this thread is handling (inside a handler of a server made by
 // MakeGuardedServer, its streamed content included); empty elsewhere.
 ClientWatch CurrentClientWatch();
+
+// The positions in `sockets` of those whose peer closed its side (POLLRDHUP, POLLHUP or POLLERR),
+// checked without waiting: the probe of the proxy's CallWatcher (call_watcher.h).
+std::vector<size_t> ClosedByPeer(const std::vector<int>& sockets);
 
 }  // namespace strata::sidecar
 

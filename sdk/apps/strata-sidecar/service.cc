@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "core/utf8.h"
-#include "departure_watcher.h"
+#include "call_watcher.h"
 #include "service_convert.h"
 #include "strata/client.h"
 
@@ -145,7 +145,17 @@ struct ContextServiceImpl::InFlight {
   bool draining = false;                              // guarded by mu
   int64_t total = 0;  // calls in progress, every tenant's; guarded by mu
   std::condition_variable idle;  // notified when `total` drops to 0
-  DepartureWatcher departures;  // cancels the Completes whose client left
+  // Cancels the Completes whose client ended the call or the server stopped waiting for
+  // (IsCancelled), checked every 20 ms.
+  CallWatcher<grpc::ServerContext*> departures{
+      [](const std::vector<grpc::ServerContext*>& calls) {
+        std::vector<size_t> left;
+        for (size_t i = 0; i < calls.size(); ++i) {
+          if (calls[i]->IsCancelled()) left.push_back(i);
+        }
+        return left;
+      },
+      std::chrono::milliseconds(20)};
 
   // One of the tenant's max_concurrent_calls slots (released by the returned object), or
   // RESOURCE_EXHAUSTED naming the limit.
