@@ -280,11 +280,13 @@ int main(int argc, char** argv) {
   std::printf("traces from %s; tokenizer %s; model: %zu tokens per message, cached price %.1f; replay: glm5 "
               "template, blocks of 16 tokens\n\n",
               traces_dir.c_str(), tokenizer_spec.c_str(), kMessageOverhead, kCachedPrice);
-  std::printf("| source | budget | requests | replay: none | sliding | last-n | cheapest in budget | model none "
-              "(vs replay) | floor-all | floor-dead | oracle | floor-dead, latest %zu kept | oracle, latest %zu kept | "
-              "requests over budget (none, floor-dead, oracle) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+  std::printf("| source | budget | requests | replay: none | sliding | last-n | clear-tool-uses | observation-masking | "
+              "cheapest in budget | model none (vs replay) | floor-all | floor-dead | oracle | floor-dead, latest %zu kept | "
+              "oracle, latest %zu kept | requests over budget (none, floor-dead, oracle) |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               protect, protect);
-  const std::vector<std::string> baselines = {"none", "sliding", "last-n"};
+  const std::vector<std::string> baselines = {"none", "sliding", "last-n", "clear-tool-uses",
+                                              "observation-masking"};
   for (const auto& [source, unsorted] : sources) {
     std::vector<std::string> files = unsorted;
     std::sort(files.begin(), files.end());
@@ -370,10 +372,15 @@ int main(int argc, char** argv) {
         std::snprintf(text, sizeof text, "%.3f", c.cost * scale / cheapest);
         return std::string(text);
       };
-      std::printf("| %s | %zu | %zu | %.0f%s | %.0f%s | %.0f%s | %s | %.0f (%.3f) | %s | %s | **%s** | %s | **%s** | %zu, %zu, %zu |\n",
-                  source.c_str(), budget, replay["none"].requests, replay["none"].cost,
-                  replay["none"].violations ? "*" : "", replay["sliding"].cost, replay["sliding"].violations ? "*" : "",
-                  replay["last-n"].cost, replay["last-n"].violations ? "*" : "", cheapest_name.c_str(), none.cost,
+      auto replayed = [&](const char* policy) {  // "cost" ("*" when it violates the budget)
+        char text[48];
+        std::snprintf(text, sizeof text, "%.0f%s", replay[policy].cost, replay[policy].violations ? "*" : "");
+        return std::string(text);
+      };
+      std::printf("| %s | %zu | %zu | %s | %s | %s | %s | %s | %s | %.0f (%.3f) | %s | %s | **%s** | %s | **%s** | %zu, %zu, %zu |\n",
+                  source.c_str(), budget, replay["none"].requests, replayed("none").c_str(),
+                  replayed("sliding").c_str(), replayed("last-n").c_str(), replayed("clear-tool-uses").c_str(),
+                  replayed("observation-masking").c_str(), cheapest_name.c_str(), none.cost,
                   none.cost / replay["none"].cost, rel(floor_all).c_str(), rel(floor_dead).c_str(),
                   rel(oracle).c_str(), rel(floor_kept).c_str(), rel(oracle_kept).c_str(), none.over_budget, floor_dead.over_budget, oracle.over_budget);
       std::fflush(stdout);

@@ -22,8 +22,8 @@ using std::chrono::milliseconds;
 // Subjects are ints; the probe reports those in `gone` as left, and records what it was shown.
 struct FakeClients {
   std::mutex mu;
-  std::set<int> gone;      // guarded by mu
-  std::set<int> probed;    // every subject the probe saw; guarded by mu
+  std::set<int> gone;    // guarded by mu
+  std::set<int> probed;  // every subject the probe saw; guarded by mu
   std::atomic<int> rounds{0};
 
   CallWatcher<int>::Probe Probe() {
@@ -48,7 +48,8 @@ struct FakeClients {
   }
 };
 
-TEST_CASE("the call watcher cancels exactly the calls whose client left", "[sidecar_proxy]") {
+TEST_CASE("the call watcher cancels exactly the calls whose client left",
+          "[sidecar_proxy][concurrency]") {
   FakeClients clients;
   CallWatcher<int> watcher(clients.Probe(), milliseconds(1));
   CancellationToken stays, leaves;
@@ -65,8 +66,8 @@ TEST_CASE("the call watcher cancels exactly the calls whose client left", "[side
   CHECK_FALSE(stays.cancelled());
 }
 
-TEST_CASE("a released call is no longer probed and the watcher idles without calls",
-          "[sidecar_proxy]") {
+TEST_CASE("a released call is no longer watched: its client leaving later cancels nothing",
+          "[sidecar_proxy][concurrency]") {
   FakeClients clients;
   CallWatcher<int> watcher(clients.Probe(), milliseconds(1));
   CancellationToken first_token;
@@ -74,8 +75,7 @@ TEST_CASE("a released call is no longer probed and the watcher idles without cal
     std::shared_ptr<void> first = watcher.Watch(7, &first_token);
     REQUIRE(testing::WaitFor([&] { return clients.Probed(7); }));
   }
-  // Released: the probe is not called again while nothing is watched, and a departure of the
-  // released subject cancels nothing.
+  // Released: the client of 7 leaves afterwards; the watcher goes on probing the next call only.
   const int rounds = clients.rounds.load();
   clients.Leave(7);
   CancellationToken second_token;
@@ -86,7 +86,8 @@ TEST_CASE("a released call is no longer probed and the watcher idles without cal
   CHECK_FALSE(second_token.cancelled());
 }
 
-TEST_CASE("the proxy's probe reports exactly the sockets whose peer closed", "[sidecar_proxy]") {
+TEST_CASE("the proxy's probe reports exactly the sockets whose peer closed",
+          "[sidecar_proxy][concurrency]") {
   int open_pair[2], closed_pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, open_pair) == 0);
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, closed_pair) == 0);
