@@ -61,7 +61,7 @@ namespace strata {
 // The budget of an agent. Reserves left unset are scaled to the window (see ResolveBudget), so
 // that the defaults work for an 8K window as well as for 1M.
 struct AgentBudgetConfig {
-  int64_t window = 1048576;  // the model's context window
+  int64_t window = 1048576;  // the model's context window. Default 1048576 (1M)
   // Unset: min(32,768, window / 8), min(16,384, window / 16), min(16,384, window / 16).
   std::optional<int64_t> reserve_output;
   std::optional<int64_t> reserve_reasoning;  // unset: min(16,384, window / 16)
@@ -69,7 +69,7 @@ struct AgentBudgetConfig {
   // Compact above this. Default 85% of the budget.
   BudgetLimit trigger = BudgetLimit::Fraction(0.85);
   BudgetLimit target = BudgetLimit::Fraction(0.60);  // compact down to this. Default 60%
-  bool enforce = true;  // false: no budget (the context grows without limit)
+  bool enforce = true;  // false: no budget (the context grows without limit). Default true
 };
 
 // The compaction policy by name and its knobs: every field of StrataPolicyOptions
@@ -77,10 +77,13 @@ struct AgentBudgetConfig {
 // same defaults, used by "strata" only, and last_n for "last-n". AgentServices::policy replaces
 // the policy this names.
 struct AgentPolicyConfig {
-  std::string name = "strata";  // "strata", "none", "sliding", "last-n"
+  // A MakePolicyByName name (strata/builtin_policies.h): "strata", "none", "sliding", "last-n",
+  // "clear-tool-uses", "observation-masking". Default "strata".
+  std::string name = "strata";
   size_t keep_turns = 2;         // the last turns never altered. Default 2
   size_t keep_tool_results = 3;  // the last tool results never masked. Default 3
-  bool keep_first_user = true;   // keep the first user message (the task) when summarizing
+  // Keep the first user message (the task) when summarizing. Default true.
+  bool keep_first_user = true;
   // Tool names whose results are never altered. Default none.
   std::vector<std::string> exclude_tools;
   // Tool names whose results are stale once their turn is over: masked first. Default none.
@@ -112,31 +115,34 @@ struct AgentPolicyConfig {
 // Where requests go. The API key is never stored: only the NAME of the environment variable that
 // holds it.
 struct AgentEndpointConfig {
-  std::string backend = "vllm";  // "openai", "vllm", "sglang", "zai" (strata/client.h Backend)
+  // "openai", "vllm", "sglang", "zai" (strata/client.h Backend). Default "vllm".
+  std::string backend = "vllm";
   std::string base_url;          // e.g. "http://127.0.0.1:8000/v1"; "" needs an injected transport
   std::string api_key_env;       // e.g. "OPENAI_API_KEY"; read at Create/Open; "" none
   std::string deployment_secret_env;  // cache_salt secret's variable; "" none
-  bool stream = true;                // ask for a streamed (SSE) answer
-  int64_t max_output_tokens = 4096;  // the request's output token limit; 0: not sent
+  bool stream = true;                 // ask for a streamed (SSE) answer. Default true
+  int64_t max_output_tokens = 4096;   // the request's output token limit; 0: not sent. Default 4096
   std::optional<bool> thinking;      // the model's thinking mode; unset: the server's default
   std::string reasoning_effort;  // keep fixed per agent (GLM puts it first)
-  // Send the cache_salt derived from the agent's isolation key (backends that take one).
+  // Send the cache_salt derived from the agent's isolation key (backends that take one). Default
+  // true.
   bool send_cache_salt = true;
-  int64_t deadline_ms = 0;  // per call, 0: the transport's total timeout
+  int64_t deadline_ms = 0;  // per call, 0: the transport's total timeout. Default 0
   // The HTTP transport's timeouts in milliseconds (strata/transport.h Timeouts), used only when no
   // transport is injected.
-  int64_t connect_timeout_ms = 10000;
-  int64_t first_byte_timeout_ms = 300000;  // request sent -> first body byte (floor)
-  int64_t idle_timeout_ms = 60000;         // gap between two body bytes
-  int64_t total_timeout_ms = 900000;       // one attempt
+  int64_t connect_timeout_ms = 10000;  // TCP and TLS connect. Default 10000 (10 s)
+  // Request sent -> first body byte (floor). Default 300000.
+  int64_t first_byte_timeout_ms = 300000;
+  int64_t idle_timeout_ms = 60000;    // gap between two body bytes. Default 60000
+  int64_t total_timeout_ms = 900000;  // one attempt. Default 900000 (15 min)
   // Attempts in total, retries included (strata/transport.h RetryPolicy); only without an
-  // injected transport.
+  // injected transport. Default 4.
   int max_attempts = 4;
 };
 
 // Recall of what compaction and hygiene altered (the agent answers `context_recall` itself).
 struct AgentRecallConfig {
-  bool expose_tool = true;  // add the context_recall tool to the request's tools
+  bool expose_tool = true;  // add the context_recall tool to the request's tools. Default true
   // One answer holds at most this share of the budget's target tokens. Default 0.25.
   double max_share_of_target = 0.25;
   // A recalled result is pinned (protected from compaction) for this many turns. Default 3.
@@ -148,10 +154,12 @@ struct AgentRecallConfig {
 struct AgentConfig {
   AgentIdentity identity;  // id (required), tenant, scope, model_version, template_version
   // Tokenizer spec (strata/tokenizer_spec.h): "hf:PATH", "spm:PATH", "estimate", "estimate:3.5"...
+  // Default "estimate".
   std::string tokenizer = "estimate";
   // The server's chat template by name (strata/chat_template.h MakeChatTemplate: "glm-5.3" and its
   // alias "glm5", "glm-4.7", "generic") or "" (the context's own count: content plus
   // message_overhead_tokens per message). With a template, budgets use exact request counts.
+  // Default "glm5".
   std::string chat_template = "glm5";
   AgentBudgetConfig budget;    // the token budget (AgentBudgetConfig); defaults as there
   AgentPolicyConfig policy;    // the compaction policy (AgentPolicyConfig); defaults as there
@@ -251,7 +259,8 @@ struct OpenOptions {
 
 // Per-call options of Complete() (and of each call Run() makes).
 struct TurnOptions {
-  const CancellationToken* cancel = nullptr;  // cancels the call when set; not owned
+  // Cancels the call when set; not owned. Default nullptr.
+  const CancellationToken* cancel = nullptr;
   std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
   DeltaCallback on_delta;  // content, reasoning and tool-call-argument deltas as they arrive
   // Called once per request the call sends, just before it is sent, with its request id (the one
@@ -287,7 +296,7 @@ struct Turn {
 
 // Options of Run().
 struct RunOptions {
-  int max_turns = 16;  // model calls at most
+  int max_turns = 16;  // model calls at most. Default 16
   TurnOptions turn;    // passed to each Complete()
 };
 
@@ -362,6 +371,7 @@ struct ForkOptions {
 // Options of Agent::Join().
 struct JoinOptions {
   // Tokens the folded message may take at most (the child's answer or summary is cut to it).
+  // Default 2048.
   size_t max_tokens = 2048;
 };
 
@@ -476,9 +486,12 @@ class Agent {
 
 // Options of TrimMessages().
 struct TrimOptions {
-  std::string policy = "strata";       // a MakePolicyByName name (strata/builtin_policies.h)
-  std::string tokenizer = "estimate";  // a MakeTokenizer spec (strata/tokenizer_spec.h)
-  std::string chat_template = "glm5";  // a MakeChatTemplate name; "": content + overhead per message
+  // A MakePolicyByName name (strata/builtin_policies.h). Default "strata".
+  std::string policy = "strata";
+  // A MakeTokenizer spec (strata/tokenizer_spec.h). Default "estimate".
+  std::string tokenizer = "estimate";
+  // A MakeChatTemplate name; "": content + overhead per message. Default "glm5".
+  std::string chat_template = "glm5";
   // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
   bool hygiene = false;
 };

@@ -93,7 +93,7 @@ inline std::string PrefixBreakToJson(const PrefixBreakEvent& event) {
 
 // What a Client is created with (Client::Create).
 struct ClientOptions {
-  // Not owned; required; must outlive the client.
+  // Not owned; required (the default, nullptr, is refused); must outlive the client.
   Transport* transport = nullptr;
   Backend backend = Backend::kVllm;  // the server's request dialect. Default kVllm
   // Default true: SSE streaming with stream_options.include_usage.
@@ -112,13 +112,13 @@ struct ClientOptions {
   // The prefix-cache model used for predictions; options.block_tokens should equal the server's
   // block size. Counting uses `tokenizer` (not owned; nullptr: byte blocks).
   PrefixCacheOptions cache;
-  const Tokenizer* tokenizer = nullptr;  // counts for `cache` (see above)
+  const Tokenizer* tokenizer = nullptr;  // counts for `cache`. Default nullptr: byte blocks
   // The server's chat template (the interface of strata/tokenizer.h; strata/chat_template.h makes
   // them, e.g. MakeChatTemplate("glm-4.7")) for the prompt text the blocks are cut from. Not owned.
-  // nullptr: the GLM-5.3-Flash template (RenderPromptText()). With an exact tokenizer and the
-  // deployed template, predictions follow a real server's blocks.
+  // Default nullptr: the GLM-5.3-Flash template (RenderPromptText()). With an exact tokenizer and
+  // the deployed template, predictions follow a real server's blocks.
   const ChatTemplate* chat_template = nullptr;
-  // Receives a record per request and the prefix-break events. Not owned; nullptr: none.
+  // Receives a record per request and the prefix-break events. Not owned. Default nullptr: none.
   RecordSink* record_sink = nullptr;
   // Called with each prefix-break event (also sent to the sink). May be empty.
   std::function<void(const PrefixBreakEvent&)> on_prefix_break;
@@ -128,16 +128,17 @@ struct ClientOptions {
   int64_t kv_bytes_per_sequence = 136LL << 20;  // see kv_bytes_per_token. Default 136 MiB
   // Recorded in RequestRecord::pool. Default "".
   std::string pool;
-  // Per-call deadline (0: the transport's total timeout).
+  // Per-call deadline. Default 0: the transport's total timeout.
   std::chrono::milliseconds deadline{0};
   // Records' started_unix_ms and total_ms, and the random tag in generated request ids
-  // ("<agent>-<tag>-<n>") (strata/clock.h). Not owned; nullptr: SystemClock().
+  // ("<agent>-<tag>-<n>") (strata/clock.h). Not owned. Default nullptr: SystemClock().
   Clock* clock = nullptr;
 };
 
 // Per-call options of Client::Complete.
 struct CompleteOptions {
-  const CancellationToken* cancel = nullptr;  // cancels the call when set; not owned
+  // Cancels the call when set; not owned. Default nullptr.
+  const CancellationToken* cancel = nullptr;
   // Extra headers for this call (e.g. tracing, or strata-sim's X-Strata-Sim-Fault in tests).
   std::vector<std::pair<std::string, std::string>> headers;
   // Overrides the generated request id when non-empty.

@@ -86,7 +86,8 @@ enum class SystemLayout : int {
 struct RenderOptions {
   // The request's "model" field. Default "glm-5.3-flash".
   std::string model = "glm-5.3-flash";
-  SystemLayout system_layout = SystemLayout::kSingleMessage;  // how the stable layers become system messages
+  // How the stable layers become system messages. Default kSingleMessage.
+  SystemLayout system_layout = SystemLayout::kSingleMessage;
   // Name of the assistant message field that replays past reasoning; "" drops past reasoning from
   // requests. Default "reasoning_content" (GLM, SGLang, vLLM chat templates read it).
   std::string reasoning_field = "reasoning_content";
@@ -131,22 +132,25 @@ struct ContextOptions {
   AgentIdentity agent;  // who the agent is; agent.id must be non-empty
   RenderOptions render;  // how requests render
   HygieneOptions hygiene;  // append-time hygiene of tool results
-  // Counts segment tokens. Not owned; must outlive the context. nullptr: a built-in estimator
-  // (4 bytes per token), flagged as an estimate in every count.
+  // Counts segment tokens. Not owned; must outlive the context. Default nullptr: a built-in
+  // estimator (4 bytes per token), flagged as an estimate in every count.
   const Tokenizer* tokenizer = nullptr;
   // Keep originals of altered segments for Recall. Default true. When false, hygiene still
   // applies but the originals are dropped (the agent opted out of recall).
   bool keep_originals = true;
-  // Receives every change (see ContextJournal). Not owned; must outlive the context. nullptr: none.
+  // Receives every change (see ContextJournal). Not owned; must outlive the context. Default
+  // nullptr: none.
   ContextJournal* journal = nullptr;
   // The token budget. std::nullopt (default): no limit is enforced.
   std::optional<Budget> budget;
   // Plans compactions when the budget requires (strata/compaction_policy.h). Not owned; must
-  // outlive the context. nullptr: Build() fails with RESOURCE_EXHAUSTED instead of compacting.
+  // outlive the context. Default nullptr: Build() fails with RESOURCE_EXHAUSTED instead of
+  // compacting.
   CompactionPolicy* compaction = nullptr;
   // Counts whole requests exactly (chat template + tokenizer) for budget decisions. Not owned; must
-  // outlive the context. nullptr: the budget is enforced on the context's own incremental count
-  // (content tokens plus message_overhead_tokens per message), which is cheaper but approximate.
+  // outlive the context. Default nullptr: the budget is enforced on the context's own incremental
+  // count (content tokens plus message_overhead_tokens per message), which is cheaper but
+  // approximate.
   const RequestTokenCounter* request_counter = nullptr;
   // Tokens each rendered message costs beyond its content (role markers, separators), counted into
   // input tokens. Default 6: GLM's `<|role|>` plus newlines; the tools block counts the same per tool.

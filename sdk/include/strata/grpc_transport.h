@@ -47,7 +47,7 @@ struct GrpcTransportOptions {
   Timeouts timeouts;  // connect, first message, idle between messages and total per attempt
   RetryPolicy retry;  // retried on UNAVAILABLE / RESOURCE_EXHAUSTED before the first message
   // Backoff sleeps, the deadline accounting of retries and the jitter seed (strata/clock.h). Not
-  // owned; nullptr: SystemClock().
+  // owned; default nullptr: SystemClock().
   Clock* clock = nullptr;
 
   // TLS. Off by default (SGLang's gRPC listener is plaintext; TLS is for a proxy in front of it).

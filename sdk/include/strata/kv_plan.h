@@ -79,7 +79,8 @@ struct DeploymentOptions {
   double gpu_memory_gib = 80;
   // Share of GPU memory the server may use (vLLM --gpu-memory-utilization). Default 0.90.
   double gpu_memory_utilization = 0.90;
-  // Weights of the whole model in GiB, split evenly across the GPUs. < 0: the profile's value.
+  // Weights of the whole model in GiB, split evenly across the GPUs. Default -1 (< 0): the
+  // profile's value.
   double weights_gib = -1;
   // Activations, CUDA graphs and runtime per GPU in GiB. Default 4.
   double overhead_gib_per_gpu = 4;

@@ -70,7 +70,8 @@ StatusOr<DegradationStep> ParseDegradationStep(const std::string& name);
 // One length pool: the longest input it admits, its replicas and its limits.
 struct PoolConfig {
   std::string name;  // required, unique, e.g. "short"
-  // Largest input (prompt tokens + PoolSetConfig::turn_reserve_tokens) this pool admits. Required.
+  // Largest input (prompt tokens + PoolSetConfig::turn_reserve_tokens) this pool admits. Required:
+  // the default, 0, is refused (at least 1).
   int64_t max_input_tokens = 0;
   // Replica endpoints: "http(s)://host:port/v1" (HTTP) or "grpc://host:port" (SGLang gRPC), made
   // into Transports by PoolSet::Create. Ignored when `transports` is set.
@@ -112,15 +113,16 @@ struct PoolSetConfig {
   // Alerts. KV capacity of the deployment in tokens (e.g. from `strata plan`); 0 disables the KV
   // watermark. Default 0.
   int64_t kv_capacity_tokens = 0;
-  double kv_watermark = 0.85;          // alert when KV in flight / capacity exceeds this
-  double long_share_watermark = 0.25;  // alert when this share of recent admissions is long
-  int long_share_window = 100;         // admissions the long share is computed over
+  double kv_watermark = 0.85;  // alert when KV in flight / capacity exceeds this. Default 0.85
+  // Alert when this share of recent admissions is long. Default 0.25.
+  double long_share_watermark = 0.25;
+  int long_share_window = 100;  // admissions the long share is computed over. Default 100
   // While an alert is active: the longest pool's cap (>= 1) and ladder. Defaults 1 and
   // {compact, refuse} (waiting behind long prefills is what makes a service unusable).
   int alert_long_max_concurrency = 1;
   // The ladder while an alert is active (see above). Default {compact, refuse}.
   std::vector<DegradationStep> alert_ladder = {DegradationStep::kCompact, DegradationStep::kRefuse};
-  // Time source for queue waits and cooldowns. Not owned; nullptr: SystemClock().
+  // Time source for queue waits and cooldowns. Not owned; default nullptr: SystemClock().
   Clock* clock = nullptr;
   // Makes a Transport of an endpoint URL. Empty: HTTP for http(s)://, gRPC for grpc://.
   std::function<StatusOr<std::unique_ptr<Transport>>(const std::string& url)> transport_factory;

@@ -101,7 +101,7 @@ struct StoreOptions {
   // A mutation that would exceed it fails with RESOURCE_EXHAUSTED and changes nothing. Default 0.
   int64_t max_pages = 0;
   // The wall clock (Clock::UnixMillis) of created/updated times and record timestamps the store
-  // sets (strata/clock.h). Not owned; nullptr: SystemClock().
+  // sets (strata/clock.h). Not owned; default nullptr: SystemClock().
   Clock* clock = nullptr;
 
   // --- PostgreSQL stores (OpenPostgresStore); SQLite ignores these ---
@@ -174,8 +174,8 @@ struct GrowthPoint {
 
 // Which request records PruneRequests deletes. Zero fields do not limit.
 struct RetentionPolicy {
-  int64_t max_age_ms = 0;             // delete records started before now - max_age_ms
-  int64_t max_records_per_agent = 0;  // keep only each agent's newest records
+  int64_t max_age_ms = 0;             // delete records started before now - max_age_ms. Default 0
+  int64_t max_records_per_agent = 0;  // keep only each agent's newest records. Default 0
 };
 
 // What a store holds (Store::Stats).
