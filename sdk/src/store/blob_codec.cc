@@ -56,4 +56,21 @@ StatusOr<std::string> ZstdDecompress(std::string_view frame, size_t raw_size) {
   return out;
 }
 
+StatusOr<std::string> DecodeStoredBlob(const std::string& hash, std::optional<int64_t> raw_size,
+                                       int64_t codec, std::string data, const std::string& where) {
+  if (!raw_size) return DataLossError("blob " + Hex(hash) + " is missing from " + where);
+  if (*raw_size < 0) {
+    return DataLossError("blob " + Hex(hash) + " has a negative size " + std::to_string(*raw_size));
+  }
+  const size_t size = static_cast<size_t>(*raw_size);
+  if (codec == static_cast<int>(BlobCodec::kRaw)) {
+    if (data.size() != size) return DataLossError("blob " + Hex(hash) + " has the wrong size");
+    return data;
+  }
+  if (codec != static_cast<int>(BlobCodec::kZstd)) {
+    return DataLossError("blob " + Hex(hash) + " has unknown codec " + std::to_string(codec));
+  }
+  return ZstdDecompress(data, size);
+}
+
 }  // namespace strata::store_internal

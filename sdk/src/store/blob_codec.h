@@ -2,6 +2,8 @@
 #ifndef STRATA_SRC_STORE_BLOB_CODEC_H_
 #define STRATA_SRC_STORE_BLOB_CODEC_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +23,12 @@ std::string Hex(std::string_view raw);
 StatusOr<std::string> ZstdCompress(std::string_view data, int level);
 // Inverse of ZstdCompress; DATA_LOSS when the frame is damaged or does not hold `raw_size` bytes.
 StatusOr<std::string> ZstdDecompress(std::string_view frame, size_t raw_size);
+
+// The content of blob `hash` from its stored columns raw_size, codec and data, as both backends
+// keep them (raw_size std::nullopt: the blob row is missing). DATA_LOSS naming the blob, and
+// `where` (the store) for a missing one, when the row is damaged.
+StatusOr<std::string> DecodeStoredBlob(const std::string& hash, std::optional<int64_t> raw_size,
+                                       int64_t codec, std::string data, const std::string& where);
 
 }  // namespace strata::store_internal
 

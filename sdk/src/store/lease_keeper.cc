@@ -56,21 +56,21 @@ void LeaseKeeper::Stop() {
   stop_ = true;
   std::thread renewer;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     renewer = std::move(renewer_);
   }
   if (renewer.joinable()) renewer.join();
 }
 
 std::optional<AgentLease> LeaseKeeper::Held(std::string_view agent_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   auto it = held_.find(agent_id);
   if (it == held_.end()) return std::nullopt;
   return it->second;
 }
 
 void LeaseKeeper::Hold(const AgentLease& lease) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   held_[lease.agent_id] = lease;
   if (background_ && renew_ && !renewer_.joinable() && !stop_) {
     renewer_ = std::thread([this] { RenewLoop(); });
@@ -78,13 +78,13 @@ void LeaseKeeper::Hold(const AgentLease& lease) {
 }
 
 void LeaseKeeper::Forget(std::string_view agent_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   auto it = held_.find(agent_id);
   if (it != held_.end()) held_.erase(it);
 }
 
 std::vector<AgentLease> LeaseKeeper::AllHeld() {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   std::vector<AgentLease> out;
   for (const auto& [id, lease] : held_) out.push_back(lease);
   return out;
@@ -129,7 +129,7 @@ void LeaseKeeper::RenewLoop() {
       if (stop_) break;
       StatusOr<AgentLease> renewed = renew_(lease);
       if (renewed.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        internal::MutexLock lock(mu_);
         auto it = held_.find(lease.agent_id);
         if (it != held_.end() && it->second.epoch == renewed->epoch) it->second = *renewed;
       } else if (renewed.status().code() == StatusCode::kAborted) {

@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/clock.h"
 #include "strata/status.h"
 #include "strata/store.h"
@@ -76,9 +76,9 @@ class LeaseKeeper {
   Clock* const clock_;
   Renew renew_;
   std::function<bool(const AgentLease&)> gone_;
-  std::mutex mu_;
-  std::map<std::string, AgentLease, std::less<>> held_;  // guarded by mu_
-  std::thread renewer_;                                  // guarded by mu_ (started once)
+  internal::Mutex mu_;
+  std::map<std::string, AgentLease, std::less<>> held_ STRATA_GUARDED_BY(mu_);
+  std::thread renewer_ STRATA_GUARDED_BY(mu_);  // started once
   std::atomic<bool> stop_{false};
 };
 

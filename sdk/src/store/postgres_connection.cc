@@ -222,8 +222,8 @@ PgPool::Handle::~Handle() {
 
 StatusOr<PgPool::Handle> PgPool::Acquire() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    available_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+    internal::MutexLock lock(mu_);
+    available_.wait(mu_, [&]() STRATA_REQUIRES(mu_) { return !idle_.empty() || open_ < size_; });
     if (!idle_.empty()) {
       std::unique_ptr<PgConnection> conn = std::move(idle_.back());
       idle_.pop_back();
@@ -233,7 +233,7 @@ StatusOr<PgPool::Handle> PgPool::Acquire() {
   }
   StatusOr<std::unique_ptr<PgConnection>> conn = ConnectFresh();
   if (!conn.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     --open_;
     available_.notify_one();
     return conn.status();
@@ -246,7 +246,7 @@ StatusOr<std::unique_ptr<PgConnection>> PgPool::ConnectFresh() {
 }
 
 void PgPool::Release(std::unique_ptr<PgConnection> conn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   if (conn->healthy()) {
     idle_.push_back(std::move(conn));
   } else {
@@ -256,7 +256,7 @@ void PgPool::Release(std::unique_ptr<PgConnection> conn) {
 }
 
 void PgPool::DropIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   open_ -= static_cast<int>(idle_.size());
   idle_.clear();
   available_.notify_all();

@@ -10,11 +10,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/status.h"
 
 typedef struct pg_conn PGconn;
@@ -62,6 +62,21 @@ class PgResult {
 
  private:
   PGresult* result_;
+};
+
+// Row `row` of a result, as the row decoders of row_codec.h read one.
+class PgRow {
+ public:
+  PgRow(const PgResult& rows, int row) : rows_(rows), row_(row) {}
+  bool IsNull(int col) const { return rows_.IsNull(row_, col); }
+  std::string Text(int col) const { return rows_.Text(row_, col); }
+  int64_t Int(int col) const { return rows_.Int(row_, col); }
+  double Real(int col) const { return rows_.Real(row_, col); }
+  std::string Bytes(int col) const { return rows_.Bytes(row_, col); }
+
+ private:
+  const PgResult& rows_;
+  const int row_;
 };
 
 // What kind of failure a Status from a connection is (PgConnection::last_failure).
@@ -142,10 +157,10 @@ class PgPool {
   const std::string target_;
   const int size_;
   const int connect_timeout_ms_;
-  std::mutex mu_;
-  std::condition_variable available_;
-  std::vector<std::unique_ptr<PgConnection>> idle_;  // guarded by mu_
-  int open_ = 0;                                     // guarded by mu_; idle and in use
+  internal::Mutex mu_;
+  std::condition_variable_any available_;  // a connection was handed back or a slot freed
+  std::vector<std::unique_ptr<PgConnection>> idle_ STRATA_GUARDED_BY(mu_);
+  int open_ STRATA_GUARDED_BY(mu_) = 0;  // idle and in use
 };
 
 }  // namespace strata::store_internal

@@ -7,14 +7,11 @@
 
 #include "store/blob_codec.h"
 #include "store/postgres_store.h"
+#include "store/row_codec.h"
 #include "store/tool_calls_codec.h"
 
 namespace strata::store_internal {
 namespace {
-
-constexpr const char* kSegmentColumns =
-    "id, seq, position, kind, layer, state, hygiene, turn, tokens, pinned, ord, version, name, "
-    "tool_call_id, recall_id, duplicate_of, reasoning, tool_calls, content, content_hash, policy";
 
 // The upsert of one segment row: every column replaced when the id exists.
 std::string SegmentUpsert() {
@@ -215,25 +212,10 @@ StatusOr<std::string> PostgresStore::ReadContent(PgConnection& c, const PgResult
 
 StatusOr<std::string> PostgresStore::DecodeBlob(const std::string& hash, const PgResult& rows,
                                                 int row, int raw_size_col) {
-  if (rows.IsNull(row, raw_size_col)) {
-    return DataLossError("blob " + Hex(hash) + " is missing from " + target_);
-  }
-  if (rows.Int(row, raw_size_col) < 0) {
-    return DataLossError("blob " + Hex(hash) + " has a negative size " +
-                         rows.Text(row, raw_size_col));
-  }
-  size_t raw_size = static_cast<size_t>(rows.Int(row, raw_size_col));
-  auto codec = static_cast<BlobCodec>(rows.Int(row, raw_size_col + 1));
-  std::string data = rows.Bytes(row, raw_size_col + 2);
-  if (codec == BlobCodec::kRaw) {
-    if (data.size() != raw_size) return DataLossError("blob " + Hex(hash) + " has the wrong size");
-    return data;
-  }
-  if (codec != BlobCodec::kZstd) {
-    return DataLossError("blob " + Hex(hash) + " has unknown codec " +
-                         rows.Text(row, raw_size_col + 1));
-  }
-  return ZstdDecompress(data, raw_size);
+  std::optional<int64_t> raw_size;
+  if (!rows.IsNull(row, raw_size_col)) raw_size = rows.Int(row, raw_size_col);
+  return DecodeStoredBlob(hash, raw_size, rows.Int(row, raw_size_col + 1),
+                          rows.Bytes(row, raw_size_col + 2), target_);
 }
 
 Status PostgresStore::CollectBlobs(PgConnection& c, const std::set<std::string>& hashes) {
@@ -262,56 +244,15 @@ StatusOr<std::vector<Segment>> PostgresStore::ReadSegments(PgConnection& c, int6
                                   "ORDER BY layer, ord, position, seq";
   STRATA_ASSIGN_OR_RETURN(PgResult rows,
                           c.Exec(kSql.c_str(), PgParams().Int(agent), "reading segments"));
-  struct Column {
-    int index;
-    const char* name;
-    int64_t max;  // valid values: 0..max
-  };
-  static constexpr Column kColumns[] = {{1, "seq", INT64_MAX},
-                                        {3, "kind", static_cast<int>(SegmentKind::kSummary)},
-                                        {4, "layer", static_cast<int>(Layer::kHistory)},
-                                        {5, "state", static_cast<int>(SegmentState::kEvicted)},
-                                        {6, "hygiene", static_cast<int>(HygieneAction::kFolded)},
-                                        {8, "tokens", INT64_MAX}};
   std::vector<Segment> segments;
   for (int r = 0; r < rows.rows(); ++r) {
-    Segment s;
-    s.id = rows.Text(r, 0);
-    for (const Column& column : kColumns) {
-      const int64_t value = rows.Int(r, column.index);
-      if (value < 0 || value > column.max) {
-        return DataLossError("segment \"" + s.id + "\" of agent \"" + std::string(agent_id) +
-                             "\" in " + target_ + " is damaged: column " + column.name + " holds " +
-                             std::to_string(value) +
-                             "; restore the store from a backup or delete the agent");
-      }
-    }
-    s.seq = static_cast<uint64_t>(rows.Int(r, 1));
-    s.position = rows.Int(r, 2);
-    s.kind = static_cast<SegmentKind>(rows.Int(r, 3));
-    s.layer = static_cast<Layer>(rows.Int(r, 4));
-    s.state = static_cast<SegmentState>(rows.Int(r, 5));
-    s.hygiene = static_cast<HygieneAction>(rows.Int(r, 6));
-    s.turn = rows.Int(r, 7);
-    s.tokens = static_cast<size_t>(rows.Int(r, 8));
-    s.pinned = rows.Int(r, 9) != 0;
-    s.order = rows.Int(r, 10);
-    s.version = rows.Text(r, 11);
-    s.name = rows.Text(r, 12);
-    s.tool_call_id = rows.Text(r, 13);
-    s.recall_id = rows.Text(r, 14);
-    s.duplicate_of = rows.Text(r, 15);
-    s.reasoning = rows.Bytes(r, 16);
-    if (!DecodeToolCalls(rows.Bytes(r, 17), s.tool_calls)) {
-      return DataLossError("segment " + s.id + " of agent \"" + std::string(agent_id) +
-                           "\" has damaged tool calls in " + target_);
-    }
-    if (rows.IsNull(r, 19)) {
-      s.content = rows.Bytes(r, 18);
+    STRATA_ASSIGN_OR_RETURN(Segment s, DecodeSegmentRow(PgRow(rows, r), agent_id, target_));
+    if (rows.IsNull(r, kSegmentContentHashColumn)) {
+      s.content = rows.Bytes(r, kSegmentContentColumn);
     } else {
-      STRATA_ASSIGN_OR_RETURN(s.content, DecodeBlob(rows.Bytes(r, 19), rows, r, 21));
+      STRATA_ASSIGN_OR_RETURN(
+          s.content, DecodeBlob(rows.Bytes(r, kSegmentContentHashColumn), rows, r, 21));
     }
-    s.policy = rows.Text(r, 20);
     segments.push_back(std::move(s));
   }
   return segments;

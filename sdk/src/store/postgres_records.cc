@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "store/postgres_store.h"
+#include "store/row_codec.h"
 
 namespace strata::store_internal {
 
@@ -28,15 +29,12 @@ Status PostgresStore::AppendRequestIn(PgConnection& c, const RequestRecord& r) {
   p.Int(r.kv_cache_bytes).Text(r.finish_reason).Int(r.attempts).Int(r.http_status);
   p.Int(static_cast<int>(r.code)).Text(r.error).Text(r.degradation);
   p.Text(r.degradation_notes);
+  static const std::string kInsert =
+      std::string("INSERT INTO strata_requests(agent, ") + kRequestColumns +
+      ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
+      "$19, $20, $21, $22, $23)";
   return c
-      .Exec(
-          "INSERT INTO strata_requests(agent, request_id, pool, endpoint, model, "
-          "started_ms, input_tokens, cached_reported, cached_predicted, output_tokens, "
-          "reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, total_ms, "
-          "kv_cache_bytes, finish_reason, attempts, http_status, code, error, "
-          "degradation, degradation_notes) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-          "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)",
-          p, "writing a request record")
+      .Exec(kInsert.c_str(), p, "writing a request record")
       .status();
 }
 
@@ -48,46 +46,16 @@ StatusOr<std::vector<RequestRecord>> PostgresStore::RecentRequests(std::string_v
       [&](PgConnection& c) -> Status {
         records.clear();
         STRATA_ASSIGN_OR_RETURN(int64_t agent, AgentRow(c, agent_id));
-        STRATA_ASSIGN_OR_RETURN(
-            PgResult rows,
-            c.Exec("SELECT request_id, pool, endpoint, model, started_ms, input_tokens, "
-                   "cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
-                   "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, "
-                   "attempts, http_status, code, error, degradation, degradation_notes FROM "
-                   "strata_requests WHERE agent = $1 ORDER BY id DESC LIMIT $2",
-                   PgParams().Int(agent).Int(static_cast<int64_t>(limit)),
-                   "reading request records"));
+        static const std::string kSql = std::string("SELECT ") + kRequestColumns +
+                                        " FROM strata_requests WHERE agent = $1 ORDER BY id "
+                                        "DESC LIMIT $2";
+        STRATA_ASSIGN_OR_RETURN(PgResult rows,
+                                c.Exec(kSql.c_str(),
+                                       PgParams().Int(agent).Int(static_cast<int64_t>(limit)),
+                                       "reading request records"));
         for (int i = 0; i < rows.rows(); ++i) {
-          RequestRecord r;
-          r.agent_id = std::string(agent_id);
-          r.request_id = rows.Text(i, 0);
-          r.pool = rows.Text(i, 1);
-          r.endpoint = rows.Text(i, 2);
-          r.model = rows.Text(i, 3);
-          r.started_unix_ms = rows.Int(i, 4);
-          r.input_tokens = rows.Int(i, 5);
-          if (!rows.IsNull(i, 6)) r.cached_tokens_reported = rows.Int(i, 6);
-          r.cached_tokens_predicted = rows.Int(i, 7);
-          r.output_tokens = rows.Int(i, 8);
-          r.reasoning_tokens = rows.Int(i, 9);
-          r.queue_wait_ms = rows.Real(i, 10);
-          r.ttft_ms = rows.Real(i, 11);
-          r.decode_ms = rows.Real(i, 12);
-          r.total_ms = rows.Real(i, 13);
-          r.kv_cache_bytes = rows.Int(i, 14);
-          r.finish_reason = rows.Text(i, 15);
-          r.attempts = static_cast<int>(rows.Int(i, 16));
-          r.http_status = static_cast<int>(rows.Int(i, 17));
-          const int64_t code = rows.Int(i, 18);
-          if (code < 0 || code > static_cast<int>(StatusCode::kUnauthenticated)) {
-            return DataLossError("request record \"" + r.request_id + "\" of agent \"" +
-                                 std::string(agent_id) + "\" in " + target_ +
-                                 " is damaged: column code holds " + std::to_string(code));
-          }
-          r.code = static_cast<StatusCode>(code);
-          r.error = rows.Text(i, 19);
-          r.degradation = rows.Text(i, 20);
-          r.degradation_notes = rows.Text(i, 21);
+          STRATA_ASSIGN_OR_RETURN(RequestRecord r,
+                                  DecodeRequestRow(PgRow(rows, i), agent_id, target_));
           records.push_back(std::move(r));
         }
         return Status::Ok();

@@ -15,19 +15,6 @@ namespace {
 // host, so that hosts with skewed clocks agree on when a lease expired.
 constexpr const char* kDbNowMs = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
-class PostgresJournal final : public ContextJournal {
- public:
-  PostgresJournal(Store* store, std::string agent_id)
-      : store_(store), agent_id_(std::move(agent_id)) {}
-  Status Record(const ContextChange& change) override {
-    return store_->ApplyChange(agent_id_, change);
-  }
-
- private:
-  Store* const store_;
-  const std::string agent_id_;
-};
-
 Status Prefixed(const std::string& what, const Status& status) {
   if (status.ok()) return status;
   return Status(status.code(), what + ": " + status.message());
@@ -40,6 +27,7 @@ PostgresStore::PostgresStore(std::string conninfo, StoreOptions options)
       target_(RedactConninfo(conninfo_)),
       options_(std::move(options)),
       pool_(conninfo_, target_, options_.pool_size, options_.connect_timeout_ms),
+      journals_(this),
       leases_(options_.lease_owner.empty()
                   ? DefaultLeaseOwner(options_.clock != nullptr ? options_.clock : SystemClock())
                   : options_.lease_owner,
@@ -366,15 +354,7 @@ Status PostgresStore::ReplaceAgent(std::string_view from_id, std::string_view to
 }
 
 ContextJournal* PostgresStore::Journal(std::string_view agent_id) {
-  std::lock_guard<std::mutex> lock(journals_mu_);
-  auto it = journals_.find(agent_id);
-  if (it == journals_.end()) {
-    it = journals_
-             .emplace(std::string(agent_id),
-                      std::make_unique<PostgresJournal>(this, std::string(agent_id)))
-             .first;
-  }
-  return it->second.get();
+  return journals_.For(agent_id);
 }
 
 // ---- Leases ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "store/agent_journal.h"
 #include "store/lease_keeper.h"
 #include "store/postgres_connection.h"
 #include "strata/store.h"
@@ -141,11 +142,8 @@ class PostgresStore final : public Store {
   const std::string target_;  // conninfo_ without its password
   const StoreOptions options_;
   PgPool pool_;
+  AgentJournals journals_;
   LeaseKeeper leases_;
-
-  std::mutex journals_mu_;
-  std::map<std::string, std::unique_ptr<ContextJournal>, std::less<>>
-      journals_;  // guarded by journals_mu_
 };
 
 // The 64-bit key of the transaction-scoped advisory lock that guards blob `hash` (its first 8
