@@ -537,10 +537,14 @@ Status PostgresStore::CheckFiles() {
 }
 
 Status PostgresStore::Backup(const std::string& destination) {
-  return UnimplementedError("Backup to " + destination + ": a PostgreSQL store (" + target_ +
-                            ") is backed up with the server's tools: pg_dump --table='strata_*' "
-                            "for a logical copy, pg_basebackup or WAL archiving for a "
-                            "point-in-time one");
+  // A copy of the tables alone would miss what the server keeps beside them (roles, settings,
+  // WAL for point-in-time recovery): the server's own tools make a consistent backup.
+  return UnimplementedError(
+      "Backup to " + destination + ": strata does not copy a PostgreSQL store (" + target_ +
+      "), and wrote nothing; back it up with the server's tools: pg_dump --dbname='" + target_ +
+      "' --table='strata_*' --file='" + destination +
+      "' makes a consistent logical copy (restore it with psql into an empty database), "
+      "pg_basebackup or WAL archiving one for point-in-time recovery (docs/postgres.md, Tables)");
 }
 
 int64_t BlobLockKey(const std::string& hash) {

@@ -1,11 +1,14 @@
 // Tests of the PostgreSQL store that the conformance suite (the cases run for every backend in
 // sqlite_store_test.cc and context_store_test.cc) does not cover: its schema versions, its
 // connection handling and the errors of a bad URL.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include "store/postgres_connection.h"
 #include "store/postgres_schema.h"
 #include "strata/store.h"
+#include "store_test_util.h"
 #include "testing/postgres_testing.h"
 
 namespace strata {
@@ -15,6 +18,14 @@ ContextOptions Options(const std::string& id) {
   ContextOptions options;
   options.agent.id = id;
   return options;
+}
+
+// A request record of agent "a".
+RequestRecord Record(const std::string& request_id) {
+  RequestRecord r;
+  r.agent_id = "a";
+  r.request_id = request_id;
+  return r;
 }
 
 TEST_CASE("a PostgreSQL URL opens the PostgreSQL store and a path the SQLite one", "[store]") {
@@ -119,6 +130,66 @@ TEST_CASE("exclusive and max_pages are refused for a PostgreSQL store", "[store]
   options.exclusive = true;
   CHECK(OpenPostgresStore(url, options).status().code() == StatusCode::kInvalidArgument);
   CHECK(OpenStore(url, options).ok());  // the factory shares a database by design
+}
+
+TEST_CASE("Backup of a PostgreSQL store says how to back it up and writes nothing", "[store]") {
+  const std::string url = testing::SharedPostgres().NewDatabase();
+  auto store = OpenStore(url);
+  REQUIRE(store.ok());
+  testing::TempDir dir;
+  const std::string destination = dir.File("agents.sql");
+  Status status = (*store)->Backup(destination);
+  CHECK(status.code() == StatusCode::kUnimplemented);
+  CHECK_THAT(status.message(), Catch::Contains("pg_dump --dbname='" + url +
+                                               "' --table='strata_*' --file='" + destination + "'"));
+  CHECK_THAT(status.message(), Catch::Contains("wrote nothing"));
+  struct stat st;
+  CHECK(::stat(destination.c_str(), &st) != 0);
+}
+
+TEST_CASE("a PostgreSQL store dumped with the pg_dump command Backup names restores whole",
+          "[store]") {
+  testing::PostgresServer& server = testing::SharedPostgres();
+  const std::string url = server.NewDatabase();
+  {
+    auto store = OpenStore(url);
+    REQUIRE(store.ok());
+    auto context = CreateContext(**store, Options("a"));
+    REQUIRE(context.ok());
+    REQUIRE((*context)->SetSystemPrompt(std::string(5000, 's')).ok());  // a blob
+    REQUIRE((*context)->AppendUser("kept").ok());
+    REQUIRE((*store)->AppendRequest(Record("r1")).ok());
+  }
+  testing::TempDir dir;
+  const std::string dump = dir.File("agents.sql");
+  const std::string bin = testing::PostgresBinDir();
+  testing::CommandResult dumped =
+      testing::RunCommand(bin + "/pg_dump --dbname='" + url + "' --table='strata_*' --file='" +
+                          dump + "' 2>&1");
+  REQUIRE(dumped.exit_code == 0);
+  const std::string restored = server.NewDatabase();
+  testing::CommandResult loaded = testing::RunCommand(
+      bin + "/psql -v ON_ERROR_STOP=1 --quiet --dbname='" + restored + "' --file='" + dump +
+      "' 2>&1");
+  INFO(loaded.output);
+  REQUIRE(loaded.exit_code == 0);
+  auto original = OpenStore(url);
+  auto copy = OpenStore(restored);
+  REQUIRE(original.ok());
+  REQUIRE(copy.ok());
+  auto a = (*original)->LoadSnapshot("a");
+  auto b = (*copy)->LoadSnapshot("a");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(a->segments.size() == b->segments.size());
+  for (size_t i = 0; i < a->segments.size(); ++i) {
+    CHECK(a->segments[i].id == b->segments[i].id);
+    CHECK(a->segments[i].content == b->segments[i].content);
+  }
+  CHECK((*copy)->RecentRequests("a", 10)->size() == 1);
+  // The restored store keeps working: its sequences came with the dump.
+  CHECK((*copy)->AppendRequest(Record("r2")).ok());
+  CHECK((*copy)->RecentRequests("a", 10)->front().request_id == "r2");
 }
 
 // Cuts every connection of the store's database but the caller's (as a server restart or a
