@@ -9,6 +9,8 @@
 #include "store/postgres_schema.h"
 #include "strata/store.h"
 #include "store_test_util.h"
+#include "testing/commit_cut_proxy.h"
+#include "testing/fake_clock.h"
 #include "testing/postgres_testing.h"
 
 namespace strata {
@@ -228,6 +230,82 @@ TEST_CASE("a PostgreSQL connection the server cut is replaced and the call tried
   REQUIRE(snapshot->segments.size() == 1);
   CHECK(snapshot->segments[0].content == "kept");
   CHECK(snapshot->turn == 1);
+}
+
+// A store on a new database of the shared server, through `proxy`, holding agent "a"; Backoff
+// sleeps on `clock`.
+std::unique_ptr<Store> StoreThroughProxy(testing::CommitCutProxy& proxy, testing::FakeClock& clock,
+                                         std::string& direct_url) {
+  direct_url = testing::SharedPostgres().NewDatabase();
+  StoreOptions options;
+  options.clock = &clock;
+  options.pool_size = 1;
+  auto store = OpenStore(proxy.Url(direct_url.substr(direct_url.rfind('/') + 1)), options);
+  REQUIRE(store.ok());
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  return std::move(store).value();
+}
+
+// The request ids stored for agent "a", read without the proxy.
+std::vector<std::string> StoredRequests(const std::string& direct_url) {
+  auto store = OpenStore(direct_url);
+  REQUIRE(store.ok());
+  auto records = (*store)->RecentRequests("a", 100);
+  REQUIRE(records.ok());
+  std::vector<std::string> ids;
+  for (const RequestRecord& r : *records) ids.push_back(r.request_id);
+  return ids;
+}
+
+TEST_CASE("a write whose COMMIT answer is lost but which committed is reported as done, once",
+          "[store]") {
+  testing::CommitCutProxy proxy(testing::SharedPostgres().port());
+  testing::FakeClock clock;
+  std::string direct_url;
+  std::unique_ptr<Store> store = StoreThroughProxy(proxy, clock, direct_url);
+  const int connections = proxy.accepted();
+  proxy.Arm(testing::CommitCutProxy::Cut::kAfterCommit);
+  Status status = store->AppendRequest(Record("r1"));
+  CHECK(proxy.cuts() == 1);
+  // Asked on a new connection whether it committed: it did, so it is not written again.
+  CHECK(proxy.accepted() > connections);
+  REQUIRE(status.ok());
+  CHECK(StoredRequests(direct_url) == std::vector<std::string>{"r1"});
+}
+
+TEST_CASE("a write whose connection is lost before its COMMIT arrives is tried again, once",
+          "[store]") {
+  testing::CommitCutProxy proxy(testing::SharedPostgres().port());
+  testing::FakeClock clock;
+  std::string direct_url;
+  std::unique_ptr<Store> store = StoreThroughProxy(proxy, clock, direct_url);
+  proxy.Arm(testing::CommitCutProxy::Cut::kBeforeCommit);
+  Status status = store->AppendRequest(Record("r1"));
+  CHECK(proxy.cuts() == 1);
+  REQUIRE(status.ok());  // rolled back, as a new connection told: written again
+  CHECK(StoredRequests(direct_url) == std::vector<std::string>{"r1"});
+}
+
+TEST_CASE("a write lost during COMMIT is UNAVAILABLE only when no new connection can tell",
+          "[store]") {
+  testing::CommitCutProxy proxy(testing::SharedPostgres().port());
+  testing::FakeClock clock;
+  std::string direct_url;
+  std::unique_ptr<Store> store = StoreThroughProxy(proxy, clock, direct_url);
+  proxy.RefuseNew(true);  // the store's one connection stays; no new one gets through
+  proxy.Arm(testing::CommitCutProxy::Cut::kAfterCommit);
+  Status status = store->AppendRequest(Record("r1"));
+  CHECK(proxy.cuts() == 1);
+  CHECK(proxy.refused() >= 2);  // it tried, with backoff, to ask whether the write committed
+  CHECK(status.code() == StatusCode::kUnavailable);
+  CHECK_THAT(status.message(), Catch::Contains("whether the change committed could not be learned"));
+  CHECK_THAT(status.message(), Catch::Contains("reopen the context from the store"));
+  // It had committed: an unknown outcome, never a write reported lost that is there.
+  CHECK(StoredRequests(direct_url) == std::vector<std::string>{"r1"});
+  proxy.RefuseNew(false);
+  auto records = store->RecentRequests("a", 10);
+  REQUIRE(records.ok());
+  CHECK(records->size() == 1);
 }
 
 TEST_CASE("a stopped PostgreSQL server makes calls UNAVAILABLE and they succeed once it is back",
