@@ -106,6 +106,7 @@ struct Flags {
 struct SharedStoreFlags {
   int64_t lease_ttl_ms = 5000;
   int64_t owner_wait_ms = 10000;
+  int64_t idle_release_ms = 60000;
 } shared_store_flags;
 
 void DefineFlags(CLI::App& app, Flags& flags) {
@@ -126,6 +127,10 @@ void DefineFlags(CLI::App& app, Flags& flags) {
                  "shared store: how long a call waits for an agent another sidecar serves, then "
                  "UNAVAILABLE (default 10000)")
       ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
+  app.add_option("--idle-release-ms", shared_store_flags.idle_release_ms,
+                 "shared store: an agent unused this long is closed and its lease released, so "
+                 "another sidecar may serve it at once (0: never; default 60000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
   app.add_option("--store-sync", flags.store_sync,
                  "store durability: full (fsync per commit; default) or normal (survives "
                  "sidecar crashes; a power loss may lose the last calls)");
@@ -316,6 +321,7 @@ StatusOr<std::unique_ptr<sc::AgentRegistry>> OpenRegistry(const sc::SidecarConfi
   options.lease_wait = std::chrono::milliseconds(config.lease_wait_ms);
   options.lease_ttl_ms = shared_store_flags.lease_ttl_ms;
   options.owner_wait = std::chrono::milliseconds(shared_store_flags.owner_wait_ms);
+  options.idle_release = std::chrono::milliseconds(shared_store_flags.idle_release_ms);
   options.transport = pools;  // nullptr: an HTTP transport to --upstream
   return sc::AgentRegistry::Open(options);
 }

@@ -53,6 +53,13 @@ struct AgentLease::Entry {
   // open. Whoever then locks it looks the agent up again.
   bool deleted = false;
   std::atomic<uint64_t> last_used{0};  // the registry's use clock at the last lease
+  // RegistryOptions::clock, and its NowMicros() when the last lease of the agent began or ended
+  // (RegistryOptions::idle_release).
+  Clock* clock = nullptr;
+  std::atomic<int64_t> active_us{0};
+  void MarkActive() {
+    if (clock != nullptr) active_us = clock->NowMicros();
+  }
 };
 
 AgentLease::AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::timed_mutex> lock)
@@ -60,13 +67,19 @@ AgentLease::AgentLease(std::shared_ptr<Entry> entry, std::unique_lock<std::timed
 AgentLease::AgentLease(AgentLease&&) noexcept = default;
 AgentLease& AgentLease::operator=(AgentLease&& other) noexcept {
   if (this != &other) {
-    if (lock_.owns_lock()) lock_.unlock();
+    if (lock_.owns_lock()) {
+      entry_->MarkActive();
+      lock_.unlock();
+    }
     lock_ = std::move(other.lock_);
     entry_ = std::move(other.entry_);
   }
   return *this;
 }
-AgentLease::~AgentLease() = default;  // the lock is released before the entry reference
+AgentLease::~AgentLease() {
+  // The agent's idle time starts now; the lock is released before the entry reference.
+  if (lock_.owns_lock()) entry_->MarkActive();
+}
 Agent& AgentLease::agent() { return *entry_->agent; }
 const std::string& AgentLease::id() const { return entry_->local_id; }
 const std::string& AgentLease::stored_id() const { return entry_->stored_id; }
@@ -105,10 +118,24 @@ struct AgentRegistry::State {
   std::map<std::string, int64_t, std::less<>> pending;  // tenant -> agents being made (under mu)
   std::atomic<uint64_t> clock{0};                       // counts leases: Entry::last_used
   std::atomic<bool> waits_cancelled{false};  // CancelWaits(): waiting for a lease fails at once
+  Clock* time = nullptr;                     // options.clock, or SystemClock()
+  // The background thread that calls ReleaseIdle() (a shared store with idle_release > 0).
+  std::thread idle_releaser;
+  std::mutex idle_mu;
+  std::condition_variable idle_wake;
+  bool stopping = false;  // guarded by idle_mu: the registry is being destroyed
 };
 
 AgentRegistry::AgentRegistry(std::unique_ptr<State> state) : state_(std::move(state)) {}
 AgentRegistry::~AgentRegistry() {
+  if (state_->idle_releaser.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(state_->idle_mu);
+      state_->stopping = true;
+    }
+    state_->idle_wake.notify_all();
+    state_->idle_releaser.join();
+  }
   // Agents first: they write to the store until they are destroyed. Each entry's mutex is taken
   // after the registry's is released: the lock order is entry, then registry (Adopt, CloseIdle).
   std::map<std::string, std::shared_ptr<AgentLease::Entry>, std::less<>> entries;
@@ -153,7 +180,29 @@ StatusOr<std::unique_ptr<AgentRegistry>> AgentRegistry::Open(RegistryOptions opt
     if (slash != std::string::npos) ++state->agent_counts[id.substr(0, slash)];
   }
   state->options = std::move(options);
-  return std::unique_ptr<AgentRegistry>(new AgentRegistry(std::move(state)));
+  state->time = state->options.clock != nullptr ? state->options.clock : SystemClock();
+  std::unique_ptr<AgentRegistry> registry(new AgentRegistry(std::move(state)));
+  registry->StartIdleReleaser();
+  return registry;
+}
+
+void AgentRegistry::StartIdleReleaser() {
+  State& s = *state_;
+  const std::chrono::milliseconds idle = s.options.idle_release;
+  if (!shared_store() || idle.count() <= 0) return;
+  // Checked often enough that an agent is released within a quarter of the period (and a second)
+  // after it became idle.
+  const auto period =
+      std::clamp(idle / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  s.idle_releaser = std::thread([this, period] {
+    State& s = *state_;
+    std::unique_lock<std::mutex> lock(s.idle_mu);
+    while (!s.idle_wake.wait_for(lock, period, [&s] { return s.stopping; })) {
+      lock.unlock();
+      ReleaseIdle();
+      lock.lock();
+    }
+  });
 }
 
 Store& AgentRegistry::store() { return *state_->store; }
@@ -353,6 +402,38 @@ void AgentRegistry::CloseIdle(const AgentLease::Entry* keep) {
   for (const std::string& id : released) s.store->ReleaseLease(id).IgnoreError();
 }
 
+size_t AgentRegistry::ReleaseIdle() {
+  State& s = *state_;
+  if (!shared_store() || s.options.idle_release.count() <= 0) return 0;
+  const int64_t idle_us = s.options.idle_release.count() * 1000;
+  const int64_t now_us = s.time->NowMicros();
+  std::vector<std::unique_ptr<Agent>> closed;  // destroyed after the registry's mutex is released
+  std::vector<std::string> released;           // their leases, released after that
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (auto it = s.entries.begin(); it != s.entries.end();) {
+      const std::shared_ptr<AgentLease::Entry> entry = it->second;  // outlives agent_lock
+      if (now_us - entry->active_us.load() < idle_us) {
+        ++it;
+        continue;
+      }
+      // try_lock: never waits while holding the registry's mutex; a leased agent is not idle.
+      std::unique_lock<std::timed_mutex> agent_lock(entry->mu, std::try_to_lock);
+      if (!agent_lock.owns_lock() || entry->deleted || !entry->agent) {
+        ++it;
+        continue;
+      }
+      entry->deleted = true;
+      closed.push_back(std::move(entry->agent));
+      released.push_back(entry->stored_id);
+      it = s.entries.erase(it);
+    }
+  }
+  closed.clear();
+  for (const std::string& id : released) s.store->ReleaseLease(id).IgnoreError();
+  return released.size();
+}
+
 size_t AgentRegistry::OpenAgents() {
   std::lock_guard<std::mutex> lock(state_->mu);
   size_t n = 0;
@@ -405,6 +486,7 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
         entry = it->second;
       } else {
         entry = std::make_shared<AgentLease::Entry>();
+        entry->clock = s.time;
         entry->stored_id = stored_id;
         size_t slash = stored_id.find('/');
         entry->tenant = stored_id.substr(0, slash);
@@ -433,6 +515,7 @@ StatusOr<AgentLease> AgentRegistry::AcquireStored(const std::string& stored_id) 
       CloseIdle(entry.get());
     }
     entry->last_used = ++s.clock;
+    entry->MarkActive();
     return AgentLease(std::move(entry), std::move(agent_lock));
   }
   return NotFoundError("no agent \"" + stored_id.substr(stored_id.find('/') + 1) +
@@ -536,6 +619,7 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
                          "\"");
   }
   auto entry = std::make_shared<AgentLease::Entry>();
+  entry->clock = s.time;
   entry->stored_id = stored_id;
   entry->local_id = local;
   entry->tenant = tenant.name;
@@ -556,6 +640,7 @@ StatusOr<AgentLease> AgentRegistry::Adopt(const TenantConfig& tenant,
     stale->deleted = true;
   }
   entry->last_used = ++s.clock;
+  entry->MarkActive();
   CloseIdle(entry.get());
   return AgentLease(std::move(entry), std::move(agent_lock));
 }

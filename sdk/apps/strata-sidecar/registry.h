@@ -34,6 +34,7 @@
 
 #include "sidecar_config.h"
 #include "strata/agent.h"
+#include "strata/clock.h"
 #include "strata/status.h"
 #include "strata/store.h"
 #include "strata/transport.h"
@@ -71,6 +72,14 @@ struct RegistryOptions {
   // is released when that sidecar closes the agent or drains, or lapses when it dies), then
   // UNAVAILABLE naming that sidecar.
   std::chrono::milliseconds owner_wait{10000};
+  // A shared store: an open agent no call has used for this long is closed (it reopens from the
+  // store on its next call) and its lease released, so that another sidecar may serve it at once
+  // instead of waiting for this one (owner_wait). Timed on `clock` from the end of the agent's
+  // last call; checked by a background thread at least every second (and every
+  // idle_release / 4). 0: agents keep their lease while open (max_open_agents still closes them).
+  std::chrono::milliseconds idle_release{60000};
+  // The clock idle_release is timed on. nullptr: SystemClock(). Not owned.
+  Clock* clock = nullptr;
   // Called with the stored id just before an agent is made (tokenizer loaded, store written), with
   // none of the registry's locks held (tests: a creation that takes long). Empty: none.
   std::function<void(const std::string& stored_id)> before_create;
@@ -197,6 +206,10 @@ class AgentRegistry {
   int64_t CompletionsInFlight(const TenantConfig& tenant);
   // Agents open in memory now (at most max_open_agents, plus those leased at once).
   size_t OpenAgents();
+  // A shared store: closes the open agents no call has used for options().idle_release (on
+  // options().clock) and releases their leases; how many it closed. The registry's background
+  // thread calls it; an agent in use (leased) is never closed. 0 at once for a SQLite store.
+  size_t ReleaseIdle();
   // From now on, every call waiting for an agent's lease, and every later one that would have to
   // wait (the agent is leased), fails at once with UNAVAILABLE (the sidecar is shutting down).
   void CancelWaits();
@@ -222,6 +235,8 @@ class AgentRegistry {
   // (another sidecar took it over) the cached agent is stale and must be reopened.
   bool StillLeased(const std::string& stored_id);
   bool shared_store() const;
+  // Starts the thread that calls ReleaseIdle() (a shared store with idle_release > 0).
+  void StartIdleReleaser();
   // Closes least recently used idle agents beyond max_open_agents (never `keep`).
   void CloseIdle(const AgentLease::Entry* keep);
   std::unique_ptr<State> state_;

@@ -13,7 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "testing/fake_clock.h"
+#include "testing/postgres_testing.h"
 #include "testing/scripted_transport.h"
+#include "testing/status_testing.h"
+#include "testing/wait_for.h"
 
 namespace strata::sidecar {
 namespace {
@@ -496,6 +500,74 @@ TEST_CASE("registry: a slow creation blocks no other tenant's create or delete [
   CHECK(slow_created.ok());
   CHECK(registry.AgentCount(slow) == 1);
   CHECK(registry.AgentCount(other) == 1);
+}
+
+// Two registries on one PostgreSQL database, as two sidecars would be; the first times its
+// agents' idleness on a fake clock.
+TEST_CASE("registry: an agent idle for idle_release gives its lease up, so another sidecar serves it at once",
+          "[sidecar][registry]") {
+  const std::string url = testing::SharedPostgres().NewDatabase();
+  testing::FakeClock clock;
+  auto open = [&](Clock* idle_clock) {
+    RegistryOptions options;
+    options.store_path = url;
+    options.upstream = "http://127.0.0.1:9/v1";
+    options.owner_wait = std::chrono::milliseconds(0);  // a call for the other's agent fails at once
+    options.lease_ttl_ms = 600000;  // never lapses here: only a release frees an agent
+    options.idle_release = std::chrono::milliseconds(60000);
+    options.clock = idle_clock;
+    return testing::Must(AgentRegistry::Open(options));
+  };
+  std::unique_ptr<AgentRegistry> first = open(&clock);
+  std::unique_ptr<AgentRegistry> second = open(nullptr);
+  const TenantConfig t = Tenant("team");
+  REQUIRE(first->Create(t, "a1", first->DefaultConfig(t, "a1")).ok());
+
+  StatusOr<AgentLease> refused = second->Acquire(t, "a1");
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(refused.status().message(), Catch::Contains("is served by"));
+
+  // Used again before the period ends: the period starts over, and the agent stays.
+  clock.Advance(59'000'000);
+  CHECK(first->ReleaseIdle() == 0);
+  REQUIRE(first->Acquire(t, "a1").ok());
+  clock.Advance(59'000'000);
+  CHECK(first->ReleaseIdle() == 0);
+  CHECK(first->OpenAgents() == 1);
+  CHECK(second->Acquire(t, "a1").status().code() == StatusCode::kUnavailable);
+
+  // A call in progress keeps its agent however long it takes.
+  {
+    AgentLease in_use = testing::Must(first->Acquire(t, "a1"));
+    clock.Advance(120'000'000);
+    CHECK(first->ReleaseIdle() == 0);
+    CHECK(first->OpenAgents() == 1);
+  }
+
+  // Idle for the whole period: the first's background thread closes the agent and releases its
+  // lease (no call to the first needed), and the second serves it without waiting for the TTL.
+  clock.Advance(60'000'000);
+  REQUIRE(testing::WaitFor([&] { return first->OpenAgents() == 0; }));
+  AgentLease taken = testing::Must(second->Acquire(t, "a1"));
+  CHECK(taken.id() == "a1");
+  StatusOr<AgentLease> now_refused = first->Acquire(t, "a1");
+  CHECK(now_refused.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(now_refused.status().message(), Catch::Contains(second->store().lease_owner()));
+}
+
+TEST_CASE("registry: idle_release leaves a SQLite store's agents open", "[sidecar][registry]") {
+  testing::FakeClock clock;
+  RegistryOptions options;
+  options.store_path = TempStore("idle.db");
+  options.upstream = "http://127.0.0.1:9/v1";
+  options.idle_release = std::chrono::milliseconds(1000);
+  options.clock = &clock;
+  std::unique_ptr<AgentRegistry> registry = testing::Must(AgentRegistry::Open(options));
+  const TenantConfig t = Tenant("team");
+  REQUIRE(registry->Create(t, "a1", registry->DefaultConfig(t, "a1")).ok());
+  clock.Advance(10'000'000);
+  CHECK(registry->ReleaseIdle() == 0);  // the sidecar's alone: nobody else could serve it
+  CHECK(registry->OpenAgents() == 1);
 }
 
 }  // namespace
