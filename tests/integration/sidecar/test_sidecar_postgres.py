@@ -92,12 +92,17 @@ def start_shared(tmp_path, sidecars, postgres, sim, extra=(), ttl_ms=TTL_MS):
 
 @pytest.fixture
 def shared(tmp_path, postgres, start_sim):
+    """Starts sidecars on one database and one strata-sim; `start.request_log` is the file where
+    strata-sim writes every request body it receives (--request-log), one JSON line each."""
     sidecars = []
-    sim = start_sim(None, ["--output-tokens", "10", "--decode-us", "20000"])
+    request_log = tmp_path / "upstream-requests.jsonl"
+    sim = start_sim(None, ["--output-tokens", "10", "--decode-us", "20000", "--request-log",
+                           str(request_log)])
 
     def start(extra=(), ttl_ms=TTL_MS):
         return start_shared(tmp_path, sidecars, postgres, sim, extra, ttl_ms)
 
+    start.request_log = request_log
     yield start
     for sidecar in sidecars:
         sidecar.close()
@@ -137,6 +142,41 @@ def test_an_agent_served_elsewhere_waits_then_names_its_server_and_drain_hands_i
     assert user_messages(second.stub(), "a") == ["served by the first", "served by the second"]
 
 
+def upstream_bodies(request_log: pathlib.Path):
+    """The chat completion bodies strata-sim received, in order."""
+    if not request_log.exists():
+        return []
+    return [json.loads(line)["body"] for line in request_log.read_text().splitlines()
+            if line.strip()]
+
+
+def last_user_message(body: str):
+    messages = json.loads(body)["messages"]
+    return messages[-1]["content"] if messages and messages[-1]["role"] == "user" else None
+
+
+def upstream_body_ending_with(request_log: pathlib.Path, user_message: str) -> str:
+    """The last body strata-sim received whose last message is `user_message` (it logs a request
+    as it answers, so the line may follow the answer by a moment)."""
+    deadline = time.time() + 30
+    while True:
+        found = [b for b in upstream_bodies(request_log) if last_user_message(b) == user_message]
+        if found:
+            return found[-1]
+        assert time.time() < deadline, f"strata-sim logged no request ending with {user_message!r}"
+        time.sleep(0.01)
+
+
+def up_to_last_message(body: str) -> str:
+    """`body`'s bytes up to the end of its last message: what the next turn's request must start
+    with (it only appends messages, so a prefix cache keeps every token of it)."""
+    start = body.index('"messages":') + len('"messages":')
+    start += len(body[start:]) - len(body[start:].lstrip())
+    _, end = json.JSONDecoder().raw_decode(body, start)
+    assert body[end - 1] == "]"
+    return body[:end - 1]
+
+
 def test_sigkill_of_the_serving_sidecar_mid_turn_loses_no_acknowledged_turn(shared):
     serving, other = shared(), shared()
     serving.stub().CreateAgent(pb.CreateAgentRequest(agent_id="k"))
@@ -156,6 +196,12 @@ def test_sigkill_of_the_serving_sidecar_mid_turn_loses_no_acknowledged_turn(shar
         after = f"after kill {round_}"
         complete(other.stub(), "k", after)
         acknowledged.append(after)
+        # The taking-over sidecar renders the agent exactly as the killed one did: its first
+        # upstream request starts with the bytes of the last acknowledged one, so the model
+        # server's prefix cache keeps serving the conversation.
+        previous = upstream_body_ending_with(shared.request_log, message)
+        taken_over = upstream_body_ending_with(shared.request_log, after)
+        assert taken_over.startswith(up_to_last_message(previous)), (previous, taken_over)
         stored = user_messages(other.stub(), "k")
         assert len(stored) == len(set(stored)), stored  # none twice
         assert [m for m in stored if not m.startswith("in flight")] == acknowledged
