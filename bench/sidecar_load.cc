@@ -15,10 +15,13 @@
 // (the sidecar's --store-sync; a fresh sidecar and store each), after one direct run.
 // --soak-minutes N then repeats the gRPC load on the last sidecar (the same agents deleted and
 // created again each round) for N minutes and prints the time and the RSS after each round.
+// --shared-store URL (a postgresql:// database) then runs the gRPC way on that one database
+// twice, side by side: with one sidecar, then with two (agent a served by sidecar a % 2, as a
+// load balancer hashing on the agent would route it; new agents each time).
 //
 //   sidecar_load [--agents 200] [--turns 30] [--concurrency 32] [--modes direct,grpc,proxy]
-//                [--store-sync full] [--soak-minutes 0] [--json FILE] [--sim PATH]
-//                [--sidecar PATH]
+//                [--store-sync full] [--soak-minutes 0] [--shared-store URL] [--json FILE]
+//                [--sim PATH] [--sidecar PATH]
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -64,6 +67,7 @@ struct Options {
   std::string modes = "direct,grpc,proxy";
   double soak_minutes = 0;
   std::vector<std::string> store_syncs = {"full"};  // the sidecars' --store-sync, in order
+  std::string shared_store;                         // --shared-store: a postgresql:// URL
   std::string json_path;
   std::string sim = STRATA_SIM_PATH;
   std::string sidecar = STRATA_SIDECAR_PATH;
@@ -468,6 +472,61 @@ void Print(const json& s) {
 
 }  // namespace
 
+// A sidecar process on `store`, started and listening (gRPC only); `address` is its HOST:PORT.
+std::unique_ptr<Child> StartSidecar(const Options& o, const std::string& dir,
+                                    const std::string& upstream, const std::string& store,
+                                    const std::string& name, std::string& address) {
+  auto sidecar = std::make_unique<Child>(
+      std::vector<std::string>{o.sidecar, "--config", dir + "/sidecar.json", "--grpc-listen",
+                               "127.0.0.1:0", "--store", store, "--upstream", upstream},
+      dir + "/" + name + ".log");
+  address = sidecar->WaitForLine("grpc listening on ", std::chrono::seconds(30));
+  if (address.empty()) Die("strata-sidecar did not start (log: " + dir + "/" + name + ".log)");
+  return sidecar;
+}
+
+// --shared-store: the gRPC way with 1, then 2 sidecars on one database (see the file comment).
+void RunSharedStore(const Options& o, const std::string& dir, const std::string& upstream,
+                    Child& sim, const RunResult* direct, json& report) {
+  for (int n = 1; n <= 2; ++n) {
+    std::vector<std::unique_ptr<Child>> sidecars;
+    std::vector<std::vector<std::unique_ptr<strata::v1::ContextService::Stub>>> stubs(n);
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    for (int i = 0; i < n; ++i) {
+      std::string address;
+      sidecars.push_back(StartSidecar(o, dir, upstream, o.shared_store,
+                                      "shared-" + std::to_string(n) + "-" + std::to_string(i),
+                                      address));
+      for (int t = 0; t < o.concurrency; ++t) {
+        grpc::ChannelArguments args;
+        args.SetInt("grpc.channel_id", t);
+        channels.push_back(
+            grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+        stubs[i].push_back(strata::v1::ContextService::NewStub(channels.back()));
+      }
+    }
+    auto cpu = [&] {
+      double total = 0;
+      for (const auto& sidecar : sidecars) total += sidecar->CpuMs();
+      return total;
+    };
+    const std::string mode = "grpc/pg x" + std::to_string(n);
+    const double sidecar_cpu = cpu(), sim_cpu = sim.CpuMs();
+    RunResult r = RunAgents(mode, o, [&](int a, std::vector<Sample>* s, std::string* e) {
+      auto* stub = stubs[static_cast<size_t>(a % n)][static_cast<size_t>(a % o.concurrency)].get();
+      GrpcAgent(stub, "pg" + std::to_string(n) + "-" + std::to_string(a), a, o, s, e);
+    });
+    r.sidecar_cpu_ms = std::max(1e-3, cpu() - sidecar_cpu);
+    r.sim_cpu_ms = sim.CpuMs() - sim_cpu;
+    json summary = Summary(r, direct);
+    summary["sidecars"] = n;
+    summary["store"] = "postgresql";
+    Print(summary);
+    report["runs"].push_back(summary);
+    for (auto& sidecar : sidecars) sidecar->Stop();
+  }
+}
+
 int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -496,6 +555,8 @@ int main(int argc, char** argv) {
       if (o.store_syncs.empty()) Die("--store-sync needs full, normal or full,normal");
     } else if (a == "--soak-minutes") {
       o.soak_minutes = std::stod(value());
+    } else if (a == "--shared-store") {
+      o.shared_store = value();
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "--sim") {
@@ -504,7 +565,7 @@ int main(int argc, char** argv) {
       o.sidecar = value();
     } else {
       Die("unknown flag " + a +
-          " (known: --agents --turns --concurrency --modes --store-sync --soak-minutes --json "
+          " (known: --agents --turns --concurrency --modes --store-sync --soak-minutes --shared-store --json "
           "--sim --sidecar)");
     }
   }
@@ -699,6 +760,10 @@ int main(int argc, char** argv) {
     sidecar.Stop();
   }
 
+  if (!o.shared_store.empty()) {
+    RunSharedStore(o, dir, "http://" + sim_host + ":" + std::to_string(sim_port) + "/v1", sim,
+                   have_direct ? &direct : nullptr, report);
+  }
   if (!o.json_path.empty()) std::ofstream(o.json_path) << report.dump(2) << "\n";
   sim.Stop();
   std::error_code ignored;
