@@ -514,7 +514,10 @@ void RunSharedStore(const Options& o, const std::string& dir, const std::string&
     const double sidecar_cpu = cpu(), sim_cpu = sim.CpuMs();
     RunResult r = RunAgents(mode, o, [&](int a, std::vector<Sample>* s, std::string* e) {
       auto* stub = stubs[static_cast<size_t>(a % n)][static_cast<size_t>(a % o.concurrency)].get();
-      GrpcAgent(stub, "pg" + std::to_string(n) + "-" + std::to_string(a), a, o, s, e);
+      // The process id in the agent ids: a database kept from an earlier run holds its agents.
+      GrpcAgent(stub, "pg" + std::to_string(::getpid()) + "x" + std::to_string(n) + "-" +
+                          std::to_string(a),
+                a, o, s, e);
     });
     r.sidecar_cpu_ms = std::max(1e-3, cpu() - sidecar_cpu);
     r.sim_cpu_ms = sim.CpuMs() - sim_cpu;
