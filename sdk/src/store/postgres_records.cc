@@ -27,15 +27,15 @@ Status PostgresStore::AppendRequestIn(PgConnection& c, const RequestRecord& r) {
   p.Real(r.queue_wait_ms).Real(r.ttft_ms).Real(r.decode_ms).Real(r.total_ms);
   p.Int(r.kv_cache_bytes).Text(r.finish_reason).Int(r.attempts).Int(r.http_status);
   p.Int(static_cast<int>(r.code)).Text(r.error).Text(r.degradation);
-  p.Text(r.degradation_notes);
+  p.Text(r.degradation_notes).Text(r.purpose);
   return c
       .Exec(
           "INSERT INTO strata_requests(agent, request_id, pool, endpoint, model, "
           "started_ms, input_tokens, cached_reported, cached_predicted, output_tokens, "
           "reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, total_ms, "
           "kv_cache_bytes, finish_reason, attempts, http_status, code, error, "
-          "degradation, degradation_notes) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-          "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)",
+          "degradation, degradation_notes, purpose) VALUES($1, $2, $3, $4, $5, $6, $7, $8, "
+          "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)",
           p, "writing a request record")
       .status();
 }
@@ -53,8 +53,8 @@ StatusOr<std::vector<RequestRecord>> PostgresStore::RecentRequests(std::string_v
             c.Exec("SELECT request_id, pool, endpoint, model, started_ms, input_tokens, "
                    "cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
                    "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, "
-                   "attempts, http_status, code, error, degradation, degradation_notes FROM "
-                   "strata_requests WHERE agent = $1 ORDER BY id DESC LIMIT $2",
+                   "attempts, http_status, code, error, degradation, degradation_notes, purpose "
+                   "FROM strata_requests WHERE agent = $1 ORDER BY id DESC LIMIT $2",
                    PgParams().Int(agent).Int(static_cast<int64_t>(limit)),
                    "reading request records"));
         for (int i = 0; i < rows.rows(); ++i) {
@@ -88,6 +88,7 @@ StatusOr<std::vector<RequestRecord>> PostgresStore::RecentRequests(std::string_v
           r.error = rows.Text(i, 19);
           r.degradation = rows.Text(i, 20);
           r.degradation_notes = rows.Text(i, 21);
+          r.purpose = rows.Text(i, 22);
           records.push_back(std::move(r));
         }
         return Status::Ok();

@@ -398,9 +398,9 @@ class SqliteStore final : public Store {
               "input_tokens, cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
               "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, "
               "attempts, "
-              "http_status, code, error, degradation, degradation_notes) VALUES(?1, ?2, ?3, ?4, "
-              "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-              "?22, ?23)"));
+              "http_status, code, error, degradation, degradation_notes, purpose) VALUES(?1, ?2, ?3, "
+              "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
+              "?21, ?22, ?23, ?24)"));
       insert.Int(1, agent).Text(2, r.request_id).Text(3, r.pool).Text(4, r.endpoint);
       insert.Text(5, r.model).Int(6, r.started_unix_ms).Int(7, r.input_tokens);
       if (r.cached_tokens_reported) {
@@ -413,6 +413,7 @@ class SqliteStore final : public Store {
       insert.Real(15, r.total_ms).Int(16, r.kv_cache_bytes).Text(17, r.finish_reason);
       insert.Int(18, r.attempts).Int(19, r.http_status).Int(20, static_cast<int>(r.code));
       insert.Text(21, r.error).Text(22, r.degradation).Text(23, r.degradation_notes);
+      insert.Text(24, r.purpose);
       int rc = insert.Step();
       if (rc != SQLITE_DONE) return Error(rc, "writing a request record");
       return Status::Ok();
@@ -429,7 +430,7 @@ class SqliteStore final : public Store {
             "cached_predicted, output_tokens, reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, "
             "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error, "
             "degradation, "
-            "degradation_notes FROM "
+            "degradation_notes, purpose FROM "
             "requests "
             "WHERE agent = ?1 ORDER BY id DESC LIMIT ?2"));
     select.Int(1, agent).Int(2, static_cast<int64_t>(limit));
@@ -467,6 +468,7 @@ class SqliteStore final : public Store {
       r.error = select.ColText(19);
       r.degradation = select.ColText(20);
       r.degradation_notes = select.ColText(21);
+      r.purpose = select.ColText(22);
       records.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return Error(rc, "reading request records");
