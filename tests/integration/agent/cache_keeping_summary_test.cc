@@ -116,7 +116,10 @@ TEST_CASE("a cache-keeping summary continues the agent's last request and is ser
   // (the last one, with the generation prompt the continuation replaces).
   const int64_t block = 16;
   CHECK(summary.cached_tokens >= previous.prompt_tokens - block);
-  CHECK(summary.prompt_tokens - summary.cached_tokens < 300);  // the instruction, not the span
+  // Uncached: the instruction (its recall ids included), a tenth of the previous prompt at most.
+  INFO("previous prompt " << previous.prompt_tokens << ", summary prompt " << summary.prompt_tokens
+                          << ", cached " << summary.cached_tokens);
+  CHECK(summary.prompt_tokens - summary.cached_tokens < previous.prompt_tokens / 10);
 
   REQUIRE(turn.compaction_requests.size() == 1);
   const RequestRecord& record = turn.compaction_requests[0];
