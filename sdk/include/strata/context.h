@@ -214,7 +214,8 @@ struct BuildOptions {
   // Names must not be "model", "tools" or "messages".
   std::vector<std::pair<std::string, std::string>> extra_fields;
   // The previous request of the agent building, handed to its policy's summarizer if this build
-  // compacts (CompactionInput::summary_request). Not owned; must outlive Build(). nullptr: none.
+  // compacts (CompactionInput::summary_request). Not owned; must outlive Build(). Default nullptr
+  // (none).
   const SummaryRequestContext* summary_request = nullptr;
 };
 
