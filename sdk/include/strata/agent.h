@@ -284,8 +284,8 @@ struct Turn {
   // The compaction of this build: at most one report (the rounds of one Build() are merged).
   std::vector<CompactionReport> compactions;
   // The requests its summarizer sent for that compaction (RequestRecord::purpose "compaction";
-  // MakeLlmSummarizer's cache-keeping mode), stored with the turn's record. Their tokens are part
-  // of the turn's cost. Empty normally.
+  // MakeLlmSummarizer's cache-keeping mode), stored with the turn's record: what the turn cost is
+  // their tokens and the record's. Empty when no such request was sent.
   std::vector<RequestRecord> compaction_requests;
   // The request reused less than the previous one: every cause, e.g. "doc version change (v1 ->
   // v2)" and "compaction", joined in prefix_break->reason and listed in break_causes.
