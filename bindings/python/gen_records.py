@@ -183,6 +183,8 @@ def fields_of(spec: Spec) -> List[Field]:
             if t in ("int", "float") and re.match(r"^-?[0-9.]+$", member.initializer):
                 default = repr(float(member.initializer)) if t == "float" else \
                     str(int(member.initializer))
+            if t == "str" and re.match(r'^"[^"\\]*"$', member.initializer):
+                default = member.initializer  # the JSON leaves the default out (e.g. purpose)
         out.append(Field(key, t, default, member.doc))
     out += [Field(k, t, d, doc) for k, t, d, doc in spec.extra]
     return out

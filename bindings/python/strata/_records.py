@@ -78,6 +78,9 @@ class RequestRecord(_Record):
     endpoint: str = _absent("")
     #: the request's model field
     model: str = _absent("")
+    #: Why it was sent: "turn" (an agent's or client's request) or "compaction" (a summarizer's
+    #: request for a summary, e.g. MakeLlmSummarizer's cache-keeping one). Default "turn".
+    purpose: str = _absent("turn")
     #: wall-clock start, milliseconds since the Unix epoch
     started_unix_ms: int = _absent(0)
     #: prompt tokens as reported by the server (else as counted by strata)
@@ -183,6 +186,9 @@ class CompactionReport(_Record):
     #: "name@version" of the Summarizer that wrote its summaries (SummaryEdit::summarizer; several
     #: distinct ones joined by ", "); "" when it wrote none.
     summarizer: str = _absent("")
+    #: How its summaries were asked for (SummaryEdit::summary_request; several distinct ones joined
+    #: by "; "); "" when none says.
+    summary_request: str = _absent("")
     #: Compaction rounds Context::Build() needed for this request (1 usually; see
     #: docs/compaction.md for the bound).
     rounds: int = _absent(1)

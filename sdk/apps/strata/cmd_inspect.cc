@@ -156,7 +156,7 @@ void ShowAgent(Store& store, const InspectArgs& args) {
               << r.total_ms << "  "
               << (r.code == StatusCode::kOk ? r.finish_reason
                                             : StatusCodeName(r.code) + ": " + r.error)
-              << "\n";
+              << (r.purpose == "turn" ? "" : " (" + r.purpose + ")") << "\n";
   }
 }
 

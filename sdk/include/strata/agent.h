@@ -283,6 +283,10 @@ struct Turn {
   std::string assistant_segment_id;  // the segment the answer was appended as
   // The compaction of this build: at most one report (the rounds of one Build() are merged).
   std::vector<CompactionReport> compactions;
+  // The requests its summarizer sent for that compaction (RequestRecord::purpose "compaction";
+  // MakeLlmSummarizer's cache-keeping mode), stored with the turn's record: what the turn cost is
+  // their tokens and the record's. Empty when no such request was sent.
+  std::vector<RequestRecord> compaction_requests;
   // The request reused less than the previous one: every cause, e.g. "doc version change (v1 ->
   // v2)" and "compaction", joined in prefix_break->reason and listed in break_causes.
   std::optional<PrefixBreakEvent> prefix_break;

@@ -49,6 +49,14 @@ namespace strata {
 
 class Transport;  // strata/transport.h
 
+// A summary and how it was asked for (Summarizer::SummarizeFor).
+struct SummaryResult {
+  std::string text;  // the summary
+  // How it was asked for, for the compaction report (SummaryEdit::summary_request): e.g.
+  // "cache-keeping", or "transcript (cache-keeping not used: ...)" saying why; "" says nothing.
+  std::string request;
+};
+
 // Turns a span of history into one summary text.
 class Summarizer {
  public:
@@ -59,6 +67,12 @@ class Summarizer {
   // counted with `tokenizer`.
   virtual StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t max_tokens,
                                           const Tokenizer& tokenizer) = 0;
+  // The same, given the request the compacting agent sent last (`previous`, nullptr when there is
+  // none: see SummaryRequestContext), and saying how the summary was asked for. The policies call
+  // this one. Default: Summarize(), request "".
+  virtual StatusOr<SummaryResult> SummarizeFor(const std::vector<const Segment*>& span,
+                                               size_t max_tokens, const Tokenizer& tokenizer,
+                                               const SummaryRequestContext* previous);
 };
 
 // Deterministic extractive summary: the user requests, the assistant's stated decisions, every
@@ -74,10 +88,23 @@ struct LlmSummarizerOptions {
   std::chrono::milliseconds deadline{60000};  // per attempt
   // Instruction placed before the span. Default: keep decisions, file paths, errors and open tasks.
   std::string instruction;
+  // Cache-keeping mode: when the compacting agent passes its last request (an Agent does on every
+  // turn; SummaryRequestContext) and it went to this summarizer's endpoint, the summary request is
+  // that request's bytes up to the end of its messages, then one user message naming the span (by
+  // position and recall ids) and the budget, then its own fields (max_tokens, stream false): same
+  // model, cached prefix, cache_salt and headers, so the server prefills only the instruction.
+  // `model` is then not used (the server's cache is the agent's model's). Its RequestRecord has
+  // purpose "compaction" and goes to SummaryRequestContext::records. Otherwise, or when its answer
+  // fails validation, the transcript request below; the compaction report says which and why
+  // (CompactionReport::summary_request). Default true.
+  bool keep_cache = true;
 };
 
-// Summarizes through `transport` (not owned; must outlive the summarizer). Each answer is
-// validated (non-empty, within max_tokens, valid UTF-8); after `attempts` failures the extractive
+// Summarizes through `transport` (not owned; must outlive the summarizer): with keep_cache (see
+// LlmSummarizerOptions) as a continuation of the agent's last request, else as a new request (the
+// instruction and a transcript of the span, to `model`). Each answer is validated (non-empty,
+// within max_tokens, not cut off; a cache-keeping answer also keeps the recall ids of the span it
+// does not mention, listed after it, within max_tokens); after `attempts` failures the extractive
 // summary is used instead, so compaction never fails because the summarizer did.
 std::unique_ptr<Summarizer> MakeLlmSummarizer(Transport* transport, LlmSummarizerOptions options = {});
 

@@ -29,8 +29,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "strata/record.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
@@ -59,6 +62,10 @@ struct SummaryEdit {
   // summary segment's `name` and in the report. "" when the policy wrote it itself. (Initialized
   // so that {replaces, content} stays a complete aggregate initializer under -Wextra.)
   std::string summarizer = {};
+  // How the summarizer asked for it (SummaryResult::request): "cache-keeping" (the agent's last
+  // request plus one instruction), "transcript (...)" or "extractive (...)" with why the
+  // cache-keeping request was not used; "" when the summarizer does not say.
+  std::string summary_request = {};
 };
 
 // One edit a cost-aware policy considered, with what it would save and cost (see
@@ -127,6 +134,9 @@ struct CompactionReport {
   // "name@version" of the Summarizer that wrote its summaries (SummaryEdit::summarizer; several
   // distinct ones joined by ", "); "" when it wrote none.
   std::string summarizer;
+  // How its summaries were asked for (SummaryEdit::summary_request; several distinct ones joined
+  // by "; "); "" when none says.
+  std::string summary_request;
   // Compaction rounds Context::Build() needed for this request (1 usually; see docs/compaction.md
   // for the bound).
   size_t rounds = 1;
@@ -137,9 +147,29 @@ struct CompactionReport {
 
 // The report as a compact JSON object (keys: policy, reason, turn, tokens_before, tokens_after,
 // boundary, invalidated_tokens, masked, evicted, summarized, reasoning_dropped, rounds, summarizer
-// when a summarizer wrote a summary, and when the policy explained its choice, expected_saving and
+// when a summarizer wrote a summary, summary_request when it said how it asked for it, and when the policy explained its choice, expected_saving and
 // invalidation_cost): the payload of the store's "compaction" events and of `strata replay` stats.
 std::string CompactionReportJson(const CompactionReport& report);
+
+// The request an agent last sent, for a summarizer that asks the same server for a summary as a
+// continuation of it: that request's bytes, then one instruction message, so that the server
+// serves the whole request from its prefix cache (MakeLlmSummarizer's cache-keeping mode,
+// strata/builtin_policies.h). strata::Agent passes one with each turn's build
+// (BuildOptions::summary_request); nothing else does. Every field describes the previous request.
+struct SummaryRequestContext {
+  std::string_view body;  // its body as sent (canonical JSON); "" when there was none
+  std::string endpoint;   // Transport::Endpoint() it was sent to
+  // Its call headers (e.g. the prefix-hash header a PoolSet routes by), sent again.
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string agent_id;    // the agent it was sent for
+  std::string request_id;  // the id to send the summary request with
+  // Prompt tokens the server holds cached from it (full blocks): the summary request's predicted
+  // cached tokens.
+  int64_t cached_tokens_predicted = 0;
+  // Where the summary request's RequestRecord (purpose "compaction") goes; not owned; nullptr:
+  // nowhere.
+  RecordSink* records = nullptr;
+};
 
 // What a policy sees. Token figures are the context's own counts (its tokenizer plus
 // message_overhead_tokens per message).
@@ -159,6 +189,9 @@ struct CompactionInput {
   // policy then only acts when the request is still above the limit, see docs/compaction.md).
   size_t round = 0;
   const Tokenizer* tokenizer = nullptr;  // the context's tokenizer; not owned
+  // The previous request of the agent building (BuildOptions::summary_request), for the
+  // summarizer; not owned; nullptr when there is none.
+  const SummaryRequestContext* summary_request = nullptr;
   // Bytes of each history segment's original (parallel to `history`): what the tool returned before
   // append-time hygiene truncated, folded or deduplicated it, when the context keeps originals
   // (ContextOptions::keep_originals). Empty, or 0 for an entry: its rendered content is all there is.

@@ -213,6 +213,10 @@ struct BuildOptions {
   // in the given order, canonicalized. E.g. {"max_completion_tokens", "4096"}, {"stream", "true"}.
   // Names must not be "model", "tools" or "messages".
   std::vector<std::pair<std::string, std::string>> extra_fields;
+  // The previous request of the agent building, handed to its policy's summarizer if this build
+  // compacts (CompactionInput::summary_request). Not owned; must outlive Build(). Default nullptr
+  // (none).
+  const SummaryRequestContext* summary_request = nullptr;
 };
 
 // The size of one layer.

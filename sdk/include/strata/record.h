@@ -28,6 +28,9 @@ struct RequestRecord {
   std::string pool;        // length pool the request was admitted to; "" when not scheduled
   std::string endpoint;    // base URL or gRPC target
   std::string model;  // the request's model field
+  // Why it was sent: "turn" (an agent's or client's request) or "compaction" (a summarizer's
+  // request for a summary, e.g. MakeLlmSummarizer's cache-keeping one). Default "turn".
+  std::string purpose = "turn";
   int64_t started_unix_ms = 0;  // wall-clock start, milliseconds since the Unix epoch
 
   int64_t input_tokens = 0;  // prompt tokens as reported by the server (else as counted by strata)

@@ -12,6 +12,8 @@
 //   agent_predict.cc  what the next request would be, without sending it (PredictCachedTokens,
 //                     PreviewRequest, InputTokens)
 //   agent_fork.cc     Fork and Join
+//   agent_summary.cc  the last request a cache-keeping summary continues, and the sink of the
+//                     summary request's record
 // The writes of a turn are collected and committed by agent/turn_batch.h. Every Impl member is
 // used with mu_ held by the public method that called it.
 #ifndef STRATA_AGENT_AGENT_IMPL_H_
@@ -157,6 +159,34 @@ class Agent::Impl {
   // Agent::Run's loop, with max_turns checked.
   StatusOr<RunResult> RunLocked(std::string user_message, const RunOptions& options);
 
+  // ---------------------------------------------------------------------------- summaries
+  // (agent_summary.cc)
+
+  // The request this agent's own turn sent last: what MakeLlmSummarizer's cache-keeping mode
+  // continues (SummaryRequestContext). Empty after Create and Open.
+  struct LastRequest {
+    std::string body;         // as sent
+    std::string prefix_hash;  // its stable prefix's hash (the PoolSet affinity header)
+    int64_t cached_tokens = 0;  // tokens of its full blocks: what the server holds cached
+  };
+  // Takes a summary request's record (purpose "compaction") into the turn and its writes. Used on
+  // the turn's thread only.
+  class CompactionRecords final : public RecordSink {
+   public:
+    CompactionRecords(agent_internal::TurnBatch* batch, Turn* turn) : batch_(batch), turn_(turn) {}
+    Status Write(const RequestRecord& record) override;
+
+   private:
+    agent_internal::TurnBatch* batch_;
+    Turn* turn_;
+  };
+  // The previous request for this turn's build, a summary request id made from the turn's, and
+  // where its records go.
+  SummaryRequestContext PreviousRequest(const std::string& turn_request_id,
+                                        RecordSink* records) const;
+  // After a turn sent its own request (`body`): keeps it as the last request.
+  void KeepLastRequest(const turn_internal::TurnRun& run, const std::string& body);
+
   // ---------------------------------------------------------------------------- tools and recall
   // (agent_tools.cc)
 
@@ -237,6 +267,7 @@ class Agent::Impl {
 
   // The previous request, to explain a prefix break.
   turn_internal::PrefixReference reference_;
+  LastRequest last_request_;  // the previous request, for a cache-keeping summary
   std::unique_ptr<Prompts> prompts_;
   std::unique_ptr<turn_internal::RequestIds> ids_;
   std::atomic<int64_t> write_failures_{

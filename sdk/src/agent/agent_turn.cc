@@ -176,9 +176,13 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   MergeTurnFields(options.extra_fields, &fields);
 
   Turn turn;
-  if (Status built = run.Build(*context_, fields, reference_); !built.ok()) {
-    return FailTurn(run, batch, built);
-  }
+  CompactionRecords compaction_records(&batch, &turn);
+  const SummaryRequestContext previous =
+      PreviousRequest(run.record().request_id, &compaction_records);
+  fields.summary_request = &previous;
+  Status built = run.Build(*context_, fields, reference_);
+  fields.summary_request = nullptr;
+  if (!built.ok()) return FailTurn(run, batch, built);
   if (run.built().compaction) AddCompaction(*run.built().compaction, &turn);
   bool forked = false;
   if (Status sent = SendTurn(options, fields, run, &turn, &forked); !sent.ok()) {
@@ -223,6 +227,7 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   turn.record = run.record();
   turn.warnings = run.warnings();
   turn.body = std::move(run.mutable_built().body);
+  if (!forked) KeepLastRequest(run, turn.body);
   return turn;
 }
 

@@ -625,12 +625,14 @@ class StrataPolicy final : public CompactionPolicy {
       fallback = MakeEstimateTokenizer(4.0);
       tokenizer = fallback.get();
     }
-    STRATA_ASSIGN_OR_RETURN(std::string summary,
-                            summarizer->Summarize(span, summary_limit, *tokenizer));
+    STRATA_ASSIGN_OR_RETURN(
+        SummaryResult summary,
+        summarizer->SummarizeFor(span, summary_limit, *tokenizer, in.summary_request));
     SummaryEdit summary_edit;
     for (const Segment* s : span) summary_edit.replaces.push_back(s->id);
-    summary_edit.content = std::move(summary);
+    summary_edit.content = std::move(summary.text);
     summary_edit.summarizer = summarizer->Name();
+    summary_edit.summary_request = std::move(summary.request);
     const size_t actual = in.Count(summary_edit.content) + in.message_overhead_tokens;
     if (actual >= span_tokens) {
       // The summary would not be shorter than what it replaces (e.g. a span of placeholders and

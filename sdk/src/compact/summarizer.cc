@@ -1,14 +1,18 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 
 #include "compact/common.h"
+#include "compact/continuation_request.h"
 #include "core/identifiers.h"
 #include "core/utf8.h"
 #include "strata/builtin_policies.h"
+#include "strata/clock.h"
+#include "strata/record.h"
 #include "strata/transport.h"
 
 namespace strata {
@@ -414,43 +418,160 @@ class LlmSummarizer final : public Summarizer {
 
   StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t max_tokens,
                                   const Tokenizer& tokenizer) override {
+    STRATA_ASSIGN_OR_RETURN(SummaryResult result, SummarizeFor(span, max_tokens, tokenizer, nullptr));
+    return std::move(result.text);
+  }
+
+  StatusOr<SummaryResult> SummarizeFor(const std::vector<const Segment*>& span, size_t max_tokens,
+                                       const Tokenizer& tokenizer,
+                                       const SummaryRequestContext* previous) override {
     const size_t limit = std::min(max_tokens, options_.max_output_tokens);
+    SummaryResult result;
+    std::string why_not;  // why the cache-keeping request was not used
+    if (transport_ == nullptr) {
+      why_not = "no transport";
+    } else if (!options_.keep_cache) {
+      why_not = "off (LlmSummarizerOptions::keep_cache)";
+    } else if (previous == nullptr || previous->body.empty()) {
+      why_not = "no previous request";
+    } else if (previous->endpoint != transport_->Endpoint()) {
+      why_not = "the summarizer's endpoint is not the agent's";
+    } else if (std::optional<std::string> text =
+                   CacheKeeping(span, limit, tokenizer, *previous, &why_not)) {
+      result.text = std::move(*text);
+      result.request = "cache-keeping";
+      return result;
+    }
     if (transport_ != nullptr) {
-      std::string transcript;
-      for (const Segment* s : span) {
-        transcript += "\n[" + std::string(SegmentKindName(s->kind)) + "] " + s->content;
-        for (const ToolCall& call : s->tool_calls) transcript += "\n  call " + call.name + " " + call.arguments;
-      }
-      nlohmann::json request = {
-          {"model", options_.model},
-          {"messages", {{{"role", "system"}, {"content", options_.instruction}},
-                        {{"role", "user"}, {"content", transcript}}}},
-          {"max_tokens", limit},
-          {"stream", false}};
-      const std::string body = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      for (int attempt = 0; attempt < std::max(1, options_.attempts); ++attempt) {
-        Response response;
-        CallOptions call;
-        call.deadline = options_.deadline;
-        Status sent = transport_->Send(body, call, &response);
-        if (!sent.ok()) continue;
-        const std::string& text = response.content;
-        // Validation: non-empty, bounded, not cut off.
-        if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
-        if (response.finish_reason == "length" || tokenizer.Count(text) > limit) continue;
-        return "[strata: summary by " + options_.model + "]\n" + text;
+      if (std::optional<std::string> text = Transcript(span, limit, tokenizer)) {
+        result.text = std::move(*text);
+        result.request = "transcript (cache-keeping not used: " + why_not + ")";
+        return result;
       }
     }
-    return fallback_->Summarize(span, max_tokens, tokenizer);
+    STRATA_ASSIGN_OR_RETURN(result.text, fallback_->Summarize(span, max_tokens, tokenizer));
+    result.request = "extractive (cache-keeping not used: " + why_not +
+                     (transport_ != nullptr ? "; the transcript request failed too)" : ")");
+    return result;
   }
 
  private:
+  // Non-empty, not cut off and within `limit`: the answer's text, else nullopt.
+  static std::optional<std::string> Valid(const Response& response, size_t limit,
+                                          const Tokenizer& tokenizer) {
+    const std::string& text = response.content;
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+    if (response.finish_reason == "length" || tokenizer.Count(text) > limit) return std::nullopt;
+    return text;
+  }
+
+  // The span as a new request: the instruction, then a transcript of the span.
+  std::optional<std::string> Transcript(const std::vector<const Segment*>& span, size_t limit,
+                                        const Tokenizer& tokenizer) {
+    std::string transcript;
+    for (const Segment* s : span) {
+      transcript += "\n[" + std::string(SegmentKindName(s->kind)) + "] " + s->content;
+      for (const ToolCall& call : s->tool_calls) transcript += "\n  call " + call.name + " " + call.arguments;
+    }
+    nlohmann::json request = {
+        {"model", options_.model},
+        {"messages", {{{"role", "system"}, {"content", options_.instruction}},
+                      {{"role", "user"}, {"content", transcript}}}},
+        {"max_tokens", limit},
+        {"stream", false}};
+    const std::string body = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    for (int attempt = 0; attempt < std::max(1, options_.attempts); ++attempt) {
+      Response response;
+      CallOptions call;
+      call.deadline = options_.deadline;
+      if (!transport_->Send(body, call, &response).ok()) continue;
+      if (std::optional<std::string> text = Valid(response, limit, tokenizer)) {
+        return "[strata: summary by " + options_.model + "]\n" + *text;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The agent's previous request and one instruction (compact/continuation_request.h); each
+  // attempt's record goes to previous.records. nullopt with *why_not when it gives no summary.
+  std::optional<std::string> CacheKeeping(const std::vector<const Segment*>& span, size_t limit,
+                                          const Tokenizer& tokenizer,
+                                          const SummaryRequestContext& previous,
+                                          std::string* why_not) {
+    StatusOr<compact_internal::ContinuationRequest> request =
+        compact_internal::MakeContinuationRequest(previous.body, span, limit, options_.instruction,
+                                                  previous.request_id);
+    if (!request.ok()) {
+      *why_not = request.status().message();
+      return std::nullopt;
+    }
+    *why_not = "no answer";
+    for (int attempt = 0; attempt < std::max(1, options_.attempts); ++attempt) {
+      Response response;
+      CallOptions call;
+      call.deadline = options_.deadline;
+      call.headers = previous.headers;
+      call.request_id = previous.request_id;
+      const int64_t started_ms = SystemClock()->UnixMillis();
+      Status sent = transport_->Send(request->body, call, &response);
+      Record(previous, request->model, started_ms, sent, response);
+      if (!sent.ok()) {
+        *why_not = "the request failed: " + sent.message();
+        continue;
+      }
+      std::optional<std::string> text = Valid(response, limit, tokenizer);
+      if (text) {
+        std::string summary = "[strata: summary by " + request->model + "]\n" + *text;
+        summary += compact_internal::OmittedRecallIdsLine(span, *text);
+        if (tokenizer.Count(summary) <= limit) return summary;
+      }
+      *why_not = "the answer failed validation (empty, cut off, or above " +
+                 std::to_string(limit) + " tokens with the recall ids it leaves out)";
+    }
+    return std::nullopt;
+  }
+
+  // The summary request's RequestRecord (purpose "compaction"), to previous.records.
+  void Record(const SummaryRequestContext& previous, const std::string& model, int64_t started_ms,
+              const Status& sent, const Response& response) {
+    if (previous.records == nullptr) return;
+    RequestRecord r;
+    r.agent_id = previous.agent_id;
+    r.request_id = previous.request_id;
+    r.endpoint = transport_->Endpoint();
+    r.model = model;
+    r.purpose = "compaction";
+    r.started_unix_ms = started_ms;
+    r.input_tokens = response.usage.prompt_tokens;
+    r.cached_tokens_reported = response.usage.cached_tokens;
+    r.cached_tokens_predicted = previous.cached_tokens_predicted;
+    r.output_tokens = response.usage.completion_tokens;
+    r.reasoning_tokens = response.usage.reasoning_tokens;
+    r.ttft_ms = response.timings.ttft_ms;
+    r.decode_ms = response.timings.decode_ms;
+    r.total_ms = response.timings.total_ms;
+    r.finish_reason = sent.ok() ? response.finish_reason : "";
+    r.attempts = response.attempts;
+    r.http_status = response.http_status;
+    r.code = sent.code();
+    r.error = sent.ok() ? "" : sent.message();
+    previous.records->Write(r).IgnoreError();  // a refused record never fails the compaction
+  }
+
   Transport* transport_;
   LlmSummarizerOptions options_;
   std::unique_ptr<Summarizer> fallback_;
 };
 
 }  // namespace
+
+StatusOr<SummaryResult> Summarizer::SummarizeFor(const std::vector<const Segment*>& span,
+                                                 size_t max_tokens, const Tokenizer& tokenizer,
+                                                 const SummaryRequestContext* /*previous*/) {
+  SummaryResult result;
+  STRATA_ASSIGN_OR_RETURN(result.text, Summarize(span, max_tokens, tokenizer));
+  return result;
+}
 
 std::unique_ptr<Summarizer> MakeExtractiveSummarizer() { return std::make_unique<ExtractiveSummarizer>(); }
 

@@ -27,6 +27,7 @@ std::string CompactionReportJson(const CompactionReport& c) {
                               {"reasoning_dropped", c.reasoning_dropped},
                               {"rounds", c.rounds}};
   if (!c.summarizer.empty()) j["summarizer"] = c.summarizer;
+  if (!c.summary_request.empty()) j["summary_request"] = c.summary_request;
   if (!c.explanation.empty()) {
     j["expected_saving"] = c.explanation.expected_saving;
     j["invalidation_cost"] = c.explanation.invalidation_cost;

@@ -43,6 +43,7 @@ void MergeRound(std::optional<CompactionReport>& merged, const CompactionReport&
     end = std::min(report.summarizer.find(", ", at), report.summarizer.size());
     internal::AddSummarizerName(report.summarizer.substr(at, end - at), merged->summarizer);
   }
+  internal::AddSummaryRequest(report.summary_request, merged->summary_request);
 }
 
 }  // namespace
@@ -147,11 +148,11 @@ StatusOr<BuiltRequest> Context::Impl::RenderCounted(const BuildOptions& build) c
   return request;
 }
 
-StatusOr<std::optional<CompactionReport>> Context::Impl::CompactionRound(size_t tokens,
-                                                                         size_t limit,
-                                                                         size_t round) {
+StatusOr<std::optional<CompactionReport>> Context::Impl::CompactionRound(
+    const BuildOptions& build, size_t tokens, size_t limit, size_t round) {
   CompactionPolicy* policy = options_.compaction;
   CompactionInput input = MakeInput(false);
+  input.summary_request = build.summary_request;
   input.total_tokens = tokens;  // plan against the exact count when there is one
   input.round = round;
   if (tokens <= limit && !policy->ShouldCompact(input)) return std::optional<CompactionReport>();
@@ -181,7 +182,7 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
                              (rounds == 0 || tokens > limit);
     if (may_compact) {
       STRATA_ASSIGN_OR_RETURN(std::optional<CompactionReport> round,
-                              CompactionRound(tokens, limit, rounds));
+                              CompactionRound(build, tokens, limit, rounds));
       if (round) {
         ++rounds;
         MergeRound(merged, *round);

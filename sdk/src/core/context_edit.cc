@@ -199,6 +199,7 @@ Status Context::Impl::PrepareSummaries(const HistoryEdit& edit, const std::strin
     s.name = summary.summarizer;
     s.policy = policy;
     internal::AddSummarizerName(summary.summarizer, prepared.report.summarizer);
+    internal::AddSummaryRequest(summary.summary_request, prepared.report.summary_request);
     s.tokens = CountTokens(s);
     prepared.summaries.push_back({first, std::move(s)});
   }

@@ -92,6 +92,13 @@ inline void AddSummarizerName(const std::string& name, std::string& names) {
   names += (names.empty() ? "" : ", ") + name;
 }
 
+// Adds how a summary was asked for (CompactionReport::summary_request, joined by "; ") unless it
+// is empty or already there.
+inline void AddSummaryRequest(const std::string& request, std::string& requests) {
+  if (request.empty() || requests.find(request) != std::string::npos) return;
+  requests += (requests.empty() ? "" : "; ") + request;
+}
+
 }  // namespace internal
 
 class Context::Impl {
@@ -193,7 +200,8 @@ class Context::Impl {
   Status OverBudgetError(size_t tokens, size_t limit, bool can_compact) const;
   // One round of BuildWithinBudget: plans and applies a compaction of the request counted at
   // `tokens`; the applied round's report, or nullopt when the policy had nothing that reduces.
-  StatusOr<std::optional<CompactionReport>> CompactionRound(size_t tokens, size_t limit,
+  StatusOr<std::optional<CompactionReport>> CompactionRound(const BuildOptions& build,
+                                                            size_t tokens, size_t limit,
                                                             size_t round);
 
   // --- Snapshots (context_snapshot.cc).

@@ -28,6 +28,7 @@ std::string RequestRecordJson(const RequestRecord& r) {
   j["pool"] = r.pool;
   j["endpoint"] = r.endpoint;
   j["model"] = r.model;
+  if (r.purpose != "turn") j["purpose"] = r.purpose;
   j["started_unix_ms"] = r.started_unix_ms;
   j["input_tokens"] = r.input_tokens;
   if (r.cached_tokens_reported) {

@@ -128,6 +128,11 @@ CREATE TABLE strata_leases(
   expires_ms BIGINT NOT NULL,
   acquired_ms BIGINT NOT NULL);
 )sql",
+    // 2 -> 3: why each request was sent (RequestRecord::purpose): "turn", or "compaction" for a
+    // summarizer's request.
+    R"sql(
+ALTER TABLE strata_requests ADD COLUMN purpose TEXT NOT NULL DEFAULT 'turn';
+)sql",
 };
 static_assert(sizeof(kPostgresMigrations) / sizeof(kPostgresMigrations[0]) ==
                   kPostgresSchemaVersion,

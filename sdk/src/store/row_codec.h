@@ -36,7 +36,7 @@ inline constexpr const char* kRequestColumns =
     "request_id, pool, endpoint, model, started_ms, input_tokens, cached_reported, "
     "cached_predicted, output_tokens, reasoning_tokens, queue_wait_ms, ttft_ms, decode_ms, "
     "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error, degradation, "
-    "degradation_notes";
+    "degradation_notes, purpose";
 
 // The numeric columns of a stored segment as read (std::nullopt: NULL).
 struct SegmentNumbers {
@@ -124,6 +124,7 @@ StatusOr<RequestRecord> DecodeRequestRow(const Row& row, std::string_view agent_
   r.error = row.Text(19);
   r.degradation = row.Text(20);
   r.degradation_notes = row.Text(21);
+  r.purpose = row.Text(22);
   return r;
 }
 

@@ -143,6 +143,11 @@ CREATE TABLE leases(
   expires_ms INTEGER NOT NULL,
   acquired_ms INTEGER NOT NULL) WITHOUT ROWID;
 )sql",
+    // 6 -> 7: why each request was sent (RequestRecord::purpose): "turn", or "compaction" for a
+    // summarizer's request.
+    R"sql(
+ALTER TABLE requests ADD COLUMN purpose TEXT NOT NULL DEFAULT 'turn';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

@@ -26,9 +26,9 @@ Status SqliteStore::WriteRequest(int64_t agent, const RequestRecord& r) {
               "input_tokens, cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
               "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, "
               "attempts, "
-              "http_status, code, error, degradation, degradation_notes) VALUES(?1, ?2, ?3, ?4, "
-              "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-              "?22, ?23)"));
+              "http_status, code, error, degradation, degradation_notes, purpose) VALUES(?1, ?2, "
+              "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+              "?20, ?21, ?22, ?23, ?24)"));
   insert.Int(1, agent).Text(2, r.request_id).Text(3, r.pool).Text(4, r.endpoint);
   insert.Text(5, r.model).Int(6, r.started_unix_ms).Int(7, r.input_tokens);
   if (r.cached_tokens_reported) {
@@ -41,6 +41,7 @@ Status SqliteStore::WriteRequest(int64_t agent, const RequestRecord& r) {
   insert.Real(15, r.total_ms).Int(16, r.kv_cache_bytes).Text(17, r.finish_reason);
   insert.Int(18, r.attempts).Int(19, r.http_status).Int(20, static_cast<int>(r.code));
   insert.Text(21, r.error).Text(22, r.degradation).Text(23, r.degradation_notes);
+  insert.Text(24, r.purpose);
   int rc = insert.Step();
   if (rc != SQLITE_DONE) return Error(rc, "writing a request record");
   return Status::Ok();

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "strata/builtin_policies.h"
+#include "strata/record.h"
 #include "strata/transport.h"
 #include "testing/context_testing.h"
 
@@ -100,6 +102,126 @@ TEST_CASE("the LLM summarizer validates answers and falls back to the extractive
   auto extractive = fallback->Summarize(Pointers(span), 500, *tokenizer);
   REQUIRE(extractive.ok());
   CHECK_THAT(*extractive, Catch::StartsWith("[strata: summary of turns 1-3"));
+}
+
+// The agent's previous request holding `span` after a system message, as strata renders one:
+// model, tools, messages, then its fields.
+std::string PreviousBody(const std::vector<Segment>& span) {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "system"}, {"content", "You fix bugs."}});
+  for (const Segment& s : span) {
+    messages.push_back({{"role", s.kind == SegmentKind::kErrorLog ? "tool" : "assistant"},
+                        {"content", s.content}});
+  }
+  messages.push_back({{"role", "user"}, {"content", "Go on."}});
+  nlohmann::ordered_json body = {{"model", "glm-5.3"},
+                                 {"tools", nlohmann::ordered_json::array()},
+                                 {"messages", messages},
+                                 {"max_tokens", 4096},
+                                 {"stream", true},
+                                 {"stream_options", {{"include_usage", true}}},
+                                 {"cache_salt", "tenant-7"},
+                                 {"request_id", "a-1"}};
+  return body.dump();
+}
+
+struct RecordsKept : RecordSink {
+  Status Write(const RequestRecord& record) override {
+    records.push_back(record);
+    return Status::Ok();
+  }
+  std::vector<RequestRecord> records;
+};
+
+SummaryRequestContext PreviousRequest(const std::string& body, RecordSink* records) {
+  SummaryRequestContext previous;
+  previous.body = body;
+  previous.endpoint = "scripted://";
+  previous.agent_id = "a";
+  previous.request_id = "a-2-compaction";
+  previous.cached_tokens_predicted = 480;
+  previous.records = records;
+  return previous;
+}
+
+TEST_CASE("the cache-keeping summary request is the previous request plus one instruction",
+          "[compact][summary]") {
+  auto tokenizer = MakeEstimateTokenizer(4.0);
+  const std::vector<Segment> span = Span(3);
+  const std::string body = PreviousBody(span);
+  RecordsKept kept;
+  const SummaryRequestContext previous = PreviousRequest(body, &kept);
+  ScriptedTransport transport({"Looked at files 1 to 3 (r-1, r-2); ValueError persists."});
+  auto llm = MakeLlmSummarizer(&transport, {});
+  auto result = llm->SummarizeFor(Pointers(span), 500, *tokenizer, &previous);
+  REQUIRE(result.ok());
+  CHECK(result->request == "cache-keeping");
+  CHECK_THAT(result->text, Catch::Contains("ValueError persists."));
+  // The recall ids the answer does not mention stay in the summary (r-3, and those of the
+  // assistant messages), those it mentions are not repeated.
+  const std::string left_out = result->text.substr(result->text.rfind('\n') + 1);
+  CHECK_THAT(left_out, Catch::StartsWith("[strata: recall ids of what it leaves out: "));
+  CHECK_THAT(left_out, Catch::Contains(" r-3 ") || Catch::EndsWith(" r-3]"));
+  CHECK_THAT(left_out, !Catch::Contains(" r-1 ") && !Catch::Contains(" r-2 "));
+  REQUIRE(transport.bodies.size() == 1);
+  const std::string& sent = transport.bodies[0];
+  const size_t messages_end = body.find("}],\"max_tokens\"") + 1;
+  CHECK(sent.compare(0, messages_end, body, 0, messages_end) == 0);  // same bytes, same cache
+  nlohmann::json request = nlohmann::json::parse(sent);
+  CHECK(request["messages"].size() == span.size() + 3);
+  const std::string instruction = request["messages"].back()["content"];
+  CHECK(request["messages"].back()["role"] == "user");
+  CHECK_THAT(instruction, Catch::Contains("Summarize messages 2 to 7 of this conversation"));
+  CHECK_THAT(instruction, Catch::Contains("in at most 500 tokens"));
+  CHECK_THAT(instruction, Catch::Contains(" r-1 ") && Catch::Contains(" r-3."));
+  CHECK(request["max_tokens"] == 500);
+  CHECK(request["stream"] == false);
+  CHECK_FALSE(request.contains("stream_options"));
+  CHECK(request["cache_salt"] == "tenant-7");
+  CHECK(request["request_id"] == "a-2-compaction");
+  CHECK(request["model"] == "glm-5.3");  // the agent's model: its cache
+  REQUIRE(kept.records.size() == 1);
+  CHECK(kept.records[0].purpose == "compaction");
+  CHECK(kept.records[0].agent_id == "a");
+  CHECK(kept.records[0].request_id == "a-2-compaction");
+  CHECK(kept.records[0].cached_tokens_predicted == 480);
+}
+
+TEST_CASE("a cache-keeping answer that fails validation falls back and the report says why",
+          "[compact][summary]") {
+  auto tokenizer = MakeEstimateTokenizer(4.0);
+  const std::vector<Segment> span = Span(3);
+  const std::string body = PreviousBody(span);
+  RecordsKept kept;
+  const SummaryRequestContext previous = PreviousRequest(body, &kept);
+  // Two answers over the bound (the default two attempts), then the transcript request's.
+  ScriptedTransport transport(
+      {std::string(4000, 'w'), "", "Looked at three files; ValueError persists."});
+  auto llm = MakeLlmSummarizer(&transport, {});
+  auto result = llm->SummarizeFor(Pointers(span), 500, *tokenizer, &previous);
+  REQUIRE(result.ok());
+  CHECK_THAT(result->request,
+             Catch::StartsWith("transcript (cache-keeping not used: the answer failed validation"));
+  CHECK_THAT(result->text, Catch::EndsWith("Looked at three files; ValueError persists."));
+  REQUIRE(transport.bodies.size() == 3);
+  CHECK_THAT(transport.bodies[2], Catch::StartsWith("{\"max_tokens\""));  // the transcript request
+  CHECK(kept.records.size() == 2);  // both cache-keeping attempts are recorded
+
+  SECTION("another endpoint, or no previous request: the transcript request, saying so") {
+    ScriptedTransport other({"Looked at three files."});
+    SummaryRequestContext elsewhere = previous;
+    elsewhere.endpoint = "http://127.0.0.1:9/v1";
+    auto summary = MakeLlmSummarizer(&other, {})->SummarizeFor(Pointers(span), 500, *tokenizer,
+                                                               &elsewhere);
+    REQUIRE(summary.ok());
+    CHECK(summary->request ==
+          "transcript (cache-keeping not used: the summarizer's endpoint is not the agent's)");
+    auto first = MakeLlmSummarizer(&other, {})->SummarizeFor(Pointers(span), 500, *tokenizer,
+                                                             nullptr);
+    REQUIRE(first.ok());
+    CHECK(first->request == "extractive (cache-keeping not used: no previous request; the "
+                            "transcript request failed too)");  // `other` has no more answers
+  }
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+// What a cache-keeping summary continues (agent_impl.h): the request this agent's own turn sent
+// last, handed to the policy's summarizer with each turn's build (SummaryRequestContext), and the
+// sink that takes the summary request's record into the turn's writes.
+#include "agent/agent_impl.h"
+#include "strata/transport.h"
+
+namespace strata {
+
+Status Agent::Impl::CompactionRecords::Write(const RequestRecord& record) {
+  turn_->compaction_requests.push_back(record);
+  if (batch_ != nullptr && batch_->active()) batch_->writes().records.push_back(record);
+  return Status::Ok();
+}
+
+SummaryRequestContext Agent::Impl::PreviousRequest(const std::string& turn_request_id,
+                                                   RecordSink* records) const {
+  SummaryRequestContext previous;
+  previous.body = last_request_.body;
+  previous.endpoint = shared_.transport->Endpoint();
+  if (shared_.transport->Name() == "pools" && !last_request_.prefix_hash.empty()) {
+    previous.headers.emplace_back(kPrefixHashHeader, last_request_.prefix_hash);
+  }
+  previous.agent_id = config_.identity.id;
+  previous.request_id = turn_request_id + "-compaction";
+  previous.cached_tokens_predicted = last_request_.cached_tokens;
+  previous.records = records;
+  return previous;
+}
+
+void Agent::Impl::KeepLastRequest(const turn_internal::TurnRun& run, const std::string& body) {
+  last_request_.body = body;
+  last_request_.prefix_hash = run.built().stable_prefix_hash;
+  const PromptBlocks& blocks = run.blocks();
+  last_request_.cached_tokens = static_cast<int64_t>(blocks.cacheable_blocks * blocks.block_tokens);
+}
+
+}  // namespace strata
