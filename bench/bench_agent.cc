@@ -31,6 +31,7 @@
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
+#include "strata/http_transport.h"
 #include "strata/store.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/tools/trace.h"

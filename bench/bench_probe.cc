@@ -12,6 +12,7 @@
 #include "sim_retrieve.h"
 #include "sim_server.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "strata/tokenizer_spec.h"
 
 namespace {

@@ -21,6 +21,7 @@
 
 #include "strata/client.h"
 #include "strata/context.h"
+#include "strata/http_transport.h"
 #include "strata/tools/trace.h"
 #include "strata/transport.h"
 #include "transport/chat_parser.h"

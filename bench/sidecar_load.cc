@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "strata/context.h"
+#include "strata/http_transport.h"
 #include "strata/store.h"
 #include "strata/transport.h"
 #include "strata/v1/context_service.grpc.pb.h"

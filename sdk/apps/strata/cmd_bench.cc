@@ -25,6 +25,7 @@
 
 #include "bench_run.h"
 #include "commands.h"
+#include "strata/http_transport.h"
 #include "strata/pools.h"
 #include "strata/transport.h"
 

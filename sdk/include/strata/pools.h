@@ -5,7 +5,7 @@
 // and every Send() is admitted to the smallest pool whose maximum input length holds the request,
 // routed to one of that pool's replicas and forwarded. When the fitting pool is at its concurrency
 // cap, or the request exceeds every pool, the configured degradation ladder applies in order:
-//   compact  the caller's DegradationHandler compacts the history so that it fits a smaller pool
+//   compact  the caller's DegradationHandler (strata/pool_call.h) compacts the history so that it fits a smaller pool
 //            (or, when the request exceeds every pool, the largest one) that has a free slot;
 //   fork     the handler forks the task into a request that fits such a pool;
 //   wait     the request waits in the pool's bounded queue, at most the pool's queue timeout;
@@ -54,6 +54,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/pool_call.h"
 #include "strata/record.h"
 #include "strata/status.h"
 #include "strata/transport.h"

@@ -24,6 +24,7 @@
 #include "strata/agent.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
+#include "strata/pool_call.h"
 #include "strata/transport.h"
 #include "strata/record.h"
 

@@ -1,5 +1,6 @@
 // Length pools (strata/pools.h): making a PoolSet and sending through it; pools_impl.h says which
 // file implements the rest (admission and degradation, routing, configuration, metrics).
+#include "strata/http_transport.h"
 #include "strata/pools.h"
 
 #include <algorithm>

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "transport/chat_parser.h"
 #include "transport/redact.h"

@@ -17,6 +17,7 @@
 
 #include "raw_http_server.h"
 #include "strata/client.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/context_testing.h"
 #include "testing/fake_clock.h"

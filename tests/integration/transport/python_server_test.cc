@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 
 namespace strata {

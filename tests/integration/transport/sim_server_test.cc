@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "raw_http_server.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
 #include "testing/wait_for.h"

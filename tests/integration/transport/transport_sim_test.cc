@@ -15,6 +15,7 @@
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/grpc_transport.h"
+#include "strata/http_transport.h"
 #include "strata/isolation.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/tools/trace.h"

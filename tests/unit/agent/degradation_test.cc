@@ -16,6 +16,7 @@
 #include "sim_server.h"
 #include "strata/agent.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "strata/pools.h"
 #include "strata/store.h"
 #include "strata/tokenizer_spec.h"
