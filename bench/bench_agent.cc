@@ -34,7 +34,7 @@
 #include "strata/http_transport.h"
 #include "strata/store.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "strata/store.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "traces_dir.h"
 
 namespace {

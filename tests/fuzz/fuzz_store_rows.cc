@@ -17,7 +17,7 @@
 #include "fuzz_util.h"
 #include "strata/context.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 
 #include "commands.h"
 #include "strata/builtin_policies.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "strata/chat_template.h"
 #include "strata/context.h"
 #include "strata/prefix_cache.h"

@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "replay_common.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/eval.h"
+#include "strata/replay/eval.h"
 
 namespace strata::cli {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "strata/agent.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "unit/store/store_test_util.h"
 #include "testing/command.h"
 

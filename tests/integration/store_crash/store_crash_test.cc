@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "strata/store.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "testing/child_process.h"
 #include "testing/skip.h"
 #include "testing/traces.h"

@@ -18,7 +18,7 @@
 #include "strata/http_transport.h"
 #include "strata/isolation.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
 #include "testing/sim_testing.h"

@@ -9,7 +9,7 @@
 
 #include "strata/builtin_policies.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "testing/postgres_testing.h"
 #include "testing/traces.h"
 #include "unit/store/store_test_util.h"

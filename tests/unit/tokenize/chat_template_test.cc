@@ -17,7 +17,7 @@
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "tokenize/template_memo.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "strata/tools/eval.h"
+#include "strata/replay/eval.h"
 
 #include <catch2/catch.hpp>
 #include <memory>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "strata/tokenizer.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "testing/traces.h"
 
 namespace strata {
