@@ -21,6 +21,7 @@
 #include "sim_server.h"
 #include "tenants.h"
 #include "testing/command.h"
+#include "testing/temp_dir.h"
 
 namespace strata::sidecar {
 namespace {
@@ -96,6 +97,7 @@ json ErrorOf(const std::string& reply) {
 }
 
 struct Fixture {
+  testing::TempDir temp;  // destroyed last: the store in it is closed first
   std::string dir;
   std::unique_ptr<sim::SimServer> sim;
   std::unique_ptr<Authenticator> authenticator;
@@ -103,9 +105,9 @@ struct Fixture {
   std::unique_ptr<Proxy> proxy;
   std::unique_ptr<HttpServer> http;
 
-  explicit Fixture(const std::string& name, HttpServerOptions http_options = {}) {
-    dir = "/tmp/strata-http-connection-test-" + std::to_string(::getpid()) + "-" + name;
-    RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+  explicit Fixture(const std::string& name, HttpServerOptions http_options = {})
+      : temp("strata-http-connection-test-" + name + "-"), dir(temp.path()) {
+    REQUIRE(!dir.empty());
     sim = std::move(sim::SimServer::Start(sim::SimOptions())).value();
     TenantConfig alpha;
     alpha.name = "alpha";

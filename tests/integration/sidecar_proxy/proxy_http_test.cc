@@ -20,6 +20,7 @@
 #include "tenants.h"
 #include "testing/command.h"
 #include "testing/skip.h"
+#include "testing/temp_dir.h"
 
 namespace strata::sidecar {
 namespace {
@@ -29,12 +30,6 @@ using strata::testing::RunCommand;
 
 const char kTrajectory[] =
     STRATA_TEST_TRACES_DIR "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
-
-std::string TempDir(const std::string& name) {
-  std::string dir = "/tmp/strata-proxy-test-" + std::to_string(::getpid()) + "-" + name;
-  RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
-  return dir;
-}
 
 // Where the "messages" array of a request body ends (its closing bracket): a body that starts with
 // another body's bytes up to there carries that request's whole conversation unchanged.
@@ -65,6 +60,7 @@ size_t MessagesEnd(const std::string& body) {
 }
 
 struct Fixture {
+  testing::TempDir temp;  // destroyed last: the store in it is closed first
   std::string dir;
   std::unique_ptr<sim::SimServer> sim;
   std::unique_ptr<Authenticator> authenticator;
@@ -74,7 +70,8 @@ struct Fixture {
   std::string base;  // http://127.0.0.1:PORT
 
   explicit Fixture(const std::string& name, TlsConfig tls = {}, double decode_us_per_token = 0)
-      : dir(TempDir(name)) {
+      : temp("strata-proxy-test-" + name + "-"), dir(temp.path()) {
+    REQUIRE(!dir.empty());
     sim::SimOptions sim_options;
     sim_options.trajectory_path = kTrajectory;
     sim_options.decode_us_per_token = decode_us_per_token;
@@ -503,7 +500,9 @@ TEST_CASE("the proxy serves HTTPS from PEM files", "[sidecar][proxy]") {
       std::string::npos) {
     STRATA_SKIP("openssl is not installed (scripts/setup installs it)");
   }
-  const std::string dir = TempDir("tls-pem");
+  const testing::TempDir temp("strata-proxy-test-tls-pem-");
+  REQUIRE(!temp.path().empty());
+  const std::string& dir = temp.path();
   auto made = RunCommand("cd '" + dir +
                          "' && "
                          "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "

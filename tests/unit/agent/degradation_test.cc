@@ -23,8 +23,8 @@
 #include "testing/context_testing.h"
 #include "testing/fake_clock.h"
 #include "testing/sim_testing.h"
+#include "testing/temp_dir.h"
 #include "testing/wait_for.h"
-#include "unit/store/store_test_util.h"
 
 namespace strata {
 namespace {

@@ -20,6 +20,7 @@
 
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {
@@ -106,13 +107,6 @@ print(port, flush=True)
 server.wait_for_termination()
 )PY";
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/strata-grpc-py-XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  REQUIRE(dir != nullptr);
-  return dir;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -144,10 +138,12 @@ void MakeCertificates(const std::string& dir) {
 struct PythonGrpcServer {
   pid_t pid = -1;
   int port = 0;
-  std::string dir = TempDir();
+  testing::TempDir temp{"strata-grpc-py-"};
+  std::string dir = temp.path();
   std::string log = dir + "/requests.jsonl";
 
   explicit PythonGrpcServer(const std::string& tls_dir = "", const std::string& token = "") {
+    REQUIRE(!dir.empty());
     std::string script = dir + "/server.py";
     std::ofstream(script) << kServer;
     int fds[2];
@@ -175,7 +171,6 @@ struct PythonGrpcServer {
       kill(pid, SIGTERM);
       waitpid(pid, nullptr, 0);
     }
-    std::system(("rm -rf '" + dir + "'").c_str());
   }
   std::string target() const { return "127.0.0.1:" + std::to_string(port); }
   std::vector<nlohmann::json> Requests() const {
@@ -329,12 +324,13 @@ TEST_CASE("gRPC transport: cancelling stops the Python server's prefill",
 
 // Made once per test process (every SECTION re-enters the test case).
 const std::string& Certificates() {
-  static const std::string dir = [] {
-    std::string d = TempDir();
-    MakeCertificates(d);
-    return d;
+  static const testing::TempDir dir("strata-grpc-tls-");
+  static const bool made = [] {
+    MakeCertificates(dir.path());
+    return true;
   }();
-  return dir;
+  (void)made;
+  return dir.path();
 }
 
 TEST_CASE("gRPC transport over TLS with a client certificate and a bearer token",
