@@ -54,6 +54,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/clock.h"
 #include "strata/pool_call.h"
 #include "strata/record.h"
 #include "strata/status.h"
