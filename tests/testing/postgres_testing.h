@@ -32,6 +32,7 @@
 #include "strata/store.h"
 #include "testing/command.h"
 #include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 // REQUIRE(condition) with `message` (a std::string expression) reported when it fails.
 #define STRATA_REQUIRE_MESSAGE(condition, message) \
@@ -214,8 +215,7 @@ class PgBouncer {
     CommandResult started = RunCommand(AsServerUser() + "/usr/sbin/pgbouncer -d " +
                                        ShellQuote(dir_ + "/pgbouncer.ini") + " 2>&1");
     STRATA_REQUIRE_MESSAGE(started.exit_code == 0, "pgbouncer did not start: " + started.output);
-    for (int i = 0; i < 100 && !RunSql(Url("postgres"), "SELECT 1").empty(); ++i) ::usleep(20000);
-    REQUIRE(RunSql(Url("postgres"), "SELECT 1").empty());
+    REQUIRE(WaitFor([&] { return RunSql(Url("postgres"), "SELECT 1").empty(); }));
   }
   ~PgBouncer() {
     std::ifstream pid_file(dir_ + "/pgbouncer.pid");

@@ -22,6 +22,7 @@
 #include "tenants.h"
 #include "testing/command.h"
 #include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace strata::sidecar {
 namespace {
@@ -261,10 +262,7 @@ TEST_CASE("a proxy client that closes its connection cancels its turn and frees 
         agent + "\r\nContent-Length: " + std::to_string(body.dump().size()) + "\r\n\r\n" +
         body.dump());
     // Polls until the upstream has the request (the turn is in flight), then leaves.
-    for (int i = 0; i < 3000 && f.sim->requests().size() == before; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    REQUIRE(f.sim->requests().size() > before);
+    REQUIRE(testing::WaitFor([&] { return f.sim->requests().size() > before; }));
     client->Close();
     // The turn ends: its agent is free again long before the upstream would have answered, and
     // its record says it was cancelled.

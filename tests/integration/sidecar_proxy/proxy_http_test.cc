@@ -21,6 +21,7 @@
 #include "testing/command.h"
 #include "testing/skip.h"
 #include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace strata::sidecar {
 namespace {
@@ -485,9 +486,7 @@ TEST_CASE("a drain lets completions finish until its deadline, then cancels them
     }
     return false;
   };
-  for (int i = 0; i < 3000 && !in_flight(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(in_flight());
+  REQUIRE(testing::WaitFor(in_flight));
   f.http->Stop(std::chrono::milliseconds(200));
   client.join();
   CHECK(slow.first == 499);

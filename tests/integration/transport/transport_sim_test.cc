@@ -24,6 +24,7 @@
 #include "testing/sim_testing.h"
 #include "testing/skip.h"
 #include "testing/traces.h"
+#include "testing/wait_for.h"
 
 namespace strata {
 namespace {
@@ -295,17 +296,18 @@ TEST_CASE("a cancelled call returns CANCELLED promptly", "[transport][sim][concu
   CancellationToken token;
   CallOptions call;
   call.cancel = &token;
-  call.headers = {{"X-Strata-Sim-Fault", "stall,after=1,delay_ms=5000"}};
-  std::thread canceller([&token] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The stall outlasts any run: without the cancellation the call would end OK after it.
+  call.headers = {{"X-Strata-Sim-Fault", "stall,after=1,delay_ms=60000"}};
+  bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
+  std::thread canceller([&] {
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });  // the call is in flight
     token.Cancel();
   });
   Response response;
-  auto start = std::chrono::steady_clock::now();
   Status s = http->Send(Body(true), call, &response);
   canceller.join();
+  CHECK(arrived);
   CHECK(s.code() == StatusCode::kCancelled);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
 }
 
 TEST_CASE("connection refused is retried, then UNAVAILABLE", "[transport][sim]") {
@@ -673,20 +675,21 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
                          {"rid", "rid-abort-me"}};
   CallOptions call;
   call.request_id = "rid-abort-me";
-  call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=5000"}};
-  Status aborted;  // checked after join: Catch2 assertions are not thread-safe
-  std::thread aborter([&grpc, &aborted] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The stall outlasts any run: without the abort the answer would finish "stop" after it.
+  call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=60000"}};
+  Status aborted;        // checked after join: Catch2 assertions are not thread-safe
+  bool arrived = false;  // the same
+  std::thread aborter([&] {
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });  // the call is in flight
     aborted = grpc->Abort("rid-abort-me");
   });
   Response response;
-  auto start = std::chrono::steady_clock::now();
   Status s = grpc->Send(body.dump(), call, &response);
   aborter.join();
+  CHECK(arrived);
   CHECK(aborted.ok());
   REQUIRE(s.ok());
   CHECK(response.finish_reason == "abort");
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
 }
 
 }  // namespace

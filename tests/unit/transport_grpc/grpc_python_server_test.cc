@@ -21,6 +21,7 @@
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
 #include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace strata {
 namespace {
@@ -306,20 +307,23 @@ TEST_CASE("gRPC transport: cancelling stops the Python server's prefill",
   CallOptions call;
   call.cancel = &token;
   call.headers = {{"x-prefill-ms", "30000"}};
-  std::thread canceller([&token] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
+  std::thread canceller([&] {
+    // The server logs the call when it starts its prefill: the call is in flight.
+    arrived = testing::WaitFor([&] { return !server.Requests().empty(); });
     token.Cancel();
   });
   Response response;
   Status s = grpc->Send(kBody, call, &response);
   canceller.join();
+  CHECK(arrived);
   CHECK(s.code() == StatusCode::kCancelled);
-  bool stopped = false;
-  for (int i = 0; i < 300 && !stopped; ++i) {
-    for (const auto& r : server.Requests()) stopped = stopped || r.contains("stopped");
-    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(stopped);  // the server saw the cancellation and ended its prefill
+  CHECK(testing::WaitFor([&] {  // the server saw the cancellation and ended its prefill
+    for (const auto& r : server.Requests()) {
+      if (r.contains("stopped")) return true;
+    }
+    return false;
+  }));
 }
 
 // Made once per test process (every SECTION re-enters the test case).
