@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench_paths.h"
 #include "sim_server.h"
 #include "strata/agent.h"
 #include "strata/chat_template.h"

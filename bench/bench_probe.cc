@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_paths.h"
 #include "probe.h"
 #include "sim_retrieve.h"
 #include "sim_server.h"

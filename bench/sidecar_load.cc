@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_paths.h"
 #include "strata/context.h"
 #include "strata/http_transport.h"
 #include "strata/store.h"

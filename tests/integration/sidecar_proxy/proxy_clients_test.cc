@@ -29,10 +29,11 @@ namespace {
 using json = nlohmann::json;
 using strata::testing::RunCommand;
 
-const char kTrajectory[] =
-    STRATA_TEST_TRACES_DIR "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
-const char kClients[] = STRATA_SOURCE_DIR "/tests/integration/sidecar_proxy/proxy_clients.js";
-const char kFixtures[] = STRATA_TEST_DATA_DIR "/sidecar/clients";
+const std::string kTrajectory =
+    std::string(STRATA_TEST_TRACES_DIR) + "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
+const std::string kClients =
+    std::string(STRATA_SOURCE_DIR) + "/tests/integration/sidecar_proxy/proxy_clients.js";
+const std::string kFixtures = std::string(STRATA_TEST_DATA_DIR) + "/sidecar/clients";
 
 // The test trajectory with its tool calls numbered call_1, call_2, ... in order: it reuses ids
 // (11 calls, 6 ids), which a client that keys its items by call id (the Agents SDK) cannot follow.

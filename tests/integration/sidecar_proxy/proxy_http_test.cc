@@ -29,8 +29,8 @@ namespace {
 using json = nlohmann::json;
 using strata::testing::RunCommand;
 
-const char kTrajectory[] =
-    STRATA_TEST_TRACES_DIR "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
+const std::string kTrajectory =
+    std::string(STRATA_TEST_TRACES_DIR) + "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
 
 // Where the "messages" array of a request body ends (its closing bracket): a body that starts with
 // another body's bytes up to there carries that request's whole conversation unchanged.
@@ -159,7 +159,7 @@ TEST_CASE(
     STRATA_SKIP("node is not installed (scripts/setup installs it)");
   }
   Fixture f("openai");
-  auto run = RunCommand("timeout 120 node '" STRATA_SOURCE_DIR
+  auto run = RunCommand("timeout 120 node '" + std::string(STRATA_SOURCE_DIR) +
                         "/tests/integration/sidecar_proxy/openai_proxy_client.js' '" +
                         f.base + "/v1' alpha-token agent-1 '" + kTrajectory + "' 2>&1");
   if (run.exit_code == 77) STRATA_SKIP(run.output);
