@@ -33,9 +33,9 @@
 #include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/http_transport.h"
+#include "strata/replay/trace.h"
 #include "strata/store.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/replay/trace.h"
 
 namespace {
 

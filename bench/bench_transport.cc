@@ -24,8 +24,8 @@
 #include "strata/http_transport.h"
 #include "strata/replay/trace.h"
 #include "strata/transport.h"
-#include "transport/chat_parser.h"
 #include "traces_dir.h"
+#include "transport/chat_parser.h"
 
 namespace {
 

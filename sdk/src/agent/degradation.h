@@ -25,8 +25,8 @@
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/pool_call.h"
-#include "strata/transport.h"
 #include "strata/record.h"
+#include "strata/transport.h"
 
 namespace strata::agent_internal {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/tokenizer.h"
 #include "strata/replay/trace.h"
+#include "strata/tokenizer.h"
 #include "testing/traces.h"
 
 namespace strata {

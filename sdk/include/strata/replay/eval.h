@@ -29,9 +29,9 @@
 #include "strata/builtin_policies.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
+#include "strata/replay/trace.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
-#include "strata/replay/trace.h"
 
 namespace strata {
 
