@@ -707,7 +707,8 @@ void RegisterBench(CLI::App& app) {
       "--pools", args->pools_file,
       "Send through a pool set (strata/pools.h JSON; endpoint \"sim\" = the started simulator)");
   cmd->add_option("--traces", args->traces,
-                  "Cut the agents' contexts from the trajectories (*.jsonl, strata/replay/trace.h) under "
+                  "Cut the agents' contexts from the trajectories (*.jsonl, strata/replay/trace.h) "
+                  "under "
                   "these directories, e.g. tests/data/traces, instead of synthetic documents")
       ->type_name("DIR");
   cmd->add_option("--json", args->json_file, "Write the results as JSON");

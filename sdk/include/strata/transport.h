@@ -1,4 +1,5 @@
-// strata/transport.h — the Transport interface: sending a Chat Completions request to a model endpoint.
+// strata/transport.h — the Transport interface: sending a Chat Completions request to a model
+// endpoint.
 //
 // A Transport sends one OpenAI Chat Completions request body (as built by Context::Build()) to an
 // endpoint and returns the parsed Response: content, reasoning, tool calls, finish reason, usage
@@ -10,7 +11,8 @@
 // response parser, so a body gives the same Response over either; a PoolSet (strata/pools.h) is a
 // Transport over several of them.
 //
-//   std::unique_ptr<strata::Transport> transport = ...;  // MakeHttpTransport(), MakeGrpcTransport()
+//   // strata::MakeHttpTransport(), strata::MakeGrpcTransport() or a strata::PoolSet:
+//   std::unique_ptr<strata::Transport> transport = strata::MakeHttpTransport(options).value();
 //   strata::Response response;
 //   strata::CallOptions call;
 //   call.deadline = std::chrono::seconds(60);

@@ -66,7 +66,8 @@ class PromptTokens {
   const ChatTemplate* render_template_ STRATA_GUARDED_BY(mu_) = nullptr;
   std::string last_body_ STRATA_GUARDED_BY(mu_);
   std::string last_render_ STRATA_GUARDED_BY(mu_);
-  // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes: chain_text_).
+  // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes:
+  // chain_text_).
   // chain_valid_ids_: leading ids of the encoder's current text the chain covers.
   bool has_chain_ STRATA_GUARDED_BY(mu_) = false;
   bool chain_of_ids_ STRATA_GUARDED_BY(mu_) = false;

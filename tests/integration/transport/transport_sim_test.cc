@@ -300,7 +300,8 @@ TEST_CASE("a cancelled call returns CANCELLED promptly", "[transport][sim][concu
   call.headers = {{"X-Strata-Sim-Fault", "stall,after=1,delay_ms=60000"}};
   bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
   std::thread canceller([&] {
-    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });  // the call is in flight
+    // The simulator logs the request before it answers: the call is in flight.
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
     token.Cancel();
   });
   Response response;
@@ -680,7 +681,8 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
   Status aborted;        // checked after join: Catch2 assertions are not thread-safe
   bool arrived = false;  // the same
   std::thread aborter([&] {
-    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });  // the call is in flight
+    // The simulator logs the request before it answers: the call is in flight.
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
     aborted = grpc->Abort("rid-abort-me");
   });
   Response response;

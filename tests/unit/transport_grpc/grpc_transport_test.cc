@@ -316,7 +316,8 @@ TEST_CASE("gRPC transport: cancellation reaches the server", "[grpc][sim][concur
   call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=30000"}};
   bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
   std::thread canceller([&] {
-    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });  // the call is in flight
+    // The simulator logs the request before it answers: the call is in flight.
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
     token.Cancel();
   });
   Response response;

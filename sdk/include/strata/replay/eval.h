@@ -1,5 +1,5 @@
-// strata/replay/eval.h — replaying trajectories under a token budget with a compaction policy, and
-// measuring what it costs (component strata::replay, the tooling beside the API; used by
+// strata/replay/eval.h — replaying trajectories under a token budget with a compaction policy,
+// and measuring what it costs (component strata::replay, the tooling beside the API; used by
 // `strata replay --budget` and bench/bench_compaction).
 //
 // For each assistant message of a trace, the context (managed by the policy) is built into the

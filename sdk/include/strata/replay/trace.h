@@ -1,6 +1,6 @@
 // strata/replay/trace.h — agent trajectories in the replay format and replaying them through a
-// Context (component strata::replay, the tooling beside the API: `strata replay`, the benchmarks and
-// the tests read trajectories with it).
+// Context (component strata::replay, the tooling beside the API: `strata replay`, the benchmarks
+// and the tests read trajectories with it).
 //
 // A trajectory is a JSON-lines file, one OpenAI chat message per line:
 //   {"role": "system"|"user"|"assistant"|"tool", "content": "...", "tool_calls": [...],
