@@ -27,13 +27,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench_paths.h"
 #include "sim_server.h"
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/client.h"
+#include "strata/http_transport.h"
+#include "strata/replay/trace.h"
 #include "strata/store.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/trace.h"
 
 namespace {
 

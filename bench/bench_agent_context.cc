@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_paths.h"
 #include "strata/agent.h"
 
 namespace {

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "bench_args.h"
+#include "strata/replay/eval.h"
+#include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/eval.h"
-#include "strata/tools/trace.h"
 #include "traces_dir.h"
 
 int main(int argc, char** argv) {

@@ -50,9 +50,9 @@
 #include "bench_args.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
+#include "strata/replay/eval.h"
+#include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/eval.h"
-#include "strata/tools/trace.h"
 #include "traces_dir.h"
 
 namespace {

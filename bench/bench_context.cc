@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "strata/context.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "traces_dir.h"
 
 namespace {

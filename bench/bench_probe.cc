@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_paths.h"
 #include "probe.h"
 #include "sim_retrieve.h"
 #include "sim_server.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "strata/tokenizer_spec.h"
 
 namespace {

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/replay/trace.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
 #include "traces_dir.h"
 
 namespace {

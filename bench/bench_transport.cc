@@ -21,10 +21,11 @@
 
 #include "strata/client.h"
 #include "strata/context.h"
-#include "strata/tools/trace.h"
+#include "strata/http_transport.h"
+#include "strata/replay/trace.h"
 #include "strata/transport.h"
-#include "transport/chat_parser.h"
 #include "traces_dir.h"
+#include "transport/chat_parser.h"
 
 namespace {
 

@@ -50,7 +50,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench_paths.h"
 #include "strata/context.h"
+#include "strata/http_transport.h"
 #include "strata/store.h"
 #include "strata/transport.h"
 #include "strata/v1/context_service.grpc.pb.h"

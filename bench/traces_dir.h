@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_paths.h"
+
 namespace strata::bench {
 
 inline std::string TracesDir() {
   const char* env = std::getenv("STRATA_TRACES_DIR");
-  return env != nullptr && *env != '\0' ? env : STRATA_TRACES_DIR;
+  return env != nullptr && *env != '\0' ? env : paths::ConfiguredTracesDir();
 }
 
 // Every *.jsonl below TracesDir() except manifest.jsonl, sorted.

@@ -39,32 +39,32 @@ FILES = {
         'pybind11_add_module(strata_python MODULE src/module.cc)\n'
         'target_link_libraries(strata_python PRIVATE strata::compact)\n',
     'bindings/python/src/module.cc': '#include "strata/builtin_policies.h"\n',
-    'sdk/src/tools/CMakeLists.txt':
-        'strata_component(NAME tools\n  SOURCES trace.cc\n  PUBLIC_DEPS strata::core strata::compact)\n',
-    'sdk/src/tools/trace.cc': '#include "strata/tools/trace.h"\n#include "core/identifiers.h"\n',
+    'sdk/src/replay/CMakeLists.txt':
+        'strata_component(NAME replay\n  SOURCES trace.cc\n  PUBLIC_DEPS strata::core strata::compact)\n',
+    'sdk/src/replay/trace.cc': '#include "strata/replay/trace.h"\n#include "core/identifiers.h"\n',
     'sdk/include/strata/status.h': '#include <string>\n',
     'sdk/include/strata/builtin_policies.h': '#include "strata/status.h"\n',
-    'sdk/include/strata/tools/trace.h': '#include "strata/builtin_policies.h"\n#include "strata/status.h"\n',
+    'sdk/include/strata/replay/trace.h': '#include "strata/builtin_policies.h"\n#include "strata/status.h"\n',
 }
 
 # (what is changed, {file: new text}, text the report must contain)
 MISTAKES = [
-    ('core includes the tooling', {'sdk/src/core/status.cc': '#include "strata/tools/trace.h"\n'},
-     'sdk/src/core/status.cc: includes "strata/tools/trace.h" of strata::tools'),
+    ('core includes the tooling', {'sdk/src/core/status.cc': '#include "strata/replay/trace.h"\n'},
+     'sdk/src/core/status.cc: includes "strata/replay/trace.h" of strata::replay'),
     ('a component reaches a private header of one it does not link',
      {'sdk/src/core/status.cc': '#include "compact/policies.h"\n'},
      'sdk/src/core/status.cc: includes "compact/policies.h" of strata::compact'),
     ('a component links the tooling',
      {'sdk/src/compact/CMakeLists.txt':
-          'strata_component(NAME compact\n  SOURCES policies.cc\n  PUBLIC_DEPS strata::core strata::tools)\n'},
-     'sdk/src/compact/CMakeLists.txt: links strata::tools, which is tooling'),
+          'strata_component(NAME compact\n  SOURCES policies.cc\n  PUBLIC_DEPS strata::core strata::replay)\n'},
+     'sdk/src/compact/CMakeLists.txt: links strata::replay, which is tooling'),
     ('a public header includes a private one',
      {'sdk/include/strata/builtin_policies.h': '#include "core/identifiers.h"\n'},
      'sdk/include/strata/builtin_policies.h: includes "core/identifiers.h", which is not a public header'),
-    ('a public header without an owner', {'sdk/include/strata/tools/replay.h': '\n'},
-     'sdk/include/strata/tools/replay.h: no owner'),
-    ('core includes the tooling with angle brackets', {'sdk/src/core/status.cc': '#include <strata/tools/trace.h>\n'},
-     'sdk/src/core/status.cc: includes "strata/tools/trace.h" of strata::tools'),
+    ('a public header without an owner', {'sdk/include/strata/replay/replay.h': '\n'},
+     'sdk/include/strata/replay/replay.h: no owner'),
+    ('core includes the tooling with angle brackets', {'sdk/src/core/status.cc': '#include <strata/replay/trace.h>\n'},
+     'sdk/src/core/status.cc: includes "strata/replay/trace.h" of strata::replay'),
     ('a public header includes a header of a component its owner links only privately',
      {'sdk/include/strata/builtin_policies.h': '#include "strata/status.h"\n#include "strata/transport.h"\n'},
      'sdk/include/strata/builtin_policies.h (strata::compact): includes "strata/transport.h" of '
@@ -77,14 +77,14 @@ MISTAKES = [
           'strata_component(NAME compact\n  SOURCES policies.cc\n  PUBLIC_DEPS strata::core strata::transport)\n'},
      'sdk/src/compact/CMakeLists.txt: links strata::transport PUBLIC, but no public header'),
     ('an app includes a header of a component it does not link',
-     {'sdk/apps/strata/main.cc': '#include "strata/tools/trace.h"\n'},
-     'sdk/apps/strata/main.cc: includes "strata/tools/trace.h" of strata::tools, which no target of sdk/apps/strata'),
+     {'sdk/apps/strata/main.cc': '#include "strata/replay/trace.h"\n'},
+     'sdk/apps/strata/main.cc: includes "strata/replay/trace.h" of strata::replay, which no target of sdk/apps/strata'),
     ('a benchmark includes a private header of a component it does not link',
      {'bench/bench_compact.cc': '#include <transport/chat_parser.h>\n'},
      'bench/bench_compact.cc: includes "transport/chat_parser.h" of strata::transport, which no target of bench'),
     ('a binding includes a header of a component it does not link',
-     {'bindings/python/src/module.cc': '#include "strata/tools/eval.h"\n'},
-     'bindings/python/src/module.cc: includes "strata/tools/eval.h" of strata::tools, which no target of '
+     {'bindings/python/src/module.cc': '#include "strata/replay/eval.h"\n'},
+     'bindings/python/src/module.cc: includes "strata/replay/eval.h" of strata::replay, which no target of '
      'bindings/python'),
     ('core links another component',
      {'sdk/src/core/CMakeLists.txt':

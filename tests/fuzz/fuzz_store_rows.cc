@@ -14,10 +14,11 @@
 #include <iterator>
 #include <string>
 
+#include "fuzz_paths.h"
 #include "fuzz_util.h"
 #include "strata/context.h"
+#include "strata/replay/trace.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
 
 namespace fs = std::filesystem;
 

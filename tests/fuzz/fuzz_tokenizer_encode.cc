@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_paths.h"
 #include "fuzz_util.h"
 #include "strata/tokenizer_spec.h"
 

@@ -7,7 +7,7 @@
 
 #include "fuzz_util.h"
 #include "strata/context.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<strata::TraceMessage> messages;

@@ -25,11 +25,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "strata/store.h"
 #include "testing/command.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 // REQUIRE(condition) with `message` (a std::string expression) reported when it fails.
 #define STRATA_REQUIRE_MESSAGE(condition, message) \
@@ -107,10 +110,8 @@ class PostgresServer {
     bin_ = PostgresBinDir();
     STRATA_REQUIRE_MESSAGE(!bin_.empty(), "no PostgreSQL server under /usr/lib/postgresql: run "
                                         "scripts/setup (it installs Debian's postgresql)");
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/strata-pg-XXXXXX";
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    dir_ = pattern;
+    REQUIRE(!temp_.path().empty());
+    dir_ = temp_.path();
     data_ = dir_ + "/data";
     const std::string tmpl = Template();
     Shell("cp -a " + ShellQuote(tmpl) + " " + ShellQuote(data_));
@@ -125,8 +126,6 @@ class PostgresServer {
   ~PostgresServer() {
     RunCommand(AsServerUser() + ShellQuote(bin_ + "/pg_ctl") + " -D " + ShellQuote(data_) +
                " -m immediate -w stop >/dev/null 2>&1");
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
@@ -191,6 +190,7 @@ class PostgresServer {
   }
 
   std::string bin_;
+  TempDir temp_{"strata-pg-"};  // removed after the server stopped
   std::string dir_;
   std::string data_;
   int port_ = 0;
@@ -215,8 +215,7 @@ class PgBouncer {
     CommandResult started = RunCommand(AsServerUser() + "/usr/sbin/pgbouncer -d " +
                                        ShellQuote(dir_ + "/pgbouncer.ini") + " 2>&1");
     STRATA_REQUIRE_MESSAGE(started.exit_code == 0, "pgbouncer did not start: " + started.output);
-    for (int i = 0; i < 100 && !RunSql(Url("postgres"), "SELECT 1").empty(); ++i) ::usleep(20000);
-    REQUIRE(RunSql(Url("postgres"), "SELECT 1").empty());
+    REQUIRE(WaitFor([&] { return RunSql(Url("postgres"), "SELECT 1").empty(); }));
   }
   ~PgBouncer() {
     std::ifstream pid_file(dir_ + "/pgbouncer.pid");
@@ -269,22 +268,14 @@ class BackendLocation {
  public:
   explicit BackendLocation(StoreBackend backend) : backend_(backend) {
     if (backend == StoreBackend::kSqlite) {
-      const char* base = std::getenv("TMPDIR");
-      std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/strata-store-XXXXXX";
-      REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-      dir_ = pattern;
-      location_ = dir_ + "/a.db";
+      temp_.emplace("strata-store-");
+      REQUIRE(!temp_->path().empty());
+      location_ = temp_->File("a.db");
       return;
     }
     location_ = SharedPostgres().NewDatabase();
     if (backend == StoreBackend::kPgBouncer) {
       location_ = SharedPgBouncer().Url(location_.substr(location_.rfind('/') + 1));
-    }
-  }
-  ~BackendLocation() {
-    if (!dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir_, ec);
     }
   }
   StoreBackend backend() const { return backend_; }
@@ -297,7 +288,7 @@ class BackendLocation {
 
  private:
   StoreBackend backend_;
-  std::string dir_;
+  std::optional<TempDir> temp_;  // SQLite: the directory of the store file
   std::string location_;
 };
 

@@ -20,6 +20,7 @@
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/grpc_transport.h"
+#include "strata/http_transport.h"
 #include "strata/tokenizer.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/transport.h"

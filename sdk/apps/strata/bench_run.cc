@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 namespace strata::cli::bench {
 

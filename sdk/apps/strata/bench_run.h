@@ -19,7 +19,7 @@
 
 namespace strata::cli::bench {
 
-// Recorded agent trajectories (strata/tools/trace.h JSON lines), as the (role, content) messages a
+// Recorded agent trajectories (strata/replay/trace.h JSON lines), as the (role, content) messages a
 // workload is cut from: a tool call becomes assistant text naming the call, a tool result a user
 // message holding the output, so any chat template accepts the sequence.
 struct TraceCorpus {

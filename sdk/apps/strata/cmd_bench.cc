@@ -25,6 +25,7 @@
 
 #include "bench_run.h"
 #include "commands.h"
+#include "strata/http_transport.h"
 #include "strata/pools.h"
 #include "strata/transport.h"
 
@@ -706,7 +707,8 @@ void RegisterBench(CLI::App& app) {
       "--pools", args->pools_file,
       "Send through a pool set (strata/pools.h JSON; endpoint \"sim\" = the started simulator)");
   cmd->add_option("--traces", args->traces,
-                  "Cut the agents' contexts from the trajectories (*.jsonl, strata/tools/trace.h) under "
+                  "Cut the agents' contexts from the trajectories (*.jsonl, strata/replay/trace.h) "
+                  "under "
                   "these directories, e.g. tests/data/traces, instead of synthetic documents")
       ->type_name("DIR");
   cmd->add_option("--json", args->json_file, "Write the results as JSON");

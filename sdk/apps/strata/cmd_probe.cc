@@ -13,6 +13,7 @@
 #include "probe.h"
 #include "replay_common.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 
 namespace strata::cli {

@@ -14,18 +14,18 @@
 #include <vector>
 
 #include "commands.h"
-#include "strata/builtin_policies.h"
-#include "strata/tools/trace.h"
-#include "strata/chat_template.h"
-#include "strata/context.h"
-#include "strata/prefix_cache.h"
-#include "strata/tokenizer_spec.h"
-#include "strata/transport.h"
 #include "replay_budget.h"
 #include "replay_common.h"
 #include "replay_config.h"
 #include "replay_send.h"
 #include "replay_store.h"
+#include "strata/builtin_policies.h"
+#include "strata/chat_template.h"
+#include "strata/context.h"
+#include "strata/prefix_cache.h"
+#include "strata/replay/trace.h"
+#include "strata/tokenizer_spec.h"
+#include "strata/transport.h"
 
 namespace strata::cli {
 namespace {

@@ -51,7 +51,7 @@ struct SourceSet {
 };
 
 // Reads every regular file of `paths` (files, or directories walked recursively, skipping names
-// that start with '.'). A trajectory (*.jsonl that strata/tools/trace.h reads) becomes the text of
+// that start with '.'). A trajectory (*.jsonl that strata/replay/trace.h reads) becomes the text of
 // its messages, each under a `[role]` line. NOT_FOUND for a path that does not exist or sources
 // that hold no text file.
 StatusOr<SourceSet> LoadSources(const std::vector<std::string>& paths);

@@ -5,7 +5,7 @@
 #include <iterator>
 
 #include "probe.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 namespace strata::cli::probe {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "replay_common.h"
+#include "strata/replay/eval.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/eval.h"
 
 namespace strata::cli {
 namespace {

@@ -1,7 +1,7 @@
 // The budget options of `strata replay` (--budget N [--policy P] [--tokenizer SPEC] and the strata
 // policy's knobs) and the policy comparison `--compare strata,none,sliding,last-n,clear-tool-uses,
 // observation-masking`, which replays the trace under the budget once per policy
-// (strata/tools/eval.h) and prints a table.
+// (strata/replay/eval.h) and prints a table.
 #ifndef STRATA_APPS_STRATA_REPLAY_BUDGET_H_
 #define STRATA_APPS_STRATA_REPLAY_BUDGET_H_
 

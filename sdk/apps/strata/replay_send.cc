@@ -12,6 +12,7 @@
 #include "strata/chat_template.h"
 #include "strata/client.h"
 #include "strata/grpc_transport.h"
+#include "strata/http_transport.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
 

@@ -346,16 +346,6 @@ struct RequestPreview {
   std::optional<CompactionReport> compaction;  // what that compaction would do, when due
 };
 
-// One page of a recalled original.
-struct RecallPage {
-  std::string recall_id;       // the id asked for
-  std::string content;         // the page
-  size_t offset = 0;           // byte offset of the page in the original
-  size_t total_bytes = 0;      // size of the whole original
-  size_t remaining_bytes = 0;  // after this page
-  size_t tokens = 0;           // tokens of the page
-};
-
 // Options of Agent::Fork().
 struct ForkOptions {
   // The child's id. "": "<parent id>.fork-<n>", n the first number not taken in the store (with

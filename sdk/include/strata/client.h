@@ -8,7 +8,7 @@
 // or the request's reusable prefix is shorter than the previous request's, a PrefixBreakEvent names
 // the first segment that differs.
 //
-//   strata::HttpTransportOptions http;
+//   strata::HttpTransportOptions http;                 // strata/http_transport.h
 //   http.base_url = "http://127.0.0.1:8000/v1";
 //   auto transport = strata::MakeHttpTransport(http).value();
 //   strata::JsonLinesRecordSink sink(std::cout);

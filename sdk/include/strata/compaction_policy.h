@@ -223,8 +223,11 @@ class CompactionPolicy {
 };
 
 // The `context_recall` tool an application may expose so the model can get back the original of a
-// masked, truncated, summarized or evicted segment by its recall id. Canonical JSON of one OpenAI
-// tool object; answer its calls with Context::AnswerRecall.
+// masked, truncated, summarized or evicted segment by its recall id, in pages: its arguments are
+// `recall_id` (required), `offset` (bytes, default 0) and `max_tokens` (default and upper bound:
+// the recall share, which an Agent sets from its budget and Context::AnswerRecall takes as its
+// max_tokens). Canonical JSON of one OpenAI tool object, the one an Agent offers; answer its calls
+// with Context::AnswerRecall (an Agent answers them itself).
 std::string RecallToolSchema();
 inline constexpr char kRecallToolName[] = "context_recall";  // RecallToolSchema()'s tool
 

@@ -262,6 +262,17 @@ struct ContextStats {
   LayerUsage layers[kLayerCount];  // per layer, indexed by Layer
 };
 
+// One page of a recalled original (Context::AnswerRecall, Agent::Recall): the context_recall
+// contract (RecallToolSchema()) answers a call with pages of at most its max_tokens.
+struct RecallPage {
+  std::string recall_id;       // the id asked for
+  std::string content;         // the page
+  size_t offset = 0;           // byte offset of the page in the original
+  size_t total_bytes = 0;      // size of the whole original
+  size_t remaining_bytes = 0;  // after this page
+  size_t tokens = 0;           // tokens of the page
+};
+
 // An agent's context: layered segments rendered into byte-stable Chat Completions requests
 // (see the file comment). Not thread-safe: one thread at a time.
 class Context {
@@ -369,10 +380,16 @@ class Context {
   const std::vector<CompactionReport>& Compactions() const;
 
   // Answers an open `context_recall` call (RecallToolSchema()) by appending, as its tool result,
-  // the original kept under the recall id named in the call's arguments ({"recall_id": "r-..."}),
-  // or a short explanation when there is none. Recall never breaks the prefix: it only appends.
-  // INVALID_ARGUMENT when `tool_call_id` is not an open context_recall call.
-  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id);
+  // a page of the original kept under the recall id named in the call's arguments
+  // ({"recall_id": "r-...", "offset": bytes, "max_tokens": n}): from byte `offset` (default 0), of
+  // at most the call's max_tokens tokens and at most `max_tokens` (0: no limit of the caller's;
+  // a call without max_tokens then gets the whole rest), with a line naming the page's bytes and
+  // one saying how to continue ("[N bytes remain: call context_recall with recall_id ... and
+  // offset ...]" or "[end of r-...]"). A call without a recall id, naming an unknown one or an
+  // offset past the end gets a short explanation instead. Recall never breaks the prefix: it
+  // only appends. Returns the id of the appended segment; INVALID_ARGUMENT when `tool_call_id` is
+  // not an open context_recall call.
+  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id, size_t max_tokens = 0);
 
   // --- Inspection -----------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/clock.h"
 #include "strata/status.h"
 #include "strata/transport.h"
 

@@ -5,8 +5,9 @@
 // and every Send() is admitted to the smallest pool whose maximum input length holds the request,
 // routed to one of that pool's replicas and forwarded. When the fitting pool is at its concurrency
 // cap, or the request exceeds every pool, the configured degradation ladder applies in order:
-//   compact  the caller's DegradationHandler compacts the history so that it fits a smaller pool
-//            (or, when the request exceeds every pool, the largest one) that has a free slot;
+//   compact  the caller's DegradationHandler (strata/pool_call.h) compacts the history so that
+//            it fits a smaller pool (or, when the request exceeds every pool, the largest one)
+//            that has a free slot;
 //   fork     the handler forks the task into a request that fits such a pool;
 //   wait     the request waits in the pool's bounded queue, at most the pool's queue timeout;
 //   refuse   RESOURCE_EXHAUSTED naming the pool, its cap and its queue depth.
@@ -54,6 +55,8 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/clock.h"
+#include "strata/pool_call.h"
 #include "strata/record.h"
 #include "strata/status.h"
 #include "strata/transport.h"

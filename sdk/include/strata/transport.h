@@ -1,15 +1,17 @@
-// strata/transport.h — sending a Chat Completions request to a model endpoint.
+// strata/transport.h — the Transport interface: sending a Chat Completions request to a model
+// endpoint.
 //
 // A Transport sends one OpenAI Chat Completions request body (as built by Context::Build()) to an
 // endpoint and returns the parsed Response: content, reasoning, tool calls, finish reason, usage
-// (with the server's cached-token count when it reports one) and timings. Two implementations:
-// HTTP over libcurl (vLLM, SGLang, Z.ai, any OpenAI-compatible server; SSE streaming or not) and
-// gRPC to SGLang's native `sglang.runtime.v1.SglangService`. Both share one response parser, so a
-// body gives the same Response over either.
+// (with the server's cached-token count when it reports one) and timings. This header holds what
+// every transport shares: the interface, the Response, the per-call CallOptions and the RetryPolicy
+// and Timeouts transports are created with. Two implementations: HTTP over libcurl (vLLM, SGLang,
+// Z.ai, any OpenAI-compatible server; SSE streaming or not), strata/http_transport.h, and gRPC to
+// SGLang's native `sglang.runtime.v1.SglangService`, strata/grpc_transport.h. Both share one
+// response parser, so a body gives the same Response over either; a PoolSet (strata/pools.h) is a
+// Transport over several of them.
 //
-//   strata::HttpTransportOptions options;
-//   options.base_url = "http://127.0.0.1:8000/v1";
-//   if (const char* key = std::getenv("API_KEY")) options.api_key = key;  // unset: no key
+//   // strata::MakeHttpTransport(), strata::MakeGrpcTransport() or a strata::PoolSet:
 //   std::unique_ptr<strata::Transport> transport = strata::MakeHttpTransport(options).value();
 //   strata::Response response;
 //   strata::CallOptions call;
@@ -38,53 +40,17 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "strata/clock.h"
-#include "strata/record.h"
+#include "strata/pool_call.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 
 namespace strata {
-
-// The degradation ladder's side of a call (strata/pools.h): a transport that schedules requests by
-// length (a PoolSet) reads these from CallOptions. They live here, with CallOptions, so that the
-// conversation's owner (the Agent) implements them without depending on the pools.
-
-// Call header carrying the stable-prefix hash (strata/context.h BuiltRequest::stable_prefix_hash)
-// to the PoolSet; removed before the request is forwarded.
-inline constexpr char kPrefixHashHeader[] = "x-strata-prefix-hash";
-
-// A smaller request produced by a DegradationHandler.
-struct DegradedRequest {
-  std::string body;          // the Chat Completions body to send instead
-  int64_t input_tokens = 0;  // its exact input tokens
-};
-
-// Implemented by the owner of the conversation (the Agent): it alone can compact its history or
-// fork its task. Both return a request of at most `target_tokens` input tokens, or an error (the
-// step is then skipped and the error recorded).
-class DegradationHandler {
- public:
-  virtual ~DegradationHandler() = default;
-  // Compacts the conversation of `body` (`input_tokens` tokens) to at most `target_tokens` so that
-  // it fits pool `target_pool`.
-  virtual StatusOr<DegradedRequest> Compact(std::string_view body, int64_t input_tokens,
-                                            int64_t target_tokens,
-                                            const std::string& target_pool) = 0;
-  // Forks the task: a new request carrying what the fork needs, within `target_tokens`.
-  virtual StatusOr<DegradedRequest> Fork(std::string_view body, int64_t input_tokens,
-                                         int64_t target_tokens, const std::string& target_pool) = 0;
-  // Called once per Send() of a handler given in CallOptions::degradation, before Send() returns
-  // (also on refusal): `decision` holds the pool, endpoint (replica), queue_wait_ms, input_tokens,
-  // degradation and degradation_notes. Default: nothing.
-  virtual void OnDecision(const RequestRecord& decision) { (void)decision; }
-};
 
 // Token usage as reported by the server.
 struct Usage {
@@ -208,7 +174,7 @@ struct Timeouts {
 };
 
 // Sends Chat Completions requests to one endpoint (see the file comment). Implementations:
-// MakeHttpTransport() below, MakeGrpcTransport() (strata/grpc_transport.h).
+// MakeHttpTransport() (strata/http_transport.h), MakeGrpcTransport() (strata/grpc_transport.h).
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -230,41 +196,6 @@ class Transport {
   // in-flight call is cancelled with a CancellationToken instead).
   virtual Status Abort(const std::string& request_id) = 0;
 };
-
-// What an HTTP transport is created with (MakeHttpTransport).
-struct HttpTransportOptions {
-  // Base URL up to and excluding /chat/completions, e.g. "http://127.0.0.1:8000/v1" (vLLM,
-  // SGLang) or "https://api.z.ai/api/paas/v4". Required.
-  std::string base_url;
-  // Sent as "Authorization: Bearer <api_key>" when non-empty. Never logged: messages and
-  // records show base_url through RedactUrl(), and the STRATA_CURL_VERBOSE=1 trace redacts the
-  // Authorization header and the key. A key with a control character (CR/LF would inject headers)
-  // is refused by MakeHttpTransport().
-  std::string api_key;
-  // A non-empty api_key over plain http:// to a host that is not loopback (localhost, 127.0.0.0/8,
-  // [::1]) is refused (INVALID_ARGUMENT) unless this is true: the key would cross the network in
-  // clear text. Default false.
-  bool allow_insecure = false;
-  Timeouts timeouts;  // per attempt (Timeouts); defaults as there
-  RetryPolicy retry;  // when failed calls are retried (RetryPolicy)
-  // Idle connections kept for reuse. Default 64.
-  size_t max_idle_connections = 64;
-  // Backoff sleeps, the deadline accounting of retries and the jitter seed (strata/clock.h). Not
-  // owned; nullptr: SystemClock().
-  Clock* clock = nullptr;
-  // Extra headers on every request.
-  std::vector<std::pair<std::string, std::string>> headers;
-  // An answer's body (a whole JSON answer or a stream, SSE framing included) may be at most this
-  // big; beyond it the call fails with RESOURCE_EXHAUSTED naming the limit. Bounds the memory a
-  // broken or hostile server can make the client hold (an endless stream, SSE without
-  // separators). Default 256 MiB, far above a 1M-token answer.
-  size_t max_response_bytes = 256u << 20;
-};
-
-// An HTTP/1.1 transport over libcurl. INVALID_ARGUMENT for a base_url that is not http(s)://, an
-// api_key or header with a control character, or an api_key over http:// to a non-loopback host
-// without allow_insecure.
-StatusOr<std::unique_ptr<Transport>> MakeHttpTransport(HttpTransportOptions options);
 
 // `url` with the user:password@ part of its authority replaced by "[redacted]@"
 // ("http://u:pw@host:8000/v1" -> "http://[redacted]@host:8000/v1"); other URLs unchanged. What

@@ -7,6 +7,7 @@
 #include "agent/agent_impl.h"
 #include "agent/agent_services.h"
 #include "strata/builtin_policies.h"
+#include "strata/http_transport.h"
 #include "strata/isolation.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/transport.h"

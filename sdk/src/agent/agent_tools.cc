@@ -7,19 +7,14 @@
 
 #include "agent/agent_impl.h"
 #include "agent/tool_arguments.h"
+#include "core/recall_page.h"
 #include "core/utf8.h"
 
 namespace strata {
 namespace {
 
 using json = nlohmann::json;
-// Text is cut for pages and messages at a UTF-8 character boundary.
-using internal::Utf8Floor;
-using internal::Utf8Prefix;
-
-std::string RecallSchema() {
-  return R"json({"type":"function","function":{"name":"context_recall","description":"Get back the original of content that was shortened to keep the context small (a masked, truncated, folded, summarized or evicted tool result, or a joined subtask), by the recall id its placeholder names. Long originals come in pages: the answer says how many bytes remain and the offset to continue from.","parameters":{"type":"object","properties":{"recall_id":{"type":"string","description":"The recall id, e.g. r-0123456789abcdef"},"offset":{"type":"integer","description":"Byte offset in the original to start from (default 0)"},"max_tokens":{"type":"integer","description":"At most this many tokens (default and upper bound: the agent's recall share)"}},"required":["recall_id"]}}})json";
-}
+using internal::Utf8Prefix;  // an unparsable call quoted at a UTF-8 character boundary
 
 }  // namespace
 
@@ -27,7 +22,7 @@ std::string Agent::Impl::ToolsJson() const {
   std::string out = "[";
   bool first = true;
   if (config_.recall.expose_tool) {
-    out += RecallSchema();
+    out += RecallToolSchema();  // the one context_recall contract (core/recall_page.h)
     first = false;
   }
   for (const std::string& name : tool_order_) {
@@ -91,72 +86,27 @@ StatusOr<std::string> Agent::Impl::OriginalOf(std::string_view recall_id) const 
 StatusOr<RecallPage> Agent::Impl::Recall(std::string_view recall_id, size_t offset,
                                          size_t max_tokens) const {
   STRATA_ASSIGN_OR_RETURN(std::string original, OriginalOf(recall_id));
-  if (offset > original.size()) {
-    return OutOfRangeError("offset " + std::to_string(offset) + " is past the end of " +
-                           std::string(recall_id) + " (" + std::to_string(original.size()) +
-                           " bytes)");
-  }
   const size_t cap = RecallShareTokens();
   const size_t limit = max_tokens == 0 ? cap : std::min(max_tokens, cap);
-  std::string_view rest = std::string_view(original).substr(Utf8Floor(original, offset));
-  RecallPage page;
-  page.recall_id = std::string(recall_id);
-  page.offset = original.size() - rest.size();
-  page.total_bytes = original.size();
-  size_t take = rest.size();
-  if (tokenizer_->Count(rest) > limit) {
-    // The longest prefix within the limit (binary search on bytes), preferably ending a line.
-    size_t lo = 0, hi = rest.size();  // rest[0, lo) fits; rest[0, hi) does not
-    while (hi - lo > 1) {
-      const size_t mid = lo + (hi - lo) / 2;
-      if (tokenizer_->Count(rest.substr(0, mid)) <= limit) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    take = Utf8Floor(rest, lo);
-    size_t nl = rest.substr(0, take).rfind('\n');
-    if (nl != std::string_view::npos && nl + 1 >= take * 4 / 5) take = nl + 1;
-  }
-  page.content = std::string(rest.substr(0, take));
-  page.remaining_bytes = rest.size() - take;
-  page.tokens = tokenizer_->Count(page.content);
-  return page;
+  return internal::PageOf(recall_id, original, offset, limit, *tokenizer_);
 }
 
 StatusOr<std::string> Agent::Impl::AnswerRecall(const ToolCall& call) {
-  json args = json::parse(call.arguments, nullptr, false);
-  std::string text;
-  if (!args.is_object() || !args.contains("recall_id") || !args["recall_id"].is_string()) {
+  StatusOr<internal::RecallRequest> request = internal::ParseRecallArguments(call.arguments);
+  if (!request.ok()) {
     const std::optional<std::string> unparsed = agent_internal::UnparsedArguments(call.arguments);
-    text = "context_recall needs {\"recall_id\": \"r-...\"} (optional offset, max_tokens); got " +
-           Utf8Prefix(unparsed ? *unparsed : call.arguments, 200);
+    const std::string text =
+        "context_recall needs {\"recall_id\": \"r-...\"} (optional offset, max_tokens); got " +
+        Utf8Prefix(unparsed ? *unparsed : call.arguments, 200);
     return context_->AppendToolResult({call.id, text, true});
   }
-  std::string recall_id = args["recall_id"].get<std::string>();
-  size_t offset = args.contains("offset") && args["offset"].is_number_unsigned()
-                      ? args["offset"].get<size_t>()
-                      : 0;
-  size_t max_tokens = args.contains("max_tokens") && args["max_tokens"].is_number_unsigned()
-                          ? args["max_tokens"].get<size_t>()
-                          : 0;
-  StatusOr<RecallPage> page = Recall(recall_id, offset, max_tokens);
+  StatusOr<RecallPage> page = Recall(request->recall_id, request->offset, request->max_tokens);
   if (!page.ok()) {
     return context_->AppendToolResult({call.id, page.status().message(), true});
   }
-  const size_t end = page->offset + page->content.size();
-  text = "[" + recall_id + ": bytes " + std::to_string(page->offset) + "-" + std::to_string(end) +
-         " of " + std::to_string(page->total_bytes) + "]\n" + page->content;
-  if (page->remaining_bytes > 0) {
-    text += "\n[" + std::to_string(page->remaining_bytes) +
-            " bytes remain: call context_recall with recall_id \"" + recall_id + "\" and offset " +
-            std::to_string(end) + "]";
-  } else {
-    text += "\n[end of " + recall_id + "]";
-  }
-  STRATA_ASSIGN_OR_RETURN(std::string segment_id,
-                          context_->AppendToolResult({call.id, text, false}));
+  STRATA_ASSIGN_OR_RETURN(
+      std::string segment_id,
+      context_->AppendToolResult({call.id, internal::RecallAnswerText(*page), false}));
   if (config_.recall.protect_turns > 0) {
     STRATA_RETURN_IF_ERROR(context_->SetPinned(segment_id, true));
     protections_.push_back(

@@ -7,6 +7,7 @@
 #include "agent/cache_state.h"
 #include "agent/tool_arguments.h"
 #include "agent/turn_fields.h"
+#include "strata/pool_call.h"
 #include "strata/transport.h"
 
 namespace strata {

@@ -24,8 +24,9 @@
 #include "strata/agent.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
-#include "strata/transport.h"
+#include "strata/pool_call.h"
 #include "strata/record.h"
+#include "strata/transport.h"
 
 namespace strata::agent_internal {
 

@@ -39,27 +39,27 @@ const std::vector<int32_t>& PromptTokens::EncodeLocked(std::string_view text) {
 
 std::vector<int32_t> PromptTokens::Encode(std::string_view text) {
   if (!exact_) return {};
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   return EncodeLocked(text);
 }
 
 size_t PromptTokens::Count(std::string_view text) {
   if (!exact_) return tokenizer_ != nullptr ? tokenizer_->Count(text) : (text.size() + 3) / 4;
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   return EncodeLocked(text).size();
 }
 
 StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template,
                                            std::string_view body) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     if (render_template_ == &chat_template && body.size() == last_body_.size() &&
         tokenize_internal::CommonPrefix(last_body_, body) == body.size()) {
       return last_render_;
     }
   }
   STRATA_ASSIGN_OR_RETURN(std::string text, chat_template.Render(body));
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   render_template_ = &chat_template;
   UpdateInPlace(last_body_, body);
   UpdateInPlace(last_render_, text);
@@ -69,12 +69,12 @@ StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template,
 PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
                                 const PrefixCacheOptions& options) {
   if (exact_ && !splits_) {  // each distinct prompt is encoded whole: HashPromptIds continues
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const std::vector<int32_t>& ids = EncodeLocked(text);
     if (!ids.empty() || text.empty()) return HashPromptIds(ids, salt, options);
     return HashPrompt(text, salt, nullptr, options);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   const bool same_shape = has_chain_ && chain_.salt == salt &&
                           chain_options_.block_tokens == options.block_tokens &&
                           chain_options_.bytes_per_token == options.bytes_per_token;

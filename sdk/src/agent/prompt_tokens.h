@@ -16,11 +16,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/chat_template.h"
 #include "strata/prefix_cache.h"
 #include "strata/tokenizer.h"
@@ -54,26 +54,27 @@ class PromptTokens {
  private:
   // The ids of `text` (the encoder's, valid until the next call); notes how many of them the kept
   // chain still covers.
-  const std::vector<int32_t>& EncodeLocked(std::string_view text);
+  const std::vector<int32_t>& EncodeLocked(std::string_view text) STRATA_REQUIRES(mu_);
 
   const Tokenizer* tokenizer_;
   bool exact_ = false;
   bool splits_ = false;
-  std::mutex mu_;
-  std::unique_ptr<IncrementalEncoder> encoder_;  // exact tokenizers; guarded by mu_
+  internal::Mutex mu_;
+  std::unique_ptr<IncrementalEncoder> encoder_ STRATA_GUARDED_BY(mu_);  // exact tokenizers
   // The render memo: the last body rendered by `render_template_` and its render, both updated in
-  // place from where they differ. Guarded by mu_.
-  const ChatTemplate* render_template_ = nullptr;
-  std::string last_body_;
-  std::string last_render_;
-  // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes: chain_text_),
-  // guarded by mu_. chain_valid_ids_: leading ids of the encoder's current text the chain covers.
-  bool has_chain_ = false;
-  bool chain_of_ids_ = false;
-  PrefixCacheOptions chain_options_;
-  PromptBlocks chain_;
-  std::string chain_text_;
-  size_t chain_valid_ids_ = 0;
+  // place from where they differ.
+  const ChatTemplate* render_template_ STRATA_GUARDED_BY(mu_) = nullptr;
+  std::string last_body_ STRATA_GUARDED_BY(mu_);
+  std::string last_render_ STRATA_GUARDED_BY(mu_);
+  // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes:
+  // chain_text_).
+  // chain_valid_ids_: leading ids of the encoder's current text the chain covers.
+  bool has_chain_ STRATA_GUARDED_BY(mu_) = false;
+  bool chain_of_ids_ STRATA_GUARDED_BY(mu_) = false;
+  PrefixCacheOptions chain_options_ STRATA_GUARDED_BY(mu_);
+  PromptBlocks chain_ STRATA_GUARDED_BY(mu_);
+  std::string chain_text_ STRATA_GUARDED_BY(mu_);
+  size_t chain_valid_ids_ STRATA_GUARDED_BY(mu_) = 0;
 };
 
 // A RequestTokenCounter over PromptTokens: chat template render, then incremental encoding.

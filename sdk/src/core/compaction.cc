@@ -5,12 +5,19 @@
 namespace strata {
 
 std::string RecallToolSchema() {
-  // Canonical JSON (sorted keys, compact): byte-stable in the tools layer.
-  return R"({"function":{"description":"Get back the original content that the context manager )"
-         R"(masked, truncated, summarized or evicted. Pass the recall id shown in its place (r-...).",)"
-         R"("name":"context_recall","parameters":{"properties":{"recall_id":{"description":"The )"
-         R"(recall id, e.g. r-0123456789abcdef","type":"string"}},"required":["recall_id"],"type":"object"}},)"
-         R"("type":"function"})";
+  // Canonical JSON (sorted keys, compact): byte-stable in the tools layer, and the bytes of the
+  // tool an Agent offers (the test "context_recall: the Agent offers RecallToolSchema()").
+  return R"j({"function":{"description":"Get back the original of content that was shortened to )j"
+         R"j(keep the context small (a masked, truncated, folded, summarized or evicted tool )j"
+         R"j(result, or a joined subtask), by the recall id its placeholder names. Long )j"
+         R"j(originals come in pages: the answer says how many bytes remain and the offset to )j"
+         R"j(continue from.","name":"context_recall",)j"
+         R"j("parameters":{"properties":{"max_tokens":{"description":"At most this many tokens )j"
+         R"j((default and upper bound: the agent's recall share)","type":"integer"},)j"
+         R"j("offset":{"description":"Byte offset in the original to start from (default 0)",)j"
+         R"j("type":"integer"},"recall_id":{"description":"The recall id, e.g. )j"
+         R"j(r-0123456789abcdef","type":"string"}},"required":["recall_id"],"type":"object"}},)j"
+         R"j("type":"function"})j";
 }
 
 std::string CompactionReportJson(const CompactionReport& c) {

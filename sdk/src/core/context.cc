@@ -304,8 +304,8 @@ StatusOr<CompactionReport> Context::ApplyEdit(const HistoryEdit& edit, std::stri
   return impl_->ApplyEdit(edit, std::move(policy), std::move(reason));
 }
 const std::vector<CompactionReport>& Context::Compactions() const { return impl_->Compactions(); }
-StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id) {
-  return impl_->AnswerRecall(tool_call_id);
+StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id, size_t max_tokens) {
+  return impl_->AnswerRecall(tool_call_id, max_tokens);
 }
 std::vector<Segment> Context::Segments() const { return impl_->Segments(); }
 std::vector<SegmentFingerprint> Context::Fingerprints() const { return impl_->Fingerprints(); }

@@ -7,6 +7,7 @@
 
 #include "core/context_impl.h"
 #include "core/hygiene.h"
+#include "core/recall_page.h"
 #include "core/text_util.h"
 
 namespace strata {
@@ -109,7 +110,8 @@ Status Context::Impl::SetPinned(std::string_view segment_id, bool pinned) {
   return Status::Ok();
 }
 
-StatusOr<std::string> Context::Impl::AnswerRecall(const std::string& tool_call_id) {
+StatusOr<std::string> Context::Impl::AnswerRecall(const std::string& tool_call_id,
+                                                  size_t max_tokens) {
   const ToolCall* call = FindLastCall(tool_call_id);
   if (call == nullptr ||
       std::find(open_calls_.begin(), open_calls_.end(), tool_call_id) == open_calls_.end()) {
@@ -121,20 +123,21 @@ StatusOr<std::string> Context::Impl::AnswerRecall(const std::string& tool_call_i
                                 kRecallToolName);
   }
   std::string answer;
-  nlohmann::json arguments = nlohmann::json::parse(call->arguments, nullptr, false);
-  std::string recall_id;
-  if (arguments.is_object() && arguments.contains("recall_id") &&
-      arguments["recall_id"].is_string()) {
-    recall_id = arguments["recall_id"].get<std::string>();
-  }
-  if (recall_id.empty()) {
-    answer =
-        "[strata: context_recall needs {\"recall_id\": \"r-...\"}; the ids appear in masked, "
-        "truncated and summarized content]";
-  } else if (auto original = recall_.find(recall_id); original != recall_.end()) {
-    answer = original->second;
+  StatusOr<internal::RecallRequest> request = internal::ParseRecallArguments(call->arguments);
+  if (!request.ok() || request->recall_id.empty()) {
+    answer = "[strata: " +
+             (request.ok() ? std::string("context_recall needs a non-empty recall_id")
+                           : request.status().message()) +
+             "; the ids appear in masked, truncated and summarized content]";
+  } else if (auto original = recall_.find(request->recall_id); original != recall_.end()) {
+    size_t limit = request->max_tokens;
+    if (max_tokens > 0) limit = limit == 0 ? max_tokens : std::min(limit, max_tokens);
+    StatusOr<RecallPage> page = internal::PageOf(request->recall_id, original->second,
+                                                 request->offset, limit, *tokenizer_);
+    answer = page.ok() ? internal::RecallAnswerText(*page)
+                       : "[strata: " + page.status().message() + "]";
   } else {
-    answer = "[strata: nothing is kept under recall id " + recall_id + "]";
+    answer = "[strata: nothing is kept under recall id " + request->recall_id + "]";
   }
   // The recalled original is appended as it is: hygiene would cut it again.
   Segment s = NewHistorySegment(SegmentKind::kToolResult, turn_);

@@ -121,7 +121,7 @@ class Context::Impl {
   StatusOr<std::string> AppendToolResult(ToolResult result);
   std::vector<std::string> OpenToolCalls() const { return open_calls_; }
   Status SetPinned(std::string_view segment_id, bool pinned);
-  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id);
+  StatusOr<std::string> AnswerRecall(const std::string& tool_call_id, size_t max_tokens);
 
   // The volatile layer (context.cc).
   Status SetVolatile(std::string key, std::string value);

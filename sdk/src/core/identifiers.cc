@@ -1,10 +1,10 @@
 #include "core/identifiers.h"
+#include "core/thread_annotations.h"
 
 #include <algorithm>
 #include <cctype>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -111,14 +111,14 @@ class IdentifierMemo {
   std::shared_ptr<const std::vector<std::string>> Ranked(const std::string& text) {
     const Key key{text.size(), std::hash<std::string_view>{}(text)};
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      internal::MutexLock lock(mu_);
       auto it = entries_.find(key);
       if (it != entries_.end()) return it->second;
     }
     auto ranked = std::make_shared<const std::vector<std::string>>(RankIdentifiers(text));
     size_t bytes = kEntryOverhead;
     for (const std::string& id : *ranked) bytes += id.size() + sizeof(std::string);
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     if (bytes_ + bytes > kMaxBytes) {
       entries_.clear();
       bytes_ = 0;
@@ -140,10 +140,10 @@ class IdentifierMemo {
   struct KeyHash {
     size_t operator()(const Key& k) const { return k.hash ^ (k.size * 0x9e3779b97f4a7c15ULL); }
   };
-  std::mutex mu_;
-  std::unordered_map<Key, std::shared_ptr<const std::vector<std::string>>, KeyHash>
-      entries_;       // guarded by mu_
-  size_t bytes_ = 0;  // guarded by mu_
+  internal::Mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<const std::vector<std::string>>, KeyHash> entries_
+      STRATA_GUARDED_BY(mu_);
+  size_t bytes_ STRATA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

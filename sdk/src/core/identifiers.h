@@ -3,7 +3,7 @@
 // strata keeps these when it shortens content (masked tool results, folded stack traces,
 // deduplicated outputs, summaries), because they are what an agent most often needs again: the
 // names it will grep for, open and edit. Used by core's hygiene, compact's policies, placeholders
-// and summarizers, and tools' retention metric (strata/tools/eval.h); not part of the public API.
+// and summarizers, and replay's retention metric (strata/replay/eval.h); not public API.
 // Other components reach it as "core/identifiers.h" (sdk/src is on their private include path)
 // and link strata::core, which defines it (identifiers.cc).
 //

@@ -10,7 +10,10 @@
 //   void AddLocked() STRATA_REQUIRES(mu_) { ++count_; }
 //
 // std::mutex is not annotated in libstdc++, so a guarded field's mutex is an internal::Mutex and
-// is held through internal::MutexLock.
+// is held through internal::MutexLock, or through internal::UniqueMutexLock where the scope lets go
+// of it for a while (around a call that must not hold it). A function that needs the mutex held by
+// its caller says STRATA_REQUIRES(mu_); it may release it and take it again (mu_.unlock(), then
+// mu_.lock()), and waits on a std::condition_variable_any with mu_ itself as the lock.
 #ifndef STRATA_SRC_CORE_THREAD_ANNOTATIONS_H_
 #define STRATA_SRC_CORE_THREAD_ANNOTATIONS_H_
 
@@ -54,6 +57,33 @@ class STRATA_SCOPED_CAPABILITY MutexLock {
 
  private:
   Mutex& mu_;
+};
+
+// Holds a Mutex for its scope, and may release it and take it again meanwhile (std::unique_lock,
+// annotated): the destructor releases it only when held.
+class STRATA_SCOPED_CAPABILITY UniqueMutexLock {
+ public:
+  explicit UniqueMutexLock(Mutex& mu) STRATA_ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~UniqueMutexLock() STRATA_RELEASE() {
+    if (held_) mu_.unlock();
+  }
+  UniqueMutexLock(const UniqueMutexLock&) = delete;
+  UniqueMutexLock& operator=(const UniqueMutexLock&) = delete;
+
+  // Releases the mutex; requires it held.
+  void Unlock() STRATA_RELEASE() {
+    mu_.unlock();
+    held_ = false;
+  }
+  // Takes the mutex again; requires it released by Unlock().
+  void Lock() STRATA_ACQUIRE() {
+    mu_.lock();
+    held_ = true;
+  }
+
+ private:
+  Mutex& mu_;
+  bool held_ = true;
 };
 
 }  // namespace strata::internal

@@ -1,5 +1,6 @@
 // Length pools (strata/pools.h): making a PoolSet and sending through it; pools_impl.h says which
 // file implements the rest (admission and degradation, routing, configuration, metrics).
+#include "strata/http_transport.h"
 #include "strata/pools.h"
 
 #include <algorithm>
@@ -43,8 +44,6 @@ void PoolSet::Impl::RememberLocked(const std::string& request_id, Decision decis
 Status PoolSet::Impl::Send(std::string_view body, const CallOptions& options, Response* response,
                            RequestRecord* record) {
   *response = Response();
-  DegradationHandler* const handler =
-      options.degradation != nullptr ? options.degradation : handler_;
   // Tells the call's own handler what was decided, on every return path.
   struct Notify {
     const Impl* impl;
@@ -69,34 +68,37 @@ Status PoolSet::Impl::Send(std::string_view body, const CallOptions& options, Re
   Notify notify{this, options.degradation, &decision, &outcome};
   Admission admission;
 
-  std::unique_lock<std::mutex> lock(mu_);
-  outcome = AdmitLocked(body, tokens, options, handler, lock, &decision, &admission);
+  internal::UniqueMutexLock lock(mu_);
+  DegradationHandler* const handler =
+      options.degradation != nullptr ? options.degradation : handler_;
+  const int64_t kv_bytes_per_token = kv_bytes_per_token_;
+  outcome = AdmitLocked(body, tokens, options, handler, &decision, &admission);
   if (outcome.code() == StatusCode::kCancelled) return outcome;  // not remembered nor recorded
   StatusOr<Reservation> reserved =
       outcome.ok() ? ReserveLocked(admission, key, options.request_id, &decision)
                    : StatusOr<Reservation>(outcome);
   if (!reserved.ok()) {
     RememberLocked(options.request_id, decision);
-    lock.unlock();
+    lock.Unlock();
     outcome = reserved.status();
     Fill(record, decision, outcome);
     return outcome;
   }
-  lock.unlock();
+  lock.Unlock();
 
   forward.prompt_tokens = admission.send_tokens;
   Status status = reserved->transport->Send(
       admission.replaced ? std::string_view(admission.replaced_body) : body, forward, response);
 
-  lock.lock();
+  lock.Lock();
   ReleaseLocked(*reserved, status, options.request_id);
   RememberLocked(options.request_id, decision);
   slot_freed_.notify_all();
-  lock.unlock();
+  lock.Unlock();
   Fill(record, decision, status);
   if (record != nullptr) {
     record->kv_cache_bytes =
-        (admission.send_tokens + response->usage.completion_tokens) * kv_bytes_per_token_;
+        (admission.send_tokens + response->usage.completion_tokens) * kv_bytes_per_token;
   }
   outcome = status;
   return status;
@@ -203,6 +205,7 @@ StatusOr<std::unique_ptr<PoolSet>> PoolSet::Create(PoolSetConfig config) {
       }
     }
     std::sort(pool.ring.begin(), pool.ring.end());
+    internal::MutexLock lock(impl->mu_);  // nobody else has impl yet; the analysis asks for it
     impl->pools_.push_back(std::move(pool));
   }
   impl->config_ = std::move(config);
@@ -213,18 +216,19 @@ PoolSet::PoolSet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PoolSet::~PoolSet() = default;
 
 void PoolSet::SetDegradationHandler(DegradationHandler* handler) {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  internal::MutexLock lock(impl_->mu_);
   impl_->handler_ = handler;
 }
 
 void PoolSet::SetKvBytesPerToken(int64_t bytes) {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  internal::MutexLock lock(impl_->mu_);
   impl_->kv_bytes_per_token_ = bytes;
 }
 
 std::string PoolSet::Name() const { return "pools"; }
 
 std::string PoolSet::Endpoint() const {
+  internal::MutexLock lock(impl_->mu_);
   std::string out = "pools:";
   for (size_t i = 0; i < impl_->pools_.size(); ++i) {
     out += (i == 0 ? "" : ",") + impl_->pools_[i].config.name;
@@ -244,7 +248,7 @@ Status PoolSet::Send(std::string_view body, const CallOptions& options, Response
 int PoolSet::RunHealthChecks(std::chrono::milliseconds timeout) {
   std::vector<std::pair<std::pair<size_t, size_t>, Transport*>> targets;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu_);
+    internal::MutexLock lock(impl_->mu_);
     for (size_t p = 0; p < impl_->pools_.size(); ++p) {
       for (size_t r = 0; r < impl_->pools_[p].replicas.size(); ++r) {
         targets.push_back({{p, r}, impl_->pools_[p].replicas[r].transport});
@@ -254,7 +258,7 @@ int PoolSet::RunHealthChecks(std::chrono::milliseconds timeout) {
   int healthy = 0;
   for (auto& [where, transport] : targets) {
     Status s = transport->HealthCheck(timeout);
-    std::lock_guard<std::mutex> lock(impl_->mu_);
+    internal::MutexLock lock(impl_->mu_);
     Replica& r = impl_->pools_[where.first].replicas[where.second];
     if (s.ok()) {
       r.healthy = true;
@@ -271,7 +275,7 @@ int PoolSet::RunHealthChecks(std::chrono::milliseconds timeout) {
 
 Status PoolSet::HealthCheck(std::chrono::milliseconds timeout) {
   RunHealthChecks(timeout);
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  internal::MutexLock lock(impl_->mu_);
   for (const Pool& p : impl_->pools_) {
     bool any = std::any_of(p.replicas.begin(), p.replicas.end(),
                            [](const Replica& r) { return r.healthy; });
@@ -283,7 +287,7 @@ Status PoolSet::HealthCheck(std::chrono::milliseconds timeout) {
 Status PoolSet::Abort(const std::string& request_id) {
   Transport* transport = nullptr;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu_);
+    internal::MutexLock lock(impl_->mu_);
     auto it = impl_->running_.find(request_id);
     if (it == impl_->running_.end()) {
       return NotFoundError("request \"" + request_id + "\" is not in flight in any pool");
@@ -294,7 +298,7 @@ Status PoolSet::Abort(const std::string& request_id) {
 }
 
 Status PoolSet::Annotate(RequestRecord* record) const {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  internal::MutexLock lock(impl_->mu_);
   auto it = impl_->decisions_.find(record->request_id);
   if (it == impl_->decisions_.end()) {
     return NotFoundError("no pool decision for request \"" + record->request_id + "\"");

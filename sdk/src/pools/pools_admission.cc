@@ -76,8 +76,7 @@ const std::vector<DegradationStep>& PoolSet::Impl::LadderLocked(int fit, Decisio
 
 bool PoolSet::Impl::DegradeLocked(DegradationStep step, DegradationHandler* handler,
                                   std::string_view body, int64_t tokens, int fit,
-                                  std::unique_lock<std::mutex>& lock, Decision* decision,
-                                  Admission* admission) {
+                                  Decision* decision, Admission* admission) {
   const std::string name = DegradationStepName(step);
   if (handler == nullptr) {
     decision->notes.push_back(name + " skipped: no degradation handler set");
@@ -92,11 +91,11 @@ bool PoolSet::Impl::DegradeLocked(DegradationStep step, DegradationHandler* hand
   const std::string target_name = pools_[target].config.name;
   const int64_t target_tokens =
       pools_[target].config.max_input_tokens - config_.turn_reserve_tokens;
-  lock.unlock();
+  mu_.unlock();  // the handler compacts or forks without the pools' lock
   StatusOr<DegradedRequest> smaller =
       step == DegradationStep::kCompact ? handler->Compact(body, tokens, target_tokens, target_name)
                                         : handler->Fork(body, tokens, target_tokens, target_name);
-  lock.lock();
+  mu_.lock();
   if (!smaller.ok()) {
     decision->notes.push_back(name + " failed: " + smaller.status().ToString());
     return false;
@@ -123,8 +122,7 @@ bool PoolSet::Impl::DegradeLocked(DegradationStep step, DegradationHandler* hand
 }
 
 StatusOr<bool> PoolSet::Impl::WaitLocked(int fit, int64_t tokens, const CallOptions& options,
-                                         std::unique_lock<std::mutex>& lock, Decision* decision,
-                                         Admission* admission) {
+                                         Decision* decision, Admission* admission) {
   if (fit < 0) {
     decision->notes.push_back("wait skipped: no pool admits " + std::to_string(tokens) + " tokens");
     return false;
@@ -151,7 +149,7 @@ StatusOr<bool> PoolSet::Impl::WaitLocked(int fit, int64_t tokens, const CallOpti
     const int64_t waited = clock_->NowMicros() - wait_start;
     if (waited >= timeout_us) break;
     // Real-time slices keep an injected clock's time advances visible to the waiter.
-    slot_freed_.wait_for(lock,
+    slot_freed_.wait_for(mu_,
                          std::chrono::microseconds(std::min<int64_t>(timeout_us - waited, 10000)));
   }
   decision->queue_wait_ms += static_cast<double>(clock_->NowMicros() - wait_start) / 1000.0;
@@ -204,8 +202,8 @@ Status PoolSet::Impl::RefuseLocked(int fit, int64_t tokens, Decision* decision) 
 }
 
 Status PoolSet::Impl::AdmitLocked(std::string_view body, int64_t tokens, const CallOptions& options,
-                                  DegradationHandler* handler, std::unique_lock<std::mutex>& lock,
-                                  Decision* decision, Admission* admission) {
+                                  DegradationHandler* handler, Decision* decision,
+                                  Admission* admission) {
   admission->send_tokens = tokens;
   const int fit = FitIndex(tokens);
   if (fit >= 0 && CanAdmitLocked(static_cast<size_t>(fit))) {
@@ -215,13 +213,13 @@ Status PoolSet::Impl::AdmitLocked(std::string_view body, int64_t tokens, const C
   for (DegradationStep step : LadderLocked(fit, decision)) {
     if (step == DegradationStep::kRefuse) break;
     if (step == DegradationStep::kCompact || step == DegradationStep::kFork) {
-      if (DegradeLocked(step, handler, body, tokens, fit, lock, decision, admission)) {
+      if (DegradeLocked(step, handler, body, tokens, fit, decision, admission)) {
         return Status::Ok();
       }
       continue;
     }
     STRATA_ASSIGN_OR_RETURN(bool admitted,
-                            WaitLocked(fit, tokens, options, lock, decision, admission));
+                            WaitLocked(fit, tokens, options, decision, admission));
     if (admitted) return Status::Ok();
   }
   return RefuseLocked(fit, tokens, decision);

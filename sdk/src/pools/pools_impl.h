@@ -15,12 +15,12 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/pools.h"
 
 namespace strata {
@@ -69,42 +69,50 @@ class PoolSet::Impl {
 
   PoolSetConfig config_;
   Clock* clock_ = nullptr;
-  DegradationHandler* handler_ = nullptr;
-  int64_t kv_bytes_per_token_ = 7600;
+  mutable internal::Mutex mu_;
+  DegradationHandler* handler_ STRATA_GUARDED_BY(mu_) = nullptr;  // SetDegradationHandler
+  int64_t kv_bytes_per_token_ STRATA_GUARDED_BY(mu_) = 7600;      // SetKvBytesPerToken
 
-  mutable std::mutex mu_;
-  std::condition_variable slot_freed_;
-  std::deque<Pool> pools_;  // guarded by mu_ (counts and health); a deque: Pool is move-only
-  int64_t kv_in_flight_tokens_ = 0;                     // guarded by mu_
-  std::deque<bool> recent_long_;                        // guarded by mu_
-  uint64_t next_ticket_ = 1;                            // guarded by mu_
-  std::map<std::string, std::pair<int, int>> running_;  // request id -> (pool, replica); mu_
-  std::map<std::string, Decision> decisions_;           // guarded by mu_
-  std::deque<std::string> decision_order_;              // guarded by mu_
+  std::condition_variable_any slot_freed_;  // waited on with mu_ (WaitLocked)
+  // The pools, their counts and health; a deque: Pool is move-only.
+  std::deque<Pool> pools_ STRATA_GUARDED_BY(mu_);
+  int64_t kv_in_flight_tokens_ STRATA_GUARDED_BY(mu_) = 0;
+  std::deque<bool> recent_long_ STRATA_GUARDED_BY(mu_);
+  uint64_t next_ticket_ STRATA_GUARDED_BY(mu_) = 1;
+  // Request id -> (pool, replica).
+  std::map<std::string, std::pair<int, int>> running_ STRATA_GUARDED_BY(mu_);
+  std::map<std::string, Decision> decisions_ STRATA_GUARDED_BY(mu_);
+  std::deque<std::string> decision_order_ STRATA_GUARDED_BY(mu_);
 
-  size_t LongIndex() const { return pools_.size() - 1; }
+  size_t LongIndex() const STRATA_REQUIRES(mu_) { return pools_.size() - 1; }
 
-  bool KvAlertLocked() const;
-  double LongShareLocked() const;
-  bool LongShareAlertLocked() const { return LongShareLocked() > config_.long_share_watermark; }
-  bool AlertLocked() const { return KvAlertLocked() || LongShareAlertLocked(); }
+  bool KvAlertLocked() const STRATA_REQUIRES(mu_);
+  double LongShareLocked() const STRATA_REQUIRES(mu_);
+  bool LongShareAlertLocked() const STRATA_REQUIRES(mu_) {
+    return LongShareLocked() > config_.long_share_watermark;
+  }
+  bool AlertLocked() const STRATA_REQUIRES(mu_) {
+    return KvAlertLocked() || LongShareAlertLocked();
+  }
 
-  int EffectiveCapLocked(size_t p) const;
-  bool HasSlotLocked(size_t p) const;
+  int EffectiveCapLocked(size_t p) const STRATA_REQUIRES(mu_);
+  bool HasSlotLocked(size_t p) const STRATA_REQUIRES(mu_);
   // A newcomer is admitted only when a slot is free and nobody is queued before it.
-  bool CanAdmitLocked(size_t p) const { return HasSlotLocked(p) && pools_[p].queue.empty(); }
+  bool CanAdmitLocked(size_t p) const STRATA_REQUIRES(mu_) {
+    return HasSlotLocked(p) && pools_[p].queue.empty();
+  }
 
-  int FitIndex(int64_t tokens) const;
+  int FitIndex(int64_t tokens) const STRATA_REQUIRES(mu_);
 
   // The largest pool below `fit` (all pools when fit < 0) with a free slot; -1 when none.
-  int DegradeTargetLocked(int fit) const;
+  int DegradeTargetLocked(int fit) const STRATA_REQUIRES(mu_);
 
-  bool EligibleLocked(const Replica& r, int64_t now) const;
+  bool EligibleLocked(const Replica& r, int64_t now) const STRATA_REQUIRES(mu_);
 
   // Consistent hashing with bounded load; -1 when no replica is eligible.
-  int RouteLocked(Pool& pool, uint64_t key);
+  int RouteLocked(Pool& pool, uint64_t key) STRATA_REQUIRES(mu_);
 
-  void RememberLocked(const std::string& request_id, Decision decision);
+  void RememberLocked(const std::string& request_id, Decision decision) STRATA_REQUIRES(mu_);
 
   // What admission decided: the pool, and the body a degradation step replaced (if any).
   struct Admission {
@@ -130,41 +138,42 @@ class PoolSet::Impl {
 
   // The ladder for a request that fits pool `fit` (-1: none) and was not admitted at once: the
   // alert ladder when `fit` is the longest of several pools and an alert is active.
-  const std::vector<DegradationStep>& LadderLocked(int fit, Decision* decision) const;
+  const std::vector<DegradationStep>& LadderLocked(int fit, Decision* decision) const
+      STRATA_REQUIRES(mu_);
 
   // The compact or fork step: `handler` (called without the lock) makes a request that fits the
   // largest pool below `fit` with a free slot. True when it did and that pool still admits it;
   // otherwise the reason is noted.
   bool DegradeLocked(DegradationStep step, DegradationHandler* handler, std::string_view body,
-                     int64_t tokens, int fit, std::unique_lock<std::mutex>& lock,
-                     Decision* decision, Admission* admission);
+                     int64_t tokens, int fit,
+                     Decision* decision, Admission* admission) STRATA_REQUIRES(mu_);
 
   // The wait step: queues for a slot of pool `fit`, at most its queue timeout. True when
   // admitted, false when skipped or timed out (the reason noted); CANCELLED when the call was
   // cancelled while waiting.
   StatusOr<bool> WaitLocked(int fit, int64_t tokens, const CallOptions& options,
-                            std::unique_lock<std::mutex>& lock, Decision* decision,
-                            Admission* admission);
+                            Decision* decision, Admission* admission) STRATA_REQUIRES(mu_);
 
   // The refusal of a request the ladder did not admit: RESOURCE_EXHAUSTED naming the pool it
   // fits (its cap and queue depth) or, when it fits none, the largest; counted there.
-  Status RefuseLocked(int fit, int64_t tokens, Decision* decision);
+  Status RefuseLocked(int fit, int64_t tokens, Decision* decision) STRATA_REQUIRES(mu_);
 
   // Admits a request of `tokens` to the pool it fits when that pool has room, else by the
   // ladder. OK with admission->pool_index set; RESOURCE_EXHAUSTED when refused; CANCELLED when
   // cancelled while waiting.
   Status AdmitLocked(std::string_view body, int64_t tokens, const CallOptions& options,
-                     DegradationHandler* handler, std::unique_lock<std::mutex>& lock,
-                     Decision* decision, Admission* admission);
+                     DegradationHandler* handler, Decision* decision, Admission* admission)
+      STRATA_REQUIRES(mu_);
 
   // Routes an admitted request to a replica of its pool and counts it in flight there.
   // UNAVAILABLE when every replica of the pool is unhealthy.
   StatusOr<Reservation> ReserveLocked(const Admission& admission, uint64_t key,
-                                      const std::string& request_id, Decision* decision);
+                                      const std::string& request_id, Decision* decision)
+      STRATA_REQUIRES(mu_);
 
   // Gives back what ReserveLocked() took and counts the replica's success or failure.
   void ReleaseLocked(const Reservation& reservation, const Status& status,
-                     const std::string& request_id);
+                     const std::string& request_id) STRATA_REQUIRES(mu_);
 
   Status Send(std::string_view body, const CallOptions& options, Response* response,
               RequestRecord* record);

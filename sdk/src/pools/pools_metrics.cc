@@ -11,7 +11,7 @@ using pools_internal::Pool;
 using pools_internal::Replica;
 
 PoolSetMetrics PoolSet::Metrics() const {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  internal::MutexLock lock(impl_->mu_);
   PoolSetMetrics m;
   for (size_t i = 0; i < impl_->pools_.size(); ++i) {
     const Pool& p = impl_->pools_[i];

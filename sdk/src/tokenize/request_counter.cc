@@ -5,11 +5,11 @@
 // counter) and continues the one whose prompt shares the longest prefix with the new one.
 #include <algorithm>
 #include <list>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"  // CommonPrefix
@@ -41,7 +41,7 @@ class TemplateRequestCounter final : public RequestTokenCounter {
   // `prompt` (a new one when none is kept). Counting happens outside the lock, so threads sharing
   // the counter do not wait for each other's tokenization.
   IncrementalEncoder TakeClosest(std::string_view prompt) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto best = kept_.end();
     size_t best_prefix = 0;
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
@@ -58,15 +58,15 @@ class TemplateRequestCounter final : public RequestTokenCounter {
   }
 
   void Keep(IncrementalEncoder encoder) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     kept_.push_front(std::move(encoder));
     if (kept_.size() > kKeptPrompts) kept_.pop_back();
   }
 
   const ChatTemplate& template_;
   const Tokenizer& tokenizer_;
-  mutable std::mutex mu_;
-  mutable std::list<IncrementalEncoder> kept_;  // most recent first; guarded by mu_
+  mutable internal::Mutex mu_;
+  mutable std::list<IncrementalEncoder> kept_ STRATA_GUARDED_BY(mu_);  // most recent first
 };
 
 }  // namespace

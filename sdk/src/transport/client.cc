@@ -1,4 +1,5 @@
 // Client: a context's requests through the one turn (transport/turn.h), the reply appended.
+#include "core/thread_annotations.h"
 #include "strata/client.h"
 
 #include <algorithm>
@@ -6,7 +7,6 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
 
 #include "strata/isolation.h"
 #include "transport/turn.h"
@@ -111,21 +111,21 @@ class Client::Impl {
 
  private:
   PrefixReference ReferenceOf(const std::string& agent_id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = agents_.find(agent_id);
     return it == agents_.end() ? PrefixReference() : it->second;
   }
 
   // What the next request of this agent is compared with.
   void Remember(const std::string& agent_id, PrefixReference reference) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     agents_[agent_id] = std::move(reference);
   }
 
   turn_internal::TemplatePromptModel prompt_;
   turn_internal::RequestIds ids_;
-  std::mutex mu_;
-  std::map<std::string, PrefixReference> agents_;  // guarded by mu_
+  internal::Mutex mu_;
+  std::map<std::string, PrefixReference> agents_ STRATA_GUARDED_BY(mu_);
 };
 
 StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_annotations.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "transport/chat_parser.h"
 #include "transport/redact.h"
@@ -343,7 +345,7 @@ class HttpTransport : public Transport {
 
   std::unique_ptr<Connection> Acquire() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      internal::MutexLock lock(mu_);
       if (!idle_.empty()) {
         auto c = std::move(idle_.back());
         idle_.pop_back();
@@ -359,7 +361,7 @@ class HttpTransport : public Transport {
   }
 
   void Release(std::unique_ptr<Connection> c) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     if (idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(c));
   }
 
@@ -567,8 +569,8 @@ class HttpTransport : public Transport {
   std::vector<std::string> secrets_;   // scrubbed from STRATA_CURL_VERBOSE output and errors
   Clock* clock_;
   Backoff backoff_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Connection>> idle_;  // guarded by mu_
+  internal::Mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_ STRATA_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -54,7 +54,7 @@ int64_t Backoff::DelayMicros(int retry, double retry_after_seconds) {
   if (policy_.uniform01) {
     u = policy_.uniform01();
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
   u = std::clamp(u, 0.0, 1.0);

@@ -4,12 +4,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 
+#include "core/thread_annotations.h"
+#include "strata/clock.h"
 #include "strata/transport.h"
 
 namespace strata::transport_internal {
@@ -25,8 +26,8 @@ class Backoff {
 
  private:
   RetryPolicy policy_;
-  std::mutex mu_;
-  std::mt19937_64 rng_;  // guarded by mu_
+  internal::Mutex mu_;
+  std::mt19937_64 rng_ STRATA_GUARDED_BY(mu_);
 };
 
 // A request id for retry `attempt` (2, 3, ...) of a call: "<id>-retry<attempt - 1>". SGLang refuses a

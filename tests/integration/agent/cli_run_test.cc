@@ -13,6 +13,7 @@
 #include "sim_server.h"
 #include "strata/store.h"
 #include "testing/command.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {
@@ -33,8 +34,9 @@ Output Shell(const std::string& command) {
 
 TEST_CASE("strata run drives an agent with read-only tools, inspect --json shows its config",
           "[agent][cli][.slow]") {
-  const std::string dir = "/tmp/strata-cli-run-" + std::to_string(::getpid());
-  ::mkdir(dir.c_str(), 0755);
+  const testing::TempDir temp("strata-cli-run-");
+  REQUIRE(!temp.path().empty());
+  const std::string& dir = temp.path();
   ::mkdir((dir + "/repo").c_str(), 0755);
   std::ofstream(dir + "/repo/app.py") << "from routes import route\n";
   std::ofstream(dir + "/repo/routes.py")
@@ -90,14 +92,14 @@ TEST_CASE("strata run drives an agent with read-only tools, inspect --json shows
   CHECK(doc["compactions"].is_array());
   CHECK(Shell(cli + " inspect --db " + dir + "/agents.db --json").status ==
         2);  // --json needs --agent
-  Shell("rm -rf " + dir);
 }
 
 TEST_CASE(
     "strata run answers context_recall arguments that are not JSON, cut on a character, and goes on",
     "[agent][cli]") {
-  const std::string dir = "/tmp/strata-cli-recall-" + std::to_string(::getpid());
-  ::mkdir(dir.c_str(), 0755);
+  const testing::TempDir temp("strata-cli-recall-");
+  REQUIRE(!temp.path().empty());
+  const std::string& dir = temp.path();
   ::mkdir((dir + "/repo").c_str(), 0755);
   // 301 bytes, "é" from byte 1: byte 200, where the reply quotes up to, is inside a character.
   std::string arguments = "x";
@@ -145,7 +147,6 @@ TEST_CASE(
   // next request renders and the run goes on to the model's answer.
   CHECK(kept_arguments == nlohmann::json{{"unparsed_arguments", arguments}}.dump());
   CHECK(answered);
-  Shell("rm -rf " + dir);
 }
 
 TEST_CASE("strata inspect lists no agents in a file left before its schema was written",

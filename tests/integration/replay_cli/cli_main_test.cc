@@ -4,7 +4,7 @@
 #include <string>
 
 #include "testing/command.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/agent.h"
+#include "strata/replay/trace.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
-#include "unit/store/store_test_util.h"
 #include "testing/command.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

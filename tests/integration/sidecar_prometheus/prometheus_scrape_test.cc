@@ -225,8 +225,9 @@ class Program {
 
 TEST_CASE("a real Prometheus server scrapes strata-sidecar's /metrics", "[prometheus]") {
   const std::string prometheus = PrometheusOrSkip();
-  const std::string dir = testing::MakeTempDir("strata-sidecar-scrape-");
-  REQUIRE(!dir.empty());
+  const testing::TempDir temp("strata-sidecar-scrape-");
+  REQUIRE(!temp.path().empty());
+  const std::string& dir = temp.path();
   Program sim({STRATA_SIM_PATH, "--host", "127.0.0.1", "--port", "0"}, dir + "/sim.log");
   const std::string sim_line = sim.WaitForLine("strata-sim http=");
   REQUIRE(!sim_line.empty());
@@ -283,8 +284,6 @@ TEST_CASE("a real Prometheus server scrapes strata-sidecar's /metrics", "[promet
   CHECK(bad->status == 400);
   CHECK(server.WaitForValue(
             "strata_sidecar_errors_total{tenant=\"default\",code=\"INVALID_ARGUMENT\"}", 1) == 1);
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
 }
 
 #endif  // STRATA_SIM_PATH && STRATA_SIDECAR_PATH

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "testing/command.h"
+#include "testing/temp_dir.h"
 
 namespace strata::testing {
 
@@ -51,21 +52,13 @@ inline int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-inline std::string MakeTempDir(const std::string& prefix) {
-  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  const char* dir = ::mkdtemp(buf.data());
-  return dir == nullptr ? "" : std::string(dir);
-}
-
 class PrometheusServer {
  public:
   // `binary`: the prometheus executable; `targets`: "127.0.0.1:PORT" of each scrape target (job
   // "strata"); `rule_files`: rule files to load.
   PrometheusServer(std::string binary, std::vector<std::string> targets,
                    std::vector<std::string> rule_files = {})
-      : binary_(std::move(binary)), dir_(MakeTempDir("strata-prometheus-")) {
+      : binary_(std::move(binary)), temp_("strata-prometheus-"), dir_(temp_.path()) {
     std::ofstream config(dir_ + "/prometheus.yml");
     config << "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
            << "  evaluation_interval: 1s\n";
@@ -77,11 +70,7 @@ class PrometheusServer {
     for (const std::string& t : targets) config << "          - '" << t << "'\n";
   }
 
-  ~PrometheusServer() {
-    Stop();
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
+  ~PrometheusServer() { Stop(); }
 
   // Starts the server and waits (up to 30 s) until it reports ready. False on failure (log() says
   // why).
@@ -190,6 +179,7 @@ class PrometheusServer {
   }
 
   std::string binary_;
+  TempDir temp_;  // removed after Stop()
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -21,6 +21,8 @@
 #include "sim_server.h"
 #include "tenants.h"
 #include "testing/command.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace strata::sidecar {
 namespace {
@@ -96,6 +98,7 @@ json ErrorOf(const std::string& reply) {
 }
 
 struct Fixture {
+  testing::TempDir temp;  // destroyed last: the store in it is closed first
   std::string dir;
   std::unique_ptr<sim::SimServer> sim;
   std::unique_ptr<Authenticator> authenticator;
@@ -103,9 +106,9 @@ struct Fixture {
   std::unique_ptr<Proxy> proxy;
   std::unique_ptr<HttpServer> http;
 
-  explicit Fixture(const std::string& name, HttpServerOptions http_options = {}) {
-    dir = "/tmp/strata-http-connection-test-" + std::to_string(::getpid()) + "-" + name;
-    RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+  explicit Fixture(const std::string& name, HttpServerOptions http_options = {})
+      : temp("strata-http-connection-test-" + name + "-"), dir(temp.path()) {
+    REQUIRE(!dir.empty());
     sim = std::move(sim::SimServer::Start(sim::SimOptions())).value();
     TenantConfig alpha;
     alpha.name = "alpha";
@@ -259,10 +262,7 @@ TEST_CASE("a proxy client that closes its connection cancels its turn and frees 
         agent + "\r\nContent-Length: " + std::to_string(body.dump().size()) + "\r\n\r\n" +
         body.dump());
     // Polls until the upstream has the request (the turn is in flight), then leaves.
-    for (int i = 0; i < 3000 && f.sim->requests().size() == before; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    REQUIRE(f.sim->requests().size() > before);
+    REQUIRE(testing::WaitFor([&] { return f.sim->requests().size() > before; }));
     client->Close();
     // The turn ends: its agent is free again long before the upstream would have answered, and
     // its record says it was cancelled.

@@ -21,6 +21,7 @@
 #include "tenants.h"
 #include "testing/command.h"
 #include "testing/skip.h"
+#include "testing/temp_dir.h"
 
 namespace strata::sidecar {
 namespace {
@@ -28,10 +29,11 @@ namespace {
 using json = nlohmann::json;
 using strata::testing::RunCommand;
 
-const char kTrajectory[] =
-    STRATA_TEST_TRACES_DIR "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
-const char kClients[] = STRATA_SOURCE_DIR "/tests/integration/sidecar_proxy/proxy_clients.js";
-const char kFixtures[] = STRATA_TEST_DATA_DIR "/sidecar/clients";
+const std::string kTrajectory =
+    std::string(STRATA_TEST_TRACES_DIR) + "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
+const std::string kClients =
+    std::string(STRATA_SOURCE_DIR) + "/tests/integration/sidecar_proxy/proxy_clients.js";
+const std::string kFixtures = std::string(STRATA_TEST_DATA_DIR) + "/sidecar/clients";
 
 // The test trajectory with its tool calls numbered call_1, call_2, ... in order: it reuses ids
 // (11 calls, 6 ids), which a client that keys its items by call id (the Agents SDK) cannot follow.
@@ -56,6 +58,7 @@ std::string DistinctCallIds() {
 // The simulator with the trajectory, the proxy on a small window (compactions happen) for tenant
 // "alpha", on 127.0.0.1 port 0.
 struct ClientsFixture {
+  testing::TempDir temp;  // destroyed last: the store in it is closed first
   std::string dir;
   std::unique_ptr<sim::SimServer> sim;
   std::unique_ptr<Authenticator> authenticator;
@@ -69,8 +72,8 @@ struct ClientsFixture {
   // `trajectory`: JSON lines of the replies; "" the test trajectory with distinct tool-call ids.
   explicit ClientsFixture(const std::string& name, int64_t window = 8000,
                           ProxyOptions proxy_options = {}, const std::string& trajectory = "")
-      : dir("/tmp/strata-proxy-clients-" + std::to_string(::getpid()) + "-" + name) {
-    RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+      : temp("strata-proxy-clients-" + name + "-"), dir(temp.path()) {
+    REQUIRE(!dir.empty());
     sim::SimOptions sim_options;
     trajectory_path = dir + "/trajectory.jsonl";
     std::ofstream(trajectory_path) << (trajectory.empty() ? DistinctCallIds() : trajectory);
@@ -96,10 +99,7 @@ struct ClientsFixture {
     http = std::move(HttpServer::Start(http_options)).value();
     base = "http://127.0.0.1:" + std::to_string(http->port()) + "/v1";
   }
-  ~ClientsFixture() {
-    http->Stop();
-    RunCommand("rm -rf '" + dir + "'");
-  }
+  ~ClientsFixture() { http->Stop(); }
 
   // Runs proxy_clients.js; its JSON summary (skips when node or the packages are missing).
   json RunClient(const std::string& client, const std::string& agent,

@@ -20,6 +20,8 @@
 #include "tenants.h"
 #include "testing/command.h"
 #include "testing/skip.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace strata::sidecar {
 namespace {
@@ -27,14 +29,8 @@ namespace {
 using json = nlohmann::json;
 using strata::testing::RunCommand;
 
-const char kTrajectory[] =
-    STRATA_TEST_TRACES_DIR "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
-
-std::string TempDir(const std::string& name) {
-  std::string dir = "/tmp/strata-proxy-test-" + std::to_string(::getpid()) + "-" + name;
-  RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
-  return dir;
-}
+const std::string kTrajectory =
+    std::string(STRATA_TEST_TRACES_DIR) + "/swe-agent/demo-marshmallow-1867-function_calling.jsonl";
 
 // Where the "messages" array of a request body ends (its closing bracket): a body that starts with
 // another body's bytes up to there carries that request's whole conversation unchanged.
@@ -65,6 +61,7 @@ size_t MessagesEnd(const std::string& body) {
 }
 
 struct Fixture {
+  testing::TempDir temp;  // destroyed last: the store in it is closed first
   std::string dir;
   std::unique_ptr<sim::SimServer> sim;
   std::unique_ptr<Authenticator> authenticator;
@@ -74,7 +71,8 @@ struct Fixture {
   std::string base;  // http://127.0.0.1:PORT
 
   explicit Fixture(const std::string& name, TlsConfig tls = {}, double decode_us_per_token = 0)
-      : dir(TempDir(name)) {
+      : temp("strata-proxy-test-" + name + "-"), dir(temp.path()) {
+    REQUIRE(!dir.empty());
     sim::SimOptions sim_options;
     sim_options.trajectory_path = kTrajectory;
     sim_options.decode_us_per_token = decode_us_per_token;
@@ -161,7 +159,7 @@ TEST_CASE(
     STRATA_SKIP("node is not installed (scripts/setup installs it)");
   }
   Fixture f("openai");
-  auto run = RunCommand("timeout 120 node '" STRATA_SOURCE_DIR
+  auto run = RunCommand("timeout 120 node '" + std::string(STRATA_SOURCE_DIR) +
                         "/tests/integration/sidecar_proxy/openai_proxy_client.js' '" +
                         f.base + "/v1' alpha-token agent-1 '" + kTrajectory + "' 2>&1");
   if (run.exit_code == 77) STRATA_SKIP(run.output);
@@ -488,9 +486,7 @@ TEST_CASE("a drain lets completions finish until its deadline, then cancels them
     }
     return false;
   };
-  for (int i = 0; i < 3000 && !in_flight(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(in_flight());
+  REQUIRE(testing::WaitFor(in_flight));
   f.http->Stop(std::chrono::milliseconds(200));
   client.join();
   CHECK(slow.first == 499);
@@ -503,7 +499,9 @@ TEST_CASE("the proxy serves HTTPS from PEM files", "[sidecar][proxy]") {
       std::string::npos) {
     STRATA_SKIP("openssl is not installed (scripts/setup installs it)");
   }
-  const std::string dir = TempDir("tls-pem");
+  const testing::TempDir temp("strata-proxy-test-tls-pem-");
+  REQUIRE(!temp.path().empty());
+  const std::string& dir = temp.path();
   auto made = RunCommand("cd '" + dir +
                          "' && "
                          "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "

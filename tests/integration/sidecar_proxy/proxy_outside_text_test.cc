@@ -22,6 +22,7 @@
 #include "tenants.h"
 #include "testing/command.h"
 #include "testing/skip.h"
+#include "testing/temp_dir.h"
 
 namespace strata::sidecar {
 namespace {
@@ -95,6 +96,7 @@ class Upstream {
 };
 
 struct Fixture {
+  testing::TempDir temp;  // destroyed last: the store in it is closed first
   std::string dir;
   Upstream upstream;
   std::unique_ptr<Authenticator> authenticator;
@@ -105,8 +107,8 @@ struct Fixture {
   std::string base;
 
   explicit Fixture(const std::string& name)
-      : dir("/tmp/strata-proxy-outside-" + std::to_string(::getpid()) + "-" + name) {
-    RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+      : temp("strata-proxy-outside-" + name + "-"), dir(temp.path()) {
+    REQUIRE(!dir.empty());
     ::setenv(kKeyVariable, kKey, 1);
     tenant.name = "alpha";
     tenant.token_sha256 = {Sha256Hex("alpha-token")};
@@ -130,7 +132,6 @@ struct Fixture {
     http = std::move(HttpServer::Start(http_options)).value();
     base = "http://127.0.0.1:" + std::to_string(http->port());
   }
-  ~Fixture() { RunCommand("rm -rf '" + dir + "'"); }
 
   // POSTs `body` to /v1/chat/completions as agent `agent`: curl's status code and the body.
   std::pair<int, std::string> Post(const std::string& agent, const json& body) {

@@ -30,6 +30,7 @@
 #include "tenants.h"
 #include "testing/command.h"
 #include "testing/skip.h"
+#include "testing/temp_dir.h"
 
 namespace strata::sidecar {
 namespace {
@@ -137,12 +138,6 @@ class RawClient {
   int fd_;
 };
 
-std::string TempDir(const std::string& name) {
-  std::string dir = "/tmp/strata-turn-overhead-" + std::to_string(::getpid()) + "-" + name;
-  testing::RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
-  return dir;
-}
-
 // strata-sim, whose answers record the threads of this process while the sidecar waits for them,
 // and an agent registry sending to it.
 struct Upstream {
@@ -218,7 +213,9 @@ constexpr int kGrpcCalls = 40;
 
 TEST_CASE("proxy: accepted connections and upstream connections have TCP_NODELAY set",
           "[sidecar][proxy]") {
-  Upstream upstream(TempDir("nodelay"));
+  const testing::TempDir dir("strata-turn-overhead-nodelay-");
+  REQUIRE(!dir.path().empty());
+  Upstream upstream(dir.path());
   ProxyServer server(upstream);
   RawClient client(server.http->port());
   auto [status, body] = client.Send("POST", "/v1/chat/completions", Conversation(0), "a1");
@@ -247,7 +244,9 @@ TEST_CASE("proxy: the listener lets a burst of new connections wait to be accept
       std::string::npos) {
     STRATA_SKIP("ss (iproute2) is not installed: it shows a listening socket's backlog");
   }
-  Upstream upstream(TempDir("backlog"));
+  const testing::TempDir dir("strata-turn-overhead-backlog-");
+  REQUIRE(!dir.path().empty());
+  Upstream upstream(dir.path());
   ProxyServer server(upstream);
   // ss -ltn: a listening socket's Send-Q is its backlog.
   const std::string out = testing::RunCommand("ss -Hltn 'sport = :" +
@@ -263,7 +262,9 @@ TEST_CASE("proxy: the listener lets a burst of new connections wait to be accept
 
 TEST_CASE("proxy: an agent's turns reuse one upstream connection and start no thread per call",
           "[sidecar][proxy]") {
-  Upstream upstream(TempDir("proxy-threads"));
+  const testing::TempDir dir("strata-turn-overhead-proxy-threads-");
+  REQUIRE(!dir.path().empty());
+  Upstream upstream(dir.path());
   ProxyServer server(upstream);
   RawClient client(server.http->port());
   for (int turn = 0; turn < kCalls; ++turn) {
@@ -279,7 +280,9 @@ TEST_CASE("proxy: an agent's turns reuse one upstream connection and start no th
 
 TEST_CASE("gRPC Complete starts no thread per call to watch for the client leaving",
           "[sidecar]") {
-  Upstream upstream(TempDir("grpc-threads"));
+  const testing::TempDir dir("strata-turn-overhead-grpc-threads-");
+  REQUIRE(!dir.path().empty());
+  Upstream upstream(dir.path());
   ContextServiceImpl service(upstream.registry.get(), upstream.authenticator.get());
   grpc::ServerBuilder builder;
   int port = 0;

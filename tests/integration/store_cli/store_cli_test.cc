@@ -9,8 +9,8 @@
 
 #include "strata/store.h"
 #include "testing/command.h"
+#include "testing/temp_dir.h"
 #include "testing/traces.h"
-#include "unit/store/store_test_util.h"
 
 namespace strata {
 namespace {

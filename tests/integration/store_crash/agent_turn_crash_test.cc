@@ -17,7 +17,7 @@
 
 #include "strata/agent.h"
 #include "testing/scripted_transport.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

@@ -18,8 +18,8 @@
 #include <random>
 #include <thread>
 
+#include "strata/replay/trace.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
 #include "testing/child_process.h"
 #include "testing/skip.h"
 #include "testing/traces.h"

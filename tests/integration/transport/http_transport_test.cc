@@ -17,6 +17,7 @@
 
 #include "raw_http_server.h"
 #include "strata/client.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/context_testing.h"
 #include "testing/fake_clock.h"
@@ -68,7 +69,10 @@ TEST_CASE("a long prefill: headers at once, the first event after longer than id
   // vLLM and SGLang send the headers before the prefill; the idle timeout must not start there.
   RawHttpServer server([](int fd, const RawRequest&) {
     RawHttpServer::Write(fd, kSseHead);
-    std::this_thread::sleep_for(900ms);  // the prefill: 4.5x the idle timeout
+    // The prefill: 4.5x the idle timeout, a twentieth of the first-byte timeout. This waits for
+    // time to pass on purpose: curl's transfer runs in real time, and what is checked is that
+    // the real idle time before the first event does not count.
+    std::this_thread::sleep_for(900ms);
     RawHttpServer::Write(fd, kHello + kFinish + "data: [DONE]\n\n");
   });
   Timeouts timeouts;
@@ -85,17 +89,27 @@ TEST_CASE("a long prefill: headers at once, the first event after longer than id
 }
 
 TEST_CASE("the first-byte timeout scales with CallOptions::prompt_tokens", "[transport]") {
+  std::atomic<bool> hold{false};  // the server never answers; it waits for the client to give up
+  RawHttpServer* serving = nullptr;
   RawHttpServer server([&](int fd, const RawRequest&) {
     RawHttpServer::Write(fd, kSseHead);
+    if (hold) {
+      serving->WaitForHangUp(fd);
+      return;
+    }
+    // The prefill: longer than the 150 ms floor, well within the 4 s a 200K-token prompt gets.
     std::this_thread::sleep_for(700ms);
     RawHttpServer::Write(fd, kHello + kFinish + "data: [DONE]\n\n");
   });
+  serving = &server;
   Timeouts timeouts;
   timeouts.idle = 100ms;
   timeouts.first_byte = 150ms;                // the floor alone is too short for this prefill
   timeouts.prefill_per_100k_tokens = 2000ms;  // 200K tokens -> 4 s
+  timeouts.total = 60000ms;                   // without a first-byte timeout: this one, later
   auto transport = Make(server.base_url(), timeouts);
   SECTION("a small prompt gets the floor and times out, naming the timeout and the way out") {
+    hold = true;
     Response response;
     Status status = transport->Send(kChatBody, CallOptions(), &response);
     REQUIRE(status.code() == StatusCode::kDeadlineExceeded);
@@ -123,14 +137,16 @@ TEST_CASE("the first-byte timeout scales with CallOptions::prompt_tokens", "[tra
 }
 
 TEST_CASE("idle applies between body bytes once the answer started", "[transport]") {
-  RawHttpServer server([](int fd, const RawRequest&) {
+  RawHttpServer* serving = nullptr;
+  RawHttpServer server([&](int fd, const RawRequest&) {
     RawHttpServer::Write(fd, std::string(kSseHead) + kHello);
-    std::this_thread::sleep_for(1000ms);
-    RawHttpServer::Write(fd, kFinish + "data: [DONE]\n\n");
+    serving->WaitForHangUp(fd);  // the rest never comes: only the idle timeout ends the call
   });
+  serving = &server;
   Timeouts timeouts;
   timeouts.idle = 200ms;
   timeouts.first_byte = 10000ms;
+  timeouts.total = 60000ms;  // without an idle timeout: this one, later
   auto transport = Make(server.base_url(), timeouts);
   Response response;
   Status status = transport->Send(kChatBody, CallOptions(), &response);

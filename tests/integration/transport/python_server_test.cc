@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "strata/http_transport.h"
 #include "strata/transport.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {
@@ -100,11 +102,11 @@ struct PythonServer {
   pid_t pid = -1;
   int port = 0;
   std::string log;
-  std::string dir;
+  testing::TempDir temp{"strata-pyserver-"};
+  std::string dir = temp.path();
 
   PythonServer() {
-    char tmpl[] = "/tmp/strata-pyserver-XXXXXX";
-    dir = mkdtemp(tmpl);
+    REQUIRE(!dir.empty());
     std::string script = dir + "/server.py";
     log = dir + "/requests.jsonl";
     std::ofstream(script) << kServer;
@@ -132,9 +134,6 @@ struct PythonServer {
       kill(pid, SIGTERM);
       waitpid(pid, nullptr, 0);
     }
-    std::remove(log.c_str());
-    std::remove((dir + "/server.py").c_str());
-    rmdir(dir.c_str());
   }
   std::vector<nlohmann::json> Requests() const {
     std::vector<nlohmann::json> out;

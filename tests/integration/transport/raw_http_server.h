@@ -84,6 +84,18 @@ class RawHttpServer {
     return true;
   }
 
+  // Blocks until the peer closes the connection (or the server stops): a handler that must not
+  // answer until the client gave up, e.g. on a timeout the test expects. True when the peer closed.
+  bool WaitForHangUp(int fd) const {
+    char buf[4096];
+    while (!stopping()) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      if (recv(fd, buf, sizeof(buf), 0) <= 0) return true;
+    }
+    return false;
+  }
+
   // Raw bytes of a request sent to `port` and everything read back until the server closes.
   static std::string Exchange(int port, const std::string& request, int timeout_ms = 5000) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -9,6 +9,7 @@
 
 #include "sim_server.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 
 namespace strata {

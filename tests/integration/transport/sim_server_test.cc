@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "raw_http_server.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
 #include "testing/wait_for.h"
@@ -255,12 +256,11 @@ TEST_CASE("strata-sim holds at most max_connections, and idle ones are released"
     close(fd);
   }
   std::string served;
-  for (int attempt = 0; attempt < 50 && StatusOf(served) != 200; ++attempt) {
+  CHECK(testing::WaitFor([&] {  // the slots are freed once the sim has closed the connections
     served = RawHttpServer::Exchange(sim->http_port(),
                                      Post(R"({"messages":[{"role":"user","content":"x"}]})"));
-    if (StatusOf(served) != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  CHECK(StatusOf(served) == 200);
+    return StatusOf(served) == 200;
+  }));
 }
 
 TEST_CASE("strata-sim refuses a port outside 0..65535", "[sim]") {

@@ -15,14 +15,16 @@
 #include "strata/client.h"
 #include "strata/context.h"
 #include "strata/grpc_transport.h"
+#include "strata/http_transport.h"
 #include "strata/isolation.h"
+#include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/trace.h"
 #include "strata/transport.h"
 #include "testing/fake_clock.h"
 #include "testing/sim_testing.h"
 #include "testing/skip.h"
 #include "testing/traces.h"
+#include "testing/wait_for.h"
 
 namespace strata {
 namespace {
@@ -294,17 +296,19 @@ TEST_CASE("a cancelled call returns CANCELLED promptly", "[transport][sim][concu
   CancellationToken token;
   CallOptions call;
   call.cancel = &token;
-  call.headers = {{"X-Strata-Sim-Fault", "stall,after=1,delay_ms=5000"}};
-  std::thread canceller([&token] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The stall outlasts any run: without the cancellation the call would end OK after it.
+  call.headers = {{"X-Strata-Sim-Fault", "stall,after=1,delay_ms=60000"}};
+  bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
+  std::thread canceller([&] {
+    // The simulator logs the request before it answers: the call is in flight.
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
     token.Cancel();
   });
   Response response;
-  auto start = std::chrono::steady_clock::now();
   Status s = http->Send(Body(true), call, &response);
   canceller.join();
+  CHECK(arrived);
   CHECK(s.code() == StatusCode::kCancelled);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
 }
 
 TEST_CASE("connection refused is retried, then UNAVAILABLE", "[transport][sim]") {
@@ -672,20 +676,22 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
                          {"rid", "rid-abort-me"}};
   CallOptions call;
   call.request_id = "rid-abort-me";
-  call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=5000"}};
-  Status aborted;  // checked after join: Catch2 assertions are not thread-safe
-  std::thread aborter([&grpc, &aborted] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The stall outlasts any run: without the abort the answer would finish "stop" after it.
+  call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=60000"}};
+  Status aborted;        // checked after join: Catch2 assertions are not thread-safe
+  bool arrived = false;  // the same
+  std::thread aborter([&] {
+    // The simulator logs the request before it answers: the call is in flight.
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
     aborted = grpc->Abort("rid-abort-me");
   });
   Response response;
-  auto start = std::chrono::steady_clock::now();
   Status s = grpc->Send(body.dump(), call, &response);
   aborter.join();
+  CHECK(arrived);
   CHECK(aborted.ok());
   REQUIRE(s.ok());
   CHECK(response.finish_reason == "abort");
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
 }
 
 }  // namespace

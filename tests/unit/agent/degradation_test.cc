@@ -16,14 +16,15 @@
 #include "sim_server.h"
 #include "strata/agent.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "strata/pools.h"
 #include "strata/store.h"
 #include "strata/tokenizer_spec.h"
 #include "testing/context_testing.h"
 #include "testing/fake_clock.h"
 #include "testing/sim_testing.h"
+#include "testing/temp_dir.h"
 #include "testing/wait_for.h"
-#include "unit/store/store_test_util.h"
 
 namespace strata {
 namespace {

@@ -301,6 +301,61 @@ TEST_CASE("ApplyEdit refuses edits that break pairing, touch pins or name unknow
   CHECK(j["messages"].size() == 1);
 }
 
+TEST_CASE("context_recall: the schema asks for recall_id and pages by offset and max_tokens",
+          "[compact][recall]") {
+  nlohmann::json schema = nlohmann::json::parse(RecallToolSchema());
+  CHECK(schema.dump() == RecallToolSchema());  // canonical: byte-stable in the tools layer
+  CHECK(schema["function"]["name"] == kRecallToolName);
+  const nlohmann::json& parameters = schema["function"]["parameters"];
+  CHECK(parameters["required"] == nlohmann::json::array({"recall_id"}));
+  CHECK(parameters["properties"]["recall_id"]["type"] == "string");
+  CHECK(parameters["properties"]["offset"]["type"] == "integer");
+  CHECK(parameters["properties"]["max_tokens"]["type"] == "integer");
+}
+
+TEST_CASE("context_recall: a long original comes in pages that continue where the last ended",
+          "[compact][recall]") {
+  auto context = testing::NewContext();
+  REQUIRE(context->SetTools("[" + RecallToolSchema() + "]").ok());
+  REQUIRE(context->AppendUser("task").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{}"}}}).ok());
+  const std::string original = Output(2, 40);
+  auto result = context->AppendToolResult({"c1", original, false});
+  REQUIRE(result.ok());
+  HistoryEdit mask;
+  mask.edits.push_back({*result, SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context->ApplyEdit(mask, "test@1", "").ok());
+  const std::string recall_id = context->Find(*result)->recall_id;
+  auto ask = [&](const std::string& id, const std::string& arguments, size_t cap) {
+    REQUIRE(context->AppendAssistant({"", "", {{id, kRecallToolName, arguments}}}).ok());
+    auto answer = context->AnswerRecall(id, cap);
+    REQUIRE(answer.ok());
+    return context->Find(*answer)->content;
+  };
+  // The call's max_tokens bounds the page, which says how to go on.
+  const std::string first = ask("c2", R"({"recall_id":")" + recall_id + R"(","max_tokens":60})", 0);
+  REQUIRE_THAT(first, Catch::StartsWith("[" + recall_id + ": bytes 0-"));
+  const size_t end = std::stoul(first.substr(first.find('-', recall_id.size() + 1) + 1));
+  CHECK(end < original.size());
+  CHECK(first.find("]\n" + original.substr(0, end) + "\n[") != std::string::npos);
+  CHECK_THAT(first, Catch::EndsWith(std::to_string(original.size() - end) +
+                                    " bytes remain: call context_recall with recall_id \"" +
+                                    recall_id + "\" and offset " + std::to_string(end) + "]"));
+  // The next page starts at that offset; the caller's limit (the recall share) bounds it too.
+  const std::string second = ask("c3", R"({"recall_id":")" + recall_id + R"(","offset":)" +
+                                           std::to_string(end) + "}", 60);
+  CHECK_THAT(second, Catch::StartsWith("[" + recall_id + ": bytes " + std::to_string(end) + "-"));
+  CHECK(second.find("bytes remain") != std::string::npos);
+  // The rest at once without a limit; an offset past the end is explained, not an error.
+  const std::string rest = ask("c4", R"({"recall_id":")" + recall_id + R"(","offset":)" +
+                                         std::to_string(end) + "}", 0);
+  CHECK_THAT(rest, Catch::EndsWith(original.substr(end) + "\n[end of " + recall_id + "]"));
+  const std::string past = ask("c5", R"({"recall_id":")" + recall_id + R"(","offset":999999})", 0);
+  CHECK_THAT(past, Catch::Contains("offset 999999 is past the end of " + recall_id));
+  const std::string unnamed = ask("c6", R"({"offset":3})", 0);
+  CHECK_THAT(unnamed, Catch::Contains("context_recall needs {\"recall_id\""));
+}
+
 TEST_CASE("context_recall: the schema is a valid tool and recall appends the original", "[compact][recall]") {
   auto context = testing::NewContext();
   REQUIRE(context->SetTools("[" + RecallToolSchema() + "]").ok());
@@ -318,7 +373,12 @@ TEST_CASE("context_recall: the schema is a valid tool and recall appends the ori
   CHECK(context->AnswerRecall("c9").status().code() == StatusCode::kInvalidArgument);
   auto answer = context->AnswerRecall("c2");
   REQUIRE(answer.ok());
-  CHECK(context->Find(*answer)->content == Output(1, 30));
+  const std::string original = Output(1, 30);
+  // Without max_tokens (the call's or the caller's), the one page is the whole original.
+  CHECK(context->Find(*answer)->content == "[" + recall_id + ": bytes 0-" +
+                                               std::to_string(original.size()) + " of " +
+                                               std::to_string(original.size()) + "]\n" +
+                                               original + "\n[end of " + recall_id + "]");
   const std::string after = MustBuild(*context).body;
   const size_t end = before.rfind(']');
   CHECK(after.compare(0, end, before, 0, end) == 0);  // recall only appends

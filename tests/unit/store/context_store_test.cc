@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "strata/builtin_policies.h"
+#include "strata/replay/trace.h"
 #include "strata/store.h"
-#include "strata/tools/trace.h"
 #include "testing/postgres_testing.h"
 #include "testing/traces.h"
 #include "unit/store/store_test_util.h"

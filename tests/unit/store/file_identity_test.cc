@@ -18,7 +18,7 @@
 #include "strata/store.h"
 #include "testing/child_process.h"
 #include "testing/skip.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

@@ -14,6 +14,7 @@
 #include "strata/store.h"
 #include "testing/child_process.h"
 #include "testing/postgres_testing.h"
+#include "testing/wait_for.h"
 
 namespace strata {
 namespace {
@@ -46,13 +47,14 @@ std::vector<std::string> UserMessages(Store& store, const std::string& agent) {
   return out;
 }
 
-// Takes the lease, trying again while another live owner holds it (up to ~10 s).
+// Takes the lease, trying again while another live owner holds it.
 StatusOr<AgentLease> AcquireWaiting(Store& store, const std::string& agent) {
   StatusOr<AgentLease> lease = store.AcquireLease(agent);
-  for (int i = 0; i < 500 && lease.status().code() == StatusCode::kUnavailable; ++i) {
-    ::usleep(20000);
+  testing::WaitFor([&] {
+    if (lease.status().code() != StatusCode::kUnavailable) return true;
     lease = store.AcquireLease(agent);
-  }
+    return lease.status().code() != StatusCode::kUnavailable;
+  });
   return lease;
 }
 

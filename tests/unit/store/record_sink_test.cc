@@ -5,7 +5,7 @@
 #include "strata/client.h"
 #include "strata/store.h"
 #include "testing/postgres_testing.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "strata/store.h"
 #include "testing/child_process.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

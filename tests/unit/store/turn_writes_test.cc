@@ -8,7 +8,7 @@
 #include "strata/store.h"
 #include "testing/forwarding_store.h"
 #include "testing/postgres_testing.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "strata/context.h"
 #include "strata/prefix_cache.h"
+#include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
-#include "strata/tools/trace.h"
 #include "tokenize/template_memo.h"
 
 namespace {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "strata/tokenizer_spec.h"
+#include "testing/temp_dir.h"
 #include "testing/traces.h"
 
 namespace fs = std::filesystem;
@@ -24,8 +25,9 @@ void CheckAgainstSpmEncode(size_t max_lines) {
   if (!tok.ok()) FAIL(tok.status().ToString());
   std::vector<std::string> lines = strata::testing::TestTraceTextLines(max_lines);
   REQUIRE(lines.size() > 1000);
-  fs::path dir = fs::temp_directory_path() / ("strata-spm-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const strata::testing::TempDir temp("strata-spm-test-");
+  REQUIRE(!temp.path().empty());
+  const fs::path dir = temp.path();
   {
     std::ofstream out(dir / "in.txt", std::ios::binary);
     for (const auto& l : lines) out << l << "\n";
@@ -53,7 +55,6 @@ void CheckAgainstSpmEncode(size_t max_lines) {
     }
     ++n;
   }
-  fs::remove_all(dir);
   INFO(first);
   CHECK(n == lines.size());
   CHECK(mismatches == 0);

@@ -11,6 +11,7 @@
 
 #include "strata/tokenizer_spec.h"
 #include "testing/child_process.h"
+#include "testing/temp_dir.h"
 
 namespace {
 
@@ -18,18 +19,7 @@ using strata::testing::ChildOutcome;
 using strata::testing::RunInChild;
 using strata::testing::WriteReport;
 
-// A fresh temporary directory, removed with what it holds.
-struct TempDir {
-  TempDir() {
-    std::string pattern = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
-                          "/strata_tokenize_test.XXXXXX";
-    path = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    if (!path.empty()) std::system(("rm -rf '" + path + "'").c_str());
-  }
-  std::string path;
-};
+using strata::testing::TempDir;
 
 // MakeTokenizer(spec) in a child process with a watchdog: a call that blocks is killed by SIGALRM
 // after 20 s and fails the test instead of hanging the run. The child reports "<code>\n<message>".
@@ -59,8 +49,8 @@ void RequireRefusedAsNotRegular(const std::string& spec, const std::string& kind
 
 TEST_CASE("a FIFO as tokenizer file is refused at once, with or without a writer", "[tokenize]") {
   TempDir dir;
-  REQUIRE(!dir.path.empty());
-  const std::string fifo = dir.path + "/tokenizer.json";
+  REQUIRE(!dir.path().empty());
+  const std::string fifo = dir.path() + "/tokenizer.json";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   RequireRefusedAsNotRegular("hf:" + fifo, "a FIFO");
   RequireRefusedAsNotRegular("spm:" + fifo, "a FIFO");
@@ -78,15 +68,15 @@ TEST_CASE("/dev/zero and a directory as tokenizer files are refused", "[tokenize
   RequireRefusedAsNotRegular("hf:/dev/zero", "a character device");
   RequireRefusedAsNotRegular("spm:/dev/zero", "a character device");
   TempDir dir;
-  REQUIRE(!dir.path.empty());
-  RequireRefusedAsNotRegular("hf:" + dir.path, "a directory");
+  REQUIRE(!dir.path().empty());
+  RequireRefusedAsNotRegular("hf:" + dir.path(), "a directory");
 }
 
 TEST_CASE("a tokenizer file above kMaxTokenizerFileBytes is refused before it is read",
           "[tokenize]") {
   TempDir dir;
-  REQUIRE(!dir.path.empty());
-  const std::string big = dir.path + "/tokenizer.json";
+  REQUIRE(!dir.path().empty());
+  const std::string big = dir.path() + "/tokenizer.json";
   int fd = ::open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   REQUIRE(fd >= 0);
   // Sparse: costs no disk space.
@@ -102,8 +92,8 @@ TEST_CASE("a tokenizer file above kMaxTokenizerFileBytes is refused before it is
 
 TEST_CASE("a small regular tokenizer file passes the file checks", "[tokenize]") {
   TempDir dir;
-  REQUIRE(!dir.path.empty());
-  const std::string empty = dir.path + "/tokenizer.json";
+  REQUIRE(!dir.path().empty());
+  const std::string empty = dir.path() + "/tokenizer.json";
   int fd = ::open(empty.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   REQUIRE(fd >= 0);
   REQUIRE(::write(fd, "{}", 2) == 2);

@@ -20,6 +20,8 @@
 
 #include "strata/grpc_transport.h"
 #include "strata/transport.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace strata {
 namespace {
@@ -106,13 +108,6 @@ print(port, flush=True)
 server.wait_for_termination()
 )PY";
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/strata-grpc-py-XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  REQUIRE(dir != nullptr);
-  return dir;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -144,10 +139,12 @@ void MakeCertificates(const std::string& dir) {
 struct PythonGrpcServer {
   pid_t pid = -1;
   int port = 0;
-  std::string dir = TempDir();
+  testing::TempDir temp{"strata-grpc-py-"};
+  std::string dir = temp.path();
   std::string log = dir + "/requests.jsonl";
 
   explicit PythonGrpcServer(const std::string& tls_dir = "", const std::string& token = "") {
+    REQUIRE(!dir.empty());
     std::string script = dir + "/server.py";
     std::ofstream(script) << kServer;
     int fds[2];
@@ -175,7 +172,6 @@ struct PythonGrpcServer {
       kill(pid, SIGTERM);
       waitpid(pid, nullptr, 0);
     }
-    std::system(("rm -rf '" + dir + "'").c_str());
   }
   std::string target() const { return "127.0.0.1:" + std::to_string(port); }
   std::vector<nlohmann::json> Requests() const {
@@ -311,30 +307,34 @@ TEST_CASE("gRPC transport: cancelling stops the Python server's prefill",
   CallOptions call;
   call.cancel = &token;
   call.headers = {{"x-prefill-ms", "30000"}};
-  std::thread canceller([&token] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
+  std::thread canceller([&] {
+    // The server logs the call when it starts its prefill: the call is in flight.
+    arrived = testing::WaitFor([&] { return !server.Requests().empty(); });
     token.Cancel();
   });
   Response response;
   Status s = grpc->Send(kBody, call, &response);
   canceller.join();
+  CHECK(arrived);
   CHECK(s.code() == StatusCode::kCancelled);
-  bool stopped = false;
-  for (int i = 0; i < 300 && !stopped; ++i) {
-    for (const auto& r : server.Requests()) stopped = stopped || r.contains("stopped");
-    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(stopped);  // the server saw the cancellation and ended its prefill
+  CHECK(testing::WaitFor([&] {  // the server saw the cancellation and ended its prefill
+    for (const auto& r : server.Requests()) {
+      if (r.contains("stopped")) return true;
+    }
+    return false;
+  }));
 }
 
 // Made once per test process (every SECTION re-enters the test case).
 const std::string& Certificates() {
-  static const std::string dir = [] {
-    std::string d = TempDir();
-    MakeCertificates(d);
-    return d;
+  static const testing::TempDir dir("strata-grpc-tls-");
+  static const bool made = [] {
+    MakeCertificates(dir.path());
+    return true;
   }();
-  return dir;
+  (void)made;
+  return dir.path();
 }
 
 TEST_CASE("gRPC transport over TLS with a client certificate and a bearer token",

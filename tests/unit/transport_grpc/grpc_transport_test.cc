@@ -314,13 +314,16 @@ TEST_CASE("gRPC transport: cancellation reaches the server", "[grpc][sim][concur
   CallOptions call;
   call.cancel = &token;
   call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=30000"}};
-  std::thread canceller([&token] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  bool arrived = false;  // checked after join: Catch2 assertions are not thread-safe
+  std::thread canceller([&] {
+    // The simulator logs the request before it answers: the call is in flight.
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
     token.Cancel();
   });
   Response response;
   Status s = grpc->Send(Body(true), call, &response);
   canceller.join();
+  CHECK(arrived);
   CHECK(s.code() == StatusCode::kCancelled);
   // The server saw the cancellation (TryCancel) and stopped the stream.
   CHECK(testing::WaitFor([&] { return sim->grpc_cancelled_calls() == 1; }));

@@ -1,12 +1,12 @@
-#include "strata/tools/eval.h"
+#include "strata/replay/eval.h"
 
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "strata/replay/trace.h"
 #include "strata/tokenizer.h"
-#include "strata/tools/trace.h"
 #include "testing/traces.h"
 
 namespace strata {

@@ -7,7 +7,7 @@
 
 #include "console_page.h"
 #include "strata/store.h"
-#include "unit/store/store_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace strata::console {
 namespace {

@@ -11,20 +11,16 @@
 #include <vector>
 
 #include "registry.h"
+#include "testing/temp_dir.h"
 
 namespace strata::sidecar {
 namespace {
 
-std::string TempDirectory() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/strata-health-XXXXXX";
-  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
-
 TEST_CASE("store health turns false and logs once when the store file is removed",
           "[sidecar][health]") {
-  const std::string dir = TempDirectory();
+  testing::TempDir temp("strata-health-");
+  REQUIRE(!temp.path().empty());
+  const std::string& dir = temp.path();
   RegistryOptions options;
   options.store_path = dir + "/sidecar.db";
   auto registry = AgentRegistry::Open(options);
@@ -41,8 +37,6 @@ TEST_CASE("store health turns false and logs once when the store file is removed
   CHECK_THAT(logged[0], Catch::Contains("NOT_SERVING") &&
                             Catch::Contains(options.store_path + " was removed"));
   registry->reset();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "probe.h"
 #include "sim_retrieve.h"
 #include "strata/chat_template.h"
+#include "strata/http_transport.h"
 #include "testing/sim_testing.h"
 #include "testing/status_testing.h"
 

@@ -31,7 +31,7 @@ namespace strata::cli::probe {
 namespace {
 
 TEST_CASE("the question formats docs/probe.md shows are the ones generation emits", "[probe][docs]") {
-  std::ifstream in(STRATA_TEST_DATA_DIR "/../../docs/probe.md");
+  std::ifstream in(std::string(STRATA_TEST_DATA_DIR) + "/../../docs/probe.md");
   REQUIRE(in);
   std::string line;
   std::set<std::string> seen;

@@ -1,5 +1,5 @@
-// strata/tools/eval.h — replaying trajectories under a token budget with a compaction policy, and
-// measuring what it costs (component strata::tools, the tooling beside the API; used by
+// strata/replay/eval.h — replaying trajectories under a token budget with a compaction policy,
+// and measuring what it costs (component strata::replay, the tooling beside the API; used by
 // `strata replay --budget` and bench/bench_compaction).
 //
 // For each assistant message of a trace, the context (managed by the policy) is built into the
@@ -16,8 +16,8 @@
 //
 // Thread safety: EvaluateTrace may run concurrently on different traces with shared tokenizer and
 // template (they are thread-safe).
-#ifndef STRATA_TOOLS_EVAL_H_
-#define STRATA_TOOLS_EVAL_H_
+#ifndef STRATA_REPLAY_EVAL_H_
+#define STRATA_REPLAY_EVAL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -29,9 +29,9 @@
 #include "strata/builtin_policies.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
+#include "strata/replay/trace.h"
 #include "strata/status.h"
 #include "strata/tokenizer.h"
-#include "strata/tools/trace.h"
 
 namespace strata {
 
@@ -115,4 +115,4 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
 
 }  // namespace strata
 
-#endif  // STRATA_TOOLS_EVAL_H_
+#endif  // STRATA_REPLAY_EVAL_H_

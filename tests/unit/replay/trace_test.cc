@@ -1,4 +1,4 @@
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 #include <catch2/catch.hpp>
 #include <cstdio>

@@ -1,3 +1,5 @@
+// MaskPlaceholder (strata/builtin_policies.h): the line that stands in for a masked tool result,
+// naming the call, its size, its exit status, the identifiers it mentioned and how to recall it.
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "strata/tools/eval.h"
+#include "strata/replay/eval.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

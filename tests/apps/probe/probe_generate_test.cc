@@ -37,7 +37,8 @@ GenerateOptions SmallOptions(uint64_t seed = 7) {
 }
 
 // The repository's own content: its test data and, for tables, its documentation.
-const std::vector<std::string> kSources = {STRATA_TEST_DATA_DIR, STRATA_TEST_DATA_DIR "/../../docs"};
+const std::vector<std::string> kSources = {STRATA_TEST_DATA_DIR,
+                                           std::string(STRATA_TEST_DATA_DIR) + "/../../docs"};
 
 std::unique_ptr<ProbeGenerator> Generator(const Counting& counting, GenerateOptions options) {
   SourceSet sources = Must(LoadSources(kSources));
@@ -107,7 +108,7 @@ TEST_CASE("two-hop probes over the repository's sources show both files and have
   GenerateOptions options = SmallOptions();
   options.kinds = {ProbeKind::kTwoHop};
   options.lengths = {{"8k", 8192}};
-  SourceSet sources = Must(LoadSources({STRATA_TEST_DATA_DIR "/../../sdk"}));
+  SourceSet sources = Must(LoadSources({std::string(STRATA_TEST_DATA_DIR) + "/../../sdk"}));
   auto generator = Must(ProbeGenerator::Create(std::move(sources), counting.tokenizer.get(), counting.counter.get(), options));
   REQUIRE(generator->candidate_counts()[static_cast<size_t>(ProbeKind::kTwoHop)] > 0);
   size_t kept = 0;

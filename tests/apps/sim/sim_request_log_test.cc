@@ -16,6 +16,7 @@
 
 #include "sim_impl.h"
 #include "sim_server.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
 

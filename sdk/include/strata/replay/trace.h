@@ -1,6 +1,6 @@
-// strata/tools/trace.h — agent trajectories in the replay format and replaying them through a
-// Context (component strata::tools, the tooling beside the API: `strata replay`, the benchmarks and
-// the tests read trajectories with it).
+// strata/replay/trace.h — agent trajectories in the replay format and replaying them through a
+// Context (component strata::replay, the tooling beside the API: `strata replay`, the benchmarks
+// and the tests read trajectories with it).
 //
 // A trajectory is a JSON-lines file, one OpenAI chat message per line:
 //   {"role": "system"|"user"|"assistant"|"tool", "content": "...", "tool_calls": [...],
@@ -14,8 +14,8 @@
 //       }));
 //
 // Thread safety: free functions; ReplayTrace uses the context from the calling thread only.
-#ifndef STRATA_TOOLS_TRACE_H_
-#define STRATA_TOOLS_TRACE_H_
+#ifndef STRATA_REPLAY_TRACE_H_
+#define STRATA_REPLAY_TRACE_H_
 
 #include <functional>
 #include <string>
@@ -71,4 +71,4 @@ Status ReplayTrace(const std::vector<TraceMessage>& messages, Context& context,
 
 }  // namespace strata
 
-#endif  // STRATA_TOOLS_TRACE_H_
+#endif  // STRATA_REPLAY_TRACE_H_

@@ -1,4 +1,4 @@
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim_server.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
 
