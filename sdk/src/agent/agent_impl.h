@@ -211,7 +211,7 @@ class Agent::Impl {
     protections_ = std::move(protections);
     last_assistant_id_ = std::move(last_assistant);
     if (pins_changed) SaveProtections().IgnoreError();  // stale pins are dropped on expiry
-    return rollback.Undo(*context_, out.status());
+    return rollback.Undo(out.status());
   }
 
   AgentConfig config_;
