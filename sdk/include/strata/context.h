@@ -416,6 +416,21 @@ class Context {
   // inconsistent snapshot; on any error (the journal's included) nothing changes. Pointers from
   // Find() are invalidated.
   Status Rewind(ContextSnapshot snapshot);
+  // Remembers what the context holds now (its segments, kept originals and turn counter), so that
+  // RewindToMark() can return to it, for the cost of what changes after the mark instead of a
+  // Snapshot()'s copy of every segment: from here on, each change first keeps the previous value
+  // of each segment and original it alters, the first time it alters it. One mark at a time:
+  // Mark() again moves it, and Rewind(), RewindToMark() and ClearMark() drop it. strata::Agent
+  // sets one for each Complete() and Run() (to undo a failed call) and drops it when the call
+  // returns.
+  void Mark();
+  // Returns the context, in place, to what it held at Mark(): the same result as Rewind() of a
+  // Snapshot() taken then, and a journal change with the same segments, ids and originals (in
+  // another order, perhaps). Drops the mark. FAILED_PRECONDITION
+  // when no mark is set; on any other error (Rewind()'s) nothing changes and the mark stays.
+  Status RewindToMark();
+  // Drops the mark, keeping what changed since.
+  void ClearMark();
   // Lint warnings of the stable layers (also reported by Build()).
   std::vector<LintWarning> Lint() const;
 

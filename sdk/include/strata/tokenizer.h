@@ -81,6 +81,13 @@ class ChatTemplate {
   // empty; the GLM templates fill them. Errors as Render.
   virtual StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const;
 
+  // Render()'s text, shared instead of copied: a template that keeps its renderings (strata's
+  // templates keep their last ones, which the requests that continue them reuse) hands out the
+  // kept text. The text never changes once returned. The default implementation wraps Render().
+  // Errors as Render.
+  virtual StatusOr<std::shared_ptr<const std::string>> RenderShared(
+      std::string_view request_json) const;
+
   // Tokens the server adds that the rendered text does not show (the generic template's per-message
   // overhead). 0 for templates that render every token. Errors as Render.
   virtual StatusOr<size_t> OverheadTokens(std::string_view request_json) const = 0;

@@ -83,7 +83,7 @@ class Agent::Impl {
   class Prompts final : public turn_internal::PromptModel {
    public:
     explicit Prompts(const Impl* impl) : impl_(impl) {}
-    StatusOr<PromptText> Render(std::string_view body) override;
+    StatusOr<turn_internal::SharedPrompt> Render(std::string_view body) override;
     size_t Count(std::string_view text) override;
     PromptBlocks Hash(std::string_view text, std::string_view salt) override;
     bool exact() const override;
@@ -128,8 +128,9 @@ class Agent::Impl {
 
   // The request fields of this agent's endpoint, with `request_id`.
   BuildOptions Fields(const std::string& request_id) const;
-  // The prompt text the server sees for `body` (the chat template's, else the generic one).
-  StatusOr<std::string> PromptOf(std::string_view body) const;
+  // The prompt text the server sees for `body` (the chat template's, else the generic one),
+  // shared with the render memo.
+  StatusOr<std::shared_ptr<const std::string>> PromptOf(std::string_view body) const;
   // What the degradation handler of one request (its `fields`) may do with this agent
   // (degradation.h).
   agent_internal::DegradationHost DegradationHostFor(const BuildOptions& fields);
@@ -241,7 +242,7 @@ class Agent::Impl {
     protections_ = std::move(protections);
     last_assistant_id_ = std::move(last_assistant);
     if (pins_changed) SaveProtections().IgnoreError();  // stale pins are dropped on expiry
-    return rollback.Undo(*context_, out.status());
+    return rollback.Undo(out.status());
   }
 
   AgentConfig config_;

@@ -1,6 +1,8 @@
 // What the Agent's next request would be, without sending it (agent_impl.h): PredictCachedTokens,
 // PreviewRequest and InputTokens, a due compaction computed on a copy of the context.
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "agent/agent_impl.h"
@@ -43,8 +45,8 @@ StatusOr<Agent::Impl::NextRequest> Agent::Impl::Next(const BuildOptions& fields)
       out.prediction.compaction_due = built->compaction.has_value();
     }
   }
-  STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(built->body));
-  PromptBlocks blocks = prompt_tokens_->Hash(prompt, salt_, config_.cache);
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> prompt, PromptOf(built->body));
+  PromptBlocks blocks = prompt_tokens_->Hash(*prompt, salt_, config_.cache);
   out.prediction.input_tokens =
       built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens) : blocks.prompt_tokens;
   out.prediction.input_tokens_exact = built->input_tokens_exact;

@@ -1,6 +1,8 @@
 // One Agent turn (agent_impl.h): build, predict, send, append the reply, explain a prefix break,
 // commit; and Agent::Run's loop over turns and tool calls.
 #include <chrono>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "agent/agent_impl.h"
@@ -19,8 +21,8 @@ using agent_internal::TurnBatch;
 using turn_internal::PrefixReference;
 using turn_internal::TurnRun;
 
-StatusOr<PromptText> Agent::Impl::Prompts::Render(std::string_view body) {
-  PromptText prompt;
+StatusOr<turn_internal::SharedPrompt> Agent::Impl::Prompts::Render(std::string_view body) {
+  turn_internal::SharedPrompt prompt;
   STRATA_ASSIGN_OR_RETURN(prompt.text, impl_->PromptOf(body));
   return prompt;
 }
@@ -46,13 +48,14 @@ BuildOptions Agent::Impl::Fields(const std::string& request_id) const {
   return build;
 }
 
-StatusOr<std::string> Agent::Impl::PromptOf(std::string_view body) const {
+StatusOr<std::shared_ptr<const std::string>> Agent::Impl::PromptOf(std::string_view body) const {
   if (template_) {
-    StatusOr<std::string> text = prompt_tokens_->Render(*template_, body);  // the count's render
+    // The count's render, shared: no copy of the prompt.
+    StatusOr<std::shared_ptr<const std::string>> text = prompt_tokens_->Render(*template_, body);
     if (text.ok()) return text;
   }
   STRATA_ASSIGN_OR_RETURN(PromptText prompt, RenderPromptText(body));
-  return std::move(prompt.text);
+  return std::make_shared<const std::string>(std::move(prompt.text));
 }
 
 agent_internal::DegradationHost Agent::Impl::DegradationHostFor(const BuildOptions& fields) {
@@ -67,8 +70,8 @@ agent_internal::DegradationHost Agent::Impl::DegradationHostFor(const BuildOptio
   host.fields = fields;
   host.store = shared_.store;
   host.count = [this](const std::string& body) -> StatusOr<int64_t> {
-    STRATA_ASSIGN_OR_RETURN(std::string prompt, PromptOf(body));
-    return static_cast<int64_t>(prompt_tokens_->Count(prompt));
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> prompt, PromptOf(body));
+    return static_cast<int64_t>(prompt_tokens_->Count(*prompt));
   };
   host.fork = [this](std::string task, const ForkOptions& options) {
     return ForkLocked(std::move(task), options);

@@ -49,21 +49,23 @@ size_t PromptTokens::Count(std::string_view text) {
   return EncodeLocked(text).size();
 }
 
-StatusOr<std::string> PromptTokens::Render(const ChatTemplate& chat_template,
-                                           std::string_view body) {
-  {
-    internal::MutexLock lock(mu_);
-    if (render_template_ == &chat_template && body.size() == last_body_.size() &&
-        tokenize_internal::CommonPrefix(last_body_, body) == body.size()) {
-      return last_render_;
-    }
-  }
-  STRATA_ASSIGN_OR_RETURN(std::string text, chat_template.Render(body));
+StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
+    const ChatTemplate& chat_template, std::string_view body) {
+  // Held while rendering, so that the body compared is the one the kept render belongs to.
   internal::MutexLock lock(mu_);
+  const size_t prefix =
+      render_template_ == &chat_template ? tokenize_internal::CommonPrefix(last_body_, body) : 0;
+  if (render_template_ == &chat_template && prefix == body.size() &&
+      prefix == last_body_.size() && last_render_ != nullptr) {
+    return last_render_;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> text,
+                          chat_template.RenderShared(body));
   render_template_ = &chat_template;
-  UpdateInPlace(last_body_, body);
-  UpdateInPlace(last_render_, text);
-  return text;
+  last_body_.resize(prefix);
+  last_body_.append(body.substr(prefix));
+  last_render_ = std::move(text);
+  return last_render_;
 }
 
 PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
@@ -105,9 +107,10 @@ std::string IncrementalRequestCounter::Name() const {
 }
 
 StatusOr<size_t> IncrementalRequestCounter::CountRequest(std::string_view request_body) const {
-  STRATA_ASSIGN_OR_RETURN(std::string text, tokens_->Render(*template_, request_body));
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> text,
+                          tokens_->Render(*template_, request_body));
   STRATA_ASSIGN_OR_RETURN(size_t overhead, template_->OverheadTokens(request_body));
-  return tokens_->Count(text) + overhead;
+  return tokens_->Count(*text) + overhead;
 }
 
 }  // namespace strata::agent_internal

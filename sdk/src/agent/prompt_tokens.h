@@ -44,8 +44,10 @@ class PromptTokens {
   // Tokens of `text`: Encode().size() for exact tokenizers, else tokenizer->Count(text).
   size_t Count(std::string_view text);
   // chat_template.Render(body), reusing the last render when `body` is the same (the budget count
-  // and the block hashes of one request render it once).
-  StatusOr<std::string> Render(const ChatTemplate& chat_template, std::string_view body);
+  // and the block hashes of one request render it once). The text is shared with the memo, not
+  // copied, and never changes once returned.
+  StatusOr<std::shared_ptr<const std::string>> Render(const ChatTemplate& chat_template,
+                                                      std::string_view body);
   // The block hash chain of `text` under `salt`, equal to HashPrompt(text, salt, tokenizer,
   // options).
   PromptBlocks Hash(std::string_view text, std::string_view salt,
@@ -61,11 +63,12 @@ class PromptTokens {
   bool splits_ = false;
   internal::Mutex mu_;
   std::unique_ptr<IncrementalEncoder> encoder_ STRATA_GUARDED_BY(mu_);  // exact tokenizers
-  // The render memo: the last body rendered by `render_template_` and its render, both updated in
-  // place from where they differ.
+  // The render memo: the last body rendered by `render_template_` (updated in place from where it
+  // differs from the next) and its render (the template's kept text, ChatTemplate::RenderShared,
+  // shared with the callers).
   const ChatTemplate* render_template_ STRATA_GUARDED_BY(mu_) = nullptr;
   std::string last_body_ STRATA_GUARDED_BY(mu_);
-  std::string last_render_ STRATA_GUARDED_BY(mu_);
+  std::shared_ptr<const std::string> last_render_ STRATA_GUARDED_BY(mu_);
   // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes:
   // chain_text_).
   // chain_valid_ids_: leading ids of the encoder's current text the chain covers.

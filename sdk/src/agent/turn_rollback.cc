@@ -2,14 +2,15 @@
 #include "agent/turn_rollback.h"
 
 #include <string>
-#include <utility>
 
 namespace strata::agent_internal {
 
-TurnRollback::TurnRollback(const Context& context) : before_(context.Snapshot()) {}
+TurnRollback::TurnRollback(Context& context) : context_(context) { context_.Mark(); }
 
-Status TurnRollback::Undo(Context& context, Status failure) {
-  Status rewound = context.Rewind(std::move(before_));
+TurnRollback::~TurnRollback() { context_.ClearMark(); }
+
+Status TurnRollback::Undo(Status failure) {
+  Status rewound = context_.RewindToMark();
   if (rewound.ok()) return failure;
   return Status(failure.code(), failure.message() + "; undoing the call failed too (" +
                                     rewound.message() +

@@ -1,6 +1,6 @@
-// Undoing a failed Run() or Complete() (private to strata::agent): the context's snapshot, taken
-// before the call, is put back when the call fails, in memory and, through the context's journal,
-// in the store, so that a failed call changes nothing (strata/agent.h).
+// Undoing a failed Run() or Complete() (private to strata::agent): the context is marked before the
+// call (Context::Mark) and rewound to the mark when the call fails, in memory and, through the
+// context's journal, in the store, so that a failed call changes nothing (strata/agent.h).
 #ifndef STRATA_SRC_AGENT_TURN_ROLLBACK_H_
 #define STRATA_SRC_AGENT_TURN_ROLLBACK_H_
 
@@ -9,19 +9,24 @@
 
 namespace strata::agent_internal {
 
-// What a context held before a call that may fail. Costs one copy of the context's segments.
+// What a context held before a call that may fail. Costs what the call changes (the values it
+// replaces), not a copy of the context; a call that succeeds drops the mark when this goes.
 class TurnRollback {
  public:
-  // Remembers what `context` holds now.
-  explicit TurnRollback(const Context& context);
+  // Marks what `context` holds now. `context` must outlive this.
+  explicit TurnRollback(Context& context);
+  ~TurnRollback();
+  TurnRollback(const TurnRollback&) = delete;
+  TurnRollback& operator=(const TurnRollback&) = delete;
 
-  // Puts `context` back as it was at construction (Context::Rewind) and returns `failure`. When
-  // the rewind itself fails (the store refused the change: the context then still holds what the
-  // call added, in memory as in the store), `failure` carries a note that says so.
-  Status Undo(Context& context, Status failure);
+  // Puts the context back as it was at construction (Context::RewindToMark) and returns
+  // `failure`. When the rewind itself fails (the store refused the change: the context
+  // then still holds what the call added, in memory as in the store), `failure` carries a note
+  // that says so.
+  Status Undo(Status failure);
 
  private:
-  ContextSnapshot before_;
+  Context& context_;
 };
 
 }  // namespace strata::agent_internal

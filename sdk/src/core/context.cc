@@ -93,6 +93,7 @@ size_t Context::Impl::ContentBytes(const Segment& s) {
 }
 
 Status Context::Impl::Record(ContextChange& change, int64_t turn_after) {
+  if (mark_) KeepForMark(change);  // before anything changes (context_rewind.cc)
   if (options_.journal == nullptr) return Status::Ok();
   change.turn = turn_after;
   return options_.journal->Record(change);
@@ -316,6 +317,9 @@ StatusOr<std::string> Context::Recall(std::string_view recall_id) const {
 ContextStats Context::Stats() const { return impl_->Stats(); }
 ContextSnapshot Context::Snapshot() const { return impl_->Snapshot(); }
 Status Context::Rewind(ContextSnapshot snapshot) { return impl_->Rewind(std::move(snapshot)); }
+void Context::Mark() { impl_->Mark(); }
+Status Context::RewindToMark() { return impl_->RewindToMark(); }
+void Context::ClearMark() { impl_->ClearMark(); }
 std::vector<LintWarning> Context::Lint() const { return impl_->Lint(); }
 
 }  // namespace strata

@@ -10,7 +10,8 @@
 //   context_budget.cc    Build() and Preview(): render, count, compact within the budget (bounded
 //                        rounds)
 //   context_snapshot.cc  Snapshot() and restoring one
-//   context_rewind.cc    Rewind(): back, in place, to an earlier snapshot
+//   context_rewind.cc    Rewind(): back, in place, to an earlier snapshot; Mark() and
+//                        RewindToMark(): the same to a mark, keeping only what changed since
 //
 // Rendering keeps two buffers so that Build() costs about one copy of the request:
 //   header_       `{"model":...,"tools":[...],"messages":[` plus the stable system message(s);
@@ -162,8 +163,11 @@ class Context::Impl {
   // Snapshots (context_snapshot.cc).
   ContextSnapshot Snapshot() const;
   Status LoadSnapshot(ContextSnapshot snapshot);
-  // Context::Rewind (context_rewind.cc).
+  // Context::Rewind, Mark, RewindToMark and ClearMark (context_rewind.cc).
   Status Rewind(ContextSnapshot snapshot);
+  void Mark();
+  Status RewindToMark();
+  void ClearMark() { mark_.reset(); }
 
  private:
   // --- An edit being prepared (context_edit.cc): everything it would change, nothing changed yet.
@@ -206,6 +210,18 @@ class Context::Impl {
 
   // --- Snapshots (context_snapshot.cc).
   Status ReplaySnapshotHistory(std::vector<Segment> history);
+
+  // --- The mark (context_rewind.cc): what the context held at Mark(), for what changed since.
+  struct MarkedState {
+    int64_t turn = 0;
+    // Segment id -> its value at the mark (nullopt: no such segment then).
+    std::unordered_map<std::string, std::optional<Segment>> segments;
+    // Recall id -> the original kept under it at the mark (nullopt: none then).
+    std::unordered_map<std::string, std::optional<std::string>> originals;
+  };
+  // Keeps, in mark_, the current value of each segment and original `change` (not applied yet)
+  // alters, unless an earlier change since the mark kept it.
+  void KeepForMark(const ContextChange& change);
 
   // --- History bookkeeping (context_history.cc).
   const ToolCall* FindLastCall(std::string_view id) const;
@@ -283,6 +299,7 @@ class Context::Impl {
   std::unordered_map<std::string, std::pair<Layer, size_t>> index_;  // segment id -> location
 
   std::vector<CompactionReport> compactions_;
+  std::optional<MarkedState> mark_;  // set by Mark()
   int64_t turn_ = 0;
   uint64_t next_seq_ = 1;
   int64_t next_position_ = 1;

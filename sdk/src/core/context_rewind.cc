@@ -1,10 +1,13 @@
 // Context, rewinding: Rewind() returns the context, in place, to an earlier snapshot (an agent's
 // failed turn undone). The snapshot is restored into a fresh state first (which validates it), the
 // journal records the change that turns the stored context into it, and only then does the fresh
-// state replace this one.
+// state replace this one. A mark (Mark(), RewindToMark()) costs what changes after it: each change
+// keeps the previous values of what it alters (KeepForMark, from Record()), and the snapshot of the
+// mark is made from the current one and those values only when it is rewound to.
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/context_impl.h"
 
@@ -68,7 +71,10 @@ Status Context::Impl::Rewind(ContextSnapshot snapshot) {
   const bool unchanged = change.upserted.empty() && change.removed_ids.empty() &&
                          change.originals.empty() && change.removed_originals.empty() &&
                          change.turn == turn_;
-  if (unchanged) return Status::Ok();
+  if (unchanged) {
+    mark_.reset();  // as a rewind that changes something drops it (a fresh state has none)
+    return Status::Ok();
+  }
   if (options_.journal != nullptr) STRATA_RETURN_IF_ERROR(options_.journal->Record(change));
   // Kept across the rewind: what no snapshot holds, and the id counters (an id once given to a
   // segment is never given to another, so that views naming segment ids stay unambiguous).
@@ -82,6 +88,57 @@ Status Context::Impl::Rewind(ContextSnapshot snapshot) {
   next_seq_ = next_seq;
   next_position_ = next_position;
   return Status::Ok();
+}
+
+void Context::Impl::Mark() {
+  mark_.emplace();
+  mark_->turn = turn_;
+}
+
+void Context::Impl::KeepForMark(const ContextChange& change) {
+  auto keep_segment = [this](const std::string& id) {
+    if (mark_->segments.count(id) != 0) return;
+    const Segment* now = Find(id);
+    mark_->segments.emplace(id, now != nullptr ? std::optional<Segment>(*now) : std::nullopt);
+  };
+  for (const Segment& s : change.upserted) keep_segment(s.id);
+  for (const std::string& id : change.removed_ids) keep_segment(id);
+  auto keep_original = [this](const std::string& recall_id) {
+    if (mark_->originals.count(recall_id) != 0) return;
+    auto now = recall_.find(recall_id);
+    mark_->originals.emplace(recall_id, now != recall_.end()
+                                            ? std::optional<std::string>(now->second)
+                                            : std::nullopt);
+  };
+  for (const auto& [recall_id, content] : change.originals) keep_original(recall_id);
+  for (const std::string& recall_id : change.removed_originals) keep_original(recall_id);
+}
+
+Status Context::Impl::RewindToMark() {
+  if (!mark_) {
+    return FailedPreconditionError(
+        "no mark to rewind to: call Mark() first (Rewind(), RewindToMark() and ClearMark() drop "
+        "it)");
+  }
+  // The snapshot of the mark: the current one, with what changed since put back as it was.
+  ContextSnapshot now = Snapshot();
+  ContextSnapshot marked;
+  marked.turn = mark_->turn;
+  for (Segment& s : now.segments) {
+    if (mark_->segments.count(s.id) == 0) marked.segments.push_back(std::move(s));
+  }
+  for (const auto& [id, then] : mark_->segments) {
+    if (then) marked.segments.push_back(*then);
+  }
+  for (auto& [recall_id, content] : now.originals) {
+    if (mark_->originals.count(recall_id) == 0)
+      marked.originals.emplace_back(recall_id, std::move(content));
+  }
+  for (const auto& [recall_id, then] : mark_->originals) {
+    if (then) marked.originals.emplace_back(recall_id, *then);
+  }
+  std::sort(marked.originals.begin(), marked.originals.end());  // as Snapshot() orders them
+  return Rewind(std::move(marked));  // drops the mark when it succeeds (a fresh state has none)
 }
 
 }  // namespace strata

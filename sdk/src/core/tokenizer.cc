@@ -3,6 +3,7 @@
 // estimate_tokenizer.cc.
 #include "strata/tokenizer.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,12 @@ StatusOr<RenderedPrompt> ChatTemplate::RenderWithOffsets(std::string_view reques
   RenderedPrompt p;
   p.text = std::move(text);
   return p;
+}
+
+StatusOr<std::shared_ptr<const std::string>> ChatTemplate::RenderShared(
+    std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(std::string text, Render(request_json));
+  return std::make_shared<const std::string>(std::move(text));
 }
 
 }  // namespace strata

@@ -153,12 +153,20 @@ inline const std::string& Role(const ojson& m) {
 
 // A template rendered message by message, through the render memo (template_render.cc says when
 // a kept rendering is continued).
+struct RenderedRequest;  // a kept rendering (template_render.cc)
+
 class MemoRenderingTemplate : public ChatTemplate {
  public:
   StatusOr<std::string> Render(std::string_view request_json) const override;
   StatusOr<RenderedPrompt> RenderWithOffsets(std::string_view request_json) const override;
+  // The kept rendering's own text (no copy).
+  StatusOr<std::shared_ptr<const std::string>> RenderShared(
+      std::string_view request_json) const override;
 
  private:
+  // The rendering of `request_json`, continued from the kept one it shares most messages with,
+  // and kept.
+  StatusOr<std::shared_ptr<const RenderedRequest>> RenderKept(std::string_view request_json) const;
   // Whether an assistant message's rendering depends on the index of the last user message.
   virtual bool ReadsLastUser(const Request& r) const = 0;
   // Everything before the first message.

@@ -11,6 +11,18 @@
 #include "tokenize/chat_template_internal.h"
 
 namespace strata::chat_template_internal {
+
+// A kept rendering (the render memo below).
+struct RenderedRequest {
+  uint64_t renderer = 0;  // the template instance that rendered it (MemoRenderingTemplate::id_)
+  Request request;
+  std::string text;  // the prompt: the preamble, the messages and the template's ending
+  std::vector<size_t> offsets;  // where each message starts in `text`
+  size_t preamble_bytes = 0;
+  size_t messages_end = 0;  // where the template's ending starts in `text`
+  int last_user = -1;       // index of the last user message, -1 when there is none
+};
+
 namespace {
 
 // Render memo. The last renderings of every template are kept with their requests, process-wide
@@ -30,15 +42,6 @@ bool SameFields(const Request& a, const Request& b) {
          a.add_generation_prompt == b.add_generation_prompt && a.tools == b.tools;
 }
 
-struct RenderedRequest {
-  uint64_t renderer = 0;  // the template instance that rendered it (MemoRenderingTemplate::id_)
-  Request request;
-  std::string text;             // the preamble and the messages, without the template's ending
-  std::vector<size_t> offsets;  // where each message starts in `text`
-  size_t preamble_bytes = 0;
-  int last_user = -1;  // index of the last user message, -1 when there is none
-};
-
 // Index of the last user message of `r`, whose first `same` messages are those of `base`.
 int LastUser(const Request& r, const RenderedRequest* base, size_t same) {
   for (size_t i = r.messages.size(); i-- > same;)
@@ -54,15 +57,30 @@ RecentList<RenderedRequest>& RenderedRequests() {
   return *rendered;
 }
 
-
 }  // namespace
 
 StatusOr<std::string> MemoRenderingTemplate::Render(std::string_view request_json) const {
-  STRATA_ASSIGN_OR_RETURN(RenderedPrompt p, RenderWithOffsets(request_json));
-  return std::move(p.text);
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const RenderedRequest> kept, RenderKept(request_json));
+  return kept->text;
 }
 
 StatusOr<RenderedPrompt> MemoRenderingTemplate::RenderWithOffsets(
+    std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const RenderedRequest> kept, RenderKept(request_json));
+  RenderedPrompt p;
+  p.text = kept->text;
+  p.message_offsets = kept->offsets;
+  p.preamble_bytes = kept->preamble_bytes;
+  return p;
+}
+
+StatusOr<std::shared_ptr<const std::string>> MemoRenderingTemplate::RenderShared(
+    std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const RenderedRequest> kept, RenderKept(request_json));
+  return std::shared_ptr<const std::string>(kept, &kept->text);  // owned by the kept rendering
+}
+
+StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKept(
     std::string_view request_json) const {
   STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
   // The kept rendering with the same fields and the longest run of the same first messages.
@@ -87,8 +105,12 @@ StatusOr<RenderedPrompt> MemoRenderingTemplate::RenderWithOffsets(
     if (ReadsLastUser(r) && base->last_user != entry->last_user)
       from = std::min(from, static_cast<size_t>(std::min(base->last_user, entry->last_user) + 1));
     while (from > 0 && Role(r.messages[from - 1]) == "tool") --from;
-    entry->text.assign(base->text, 0,
-                       from < base->offsets.size() ? base->offsets[from] : base->text.size());
+    const size_t kept_bytes =
+        from < base->offsets.size() ? base->offsets[from] : base->messages_end;
+    // One allocation for the kept part and the new messages (their rendering is about as long
+    // as their JSON).
+    entry->text.reserve(std::max(kept_bytes, request_json.size()) + 64);
+    entry->text.assign(base->text, 0, kept_bytes);
     entry->offsets.assign(base->offsets.begin(), base->offsets.begin() + from);
     entry->preamble_bytes = base->preamble_bytes;
   } else {
@@ -99,17 +121,14 @@ StatusOr<RenderedPrompt> MemoRenderingTemplate::RenderWithOffsets(
     entry->offsets.push_back(entry->text.size());
     STRATA_RETURN_IF_ERROR(RenderMessage(r, i, entry->last_user, &entry->text));
   }
-  RenderedPrompt p;
-  p.text.reserve(entry->text.size() + 32);
-  p.text = entry->text;
-  RenderEnd(r, &p.text);
-  p.message_offsets = entry->offsets;
-  p.preamble_bytes = entry->preamble_bytes;
+  entry->messages_end = entry->text.size();
+  RenderEnd(r, &entry->text);
   entry->request = std::move(r);
   // In place of the base when this rendering continues it (reuses at least half of it).
-  RenderedRequests().Keep(std::move(entry),
-                 base != nullptr && from >= base->offsets.size() / 2 ? base.get() : nullptr);
-  return p;
+  std::shared_ptr<const RenderedRequest> kept = std::move(entry);
+  const bool continues = base != nullptr && from >= base->offsets.size() / 2;
+  RenderedRequests().Keep(kept, continues ? base.get() : nullptr);
+  return kept;
 }
 
 uint64_t MemoRenderingTemplate::NextId() {

@@ -127,11 +127,17 @@ std::string RequestIds::Next(const std::string& agent_id) {
   return agent_id + "-" + tag_ + "-" + std::to_string(++sequence_);
 }
 
-StatusOr<PromptText> TemplatePromptModel::Render(std::string_view body) {
-  if (template_ == nullptr) return RenderPromptText(body);
+StatusOr<SharedPrompt> TemplatePromptModel::Render(std::string_view body) {
+  SharedPrompt prompt;
+  if (template_ == nullptr) {
+    STRATA_ASSIGN_OR_RETURN(PromptText text, RenderPromptText(body));
+    prompt.text = std::make_shared<const std::string>(std::move(text.text));
+    prompt.message_offsets = std::move(text.message_offsets);
+    prompt.tools_bytes = text.tools_bytes;
+    return prompt;
+  }
   STRATA_ASSIGN_OR_RETURN(RenderedPrompt rendered, template_->RenderWithOffsets(body));
-  PromptText prompt;
-  prompt.text = std::move(rendered.text);
+  prompt.text = std::make_shared<const std::string>(std::move(rendered.text));
   prompt.message_offsets = std::move(rendered.message_offsets);
   prompt.tools_bytes = rendered.preamble_bytes;
   return prompt;
@@ -149,24 +155,30 @@ PromptBlocks TemplatePromptModel::Hash(std::string_view text, std::string_view s
 namespace {
 
 // The segment that starts each rendered message (kSingleMessage: the stable layers share one;
-// the volatile segments share one).
-std::vector<std::pair<std::string, Layer>> MessageStarts(const Context& context) {
+// the volatile segments share one), from the signatures of the rendered segments (`rendered`:
+// the live and masked ones of the stable layers and the history, in render order) and, when the
+// request has a volatile message, the context's volatile items. The context's segments are
+// copied only then (Context::Segments() is the one accessor that lists the volatile items).
+std::vector<std::pair<std::string, Layer>> MessageStarts(
+    const Context& context, const std::vector<SegmentSignature>& rendered, bool has_volatile) {
   std::vector<std::pair<std::string, Layer>> out;
   const SystemLayout layout = context.options().render.system_layout;
   bool system_open = false;
-  bool volatile_open = false;
-  for (const Segment& s : context.Segments()) {
-    if (s.layer == Layer::kTools || s.state == SegmentState::kEvicted ||
-        s.state == SegmentState::kSummarized) {
-      continue;
+  for (const SegmentSignature& s : rendered) {
+    if (s.layer == Layer::kTools) continue;
+    const bool stable =
+        s.layer == Layer::kSystem || s.layer == Layer::kIndex || s.layer == Layer::kDocs;
+    if (stable && layout == SystemLayout::kSingleMessage) {
+      if (system_open) continue;
+      system_open = true;
     }
-    const bool stable = s.layer == Layer::kSystem || s.layer == Layer::kIndex || s.layer == Layer::kDocs;
-    bool* open = stable && layout == SystemLayout::kSingleMessage
-                     ? &system_open
-                     : (s.layer == Layer::kVolatile ? &volatile_open : nullptr);
-    if (open != nullptr && *open) continue;
-    if (open != nullptr) *open = true;
     out.emplace_back(s.id, s.layer);
+  }
+  if (!has_volatile) return out;
+  for (const Segment& s : context.Segments()) {
+    if (s.layer != Layer::kVolatile) continue;
+    out.emplace_back(s.id, s.layer);  // the first: the volatile items are one message
+    break;
   }
   return out;
 }
@@ -192,17 +204,20 @@ Status TurnRun::Build(Context& context, const BuildOptions& fields, const Prefix
 
 Status TurnRun::Analyze(const Context& context, BuiltRequest built, const PrefixReference& reference,
                         bool compacted) {
-  STRATA_ASSIGN_OR_RETURN(PromptText prompt, env_.prompt->Render(built.body));
+  STRATA_ASSIGN_OR_RETURN(SharedPrompt prompt, env_.prompt->Render(built.body));
   built_ = std::move(built);
   prompt_ = std::move(prompt);
-  blocks_ = env_.prompt->Hash(prompt_.text, env_.salt);
+  blocks_ = env_.prompt->Hash(*prompt_.text, env_.salt);
   record_.cached_tokens_predicted = env_.model->Lookup(blocks_);
   record_.input_tokens =
       built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_.prompt_tokens;
   history_blocks_ = HistoryBlocks(prompt_);
   previous_history_blocks_ = reference.history_blocks;
   signatures_ = Signatures(context);
-  if (!prompt_.message_offsets.empty()) message_starts_ = MessageStarts(context);
+  if (!prompt_.message_offsets.empty()) {
+    message_starts_ = MessageStarts(context, signatures_,
+                                    built_.layers[static_cast<int>(Layer::kVolatile)].segments > 0);
+  }
   // A break: the request reuses fewer blocks than the previous request's history held.
   size_t same = 0;
   while (same < reference.hashes.size() && same < blocks_.hashes.size() &&
@@ -230,10 +245,10 @@ Status TurnRun::Analyze(const Context& context, BuiltRequest built, const Prefix
 }
 
 Status TurnRun::AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& reference) {
-  STRATA_ASSIGN_OR_RETURN(PromptText prompt, env_.prompt->Render(sent.body));
+  STRATA_ASSIGN_OR_RETURN(SharedPrompt prompt, env_.prompt->Render(sent.body));
   built_ = sent;
   prompt_ = std::move(prompt);
-  blocks_ = env_.prompt->Hash(prompt_.text, env_.salt);
+  blocks_ = env_.prompt->Hash(*prompt_.text, env_.salt);
   record_.cached_tokens_predicted = env_.model->Lookup(blocks_);
   record_.input_tokens =
       built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_.prompt_tokens;
@@ -247,14 +262,15 @@ Status TurnRun::AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& 
 }
 
 // Blocks of the prompt up to the end of its history (what the next request can reuse).
-int64_t TurnRun::HistoryBlocks(const PromptText& prompt) const {
-  const std::string& text = prompt.text;
+int64_t TurnRun::HistoryBlocks(const SharedPrompt& prompt) const {
+  const std::string& text = *prompt.text;
   size_t end = text.size();
   // Without a volatile message the request's messages are its history: no second render.
   if (built_.layers[static_cast<int>(Layer::kVolatile)].segments > 0) {
-    StatusOr<PromptText> history = env_.prompt->Render(built_.body.substr(0, built_.history_end_bytes) + "]}");
+    StatusOr<SharedPrompt> history =
+        env_.prompt->Render(built_.body.substr(0, built_.history_end_bytes) + "]}");
     if (history.ok()) {
-      const std::string& other = history->text;
+      const std::string& other = *history->text;
       size_t n = std::min(text.size(), other.size());
       end = static_cast<size_t>(std::mismatch(text.begin(), text.begin() + n, other.begin()).first -
                                 text.begin());
@@ -305,7 +321,7 @@ std::optional<PrefixBreakEvent> TurnRun::Shortfall() const {
   e.previous_prompt_tokens = previous_history_blocks_ * static_cast<int64_t>(blocks_.block_tokens);
   if (!prompt_.message_offsets.empty()) {
     // Where the server's cache ends: the reported tokens' share of the prompt's bytes.
-    const std::string& text = prompt_.text;
+    const std::string& text = *prompt_.text;
     const int64_t total = std::max<int64_t>(1, blocks_.prompt_tokens);
     size_t offset = std::min(text.size(), static_cast<size_t>(static_cast<double>(*rec.cached_tokens_reported) /
                                                               static_cast<double>(total) * text.size()));

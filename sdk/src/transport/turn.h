@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,12 +87,20 @@ class RequestIds {
   std::atomic<uint64_t> sequence_{0};
 };
 
+// A request's prompt as a PromptModel renders it: the text may be shared with the renderer's memo
+// (so that rendering a request the renderer just rendered costs no copy), and never changes.
+struct SharedPrompt {
+  std::shared_ptr<const std::string> text;  // never null
+  std::vector<size_t> message_offsets;      // as PromptText::message_offsets
+  size_t tools_bytes = 0;                   // as PromptText::tools_bytes
+};
+
 // How the prompt of a request body is rendered, counted and cut into blocks.
 class PromptModel {
  public:
   virtual ~PromptModel() = default;
   // The prompt text of `body`; message_offsets when the renderer knows them (else empty).
-  virtual StatusOr<PromptText> Render(std::string_view body) = 0;
+  virtual StatusOr<SharedPrompt> Render(std::string_view body) = 0;
   // Tokens of `text`.
   virtual size_t Count(std::string_view text) = 0;
   // The block hash chain of `text` under `salt`.
@@ -109,7 +118,7 @@ class TemplatePromptModel final : public PromptModel {
   TemplatePromptModel(const ChatTemplate* chat_template, const Tokenizer* tokenizer,
                       PrefixCacheOptions options)
       : template_(chat_template), tokenizer_(tokenizer), options_(options) {}
-  StatusOr<PromptText> Render(std::string_view body) override;
+  StatusOr<SharedPrompt> Render(std::string_view body) override;
   size_t Count(std::string_view text) override;
   PromptBlocks Hash(std::string_view text, std::string_view salt) override;
   bool exact() const override { return tokenizer_ != nullptr && !tokenizer_->IsEstimate(); }
@@ -190,7 +199,7 @@ class TurnRun {
   void Warn(std::string warning);
 
  private:
-  int64_t HistoryBlocks(const PromptText& prompt) const;
+  int64_t HistoryBlocks(const SharedPrompt& prompt) const;
   std::optional<PrefixBreakEvent> Shortfall() const;
   void StampDuration();
 
@@ -198,7 +207,7 @@ class TurnRun {
   RequestRecord record_;
   int64_t start_us_ = 0;
   BuiltRequest built_;
-  PromptText prompt_;
+  SharedPrompt prompt_;
   PromptBlocks blocks_;
   int64_t history_blocks_ = 0;
   int64_t previous_history_blocks_ = 0;

@@ -134,15 +134,20 @@ bool CheckRequest(Context& context, PromptTokens& tokens, const Tokenizer* token
   CHECK(SameFingerprints(context.Fingerprints(), WholeFingerprints(context)));
   StatusOr<BuiltRequest> built = context.Preview();
   if (!built.ok()) return false;
-  StatusOr<std::string> prompt = tokens.Render(glm, built->body);
-  REQUIRE(prompt.ok());
+  StatusOr<std::shared_ptr<const std::string>> shared = tokens.Render(glm, built->body);
+  REQUIRE(shared.ok());
+  const std::string& prompt = **shared;
   StatusOr<std::string> whole = MakeGlm5ChatTemplate()->Render(built->body);  // no kept render
   REQUIRE(whole.ok());
-  CHECK(*prompt == *whole);
+  CHECK(prompt == *whole);
+  // The same body again is the kept render itself, not a copy.
+  StatusOr<std::shared_ptr<const std::string>> again = tokens.Render(glm, built->body);
+  REQUIRE(again.ok());
+  CHECK(again->get() == shared->get());
   const size_t count = tokenizer->IsEstimate() ? tokenizer->Count(*whole)
                                                : tokenizer->Encode(*whole).size();
-  CHECK(tokens.Count(*prompt) == count);
-  PromptBlocks incremental = tokens.Hash(*prompt, "salt", options);
+  CHECK(tokens.Count(prompt) == count);
+  PromptBlocks incremental = tokens.Hash(prompt, "salt", options);
   PromptBlocks reference = HashPrompt(*whole, "salt", tokenizer, options);
   CHECK(incremental.hashes == reference.hashes);
   CHECK(incremental.prompt_tokens == reference.prompt_tokens);

@@ -137,5 +137,170 @@ TEST_CASE("Rewind changes nothing when the journal refuses or the snapshot is in
   CHECK(MustBuild(*context).body == after);
 }
 
+// Every stored field of the segments and the originals, in id order: what Restore() would make.
+std::string Describe(const ContextSnapshot& snapshot) {
+  std::vector<std::string> lines;
+  for (const Segment& s : snapshot.segments) {
+    std::string calls;
+    for (const ToolCall& c : s.tool_calls) calls += c.id + "/" + c.name + "/" + c.arguments + ";";
+    lines.push_back(s.id + "|" + std::to_string(s.seq) + "|" + std::to_string(s.position) + "|" +
+                    std::to_string(static_cast<int>(s.kind)) + "|" +
+                    std::to_string(static_cast<int>(s.layer)) + "|" + s.content + "|" +
+                    s.reasoning + "|" + calls + "|" + s.tool_call_id + "|" + s.name + "|" +
+                    s.version + "|" + std::to_string(s.order) + "|" + std::to_string(s.turn) +
+                    "|" + std::to_string(s.tokens) + "|" + std::to_string(s.pinned) + "|" +
+                    std::to_string(static_cast<int>(s.state)) + "|" +
+                    std::to_string(static_cast<int>(s.hygiene)) + "|" + s.recall_id + "|" +
+                    s.duplicate_of + "|" + s.policy);
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out = "turn " + std::to_string(snapshot.turn) + "\n";
+  for (const std::string& line : lines) out += line + "\n";
+  for (const auto& [recall_id, content] : snapshot.originals)
+    out += recall_id + "=" + content + "\n";
+  return out;
+}
+
+// What a journal change says, order aside.
+std::string Describe(const ContextChange& change) {
+  ContextSnapshot upserted;
+  upserted.segments = change.upserted;
+  upserted.originals = change.originals;
+  std::sort(upserted.originals.begin(), upserted.originals.end());
+  upserted.turn = change.turn;
+  std::vector<std::string> removed = change.removed_ids;
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> dropped = change.removed_originals;
+  std::sort(dropped.begin(), dropped.end());
+  std::string out = Describe(upserted) + "removed:";
+  for (const std::string& id : removed) out += " " + id;
+  out += "\ndropped:";
+  for (const std::string& id : dropped) out += " " + id;
+  return out;
+}
+
+// Builds a context with stable layers, pins, tool results (some truncated by hygiene, which keeps
+// their originals) and answered calls.
+std::unique_ptr<Context> MarkedContext(ContextOptions options) {
+  options.hygiene.max_segment_tokens = 64;  // long results are truncated, their originals kept
+  auto context = NewContext(options);
+  REQUIRE(context->SetSystemPrompt("sys").ok());
+  REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", "Guide one.", "v1", 0}).ok());
+  REQUIRE(context->PutDocument(Layer::kDocs, Document{"notes", "Notes.", "v1", 1}).ok());
+  REQUIRE(context->AppendUser("first").ok());
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    REQUIRE(context->AppendAssistant({"", "", {{id, "bash", "{}"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, std::string(300 + i, 'a' + i), false}).ok());
+  }
+  return context;
+}
+
+TEST_CASE("RewindToMark equals Rewind of a snapshot taken at the mark, for every kind of change",
+          "[core][context][rewind]") {
+  // Each step changes the context in one way after the mark; the marked context rewound to its
+  // mark must equal a second context rewound to the mark's snapshot: segments, originals, turn,
+  // the rendered request and the journal's change.
+  const std::vector<std::string> steps = {"append", "tool results", "pin", "document update",
+                                          "document removal", "document added", "system prompt",
+                                          "mask", "all"};
+  for (const std::string& step : steps) {
+    DYNAMIC_SECTION(step) {
+      RecordingJournal marked_journal, snapshot_journal;
+      ContextOptions a_options, b_options;
+      a_options.journal = &marked_journal;
+      b_options.journal = &snapshot_journal;
+      auto a = MarkedContext(a_options);
+      auto b = MarkedContext(b_options);
+      const ContextSnapshot at_mark = b->Snapshot();
+      const std::string body_at_mark = MustPreview(*a).body;
+      a->Mark();
+      for (Context* c : {a.get(), b.get()}) {
+        const bool all = step == "all";
+        if (all || step == "append") REQUIRE(c->AppendUser("second").ok());
+        if (all || step == "tool results") {
+          REQUIRE(c->AppendAssistant({"", "", {{"d1", "bash", "{}"}, {"d2", "bash", "{}"}}}).ok());
+          REQUIRE(c->AppendToolResult({"d1", std::string(500, 'z'), false}).ok());
+          REQUIRE(c->AppendToolResult({"d2", "short", true}).ok());
+        }
+        std::string result_id, pinned_id;  // the results of c0 (masked) and c1 (pinned)
+        for (const Segment& s : c->Segments()) {
+          if (s.tool_call_id == "c0") result_id = s.id;
+          if (s.tool_call_id == "c1") pinned_id = s.id;
+        }
+        REQUIRE_FALSE(result_id.empty());
+        if (all || step == "pin") REQUIRE(c->SetPinned(pinned_id, true).ok());
+        if (all || step == "document update")
+          REQUIRE(c->PutDocument(Layer::kDocs, Document{"guide", "Guide two.", "v2", 0}).ok());
+        if (all || step == "document removal") REQUIRE(c->RemoveDocument(Layer::kDocs, "notes").ok());
+        if (all || step == "document added")
+          REQUIRE(c->PutDocument(Layer::kIndex, Document{"map", "Map.", "v1", 0}).ok());
+        if (all || step == "system prompt") REQUIRE(c->SetSystemPrompts({"new", "prompts"}).ok());
+        if (all || step == "mask") {
+          HistoryEdit edit;
+          edit.edits.push_back({result_id, SegmentEdit::Action::kMask, "[masked]"});
+          REQUIRE(c->ApplyEdit(edit, "test@1", "test").ok());
+        }
+      }
+      REQUIRE(Describe(a->Snapshot()) == Describe(b->Snapshot()));
+      REQUIRE(Describe(a->Snapshot()) != Describe(at_mark));  // the step changed something
+
+      REQUIRE(a->RewindToMark().ok());
+      REQUIRE(b->Rewind(at_mark).ok());
+      CHECK(Describe(a->Snapshot()) == Describe(at_mark));
+      CHECK(Describe(a->Snapshot()) == Describe(b->Snapshot()));
+      CHECK(MustPreview(*a).body == body_at_mark);
+      CHECK(MustPreview(*b).body == body_at_mark);
+      CHECK(Describe(marked_journal.changes.back()) == Describe(snapshot_journal.changes.back()));
+      // The rewind dropped the mark.
+      CHECK(a->RewindToMark().code() == StatusCode::kFailedPrecondition);
+    }
+  }
+}
+
+TEST_CASE("a mark is dropped by ClearMark and Rewind, moved by Mark, and kept when a rewind fails",
+          "[core][context][rewind]") {
+  RecordingJournal journal;
+  ContextOptions options;
+  options.journal = &journal;
+  auto context = NewContext(options);
+  Status none = context->RewindToMark();
+  CHECK(none.code() == StatusCode::kFailedPrecondition);
+  CHECK(none.message().find("call Mark() first") != std::string::npos);
+
+  REQUIRE(context->AppendUser("first").ok());
+  context->Mark();
+  REQUIRE(context->AppendAssistant({"one", "", {}}).ok());
+  context->ClearMark();
+  CHECK(context->RewindToMark().code() == StatusCode::kFailedPrecondition);
+  CHECK(context->Stats().turns == 1);  // ClearMark keeps what changed
+
+  context->Mark();  // moved: the reply above stays
+  const std::string marked = MustPreview(*context).body;
+  REQUIRE(context->AppendUser("second").ok());
+  REQUIRE(context->AppendAssistant({"two", "", {}}).ok());
+  const std::string after = MustPreview(*context).body;
+  journal.fail = true;
+  CHECK(context->RewindToMark().code() == StatusCode::kUnavailable);
+  CHECK(MustPreview(*context).body == after);  // nothing changed, and the mark stays
+  journal.fail = false;
+  REQUIRE(context->RewindToMark().ok());
+  CHECK(MustPreview(*context).body == marked);
+  CHECK(context->Stats().turns == 1);
+
+  context->Mark();
+  const ContextSnapshot snapshot = context->Snapshot();
+  REQUIRE(context->AppendUser("third").ok());
+  REQUIRE(context->Rewind(snapshot).ok());
+  CHECK(context->RewindToMark().code() == StatusCode::kFailedPrecondition);
+
+  // A rewind to a mark nothing changed since succeeds, records nothing and drops the mark too.
+  context->Mark();
+  const size_t journaled = journal.changes.size();
+  REQUIRE(context->RewindToMark().ok());
+  CHECK(journal.changes.size() == journaled);
+  CHECK(context->RewindToMark().code() == StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace strata

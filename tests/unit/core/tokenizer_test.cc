@@ -1,7 +1,9 @@
-// The interfaces of strata/tokenizer.h: ChatTemplate::RenderWithOffsets' default.
+// The interfaces of strata/tokenizer.h: the defaults of ChatTemplate::RenderWithOffsets and
+// ChatTemplate::RenderShared.
 #include "strata/tokenizer.h"
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -34,6 +36,17 @@ TEST_CASE("RenderWithOffsets by default returns Render's error", "[core][tokeniz
   REQUIRE_FALSE(p.ok());
   CHECK(p.status().code() == StatusCode::kInvalidArgument);
   CHECK(p.status().message() == "empty request body");
+}
+
+TEST_CASE("RenderShared by default is Render's text, or its error", "[core][tokenizer]") {
+  MarkerTemplate t;
+  StatusOr<std::shared_ptr<const std::string>> shared = t.RenderShared(R"({"messages":[]})");
+  REQUIRE(shared.ok());
+  REQUIRE(*shared != nullptr);
+  CHECK(**shared == R"(<{"messages":[]}>)");
+  StatusOr<std::shared_ptr<const std::string>> failed = t.RenderShared("");
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message() == "empty request body");
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -409,6 +411,8 @@ TEST_CASE("every request of the test traces renders through each template and sp
   auto glm47 = Make("glm-4.7");
   auto generic = Make("generic");
   size_t requests = 0;
+  std::map<const strata::ChatTemplate*, std::shared_ptr<const std::string>> previous;
+  std::map<const strata::ChatTemplate*, std::string> previous_text;
   for (const std::string& file : files) {
     auto trace = strata::ReadTrace(file);
     REQUIRE(trace.ok());
@@ -423,6 +427,13 @@ TEST_CASE("every request of the test traces renders through each template and sp
             auto prompt = t->RenderWithOffsets(request.body);
             if (!prompt.ok()) FAIL(file << " " << t->Name() << ": " << prompt.status().ToString());
             CheckSplitsBack(file, *prompt, request.body);
+            // The kept text handed out equals the copy, and stays as it was after later renders.
+            auto shared = t->RenderShared(request.body);
+            REQUIRE(shared.ok());
+            CHECK(**shared == prompt->text);
+            if (previous[t] != nullptr) CHECK(*previous[t] == previous_text[t]);
+            previous[t] = *shared;
+            previous_text[t] = prompt->text;
           }
           auto text = generic->Render(request.body);
           if (!text.ok()) FAIL(file << " generic: " << text.status().ToString());

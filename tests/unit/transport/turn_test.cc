@@ -6,6 +6,7 @@
 #include <set>
 
 #include "testing/fake_clock.h"
+#include "testing/scripted_transport.h"
 
 namespace strata::turn_internal {
 namespace {
@@ -60,6 +61,84 @@ TEST_CASE("Fnv64 continues from the hash it is given", "[transport][turn]") {
   // 14695981039346656037): a changed value would make every stored cache state unreadable.
   CHECK(Fnv64("a") == 0x44bd8ad473cd9906ULL);
   CHECK(Fnv64("b", Fnv64("a")) == Fnv64("ab"));
+}
+
+// Two turns of the same context; the second is answered with `reported` cached tokens, below
+// what the model predicts. Returns the second turn's break (a shortfall).
+std::optional<PrefixBreakEvent> ShortfallAt(Context& context, int64_t reported_share_of_1000,
+                                            std::string* prompt) {
+  testing::FakeClock clock;
+  testing::ScriptedTransport transport;
+  PrefixCacheModel model;
+  TemplatePromptModel prompts(nullptr, nullptr, PrefixCacheOptions{});
+  TurnEnv env;
+  env.transport = &transport;
+  env.clock = &clock;
+  env.model = &model;
+  env.prompt = &prompts;
+  PrefixReference reference;
+  std::optional<PrefixBreakEvent> last;
+  for (int turn = 0; turn < 2; ++turn) {
+    TurnRun run(env, context, "r-" + std::to_string(turn));
+    REQUIRE(run.Build(context, {}, reference).ok());
+    Response answer;
+    answer.content = "ok";
+    answer.usage.reported = true;
+    answer.usage.prompt_tokens = run.blocks().prompt_tokens;
+    answer.usage.cached_tokens =
+        turn == 0 ? 0 : run.blocks().prompt_tokens * reported_share_of_1000 / 1000;
+    transport.Respond(answer);
+    Response response;
+    REQUIRE(run.Send(run.CallFor(CallOptions{}), &response).ok());
+    run.Finish(response, &reference);
+    last = run.prefix_break();
+    *prompt = RenderPromptText(run.built().body).value().text;
+  }
+  return last;
+}
+
+TEST_CASE("a server shortfall names the segment whose message its cache ends in",
+          "[transport][turn]") {
+  ContextOptions options;
+  options.agent.id = "turn-agent";
+  auto context = Context::Create(options).value();
+  REQUIRE(context->SetSystemPrompt("You are a test. " + std::string(2000, 's')).ok());
+  REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", std::string(2000, 'g'), "v1", 0})
+              .ok());
+  const std::string user = *context->AppendUser("MIDDLE " + std::string(2000, 'u'));
+  const std::string reply = *context->AppendAssistant({"LAST " + std::string(2000, 'r'), "", {}});
+  const bool with_volatile = GENERATE(false, true);
+  if (with_volatile) REQUIRE(context->SetVolatile("now", std::string(2000, 'v')).ok());
+  std::string prompt;
+
+  std::optional<PrefixBreakEvent> at_start = ShortfallAt(*context, 0, &prompt);
+  REQUIRE(at_start.has_value());
+  CHECK(at_start->kind == PrefixBreakEvent::Kind::kServerShortfall);
+  CHECK(at_start->layer == "tools");  // the template's preamble
+  CHECK(at_start->segment_id.empty());
+  // The share of the prompt's bytes that ends 500 bytes past `marker`.
+  auto share_past = [&](const std::string& marker) {
+    const size_t at = prompt.find(marker);
+    REQUIRE(at != std::string::npos);
+    return static_cast<int64_t>((at + 500) * 1000 / prompt.size());
+  };
+
+  std::optional<PrefixBreakEvent> in_system =
+      ShortfallAt(*context, share_past("You are a test."), &prompt);
+  REQUIRE(in_system.has_value());
+  CHECK(in_system->layer == "system");  // the stable layers are one message
+  CHECK(in_system->segment_id == context->Fingerprints().front().id);
+
+  std::optional<PrefixBreakEvent> in_user = ShortfallAt(*context, share_past("MIDDLE "), &prompt);
+  REQUIRE(in_user.has_value());
+  CHECK(in_user->segment_id == user);
+  CHECK(in_user->layer == "history");
+
+  // Near the end: the volatile message when there is one, else the last reply.
+  std::optional<PrefixBreakEvent> at_end = ShortfallAt(*context, 950, &prompt);
+  REQUIRE(at_end.has_value());
+  CHECK(at_end->segment_id == (with_volatile ? "volatile:now" : reply));
+  CHECK(at_end->layer == (with_volatile ? "volatile" : "history"));
 }
 
 }  // namespace
