@@ -44,7 +44,7 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) const {
   out.keyed_ = !in.history.empty() && in.history_fingerprints.size() == in.history.size();
   out.facts_.resize(in.history.size());
   if (!out.keyed_) return out;
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   for (size_t i = 0; i < in.history.size(); ++i) {
     const Segment& s = *in.history[i];
     KeptFacts& f = out.facts_[i];
@@ -68,7 +68,7 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
   for (size_t i = 0; i < facts.facts_.size(); ++i) {
     fresh.emplace(facts.in_->history[i]->id, std::move(facts.facts_[i]));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   by_id_.swap(fresh);
 }
 

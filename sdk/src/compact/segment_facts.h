@@ -20,12 +20,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "strata/compaction_policy.h"
 
 namespace strata::compact_internal {
@@ -69,8 +69,9 @@ class SegmentFactsCache {
   void Keep(SegmentFacts facts);
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, KeptFacts> by_id_;  // guarded by mu_: segment id -> its facts
+  mutable internal::Mutex mu_;
+  // Segment id -> its facts.
+  std::unordered_map<std::string, KeptFacts> by_id_ STRATA_GUARDED_BY(mu_);
 };
 
 }  // namespace strata::compact_internal
