@@ -173,7 +173,9 @@ class TurnMeasurer {
     totals_.request_tokens.push_back(request.input_tokens);
     totals_.total_bytes += request.body.size();
     totals_.total_reused += reused;
-    previous_ = request.body;
+    // Only what follows the shared prefix is copied: a growing prompt costs its new bytes.
+    previous_.resize(reused);
+    previous_.append(request.body, reused, std::string::npos);
     ++totals_.turns;
     return Status::Ok();
   }
@@ -186,10 +188,20 @@ class TurnMeasurer {
   StatusOr<int64_t> ReusedTokens(const BuiltRequest& request) {
     const Tokenizer* tokenizer = counting_.tokenizer.get();
     STRATA_ASSIGN_OR_RETURN(std::string prompt, counting_.chat_template->Render(request.body));
-    // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt.
-    const PromptBlocks blocks =
-        tokenizer->IsEstimate() ? HashPrompt(prompt, "", tokenizer, cache_.options())
-                                : HashPromptIds(prompt_ids_->Encode(prompt), "", cache_.options());
+    // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt,
+    // and the block chain continues from the ids the encoder kept (the same chain HashPromptIds
+    // gives, without copying and comparing every id).
+    if (tokenizer->IsEstimate()) {
+      blocks_ = HashPrompt(prompt, "", tokenizer, cache_.options());
+    } else {
+      const std::vector<int32_t>& ids = prompt_ids_->Encode(prompt);
+      if (totals_.turns == 0) {
+        blocks_ = HashPromptIds(ids, "", cache_.options());
+      } else {
+        ContinuePromptIds(ids, prompt_ids_->unchanged(), cache_.options(), &blocks_);
+      }
+    }
+    const PromptBlocks& blocks = blocks_;
     const int64_t reused_tokens = cache_.LookupAndInsert(blocks);
     totals_.total_tokens += static_cast<uint64_t>(blocks.prompt_tokens);
     totals_.reused_tokens_total += static_cast<uint64_t>(reused_tokens);
@@ -230,6 +242,7 @@ class TurnMeasurer {
   OutputFile* out_;
   PrefixCacheModel cache_;
   std::unique_ptr<IncrementalEncoder> prompt_ids_;
+  PromptBlocks blocks_;  // the block chain of the last prompt, continued turn by turn
   std::string previous_;
   ReplayTotals totals_;
 };

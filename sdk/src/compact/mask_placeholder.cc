@@ -1,19 +1,19 @@
 // MaskPlaceholder (strata/builtin_policies.h): the line that stands in for a masked tool result,
 // naming the call, its size, its exit status, the identifiers it mentioned and how to recall it.
 #include <algorithm>
+#include <memory>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
 
 #include "compact/common.h"
+#include "compact/placeholder.h"
 #include "core/identifiers.h"
 #include "core/utf8.h"
 #include "strata/builtin_policies.h"
 
 namespace strata {
-
-using internal::ExtractIdentifiers;
 
 namespace {
 
@@ -81,20 +81,26 @@ std::string ExitStatus(const std::string& text) {
 
 }  // namespace
 
-std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
-                            size_t max_identifiers, const std::set<std::string>& already_present,
-                            size_t original_bytes) {
+std::string compact_internal::ExitStatusOf(const std::string& text) { return ExitStatus(text); }
+
+std::string compact_internal::MaskPlaceholderFrom(const PlaceholderFacts& facts,
+                                                  const Segment& result, const ToolCall* call,
+                                                  size_t max_identifiers,
+                                                  const std::set<std::string>& already_present,
+                                                  size_t original_bytes) {
   const size_t bytes = original_bytes > 0 ? original_bytes : result.content.size();
   std::string text = "[strata: masked output of " + ArgumentsDigest(call) + ", " +
                      compact_internal::Thousands(static_cast<long long>(bytes)) + " bytes";
-  const std::string exit = ExitStatus(result.content);
-  if (!exit.empty()) text += ", exit " + exit;
+  if (!facts.exit_status.empty()) text += ", exit " + facts.exit_status;
   if (max_identifiers > 0) {
     std::vector<std::string> names;
-    for (std::string& name : ExtractIdentifiers(result.content, max_identifiers + already_present.size())) {
-      if (names.size() == max_identifiers) break;
-      if (already_present.count(name) == 0 && (call == nullptr || call->arguments.find(name) == std::string::npos)) {
-        names.push_back(std::move(name));
+    const std::vector<std::string>& ranked = facts.identifiers;
+    const size_t considered = std::min(ranked.size(), max_identifiers + already_present.size());
+    for (size_t k = 0; k < considered && names.size() < max_identifiers; ++k) {
+      const std::string& name = ranked[k];
+      if (already_present.count(name) == 0 &&
+          (call == nullptr || call->arguments.find(name) == std::string::npos)) {
+        names.push_back(name);
       }
     }
     const size_t max_bytes = 40 * max_identifiers;
@@ -105,8 +111,19 @@ std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const s
       used += names[i].size() + 2;
     }
   }
-  text += "; recall " + recall_id + "]";
+  text += "; recall " + facts.recall_id + "]";
   return text;
+}
+
+std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const std::string& recall_id,
+                            size_t max_identifiers, const std::set<std::string>& already_present,
+                            size_t original_bytes) {
+  const std::shared_ptr<const std::vector<std::string>> ranked =
+      max_identifiers > 0 ? internal::RankedIdentifiers(result.content)
+                          : std::make_shared<const std::vector<std::string>>();
+  const compact_internal::PlaceholderFacts facts{*ranked, ExitStatus(result.content), recall_id};
+  return compact_internal::MaskPlaceholderFrom(facts, result, call, max_identifiers,
+                                               already_present, original_bytes);
 }
 
 }  // namespace strata

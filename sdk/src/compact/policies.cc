@@ -1,13 +1,18 @@
-// Compaction policies: strata's (cache-aware, hysteresis, latest boundary) and the baselines.
+// The strata compaction policy: cache-aware, hysteresis, latest boundary (the baselines are in
+// baseline_policies.cc).
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "compact/common.h"
 #include "compact/history_units.h"
+#include "compact/placeholder.h"
+#include "compact/segment_facts.h"
+#include "compact/strata_policy.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
@@ -17,15 +22,13 @@ using internal::ExtractIdentifiers;
 
 namespace {
 
-using compact_internal::EvictOldest;
 using compact_internal::IsToolResult;
-using compact_internal::LineCount;
 using compact_internal::MessageTokens;
-using compact_internal::RecallIdOf;
+using compact_internal::SegmentFacts;
 using compact_internal::Unit;
 using compact_internal::Units;
 
-constexpr size_t kAllIdentifiers = 1 << 20;
+const std::vector<std::string> kNoIdentifiers;
 
 // The strata policy's thresholds.
 // Below the trigger, a result or reasoning smaller than this is not worth an invalidation alone.
@@ -71,73 +74,14 @@ const ToolCall* CallOf(const std::unordered_map<std::string, const ToolCall*>& c
 }
 
 
-// ------------------------------------------------------------------------------------ baselines
-
-class NoCompactionPolicy final : public CompactionPolicy {
- public:
-  std::string Name() const override { return "none@1"; }
-  bool ShouldCompact(const CompactionInput&) const override { return false; }
-  StatusOr<HistoryEdit> Plan(const CompactionInput&) override { return HistoryEdit{}; }
-};
-
-class SlidingWindowPolicy final : public CompactionPolicy {
- public:
-  std::string Name() const override { return "sliding@1"; }
-  bool ShouldCompact(const CompactionInput& in) const override {
-    return in.limit_tokens && in.total_tokens > in.limit_tokens;
-  }
-  StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
-    HistoryEdit edit;
-    if (in.total_tokens <= in.limit_tokens) return edit;
-    EvictOldest(in, Units(in.history), in.total_tokens - in.limit_tokens,
-                std::vector<bool>(in.history.size(), false), edit);
-    return edit;
-  }
-};
-
-class LastNPolicy final : public CompactionPolicy {
- public:
-  explicit LastNPolicy(size_t n) : n_(n) {}
-  std::string Name() const override { return "last-n@1(" + std::to_string(n_) + ")"; }
-  bool ShouldCompact(const CompactionInput& in) const override {
-    if (in.limit_tokens && in.total_tokens > in.limit_tokens) return true;
-    size_t live_results = 0;
-    for (auto it = in.history.rbegin(); it != in.history.rend(); ++it) {
-      if (!IsToolResult(**it)) continue;
-      if (++live_results > n_ && (*it)->state == SegmentState::kLive) return true;
-    }
-    return false;
-  }
-  StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
-    HistoryEdit edit;
-    std::vector<bool> masked(in.history.size(), false);
-    size_t seen = 0, freed = 0;
-    for (size_t k = in.history.size(); k-- > 0;) {
-      const Segment& s = *in.history[k];
-      if (!IsToolResult(s) || ++seen <= n_ || s.state != SegmentState::kLive || s.pinned) continue;
-      std::string placeholder = "[Old tool output omitted: " + std::to_string(LineCount(s.content)) + " lines]";
-      const size_t placeholder_tokens = in.Count(placeholder);
-      if (placeholder_tokens < s.tokens) freed += s.tokens - placeholder_tokens;
-      edit.edits.push_back({s.id, SegmentEdit::Action::kMask, std::move(placeholder)});
-      masked[k] = true;
-    }
-    const size_t remaining = in.total_tokens > freed ? in.total_tokens - freed : 0;
-    if (in.limit_tokens && remaining > in.limit_tokens) {
-      EvictOldest(in, Units(in.history), remaining - in.limit_tokens, masked, edit);
-    }
-    return edit;
-  }
-
- private:
-  const size_t n_;
-};
-
 // ---------------------------------------------------------------------------------- strata policy
 
 class StrataPolicy final : public CompactionPolicy {
  public:
-  explicit StrataPolicy(StrataPolicyOptions options)
-      : options_(std::move(options)), extractive_(MakeExtractiveSummarizer()) {}
+  StrataPolicy(StrataPolicyOptions options, bool consider_every_candidate)
+      : options_(std::move(options)),
+        consider_every_candidate_(consider_every_candidate),
+        extractive_(MakeExtractiveSummarizer()) {}
 
   std::string Name() const override { return "strata@1"; }
 
@@ -158,7 +102,9 @@ class StrataPolicy final : public CompactionPolicy {
       std::lock_guard<std::mutex> lock(memo_mu_);
       if (!key.empty() && key == last_key_) return last_plan_;
     }
-    StatusOr<HistoryEdit> plan = PlanAnew(in);
+    SegmentFacts facts = facts_.Begin(in);
+    StatusOr<HistoryEdit> plan = PlanAnew(in, facts);
+    facts_.Keep(std::move(facts));
     if (plan.ok() && !key.empty()) {
       std::lock_guard<std::mutex> lock(memo_mu_);
       last_key_ = std::move(key);
@@ -200,17 +146,17 @@ class StrataPolicy final : public CompactionPolicy {
     return key;
   }
 
-  StatusOr<HistoryEdit> PlanAnew(const CompactionInput& in) {
+  StatusOr<HistoryEdit> PlanAnew(const CompactionInput& in, SegmentFacts& facts) {
     const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
     if (goal == 0) return HistoryEdit{};
     const bool must = in.forced || (in.limit_tokens && in.total_tokens > in.limit_tokens) ||
                       (in.trigger_tokens && in.total_tokens > in.trigger_tokens);
     if (!must || in.total_tokens <= goal) {
       if (!options_.cost_model || in.forced || in.round > 0) return HistoryEdit{};
-      return PlanWith(in, /*need=*/0, Protection::kConfigured);  // below the trigger: when it pays
+      return PlanWith(in, /*need=*/0, Protection::kConfigured, facts);  // below: when it pays
     }
     const size_t need = in.total_tokens - goal;
-    StatusOr<HistoryEdit> plan = PlanWith(in, need, Protection::kConfigured);
+    StatusOr<HistoryEdit> plan = PlanWith(in, need, Protection::kConfigured, facts);
     if (!plan.ok()) return plan;
     // Nothing, or not enough to fit, could be done within the protections. Above the hard limit,
     // relax them step by step, in this one plan (so that one build needs one round): first the
@@ -222,7 +168,7 @@ class StrataPolicy final : public CompactionPolicy {
         const bool fits =
             !plan->empty() && in.total_tokens - std::min(freed, in.total_tokens) <= in.limit_tokens;
         if (fits) break;
-        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relaxed_to);
+        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relaxed_to, facts);
         if (!relaxed.ok()) return relaxed;
         const size_t relaxed_freed = Freed(in, *relaxed);
         if (!relaxed->empty() && (plan->empty() || relaxed_freed > freed)) {
@@ -389,18 +335,21 @@ class StrataPolicy final : public CompactionPolicy {
   };
 
   UseSignals ReadUse(const CompactionInput& in,
-                     const std::unordered_map<std::string, const ToolCall*>& calls) const {
+                     const std::unordered_map<std::string, const ToolCall*>& calls,
+                     SegmentFacts& facts) const {
     const std::vector<const Segment*>& h = in.history;
     UseSignals use;
     if (options_.cost_model) {
       const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
-      for (const Segment* s : h) {
+      for (size_t i = 0; i < h.size(); ++i) {
+        const Segment* s = h[i];
         if (s->turn < since || IsToolResult(*s) || s->kind == SegmentKind::kUser) continue;
-        std::string text = s->content;
-        for (const ToolCall& call : s->tool_calls) text += "\n" + call.arguments;
-        for (std::string& id : ExtractIdentifiers(text, kIdentifiersPerRecentMessage)) {
-          use.recent_names.insert(id);
-          use.names_by_turn[s->turn].insert(std::move(id));
+        const std::vector<std::string>& ids = facts.MessageIds(i);
+        if (ids.empty()) continue;
+        std::set<std::string>& of_turn = use.names_by_turn[s->turn];
+        for (size_t k = 0; k < ids.size() && k < kIdentifiersPerRecentMessage; ++k) {
+          use.recent_names.insert(ids[k]);
+          of_turn.insert(ids[k]);
         }
       }
     }
@@ -420,7 +369,7 @@ class StrataPolicy final : public CompactionPolicy {
   // what was asked, not what was used).
   Use ClassifyResult(const std::vector<const Segment*>& h, size_t i, const ToolCall* call,
                      const std::unordered_map<std::string, const ToolCall*>& calls,
-                     const UseSignals& signals, bool after_use) const {
+                     const UseSignals& signals, bool after_use, SegmentFacts& facts) const {
     const Segment& s = *h[i];
     if (options_.ephemeral_tools.count(s.name) > 0 ||
         (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
@@ -438,7 +387,9 @@ class StrataPolicy final : public CompactionPolicy {
     };
     size_t shared = 0;
     bool shared_path = false;
-    for (const std::string& id : ExtractIdentifiers(s.content, kResultIdentifiersChecked)) {
+    const std::vector<std::string>& ids = facts.ContentIds(i);
+    for (size_t k = 0; k < ids.size() && k < kResultIdentifiersChecked; ++k) {
+      const std::string& id = ids[k];
       if (!used(id)) continue;
       ++shared;
       shared_path |= id.find('/') != std::string::npos;
@@ -453,10 +404,12 @@ class StrataPolicy final : public CompactionPolicy {
 
   // The edits the plan may choose from, in history order: masks of unprotected live tool results
   // and drops of old reasoning. Below the trigger (`below`) only what the agent no longer needs.
+  // With `enough` > 0 only the latest candidates whose savings reach it (the plan takes the latest
+  // boundary that reaches its need, so older ones are never chosen): they are found newest first.
   std::vector<Candidate> FindCandidates(const CompactionInput& in, const std::vector<bool>& protect,
                                         const std::unordered_map<std::string, const ToolCall*>& calls,
-                                        const UseSignals& signals, bool below,
-                                        bool after_use) const {
+                                        const UseSignals& signals, bool below, bool after_use,
+                                        size_t enough, SegmentFacts& facts) const {
     const std::vector<const Segment*>& h = in.history;
     const size_t n = h.size();
     // Identifiers the request keeps anyway (messages that are never masked, protected results):
@@ -467,55 +420,73 @@ class StrataPolicy final : public CompactionPolicy {
       if (present_ready) return;
       present_ready = true;
       for (size_t i = 0; i < n; ++i) {
-        const Segment& s = *h[i];
-        if (IsToolResult(s) && !protect[i]) continue;
-        std::string text = s.content;
-        for (const ToolCall& call : s.tool_calls) text += "\n" + call.arguments;
-        for (std::string& id : ExtractIdentifiers(text, kAllIdentifiers)) present.insert(std::move(id));
+        if (IsToolResult(*h[i]) && !protect[i]) continue;
+        for (const std::string& id : facts.MessageIds(i)) present.insert(id);
       }
     };
 
     std::vector<Candidate> candidates;
-    for (size_t i = 0; i < n; ++i) {
-      const Segment& s = *h[i];
+    size_t found = 0;
+    for (size_t i = n; i-- > 0 && (enough == 0 || found < enough);) {
       if (protect[i]) continue;
-      if (IsToolResult(s) && s.state == SegmentState::kLive) {
-        const ToolCall* call = CallOf(calls, s);
-        const Use use = ClassifyResult(h, i, call, calls, signals, after_use);
-        const bool stale = use == Use::kStale || use == Use::kSuperseded;
-        // Below the trigger only what the agent no longer needs: stale or superseded results, and
-        // with mask_after_use those its latest turns do not use.
-        if (below && !stale && !(after_use && use == Use::kUnused)) continue;
-        // ...and only when its placeholder can list every name it mentions (nothing is lost).
-        if (below && use == Use::kUnused &&
-            ExtractIdentifiers(s.content, options_.placeholder_identifiers + 1).size() > options_.placeholder_identifiers) {
-          continue;
-        }
-        if (below && s.tokens < kMinTokensBelowTrigger) continue;
-        ensure_present();
-        // A result masked after one use may still be needed: its placeholder lists every name it
-        // can (up to placeholder_identifiers).
-        const size_t identifiers =
-            below && use == Use::kUnused
-                ? options_.placeholder_identifiers
-                : std::clamp<size_t>(s.tokens / std::max<size_t>(1, options_.tokens_per_identifier),
-                                     std::min<size_t>(kMinPlaceholderIdentifiers,
-                                                      options_.placeholder_identifiers),
-                                     options_.placeholder_identifiers);
-        std::string placeholder =
-            MaskPlaceholder(s, call, RecallIdOf(s), identifiers, present, in.OriginalBytes(i));
-        const size_t placeholder_tokens = in.Count(placeholder);
-        if (placeholder_tokens + kMinMaskSaving >= s.tokens) continue;  // masking would not pay
-        candidates.push_back({i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
-                              s.tokens - placeholder_tokens, stale, use});
-      } else if (!s.reasoning.empty() &&
-                 (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
-        const size_t saving = in.Count(s.reasoning);
-        if (saving == 0 || (below && saving < kMinTokensBelowTrigger)) continue;
-        candidates.push_back({i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale});
-      }
+      std::optional<Candidate> c = CandidateAt(in, i, calls, signals, below, after_use, present,
+                                               ensure_present, facts);
+      if (!c) continue;
+      found += c->saving;
+      candidates.push_back(std::move(*c));
     }
+    std::reverse(candidates.begin(), candidates.end());
     return candidates;
+  }
+
+  // The candidate history[i] is (an unprotected segment), if any.
+  template <typename EnsurePresent>
+  std::optional<Candidate> CandidateAt(const CompactionInput& in, size_t i,
+                                       const std::unordered_map<std::string, const ToolCall*>& calls,
+                                       const UseSignals& signals, bool below, bool after_use,
+                                       const std::set<std::string>& present,
+                                       EnsurePresent& ensure_present, SegmentFacts& facts) const {
+    const Segment& s = *in.history[i];
+    if (IsToolResult(s) && s.state == SegmentState::kLive) {
+      const ToolCall* call = CallOf(calls, s);
+      const Use use = ClassifyResult(in.history, i, call, calls, signals, after_use, facts);
+      const bool stale = use == Use::kStale || use == Use::kSuperseded;
+      // Below the trigger only what the agent no longer needs: stale or superseded results, and
+      // with mask_after_use those its latest turns do not use.
+      if (below && !stale && !(after_use && use == Use::kUnused)) return std::nullopt;
+      // ...and only when its placeholder can list every name it mentions (nothing is lost).
+      if (below && use == Use::kUnused &&
+          facts.ContentIds(i).size() > options_.placeholder_identifiers) {
+        return std::nullopt;
+      }
+      if (below && s.tokens < kMinTokensBelowTrigger) return std::nullopt;
+      ensure_present();
+      // A result masked after one use may still be needed: its placeholder lists every name it
+      // can (up to placeholder_identifiers).
+      const size_t identifiers =
+          below && use == Use::kUnused
+              ? options_.placeholder_identifiers
+              : std::clamp<size_t>(s.tokens / std::max<size_t>(1, options_.tokens_per_identifier),
+                                   std::min<size_t>(kMinPlaceholderIdentifiers,
+                                                    options_.placeholder_identifiers),
+                                   options_.placeholder_identifiers);
+      const compact_internal::PlaceholderFacts placeholder_facts{
+          identifiers > 0 ? facts.ContentIds(i) : kNoIdentifiers, facts.ExitStatus(i),
+          facts.RecallId(i)};
+      std::string placeholder = compact_internal::MaskPlaceholderFrom(
+          placeholder_facts, s, call, identifiers, present, in.OriginalBytes(i));
+      const size_t placeholder_tokens = in.Count(placeholder);
+      if (placeholder_tokens + kMinMaskSaving >= s.tokens) return std::nullopt;  // does not pay
+      return Candidate{i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
+                       s.tokens - placeholder_tokens, stale, use};
+    }
+    if (!s.reasoning.empty() &&
+        (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
+      const size_t saving = in.Count(s.reasoning);
+      if (saving == 0 || (below && saving < kMinTokensBelowTrigger)) return std::nullopt;
+      return Candidate{i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale};
+    }
+    return std::nullopt;
   }
 
   // tail[i]: history tokens from h[i] on that the server has cached, i.e. what a boundary at i
@@ -530,7 +501,8 @@ class StrataPolicy final : public CompactionPolicy {
     return tail;
   }
 
-  StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, Protection level) {
+  StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, Protection level,
+                                 SegmentFacts& facts) {
     const auto calls = CallsById(in.history);
     const bool below = need == 0;  // below the trigger: the cost model alone decides
     // Below the trigger with mask_after_use, a result the agent has seen once and does not use is a
@@ -539,10 +511,13 @@ class StrataPolicy final : public CompactionPolicy {
     const bool after_use = below && options_.cost_model && options_.mask_after_use;
     const Protected prot = Protect(in, level, after_use);
     const Economics econ = EstimateEconomics(in);
-    const UseSignals signals = ReadUse(in, calls);
+    const UseSignals signals = ReadUse(in, calls, facts);
     // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
+    // Without the cost model a plan above the trigger takes the latest boundary that reaches the
+    // need, so only the latest candidates that reach it are looked at.
+    const size_t enough = options_.cost_model || below || consider_every_candidate_ ? 0 : need;
     const std::vector<Candidate> candidates =
-        FindCandidates(in, prot.protect, calls, signals, below, after_use);
+        FindCandidates(in, prot.protect, calls, signals, below, after_use, enough, facts);
     const std::vector<size_t> tail = CachedTail(in);
 
     // suffix[i]: what masking everything from candidate i on would free.
@@ -772,9 +747,21 @@ class StrataPolicy final : public CompactionPolicy {
       }
       listed.push_back(std::move(out));
     }
-    std::stable_sort(listed.begin(), listed.end(), [&](const CompactionCandidate& a, const CompactionCandidate& b) {
-      return first_index_of_id(in.history, a.segment_id) < first_index_of_id(in.history, b.segment_id);
-    });
+    // In history order (a segment's first index; ids absent from the history last): the index of
+    // each listed id is looked up once, not at every comparison.
+    std::unordered_map<std::string, size_t> index_of;
+    for (size_t i = in.history.size(); i-- > 0;) index_of[in.history[i]->id] = i;
+    std::vector<std::pair<size_t, size_t>> order;  // (history index, listed index)
+    for (size_t k = 0; k < listed.size(); ++k) {
+      auto it = index_of.find(listed[k].segment_id);
+      order.emplace_back(it == index_of.end() ? in.history.size() : it->second, k);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<CompactionCandidate> sorted;
+    sorted.reserve(listed.size());
+    for (const auto& [index, k] : order) sorted.push_back(std::move(listed[k]));
+    listed = std::move(sorted);
     x.candidates = std::move(listed);
     if (boundary != SIZE_MAX) {
       x.boundary_segment_id = in.history[boundary]->id;
@@ -783,13 +770,6 @@ class StrataPolicy final : public CompactionPolicy {
     x.horizon_turns = econ.Horizon(x.tokens_removed);
     x.expected_saving = econ.Saving(x.tokens_removed);
     x.invalidation_cost = econ.Cost(x.invalidated_tokens, x.tokens_removed);
-  }
-
-  static size_t first_index_of_id(const std::vector<const Segment*>& h, const std::string& id) {
-    for (size_t i = 0; i < h.size(); ++i) {
-      if (h[i]->id == id) return i;
-    }
-    return h.size();
   }
 
   static std::string Fixed(double value) {
@@ -825,7 +805,9 @@ class StrataPolicy final : public CompactionPolicy {
   }
 
   StrataPolicyOptions options_;
+  const bool consider_every_candidate_;  // no early stop (the whole computation, for tests)
   std::unique_ptr<Summarizer> extractive_;
+  compact_internal::SegmentFactsCache facts_;
   std::mutex memo_mu_;
   std::string last_key_;   // guarded by memo_mu_: PlanKey of the last input planned
   HistoryEdit last_plan_;  // guarded by memo_mu_: its edit
@@ -834,11 +816,13 @@ class StrataPolicy final : public CompactionPolicy {
 }  // namespace
 
 std::unique_ptr<CompactionPolicy> MakeStrataPolicy(StrataPolicyOptions options) {
-  return std::make_unique<StrataPolicy>(std::move(options));
+  return std::make_unique<StrataPolicy>(std::move(options), /*consider_every_candidate=*/false);
 }
-std::unique_ptr<CompactionPolicy> MakeNoCompactionPolicy() { return std::make_unique<NoCompactionPolicy>(); }
-std::unique_ptr<CompactionPolicy> MakeSlidingWindowPolicy() { return std::make_unique<SlidingWindowPolicy>(); }
-std::unique_ptr<CompactionPolicy> MakeLastNPolicy(size_t n) { return std::make_unique<LastNPolicy>(n); }
+
+std::unique_ptr<CompactionPolicy> compact_internal::MakeStrataPolicyConsideringEveryCandidate(
+    StrataPolicyOptions options) {
+  return std::make_unique<StrataPolicy>(std::move(options), /*consider_every_candidate=*/true);
+}
 
 StatusOr<std::unique_ptr<CompactionPolicy>> MakePolicyByName(const std::string& name) {
   if (name == "strata") return MakeStrataPolicy();

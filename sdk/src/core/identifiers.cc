@@ -2,7 +2,6 @@
 #include "core/thread_annotations.h"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,24 +12,44 @@
 namespace strata::internal {
 namespace {
 
-bool IsIdentChar(unsigned char c) {
-  return std::isalnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
-}
+// Character classes of the "C" locale (the ASCII letters and digits; bytes above 0x7f are none),
+// as a table: the scan reads every byte of every tool result a policy looks at.
+enum CharClass : unsigned char {
+  kLower = 1,
+  kUpper = 2,
+  kDigit = 4,
+  kIdentPunct = 8,  // '_', '.', '/', '-'
+};
+
+struct CharClasses {
+  unsigned char of[256] = {};
+  constexpr CharClasses() {
+    for (int c = 'a'; c <= 'z'; ++c) of[c] = kLower;
+    for (int c = 'A'; c <= 'Z'; ++c) of[c] = kUpper;
+    for (int c = '0'; c <= '9'; ++c) of[c] = kDigit;
+    for (unsigned char c : {'_', '.', '/', '-'}) of[c] = kIdentPunct;
+  }
+};
+constexpr CharClasses kClasses;
+
+inline unsigned char ClassOf(char c) { return kClasses.of[static_cast<unsigned char>(c)]; }
+inline bool IsIdentChar(char c) { return ClassOf(c) != 0; }
+inline bool IsAlpha(char c) { return (ClassOf(c) & (kLower | kUpper)) != 0; }
 
 // A word counts as an identifier when it looks like code: a path (has '/' and a letter), a dotted
 // name (a.b), snake_case, or camelCase/PascalCase with an inner capital.
-bool LooksLikeIdentifier(const std::string& w, bool* is_path) {
+bool LooksLikeIdentifier(std::string_view w, bool* is_path) {
   if (w.size() < 4 || w.size() > 120) return false;
   bool alpha = false, underscore = false, inner_upper = false, lower = false;
   size_t dots = 0, slashes = 0;
   for (size_t i = 0; i < w.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(w[i]);
-    if (std::isalpha(c)) alpha = true;
-    if (std::islower(c)) lower = true;
-    if (c == '_') underscore = true;
-    if (c == '.') ++dots;
-    if (c == '/') ++slashes;
-    if (i > 0 && std::isupper(c) && std::islower(static_cast<unsigned char>(w[i - 1]))) inner_upper = true;
+    const unsigned char k = ClassOf(w[i]);
+    if (k & (kLower | kUpper)) alpha = true;
+    if (k & kLower) lower = true;
+    if (w[i] == '_') underscore = true;
+    if (w[i] == '.') ++dots;
+    if (w[i] == '/') ++slashes;
+    if (i > 0 && (k & kUpper) && (ClassOf(w[i - 1]) & kLower)) inner_upper = true;
   }
   if (!alpha) return false;
   *is_path = slashes > 0;
@@ -38,61 +57,77 @@ bool LooksLikeIdentifier(const std::string& w, bool* is_path) {
   if (dots > 0) {
     // a.b but not a sentence end or a version number: letters on both sides of a dot.
     for (size_t i = 1; i + 1 < w.size(); ++i) {
-      if (w[i] == '.' && std::isalpha(static_cast<unsigned char>(w[i - 1])) &&
-          (std::isalpha(static_cast<unsigned char>(w[i + 1])) || w[i + 1] == '_'))
-        return true;
+      if (w[i] == '.' && IsAlpha(w[i - 1]) && (IsAlpha(w[i + 1]) || w[i + 1] == '_')) return true;
     }
     return false;
   }
   return underscore || (inner_upper && lower);
 }
 
+// Whether `text` has `word` just before position `at`.
+inline bool Precedes(std::string_view text, size_t at, std::string_view word) {
+  return at >= word.size() && text.compare(at - word.size(), word.size(), word) == 0;
+}
 
-// Every identifier of `text`, ranked (ExtractIdentifiers without a limit).
-std::vector<std::string> RankIdentifiers(const std::string& text) {
-  constexpr size_t limit = static_cast<size_t>(-1);
+// Every identifier of `text`, ranked (ExtractIdentifiers without a limit). Words are views into
+// `text` until the ranked ones are copied out.
+std::vector<std::string> RankIdentifiers(std::string_view text) {
   struct Seen {
     size_t count = 0;
     size_t first = 0;
     bool path = false;
     bool defined = false;  // follows "def ", "class ", "function ", "struct ", ...
   };
-  std::unordered_map<std::string, Seen> seen;
+  static constexpr std::string_view kDefiners[] = {"def ", "class ",  "function ", "func ",
+                                                   "fn ",  "struct ", "interface "};
+  std::unordered_map<std::string_view, Seen> seen;
   size_t order = 0;
-  for (size_t i = 0; i < text.size();) {
-    if (!IsIdentChar(static_cast<unsigned char>(text[i]))) {
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    if (!IsIdentChar(text[i])) {
       ++i;
       continue;
     }
     size_t j = i;
-    while (j < text.size() && IsIdentChar(static_cast<unsigned char>(text[j]))) ++j;
-    std::string word = text.substr(i, j - i);
+    while (j < n && IsIdentChar(text[j])) ++j;
     // Trim punctuation a sentence or a path listing may leave at the ends.
-    while (!word.empty() && (word.back() == '.' || word.back() == '-' || word.back() == '/')) word.pop_back();
-    while (!word.empty() && (word.front() == '.' || word.front() == '-')) word.erase(word.begin());
+    size_t begin = i, end = j;
+    while (end > begin && (text[end - 1] == '.' || text[end - 1] == '-' || text[end - 1] == '/')) {
+      --end;
+    }
+    while (begin < end && (text[begin] == '.' || text[begin] == '-')) ++begin;
+    const std::string_view word = text.substr(begin, end - begin);
     bool is_path = false;
-    if (LooksLikeIdentifier(word, &is_path) || (i >= 4 && word.size() >= 4 && std::isalpha(static_cast<unsigned char>(word[0])) &&
-                                                 (text.compare(i - 4, 4, "def ") == 0 || (i >= 6 && text.compare(i - 6, 6, "class ") == 0)))) {
+    if (LooksLikeIdentifier(word, &is_path) ||
+        (i >= 4 && word.size() >= 4 && IsAlpha(word[0]) &&
+         (Precedes(text, i, "def ") || Precedes(text, i, "class ")))) {
       Seen& s = seen[word];
       if (s.count++ == 0) s.first = order++;
       s.path = is_path;
-      static constexpr const char* kDefiners[] = {"def ", "class ", "function ", "func ", "fn ", "struct ", "interface "};
-      for (const char* definer : kDefiners) {
-        const size_t n = std::char_traits<char>::length(definer);
-        if (i >= n && text.compare(i - n, n, definer) == 0) s.defined = true;
+      for (std::string_view definer : kDefiners) {
+        if (Precedes(text, i, definer)) s.defined = true;
       }
     }
     i = j;
   }
   // Rank: what the output defines, then paths, then by frequency; ties by first appearance.
-  auto score = [](const Seen& s) { return s.count + (s.defined ? 4 : 0) + (s.path ? 2 : 0); };
-  std::vector<std::pair<std::string, Seen>> ranked(seen.begin(), seen.end());
-  std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
-    if (score(a.second) != score(b.second)) return score(a.second) > score(b.second);
-    return a.second.first < b.second.first;
+  struct Ranked {
+    size_t score;
+    size_t first;
+    std::string_view word;
+  };
+  std::vector<Ranked> ranked;
+  ranked.reserve(seen.size());
+  for (const auto& [word, s] : seen) {
+    ranked.push_back({s.count + (s.defined ? 4 : 0) + (s.path ? 2 : 0), s.first, word});
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.first < b.first;
   });
   std::vector<std::string> out;
-  for (size_t i = 0; i < ranked.size() && out.size() < limit; ++i) out.push_back(ranked[i].first);
+  out.reserve(ranked.size());
+  for (const Ranked& r : ranked) out.emplace_back(r.word);
   return out;
 }
 
@@ -147,6 +182,13 @@ class IdentifierMemo {
 };
 
 }  // namespace
+
+std::shared_ptr<const std::vector<std::string>> RankedIdentifiers(const std::string& text) {
+  if (text.size() < IdentifierMemo::kMinTextBytes) {
+    return std::make_shared<const std::vector<std::string>>(RankIdentifiers(text));
+  }
+  return IdentifierMemo::Get().Ranked(text);
+}
 
 std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit) {
   if (text.size() < IdentifierMemo::kMinTextBytes) {

@@ -16,6 +16,7 @@
 #define STRATA_CORE_IDENTIFIERS_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ namespace strata::internal {
 // "def "/"class "/"function "/"struct "... Ranked: names the text defines, then paths, then by
 // frequency, ties by first appearance. At most `limit`.
 std::vector<std::string> ExtractIdentifiers(const std::string& text, size_t limit);
+
+// Every identifier of `text`, ranked as ExtractIdentifiers ranks them (ExtractIdentifiers(text, n)
+// is its first n), shared instead of copied: for a caller that keeps them with the text they came
+// from (a policy's per-segment facts).
+std::shared_ptr<const std::vector<std::string>> RankedIdentifiers(const std::string& text);
 
 }  // namespace strata::internal
 

@@ -1,0 +1,35 @@
+// The strata policy's mask placeholder (MaskPlaceholder in strata/builtin_policies.h) made from
+// facts already derived from the result's bytes, so that a policy which keeps those facts with
+// each segment (compact/segment_facts.h) does not read the bytes again.
+#ifndef STRATA_SRC_COMPACT_PLACEHOLDER_H_
+#define STRATA_SRC_COMPACT_PLACEHOLDER_H_
+
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "strata/segment.h"
+
+namespace strata::compact_internal {
+
+// What a placeholder reads from a result's content.
+struct PlaceholderFacts {
+  const std::vector<std::string>& identifiers;  // internal::RankedIdentifiers(content)
+  const std::string& exit_status;               // ExitStatusOf(content)
+  const std::string& recall_id;                 // the id context_recall gives the original by
+};
+
+// The exit status `text` shows ("<returncode>1</returncode>", "exit code 2", ...), or "".
+std::string ExitStatusOf(const std::string& text);
+
+// MaskPlaceholder(result, call, facts.recall_id, max_identifiers, already_present,
+// original_bytes), byte for byte, from `facts` instead of result.content.
+std::string MaskPlaceholderFrom(const PlaceholderFacts& facts, const Segment& result,
+                                const ToolCall* call, size_t max_identifiers,
+                                const std::set<std::string>& already_present,
+                                size_t original_bytes);
+
+}  // namespace strata::compact_internal
+
+#endif  // STRATA_SRC_COMPACT_PLACEHOLDER_H_

@@ -1,0 +1,79 @@
+// What the strata policy derives from a history segment's bytes (its ranked identifiers, its
+// recall id, the exit status it shows), kept with the segment from one plan to the next: segments
+// do not change, so a plan reads the bytes of a segment once in its life instead of at every
+// build, and costs the number of segments it looks at, not their size.
+//
+//   SegmentFacts facts = cache.Begin(input);     // under the cache's lock, O(segments)
+//   facts.ContentIds(i) ...                      // derived on first use, then kept
+//   cache.Keep(std::move(facts));                // what this plan derived, for the next one
+//
+// Facts are keyed by the segment's id and its fingerprint (CompactionInput::history_fingerprints,
+// the FNV the context keeps of every segment) with its content's size and recall id; a segment
+// whose key differs is derived anew. An input without fingerprints (not made by a Context) derives
+// everything and keeps nothing. Keep() holds the facts of the last plan's segments only, so the
+// cache is bounded by the history.
+//
+// Thread safety: SegmentFactsCache is thread-safe; a SegmentFacts belongs to one plan (one thread).
+#ifndef STRATA_SRC_COMPACT_SEGMENT_FACTS_H_
+#define STRATA_SRC_COMPACT_SEGMENT_FACTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_annotations.h"
+#include "strata/compaction_policy.h"
+
+namespace strata::compact_internal {
+
+// The facts of one segment; each is derived when first asked for.
+struct KeptFacts {
+  uint64_t fingerprint = 0;
+  size_t content_bytes = 0;
+  std::string recall_field;  // Segment::recall_id as it was
+  std::shared_ptr<const std::vector<std::string>> content_ids;  // RankedIdentifiers(content)
+  std::shared_ptr<const std::vector<std::string>> message_ids;  // ... of content and call arguments
+  std::optional<std::string> recall_id;                         // RecallIdOf(segment)
+  std::optional<std::string> exit_status;                       // ExitStatusOf(content)
+};
+
+// One plan's facts of CompactionInput::history, by index.
+class SegmentFacts {
+ public:
+  // The ranked identifiers of history[i]'s content (ExtractIdentifiers(content, n) is its first n).
+  const std::vector<std::string>& ContentIds(size_t i);
+  // The ranked identifiers of history[i]'s content followed by "\n" and each tool call's
+  // arguments (the content's when it has no calls).
+  const std::vector<std::string>& MessageIds(size_t i);
+  // RecallIdOf(history[i]).
+  const std::string& RecallId(size_t i);
+  // ExitStatusOf(history[i].content).
+  const std::string& ExitStatus(size_t i);
+
+ private:
+  friend class SegmentFactsCache;
+  const CompactionInput* in_ = nullptr;
+  bool keyed_ = false;  // the input has fingerprints: the facts may be kept
+  std::vector<KeptFacts> facts_;
+};
+
+class SegmentFactsCache {
+ public:
+  // The facts kept for `in`'s segments (fresh ones for those not kept). `in` must outlive them.
+  SegmentFacts Begin(const CompactionInput& in) const;
+  // Keeps `facts` (the segments of its plan's input) and drops every other segment's.
+  void Keep(SegmentFacts facts);
+
+ private:
+  mutable internal::Mutex mu_;
+  // Segment id -> its facts.
+  std::unordered_map<std::string, KeptFacts> by_id_ STRATA_GUARDED_BY(mu_);
+};
+
+}  // namespace strata::compact_internal
+
+#endif  // STRATA_SRC_COMPACT_SEGMENT_FACTS_H_

@@ -1,0 +1,134 @@
+// The strata policy keeps what it derives from each segment's bytes from one plan to the next
+// (compact/segment_facts.h) and, without the cost model, looks only at the latest candidates that
+// reach a plan's need. Both must change nothing: on every fixture trace, under budgets that make it
+// compact many times, a context planning with one long-lived policy builds every request byte for
+// byte as a context whose every plan is made by a fresh policy that derives everything and looks at
+// every candidate (the whole computation): the same bodies, counts, compaction reports and
+// explanations.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compact/strata_policy.h"
+#include "strata/builtin_policies.h"
+#include "strata/tools/trace.h"
+#include "testing/context_testing.h"
+#include "testing/traces.h"
+
+namespace strata {
+namespace {
+
+// Plans each input with a policy made for it alone: no kept facts, no plan memo, no early stop.
+class WholeComputationPolicy final : public CompactionPolicy {
+ public:
+  explicit WholeComputationPolicy(StrataPolicyOptions options) : options_(std::move(options)) {}
+  std::string Name() const override { return Fresh()->Name(); }
+  bool ShouldCompact(const CompactionInput& input) const override {
+    return Fresh()->ShouldCompact(input);
+  }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
+    ++plans;
+    return Fresh()->Plan(input);
+  }
+  size_t plans = 0;
+
+ private:
+  std::unique_ptr<CompactionPolicy> Fresh() const {
+    return compact_internal::MakeStrataPolicyConsideringEveryCandidate(options_);
+  }
+  StrataPolicyOptions options_;
+};
+
+// What one request of a replay is, as text: body, counts and every compaction of its build.
+struct Request {
+  std::string body;
+  size_t input_tokens = 0;
+  std::string compactions;
+};
+
+std::string Describe(const CompactionReport& r) {
+  std::string out = r.policy + "|" + r.reason + "|" + std::to_string(r.boundary_index) + "|" +
+                    r.boundary_segment_id + "|" + std::to_string(r.tokens_before) + "|" +
+                    std::to_string(r.tokens_after) + "|" + std::to_string(r.invalidated_tokens) +
+                    "|" + std::to_string(r.masked) + "|" + std::to_string(r.evicted) + "|" +
+                    std::to_string(r.summarized) + "|" + std::to_string(r.reasoning_dropped) + "|" +
+                    std::to_string(r.rounds) + "|" + r.summarizer + "\n";
+  return out + ExplainCompaction(r);
+}
+
+std::vector<Request> Replay(const std::vector<TraceMessage>& trace, CompactionPolicy& policy,
+                            size_t budget, size_t* compactions) {
+  ContextOptions options;
+  options.compaction = &policy;
+  Budget b;
+  b.window = static_cast<int64_t>(budget);
+  b.reserve_output = b.reserve_reasoning = b.reserve_headroom = 0;
+  options.budget = b;
+  auto context = testing::NewContext(options);
+  std::vector<Request> requests;
+  Status replayed = ReplayTrace(trace, *context, [&](const TraceMessage&, const BuiltRequest& built) {
+    Request r{built.body, built.input_tokens, ""};
+    if (built.compaction) r.compactions = Describe(*built.compaction);
+    requests.push_back(std::move(r));
+    return Status::Ok();
+  });
+  // A budget too small for a trace's pinned or latest content fails the same way in both.
+  if (!replayed.ok()) requests.push_back({"error: " + replayed.ToString(), 0, ""});
+  *compactions = context->Compactions().size();
+  return requests;
+}
+
+size_t PeakTokens(const std::vector<TraceMessage>& trace) {
+  auto context = testing::NewContext();
+  size_t peak = 0;
+  Status replayed = ReplayTrace(trace, *context, [&](const TraceMessage&, const BuiltRequest& built) {
+    peak = std::max(peak, built.input_tokens);
+    return Status::Ok();
+  });
+  REQUIRE(replayed.ok());
+  return peak;
+}
+
+TEST_CASE("kept segment facts and the early stop plan as the whole computation on every fixture trace",
+          "[compact][facts]") {
+  size_t traces = 0, requests = 0, compactions = 0, whole_plans = 0;
+  for (const std::string& file : testing::TestTraceFiles()) {
+    auto trace = ReadTrace(file);
+    REQUIRE(trace.ok());
+    const size_t peak = PeakTokens(*trace);
+    for (bool cost_model : {false, true}) {
+      for (size_t divisor : {2, 4}) {
+        StrataPolicyOptions options;
+        options.cost_model = cost_model;
+        const size_t budget = std::max<size_t>(2000, peak / divisor);
+        INFO(file << " cost_model " << cost_model << " budget " << budget);
+        auto kept = MakeStrataPolicy(options);
+        WholeComputationPolicy whole(options);
+        size_t kept_compactions = 0, whole_compactions = 0;
+        const std::vector<Request> a = Replay(*trace, *kept, budget, &kept_compactions);
+        const std::vector<Request> b = Replay(*trace, whole, budget, &whole_compactions);
+        REQUIRE(a.size() == b.size());
+        for (size_t k = 0; k < a.size(); ++k) {
+          INFO("request " << k);
+          REQUIRE(a[k].compactions == b[k].compactions);
+          REQUIRE(a[k].input_tokens == b[k].input_tokens);
+          REQUIRE(a[k].body == b[k].body);
+        }
+        CHECK(kept_compactions == whole_compactions);
+        requests += a.size();
+        compactions += kept_compactions;
+        whole_plans += whole.plans;
+      }
+    }
+    ++traces;
+  }
+  CHECK(traces >= 19);
+  // The budgets make the policy work: many plans, many of them applied.
+  CHECK(whole_plans > 1000);
+  CHECK(compactions > 300);
+  CHECK(requests > 1500);
+}
+
+}  // namespace
+}  // namespace strata
