@@ -81,11 +81,14 @@ std::unique_ptr<Summarizer> MakeExtractiveSummarizer();
 
 // How MakeLlmSummarizer asks a model for a summary.
 struct LlmSummarizerOptions {
-  std::string model = "glm-5.3-flash";  // may name a cheaper endpoint's model
+  // The model the summary request names (may be a cheaper endpoint's). Default "glm-5.3-flash".
+  std::string model = "glm-5.3-flash";
   // The summary's token bound sent as max_tokens (also bounded by the policy's summary limit).
+  // Default 1024.
   size_t max_output_tokens = 1024;
-  int attempts = 2;                       // tries before falling back
-  std::chrono::milliseconds deadline{60000};  // per attempt
+  int attempts = 2;  // tries before falling back. Default 2
+  // Per attempt. Default 60000 ms (one minute).
+  std::chrono::milliseconds deadline{60000};
   // Instruction placed before the span. Default: keep decisions, file paths, errors and open tasks.
   std::string instruction;
   // Cache-keeping mode: when the compacting agent passes its last request (an Agent does on every
@@ -132,7 +135,7 @@ struct StrataPolicyOptions {
   // Summaries are at most this many tokens, and at most a quarter of the budget's target.
   // Default 1536.
   size_t max_summary_tokens = 1536;
-  // Writes summaries; nullptr: the built-in extractive summarizer. Not owned.
+  // Writes summaries. Not owned. Default nullptr: the built-in extractive summarizer.
   Summarizer* summarizer = nullptr;
 
   // --- Cost model (docs/compaction.md, "Deciding by expected cost").

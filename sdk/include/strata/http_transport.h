@@ -53,7 +53,7 @@ struct HttpTransportOptions {
   // Idle connections kept for reuse. Default 64.
   size_t max_idle_connections = 64;
   // Backoff sleeps, the deadline accounting of retries and the jitter seed (strata/clock.h). Not
-  // owned; nullptr: SystemClock().
+  // owned. Default nullptr: SystemClock().
   Clock* clock = nullptr;
   // Extra headers on every request.
   std::vector<std::pair<std::string, std::string>> headers;

@@ -114,23 +114,24 @@ struct StreamDelta {
 
 // Per-call options of Transport::Send().
 struct CallOptions {
-  // Total time budget of the call including retries; 0 uses the transport's total timeout.
+  // Total time budget of the call including retries. Default 0: the transport's total timeout.
   std::chrono::milliseconds deadline{0};
-  // Not owned; may be nullptr. Cancel() makes Send() return CANCELLED promptly (within ~50 ms).
+  // Not owned. Cancel() makes Send() return CANCELLED promptly (within ~50 ms). Default nullptr:
+  // not cancellable.
   const CancellationToken* cancel = nullptr;
   // Sent as the X-Request-Id header (HTTP) and used by Abort(); "" sends none.
   std::string request_id;
   // Extra request headers (HTTP) or metadata (gRPC, lower-cased names), e.g. tracing headers.
   std::vector<std::pair<std::string, std::string>> headers;
-  // Prompt size hint for the first-byte timeout (Timeouts::prefill_per_100k_tokens); 0 = estimated
-  // from the body as bytes/4.
+  // Prompt size hint for the first-byte timeout (Timeouts::prefill_per_100k_tokens). Default 0:
+  // estimated from the body as bytes/4.
   int64_t prompt_tokens = 0;
   // Called on the sending thread with each content, reasoning and tool-call-argument fragment as
   // the response parser sees it (before Send() returns). May be empty. Must not throw.
   std::function<void(const StreamDelta&)> on_delta;
   // For a PoolSet transport (strata/pools.h): the handler that compacts or forks this request when
   // its pool is full (e.g. the Agent that sent it), and that is told the pool's decision. Ignored
-  // by other transports. Not owned; nullptr: the PoolSet's own handler, if any.
+  // by other transports. Not owned. Default nullptr: the PoolSet's own handler, if any.
   DegradationHandler* degradation = nullptr;
 };
 

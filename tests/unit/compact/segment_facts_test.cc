@@ -12,7 +12,7 @@
 
 #include "compact/strata_policy.h"
 #include "strata/builtin_policies.h"
-#include "strata/tools/trace.h"
+#include "strata/replay/trace.h"
 #include "testing/context_testing.h"
 #include "testing/traces.h"
 

@@ -38,20 +38,23 @@ namespace strata {
 // What EvaluateTrace replays with: the policy and its budget, the tokenizer and chat template that
 // count each request exactly, and the parameters of its measurements.
 struct EvalOptions {
-  // strata, none, sliding, last-n, clear-tool-uses, observation-masking (MakePolicyByName)
+  // strata, none, sliding, last-n, clear-tool-uses, observation-masking (MakePolicyByName).
+  // Default "strata".
   std::string policy = "strata";
-  // Input tokens a request may hold (exact count through the template). 0: no budget.
+  // Input tokens a request may hold (exact count through the template). Default 0: no budget.
   size_t budget_tokens = 0;
   // Trigger and target of the strata policy, as fractions of the budget. Defaults 0.95 and 0.7:
   // compact rarely, and keep most of the budget in use after a compaction.
   double trigger = 0.95;
   double target = 0.7;                          // see trigger. Default 0.7
-  const Tokenizer* tokenizer = nullptr;         // required
-  const ChatTemplate* chat_template = nullptr;  // nullptr: the GLM-5 template
-  size_t block_tokens = 16;                     // prefix-cache block size
+  // Counts every request exactly. Required: the default, nullptr, is refused.
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;  // default nullptr: the GLM-5 template
+  size_t block_tokens = 16;                     // prefix-cache block size. Default 16
   // Price of a cached input token relative to an uncached one. Default 0.1.
   double cached_price = 0.1;
   // Turns after which an identifier learned from a tool output counts as "old" for retention.
+  // Default 5.
   int64_t retention_age = 5;
   // Append-time hygiene for the strata policy; baselines get the same truncation but no
   // deduplication or folding (what peers do). max_segment_tokens 0: a quarter of the budget, at most
