@@ -24,6 +24,7 @@
 #include "strata/builtin_policies.h"
 #include "strata/compaction_policy.h"
 #include "strata/tokenizer.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 
 namespace {

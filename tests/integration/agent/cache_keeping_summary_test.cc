@@ -15,6 +15,7 @@
 #include "strata/agent.h"
 #include "strata/builtin_policies.h"
 #include "strata/store.h"
+#include "strata/http_transport.h"
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
 #include "testing/status_testing.h"
