@@ -64,21 +64,6 @@ const std::vector<std::vector<strata::TraceMessage>>& Traces() {
   return *traces;
 }
 
-// The trace with tool call ids made unique for repetition `rep`, without system messages after the
-// first repetition (a context takes system prompts only before the conversation).
-std::vector<strata::TraceMessage> Repeated(const std::vector<strata::TraceMessage>& trace,
-                                           int rep) {
-  std::vector<strata::TraceMessage> out;
-  for (strata::TraceMessage m : trace) {
-    if (rep > 0 && m.role == strata::TraceRole::kSystem) continue;
-    std::string suffix = "_r" + std::to_string(rep);
-    for (strata::ToolCall& call : m.tool_calls) call.id += suffix;
-    if (!m.tool_call_id.empty()) m.tool_call_id += suffix;
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 strata::ContextOptions AgentOptions(const std::string& id) {
   strata::ContextOptions options;
   options.agent.id = id;
@@ -140,33 +125,6 @@ void BM_PostgresDurableAppend(benchmark::State& state) {
   DurableAppend(state, PostgresUrl());
 }
 BENCHMARK(BM_PostgresDurableAppend)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
-
-// Replays the traces (repeated) into agent `id` until it holds `tokens` tokens.
-strata::Status FillAgent(strata::Store& store, const std::string& id, size_t tokens) {
-  STRATA_ASSIGN_OR_RETURN(auto context, strata::CreateContext(store, AgentOptions(id)));
-  for (int rep = 0; context->Stats().layers[4].tokens + context->Stats().layers[0].tokens < tokens;
-       ++rep) {
-    for (const auto& trace : Traces()) {
-      std::vector<strata::TraceMessage> messages = Repeated(trace, rep);
-      // Only the very first trace may set the system prompt.
-      if (rep > 0 || &trace != &Traces().front()) {
-        messages.erase(std::remove_if(messages.begin(), messages.end(),
-                                      [](const strata::TraceMessage& m) {
-                                        return m.role == strata::TraceRole::kSystem;
-                                      }),
-                       messages.end());
-      }
-      for (auto& m : messages) {  // unique call ids across traces too
-        for (auto& call : m.tool_calls) call.id += "_" + std::to_string(&trace - &Traces().front());
-        if (!m.tool_call_id.empty())
-          m.tool_call_id += "_" + std::to_string(&trace - &Traces().front());
-      }
-      STRATA_RETURN_IF_ERROR(Feed(messages, *context));
-      if (context->Stats().layers[4].tokens >= tokens) break;
-    }
-  }
-  return strata::Status::Ok();
-}
 
 // Appends the corpus's message contents as user messages to agent `id` until it holds `tokens`
 // tokens (one transaction each, synchronous=NORMAL to fill quickly).

@@ -434,9 +434,9 @@ TEST_CASE("registry: tenants name tokenizers from the operator's allow-list",
     REQUIRE(::chmod(secret.c_str(), 0600) == 0);
   }
   std::vector<std::string> messages;
-  for (const std::string file : {std::string("/etc/passwd"), std::string("/nonexistent/t.json"),
+  for (const std::string& file : {std::string("/etc/passwd"), std::string("/nonexistent/t.json"),
                                  secret}) {
-    for (const std::string prefix : {"hf:", "spm:"}) {
+    for (const std::string& prefix : {std::string("hf:"), std::string("spm:")}) {
       const std::string spec = prefix + file;
       StatusOr<AgentConfig> refused =
           registry.AdoptClientConfig(t, "b", nlohmann::json{{"tokenizer", spec}}.dump());
