@@ -67,11 +67,13 @@ std::string RecordSamples() {
   record.cached_tokens_reported = 1;
   record.degradation = "compact";
   record.degradation_notes = "notes";
+  record.purpose = "compaction";  // "turn", the default, is left out of the JSON
   strata::PrefixBreakEvent event;
   event.reported_cached_tokens = 1;
   strata::CompactionReport report;
   report.summarizer = "s@1";
   report.explanation.mode = "trigger";
+  report.summary_request = "cache-keeping";  // "" is left out of the JSON
   strata::Response response;
   response.usage.cached_tokens = 1;
   json r = ResponseJson(response);
