@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 
 import pytest
 
@@ -47,6 +48,21 @@ CHILD = textwrap.dedent("""
 """ % SLOW)
 
 
+def wait_until_the_simulator_has_the_request(sim) -> None:
+    """Polls strata-sim's /metrics until it has planned one request (it does so on arrival, before
+    the first-byte delay of the fault), so that SIGINT comes while the call is blocked on it."""
+    metrics = sim.base_url[:-len("/v1")] + "/metrics"
+    deadline = time.monotonic() + 60  # bounds a broken run only
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(metrics, timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("strata_sim_requests_processed_total ") and \
+                        float(line.split()[1]) >= 1:
+                    return
+        time.sleep(0.01)
+    raise AssertionError("strata-sim never received the request")
+
+
 @pytest.mark.parametrize("kind", ["agent", "client"])
 def test_sigint_cancels_a_blocked_non_streaming_call(kind, start_sim, tmp_path, subprocess_env):
     sim = start_sim([{"role": "assistant", "content": "the answer"}], grpc=(kind == "client"))
@@ -59,7 +75,7 @@ def test_sigint_cancels_a_blocked_non_streaming_call(kind, start_sim, tmp_path, 
     try:
         assert child.stdout is not None
         assert child.stdout.readline() == "calling\n", child.stderr.read() if child.stderr else ""
-        time.sleep(1.0)  # let the request reach the simulator (it stalls there for 10 minutes)
+        wait_until_the_simulator_has_the_request(sim)  # it stalls there for 10 minutes
         child.send_signal(signal.SIGINT)
         # Without the cancellation the call would return after the transport's first-byte timeout
         # (5 minutes): far beyond this wait.
@@ -94,7 +110,9 @@ def test_a_wakeup_fd_set_before_gets_the_signal_and_is_restored(start_sim, tmp_p
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
     original = signal.set_wakeup_fd(write_fd)
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    # SIGINT once the request is at the simulator, where it stalls for ten minutes.
+    timer = threading.Thread(target=lambda: (wait_until_the_simulator_has_the_request(sim),
+                                             os.kill(os.getpid(), signal.SIGINT)))
     try:
         timer.start()
         with pytest.raises(KeyboardInterrupt):
@@ -102,7 +120,7 @@ def test_a_wakeup_fd_set_before_gets_the_signal_and_is_restored(start_sim, tmp_p
         assert signal.set_wakeup_fd(write_fd) == write_fd  # restored
         assert bytes([signal.SIGINT]) in os.read(read_fd, 64)  # forwarded
     finally:
-        timer.cancel()
+        timer.join()
         signal.set_wakeup_fd(original)
         os.close(read_fd)
         os.close(write_fd)
