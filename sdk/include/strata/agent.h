@@ -484,10 +484,27 @@ struct TrimOptions {
   std::string policy = "strata";
   // A MakeTokenizer spec (strata/tokenizer_spec.h). Default "estimate".
   std::string tokenizer = "estimate";
+  // A tokenizer to count with instead of the `tokenizer` spec, for a caller that loads one once
+  // and trims many lists (not owned; used only during the call). Default nullptr: the spec.
+  const Tokenizer* counting_tokenizer = nullptr;
   // A MakeChatTemplate name; "": content + overhead per message. Default "glm5".
   std::string chat_template = "glm5";
   // Append-time hygiene is off by default: a trimmer returns the messages it keeps unchanged.
   bool hygiene = false;
+};
+
+// One message of TrimResult::kept: which input message it is and what trimming changed in it, so
+// that a caller can return its own message objects rather than strata's rendering of them.
+struct TrimmedMessage {
+  // The index of the input message this is; -1 for a message strata wrote (a summary). Default -1.
+  int64_t input_index = -1;
+  // The placeholder a mask put in place of the content (a masked tool result); std::nullopt when
+  // the content is the input's.
+  std::optional<std::string> masked_content;
+  // The input's reasoning_content was dropped (a policy cleared it). Default false.
+  bool reasoning_dropped = false;
+  // A message strata wrote (input_index -1), as a JSON object; "" otherwise.
+  std::string message_json;
 };
 
 // What TrimMessages() returns.
@@ -495,11 +512,15 @@ struct TrimResult {
   std::string messages_json;  // the trimmed list (system first, tool calls paired)
   int64_t input_tokens = 0;   // of the trimmed list, counted as the options say
   std::optional<CompactionReport> report;  // when something was trimmed
+  // The messages of messages_json in order, each naming the input message it is.
+  std::vector<TrimmedMessage> kept;
 };
 
 // Trims an OpenAI messages array (JSON) into `budget` with the named policy: system messages
-// first, every tool result after its call. INVALID_ARGUMENT for malformed messages (the message
-// index named); RESOURCE_EXHAUSTED when what cannot be trimmed does not fit.
+// first, every tool result after its call. A content may be a string or a list of content parts
+// (text parts are joined; another part, an image say, counts as its JSON text). INVALID_ARGUMENT
+// for malformed messages (the message index named); RESOURCE_EXHAUSTED when what cannot be
+// trimmed does not fit.
 StatusOr<TrimResult> TrimMessages(std::string_view messages_json, const Budget& budget,
                                   const TrimOptions& options = {});
 

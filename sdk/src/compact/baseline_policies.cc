@@ -12,6 +12,7 @@ namespace {
 using compact_internal::EvictOldest;
 using compact_internal::IsToolResult;
 using compact_internal::LineCount;
+using compact_internal::MaskAllButLastToolResults;
 using compact_internal::Units;
 
 class NoCompactionPolicy final : public CompactionPolicy {
@@ -50,26 +51,14 @@ class LastNPolicy final : public CompactionPolicy {
     return false;
   }
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
-    HistoryEdit edit;
-    std::vector<bool> masked(in.history.size(), false);
-    size_t seen = 0, freed = 0;
-    for (size_t k = in.history.size(); k-- > 0;) {
-      const Segment& s = *in.history[k];
-      if (!IsToolResult(s) || ++seen <= n_ || s.state != SegmentState::kLive || s.pinned) continue;
-      std::string placeholder = "[Old tool output omitted: " + std::to_string(LineCount(s.content)) + " lines]";
-      const size_t placeholder_tokens = in.Count(placeholder);
-      if (placeholder_tokens < s.tokens) freed += s.tokens - placeholder_tokens;
-      edit.edits.push_back({s.id, SegmentEdit::Action::kMask, std::move(placeholder)});
-      masked[k] = true;
-    }
-    const size_t remaining = in.total_tokens > freed ? in.total_tokens - freed : 0;
-    if (in.limit_tokens && remaining > in.limit_tokens) {
-      EvictOldest(in, Units(in.history), remaining - in.limit_tokens, masked, edit);
-    }
-    return edit;
+    return MaskAllButLastToolResults(in, n_, &Placeholder);
   }
 
  private:
+  static std::string Placeholder(const Segment& s) {
+    return "[Old tool output omitted: " + std::to_string(LineCount(s.content)) + " lines]";
+  }
+
   const size_t n_;
 };
 

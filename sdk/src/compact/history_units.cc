@@ -43,4 +43,25 @@ size_t LineCount(const std::string& text) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
 }
 
+HistoryEdit MaskAllButLastToolResults(const CompactionInput& in, size_t keep,
+                                      std::string (*placeholder)(const Segment&)) {
+  HistoryEdit edit;
+  std::vector<bool> masked(in.history.size(), false);
+  size_t seen = 0, freed = 0;
+  for (size_t k = in.history.size(); k-- > 0;) {
+    const Segment& s = *in.history[k];
+    if (!IsToolResult(s) || ++seen <= keep || s.state != SegmentState::kLive || s.pinned) continue;
+    std::string text = placeholder(s);
+    const size_t placeholder_tokens = in.Count(text);
+    if (placeholder_tokens < s.tokens) freed += s.tokens - placeholder_tokens;
+    edit.edits.push_back({s.id, SegmentEdit::Action::kMask, std::move(text)});
+    masked[k] = true;
+  }
+  const size_t remaining = in.total_tokens > freed ? in.total_tokens - freed : 0;
+  if (in.limit_tokens > 0 && remaining > in.limit_tokens) {
+    EvictOldest(in, Units(in.history), remaining - in.limit_tokens, masked, edit);
+  }
+  return edit;
+}
+
 }  // namespace strata::compact_internal

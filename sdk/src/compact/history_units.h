@@ -42,6 +42,12 @@ void EvictOldest(const CompactionInput& in, const std::vector<Unit>& units, size
 // The number of lines of `text` (1 for a text without a newline).
 size_t LineCount(const std::string& text);
 
+// The plan of the masking baselines (last-n, observation masking): every live, unpinned tool
+// result but the last `keep` replaced by placeholder(segment); then, if the request would still be
+// above the hard limit, the oldest units evicted as the sliding window does.
+HistoryEdit MaskAllButLastToolResults(const CompactionInput& in, size_t keep,
+                                      std::string (*placeholder)(const Segment&));
+
 }  // namespace strata::compact_internal
 
 #endif  // STRATA_SRC_COMPACT_HISTORY_UNITS_H_

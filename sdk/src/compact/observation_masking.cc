@@ -9,10 +9,9 @@
 namespace strata {
 namespace {
 
-using compact_internal::EvictOldest;
 using compact_internal::IsToolResult;
 using compact_internal::LineCount;
-using compact_internal::Units;
+using compact_internal::MaskAllButLastToolResults;
 
 class ObservationMaskingPolicy final : public CompactionPolicy {
  public:
@@ -31,24 +30,8 @@ class ObservationMaskingPolicy final : public CompactionPolicy {
   }
 
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
-    HistoryEdit edit;
-    std::vector<bool> masked(in.history.size(), false);
-    size_t seen = 0, freed = 0;
-    for (size_t k = in.history.size(); k-- > 0;) {
-      const Segment& s = *in.history[k];
-      if (!IsToolResult(s) || ++seen <= keep_ || !Maskable(s)) continue;
-      std::string placeholder = Placeholder(s);
-      const size_t placeholder_tokens = in.Count(placeholder);
-      if (placeholder_tokens < s.tokens) freed += s.tokens - placeholder_tokens;
-      edit.edits.push_back({s.id, SegmentEdit::Action::kMask, std::move(placeholder)});
-      masked[k] = true;
-    }
-    // Above the hard limit with every old observation masked: slide, as the other baselines do.
-    const size_t remaining = in.total_tokens > freed ? in.total_tokens - freed : 0;
-    if (in.limit_tokens > 0 && remaining > in.limit_tokens) {
-      EvictOldest(in, Units(in.history), remaining - in.limit_tokens, masked, edit);
-    }
-    return edit;
+    // Above the hard limit with every old observation masked, it slides, as the other baselines do.
+    return MaskAllButLastToolResults(in, keep_, &Placeholder);
   }
 
   // SWE-agent's placeholder: the observation's line count.

@@ -30,9 +30,8 @@ Status PostgresStore::AppendRequestIn(PgConnection& c, const RequestRecord& r) {
   p.Int(static_cast<int>(r.code)).Text(r.error).Text(r.degradation);
   p.Text(r.degradation_notes).Text(r.purpose);
   static const std::string kInsert =
-      std::string("INSERT INTO strata_requests(agent, ") + kRequestColumns +
-      ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
-      "$19, $20, $21, $22, $23, $24)";
+      std::string("INSERT INTO strata_requests(agent, ") + kRequestColumns + ") VALUES(" +
+      RequestInsertParameters('$') + ")";
   return c
       .Exec(kInsert.c_str(), p, "writing a request record")
       .status();

@@ -38,6 +38,21 @@ inline constexpr const char* kRequestColumns =
     "total_ms, kv_cache_bytes, finish_reason, attempts, http_status, code, error, degradation, "
     "degradation_notes, purpose";
 
+// "<sigil>1, <sigil>2, ..." for the agent and every column of kRequestColumns: the parameters of
+// an INSERT of one request row, so that the statement and the column list cannot fall out of step
+// ('?' for SQLite, '$' for PostgreSQL).
+inline std::string RequestInsertParameters(char sigil) {
+  int parameters = 2;  // the agent and the first column; then one more after each comma
+  for (const char* c = kRequestColumns; *c != '\0'; ++c) parameters += *c == ',' ? 1 : 0;
+  std::string out;
+  for (int i = 1; i <= parameters; ++i) {
+    if (i > 1) out += ", ";
+    out += sigil;
+    out += std::to_string(i);
+  }
+  return out;
+}
+
 // The numeric columns of a stored segment as read (std::nullopt: NULL).
 struct SegmentNumbers {
   // Checked: enums within the values this build defines, counts not negative, none NULL.

@@ -20,15 +20,11 @@ Status SqliteStore::AppendRequest(const RequestRecord& r) {
 }
 
 Status SqliteStore::WriteRequest(int64_t agent, const RequestRecord& r) {
-  STRATA_ASSIGN_OR_RETURN(
-      Stmt insert,
-      Prepare("INSERT INTO requests(agent, request_id, pool, endpoint, model, started_ms, "
-              "input_tokens, cached_reported, cached_predicted, output_tokens, reasoning_tokens, "
-              "queue_wait_ms, ttft_ms, decode_ms, total_ms, kv_cache_bytes, finish_reason, "
-              "attempts, "
-              "http_status, code, error, degradation, degradation_notes, purpose) VALUES(?1, ?2, "
-              "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
-              "?20, ?21, ?22, ?23, ?24)"));
+  // Built once per process: the text is a constant, so the cache key stays valid.
+  static const std::string kInsert = std::string("INSERT INTO requests(agent, ") +
+                                     kRequestColumns + ") VALUES(" +
+                                     RequestInsertParameters('?') + ")";
+  STRATA_ASSIGN_OR_RETURN(Stmt insert, Prepare(kInsert.c_str()));
   insert.Int(1, agent).Text(2, r.request_id).Text(3, r.pool).Text(4, r.endpoint);
   insert.Text(5, r.model).Int(6, r.started_unix_ms).Int(7, r.input_tokens);
   if (r.cached_tokens_reported) {
