@@ -363,12 +363,6 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
   body->skeleton.append(text.substr(split.array_end));
   if (!internal::CheckJsonDepth(body->skeleton, "", kChatTemplateMaxJsonDepth).ok())
     return std::shared_ptr<const ParsedBody>();
-  for (size_t i = same; i < split.elements.size(); ++i) {
-    const auto [begin, end] = split.elements[i];
-    if (!internal::CheckJsonDepth(text.substr(begin, end - begin), "", kChatTemplateMaxJsonDepth - 2)
-             .ok())
-      return std::shared_ptr<const ParsedBody>();
-  }
   if (base != nullptr && base->skeleton == body->skeleton) {
     body->skeleton_json = base->skeleton_json;
   } else {
@@ -377,7 +371,9 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
     body->skeleton_json = std::move(parsed);
   }
   // The messages: the base's, then from the memo or parsed; new ones are normalised in order
-  // after every element parsed, so the first invalid message gives the whole parse's error.
+  // after every element parsed, so the first invalid message gives the whole parse's error. Only
+  // the elements the memo lacks are depth-checked: the memo keeps only texts that passed the
+  // check, so after a compaction the messages past its boundary are looked up, not scanned again.
   MessageMemo& memo = MessageMemo::Get();
   if (same > 0) body->messages.assign(base->messages.begin(), base->messages.begin() + same);
   std::vector<std::pair<size_t, ojson>> parsed;
@@ -386,6 +382,8 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
         text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
     body->messages.push_back(memo.Find(element));
     if (body->messages.back() != nullptr) continue;
+    if (!internal::CheckJsonDepth(element, "", kChatTemplateMaxJsonDepth - 2).ok())
+      return std::shared_ptr<const ParsedBody>();
     ojson m = ojson::parse(element.begin(), element.end(), nullptr, false);
     if (m.is_discarded()) return std::shared_ptr<const ParsedBody>();
     parsed.emplace_back(i, std::move(m));
