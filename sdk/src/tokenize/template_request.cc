@@ -344,11 +344,11 @@ std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* pre
 // parsed instead, for its result or its error); an error only from normalising a new message,
 // which is the whole parse's error too: a body whose every part parses is valid JSON, and its
 // nesting is the deeper of the skeleton's and 2 + each element's.
-StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
-                                                        const ParsedBody* base, size_t prefix) {
+StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const ParsedBody* base,
+                                                  size_t prefix) {
   auto body = std::make_shared<ParsedBody>();
   if (!SplitMessages(text, base != nullptr ? &base->split : nullptr, prefix, &body->split))
-    return std::shared_ptr<const ParsedBody>();
+    return std::shared_ptr<ParsedBody>();
   const BodySplit& split = body->split;
   // The leading elements SplitMessages took from the base (same range, ending inside the prefix).
   const size_t comparable =
@@ -362,12 +362,12 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
   body->skeleton.append("[]");
   body->skeleton.append(text.substr(split.array_end));
   if (!internal::CheckJsonDepth(body->skeleton, "", kChatTemplateMaxJsonDepth).ok())
-    return std::shared_ptr<const ParsedBody>();
+    return std::shared_ptr<ParsedBody>();
   if (base != nullptr && base->skeleton == body->skeleton) {
     body->skeleton_json = base->skeleton_json;
   } else {
     auto parsed = std::make_shared<ojson>(ojson::parse(body->skeleton, nullptr, false));
-    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<const ParsedBody>();
+    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<ParsedBody>();
     body->skeleton_json = std::move(parsed);
   }
   // The messages: the base's, then from the memo or parsed; new ones are normalised in order
@@ -383,9 +383,9 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
     body->messages.push_back(memo.Find(element));
     if (body->messages.back() != nullptr) continue;
     if (!internal::CheckJsonDepth(element, "", kChatTemplateMaxJsonDepth - 2).ok())
-      return std::shared_ptr<const ParsedBody>();
+      return std::shared_ptr<ParsedBody>();
     ojson m = ojson::parse(element.begin(), element.end(), nullptr, false);
-    if (m.is_discarded()) return std::shared_ptr<const ParsedBody>();
+    if (m.is_discarded()) return std::shared_ptr<ParsedBody>();
     parsed.emplace_back(i, std::move(m));
   }
   for (auto& [i, m] : parsed) {
@@ -394,8 +394,28 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
     const auto [begin, end] = split.elements[i];
     memo.Insert(text.substr(begin, end - begin), body->messages[i]);
   }
+  return body;
+}
+
+// Gives `body` the text `text`. When `base` (the kept body `text` continues, sharing `prefix`
+// bytes with it) is held by nobody else once taken out of the kept bodies, its text is reused:
+// only the bytes from `prefix` on are written, instead of a copy of the whole body (and the page
+// faults of a fresh buffer) on every request. `base` is released either way.
+void KeepText(std::string_view text, std::shared_ptr<const ParsedBody> base, size_t prefix,
+              ParsedBody* body) {
+  std::shared_ptr<const ParsedBody> owned =
+      base != nullptr ? ParsedBodies().Take(base.get()) : nullptr;
+  base.reset();
+  if (owned != nullptr && owned.use_count() == 1) {
+    // Made non-const (make_shared<ParsedBody>) and seen by no one else: safe to take apart.
+    std::string& kept = const_cast<ParsedBody&>(*owned).text;
+    body->text = std::move(kept);
+    body->text.resize(std::min(prefix, body->text.size()));
+    body->text.append(text.substr(body->text.size()));
+    tokenize_internal::CountInPlace(/*render=*/false);
+    return;
+  }
   body->text.assign(text);
-  return std::shared_ptr<const ParsedBody>(std::move(body));
 }
 
 // The request's fields other than its messages, from the parsed body.
@@ -441,12 +461,19 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
   std::shared_ptr<const ParsedBody> split;
   if (base != nullptr && prefix == request_json.size() && prefix == base->text.size()) {
     split = base;  // the same body again
+    ParsedBodies().Keep(split, base.get());
   } else {
-    STRATA_ASSIGN_OR_RETURN(split, ParseSplit(request_json, base.get(), prefix));
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<ParsedBody> parsed,
+                            ParseSplit(request_json, base.get(), prefix));
+    if (parsed != nullptr) {
+      // In place of the base when this body continues it (shares at least half of it).
+      const bool continues = base != nullptr && prefix >= base->text.size() / 2;
+      KeepText(request_json, continues ? std::move(base) : nullptr, prefix, parsed.get());
+      split = std::move(parsed);
+      ParsedBodies().Keep(split, nullptr);
+    }
   }
   if (split != nullptr) {
-    // In place of the base when this body continues it (shares at least half of it).
-    ParsedBodies().Keep(split, base != nullptr && prefix >= base->text.size() / 2 ? base.get() : nullptr);
     for (const auto& m : split->messages) r.messages.push_back(m);
     STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
     return r;
