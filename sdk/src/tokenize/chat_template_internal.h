@@ -156,6 +156,9 @@ struct Request {
 StatusOr<Request> ParseRequest(std::string_view request_json);
 // Forgets the kept bodies and messages (tokenize_internal::ClearChatTemplateMemos).
 void ClearRequestMemos();
+// A JSON object whose every value is a string, parsed as ojson::parse parses it; nullopt for any
+// other text (other values, a \u escape, a duplicate key, invalid UTF-8, anything malformed).
+std::optional<ojson> ParseFlatStringObject(std::string_view text);
 
 // "messages[i]", as error messages name a message.
 inline std::string MessageWhere(size_t i) { return "messages[" + std::to_string(i) + "]"; }

@@ -246,6 +246,75 @@ bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, Bod
   return seen && SkipSpace(t, i + 1) == t.size();
 }
 
+// The JSON string starting at t[*i] == '"' decoded into *out, *i moved past it; false for what
+// only nlohmann decodes (a \u escape) or refuses (a control character, invalid UTF-8, no end).
+bool DecodeSimpleString(std::string_view t, size_t* i, std::string* out) {
+  size_t j = *i + 1;
+  bool ascii = true;
+  out->clear();
+  for (;;) {
+    size_t run = j;
+    while (run < t.size()) {
+      const unsigned char c = static_cast<unsigned char>(t[run]);
+      if (c == '"' || c == '\\' || c < 0x20) break;
+      if (c >= 0x80) ascii = false;
+      ++run;
+    }
+    out->append(t.data() + j, run - j);
+    if (run >= t.size() || static_cast<unsigned char>(t[run]) < 0x20) return false;
+    if (t[run] == '"') {
+      *i = run + 1;
+      return ascii || internal::IsValidUtf8(*out);
+    }
+    if (run + 1 >= t.size()) return false;
+    switch (t[run + 1]) {
+      case '"': out->push_back('"'); break;
+      case '\\': out->push_back('\\'); break;
+      case '/': out->push_back('/'); break;
+      case 'b': out->push_back('\b'); break;
+      case 'f': out->push_back('\f'); break;
+      case 'n': out->push_back('\n'); break;
+      case 'r': out->push_back('\r'); break;
+      case 't': out->push_back('\t'); break;
+      default: return false;  // \u (nlohmann's surrogate rules) or an invalid escape
+    }
+    j = run + 2;
+  }
+}
+
+}  // namespace
+
+// A message whose every value is a string (as the context renders a tool result or a user
+// message) parsed without nlohmann's lexer, which reads a long content byte by byte; nullopt for
+// anything else, which the caller parses with nlohmann (so its result or its error stands). The
+// object is what ojson::parse gives for the same text.
+std::optional<ojson> ParseFlatStringObject(std::string_view t) {
+  size_t i = SkipSpace(t, 0);
+  if (i >= t.size() || t[i] != '{') return std::nullopt;
+  ojson object = ojson::object();
+  std::string key;
+  std::string value;
+  i = SkipSpace(t, i + 1);
+  for (;;) {
+    if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &key)) return std::nullopt;
+    i = SkipSpace(t, i);
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    i = SkipSpace(t, i + 1);
+    if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &value)) return std::nullopt;
+    if (object.contains(key)) return std::nullopt;  // a duplicate key: as nlohmann resolves it
+    object.emplace(key, std::move(value));
+    i = SkipSpace(t, i);
+    if (i < t.size() && t[i] == ',') {
+      i = SkipSpace(t, i + 1);
+      continue;
+    }
+    if (i >= t.size() || t[i] != '}') return std::nullopt;
+    return SkipSpace(t, i + 1) == t.size() ? std::optional<ojson>(std::move(object)) : std::nullopt;
+  }
+}
+
+namespace {
+
 // Normalised messages by their text, process-wide (the normalisation is the same for every
 // template). Bounded: each entry is charged its text, about twice that for the parsed message and
 // kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges would exceed
@@ -382,6 +451,10 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
         text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
     body->messages.push_back(memo.Find(element));
     if (body->messages.back() != nullptr) continue;
+    if (std::optional<ojson> flat = ParseFlatStringObject(element)) {  // nesting 1: no check
+      parsed.emplace_back(i, std::move(*flat));
+      continue;
+    }
     if (!internal::CheckJsonDepth(element, "", kChatTemplateMaxJsonDepth - 2).ok())
       return std::shared_ptr<ParsedBody>();
     ojson m = ojson::parse(element.begin(), element.end(), nullptr, false);

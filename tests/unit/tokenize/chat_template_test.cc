@@ -21,6 +21,7 @@
 #include "strata/prefix_cache.h"
 #include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
+#include "tokenize/chat_template_internal.h"
 #include "tokenize/shared_render.h"
 #include "tokenize/template_memo.h"
 
@@ -864,6 +865,60 @@ TEST_CASE("renders continued in place and their overhead equal the whole computa
       strata::tokenize_internal::ChatTemplateInPlaceStats();
   CHECK(after.renders > before.renders + requests / 2);
   CHECK(after.bodies > before.bodies + requests / 2);
+}
+
+// The flat-object fast path of the message parse against nlohmann's: the same object for every
+// message of every fixture trace (as the file has it and as the context renders it), and nullopt
+// (so that nlohmann parses, or refuses, it) for what only nlohmann handles.
+TEST_CASE("flat string objects parse as nlohmann parses them", "[chat_template]") {
+  using strata::chat_template_internal::ParseFlatStringObject;
+  using ojson = nlohmann::ordered_json;
+  size_t fast = 0;
+  auto check = [&](const std::string& text) {
+    INFO(text.substr(0, 200));
+    std::optional<ojson> flat = ParseFlatStringObject(text);
+    const ojson whole = ojson::parse(text, nullptr, false);
+    if (!flat) return;
+    ++fast;
+    REQUIRE(!whole.is_discarded());
+    CHECK(*flat == whole);
+    CHECK(flat->dump() == whole.dump());  // the same keys in the same order
+  };
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(STRATA_TEST_TRACES_DIR)) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      check(line);
+      ojson m = ojson::parse(line, nullptr, false);
+      if (m.is_discarded() || !m.is_object()) continue;
+      ojson strings = ojson::object();  // as the context renders a message: strings only
+      for (auto it = m.begin(); it != m.end(); ++it)
+        if (it.value().is_string()) strings[it.key()] = it.value();
+      check(strings.dump());
+      check(strings.dump(1));  // with whitespace between the tokens
+    }
+  }
+  CHECK(fast > 100);
+  for (const std::string& text :
+       {std::string(R"({"role":"tool","content":"a\"b\\c\/d\b\f\n\r\te"})"),
+        std::string("{\"k\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}"),
+        std::string(R"( { "a" : "1" , "b" : "" } )"), std::string(R"({"":""})")}) {
+    REQUIRE(ParseFlatStringObject(text).has_value());
+    check(text);
+  }
+  // Left to nlohmann: other values, \u escapes, duplicate keys, control characters, invalid
+  // UTF-8 (overlong, surrogate, truncated), malformed text.
+  for (const std::string& text :
+       {std::string(R"({"a":1})"), std::string(R"({"a":["x"]})"), std::string(R"({"a":null})"),
+        std::string(R"({"a":"\u00e9"})"), std::string(R"({"a":"x","a":"y"})"),
+        std::string("{\"a\":\"x\ty\"}"), std::string("{\"a\":\"\xc0\xaf\"}"),
+        std::string("{\"a\":\"\xed\xa0\x80\"}"), std::string("{\"a\":\"\xe2\x82\"}"),
+        std::string(R"({"a":"x\q"})"), std::string(R"({"a":"x")"), std::string(R"({"a":"x"} y)"),
+        std::string(R"({"a" "x"})"), std::string(R"({})"), std::string(R"(["a"])")}) {
+    INFO(text);
+    CHECK(!ParseFlatStringObject(text).has_value());
+  }
 }
 
 TEST_CASE("the message memo stays within its bound after many distinct messages",
