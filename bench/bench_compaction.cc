@@ -8,6 +8,8 @@
 //                                [--traces DIR] [--threads 2] [--trigger 0.95] [--target 0.7]
 //                                [--cost-model on|off] [--prior TURNS] [--prior-weight W] [--margin M]
 //                                [--use-window TURNS] [--mask-after-use on|off]
+//                                [--beyond-placeholder on|off] [--mask-at-break on|off]
+//                                [--summary-depth SHARE]
 //
 // Prints one Markdown table per budget: requests, budget violations, pairing errors, peak and mean
 // input tokens, prefix reuse share, uncached (prefill) tokens, cost = uncached + 0.1 x cached, the
@@ -49,6 +51,9 @@ int main(int argc, char** argv) {
   double margin = cost_defaults.below_trigger_margin;
   size_t use_window = cost_defaults.use_window_turns;
   bool mask_after_use = cost_defaults.mask_after_use;
+  bool beyond_placeholder = cost_defaults.mask_unused_beyond_placeholder;
+  bool at_break = cost_defaults.mask_unused_at_break;
+  double summary_depth = cost_defaults.summary_depth;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokenizer") tokenizer_spec = value;
@@ -71,6 +76,9 @@ int main(int argc, char** argv) {
     else if (flag == "--margin") margin = std::atof(value.c_str());
     else if (flag == "--use-window") use_window = static_cast<size_t>(std::atol(value.c_str()));
     else if (flag == "--mask-after-use") mask_after_use = value == "on";
+    else if (flag == "--beyond-placeholder") beyond_placeholder = value == "on";
+    else if (flag == "--mask-at-break") at_break = value == "on";
+    else if (flag == "--summary-depth") summary_depth = std::atof(value.c_str());
     else if (flag == "--tokens-per-identifier") tokens_per_identifier = static_cast<size_t>(std::atol(value.c_str()));
     else {
       std::cerr << "unknown flag " << flag << "\n";
@@ -103,7 +111,9 @@ int main(int argc, char** argv) {
             << "; template glm5; block 16 tokens; strata trigger " << trigger << ", target " << target
             << "; cost model " << (cost_model ? "on" : "off") << " (prior " << prior << " turns, weight "
             << prior_weight << ", margin " << margin << ", use window " << use_window
-            << ", mask after use " << (mask_after_use ? "on" : "off") << ")\n";
+            << ", mask after use " << (mask_after_use ? "on" : "off") << ", beyond placeholder "
+            << (beyond_placeholder ? "on" : "off") << ", mask at break " << (at_break ? "on" : "off")
+            << ", summary depth " << summary_depth << ")\n";
   for (const std::string& budget_text : strata::bench::SplitCommaList(budgets)) {
     const size_t budget = static_cast<size_t>(std::atol(budget_text.c_str()));
     struct Row {
@@ -135,6 +145,9 @@ int main(int argc, char** argv) {
           options.strata.below_trigger_margin = margin;
           options.strata.use_window_turns = use_window;
           options.strata.mask_after_use = mask_after_use;
+          options.strata.mask_unused_beyond_placeholder = beyond_placeholder;
+          options.strata.mask_unused_at_break = at_break;
+          options.strata.summary_depth = summary_depth;
           options.hygiene.fold_error_logs = fold;
           options.hygiene.deduplicate = dedupe;
           auto result = strata::EvaluateTrace(traces[i], options);

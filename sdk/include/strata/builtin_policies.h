@@ -168,6 +168,19 @@ struct StrataPolicyOptions {
   // then protect only the current turn and the latest result. Default true, chosen by
   // cross-validation between two agent frameworks (docs/compaction.md, "Why these defaults").
   bool mask_after_use = true;
+  // With mask_after_use, also mask an unused result that mentions more names than its placeholder
+  // can list (placeholder_identifiers, the highest-ranked kept): saves the large outputs the agent
+  // read and left, at the risk of names it goes back to later. Default false.
+  bool mask_unused_beyond_placeholder = false;
+  // Above the trigger, a compaction re-prefills everything after its boundary anyway: also mask
+  // every result after the boundary that the agent does not use and whose placeholder lists every
+  // name it mentions, so that the next compaction comes later. Default false.
+  bool mask_unused_at_break = false;
+  // When masking cannot reach the target and the oldest turns are summarized, the summarized span
+  // is made long enough to bring the request down to this share of the target (the summary's size
+  // still follows the target): one summary, and its re-prefill, then lasts more turns, at the cost
+  // of more turns in the same summary. 1 summarizes only what the target needs. Default 1.
+  double summary_depth = 1;
 };
 
 // The strata policy (see the file comment): cache-aware, with trigger/target hysteresis and the

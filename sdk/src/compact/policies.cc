@@ -230,6 +230,7 @@ class StrataPolicy final : public CompactionPolicy {
     size_t saving;
     bool stale;  // stale or superseded: first to go, and the only ones below the trigger
     Use use = Use::kUnused;
+    bool lossless = false;  // a mask whose placeholder lists every name the content mentions
   };
 
   // The cost model's view of one request.
@@ -455,7 +456,7 @@ class StrataPolicy final : public CompactionPolicy {
       // with mask_after_use those its latest turns do not use.
       if (below && !stale && !(after_use && use == Use::kUnused)) return std::nullopt;
       // ...and only when its placeholder can list every name it mentions (nothing is lost).
-      if (below && use == Use::kUnused &&
+      if (below && use == Use::kUnused && !options_.mask_unused_beyond_placeholder &&
           facts.ContentIds(i).size() > options_.placeholder_identifiers) {
         return std::nullopt;
       }
@@ -478,13 +479,15 @@ class StrataPolicy final : public CompactionPolicy {
       const size_t placeholder_tokens = in.Count(placeholder);
       if (placeholder_tokens + kMinMaskSaving >= s.tokens) return std::nullopt;  // does not pay
       return Candidate{i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
-                       s.tokens - placeholder_tokens, stale, use};
+                       s.tokens - placeholder_tokens, stale, use,
+                       facts.ContentIds(i).size() <= identifiers};
     }
     if (!s.reasoning.empty() &&
         (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
       const size_t saving = in.Count(s.reasoning);
       if (saving == 0 || (below && saving < kMinTokensBelowTrigger)) return std::nullopt;
-      return Candidate{i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale};
+      return Candidate{i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale,
+                       false};
     }
     return std::nullopt;
   }
@@ -575,11 +578,12 @@ class StrataPolicy final : public CompactionPolicy {
     const size_t summary_estimate = summary_limit + in.message_overhead_tokens;
     size_t span_tokens = 0, last_unit = first_unit;
     size_t c_after = 0;  // first candidate after the span
+    const size_t span_need = SpanNeed(need, goal);
     for (; last_unit < units.size() && unit_eligible(units[last_unit]); ++last_unit) {
       for (size_t i = units[last_unit].begin; i < units[last_unit].end; ++i) span_tokens += MessageTokens(in, *h[i]);
       while (c_after < candidates.size() && candidates[c_after].index < units[last_unit].end) ++c_after;
       const size_t span_saving = span_tokens > summary_estimate ? span_tokens - summary_estimate : 0;
-      if (span_saving + suffix[c_after] >= need) {
+      if (span_saving + suffix[c_after] >= span_need) {
         ++last_unit;
         break;
       }
@@ -632,6 +636,7 @@ class StrataPolicy final : public CompactionPolicy {
     }
     edit.summaries.push_back(std::move(summary_edit));
     if (saving < need) SelectFrom(candidates, c_after, need - saving, edit);
+    if (options_.cost_model) AddWhatTheBreakPaysFor(candidates, c_after, edit);
     if (options_.cost_model) FinishExplanation(in, econ, candidates, tail, edit);
     return Status::Ok();
   }
@@ -675,7 +680,8 @@ class StrataPolicy final : public CompactionPolicy {
       }
       if (freed < need) continue;
       for (size_t k = b; k < m; ++k) {
-        if (!take[k] && (candidates[k].stale || below)) {  // below: every candidate is stale or unused
+        // below: every candidate is stale or unused
+        if (!take[k] && (candidates[k].stale || below || JoinsTheBreak(candidates[k]))) {
           take[k] = true;
           freed += candidates[k].saving;
         }
@@ -776,6 +782,34 @@ class StrataPolicy final : public CompactionPolicy {
     char text[32];
     std::snprintf(text, sizeof text, "%.1f", value);
     return text;
+  }
+
+  // What the summarized span must free (with the masks after it): `need`, plus with summary_depth
+  // below 1 the part of the target `goal` it asks to come down by.
+  size_t SpanNeed(size_t need, size_t goal) const {
+    const double depth = std::clamp(options_.summary_depth, 0.0, 1.0);
+    return need + static_cast<size_t>((1.0 - depth) * static_cast<double>(goal));
+  }
+
+  // With mask_unused_at_break, a result the agent does not use whose placeholder keeps every name
+  // it mentions is masked by any compaction that re-prefills it anyway (a boundary before it).
+  bool JoinsTheBreak(const Candidate& c) const {
+    return options_.mask_unused_at_break && c.use == Use::kUnused && c.lossless;
+  }
+
+  // Adds to `edit` every stale candidate from `start` on and, with mask_unused_at_break, every
+  // lossless unused one, not chosen yet: the summary before them already re-prefills them.
+  void AddWhatTheBreakPaysFor(const std::vector<Candidate>& candidates, size_t start,
+                              HistoryEdit& edit) const {
+    if (!options_.mask_unused_at_break) return;
+    std::set<std::string> chosen;
+    for (const SegmentEdit& e : edit.edits) chosen.insert(e.segment_id);
+    for (size_t c = start; c < candidates.size(); ++c) {
+      if ((candidates[c].stale || JoinsTheBreak(candidates[c])) &&
+          !chosen.count(candidates[c].edit.segment_id)) {
+        edit.edits.push_back(candidates[c].edit);
+      }
+    }
   }
 
   // Adds candidates from `start` on: stale ones first, then the rest oldest first, until `need`.

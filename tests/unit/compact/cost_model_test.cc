@@ -385,5 +385,119 @@ TEST_CASE("mask after use in Build: each unused result is masked at the next req
   CHECK(model_live);
 }
 
+// A result of `count` distinct names (name_0 ... name_{count-1}), padded with filler to `tokens`.
+std::string ManyNames(size_t count, size_t tokens) {
+  std::string text;
+  for (size_t k = 0; k < count; ++k) text += "name_" + std::to_string(k) + "\n";
+  return text + std::string(tokens * 4 - text.size(), '.');
+}
+
+TEST_CASE("mask after use beyond the placeholder: an unused result with more names than it lists",
+          "[compact][cost]") {
+  History h;
+  h.User(100);
+  h.Turn("cat src/big.py", 2000, "", ManyNames(100, 2000));  // 100 names; the placeholder lists 64
+  h.Turn("ls", 200);  // turn 2, the current one
+  const CompactionInput in = h.Input();
+  // Off (the default): masking r1 would drop 36 of its names, so it stays below the trigger.
+  StrataPolicyOptions off = AfterUseOptions();
+  REQUIRE_FALSE(off.mask_unused_beyond_placeholder);
+  auto kept = MakeStrataPolicy(off)->Plan(in);
+  REQUIRE(kept.ok());
+  CHECK(kept->empty());
+  // On: masked at the next request, its placeholder listing the first 64 names by rank (all appear
+  // once, so in order of appearance).
+  StrataPolicyOptions on = AfterUseOptions();
+  on.mask_unused_beyond_placeholder = true;
+  auto edit = MakeStrataPolicy(on)->Plan(in);
+  REQUIRE(edit.ok());
+  REQUIRE(Masked(*edit) == std::vector<std::string>{"r1"});
+  const std::string& placeholder = edit->edits[0].placeholder;
+  CHECK_THAT(placeholder, Catch::Contains("name_0") && Catch::Contains("name_63"));
+  CHECK_THAT(placeholder, !Catch::Contains("name_64") && !Catch::Contains("name_99"));
+  // By hand: (10 + 2) / 2 = 6 remaining turns; a boundary at r1 re-prefills r1 only (2,000
+  // tokens): saving 0.1 x removed x 6 against 0.9 x (2,000 - removed), the placeholder's tokens.
+  const CompactionExplanation& x = edit->explanation;
+  CHECK(x.remaining_turns == Approx(6));
+  CHECK(x.invalidated_tokens == 2000);
+  CHECK(x.expected_saving == Approx(0.1 * x.tokens_removed * 6));
+  CHECK(x.invalidation_cost == Approx(0.9 * (2000.0 - x.tokens_removed)));
+  CHECK(x.expected_saving > x.invalidation_cost);
+}
+
+TEST_CASE("mask at break: a compaction above the trigger also masks the unused results it re-prefills",
+          "[compact][cost]") {
+  History h;
+  h.User(100);
+  h.Turn("make", 3000);  // r1: filler, unused
+  h.Turn("ls a", 500);   // r2: unused
+  // r3 defines Gamma in src/g.py, and the agent's next message uses both: in use.
+  h.Turn("cat src/g.py", 500, "", "class Gamma:\n    pass\n# src/g.py\n" + std::string(1964, '.'));
+  h.Turn("ls b", 500, "Gamma in src/g.py needs a field");  // r4: unused
+  h.Turn("ls c", 200);  // r5: the latest result, turn 5 the current one: protected
+  CompactionInput in = h.Input();
+  // 100 + 5 x 20 + 3,000 + 3 x 500 + 200 = 4,900 tokens; above the trigger (4,000), down to the
+  // target (2,400): need 2,500, which only a boundary at r1 reaches (r2 to r4 free under 1,500).
+  REQUIRE(in.total_tokens == 4900);
+  in.limit_tokens = 5000;
+  in.trigger_tokens = 4000;
+  in.target_tokens = 2400;
+  auto off = MakeStrataPolicy(HandOptions())->Plan(in);
+  REQUIRE(off.ok());
+  CHECK(Masked(*off) == std::vector<std::string>{"r1"});
+  StrataPolicyOptions on_options = HandOptions();
+  on_options.mask_unused_at_break = true;
+  auto on = MakeStrataPolicy(on_options)->Plan(in);
+  REQUIRE(on.ok());
+  // The same boundary, so the same re-prefill (r1 to r4 and a2 to a4: 3,000 + 3 x 500 + 3 x 20 =
+  // 4,560 tokens), and r2 and r4 (unused, no names to lose) masked with it; r3, in use, stays.
+  CHECK(Masked(*on) == std::vector<std::string>{"r1", "r2", "r4"});
+  CHECK(off->explanation.invalidated_tokens == 4560);
+  CHECK(on->explanation.invalidated_tokens == 4560);
+  CHECK(on->explanation.boundary_segment_id == "r1");
+  // Each of r2 and r4 removes 500 tokens minus its placeholder (at most 40).
+  CHECK(on->explanation.tokens_removed >= off->explanation.tokens_removed + 2 * 460);
+}
+
+TEST_CASE("summary depth: the summarized span reaches below the target, the summary keeps its size",
+          "[compact][cost]") {
+  // Eight turns of 500-token assistant messages with 10-token results (too short to mask): masking
+  // cannot free anything, so the oldest turns are summarized.
+  History h;
+  h.User(100);
+  for (int t = 1; t <= 8; ++t) h.Turn("step" + std::to_string(t), 10, std::string(2000, 'a'));
+  for (Segment& s : h.segments) {
+    if (s.kind == SegmentKind::kToolCall) s.tokens = 500;
+  }
+  CompactionInput in = h.Input();
+  // 100 + 8 x 510 = 4,180 tokens; above the trigger (4,000), down to the target (3,000): need 1,180.
+  // A summary is estimated at its limit, a quarter of the target: 750 tokens.
+  REQUIRE(in.total_tokens == 4180);
+  in.limit_tokens = 5000;
+  in.trigger_tokens = 4000;
+  in.target_tokens = 3000;
+  auto span_of = [&](double depth) {
+    StrataPolicyOptions options = HandOptions();
+    options.summary_depth = depth;
+    auto edit = MakeStrataPolicy(options)->Plan(in);
+    REQUIRE(edit.ok());
+    REQUIRE(edit->summaries.size() == 1);
+    CHECK(edit->edits.empty());
+    CHECK(in.Count(edit->summaries[0].content) <= 750);
+    return edit->summaries[0].replaces;
+  };
+  // Depth 1 (the default): k turns free 510 x k - 750 >= 1,180, so k = 4: a1 to r4.
+  const std::vector<std::string> shallow = span_of(1);
+  CHECK(shallow.size() == 8);
+  CHECK(shallow.front() == "a1");
+  CHECK(shallow.back() == "r4");
+  // Depth 0.5: the span must also free half the target, 510 x k - 750 >= 1,180 + 1,500, so k = 7:
+  // a1 to r7 (turn 8, the current one, is protected).
+  const std::vector<std::string> deep = span_of(0.5);
+  CHECK(deep.size() == 14);
+  CHECK(deep.front() == "a1");
+  CHECK(deep.back() == "r7");
+}
+
 }  // namespace
 }  // namespace strata
