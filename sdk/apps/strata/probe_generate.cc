@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -140,6 +141,25 @@ class ProbeGenerator::Impl {
     return {text, count};
   }
 
+  // How many of `block`'s first lines (0 to all) come nearest `want` tokens: the fewest that reach
+  // it, or one line fewer when that is nearer. `block_tokens` is the whole block's count. Lines
+  // differ in length (a table row, a long paragraph), so it is found by counting, not by their share.
+  size_t HeadLinesNearest(const Block& block, int64_t block_tokens, double want) const {
+    auto head_tokens = [&](size_t lines) -> double {
+      if (lines == 0) return 0;
+      if (lines == block.count) return static_cast<double>(block_tokens);
+      Block head = block;
+      head.count = lines;
+      return static_cast<double>(tokenizer->Count(RenderBlock(sources, head)));
+    };
+    size_t below = 0, reach = block.count;  // head_tokens(below) < want <= head_tokens(reach)
+    while (reach - below > 1) {
+      const size_t mid = below + (reach - below) / 2;
+      (head_tokens(mid) >= want ? reach : below) = mid;
+    }
+    return want - head_tokens(below) < head_tokens(reach) - want ? below : reach;
+  }
+
   // The context: filler blocks up to `filler_budget` tokens (by their own counts), the needle (or
   // each memo) inserted where the tokens before it reach its depth, splitting the block it falls
   // in; the last block is cut to the budget.
@@ -180,21 +200,24 @@ class ProbeGenerator::Impl {
       ++added_this_pass;
       while (due() <= at()) place();
       int64_t t = block_tokens[index];
-      // An insert due inside this block: its first lines, the insert, then the rest.
+      // An insert due inside this block: its first lines, the insert, then the rest; or the insert
+      // before the block, or after it, when that is nearer.
       if (due() < at() + static_cast<double>(t) && block.count > 1) {
         Block head = block;
-        head.count = static_cast<size_t>(std::llround(static_cast<double>(block.count) * (due() - at()) / static_cast<double>(t)));
-        head.count = std::max<size_t>(1, std::min(head.count, block.count - 1));
-        const std::string text = RenderBlock(sources, head);
-        const int64_t head_tokens = static_cast<int64_t>(tokenizer->Count(text));
-        if (filler + head_tokens < filler_budget) {
-          emit(text, head_tokens);
-          place();
-          block.first += head.count;
-          block.count -= head.count;
-          t = static_cast<int64_t>(tokenizer->Count(RenderBlock(sources, block)));
+        head.count = HeadLinesNearest(block, t, due() - at());
+        if (head.count > 0 && head.count < block.count) {
+          const std::string text = RenderBlock(sources, head);
+          const int64_t head_tokens = static_cast<int64_t>(tokenizer->Count(text));
+          if (filler + head_tokens < filler_budget) {
+            emit(text, head_tokens);
+            place();
+            block.first += head.count;
+            block.count -= head.count;
+            t = static_cast<int64_t>(tokenizer->Count(RenderBlock(sources, block)));
+          }
         }
       }
+      while (due() < at() + static_cast<double>(t) && 2 * due() < 2 * at() + static_cast<double>(t)) place();
       if (filler + t > filler_budget) {
         auto [text, tokens] = CutToTokens(RenderBlock(sources, block), filler_budget - filler);
         if (tokens <= filler_budget - filler) emit(text, tokens);
@@ -329,20 +352,47 @@ StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
   STRATA_ASSIGN_OR_RETURN(size_t overhead, g.counter->CountRequest(g.Body("", spec.question)));
   const int64_t target = spec.target_tokens;
   const int64_t tolerance = std::max<int64_t>(32, target / 200);
+  // The filler budget is searched for: each step moves it by the miss, kept strictly between the
+  // largest budget known to land at or under the target and the smallest known to land over it
+  // (halving that bracket when the step would leave it), so that a text on which the count does not
+  // follow the budget closely (a block cut short, a needle that moves) still converges; the fullest
+  // context at or under the target is the one kept.
   int64_t budget = target - static_cast<int64_t>(overhead) - needle_tokens;
+  int64_t under = -1, over = std::numeric_limits<int64_t>::max();
   RenderedProbe out;
   Impl::Assembled assembled;
-  for (int iteration = 0; iteration < 8; ++iteration) {
-    assembled = g.Assemble(spec, inserts, needle_tokens, std::max<int64_t>(0, budget));
-    out.body = g.Body(assembled.context, spec.question);
-    STRATA_ASSIGN_OR_RETURN(size_t exact, g.counter->CountRequest(out.body));
-    out.tokens = static_cast<int64_t>(exact);
-    if (out.tokens <= target && target - out.tokens <= tolerance) break;
-    if (budget <= 0 && out.tokens > target) break;  // the needle and question alone are too long
+  bool have_fit = false;
+  for (int iteration = 0; iteration < 16; ++iteration) {
+    Impl::Assembled tried = g.Assemble(spec, inserts, needle_tokens, std::max<int64_t>(0, budget));
+    std::string body = g.Body(tried.context, spec.question);
+    STRATA_ASSIGN_OR_RETURN(size_t exact, g.counter->CountRequest(body));
+    const int64_t tokens = static_cast<int64_t>(exact);
+    if (tokens <= target) {
+      under = std::max(under, budget);
+      if (!have_fit || tokens > out.tokens) {
+        have_fit = true;
+        out.body = std::move(body);
+        out.tokens = tokens;
+        assembled = std::move(tried);
+      }
+      if (target - tokens <= tolerance) break;
+    } else {
+      over = std::min(over, budget);
+      if (budget <= 0) break;  // the needle and question alone are too long
+      if (!have_fit) {
+        out.body = std::move(body);
+        out.tokens = tokens;
+      }
+    }
     // Under the target: grow by the difference; over it: shrink a little past it.
-    budget += out.tokens <= target ? target - out.tokens : target - out.tokens - tolerance / 2;
+    int64_t next = budget + (tokens <= target ? target - tokens : target - tokens - tolerance / 2);
+    const bool bracketed = under >= 0 && over != std::numeric_limits<int64_t>::max();
+    if (bracketed && (next <= under || next >= over)) next = under + (over - under) / 2;
+    next = std::max<int64_t>(0, next);
+    if (next == budget || (under >= 0 && next <= under)) break;  // the bracket is closed
+    budget = next;
   }
-  if (out.tokens > target) {
+  if (!have_fit) {
     out.discard_reason = "needle and question alone exceed the length";
     return out;
   }

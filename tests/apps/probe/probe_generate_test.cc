@@ -12,6 +12,7 @@
 #include "strata/tokenizer_spec.h"
 #include "testing/sim_testing.h"
 #include "testing/status_testing.h"
+#include "testing/temp_dir.h"
 
 namespace strata::cli::probe {
 namespace {
@@ -145,6 +146,53 @@ TEST_CASE("probe contexts land within 1% under their lengths by the exact counte
     CHECK(exact <= spec.target_tokens);
     CHECK(exact >= spec.target_tokens * 99 / 100);
     if (spec.kind != ProbeKind::kMrcr) CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.1);
+  }
+}
+
+// The files' paths are part of the text (each file starts with "==> PATH"), so where a checkout
+// sits changes every count and every block boundary: the fit and the needle's depth must hold for
+// any of them, not only for the paths this repository happens to have here. The same sources are
+// reached through twelve directories named as a fresh clone's are (random letters), e.g. ones where
+// the needle falls inside a block of two long lines (docs' tables), which a split by the lines'
+// share put 0.13 too deep.
+TEST_CASE("probe contexts land within 1% under their lengths wherever the sources are", "[probe]") {
+  Counting counting(testing::TestSpmTokenizer());
+  Counting fresh(testing::TestSpmTokenizer());
+  testing::TempDir dir("strata-probe-paths-");
+  REQUIRE(!dir.path().empty());
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t state = 12345;  // a fixed sequence of names, so that a failure repeats
+  auto random_name = [&](size_t n) {
+    std::string name;
+    for (size_t i = 0; i < n; ++i) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      name += letters[(state >> 33) % letters.size()];
+    }
+    return name;
+  };
+  for (int variant = 0; variant < 12; ++variant) {
+    const std::string root =
+        dir.path() + "/tmp." + random_name(10) + "/strata/build/fresh-clone." + random_name(6) + "/strata";
+    std::filesystem::create_directories(root + "/tests");
+    std::filesystem::create_directory_symlink(STRATA_TEST_DATA_DIR, root + "/tests/data");
+    std::filesystem::create_directory_symlink(std::string(STRATA_TEST_DATA_DIR) + "/../../docs",
+                                              root + "/docs");
+    GenerateOptions options = SmallOptions();
+    options.probes_per_bucket = 2;
+    auto generator = Must(ProbeGenerator::Create(Must(LoadSources({root + "/tests/data", root + "/docs"})),
+                                                 counting.tokenizer.get(), counting.counter.get(), options));
+    for (const ProbeSpec& spec : generator->Plan()) {
+      const RenderedProbe rendered = Must(generator->Render(spec));
+      INFO(root << " " << spec.id);
+      const int64_t exact = static_cast<int64_t>(Must(fresh.counter->CountRequest(rendered.body)));
+      CHECK(exact == rendered.tokens);
+      // The whole computation, from nothing kept: a new template's text, encoded at once.
+      const std::string prompt = Must(MakeGlm5ChatTemplate()->Render(rendered.body));
+      CHECK(static_cast<int64_t>(fresh.tokenizer->Encode(prompt).size()) == exact);
+      CHECK(exact <= spec.target_tokens);
+      CHECK(exact >= spec.target_tokens * 99 / 100);
+      if (spec.kind != ProbeKind::kMrcr) CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.1);
+    }
   }
 }
 
