@@ -100,6 +100,10 @@ class IncrementalEncoder {
 
   // Ids of `text` (empty for an estimator); valid until the next call.
   const std::vector<int32_t>& Encode(std::string_view text);
+  // Encode(text) for a caller that knows the first `known_prefix` bytes of `text` are those of
+  // the previous text (e.g. a render that continued the previous one): they are not compared
+  // again. Requires that they are; the result is then Encode(text)'s.
+  const std::vector<int32_t>& Encode(std::string_view text, size_t known_prefix);
   // Tokens of `text`, without keeping ids (an encoder used only for counts keeps none).
   size_t Count(std::string_view text);
   // The previous text (what the next one is compared with).

@@ -1,10 +1,12 @@
 #include "agent/prompt_tokens.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"  // CommonPrefix
+#include "tokenize/shared_render.h"
 
 namespace strata::agent_internal {
 
@@ -31,8 +33,26 @@ PromptTokens::PromptTokens(const Tokenizer* tokenizer, std::vector<std::string> 
   splits_ = tokenizer_->Name().rfind("hf-bpe:", 0) == 0;
 }
 
+bool PromptTokens::IsLastRender(std::string_view text) const {
+  // last_.text is held here, so nothing can change or free it: the same address and size are
+  // the same bytes.
+  return last_.text != nullptr && last_.serial != 0 && text.data() == last_.text->data() &&
+         text.size() == last_.text->size();
+}
+
+size_t PromptTokens::KnownPrefix(uint64_t serial) const {
+  if (serial == 0) return kUnknown;
+  if (serial == last_.serial) return last_.text->size();
+  if (serial == last_.base_serial) return last_.kept_bytes;
+  return kUnknown;
+}
+
 const std::vector<int32_t>& PromptTokens::EncodeLocked(std::string_view text) {
-  const std::vector<int32_t>& ids = encoder_->Encode(text);
+  const bool render = IsLastRender(text);
+  const size_t known = render ? KnownPrefix(encoded_serial_) : kUnknown;
+  const std::vector<int32_t>& ids =
+      known != kUnknown ? encoder_->Encode(text, known) : encoder_->Encode(text);
+  encoded_serial_ = render ? last_.serial : 0;
   chain_valid_ids_ = std::min(chain_valid_ids_, encoder_->unchanged());
   return ids;
 }
@@ -50,22 +70,31 @@ size_t PromptTokens::Count(std::string_view text) {
 }
 
 StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
-    const ChatTemplate& chat_template, std::string_view body) {
+    const ChatTemplate& chat_template, std::string_view body, std::optional<size_t>* overhead) {
   // Held while rendering, so that the body compared is the one the kept render belongs to.
   internal::MutexLock lock(mu_);
   const size_t prefix =
       render_template_ == &chat_template ? tokenize_internal::CommonPrefix(last_body_, body) : 0;
   if (render_template_ == &chat_template && prefix == body.size() &&
-      prefix == last_body_.size() && last_render_ != nullptr) {
-    return last_render_;
+      prefix == last_body_.size() && last_.text != nullptr) {
+    if (overhead != nullptr) *overhead = last_.overhead_tokens;
+    return last_.text;
   }
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> text,
-                          chat_template.RenderShared(body));
+  // Let go of the previous render first: held by nobody else, the template continues it in its
+  // own buffer instead of copying it (its serial still says what the encoder and the chain hold).
+  last_.text.reset();
+  StatusOr<tokenize_internal::SharedRender> render =
+      tokenize_internal::RenderSharedWithOverhead(chat_template, body);
+  if (!render.ok()) {
+    last_ = tokenize_internal::SharedRender();
+    return render.status();
+  }
   render_template_ = &chat_template;
   last_body_.resize(prefix);
   last_body_.append(body.substr(prefix));
-  last_render_ = std::move(text);
-  return last_render_;
+  last_ = std::move(render).value();
+  if (overhead != nullptr) *overhead = last_.overhead_tokens;
+  return last_.text;
 }
 
 PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
@@ -82,11 +111,23 @@ PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
                           chain_options_.bytes_per_token == options.bytes_per_token;
   const std::vector<int32_t>* ids = exact_ ? &EncodeLocked(text) : nullptr;
   const bool of_ids = ids != nullptr && (!ids->empty() || text.empty());
+  const bool render = IsLastRender(text);
   size_t unchanged = 0;
   if (of_ids) {
     unchanged = same_shape && chain_of_ids_ ? chain_valid_ids_ : 0;
   } else {
-    const size_t prefix = UpdateInPlace(chain_text_, text);
+    // The render says how much of the text the chain was hashed from it starts with; otherwise
+    // the kept copy of that text is compared (and kept up to date only then).
+    size_t prefix = render && !chain_of_ids_ ? KnownPrefix(chain_serial_) : kUnknown;
+    if (prefix != kUnknown) {
+      chain_text_valid_ = false;
+    } else if (chain_text_valid_) {
+      prefix = UpdateInPlace(chain_text_, text);
+    } else {
+      chain_text_.assign(text);
+      chain_text_valid_ = true;
+      prefix = 0;
+    }
     unchanged = same_shape && !chain_of_ids_ ? prefix : 0;
   }
   if (!same_shape) chain_ = PromptBlocks{std::string(salt), {}, 0, 16, 0};
@@ -96,6 +137,7 @@ PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
   } else {
     ContinuePromptText(text, unchanged, options, &chain_);
   }
+  chain_serial_ = !of_ids && render ? last_.serial : 0;
   has_chain_ = true;
   chain_of_ids_ = of_ids;
   chain_options_ = options;
@@ -107,10 +149,14 @@ std::string IncrementalRequestCounter::Name() const {
 }
 
 StatusOr<size_t> IncrementalRequestCounter::CountRequest(std::string_view request_body) const {
+  // The render's parse gives the overhead too (strata's templates): the body is parsed once.
+  std::optional<size_t> overhead;
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> text,
-                          tokens_->Render(*template_, request_body));
-  STRATA_ASSIGN_OR_RETURN(size_t overhead, template_->OverheadTokens(request_body));
-  return tokens_->Count(*text) + overhead;
+                          tokens_->Render(*template_, request_body, &overhead));
+  if (!overhead) {
+    STRATA_ASSIGN_OR_RETURN(overhead, template_->OverheadTokens(request_body));
+  }
+  return tokens_->Count(*text) + *overhead;
 }
 
 }  // namespace strata::agent_internal

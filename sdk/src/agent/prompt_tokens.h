@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "strata/prefix_cache.h"
 #include "strata/tokenizer.h"
 #include "strata/tokenizer_spec.h"
+#include "tokenize/shared_render.h"
 
 namespace strata::agent_internal {
 
@@ -45,18 +47,28 @@ class PromptTokens {
   size_t Count(std::string_view text);
   // chat_template.Render(body), reusing the last render when `body` is the same (the budget count
   // and the block hashes of one request render it once). The text is shared with the memo, not
-  // copied, and never changes once returned.
+  // copied, and never changes once returned. With `overhead`: set to
+  // chat_template.OverheadTokens(body) from the render's own parse for strata's templates, left
+  // empty for others.
   StatusOr<std::shared_ptr<const std::string>> Render(const ChatTemplate& chat_template,
-                                                      std::string_view body);
+                                                      std::string_view body,
+                                                      std::optional<size_t>* overhead = nullptr);
   // The block hash chain of `text` under `salt`, equal to HashPrompt(text, salt, tokenizer,
   // options).
   PromptBlocks Hash(std::string_view text, std::string_view salt,
                     const PrefixCacheOptions& options);
 
  private:
+  static constexpr size_t kUnknown = static_cast<size_t>(-1);
+
   // The ids of `text` (the encoder's, valid until the next call); notes how many of them the kept
   // chain still covers.
   const std::vector<int32_t>& EncodeLocked(std::string_view text) STRATA_REQUIRES(mu_);
+  // Whether `text` is the last render's text itself (not a copy).
+  bool IsLastRender(std::string_view text) const STRATA_REQUIRES(mu_);
+  // How many leading bytes of the last render are those of rendering `serial`'s text: all of
+  // them when it is that rendering, its kept bytes when it continues it, else kUnknown.
+  size_t KnownPrefix(uint64_t serial) const STRATA_REQUIRES(mu_);
 
   const Tokenizer* tokenizer_;
   bool exact_ = false;
@@ -68,7 +80,12 @@ class PromptTokens {
   // shared with the callers).
   const ChatTemplate* render_template_ STRATA_GUARDED_BY(mu_) = nullptr;
   std::string last_body_ STRATA_GUARDED_BY(mu_);
-  std::shared_ptr<const std::string> last_render_ STRATA_GUARDED_BY(mu_);
+  tokenize_internal::SharedRender last_ STRATA_GUARDED_BY(mu_);
+  // The rendering (serial) whose text the encoder holds, and the one the byte chain was hashed
+  // from; 0 when it was another text. A render continuing it tells how many bytes are the same,
+  // so they are not compared again.
+  uint64_t encoded_serial_ STRATA_GUARDED_BY(mu_) = 0;
+  uint64_t chain_serial_ STRATA_GUARDED_BY(mu_) = 0;
   // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes:
   // chain_text_).
   // chain_valid_ids_: leading ids of the encoder's current text the chain covers.
@@ -77,6 +94,7 @@ class PromptTokens {
   PrefixCacheOptions chain_options_ STRATA_GUARDED_BY(mu_);
   PromptBlocks chain_ STRATA_GUARDED_BY(mu_);
   std::string chain_text_ STRATA_GUARDED_BY(mu_);
+  bool chain_text_valid_ STRATA_GUARDED_BY(mu_) = true;  // false while chain_serial_ says it
   size_t chain_valid_ids_ STRATA_GUARDED_BY(mu_) = 0;
 };
 

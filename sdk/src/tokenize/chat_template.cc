@@ -2,6 +2,7 @@
 // templates themselves are in the files chat_template_internal.h lists.
 #include "strata/chat_template.h"
 
+#include <atomic>
 #include <cctype>
 #include <memory>
 #include <string>
@@ -23,6 +24,20 @@ std::string Lower(std::string_view s) {
 }  // namespace
 
 namespace tokenize_internal {
+
+namespace {
+std::atomic<size_t> in_place_bodies{0};
+std::atomic<size_t> in_place_renders{0};
+}  // namespace
+
+InPlaceStats ChatTemplateInPlaceStats() {
+  InPlaceStats stats;
+  stats.bodies = in_place_bodies.load();
+  stats.renders = in_place_renders.load();
+  return stats;
+}
+
+void CountInPlace(bool render) { (render ? in_place_renders : in_place_bodies).fetch_add(1); }
 
 void ClearChatTemplateMemos() {
   chat_template_internal::ClearRequestMemos();

@@ -36,6 +36,7 @@
 #include "core/thread_annotations.h"
 #include "strata/chat_template.h"
 #include "strata/status.h"
+#include "tokenize/shared_render.h"
 
 namespace strata::chat_template_internal {
 
@@ -95,6 +96,21 @@ class RecentList {
     }
   }
 
+  // Removes `item` and returns it (null when it is no longer kept). A caller that then holds the
+  // only reference (use_count() == 1) may reuse the item's buffers for the item that continues
+  // it: nobody else can see it any more.
+  std::shared_ptr<const T> Take(const T* item) {
+    internal::MutexLock lock(mu_);
+    for (auto it = items_.begin(); it != items_.end(); ++it) {
+      if (it->get() != item) continue;
+      std::shared_ptr<const T> taken = std::move(*it);
+      bytes_ -= taken->text.size();
+      items_.erase(it);
+      return taken;
+    }
+    return nullptr;
+  }
+
   void Clear() {
     internal::MutexLock lock(mu_);
     items_.clear();
@@ -140,6 +156,9 @@ struct Request {
 StatusOr<Request> ParseRequest(std::string_view request_json);
 // Forgets the kept bodies and messages (tokenize_internal::ClearChatTemplateMemos).
 void ClearRequestMemos();
+// A JSON object whose every value is a string, parsed as ojson::parse parses it; nullopt for any
+// other text (other values, a \u escape, a duplicate key, invalid UTF-8, anything malformed).
+std::optional<ojson> ParseFlatStringObject(std::string_view text);
 
 // "messages[i]", as error messages name a message.
 inline std::string MessageWhere(size_t i) { return "messages[" + std::to_string(i) + "]"; }
@@ -162,6 +181,14 @@ class MemoRenderingTemplate : public ChatTemplate {
   // The kept rendering's own text (no copy).
   StatusOr<std::shared_ptr<const std::string>> RenderShared(
       std::string_view request_json) const override;
+  // RenderShared, OverheadTokens and what the rendering continues, from one parse of the request
+  // (tokenize_internal::RenderSharedWithOverhead).
+  StatusOr<tokenize_internal::SharedRender> RenderSharedWithOverhead(
+      std::string_view request_json) const;
+
+ protected:
+  // OverheadTokens of a parsed request.
+  virtual size_t OverheadOf(const Request& r) const = 0;
 
  private:
   // The rendering of `request_json`, continued from the kept one it shares most messages with,
@@ -204,6 +231,9 @@ inline constexpr char kGlmToolsFooter[] =
 class GlmChatTemplate : public MemoRenderingTemplate {
  public:
   StatusOr<size_t> OverheadTokens(std::string_view request_json) const override;
+
+ protected:
+  size_t OverheadOf(const Request&) const override { return 0; }
 };
 
 }  // namespace strata::chat_template_internal

@@ -24,6 +24,11 @@ class GenericChatTemplate final : public MemoRenderingTemplate {
 
   StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
     STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+    return OverheadOf(r);
+  }
+
+ protected:
+  size_t OverheadOf(const Request& r) const override {
     return options_.per_message_tokens * r.messages.size() + options_.per_request_tokens;
   }
 

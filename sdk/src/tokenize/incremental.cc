@@ -43,9 +43,12 @@ struct IncrementalEncoder::State {
   std::vector<int32_t> ids;
   std::vector<size_t> cuts;  // scratch
 
-  size_t Update(std::string_view next, bool want_ids) {
+  // `known`: leading bytes the caller knows `next` shares with `text` (not compared again).
+  size_t Update(std::string_view next, bool want_ids, size_t known = 0) {
     // One pass over the texts: the common prefix also tells whether the text is unchanged.
-    const size_t prefix = valid ? CommonPrefix(text, next) : 0;
+    known = std::min({known, text.size(), next.size()});
+    const size_t prefix =
+        valid ? known + CommonPrefix(std::string_view(text).substr(known), next.substr(known)) : 0;
     if (valid && (with_ids || !want_ids) && prefix == text.size() && prefix == next.size()) {
       unchanged = total;
       return total;
@@ -105,6 +108,12 @@ IncrementalEncoder& IncrementalEncoder::operator=(IncrementalEncoder&&) noexcept
 
 const std::vector<int32_t>& IncrementalEncoder::Encode(std::string_view text) {
   state_->Update(text, /*want_ids=*/true);
+  return state_->ids;
+}
+
+const std::vector<int32_t>& IncrementalEncoder::Encode(std::string_view text,
+                                                       size_t known_prefix) {
+  state_->Update(text, /*want_ids=*/true, known_prefix);
   return state_->ids;
 }
 

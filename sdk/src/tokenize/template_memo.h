@@ -27,6 +27,15 @@ struct MessageMemoStats {
 };
 MessageMemoStats ChatTemplateMessageMemoStats();
 
+// How often a kept body (ParseRequest) or a kept rendering was continued in its own buffer, which
+// nobody else held any more, instead of copied (tests check that the in-place path is taken).
+struct InPlaceStats {
+  size_t bodies = 0;
+  size_t renders = 0;
+};
+InPlaceStats ChatTemplateInPlaceStats();
+void CountInPlace(bool render);
+
 }  // namespace strata::tokenize_internal
 
 #endif  // STRATA_SRC_TOKENIZE_TEMPLATE_MEMO_H_

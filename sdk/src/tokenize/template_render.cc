@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "tokenize/chat_template_internal.h"
+#include "tokenize/shared_render.h"
+#include "tokenize/template_memo.h"
 
 namespace strata::chat_template_internal {
 
@@ -21,6 +24,9 @@ struct RenderedRequest {
   size_t preamble_bytes = 0;
   size_t messages_end = 0;  // where the template's ending starts in `text`
   int last_user = -1;       // index of the last user message, -1 when there is none
+  uint64_t serial = 0;      // never reused (tokenize_internal::SharedRender)
+  uint64_t base_serial = 0;  // the rendering whose first kept_bytes of text this one starts with
+  size_t kept_bytes = 0;
 };
 
 namespace {
@@ -57,6 +63,37 @@ RecentList<RenderedRequest>& RenderedRequests() {
   return *rendered;
 }
 
+// Starts `entry` with the first `from` messages of `base` (the preamble, their text and offsets).
+// A base this rendering `continues` is taken out of the kept renderings and, when nobody else
+// holds it then (a prompt handed out earlier and still held keeps its text), its buffers are
+// reused: only the messages from `from` on are written, instead of a copy of the whole prompt
+// (and the page faults of a fresh buffer) on every request.
+void ContinueText(std::shared_ptr<const RenderedRequest> base, bool continues, size_t from,
+                  size_t body_bytes, RenderedRequest* entry) {
+  const size_t kept_bytes = from < base->offsets.size() ? base->offsets[from] : base->messages_end;
+  entry->preamble_bytes = base->preamble_bytes;
+  entry->base_serial = base->serial;
+  entry->kept_bytes = kept_bytes;
+  if (continues) {
+    RenderedRequests().Take(base.get());  // the memo's reference, dropped at once
+    if (base.use_count() == 1) {
+      // Made non-const (make_shared<RenderedRequest>) and seen by no one else: safe to take apart.
+      auto& mine = const_cast<RenderedRequest&>(*base);
+      entry->text = std::move(mine.text);
+      entry->text.resize(kept_bytes);
+      entry->offsets = std::move(mine.offsets);
+      entry->offsets.resize(from);
+      tokenize_internal::CountInPlace(/*render=*/true);
+      return;
+    }
+  }
+  // One allocation for the kept part and the new messages (their rendering is about as long as
+  // their JSON).
+  entry->text.reserve(std::max(kept_bytes, body_bytes) + 64);
+  entry->text.assign(base->text, 0, kept_bytes);
+  entry->offsets.assign(base->offsets.begin(), base->offsets.begin() + from);
+}
+
 }  // namespace
 
 StatusOr<std::string> MemoRenderingTemplate::Render(std::string_view request_json) const {
@@ -80,6 +117,18 @@ StatusOr<std::shared_ptr<const std::string>> MemoRenderingTemplate::RenderShared
   return std::shared_ptr<const std::string>(kept, &kept->text);  // owned by the kept rendering
 }
 
+StatusOr<tokenize_internal::SharedRender> MemoRenderingTemplate::RenderSharedWithOverhead(
+    std::string_view request_json) const {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const RenderedRequest> kept, RenderKept(request_json));
+  tokenize_internal::SharedRender render;
+  render.overhead_tokens = OverheadOf(kept->request);
+  render.serial = kept->serial;
+  render.base_serial = kept->base_serial;
+  render.kept_bytes = kept->kept_bytes;
+  render.text = std::shared_ptr<const std::string>(kept, &kept->text);  // owned by the rendering
+  return render;
+}
+
 StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKept(
     std::string_view request_json) const {
   STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
@@ -98,6 +147,7 @@ StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKe
   }
   auto entry = std::make_shared<RenderedRequest>();
   entry->renderer = id_;
+  entry->serial = NextId();  // one sequence for templates and renderings: never reused
   entry->last_user = LastUser(r, base.get(), same);
   size_t from = 0;
   if (base != nullptr) {
@@ -105,14 +155,9 @@ StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKe
     if (ReadsLastUser(r) && base->last_user != entry->last_user)
       from = std::min(from, static_cast<size_t>(std::min(base->last_user, entry->last_user) + 1));
     while (from > 0 && Role(r.messages[from - 1]) == "tool") --from;
-    const size_t kept_bytes =
-        from < base->offsets.size() ? base->offsets[from] : base->messages_end;
-    // One allocation for the kept part and the new messages (their rendering is about as long
-    // as their JSON).
-    entry->text.reserve(std::max(kept_bytes, request_json.size()) + 64);
-    entry->text.assign(base->text, 0, kept_bytes);
-    entry->offsets.assign(base->offsets.begin(), base->offsets.begin() + from);
-    entry->preamble_bytes = base->preamble_bytes;
+    // In place of the base when this rendering continues it (reuses at least half of it).
+    const bool continues = from >= base->offsets.size() / 2;
+    ContinueText(std::move(base), continues, from, request_json.size(), entry.get());
   } else {
     STRATA_RETURN_IF_ERROR(RenderPreamble(r, &entry->text));
     entry->preamble_bytes = entry->text.size();
@@ -124,10 +169,8 @@ StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKe
   entry->messages_end = entry->text.size();
   RenderEnd(r, &entry->text);
   entry->request = std::move(r);
-  // In place of the base when this rendering continues it (reuses at least half of it).
   std::shared_ptr<const RenderedRequest> kept = std::move(entry);
-  const bool continues = base != nullptr && from >= base->offsets.size() / 2;
-  RenderedRequests().Keep(kept, continues ? base.get() : nullptr);
+  RenderedRequests().Keep(kept, nullptr);  // a base it continues was taken out already
   return kept;
 }
 
@@ -137,6 +180,26 @@ uint64_t MemoRenderingTemplate::NextId() {
 }
 
 void ClearRenderMemo() { RenderedRequests().Clear(); }
+
+}  // namespace strata::chat_template_internal
+
+namespace strata::tokenize_internal {
+
+StatusOr<SharedRender> RenderSharedWithOverhead(const ChatTemplate& chat_template,
+                                                std::string_view request_json) {
+  const auto* memo =
+      dynamic_cast<const chat_template_internal::MemoRenderingTemplate*>(&chat_template);
+  SharedRender render;
+  if (memo == nullptr) {
+    STRATA_ASSIGN_OR_RETURN(render.text, chat_template.RenderShared(request_json));
+    return render;
+  }
+  return memo->RenderSharedWithOverhead(request_json);
+}
+
+}  // namespace strata::tokenize_internal
+
+namespace strata::chat_template_internal {
 
 const ojson& CallFunction(const ojson& call) {
   const ojson* f = Field(call, "function");

@@ -246,6 +246,75 @@ bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, Bod
   return seen && SkipSpace(t, i + 1) == t.size();
 }
 
+// The JSON string starting at t[*i] == '"' decoded into *out, *i moved past it; false for what
+// only nlohmann decodes (a \u escape) or refuses (a control character, invalid UTF-8, no end).
+bool DecodeSimpleString(std::string_view t, size_t* i, std::string* out) {
+  size_t j = *i + 1;
+  bool ascii = true;
+  out->clear();
+  for (;;) {
+    size_t run = j;
+    while (run < t.size()) {
+      const unsigned char c = static_cast<unsigned char>(t[run]);
+      if (c == '"' || c == '\\' || c < 0x20) break;
+      if (c >= 0x80) ascii = false;
+      ++run;
+    }
+    out->append(t.data() + j, run - j);
+    if (run >= t.size() || static_cast<unsigned char>(t[run]) < 0x20) return false;
+    if (t[run] == '"') {
+      *i = run + 1;
+      return ascii || internal::IsValidUtf8(*out);
+    }
+    if (run + 1 >= t.size()) return false;
+    switch (t[run + 1]) {
+      case '"': out->push_back('"'); break;
+      case '\\': out->push_back('\\'); break;
+      case '/': out->push_back('/'); break;
+      case 'b': out->push_back('\b'); break;
+      case 'f': out->push_back('\f'); break;
+      case 'n': out->push_back('\n'); break;
+      case 'r': out->push_back('\r'); break;
+      case 't': out->push_back('\t'); break;
+      default: return false;  // \u (nlohmann's surrogate rules) or an invalid escape
+    }
+    j = run + 2;
+  }
+}
+
+}  // namespace
+
+// A message whose every value is a string (as the context renders a tool result or a user
+// message) parsed without nlohmann's lexer, which reads a long content byte by byte; nullopt for
+// anything else, which the caller parses with nlohmann (so its result or its error stands). The
+// object is what ojson::parse gives for the same text.
+std::optional<ojson> ParseFlatStringObject(std::string_view t) {
+  size_t i = SkipSpace(t, 0);
+  if (i >= t.size() || t[i] != '{') return std::nullopt;
+  ojson object = ojson::object();
+  std::string key;
+  std::string value;
+  i = SkipSpace(t, i + 1);
+  for (;;) {
+    if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &key)) return std::nullopt;
+    i = SkipSpace(t, i);
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    i = SkipSpace(t, i + 1);
+    if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &value)) return std::nullopt;
+    if (object.contains(key)) return std::nullopt;  // a duplicate key: as nlohmann resolves it
+    object.emplace(key, std::move(value));
+    i = SkipSpace(t, i);
+    if (i < t.size() && t[i] == ',') {
+      i = SkipSpace(t, i + 1);
+      continue;
+    }
+    if (i >= t.size() || t[i] != '}') return std::nullopt;
+    return SkipSpace(t, i + 1) == t.size() ? std::optional<ojson>(std::move(object)) : std::nullopt;
+  }
+}
+
+namespace {
+
 // Normalised messages by their text, process-wide (the normalisation is the same for every
 // template). Bounded: each entry is charged its text, about twice that for the parsed message and
 // kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges would exceed
@@ -344,11 +413,11 @@ std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* pre
 // parsed instead, for its result or its error); an error only from normalising a new message,
 // which is the whole parse's error too: a body whose every part parses is valid JSON, and its
 // nesting is the deeper of the skeleton's and 2 + each element's.
-StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
-                                                        const ParsedBody* base, size_t prefix) {
+StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const ParsedBody* base,
+                                                  size_t prefix) {
   auto body = std::make_shared<ParsedBody>();
   if (!SplitMessages(text, base != nullptr ? &base->split : nullptr, prefix, &body->split))
-    return std::shared_ptr<const ParsedBody>();
+    return std::shared_ptr<ParsedBody>();
   const BodySplit& split = body->split;
   // The leading elements SplitMessages took from the base (same range, ending inside the prefix).
   const size_t comparable =
@@ -362,22 +431,18 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
   body->skeleton.append("[]");
   body->skeleton.append(text.substr(split.array_end));
   if (!internal::CheckJsonDepth(body->skeleton, "", kChatTemplateMaxJsonDepth).ok())
-    return std::shared_ptr<const ParsedBody>();
-  for (size_t i = same; i < split.elements.size(); ++i) {
-    const auto [begin, end] = split.elements[i];
-    if (!internal::CheckJsonDepth(text.substr(begin, end - begin), "", kChatTemplateMaxJsonDepth - 2)
-             .ok())
-      return std::shared_ptr<const ParsedBody>();
-  }
+    return std::shared_ptr<ParsedBody>();
   if (base != nullptr && base->skeleton == body->skeleton) {
     body->skeleton_json = base->skeleton_json;
   } else {
     auto parsed = std::make_shared<ojson>(ojson::parse(body->skeleton, nullptr, false));
-    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<const ParsedBody>();
+    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<ParsedBody>();
     body->skeleton_json = std::move(parsed);
   }
   // The messages: the base's, then from the memo or parsed; new ones are normalised in order
-  // after every element parsed, so the first invalid message gives the whole parse's error.
+  // after every element parsed, so the first invalid message gives the whole parse's error. Only
+  // the elements the memo lacks are depth-checked: the memo keeps only texts that passed the
+  // check, so after a compaction the messages past its boundary are looked up, not scanned again.
   MessageMemo& memo = MessageMemo::Get();
   if (same > 0) body->messages.assign(base->messages.begin(), base->messages.begin() + same);
   std::vector<std::pair<size_t, ojson>> parsed;
@@ -386,8 +451,14 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
         text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
     body->messages.push_back(memo.Find(element));
     if (body->messages.back() != nullptr) continue;
+    if (std::optional<ojson> flat = ParseFlatStringObject(element)) {  // nesting 1: no check
+      parsed.emplace_back(i, std::move(*flat));
+      continue;
+    }
+    if (!internal::CheckJsonDepth(element, "", kChatTemplateMaxJsonDepth - 2).ok())
+      return std::shared_ptr<ParsedBody>();
     ojson m = ojson::parse(element.begin(), element.end(), nullptr, false);
-    if (m.is_discarded()) return std::shared_ptr<const ParsedBody>();
+    if (m.is_discarded()) return std::shared_ptr<ParsedBody>();
     parsed.emplace_back(i, std::move(m));
   }
   for (auto& [i, m] : parsed) {
@@ -396,8 +467,28 @@ StatusOr<std::shared_ptr<const ParsedBody>> ParseSplit(std::string_view text,
     const auto [begin, end] = split.elements[i];
     memo.Insert(text.substr(begin, end - begin), body->messages[i]);
   }
+  return body;
+}
+
+// Gives `body` the text `text`. When `base` (the kept body `text` continues, sharing `prefix`
+// bytes with it) is held by nobody else once taken out of the kept bodies, its text is reused:
+// only the bytes from `prefix` on are written, instead of a copy of the whole body (and the page
+// faults of a fresh buffer) on every request. `base` is released either way.
+void KeepText(std::string_view text, std::shared_ptr<const ParsedBody> base, size_t prefix,
+              ParsedBody* body) {
+  std::shared_ptr<const ParsedBody> owned =
+      base != nullptr ? ParsedBodies().Take(base.get()) : nullptr;
+  base.reset();
+  if (owned != nullptr && owned.use_count() == 1) {
+    // Made non-const (make_shared<ParsedBody>) and seen by no one else: safe to take apart.
+    std::string& kept = const_cast<ParsedBody&>(*owned).text;
+    body->text = std::move(kept);
+    body->text.resize(std::min(prefix, body->text.size()));
+    body->text.append(text.substr(body->text.size()));
+    tokenize_internal::CountInPlace(/*render=*/false);
+    return;
+  }
   body->text.assign(text);
-  return std::shared_ptr<const ParsedBody>(std::move(body));
 }
 
 // The request's fields other than its messages, from the parsed body.
@@ -443,12 +534,19 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
   std::shared_ptr<const ParsedBody> split;
   if (base != nullptr && prefix == request_json.size() && prefix == base->text.size()) {
     split = base;  // the same body again
+    ParsedBodies().Keep(split, base.get());
   } else {
-    STRATA_ASSIGN_OR_RETURN(split, ParseSplit(request_json, base.get(), prefix));
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<ParsedBody> parsed,
+                            ParseSplit(request_json, base.get(), prefix));
+    if (parsed != nullptr) {
+      // In place of the base when this body continues it (shares at least half of it).
+      const bool continues = base != nullptr && prefix >= base->text.size() / 2;
+      KeepText(request_json, continues ? std::move(base) : nullptr, prefix, parsed.get());
+      split = std::move(parsed);
+      ParsedBodies().Keep(split, nullptr);
+    }
   }
   if (split != nullptr) {
-    // In place of the base when this body continues it (shares at least half of it).
-    ParsedBodies().Keep(split, base != nullptr && prefix >= base->text.size() / 2 ? base.get() : nullptr);
     for (const auto& m : split->messages) r.messages.push_back(m);
     STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
     return r;

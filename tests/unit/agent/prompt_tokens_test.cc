@@ -11,6 +11,7 @@
 #include "strata/context.h"
 #include "strata/tokenizer_spec.h"
 #include "testing/traces.h"
+#include "tokenize/template_memo.h"
 
 namespace strata::agent_internal {
 namespace {
@@ -139,6 +140,14 @@ bool CheckRequest(Context& context, PromptTokens& tokens, const Tokenizer* token
   const std::string& prompt = **shared;
   StatusOr<std::string> whole = MakeGlm5ChatTemplate()->Render(built->body);  // no kept render
   REQUIRE(whole.ok());
+  // The request counter (one parse for the render and the overhead) against the public count.
+  StatusOr<RequestTokenCount> counted = CountRequestTokens(*MakeGlm5ChatTemplate(), *tokenizer,
+                                                           built->body);
+  REQUIRE(counted.ok());
+  StatusOr<size_t> incremental_count =
+      IncrementalRequestCounter(&glm, tokenizer, &tokens).CountRequest(built->body);
+  REQUIRE(incremental_count.ok());
+  CHECK(*incremental_count == counted->tokens);
   CHECK(prompt == *whole);
   // The same body again is the kept render itself, not a copy.
   StatusOr<std::shared_ptr<const std::string>> again = tokens.Render(glm, built->body);
@@ -170,6 +179,7 @@ void MaskOldest(Context& context) {
 
 void ReplayWithChecks(const std::string& file, const Tokenizer* tokenizer) {
   INFO(file);
+  const size_t in_place_before = tokenize_internal::ChatTemplateInPlaceStats().renders;
   ContextOptions options;
   options.agent.id = "incremental";
   options.tokenizer = tokenizer;
@@ -222,6 +232,8 @@ void ReplayWithChecks(const std::string& file, const Tokenizer* tokenizer) {
     }
   }
   CHECK(requests > 0);
+  // Nothing but PromptTokens held the previous prompt: the template continued it in place.
+  if (requests > 2) CHECK(tokenize_internal::ChatTemplateInPlaceStats().renders > in_place_before);
 }
 
 TEST_CASE("incremental render, count, hashes and fingerprints equal the whole computation",

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +21,8 @@
 #include "strata/prefix_cache.h"
 #include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
+#include "tokenize/chat_template_internal.h"
+#include "tokenize/shared_render.h"
 #include "tokenize/template_memo.h"
 
 namespace {
@@ -789,6 +792,135 @@ TEST_CASE("threads sharing a template render as when parsed whole", "[chat_templ
 // The process-wide message memo holds every distinct message a process renders (an agent host
 // renders new messages for as long as it runs): its charges, which count the parsed messages and
 // the map's nodes as well as the texts, stay within kMessageMemoMaxBytes however many it has seen.
+// Every fixture trace's requests, with one more of the oldest tool results masked every fifth
+// request (as a compaction does: the bodies differ from its boundary on), rendered with nothing
+// else holding the previous prompt: the kept body and rendering are continued in their own
+// buffers, and each prompt and overhead (from the render's own parse) is as when rendered whole.
+TEST_CASE("renders continued in place and their overhead equal the whole computation on every trace",
+          "[chat_template]") {
+  using namespace memo_test;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(STRATA_TEST_TRACES_DIR))
+    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl")
+      files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  REQUIRE(!files.empty());
+  size_t requests = 0;
+  size_t continued = 0;
+  const strata::tokenize_internal::InPlaceStats before =
+      strata::tokenize_internal::ChatTemplateInPlaceStats();
+  for (const std::string& file : files) {
+    INFO(file);
+    auto trace = strata::ReadTrace(file);
+    REQUIRE(trace.ok());
+    strata::ContextOptions options;
+    options.agent.id = strata::TraceAgentId(file);
+    auto context = strata::Context::Create(options);
+    REQUIRE(context.ok());
+    std::vector<std::string> bodies;
+    REQUIRE(strata::ReplayTrace(*trace, **context,
+                                [&](const strata::TraceMessage&, const strata::BuiltRequest& request) {
+                                  ojson body = ojson::parse(request.body);
+                                  size_t masked = bodies.size() / 5;
+                                  for (ojson& m : body["messages"]) {
+                                    if (masked == 0) break;
+                                    if (m.value("role", "") != "tool") continue;
+                                    m["content"] = "[masked]";
+                                    --masked;
+                                  }
+                                  bodies.push_back(body.dump());
+                                  return strata::Status::Ok();
+                                })
+                .ok());
+    for (const std::string& name : strata::ChatTemplateNames()) {
+      INFO(name);
+      const std::vector<Rendered> whole = Whole(name, bodies);
+      auto t = Make(name);
+      uint64_t previous_serial = 0;
+      std::string previous_text;
+      for (size_t i = 0; i < bodies.size(); ++i) {
+        INFO("request " << i);
+        auto shared = strata::tokenize_internal::RenderSharedWithOverhead(*t, bodies[i]);
+        REQUIRE(shared.ok() == whole[i].ok);
+        if (!shared.ok()) continue;
+        const std::string& text = *shared->text;
+        if (text != whole[i].text) CheckSame(text, whole[i].text);
+        REQUIRE(shared->overhead_tokens.has_value());
+        CHECK(*shared->overhead_tokens == whole[i].overhead);
+        // What it continues: the first kept_bytes of the previous rendering it names.
+        if (i > 0 && shared->base_serial == previous_serial) {
+          CHECK(shared->kept_bytes <= previous_text.size());
+          CHECK(text.compare(0, shared->kept_bytes, previous_text, 0, shared->kept_bytes) == 0);
+          ++continued;
+        }
+        previous_serial = shared->serial;
+        previous_text = text;
+        ++requests;
+      }
+    }
+  }
+  CHECK(requests > 100);
+  CHECK(continued > requests / 2);
+  const strata::tokenize_internal::InPlaceStats after =
+      strata::tokenize_internal::ChatTemplateInPlaceStats();
+  CHECK(after.renders > before.renders + requests / 2);
+  CHECK(after.bodies > before.bodies + requests / 2);
+}
+
+// The flat-object fast path of the message parse against nlohmann's: the same object for every
+// message of every fixture trace (as the file has it and as the context renders it), and nullopt
+// (so that nlohmann parses, or refuses, it) for what only nlohmann handles.
+TEST_CASE("flat string objects parse as nlohmann parses them", "[chat_template]") {
+  using strata::chat_template_internal::ParseFlatStringObject;
+  using ojson = nlohmann::ordered_json;
+  size_t fast = 0;
+  auto check = [&](const std::string& text) {
+    INFO(text.substr(0, 200));
+    std::optional<ojson> flat = ParseFlatStringObject(text);
+    const ojson whole = ojson::parse(text, nullptr, false);
+    if (!flat) return;
+    ++fast;
+    REQUIRE(!whole.is_discarded());
+    CHECK(*flat == whole);
+    CHECK(flat->dump() == whole.dump());  // the same keys in the same order
+  };
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(STRATA_TEST_TRACES_DIR)) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      check(line);
+      ojson m = ojson::parse(line, nullptr, false);
+      if (m.is_discarded() || !m.is_object()) continue;
+      ojson strings = ojson::object();  // as the context renders a message: strings only
+      for (auto it = m.begin(); it != m.end(); ++it)
+        if (it.value().is_string()) strings[it.key()] = it.value();
+      check(strings.dump());
+      check(strings.dump(1));  // with whitespace between the tokens
+    }
+  }
+  CHECK(fast > 100);
+  for (const std::string& text :
+       {std::string(R"({"role":"tool","content":"a\"b\\c\/d\b\f\n\r\te"})"),
+        std::string("{\"k\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}"),
+        std::string(R"( { "a" : "1" , "b" : "" } )"), std::string(R"({"":""})")}) {
+    REQUIRE(ParseFlatStringObject(text).has_value());
+    check(text);
+  }
+  // Left to nlohmann: other values, \u escapes, duplicate keys, control characters, invalid
+  // UTF-8 (overlong, surrogate, truncated), malformed text.
+  for (const std::string& text :
+       {std::string(R"({"a":1})"), std::string(R"({"a":["x"]})"), std::string(R"({"a":null})"),
+        std::string(R"({"a":"\u00e9"})"), std::string(R"({"a":"x","a":"y"})"),
+        std::string("{\"a\":\"x\ty\"}"), std::string("{\"a\":\"\xc0\xaf\"}"),
+        std::string("{\"a\":\"\xed\xa0\x80\"}"), std::string("{\"a\":\"\xe2\x82\"}"),
+        std::string(R"({"a":"x\q"})"), std::string(R"({"a":"x")"), std::string(R"({"a":"x"} y)"),
+        std::string(R"({"a" "x"})"), std::string(R"({})"), std::string(R"(["a"])")}) {
+    INFO(text);
+    CHECK(!ParseFlatStringObject(text).has_value());
+  }
+}
+
 TEST_CASE("the message memo stays within its bound after many distinct messages",
           "[chat_template][memo]") {
   using strata::tokenize_internal::ChatTemplateMessageMemoStats;
