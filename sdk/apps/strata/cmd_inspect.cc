@@ -1,6 +1,7 @@
 // `strata inspect --db FILE [--agent ID]`: lists a store's agents, or shows one agent's layers,
 // sizes, compactions and recent requests; with --html OUT, writes the console's agent page
 // (console_page.h) as one self-contained file.
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
@@ -46,6 +47,30 @@ template <typename T>
 T Check(StatusOr<T> value) {
   if (!value.ok()) throw CommandFailed{value.status().ToString()};
   return std::move(value).value();
+}
+
+// The tokens of an agent's stored requests, by purpose ("turn", "compaction": a summarizer's):
+// what the agent cost, its summaries included. Counts only the records the store still holds
+// (Store::PruneRequests may have deleted older ones).
+struct PurposeTotals {
+  int64_t requests = 0, input = 0, cached_reported = 0, cached_predicted = 0, output = 0;
+};
+
+std::map<std::string, PurposeTotals> TotalsByPurpose(const std::vector<RequestRecord>& records) {
+  std::map<std::string, PurposeTotals> totals;
+  for (const RequestRecord& r : records) {
+    PurposeTotals& t = totals[r.purpose];
+    ++t.requests;
+    t.input += r.input_tokens;
+    t.cached_reported += r.cached_tokens_reported.value_or(0);
+    t.cached_predicted += r.cached_tokens_predicted;
+    t.output += r.output_tokens;
+  }
+  return totals;
+}
+
+std::vector<RequestRecord> AllRequests(Store& store, const StoredAgent& agent, const std::string& id) {
+  return Check(store.RecentRequests(id, static_cast<size_t>(std::max<int64_t>(agent.requests, 0))));
 }
 
 void ListAgents(Store& store) {
@@ -138,6 +163,12 @@ void ShowAgent(Store& store, const InspectArgs& args) {
   }
   std::cout << "\n";
 
+  const std::map<std::string, PurposeTotals> totals = TotalsByPurpose(AllRequests(store, agent, args.agent));
+  for (const auto& [purpose, t] : totals) {
+    std::cout << "requests for " << purpose << ": " << t.requests << ", input " << t.input
+              << " tokens (cached " << t.cached_reported << " reported, " << t.cached_predicted
+              << " predicted), output " << t.output << "\n";
+  }
   std::vector<RequestRecord> requests = Check(store.RecentRequests(args.agent, args.requests));
   std::cout << "recent requests: " << agent.requests << " stored"
             << (requests.empty() ? "" : ", newest first") << "\n";
@@ -161,7 +192,7 @@ void ShowAgent(Store& store, const InspectArgs& args) {
 }
 
 // --json --agent ID: {"config": <AgentConfig JSON, or null for a bare context>, "agent": {...counts},
-// "compactions": [the last reports], "requests": n}.
+// "compactions": [the last reports], "request_tokens": {purpose: {...token totals}}}.
 void ShowAgentJson(Store& store, const InspectArgs& args) {
   StoredAgent agent = Check(store.GetAgent(args.agent));
   std::optional<std::string> config = Check(store.GetAgentState(args.agent, "config"));
@@ -180,6 +211,15 @@ void ShowAgentJson(Store& store, const InspectArgs& args) {
     compactions.push_back({{"turn", events[i].turn}, {"unix_ms", events[i].unix_ms}, {"report", report}});
   }
   out["compactions"] = compactions;
+  nlohmann::ordered_json by_purpose = nlohmann::ordered_json::object();
+  for (const auto& [purpose, t] : TotalsByPurpose(AllRequests(store, agent, args.agent))) {
+    by_purpose[purpose] = {{"requests", t.requests},
+                           {"input_tokens", t.input},
+                           {"cached_tokens_reported", t.cached_reported},
+                           {"cached_tokens_predicted", t.cached_predicted},
+                           {"output_tokens", t.output}};
+  }
+  out["request_tokens"] = by_purpose;
   std::cout << out.dump() << "\n";
 }
 

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -55,6 +56,14 @@ struct SummaryResult {
   // How it was asked for, for the compaction report (SummaryEdit::summary_request): e.g.
   // "cache-keeping", or "transcript (cache-keeping not used: ...)" saying why; "" says nothing.
   std::string request;
+  // The tokens of the requests a summarizer sent for it, every attempt's (the strata policy prices
+  // them: CompactionCandidate::request_cost); all 0 for a summarizer that sends no request (the
+  // extractive one). Prompt tokens as the server reported them:
+  int64_t request_input_tokens = 0;
+  // Of those, the ones strata's prefix-cache model predicted cached (the agent's previous
+  // request's cached prefix for a cache-keeping request, none for a transcript request).
+  int64_t request_cached_tokens = 0;
+  int64_t request_output_tokens = 0;  // completion tokens as the server reported them
 };
 
 // Turns a span of history into one summary text.

@@ -79,6 +79,10 @@ struct CompactionCandidate {
   double invalidation_cost = 0;  // (uncached - cached price) x tokens re-prefilled if it is the boundary
   std::string value;            // "stale", "superseded", "unused", "in use"
   bool chosen = false;  // in the planned edit
+  // "summarize": the price of the requests its summarizer sent (uncached price x the prompt
+  // tokens not predicted cached + cached price x those predicted cached; SummaryResult's tokens).
+  // 0 otherwise, and for a summarizer that sends none.
+  double request_cost = 0;
 };
 
 // Why a policy planned what it planned: the candidates it considered, its estimate of the remaining
@@ -97,6 +101,7 @@ struct CompactionExplanation {
   size_t invalidated_tokens = 0;                 // of the chosen set: history tokens from the boundary on
   double expected_saving = 0;                    // of the chosen set
   double invalidation_cost = 0;                  // of the chosen set
+  double request_cost = 0;  // of the chosen set: its summary requests' (CompactionCandidate::request_cost)
   // True when no policy filled it.
   bool empty() const { return mode.empty(); }
 };

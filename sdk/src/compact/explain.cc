@@ -32,7 +32,11 @@ std::string ExplainCompaction(const CompactionReport& report) {
   out += "  chosen: boundary " + x.boundary_segment_id + ", removes " +
          Thousands(static_cast<double>(x.tokens_removed)) + " tokens, invalidates " +
          Thousands(static_cast<double>(x.invalidated_tokens)) + ": saving " + Thousands(x.expected_saving) +
-         (x.expected_saving > x.invalidation_cost ? " > " : " <= ") + "cost " + Thousands(x.invalidation_cost) +
+         (x.expected_saving > x.invalidation_cost + x.request_cost ? " > " : " <= ") + "cost " +
+         Thousands(x.invalidation_cost + x.request_cost) +
+         (x.request_cost > 0 ? " (re-prefill " + Thousands(x.invalidation_cost) + ", summary requests " +
+                                   Thousands(x.request_cost) + ")"
+                             : "") +
          "\n";
   for (const CompactionCandidate& c : x.candidates) {
     char line[256];
@@ -42,6 +46,10 @@ std::string ExplainCompaction(const CompactionReport& report) {
                   Thousands(static_cast<double>(c.invalidated_tokens)).c_str(), Thousands(c.expected_saving).c_str(),
                   Thousands(c.invalidation_cost).c_str(), c.value.c_str());
     out += line;
+    if (c.request_cost > 0) {
+      out.pop_back();  // the newline
+      out += "; its summary requests cost " + Thousands(c.request_cost) + "\n";
+    }
   }
   return out;
 }

@@ -250,6 +250,11 @@ class StrataPolicy final : public CompactionPolicy {
     double Cost(size_t invalidated, size_t removed) const {
       return (u - c) * static_cast<double>(invalidated > removed ? invalidated - removed : 0);
     }
+    // The price of requests of `input` prompt tokens, `cached` of them cached (a summarizer's).
+    double RequestPrice(int64_t input, int64_t cached) const {
+      const int64_t hit = std::clamp<int64_t>(cached, 0, std::max<int64_t>(0, input));
+      return u * static_cast<double>(std::max<int64_t>(0, input) - hit) + c * static_cast<double>(hit);
+    }
   };
 
   Economics EstimateEconomics(const CompactionInput& in) const {
@@ -630,6 +635,8 @@ class StrataPolicy final : public CompactionPolicy {
       summary_candidate.invalidated_tokens = tail[first_index_of(h, span.front())];
       summary_candidate.expected_saving = econ.Saving(saving);
       summary_candidate.invalidation_cost = econ.Cost(summary_candidate.invalidated_tokens, saving);
+      summary_candidate.request_cost =
+          econ.RequestPrice(summary.request_input_tokens, summary.request_cached_tokens);
       summary_candidate.value = "oldest turns";
       summary_candidate.chosen = true;
       edit.explanation.candidates.push_back(summary_candidate);
@@ -736,6 +743,7 @@ class StrataPolicy final : public CompactionPolicy {
         if (in.history[i]->id == c.segment_id) boundary = std::min(boundary, i);
       }
       x.tokens_removed += c.tokens_removed;
+      x.request_cost += c.request_cost;
     }
     for (const Candidate& c : candidates) {
       CompactionCandidate out;

@@ -437,13 +437,13 @@ class LlmSummarizer final : public Summarizer {
     } else if (previous->endpoint != transport_->Endpoint()) {
       why_not = "the summarizer's endpoint is not the agent's";
     } else if (std::optional<std::string> text =
-                   CacheKeeping(span, limit, tokenizer, *previous, &why_not)) {
+                   CacheKeeping(span, limit, tokenizer, *previous, &why_not, &result)) {
       result.text = std::move(*text);
       result.request = "cache-keeping";
       return result;
     }
     if (transport_ != nullptr) {
-      if (std::optional<std::string> text = Transcript(span, limit, tokenizer)) {
+      if (std::optional<std::string> text = Transcript(span, limit, tokenizer, previous, &result)) {
         result.text = std::move(*text);
         result.request = "transcript (cache-keeping not used: " + why_not + ")";
         return result;
@@ -465,9 +465,12 @@ class LlmSummarizer final : public Summarizer {
     return text;
   }
 
-  // The span as a new request: the instruction, then a transcript of the span.
+  // The span as a new request: the instruction, then a transcript of the span. With `previous`
+  // (nullable), it is sent with the agent's request id and each attempt's record goes to
+  // previous->records; every attempt's tokens are added to *tally.
   std::optional<std::string> Transcript(const std::vector<const Segment*>& span, size_t limit,
-                                        const Tokenizer& tokenizer) {
+                                        const Tokenizer& tokenizer,
+                                        const SummaryRequestContext* previous, SummaryResult* tally) {
     std::string transcript;
     for (const Segment* s : span) {
       transcript += "\n[" + std::string(SegmentKindName(s->kind)) + "] " + s->content;
@@ -484,7 +487,12 @@ class LlmSummarizer final : public Summarizer {
       Response response;
       CallOptions call;
       call.deadline = options_.deadline;
-      if (!transport_->Send(body, call, &response).ok()) continue;
+      if (previous != nullptr) call.request_id = previous->request_id;
+      const int64_t started_ms = SystemClock()->UnixMillis();
+      Status sent = transport_->Send(body, call, &response);
+      Tally(response, /*cached_predicted=*/0, tally);
+      if (previous != nullptr) Record(*previous, options_.model, started_ms, /*cached_predicted=*/0, sent, response);
+      if (!sent.ok()) continue;
       if (std::optional<std::string> text = Valid(response, limit, tokenizer)) {
         return "[strata: summary by " + options_.model + "]\n" + *text;
       }
@@ -493,11 +501,12 @@ class LlmSummarizer final : public Summarizer {
   }
 
   // The agent's previous request and one instruction (compact/continuation_request.h); each
-  // attempt's record goes to previous.records. nullopt with *why_not when it gives no summary.
+  // attempt's record goes to previous.records and its tokens to *tally. nullopt with *why_not when
+  // it gives no summary.
   std::optional<std::string> CacheKeeping(const std::vector<const Segment*>& span, size_t limit,
                                           const Tokenizer& tokenizer,
                                           const SummaryRequestContext& previous,
-                                          std::string* why_not) {
+                                          std::string* why_not, SummaryResult* tally) {
     StatusOr<compact_internal::ContinuationRequest> request =
         compact_internal::MakeContinuationRequest(previous.body, span, limit, options_.instruction,
                                                   previous.request_id);
@@ -514,7 +523,8 @@ class LlmSummarizer final : public Summarizer {
       call.request_id = previous.request_id;
       const int64_t started_ms = SystemClock()->UnixMillis();
       Status sent = transport_->Send(request->body, call, &response);
-      Record(previous, request->model, started_ms, sent, response);
+      Tally(response, previous.cached_tokens_predicted, tally);
+      Record(previous, request->model, started_ms, previous.cached_tokens_predicted, sent, response);
       if (!sent.ok()) {
         *why_not = "the request failed: " + sent.message();
         continue;
@@ -531,9 +541,17 @@ class LlmSummarizer final : public Summarizer {
     return std::nullopt;
   }
 
+  // Adds one attempt's tokens to *tally: the prompt tokens the server reported, of which
+  // `cached_predicted` (at most all of them) cached, and the completion tokens.
+  static void Tally(const Response& response, int64_t cached_predicted, SummaryResult* tally) {
+    tally->request_input_tokens += response.usage.prompt_tokens;
+    tally->request_cached_tokens += std::min(cached_predicted, response.usage.prompt_tokens);
+    tally->request_output_tokens += response.usage.completion_tokens;
+  }
+
   // The summary request's RequestRecord (purpose "compaction"), to previous.records.
   void Record(const SummaryRequestContext& previous, const std::string& model, int64_t started_ms,
-              const Status& sent, const Response& response) {
+              int64_t cached_predicted, const Status& sent, const Response& response) {
     if (previous.records == nullptr) return;
     RequestRecord r;
     r.agent_id = previous.agent_id;
@@ -544,7 +562,7 @@ class LlmSummarizer final : public Summarizer {
     r.started_unix_ms = started_ms;
     r.input_tokens = response.usage.prompt_tokens;
     r.cached_tokens_reported = response.usage.cached_tokens;
-    r.cached_tokens_predicted = previous.cached_tokens_predicted;
+    r.cached_tokens_predicted = cached_predicted;
     r.output_tokens = response.usage.completion_tokens;
     r.reasoning_tokens = response.usage.reasoning_tokens;
     r.ttft_ms = response.timings.ttft_ms;

@@ -153,10 +153,15 @@ TEST_CASE("a cache-keeping answer failing validation falls back to the transcrip
   const Turn& turn = run.turns.back();
   CHECK_THAT(turn.compactions[0].summary_request,
              Catch::StartsWith("transcript (cache-keeping not used: the answer failed validation"));
-  CHECK(turn.compaction_requests.size() == 2);  // both cache-keeping attempts, recorded
+  // Both cache-keeping attempts and the transcript request that wrote the summary, recorded.
+  REQUIRE(turn.compaction_requests.size() == 3);
+  CHECK(turn.compaction_requests[0].cached_tokens_predicted > 0);
+  CHECK(turn.compaction_requests[2].cached_tokens_predicted == 0);  // a new request: nothing cached
+  CHECK(turn.compaction_requests[2].code == StatusCode::kOk);
+  CHECK(turn.compaction_requests[2].input_tokens > 0);
   int stored = 0;
   for (const RequestRecord& r : run.stored) stored += r.purpose == "compaction";
-  CHECK(stored == 2);
+  CHECK(stored == 3);
 }
 
 }  // namespace

@@ -117,6 +117,49 @@ TEST_CASE("inspect reports a damaged segment row instead of crashing", "[store][
                               Catch::Contains("column layer holds 77"));
 }
 
+TEST_CASE("inspect totals an agent's request tokens by purpose, its summaries' included", "[store][cli]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  {
+    auto store = OpenSqliteStore(db);
+    REQUIRE(store.ok());
+    ContextOptions options;
+    options.agent.id = "a";
+    REQUIRE((*store)->CreateAgent(options).ok());
+    auto record = [&](const std::string& purpose, int64_t input, int64_t cached, int64_t output) {
+      RequestRecord r;
+      r.agent_id = "a";
+      r.request_id = "a-" + std::to_string(input);
+      r.purpose = purpose;
+      r.started_unix_ms = 1700000000000 + input;
+      r.input_tokens = input;
+      r.cached_tokens_reported = cached;
+      r.cached_tokens_predicted = cached - 16;
+      r.output_tokens = output;
+      REQUIRE((*store)->AppendRequest(r).ok());
+    };
+    record("turn", 1000, 0, 40);
+    record("turn", 1100, 992, 60);
+    record("compaction", 1150, 1088, 300);  // a cache-keeping summary request
+  }
+  Result show = Run("inspect --db " + db + " --agent a --requests 1");
+  INFO(show.output);
+  CHECK(show.exit_code == 0);
+  // Every stored record is counted, not only the --requests shown.
+  CHECK_THAT(show.output,
+             Catch::Contains("requests for turn: 2, input 2100 tokens (cached 992 reported, 960 "
+                             "predicted), output 100") &&
+                 Catch::Contains("requests for compaction: 1, input 1150 tokens (cached 1088 "
+                                 "reported, 1072 predicted), output 300"));
+  Result json = Run("inspect --db " + db + " --agent a --json");
+  INFO(json.output);
+  REQUIRE(json.exit_code == 0);
+  CHECK_THAT(json.output,
+             Catch::Contains(R"("request_tokens":{"compaction":{"requests":1,"input_tokens":1150,)"
+                             R"("cached_tokens_reported":1088,"cached_tokens_predicted":1072,)"
+                             R"("output_tokens":300},"turn":{"requests":2,"input_tokens":2100,)"));
+}
+
 TEST_CASE("growth opens read-only: an empty file stays empty", "[store][cli]") {
   TempDir dir;
   const std::string empty = dir.File("empty.db");

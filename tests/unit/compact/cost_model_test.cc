@@ -499,5 +499,75 @@ TEST_CASE("summary depth: the summarized span reaches below the target, the summ
   CHECK(deep.back() == "r7");
 }
 
+// A summarizer that says what its (imagined) requests cost, as MakeLlmSummarizer does.
+class PricedSummarizer final : public Summarizer {
+ public:
+  std::string Name() const override { return "priced@1"; }
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>&, size_t, const Tokenizer&) override {
+    return std::string("[summary] steps 1 to 4");
+  }
+  StatusOr<SummaryResult> SummarizeFor(const std::vector<const Segment*>& span, size_t max_tokens,
+                                       const Tokenizer& tokenizer, const SummaryRequestContext*) override {
+    SummaryResult result;
+    STRATA_ASSIGN_OR_RETURN(result.text, Summarize(span, max_tokens, tokenizer));
+    result.request = "cache-keeping";
+    result.request_input_tokens = 5000;
+    result.request_cached_tokens = 4000;
+    result.request_output_tokens = 200;
+    return result;
+  }
+};
+
+TEST_CASE("cost model: a summary's own requests are priced, their cached share at the cached price",
+          "[compact][cost]") {
+  // The history of the summary-depth case: masking frees nothing, the oldest turns are summarized.
+  History h;
+  h.User(100);
+  for (int t = 1; t <= 8; ++t) h.Turn("step" + std::to_string(t), 10, std::string(2000, 'a'));
+  for (Segment& s : h.segments) {
+    if (s.kind == SegmentKind::kToolCall) s.tokens = 500;
+  }
+  CompactionInput in = h.Input();
+  in.limit_tokens = 5000;
+  in.trigger_tokens = 4000;
+  in.target_tokens = 3000;
+  PricedSummarizer summarizer;
+  StrataPolicyOptions options = HandOptions();
+  options.summarizer = &summarizer;
+  options.uncached_price = 1.0;
+  options.cached_price = 0.1;
+  auto edit = MakeStrataPolicy(options)->Plan(in);
+  REQUIRE(edit.ok());
+  REQUIRE(edit->summaries.size() == 1);
+  // 1,000 prompt tokens not predicted cached at 1, 4,000 cached at 0.1: 1,400.
+  const CompactionExplanation& x = edit->explanation;
+  CHECK(x.request_cost == Approx(1400));
+  size_t summarize = 0;
+  for (const CompactionCandidate& c : x.candidates) {
+    if (c.action != "summarize") {
+      CHECK(c.request_cost == 0);
+      continue;
+    }
+    ++summarize;
+    CHECK(c.request_cost == Approx(1400));
+  }
+  CHECK(summarize == 1);
+  CompactionReport report;
+  report.explanation = x;
+  const std::string text = ExplainCompaction(report);
+  CHECK_THAT(text, Catch::Contains("summary requests 1,400)"));
+  CHECK_THAT(text, Catch::Contains("its summary requests cost 1,400"));
+
+  SECTION("a summarizer that sends no request costs nothing more") {
+    options.summarizer = nullptr;  // the extractive one
+    auto extractive = MakeStrataPolicy(options)->Plan(in);
+    REQUIRE(extractive.ok());
+    REQUIRE(extractive->summaries.size() == 1);
+    CHECK(extractive->explanation.request_cost == 0);
+    report.explanation = extractive->explanation;
+    CHECK_THAT(ExplainCompaction(report), !Catch::Contains("summary requests"));
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -67,18 +67,23 @@ class ScriptedTransport : public Transport {
   explicit ScriptedTransport(std::vector<std::string> answers) : answers_(std::move(answers)) {}
   std::string Name() const override { return "scripted"; }
   std::string Endpoint() const override { return "scripted://"; }
-  Status Send(std::string_view body, const CallOptions&, Response* response) override {
+  Status Send(std::string_view body, const CallOptions& options, Response* response) override {
     bodies.emplace_back(body);
+    request_ids.push_back(options.request_id);
     if (calls_ >= answers_.size()) return UnavailableError("scripted transport has no more answers");
     const std::string& answer = answers_[calls_++];
     if (answer == "<fail>") return UnavailableError("connection refused");
     response->content = answer;
     response->finish_reason = "stop";
+    response->usage.reported = true;
+    response->usage.prompt_tokens = 1000;
+    response->usage.completion_tokens = 50;
     return Status::Ok();
   }
   Status HealthCheck(std::chrono::milliseconds) override { return Status::Ok(); }
   Status Abort(const std::string&) override { return Status::Ok(); }
   std::vector<std::string> bodies;
+  std::vector<std::string> request_ids;  // CallOptions::request_id of each call
 
  private:
   std::vector<std::string> answers_;
@@ -205,7 +210,23 @@ TEST_CASE("a cache-keeping answer that fails validation falls back and the repor
   CHECK_THAT(result->text, Catch::EndsWith("Looked at three files; ValueError persists."));
   REQUIRE(transport.bodies.size() == 3);
   CHECK_THAT(transport.bodies[2], Catch::StartsWith("{\"max_tokens\""));  // the transcript request
-  CHECK(kept.records.size() == 2);  // both cache-keeping attempts are recorded
+  // Both cache-keeping attempts are recorded, and the transcript request: with the agent's request
+  // id, to the summarizer's model, nothing of it predicted cached.
+  REQUIRE(kept.records.size() == 3);
+  for (const RequestRecord& r : kept.records) {
+    CHECK(r.purpose == "compaction");
+    CHECK(r.request_id == "a-2-compaction");
+    CHECK(r.input_tokens == 1000);
+    CHECK(r.output_tokens == 50);
+  }
+  CHECK(kept.records[0].cached_tokens_predicted == 480);
+  CHECK(kept.records[2].cached_tokens_predicted == 0);
+  CHECK(kept.records[2].model == "glm-5.3-flash");
+  CHECK(transport.request_ids[2] == "a-2-compaction");
+  // What the three requests cost, for the policy's price: 480 of each cache-keeping prompt cached.
+  CHECK(result->request_input_tokens == 3000);
+  CHECK(result->request_cached_tokens == 960);
+  CHECK(result->request_output_tokens == 150);
 
   SECTION("another endpoint, or no previous request: the transcript request, saying so") {
     ScriptedTransport other({"Looked at three files."});
