@@ -459,16 +459,21 @@ TEST_CASE("mask at break: a compaction above the trigger also masks the unused r
   CHECK(on->explanation.tokens_removed >= off->explanation.tokens_removed + 2 * 460);
 }
 
-TEST_CASE("summary depth: the summarized span reaches below the target, the summary keeps its size",
-          "[compact][cost]") {
-  // Eight turns of 500-token assistant messages with 10-token results (too short to mask): masking
-  // cannot free anything, so the oldest turns are summarized.
+// Eight turns of 500-token assistant messages with 10-token results (too short to mask): masking
+// cannot free anything, so the oldest turns are summarized.
+History LongAssistantTurns() {
   History h;
   h.User(100);
   for (int t = 1; t <= 8; ++t) h.Turn("step" + std::to_string(t), 10, std::string(2000, 'a'));
   for (Segment& s : h.segments) {
     if (s.kind == SegmentKind::kToolCall) s.tokens = 500;
   }
+  return h;
+}
+
+TEST_CASE("summary depth: the summarized span reaches below the target, the summary keeps its size",
+          "[compact][cost]") {
+  const History h = LongAssistantTurns();
   CompactionInput in = h.Input();
   // 100 + 8 x 510 = 4,180 tokens; above the trigger (4,000), down to the target (3,000): need 1,180.
   // A summary is estimated at its limit, a quarter of the target: 750 tokens.
@@ -520,13 +525,7 @@ class PricedSummarizer final : public Summarizer {
 
 TEST_CASE("cost model: a summary's own requests are priced, their cached share at the cached price",
           "[compact][cost]") {
-  // The history of the summary-depth case: masking frees nothing, the oldest turns are summarized.
-  History h;
-  h.User(100);
-  for (int t = 1; t <= 8; ++t) h.Turn("step" + std::to_string(t), 10, std::string(2000, 'a'));
-  for (Segment& s : h.segments) {
-    if (s.kind == SegmentKind::kToolCall) s.tokens = 500;
-  }
+  const History h = LongAssistantTurns();
   CompactionInput in = h.Input();
   in.limit_tokens = 5000;
   in.trigger_tokens = 4000;
