@@ -336,6 +336,9 @@ sc::ServiceHooks MetricsHooks(sc::SidecarMetrics& metrics) {
     metrics.ObserveError(tenant, "", code);
   };
   hooks.on_agents = [&](std::string_view tenant, int64_t n) { metrics.SetAgents(tenant, n); };
+  hooks.on_record_write_failures = [&](std::string_view tenant, int64_t count) {
+    metrics.ObserveRecordWriteFailures(tenant, count);
+  };
   hooks.on_complete_begin = [&](std::string_view tenant, int64_t input_tokens,
                                 int64_t max_output_tokens) -> std::shared_ptr<void> {
     return std::make_shared<sc::SidecarMetrics::InFlight>(
@@ -395,6 +398,7 @@ std::unique_ptr<sc::Proxy> MakeProxy(const sc::SidecarConfig& config, sc::AgentR
   options.recall_tool = config.proxy.recall_tool;
   options.on_turn = hooks.on_turn;
   options.on_error = hooks.on_error;
+  options.on_record_write_failures = hooks.on_record_write_failures;
   options.on_complete_begin = hooks.on_complete_begin;
   return std::make_unique<sc::Proxy>(std::move(options));
 }

@@ -18,11 +18,11 @@
 
 #include "core/json_text.h"
 #include "core/utf8.h"
-#include "transport/redact.h"
 #include "json_body.h"
 #include "proxy_notes.h"
-#include "proxy_recall.h"
+#include "proxy_turn.h"
 #include "strata/transport.h"
+#include "transport/redact.h"
 
 namespace strata::sidecar {
 namespace {
@@ -91,159 +91,9 @@ json ToolCallsJson(const std::vector<ToolCall>& calls) {
   return list;
 }
 
-// When the client's history was replaced, the prefix break the agent reports says so.
-void ExplainBreak(const ReconcileOutcome& outcome, Turn* turn) {
-  if (!outcome.replaced || !turn->prefix_break) return;
-  const std::string cause = "client history replaced (" + outcome.reason + ")";
-  turn->break_causes.insert(turn->break_causes.begin(), cause);
-  turn->prefix_break->reason = cause + "; " + turn->prefix_break->reason;
-}
-
-// The tools of the agent's tools layer, as JSON values.
-json AgentTools(const Agent& agent) {
-  json tools = json::array();
-  for (const Segment& s : agent.context().Segments()) {
-    if (s.layer == Layer::kTools) tools.push_back(json::parse(s.content, nullptr, false));
-  }
-  return tools;
-}
-
 // Events carry outside text (the upstream's answer, quotes in error messages): dumped so that no
 // byte of it can throw inside the HTTP library's content provider.
 std::string SseEvent(const json& data) { return "data: " + DumpOutsideJson(data) + "\n\n"; }
-
-// Everything a streamed answer needs after the handler returned (the lease keeps the agent).
-struct StreamJob {
-  AgentLease lease;
-  CompletionSlot slot;
-  ClientView view;
-  TurnNotes notes;  // what the sidecar did besides sending (proxy_notes.h)
-  std::string tenant;
-  std::string agent_id;
-  std::string completion_id;
-  std::string model;
-  int64_t created = 0;
-  bool include_usage = false;
-  // The client's other request fields, sent upstream unchanged (TurnOptions::extra_fields).
-  std::vector<std::pair<std::string, std::string>> forwarded;
-  // The agent's context and client view before the request: a failed turn goes back to them.
-  ContextSnapshot before;
-  ClientView view_before;
-};
-
-// Leases agent `agent_id` for the request (creating it on first use), brings its tools and history
-// in line with the request's and saves the client's view: the job of the turn to answer.
-StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const TenantConfig& tenant,
-                                                const std::string& agent_id, ChatRequest& request,
-                                                bool recall_tool) {
-  STRATA_ASSIGN_OR_RETURN(CompletionSlot slot, registry.BeginCompletion(tenant));
-  AgentConfig config = registry.DefaultConfig(tenant, agent_id);
-  // The client runs its own tools: the agent's context_recall is offered to the model only with
-  // recall_tool, and then answered here.
-  config.recall.expose_tool = recall_tool;
-  if (!request.model.empty()) config.render.model = request.model;
-  STRATA_ASSIGN_OR_RETURN(AgentLease lease, registry.AcquireOrCreate(tenant, agent_id, &config));
-
-  ContextSnapshot before = lease.agent().context().Snapshot();
-  // Tools first (a change re-opens the agent), then the history.
-  const json wanted = WantedTools(request.tools, recall_tool);
-  if (AgentTools(lease.agent()) != wanted) {
-    Status set = lease.agent().context().SetTools(wanted.dump());
-    if (!set.ok()) return Status(set.code(), "\"tools\": " + set.message());
-    STRATA_RETURN_IF_ERROR(registry.Reopen(lease));
-  }
-  Agent& agent = lease.agent();
-  STRATA_ASSIGN_OR_RETURN(ClientView view, LoadClientView(agent));
-  ClientView view_before = view;
-  StatusOr<ReconcileOutcome> outcome = Reconcile(request.chat, agent, &view);
-  Status saved = SaveClientView(agent, view);
-  if (!outcome.ok()) return outcome.status();
-  STRATA_RETURN_IF_ERROR(saved);
-
-  auto job = std::make_shared<StreamJob>();
-  job->notes.ignored = request.ignored;
-  if (!request.model.empty() && request.model != agent.config().render.model) {
-    // The agent keeps its model (its prefix, tokenizer and records are the model's): said so.
-    job->notes.ignored.push_back("model");
-    std::sort(job->notes.ignored.begin(), job->notes.ignored.end());
-  }
-  job->notes.hygiene = HygieneNotes(agent, request.chat, view, outcome->appended);
-  job->notes.oversized = OversizedNote(agent, request.chat, view, outcome->appended);
-  job->model = agent.config().render.model;
-  job->lease = std::move(lease);
-  job->slot = std::move(slot);
-  job->view = std::move(view);
-  job->notes.outcome = *outcome;
-  job->tenant = tenant.name;
-  job->agent_id = agent_id;
-  job->completion_id = "chatcmpl-" + RandomHex(12);
-  job->created = UnixSeconds();
-  job->include_usage = request.include_usage;
-  job->forwarded = std::move(request.forwarded);
-  job->before = std::move(before);
-  job->view_before = std::move(view_before);
-  return job;
-}
-
-// Runs the job's turn (its client's other fields forwarded); on success records the reply in the
-// client's view and reports the turn to `options`' hooks.
-StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
-                           const TurnOptions& turn_options) {
-  Agent& agent = job.lease.agent();
-  std::shared_ptr<void> in_flight;
-  if (options.on_complete_begin) {
-    // The context's count (kept as it changes): no request is rendered for the metrics.
-    in_flight = options.on_complete_begin(job.tenant,
-                                          static_cast<int64_t>(agent.context().InputTokens()),
-                                          agent.config().endpoint.max_output_tokens);
-  }
-  TurnOptions with_fields = turn_options;
-  with_fields.extra_fields = job.forwarded;
-  StatusOr<Turn> turn = agent.Complete(with_fields);
-  // context_recall calls are the sidecar's to answer (recall_tool): answered, and sent again.
-  for (int round = 0; options.recall_tool && turn.ok() && OnlyRecallCalls(turn->response) &&
-                      round < kMaxRecallRounds;
-       ++round) {
-    if (options.on_turn) options.on_turn(job.tenant, *turn);
-    if (Status answered = AnswerRecallCalls(agent, turn->response); !answered.ok()) {
-      turn = answered;
-      break;
-    }
-    turn = agent.Complete(with_fields);
-  }
-  if (!turn.ok()) {
-    // A failed upstream changes nothing: what the request reconciled is undone too, and the
-    // client's retry reconciles it again.
-    if (agent.context().Rewind(std::move(job.before)).ok()) {
-      SaveClientView(agent, job.view_before).IgnoreError();  // repaired by the next reconcile
-    }
-    return turn;
-  }
-  RecordReply(*turn, &job.view);
-  SaveClientView(agent, job.view).IgnoreError();  // a lost save is repaired by the next reconcile
-  ExplainBreak(job.notes.outcome, &*turn);
-  if (options.on_turn) options.on_turn(job.tenant, *turn);
-  return turn;
-}
-
-// The 413 of a request with an oversized message (ProxyOptions::reject_oversized).
-HttpReply RejectOversized(const ProxyOptions& options, StreamJob& job) {
-  // Refused whole: what the request reconciled is undone, as for a failed turn.
-  Agent& agent = job.lease.agent();
-  if (agent.context().Rewind(std::move(job.before)).ok()) {
-    SaveClientView(agent, job.view_before).IgnoreError();  // repaired by the next reconcile
-  }
-  if (options.on_error) options.on_error(job.tenant, StatusCode::kInvalidArgument);
-  HttpReply reply;
-  reply.status = 413;
-  reply.body = OpenAiErrorJson(job.notes.oversized +
-                                   " (oversized: reject): split it, or send less of it; with "
-                                   "oversized: summarize the sidecar compacts it to fit",
-                               "invalid_request_error", "context_length_exceeded");
-  reply.headers.push_back({"X-Strata-Agent", job.agent_id});
-  reply.headers.push_back({"X-Strata-Oversized", job.notes.oversized + ": refused"});
-  return reply;
-}
 
 // The answer to a request without "stream": one chat.completion object.
 json CompletionJson(const StreamJob& job, const Turn& turn) {
@@ -737,15 +587,21 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
       PrepareJob(*options_.registry, tenant, agent_id, *request, options_.recall_tool);
   if (!prepared.ok()) return fail(prepared.status());
   std::shared_ptr<StreamJob> job = std::move(prepared).value();
-
-  if (!job->notes.oversized.empty() && options_.reject_oversized) return RejectOversized(options_, *job);
+  job->completion_id = "chatcmpl-" + RandomHex(12);
+  job->created = UnixSeconds();
 
   HttpReply reply;
-  reply.headers.push_back({"X-Strata-Agent", agent_id});
-  for (auto& header : NoteHeaders(job->notes)) reply.headers.push_back(std::move(header));
-  // Until the first byte, a failure keeps the answer's headers and gets its own HTTP status.
+  // The headers of what the sidecar did, known once the turn reconciled the messages.
+  auto headers = [&] {
+    reply.headers.push_back({"X-Strata-Agent", agent_id});
+    for (auto& header : NoteHeaders(job->notes)) reply.headers.push_back(std::move(header));
+  };
+  // Until the first byte, a failure keeps the answer's headers and gets its own HTTP status; a
+  // refusal of the request inside the turn (its messages, an oversized one) is the client's.
   auto failed = [&](const Status& status) {
-    HttpReply error = fail(status, true);
+    if (job->rejected_oversized) return RejectOversized(options_, *job);
+    HttpReply error = fail(status, !job->refused_before_send);
+    headers();
     error.headers.insert(error.headers.end(), reply.headers.begin(), reply.headers.end());
     return error;
   };
@@ -758,6 +614,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     turn_options.cancel = &cancel;
     StatusOr<Turn> turn = CompleteJob(options_, *job, turn_options);
     if (!turn.ok()) return failed(turn.status());
+    headers();
     reply.headers.push_back({"X-Request-Id", turn->record.request_id});
     if (std::string c = CompactionHeader(turn->compactions); !c.empty()) {
       reply.headers.push_back({"X-Strata-Compaction", c});
@@ -768,6 +625,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
 
   auto run = std::make_shared<StreamRun>(this, job, watch, std::move(active));
   if (Status first = run->WaitForFirst(); !first.ok()) return failed(first);
+  headers();
   // The id of the request that went upstream (also in the last chunk's "strata" object).
   if (std::string id = run->request_id(); !id.empty()) reply.headers.push_back({"X-Request-Id", id});
   if (std::string c = CompactionHeader(run->compactions()); !c.empty()) {

@@ -10,6 +10,7 @@ add_library(strata_sidecar_proxy STATIC
   ${CMAKE_CURRENT_LIST_DIR}/proxy.cc
   ${CMAKE_CURRENT_LIST_DIR}/proxy_notes.cc
   ${CMAKE_CURRENT_LIST_DIR}/proxy_recall.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proxy_turn.cc
   ${CMAKE_CURRENT_LIST_DIR}/json_body.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_connection.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cc)

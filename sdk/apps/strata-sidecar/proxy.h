@@ -130,6 +130,10 @@ struct ProxyOptions {
   // empty. Called without the agent's lease held for errors, with it held for turns.
   std::function<void(std::string_view tenant, const Turn& turn)> on_turn;
   std::function<void(std::string_view tenant, StatusCode code)> on_error;
+  // Called after a completion whose writes the store refused (its Agent's
+  // record_write_failures() grew by `count`: a turn refused whole, or a failed turn's record, or a
+  // write that failed nothing). May be empty.
+  std::function<void(std::string_view tenant, int64_t count)> on_record_write_failures;
   // Called before each completion is sent (the agent's input tokens now, as its context counts
   // them without rendering the request, and its max output tokens); the returned object is
   // released when the completion ends (metrics' in-flight).

@@ -439,11 +439,12 @@ StatusOr<bool> AnswerOpenToolCalls(Context& context) {
   return !open.empty();
 }
 
-// The "history_replaced" event of a replacement, in the agent's store (when it has one).
+// The "history_replaced" event of a replacement: into *events when given, else into the agent's
+// store (when it has one).
 void RecordReplacement(Agent& agent, const ReconcileOutcome& outcome, size_t client_messages,
-                       size_t view_messages) {
+                       size_t view_messages, std::vector<StoredEvent>* events) {
   Store* store = agent.store();
-  if (store == nullptr) return;
+  if (store == nullptr && events == nullptr) return;
   StoredEvent event;
   event.agent_id = agent.id();
   event.turn = static_cast<int64_t>(agent.context().Stats().turns);
@@ -454,6 +455,10 @@ void RecordReplacement(Agent& agent, const ReconcileOutcome& outcome, size_t cli
                         {"client_messages", client_messages},
                         {"view_messages", view_messages}};
   event.payload_json = payload.dump();
+  if (events != nullptr) {
+    events->push_back(std::move(event));
+    return;
+  }
   store->AppendEvent(event).status().IgnoreError();
 }
 
@@ -461,7 +466,7 @@ void RecordReplacement(Agent& agent, const ReconcileOutcome& outcome, size_t cli
 StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& message) {
   StatusOr<std::string> id = InternalError("unreachable");
   if (message.role == "user") {
-    id = agent.AppendUser(message.content);
+    id = agent.context().AppendUser(message.content);
   } else if (message.role == "assistant") {
     AssistantMessage a;
     a.content = message.content;
@@ -469,7 +474,7 @@ StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& messa
     a.tool_calls = message.tool_calls;
     id = agent.context().AppendAssistant(std::move(a));
   } else {
-    id = agent.AppendToolResult({message.tool_call_id, message.content, false});
+    id = agent.context().AppendToolResult({message.tool_call_id, message.content, false});
   }
   if (!id.ok()) {
     return Status(id.status().code(), Where(message.index) + " (" + message.role +
@@ -480,12 +485,13 @@ StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& messa
 
 }  // namespace
 
-StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view) {
+StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view,
+                                     std::vector<StoredEvent>* events) {
   ReconcileOutcome outcome;
   Context& context = agent.context();
   TrimViewToAgent(context, view);
   if (chat.system != SystemPromptsOf(agent)) {
-    STRATA_RETURN_IF_ERROR(agent.SetSystemPrompts(chat.system));
+    STRATA_RETURN_IF_ERROR(context.SetSystemPrompts(chat.system));
     outcome.system_changed = true;
   }
 
@@ -538,7 +544,7 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
       }
     }
     view->entries.resize(std::min(view->entries.size(), k));
-    RecordReplacement(agent, outcome, m, n);
+    RecordReplacement(agent, outcome, m, n, events);
   }
 
   for (size_t i = k; i < m; ++i) {

@@ -121,8 +121,12 @@ struct ReconcileOutcome {
 // Brings `agent` and `*view` in line with `chat` by the rule of the file comment. The agent's
 // context is changed under the caller's lease. On error (a message the context refuses, e.g.
 // invalid UTF-8) the messages before the failing one stay appended and `*view` says exactly what
-// the agent holds, so the caller saves it either way and a retry continues from there.
-StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view);
+// the agent holds, so the caller saves it either way and a retry continues from there. The agent
+// is changed through its context only (no Agent method: Reconcile may run inside the agent's turn,
+// TurnOptions::before_build). A replacement's "history_replaced" event goes into *events when
+// `events` is given (the caller stores it, e.g. with the turn), else straight into the store.
+StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, ClientView* view,
+                                     std::vector<StoredEvent>* events = nullptr);
 
 // Adds the assistant reply Agent::Complete() appended to the view.
 void RecordReply(const Turn& turn, ClientView* view);

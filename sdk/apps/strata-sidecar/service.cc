@@ -525,13 +525,6 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     // Refused before anything is sent or recorded (the proxy refuses the same case with 400).
     STRATA_RETURN_IF_ERROR(CheckSomethingToSend(agent, !request->user_message().empty()));
     std::string user_segment;
-    // A failed turn changes nothing (strata/agent.h): Complete() undoes its own changes, and the
-    // user message appended here is undone with them.
-    std::optional<ContextSnapshot> before;
-    if (!request->user_message().empty()) {
-      before = agent.context().Snapshot();
-      STRATA_ASSIGN_OR_RETURN(user_segment, agent.AppendUser(request->user_message()));
-    }
     // Cancels the upstream request when the client goes away or the server stops waiting.
     CancellationToken cancel;
     std::shared_ptr<void> registered = in_flight_->Register(&cancel);  // CancelAll cancels it
@@ -541,28 +534,37 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     options.on_delta = [&](const StreamDelta& d) {
       writer->Write(DeltaEvent(d));  // false: the client is gone; the watcher cancels the request
     };
+    // The user message is appended inside the turn: stored with it in one Store::CommitTurn, and
+    // undone with it when the turn fails (strata/agent.h), so that a failed turn changes nothing.
     std::shared_ptr<void> in_flight;
-    if (hooks_.on_complete_begin) {
-      // The context's count (kept as it changes): no request is rendered for the metrics.
-      in_flight = hooks_.on_complete_begin(
-          t.name, static_cast<int64_t>(agent.context().InputTokens()),
-          agent.config().endpoint.max_output_tokens);
-    }
+    options.before_build = [&]() -> Status {
+      if (!request->user_message().empty()) {
+        STRATA_ASSIGN_OR_RETURN(user_segment, agent.context().AppendUser(request->user_message()));
+      }
+      if (hooks_.on_complete_begin) {
+        // The context's count (kept as it changes): no request is rendered for the metrics.
+        in_flight =
+            hooks_.on_complete_begin(t.name, static_cast<int64_t>(agent.context().InputTokens()),
+                                     agent.config().endpoint.max_output_tokens);
+      }
+      return Status::Ok();
+    };
+    const int64_t failures_before = agent.record_write_failures();
     StatusOr<Turn> turn = agent.Complete(options);
     watched.reset();
+    const int64_t refused = agent.record_write_failures() - failures_before;
+    if (refused > 0 && hooks_.on_record_write_failures) {
+      hooks_.on_record_write_failures(t.name, refused);
+    }
     if (!turn.ok()) {
-      Status s = turn.status();
-      if (before) {
-        Status undone = agent.context().Rewind(std::move(*before));
-        s = Status(s.code(), s.message() + (undone.ok()
-                                                ? " (nothing was appended: retry with the same "
-                                                  "user_message)"
-                                                : " (the user message stays appended as " +
-                                                      user_segment + ": " + undone.message() +
-                                                      "; call Complete again without "
+      const Status& s = turn.status();
+      if (request->user_message().empty()) return s;
+      const bool undone = s.message().find("undoing the call failed too") == std::string::npos;
+      return Status(s.code(), s.message() + (undone ? " (nothing was appended: retry with the same "
+                                                      "user_message)"
+                                                    : " (the user message may stay appended: "
+                                                      "call Complete again without "
                                                       "user_message to retry)"));
-      }
-      return s;
     }
     if (hooks_.on_turn) hooks_.on_turn(t.name, *turn);
     v1::CompleteEvent event;

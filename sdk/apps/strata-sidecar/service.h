@@ -32,6 +32,9 @@ struct ServiceHooks {
   std::function<void(std::string_view tenant, const strata::Turn& turn)> on_turn;
   std::function<void(std::string_view tenant, strata::StatusCode code)> on_error;
   std::function<void(std::string_view tenant, int64_t agents)> on_agents;
+  // A Complete whose writes the store refused (its Agent's record_write_failures() grew by
+  // `count`).
+  std::function<void(std::string_view tenant, int64_t count)> on_record_write_failures;
   // A completion is about to be sent (the agent's input tokens now, as its context counts them
   // without rendering the request, and its max output tokens); the returned object is released
   // when the call ends (the metrics' requests in flight). The request's exact count comes with

@@ -196,6 +196,14 @@ class SidecarMetrics::Impl {
     prefix_breaks =
         counter("strata_sidecar_prefix_breaks_total",
                 "Requests that reused less of the cached prefix, by cause.", {"tenant", "reason"});
+    turn_warnings = counter("strata_sidecar_turn_warnings_total",
+                            "What went wrong in completed turns without failing them "
+                            "(Turn::warnings).",
+                            {"tenant"});
+    record_write_failures = counter("strata_sidecar_record_write_failures_total",
+                                    "Writes the store refused: turns failed whole, records of "
+                                    "failed turns, warnings' writes.",
+                                    {"tenant"});
     agents = gauge("strata_sidecar_agents", "Agents stored for the tenant.", {"tenant"});
     in_flight = gauge("strata_sidecar_requests_in_flight", "Model requests in flight.", {"tenant"});
     long_requests =
@@ -307,7 +315,7 @@ class SidecarMetrics::Impl {
   MetricRegistry registry;
   CounterFamily *requests, *errors, *cached_tokens, *predicted_cached_tokens, *reasoning_tokens,
       *retries, *degradations, *compactions, *tokens_saved, *invalidated, *prefix_breaks,
-      *long_requests;
+      *long_requests, *turn_warnings, *record_write_failures;
   HistogramFamily *input_tokens, *output_tokens, *ttft, *decode, *duration, *queue_wait;
   GaugeFamily *agents, *in_flight;
   Gauge *kv_bytes, *kv_capacity, *kv_usage, *long_share, *kv_alert_gauge, *long_alert_gauge;
@@ -425,6 +433,7 @@ void SidecarMetrics::ObserveTurn(std::string_view tenant, const strata::Turn& tu
   m.retries->WithLabels({tenant, pool}).Increment(static_cast<double>(std::max(0, r.attempts - 1)));
   if (!r.degradation.empty()) m.degradations->WithLabels({tenant, pool, r.degradation}).Increment();
 
+  m.turn_warnings->WithLabels({tenant}).Increment(static_cast<double>(turn.warnings.size()));
   m.compactions->WithLabels({tenant}).Increment(static_cast<double>(turn.compactions.size()));
   for (const CompactionReport& c : turn.compactions) {
     if (c.tokens_before > c.tokens_after) {
@@ -444,6 +453,10 @@ void SidecarMetrics::ObserveTurn(std::string_view tenant, const strata::Turn& tu
     for (const std::string& reason : reasons)
       m.prefix_breaks->WithLabels({tenant, reason}).Increment();
   }
+}
+
+void SidecarMetrics::ObserveRecordWriteFailures(std::string_view tenant, int64_t count) {
+  impl_->record_write_failures->WithLabels({tenant}).Increment(static_cast<double>(count));
 }
 
 void SidecarMetrics::ObserveError(std::string_view tenant, std::string_view pool,

@@ -110,11 +110,14 @@ class SidecarMetrics {
   [[nodiscard]] InFlight Begin(std::string_view tenant, int64_t input_tokens,
                                int64_t max_output_tokens);
   // A completed turn: its record (tokens, latencies, finish reason, retries, degradation), its
-  // compaction and its prefix break.
+  // compaction, its prefix break and its warnings (strata_sidecar_turn_warnings_total).
   void ObserveTurn(std::string_view tenant, const strata::Turn& turn);
   // A failed request or call; `pool` "" when unknown (label "none"), `tenant` "" when the call
   // failed before authentication (label "none").
   void ObserveError(std::string_view tenant, std::string_view pool, strata::StatusCode code);
+  // `count` writes the store refused for a tenant's turn (Agent::record_write_failures grew):
+  // strata_sidecar_record_write_failures_total.
+  void ObserveRecordWriteFailures(std::string_view tenant, int64_t count);
   // The number of agents the tenant has now.
   void SetAgents(std::string_view tenant, int64_t n);
   // The pool set the sidecar sends through (not owned; nullptr: none); its strata_pool_* and

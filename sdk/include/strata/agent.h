@@ -257,6 +257,8 @@ struct OpenOptions {
   std::optional<AgentEndpointConfig> endpoint;
 };
 
+struct Turn;
+
 // Per-call options of Complete() (and of each call Run() makes).
 struct TurnOptions {
   // Cancels the call when set; not owned. Default nullptr.
@@ -274,6 +276,24 @@ struct TurnOptions {
   /// (nothing sent or recorded) for the fields the agent owns: model, messages, tools, stream,
   /// stream_options, cache_salt, request_id, rid.
   std::vector<std::pair<std::string, std::string>> extra_fields;
+  // Called inside the turn, first (before its build), once the turn collects its writes: what it
+  // changes in the context (through context(): this Agent's own methods take the mutex the turn
+  // holds) is stored in the turn's one Store::CommitTurn and undone with the turn when the turn
+  // fails. An error fails the turn before anything is sent or recorded. Default empty: not called.
+  std::function<Status()> before_build;
+  // Called just before the turn's writes are committed, with the turn as far as it is known
+  // (response, assistant_segment_id, compactions, growth) and those writes: it may add entries to
+  // writes->state and writes->events (this agent's id), which are committed with the turn, in
+  // the same Store::CommitTurn (without a store they go nowhere). An error fails the turn whole
+  // (undone, nothing of it stored but its record). Default empty: not called.
+  std::function<Status(const Turn& turn, TurnWrites* writes)> before_commit;
+  // false (default): the turn marks the context (Context::Mark) itself, and a failed turn goes
+  // back to that mark. true: it uses the mark the caller set with context().Mark() before it
+  // (FAILED_PRECONDITION, nothing done, without one): a failed turn rewinds the context to that
+  // mark, undoing what the caller changed since and earlier turns with this option, and a turn
+  // that succeeds keeps the mark, so that several steps are undone together; the caller drops it
+  // with context().ClearMark(). Run() undoes its whole call and ignores it. Default false.
+  bool undo_to_caller_mark = false;
 };
 
 // What one Complete() did.

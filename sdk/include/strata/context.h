@@ -431,6 +431,10 @@ class Context {
   Status RewindToMark();
   // Drops the mark, keeping what changed since.
   void ClearMark();
+  // Whether a mark is set (Mark(), not dropped since).
+  bool HasMark() const;
+  // Whether the context changed since the mark was set (false without a mark).
+  bool ChangedSinceMark() const;
   // Lint warnings of the stable layers (also reported by Build()).
   std::vector<LintWarning> Lint() const;
 

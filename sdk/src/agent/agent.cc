@@ -49,7 +49,8 @@ Status Agent::SetVolatile(std::string key, std::string value) {
 
 StatusOr<Turn> Agent::Complete(const TurnOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
-  return impl_->Undoable<Turn>([&] { return impl_->Complete(options); });
+  return impl_->Undoable<Turn>([&] { return impl_->Complete(options); },
+                               options.undo_to_caller_mark);
 }
 
 Status Agent::DispatchToolCalls(RunResult* stats) {

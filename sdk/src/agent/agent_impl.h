@@ -226,9 +226,19 @@ class Agent::Impl {
   // Runs `call` (Run or Complete); when it fails, undoes what it did: the context as it was
   // (turn_rollback.h), the recall protections and the last reply's id. What the server was sent
   // stays known (prefix-cache model, request records and events).
+  // `caller_mark`: the mark the caller set instead of one of its own
+  // (TurnOptions::undo_to_caller_mark). When none of the context's changes since the mark reached
+  // the store (everything the call changed was in its discarded turn), the undo writes nothing.
   template <typename T, typename F>
-  StatusOr<T> Undoable(F&& call) {
-    agent_internal::TurnRollback rollback(*context_);
+  StatusOr<T> Undoable(F&& call, bool caller_mark = false) {
+    if (caller_mark && !context_->HasMark()) {
+      return FailedPreconditionError(
+          "TurnOptions::undo_to_caller_mark is set but the context has no mark: call "
+          "context().Mark() before the turn");
+    }
+    const bool clean = !caller_mark || !context_->ChangedSinceMark();
+    const int64_t stored = journal_ != nullptr ? journal_->stored() : 0;
+    agent_internal::TurnRollback rollback(*context_, !caller_mark);
     std::vector<Protection> protections = protections_;
     std::string last_assistant = last_assistant_id_;
     StatusOr<T> out = call();
@@ -241,8 +251,10 @@ class Agent::Impl {
                     });
     protections_ = std::move(protections);
     last_assistant_id_ = std::move(last_assistant);
-    if (pins_changed) SaveProtections().IgnoreError();  // stale pins are dropped on expiry
-    return rollback.Undo(out.status());
+    const bool unstored = clean && (journal_ == nullptr || journal_->stored() == stored);
+    // Stale pins are dropped on expiry; unstored, the stored pins are the restored ones already.
+    if (pins_changed && !unstored) SaveProtections().IgnoreError();
+    return rollback.Undo(out.status(), unstored ? journal_.get() : nullptr);
   }
 
   AgentConfig config_;

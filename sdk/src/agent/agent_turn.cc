@@ -174,6 +174,8 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
     TurnBatch** batch;
     ~Unset() { *batch = nullptr; }
   } unset{&batch_};
+  // The caller's changes first, collected with the turn's (its error: nothing sent or recorded).
+  if (options.before_build) STRATA_RETURN_IF_ERROR(options.before_build());
   STRATA_RETURN_IF_ERROR(ExpireProtections());
   TurnRun run(TurnEnv(), *context_, ids_->Next(config_.identity.id));
   BuildOptions fields = Fields(run.record().request_id);
@@ -224,6 +226,11 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   BatchSink sink(&batch, static_cast<int64_t>(context_->Stats().turns));
   run.Emit(batch.active() ? &sink : nullptr);
   if (batch.active()) batch.writes().growth = turn.growth;
+  if (options.before_commit) {
+    TurnWrites unstored;  // without a store, what it adds goes nowhere
+    Status added = options.before_commit(turn, batch.active() ? &batch.writes() : &unstored);
+    if (!added.ok()) return FailTurn(run, batch, added);
+  }
   if (Status committed = batch.Commit(); !committed.ok()) {
     write_failures_.fetch_add(1);
     return FailTurn(run, batch, committed);

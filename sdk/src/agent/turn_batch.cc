@@ -9,12 +9,21 @@ namespace strata {
 namespace agent_internal {
 
 Status AgentJournal::Record(const ContextChange& change) {
-  if (collect_ == nullptr && !change.compaction) return inner_->Record(change);
-  ContextChange copy = change;
-  copy.compaction.reset();
-  if (collect_ == nullptr) return inner_->Record(copy);
-  collect_->push_back(std::move(copy));
-  return Status::Ok();
+  if (drop_) return Status::Ok();
+  Status written = Status::Ok();
+  if (collect_ == nullptr && !change.compaction) {
+    written = inner_->Record(change);
+  } else {
+    ContextChange copy = change;
+    copy.compaction.reset();
+    if (collect_ != nullptr) {
+      collect_->push_back(std::move(copy));
+      return Status::Ok();
+    }
+    written = inner_->Record(copy);
+  }
+  if (written.ok()) ++stored_;
+  return written;
 }
 
 TurnBatch::TurnBatch(Store* store, AgentJournal* journal, std::string agent_id)
@@ -24,9 +33,11 @@ TurnBatch::TurnBatch(Store* store, AgentJournal* journal, std::string agent_id)
 }
 
 Status TurnBatch::Commit() {
+  AgentJournal* journal = journal_;
   Release();
   if (store_ == nullptr) return Status::Ok();
   Status committed = store_->CommitTurn(writes_);
+  if (committed.ok() && journal != nullptr && !writes_.changes.empty()) journal->CountStored();
   Clear();
   return committed;
 }

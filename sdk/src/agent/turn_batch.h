@@ -27,10 +27,19 @@ class AgentJournal final : public ContextJournal {
   Status Record(const ContextChange& change) override;
   // Keeps the changes in *changes from now on; nullptr writes them through again.
   void Collect(std::vector<ContextChange>* changes) { collect_ = changes; }
+  // While true, changes are neither written nor kept: the rewind of a failed call whose changes
+  // never reached the store (the store already holds what the rewind returns to).
+  void Drop(bool drop) { drop_ = drop; }
+  // How many times the context's changes reached the store: each change written through, and
+  // each committed turn that held changes (CountStored).
+  int64_t stored() const { return stored_; }
+  void CountStored() { ++stored_; }
 
  private:
   ContextJournal* inner_;
   std::vector<ContextChange>* collect_ = nullptr;
+  bool drop_ = false;
+  int64_t stored_ = 0;
 };
 
 // The writes of one Agent turn, committed in one Store::CommitTurn (nothing collected without a

@@ -320,6 +320,8 @@ Status Context::Rewind(ContextSnapshot snapshot) { return impl_->Rewind(std::mov
 void Context::Mark() { impl_->Mark(); }
 Status Context::RewindToMark() { return impl_->RewindToMark(); }
 void Context::ClearMark() { impl_->ClearMark(); }
+bool Context::HasMark() const { return impl_->HasMark(); }
+bool Context::ChangedSinceMark() const { return impl_->ChangedSinceMark(); }
 std::vector<LintWarning> Context::Lint() const { return impl_->Lint(); }
 
 }  // namespace strata

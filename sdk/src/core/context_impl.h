@@ -168,6 +168,10 @@ class Context::Impl {
   void Mark();
   Status RewindToMark();
   void ClearMark() { mark_.reset(); }
+  bool HasMark() const { return mark_.has_value(); }
+  bool ChangedSinceMark() const {
+    return mark_ && (!mark_->segments.empty() || !mark_->originals.empty() || mark_->turn != turn_);
+  }
 
  private:
   // --- An edit being prepared (context_edit.cc): everything it would change, nothing changed yet.

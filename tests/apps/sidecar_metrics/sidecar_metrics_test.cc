@@ -96,6 +96,20 @@ TEST_CASE("the metrics config parses with defaults and refuses bad keys and valu
   }
 }
 
+TEST_CASE("turn warnings and refused record writes are counted by tenant", "[sidecar_metrics]") {
+  SidecarMetrics metrics(MetricsConfig{});
+  Turn warned = MakeTurn();
+  warned.warnings = {"the fork's reply was not kept in its context: refused", "a second warning"};
+  metrics.ObserveTurn("acme", MakeTurn());
+  metrics.ObserveTurn("acme", warned);
+  metrics.ObserveRecordWriteFailures("acme", 2);
+  metrics.ObserveRecordWriteFailures("beta", 1);
+  const std::string text = metrics.RenderPrometheus();
+  CHECK(HasLine(text, "strata_sidecar_turn_warnings_total{tenant=\"acme\"} 2"));
+  CHECK(HasLine(text, "strata_sidecar_record_write_failures_total{tenant=\"acme\"} 2"));
+  CHECK(HasLine(text, "strata_sidecar_record_write_failures_total{tenant=\"beta\"} 1"));
+}
+
 TEST_CASE("a turn's record fields are exported by tenant and pool", "[sidecar_metrics]") {
   SidecarMetrics metrics(MetricsConfig{});
   metrics.ObserveTurn("acme", MakeTurn());

@@ -3,12 +3,15 @@
 // overflowing the stack of a connection thread.
 #include "proxy.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "reconcile.h"
 #include "registry.h"
@@ -212,6 +215,196 @@ TEST_CASE("Proxy::ChatCompletions: a failed upstream leaves the agent as it was"
   lease = AgentLease();
   registry.reset();
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
+}
+
+// A proxy over a SQLite store with a scripted upstream, for tests of its turns.
+struct ProxyHarness {
+  std::string store;
+  strata::testing::ScriptedTransport transport;
+  std::unique_ptr<AgentRegistry> registry;
+  std::unique_ptr<Proxy> proxy;
+  TenantConfig tenant;
+  int64_t write_failures = 0;  // ProxyOptions::on_record_write_failures
+
+  ProxyHarness(const std::string& name, bool recall_tool = false)
+      : store("/tmp/strata-proxy-test-" + std::to_string(::getpid()) + "-" + name + ".db") {
+    Remove();
+    Open(recall_tool);
+    tenant.name = "alpha";
+  }
+  // (Re)opens the registry and the proxy over the store.
+  void Open(bool recall_tool = false) {
+    proxy.reset();
+    registry.reset();
+    RegistryOptions registry_options;
+    registry_options.store_path = store;
+    registry_options.transport = &transport;
+    registry = strata::testing::Must(AgentRegistry::Open(registry_options));
+    ProxyOptions options;
+    options.registry = registry.get();
+    options.recall_tool = recall_tool;
+    options.on_record_write_failures = [this](std::string_view, int64_t n) { write_failures += n; };
+    proxy = std::make_unique<Proxy>(options);
+  }
+  ~ProxyHarness() {
+    proxy.reset();
+    registry.reset();
+    Remove();
+  }
+  void Remove() {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((store + suffix).c_str());
+  }
+  int64_t Transactions() {
+    return strata::testing::Must(registry->store().Stats()).write_transactions;
+  }
+  HttpReply Send(const json& messages, bool stream = false) {
+    HttpReply reply = proxy->ChatCompletions(
+        tenant, "p1", json{{"messages", messages}, {"stream", stream}}.dump());
+    if (reply.stream)
+      reply.stream([&](std::string_view text) {
+        reply.body += std::string(text);
+        return true;
+      });
+    return reply;
+  }
+  size_t Records() {
+    AgentLease lease = strata::testing::Must(registry->Acquire(tenant, "p1"));
+    return strata::testing::Must(registry->store().RecentRequests(lease.stored_id(), 1000)).size();
+  }
+};
+
+TEST_CASE("Proxy::ChatCompletions stores each turn in one write transaction") {
+  ProxyHarness h("one-commit");
+  json messages = kMessages;
+  h.transport.Reply("a.py and b.py");
+  REQUIRE(h.Send(messages).status == 200);  // creates the agent and sets its tools
+  for (int turn = 0; turn < 4; ++turn) {
+    INFO("turn " << turn);
+    const std::string reply = "answer " + std::to_string(turn);
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", turn == 0 ? "a.py and b.py" : "answer " + std::to_string(turn - 1)}});
+    messages.push_back({{"role", "user"}, {"content", "question " + std::to_string(turn)}});
+    if (turn == 2) messages[0]["content"] = "list the files, please";  // an edit: replaced
+    h.transport.Reply(reply);
+    const int64_t before = h.Transactions();
+    const bool stream = turn % 2 == 1;
+    HttpReply answered = h.Send(messages, stream);
+    REQUIRE(answered.status == 200);
+    CHECK(answered.body.find(reply) != std::string::npos);
+    // The reconciled messages (and a replacement's evictions and event), the reply, its record,
+    // growth, cache state and the client's view: one Store::CommitTurn.
+    CHECK(h.Transactions() == before + 1);
+  }
+  // What the turns stored is whole: the view names the reply the client was given last.
+  const std::string stored = Observe(*h.registry, h.tenant, "p1");
+  CHECK(stored.find("answer 3") != std::string::npos);
+  AgentLease lease = strata::testing::Must(h.registry->Acquire(h.tenant, "p1"));
+  ClientView view = strata::testing::Must(LoadClientView(lease.agent()));
+  REQUIRE_FALSE(view.entries.empty());
+  CHECK(view.entries.back().role == "assistant");
+  CHECK(lease.agent().context().Find(view.entries.back().segment_id)->content == "answer 3");
+  CHECK(strata::testing::Must(h.registry->store().Events(lease.stored_id(), "history_replaced"))
+            .size() == 1);
+}
+
+TEST_CASE("Proxy::ChatCompletions: a failed upstream call writes nothing but its record") {
+  ProxyHarness h("fail-writes");
+  json messages = kMessages;
+  h.transport.Reply("a.py and b.py");
+  REQUIRE(h.Send(messages).status == 200);
+  const std::string before = Observe(*h.registry, h.tenant, "p1");
+  const size_t records = h.Records();
+  messages.push_back({{"role", "assistant"}, {"content", "a.py and b.py"}});
+  messages.push_back({{"role", "user"}, {"content", "and the tests?"}});
+  for (bool stream : {false, true}) {
+    h.transport.Fail(UnavailableError("upstream down"));
+    const int64_t transactions = h.Transactions();
+    CHECK(h.Send(messages, stream).status == 502);
+    // The failed request's record only: no reconciled message, no view, no undo.
+    CHECK(h.Transactions() == transactions + 1);
+    CHECK(Observe(*h.registry, h.tenant, "p1") == before);
+  }
+  CHECK(h.Records() == records + 2);
+}
+
+TEST_CASE("Proxy::ChatCompletions: a failed context_recall round leaves the agent as it was") {
+  ProxyHarness h("recall-fail", /*recall_tool=*/true);
+  json messages = kMessages;
+  h.transport.Reply("a.py and b.py");
+  REQUIRE(h.Send(messages).status == 200);
+  const std::string before = Observe(*h.registry, h.tenant, "p1");
+  messages.push_back({{"role", "assistant"}, {"content", "a.py and b.py"}});
+  messages.push_back({{"role", "user"}, {"content", "what did a.py hold?"}});
+  Response recall;
+  recall.tool_calls.push_back({"call_r", "context_recall", R"({"recall_id":"r-none"})"});
+  recall.finish_reason = "tool_calls";
+  recall.attempts = 1;
+  // The first round is answered (and committed), the second one fails upstream: both undone.
+  h.transport.Respond(recall);
+  h.transport.Fail(UnavailableError("upstream down"));
+  CHECK(h.Send(messages).status == 502);
+  CHECK(h.transport.bodies().size() == 3);  // both rounds were sent
+  CHECK(Observe(*h.registry, h.tenant, "p1") == before);
+  // The retry goes through, with one copy of the question.
+  h.transport.Respond(recall);
+  h.transport.Reply("it held main()");
+  const int64_t transactions = h.Transactions();
+  HttpReply answered = h.Send(messages);
+  REQUIRE(answered.status == 200);
+  // One commit per upstream call: the question with the recall call, then the recall's answer
+  // with the reply.
+  CHECK(h.Transactions() == transactions + 2);
+  CHECK(answered.body.find("it held main()") != std::string::npos);
+  AgentLease lease = strata::testing::Must(h.registry->Acquire(h.tenant, "p1"));
+  int asked = 0;
+  for (const Segment& s : lease.agent().context().Segments())
+    asked += s.content == "what did a.py hold?";
+  CHECK(asked == 1);
+}
+
+// Runs `sql` on the SQLite file at `path` (a second connection).
+void RunSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  INFO((error != nullptr ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+TEST_CASE("Proxy::ChatCompletions: a turn whose writes the store refuses fails whole, counted") {
+  ProxyHarness h("refused");
+  json messages = kMessages;
+  h.transport.Reply("a.py and b.py");
+  REQUIRE(h.Send(messages).status == 200);
+  const std::string before = Observe(*h.registry, h.tenant, "p1");
+  messages.push_back({{"role", "assistant"}, {"content", "a.py and b.py"}});
+  messages.push_back({{"role", "user"}, {"content", "and the tests?"}});
+  // The store refuses every request record: the turn's commit (which holds one) and the failed
+  // turn's own record.
+  // (The registry holds the file's lock: closed while the trigger is added, then opened again.)
+  h.proxy.reset();
+  h.registry.reset();
+  RunSql(h.store,
+         "CREATE TRIGGER refuse_records BEFORE INSERT ON requests "
+         "BEGIN SELECT RAISE(ABORT, 'the test refuses records'); END;");
+  h.Open();
+  h.transport.Reply("tests/test_a.py");
+  HttpReply refused = h.Send(messages);
+  CHECK(refused.status != 200);
+  CHECK(refused.body.find("the test refuses records") != std::string::npos);
+  CHECK(Observe(*h.registry, h.tenant, "p1") == before);  // nothing of the turn stayed
+  CHECK(h.write_failures == 2);                           // the commit and the failed turn's record
+  h.proxy.reset();
+  h.registry.reset();
+  RunSql(h.store, "DROP TRIGGER refuse_records;");
+  h.Open();
+  h.transport.Reply("tests/test_a.py");
+  REQUIRE(h.Send(messages).status == 200);
+  CHECK(h.write_failures == 2);
 }
 
 }  // namespace

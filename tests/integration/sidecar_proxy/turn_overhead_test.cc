@@ -328,5 +328,58 @@ TEST_CASE("gRPC Complete starts no thread per call to watch for the client leavi
   server->Shutdown();
 }
 
+TEST_CASE("gRPC Complete stores each turn with its user message in one write transaction",
+          "[sidecar]") {
+  const testing::TempDir dir("strata-turn-overhead-grpc-commit-");
+  REQUIRE(!dir.path().empty());
+  Upstream upstream(dir.path());
+  ContextServiceImpl service(upstream.registry.get(), upstream.authenticator.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  REQUIRE(server != nullptr);
+  auto stub = v1::ContextService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext context;
+    v1::CreateAgentRequest request;
+    request.set_agent_id("g1");
+    v1::AgentInfo info;
+    REQUIRE(stub->CreateAgent(&context, request, &info).ok());
+  }
+  Store& store = upstream.registry->store();
+  for (int turn = 0; turn < 4; ++turn) {
+    INFO("turn " << turn);
+    const int64_t before = store.Stats()->write_transactions;
+    grpc::ClientContext context;
+    v1::CompleteRequest request;
+    request.set_agent_id("g1");
+    request.set_user_message("step " + std::to_string(turn));
+    auto reader = stub->Complete(&context, request);
+    v1::CompleteEvent event;
+    std::string user_segment;
+    while (reader->Read(&event)) {
+      if (event.has_turn()) user_segment = event.turn().user_segment_id();
+    }
+    grpc::Status finished = reader->Finish();
+    INFO(finished.error_message());
+    REQUIRE(finished.ok());
+    // The user message, the reply, the record, growth and cache state: one Store::CommitTurn.
+    CHECK(store.Stats()->write_transactions == before + 1);
+    REQUIRE_FALSE(user_segment.empty());
+    std::vector<StoredAgent> agents = std::move(store.ListAgents()).value();
+    REQUIRE(agents.size() == 1);
+    ContextSnapshot stored = std::move(store.LoadSnapshot(agents[0].options.agent.id)).value();
+    bool found = false;
+    for (const Segment& s : stored.segments) {
+      found = found || (s.id == user_segment && s.content == "step " + std::to_string(turn));
+    }
+    CHECK(found);
+  }
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace strata::sidecar

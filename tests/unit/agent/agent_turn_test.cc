@@ -2,9 +2,12 @@
 // commit undone and counted, and the same predictions and break explanations as the Client's.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "strata/agent.h"
 #include "strata/client.h"
@@ -150,6 +153,166 @@ TEST_CASE("a turn whose commit the store refuses fails, changes nothing and is c
   Turn turn = Must(agent->Complete());
   CHECK(turn.response.content == "fourth");
   CHECK(Must(inner->LoadSnapshot("agent-r")).segments.size() == before.segments.size() + 1);
+}
+
+// What the store holds of an agent's context: each segment's id and content.
+std::vector<std::string> StoredSegments(Store& store, const std::string& agent_id) {
+  std::vector<std::string> out;
+  for (const Segment& s : Must(store.LoadSnapshot(agent_id)).segments) {
+    out.push_back(s.id + ":" + s.content);
+  }
+  return out;
+}
+
+std::vector<std::string> Contents(const Context& context) {
+  std::vector<std::string> out;
+  for (const Segment& s : context.Segments()) out.push_back(s.id + ":" + s.content);
+  return out;
+}
+
+TEST_CASE("before_build's changes and before_commit's state are committed with the turn",
+          "[agent]") {
+  const std::string path = TempPath("hooks.db");
+  auto store = Must(OpenSqliteStore(path));
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  services.store = store.get();
+  auto agent = Must(Agent::Create(CompactingConfig("agent-h"), services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  TurnOptions options;
+  std::string user_id;
+  options.before_build = [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(user_id, agent->context().AppendUser("Hello."));
+    return Status::Ok();
+  };
+  options.before_commit = [&](const Turn& turn, TurnWrites* writes) -> Status {
+    writes->state.emplace_back("caller.seen", turn.assistant_segment_id);
+    return Status::Ok();
+  };
+  transport.Reply("hi");
+  const int64_t before = Transactions(*store);
+  Turn turn = Must(agent->Complete(options));
+  // The user message, the reply, the record, growth, cache state and the caller's state: one
+  // commit.
+  CHECK(Transactions(*store) == before + 1);
+  const std::vector<std::string> stored = StoredSegments(*store, "agent-h");
+  CHECK(std::find(stored.begin(), stored.end(), user_id + ":Hello.") != stored.end());
+  CHECK(std::find(stored.begin(), stored.end(), turn.assistant_segment_id + ":hi") != stored.end());
+  CHECK(Must(store->GetAgentState("agent-h", "caller.seen")) ==
+        std::optional<std::string>(turn.assistant_segment_id));
+  CHECK(transport.bodies().back().find("Hello.") != std::string::npos);  // sent with the turn
+}
+
+TEST_CASE("a failed turn undoes before_build's changes and stores none of them", "[agent]") {
+  const std::string path = TempPath("hooks-fail.db");
+  auto store = Must(OpenSqliteStore(path));
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  services.store = store.get();
+  auto agent = Must(Agent::Create(CompactingConfig("agent-f"), services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  MustOk(agent->AppendUser("First.").status());
+  transport.Reply("first reply");
+  MustOk(agent->Complete().status());
+  const std::vector<std::string> memory = Contents(agent->context());
+  const std::vector<std::string> stored = StoredSegments(*store, "agent-f");
+  const size_t records = Must(store->RecentRequests("agent-f", 100)).size();
+  TurnOptions options;
+  options.before_build = [&] { return agent->context().AppendUser("Second.").status(); };
+  options.before_commit = [&](const Turn&, TurnWrites* writes) -> Status {
+    writes->state.emplace_back("caller.seen", "yes");
+    return Status::Ok();
+  };
+
+  SECTION("the upstream fails") {
+    transport.Fail(UnavailableError("upstream down"));
+    const int64_t before = Transactions(*store);
+    REQUIRE_FALSE(agent->Complete(options).ok());
+    // Only the failed request's record is written: no context change, not even the undo's.
+    CHECK(Transactions(*store) == before + 1);
+    CHECK(Must(store->RecentRequests("agent-f", 100)).size() == records + 1);
+  }
+  SECTION("before_build fails: nothing is sent or written") {
+    options.before_build = [&]() -> Status {
+      MustOk(agent->context().AppendUser("Second.").status());
+      return InvalidArgumentError("the caller refuses");
+    };
+    const int64_t before = Transactions(*store);
+    StatusOr<Turn> failed = agent->Complete(options);
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.status().message() == "the caller refuses");
+    CHECK(Transactions(*store) == before);
+    CHECK(Must(store->RecentRequests("agent-f", 100)).size() == records);
+  }
+  SECTION("before_commit fails: the turn fails whole") {
+    options.before_commit = [](const Turn&, TurnWrites*) -> Status {
+      return FailedPreconditionError("the caller's state cannot be kept");
+    };
+    transport.Reply("second reply");
+    const int64_t before = Transactions(*store);
+    StatusOr<Turn> failed = agent->Complete(options);
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(Transactions(*store) == before + 1);  // the failed request's record
+  }
+  CHECK(Contents(agent->context()) == memory);
+  CHECK(StoredSegments(*store, "agent-f") == stored);
+  CHECK_FALSE(Must(store->GetAgentState("agent-f", "caller.seen")).has_value());
+  // The retry leaves one "Second.".
+  options.before_commit = nullptr;
+  options.before_build = [&] { return agent->context().AppendUser("Second.").status(); };
+  transport.Reply("second reply");
+  MustOk(agent->Complete(options).status());
+  int asked = 0;
+  for (const Segment& s : agent->context().Segments()) asked += s.content == "Second.";
+  CHECK(asked == 1);
+}
+
+TEST_CASE("undo_to_caller_mark undoes several turns together", "[agent]") {
+  const std::string path = TempPath("caller-mark.db");
+  auto store = Must(OpenSqliteStore(path));
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  services.store = store.get();
+  auto agent = Must(Agent::Create(CompactingConfig("agent-m"), services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  MustOk(agent->AppendUser("First.").status());
+  transport.Reply("first reply");
+  MustOk(agent->Complete().status());
+
+  TurnOptions options;
+  options.undo_to_caller_mark = true;
+  // Without a mark the option is refused before anything happens.
+  StatusOr<Turn> unmarked = agent->Complete(options);
+  REQUIRE_FALSE(unmarked.ok());
+  CHECK(unmarked.status().code() == StatusCode::kFailedPrecondition);
+
+  MustOk(agent->AppendUser("Second.").status());
+  const std::vector<std::string> memory = Contents(agent->context());
+  const std::vector<std::string> stored = StoredSegments(*store, "agent-m");
+  agent->context().Mark();
+  transport.Respond(ToolCallReply("call_1"));
+  Turn first = Must(agent->Complete(options));
+  CHECK(agent->context().HasMark());                   // kept for the next step
+  CHECK(StoredSegments(*store, "agent-m") != stored);  // the first turn is committed
+  options.before_build = [&] {
+    return agent->context().AppendToolResult({"call_1", "file contents", false}).status();
+  };
+  transport.Fail(UnavailableError("upstream down"));
+  REQUIRE_FALSE(agent->Complete(options).ok());
+  // Both turns and the tool result between them are undone, in memory and in the store.
+  CHECK(Contents(agent->context()) == memory);
+  CHECK(StoredSegments(*store, "agent-m") == stored);
+  CHECK_FALSE(agent->context().HasMark());
+  // Reopened, the agent holds what it held at the mark.
+  agent.reset();
+  OpenOptions open;
+  open.services = services;
+  auto reopened = Must(Agent::Open(*store, "agent-m", open));
+  CHECK(Contents(reopened->context()) == memory);
 }
 
 TEST_CASE("the Agent and the Client run one turn: the same prediction and the same break reasons",

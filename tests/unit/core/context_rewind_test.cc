@@ -258,6 +258,27 @@ TEST_CASE("RewindToMark equals Rewind of a snapshot taken at the mark, for every
   }
 }
 
+TEST_CASE("HasMark and ChangedSinceMark say whether a mark is set and what changed since",
+          "[core][context][rewind]") {
+  auto context = NewContext(ContextOptions{});
+  CHECK_FALSE(context->HasMark());
+  CHECK_FALSE(context->ChangedSinceMark());
+  REQUIRE(context->AppendUser("first").ok());
+  context->Mark();
+  CHECK(context->HasMark());
+  CHECK_FALSE(context->ChangedSinceMark());
+  REQUIRE(context->AppendAssistant({"one", "", {}}).ok());
+  CHECK(context->ChangedSinceMark());
+  REQUIRE(context->RewindToMark().ok());
+  CHECK_FALSE(context->HasMark());
+  CHECK_FALSE(context->ChangedSinceMark());
+  context->Mark();
+  REQUIRE(context->AppendAssistant({"two", "", {}}).ok());
+  context->ClearMark();
+  CHECK_FALSE(context->HasMark());
+  CHECK_FALSE(context->ChangedSinceMark());
+}
+
 TEST_CASE("a mark is dropped by ClearMark and Rewind, moved by Mark, and kept when a rewind fails",
           "[core][context][rewind]") {
   RecordingJournal journal;
