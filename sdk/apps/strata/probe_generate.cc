@@ -11,6 +11,10 @@
 namespace strata::cli::probe {
 namespace {
 
+// How far (in tokens) a needle may sit from its depth at a word boundary before it splits a
+// word: words are shorter than this, runs without a space (minified JSON) are not.
+constexpr double kWordSlackTokens = 16;
+
 constexpr char kSystemPrompt[] =
     "You answer questions about the files and memos in the user's message. Answer with the exact "
     "string asked for and nothing else.";
@@ -89,6 +93,22 @@ class ProbeGenerator::Impl {
     return {c.file, first, last - first};
   }
 
+  // A two-hop candidate's constant, as a constant candidate (the answer's block).
+  static Candidate HopConstant(const Candidate& c) {
+    Candidate constant = c;
+    constant.kind = ProbeKind::kConstant;
+    constant.file = c.hop_file;
+    constant.line = constant.anchor = c.hop_line;
+    return constant;
+  }
+
+  // The tokens a probe of `c` inserts: its needle block, and a two-hop's constant block.
+  int64_t NeedleTokens(const Candidate& c) const {
+    size_t tokens = tokenizer->Count(RenderBlock(sources, NeedleBlock(c)) + "\n");
+    if (c.kind == ProbeKind::kTwoHop) tokens += tokenizer->Count(RenderBlock(sources, NeedleBlock(HopConstant(c))) + "\n");
+    return static_cast<int64_t>(tokens);
+  }
+
   // What goes into a context at a depth: a needle block or a memo.
   struct Insert {
     double depth = 0;
@@ -105,12 +125,8 @@ class ProbeGenerator::Impl {
                            static_cast<int>(i + 1) == spec.ordinal});
       }
     } else if (spec.kind == ProbeKind::kTwoHop) {
-      Candidate constant = spec.candidate;
-      constant.kind = ProbeKind::kConstant;
-      constant.file = spec.candidate.hop_file;
-      constant.line = constant.anchor = spec.candidate.hop_line;
       inserts.push_back({spec.hop_depth, RenderBlock(sources, NeedleBlock(spec.candidate)) + "\n", 0, false});
-      inserts.push_back({spec.depth, RenderBlock(sources, NeedleBlock(constant)) + "\n", 0, true});
+      inserts.push_back({spec.depth, RenderBlock(sources, NeedleBlock(HopConstant(spec.candidate))) + "\n", 0, true});
     } else {
       inserts.push_back({spec.depth, RenderBlock(sources, NeedleBlock(spec.candidate)) + "\n", 0, true});
     }
@@ -141,23 +157,51 @@ class ProbeGenerator::Impl {
     return {text, count};
   }
 
-  // How many of `block`'s first lines (0 to all) come nearest `want` tokens: the fewest that reach
-  // it, or one line fewer when that is nearer. `block_tokens` is the whole block's count. Lines
-  // differ in length (a table row, a long paragraph), so it is found by counting, not by their share.
-  size_t HeadLinesNearest(const Block& block, int64_t block_tokens, double want) const {
-    auto head_tokens = [&](size_t lines) -> double {
-      if (lines == 0) return 0;
-      if (lines == block.count) return static_cast<double>(block_tokens);
-      Block head = block;
-      head.count = lines;
-      return static_cast<double>(tokenizer->Count(RenderBlock(sources, head)));
+  // Where to split `text` (`text_tokens` tokens) so that the tokens before the split come nearest
+  // `want`: after a newline or a space (0 and text.size() too), found by counting, since lines and
+  // words differ in length (a table row, a long paragraph, one line of a trajectory's tool output).
+  size_t SplitNearest(const std::string& text, int64_t text_tokens, double want) const {
+    auto head_tokens = [&](size_t bytes) -> double {
+      if (bytes == 0) return 0;
+      if (bytes >= text.size()) return static_cast<double>(text_tokens);
+      return static_cast<double>(tokenizer->Count(std::string_view(text).substr(0, bytes)));
     };
-    size_t below = 0, reach = block.count;  // head_tokens(below) < want <= head_tokens(reach)
+    size_t below = 0, reach = text.size();  // head_tokens(below) < want <= head_tokens(reach)
     while (reach - below > 1) {
       const size_t mid = below + (reach - below) / 2;
       (head_tokens(mid) >= want ? reach : below) = mid;
     }
-    return want - head_tokens(below) < head_tokens(reach) - want ? below : reach;
+    std::vector<size_t> splits;  // line boundaries first: they win a tie
+    for (char boundary : {'\n', ' '}) {
+      const size_t before = text.rfind(boundary, reach - 1);
+      if (before != std::string::npos) splits.push_back(before + 1);
+      const size_t after = text.find(boundary, reach);
+      if (after != std::string::npos) splits.push_back(after + 1);
+    }
+    splits.push_back(0);
+    splits.push_back(text.size());
+    size_t best = text.size();
+    double best_error = std::numeric_limits<double>::infinity();
+    for (size_t split : splits) {
+      const double error = std::fabs(head_tokens(split) - want);
+      if (error < best_error) {
+        best = split;
+        best_error = error;
+      }
+    }
+    // A long run without a space (minified JSON, a hash): any character boundary, when no word
+    // boundary comes within a few tokens.
+    if (best_error > kWordSlackTokens) {
+      for (size_t split : {below, reach}) {
+        while (split > 0 && split < text.size() && (static_cast<unsigned char>(text[split]) & 0xC0) == 0x80) --split;
+        const double error = std::fabs(head_tokens(split) - want);
+        if (error < best_error) {
+          best = split;
+          best_error = error;
+        }
+      }
+    }
+    return best;
   }
 
   // The context: filler blocks up to `filler_budget` tokens (by their own counts), the needle (or
@@ -192,38 +236,46 @@ class ProbeGenerator::Impl {
         ++out.passes;
       }
       const size_t index = order[k++];
-      Block block = blocks[index];
+      const Block& block = blocks[index];
       if (!memos && (block.file == spec.candidate.file ||
                      (spec.kind == ProbeKind::kTwoHop && block.file == spec.candidate.hop_file))) {
         continue;
       }
       ++added_this_pass;
       while (due() <= at()) place();
+      std::string text = RenderBlock(sources, block);
       int64_t t = block_tokens[index];
-      // An insert due inside this block: its first lines, the insert, then the rest; or the insert
-      // before the block, or after it, when that is nearer.
-      if (due() < at() + static_cast<double>(t) && block.count > 1) {
-        Block head = block;
-        head.count = HeadLinesNearest(block, t, due() - at());
-        if (head.count > 0 && head.count < block.count) {
-          const std::string text = RenderBlock(sources, head);
-          const int64_t head_tokens = static_cast<int64_t>(tokenizer->Count(text));
-          if (filler + head_tokens < filler_budget) {
-            emit(text, head_tokens);
-            place();
-            block.first += head.count;
-            block.count -= head.count;
-            t = static_cast<int64_t>(tokenizer->Count(RenderBlock(sources, block)));
-          }
+      // Where the filler ends when it is filled to the budget: an insert due there or beyond (a
+      // deep one, larger than the rest of the content) goes after it, not before the last block.
+      auto end = [&] { return static_cast<double>(filler_budget + placed); };
+      // Each insert due inside this block: its text up to the line or word boundary nearest the
+      // insert's depth, the insert, then the rest (split again for the next insert); or the insert
+      // before or after the block.
+      while (due() < at() + static_cast<double>(t) && due() < end()) {
+        const size_t split = SplitNearest(text, t, due() - at());
+        if (split == 0) {
+          place();
+          continue;
         }
+        if (split >= text.size()) break;
+        const std::string head = text.substr(0, split);
+        const int64_t head_tokens = static_cast<int64_t>(tokenizer->Count(head));
+        if (filler + head_tokens >= filler_budget) break;
+        emit(head, head_tokens);
+        place();
+        text.erase(0, split);
+        t = static_cast<int64_t>(tokenizer->Count(text));
       }
-      while (due() < at() + static_cast<double>(t) && 2 * due() < 2 * at() + static_cast<double>(t)) place();
+      while (due() < at() + static_cast<double>(t) && 2 * due() < 2 * at() + static_cast<double>(t) &&
+             due() < end()) {
+        place();
+      }
       if (filler + t > filler_budget) {
-        auto [text, tokens] = CutToTokens(RenderBlock(sources, block), filler_budget - filler);
-        if (tokens <= filler_budget - filler) emit(text, tokens);
+        auto [cut, tokens] = CutToTokens(std::move(text), filler_budget - filler);
+        if (tokens <= filler_budget - filler) emit(cut, tokens);
         break;
       }
-      emit(RenderBlock(sources, block), t);
+      emit(text, t);
     }
     while (next_insert < inserts.size()) place();
     const double final_total = at();
@@ -328,8 +380,20 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
         if (spec.kind == ProbeKind::kMrcr) {
           g.PlanMemos(rng, &spec);
         } else {
+          // A needle is placed whole, so one that is a large share of the length (a table of long
+          // rows, in a short probe) could not sit at a deep depth: the first of up to 16 draws whose
+          // needle is at most a twentieth of the length, else the smallest drawn.
           const std::vector<size_t>& pool = g.by_kind[static_cast<size_t>(spec.kind)];
-          spec.candidate = g.candidates[pool[rng.Below(pool.size())]];
+          int64_t smallest = std::numeric_limits<int64_t>::max();
+          for (int draw = 0; draw < 16; ++draw) {
+            const Candidate& drawn = g.candidates[pool[rng.Below(pool.size())]];
+            const int64_t tokens = g.NeedleTokens(drawn);
+            if (tokens < smallest) {
+              smallest = tokens;
+              spec.candidate = drawn;
+            }
+            if (tokens <= spec.target_tokens / 20) break;
+          }
           // The function's block, away from the constant's.
           do {
             spec.hop_depth = 0.02 + 0.96 * rng.Uniform();

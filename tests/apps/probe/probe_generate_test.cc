@@ -154,7 +154,9 @@ TEST_CASE("probe contexts land within 1% under their lengths by the exact counte
 // any of them, not only for the paths this repository happens to have here. The same sources are
 // reached through twelve directories named as a fresh clone's are (random letters), e.g. ones where
 // the needle falls inside a block of two long lines (docs' tables), which a split by the lines'
-// share put 0.13 too deep.
+// share put 0.13 too deep, or inside one long line, which the split between lines left 0.13 off;
+// a deep needle larger than the rest of the content (a docs table), which went before the last
+// block; and the constant of a two-hop probe due in the rest of the block its function split.
 TEST_CASE("probe contexts land within 1% under their lengths wherever the sources are", "[probe]") {
   Counting counting(testing::TestSpmTokenizer());
   Counting fresh(testing::TestSpmTokenizer());
@@ -177,7 +179,7 @@ TEST_CASE("probe contexts land within 1% under their lengths wherever the source
     std::filesystem::create_directory_symlink(STRATA_TEST_DATA_DIR, root + "/tests/data");
     std::filesystem::create_directory_symlink(std::string(STRATA_TEST_DATA_DIR) + "/../../docs",
                                               root + "/docs");
-    GenerateOptions options = SmallOptions();
+    GenerateOptions options = SmallOptions(static_cast<uint64_t>(variant) * 31 + 3);  // other probes too
     options.probes_per_bucket = 2;
     auto generator = Must(ProbeGenerator::Create(Must(LoadSources({root + "/tests/data", root + "/docs"})),
                                                  counting.tokenizer.get(), counting.counter.get(), options));
@@ -193,6 +195,45 @@ TEST_CASE("probe contexts land within 1% under their lengths wherever the source
       CHECK(exact >= spec.target_tokens * 99 / 100);
       if (spec.kind != ProbeKind::kMrcr) CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.1);
     }
+  }
+}
+
+// Filler of very long lines (a trajectory's tool output, a paragraph on one line): a line is a
+// block of its own, so a needle due inside one goes at the word boundary nearest its depth. Put
+// before or after the whole line, it landed up to half a line (0.2 of a 4K probe) off its depth.
+TEST_CASE("a needle due inside a long line goes at the word boundary nearest its depth", "[probe]") {
+  Counting counting(testing::TestSpmTokenizer());
+  testing::TempDir dir("strata-probe-long-lines-");
+  REQUIRE(!dir.path().empty());
+  std::filesystem::create_directories(dir.path() + "/code");
+  std::filesystem::create_directories(dir.path() + "/prose");
+  {
+    std::ofstream code(dir.path() + "/code/settings.py");
+    for (int i = 0; i < 40; ++i) code << "RETRY_LIMIT_" << i << " = " << 100 + i * 7 << "\n";
+  }
+  uint64_t state = 99;
+  for (int f = 0; f < 8; ++f) {
+    std::ofstream prose(dir.path() + "/prose/notes_" + std::to_string(f) + ".txt");
+    for (int line = 0; line < 3; ++line) {
+      for (int word = 0; word < 1200; ++word) {  // about 8,000 bytes, 1,500 tokens a line
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        prose << "word" << (state >> 40) % 5000 << ' ';
+      }
+      prose << "\n";
+    }
+  }
+  GenerateOptions options = SmallOptions();
+  options.kinds = {ProbeKind::kConstant};
+  options.probes_per_bucket = 3;
+  auto generator = Must(ProbeGenerator::Create(Must(LoadSources({dir.path()})), counting.tokenizer.get(),
+                                               counting.counter.get(), options));
+  REQUIRE(!generator->Plan().empty());
+  for (const ProbeSpec& spec : generator->Plan()) {
+    const RenderedProbe rendered = Must(generator->Render(spec));
+    INFO(spec.id);
+    CHECK(rendered.tokens <= spec.target_tokens);
+    CHECK(rendered.tokens >= spec.target_tokens * 99 / 100);
+    CHECK(std::abs(rendered.depth_actual - spec.depth) < 0.05);
   }
 }
 
