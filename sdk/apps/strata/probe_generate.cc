@@ -382,7 +382,7 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
         } else {
           // A needle is placed whole, so one that is a large share of the length (a table of long
           // rows, in a short probe) could not sit at a deep depth: the first of up to 16 draws whose
-          // needle is at most a twentieth of the length, else the smallest drawn.
+          // needle is at most an eighth of the length (nearly always the first), else the smallest.
           const std::vector<size_t>& pool = g.by_kind[static_cast<size_t>(spec.kind)];
           int64_t smallest = std::numeric_limits<int64_t>::max();
           for (int draw = 0; draw < 16; ++draw) {
@@ -392,7 +392,7 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
               smallest = tokens;
               spec.candidate = drawn;
             }
-            if (tokens <= spec.target_tokens / 20) break;
+            if (tokens <= spec.target_tokens / 8) break;
           }
           // The function's block, away from the constant's.
           do {
