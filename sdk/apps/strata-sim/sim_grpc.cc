@@ -104,11 +104,15 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
     const KvSim::SleepFn sleep = [&](int64_t us) {
       return SleepWatching(context, us, plan.rid, &stop);
     };
+    // How a call that stopped early ends: an aborted request as a served one does (vLLM and
+    // SGLang finish it with finish_reason "abort", whether it was queued, prefilling or decoding),
+    // a cancelled one with its status.
     auto stopped = [&]() {
+      if (engine_->Aborted(plan.rid)) return WriteAbortChunks(writer);
       return stop.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopping") : stop;
     };
     if (!kv.Prefill(sequence, plan.prefill_us, sleep)) return stopped();
-    if (!SleepWatching(context, 0, plan.rid, &stop)) return stop;  // cancelled while queued
+    if (!SleepWatching(context, 0, plan.rid, &stop)) return stopped();  // cancelled while queued
 
     std::vector<std::string> payloads;
     for (const std::string& p : plan.payloads) {
@@ -117,17 +121,14 @@ class SimGrpcServer::Service final : public pb::SglangService::Service {
     for (size_t i = 0; i < payloads.size(); ++i) {
       if (plan.fault_kind == "stall" && static_cast<int>(i) == plan.fault_after) {
         // A stall ends early on Abort (then the abort chunk follows) or a cancelled call.
-        if (!SleepWatching(context, int64_t{plan.fault_delay_ms} * 1000, plan.rid, &stop) &&
-            !engine_->Aborted(plan.rid)) {
-          return stop;
-        }
+        if (!SleepWatching(context, int64_t{plan.fault_delay_ms} * 1000, plan.rid, &stop)) return stopped();
       } else if (plan.fault_kind == "reset" && static_cast<int>(i) == plan.fault_after) {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset (simulated)");
       } else if (plan.fault_kind == "malformed-sse" && static_cast<int>(i) == plan.fault_after) {
         writer->Write(Chunk("{\"id\": \"chatcmpl-sim\", \"choices\": [", false));
       }
       if (engine_->Aborted(plan.rid)) return WriteAbortChunks(writer);
-      if (!SleepWatching(context, plan.delay_us[i], plan.rid, &stop)) return stop;
+      if (!SleepWatching(context, plan.delay_us[i], plan.rid, &stop)) return stopped();
       const int64_t grown = plan.prompt_tokens + plan.kv_output_tokens *
                                                      static_cast<int64_t>(i + 1) /
                                                      static_cast<int64_t>(payloads.size());

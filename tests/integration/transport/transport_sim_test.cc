@@ -694,6 +694,41 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
   CHECK(response.finish_reason == "abort");
 }
 
+// vLLM and SGLang finish an aborted request with finish_reason "abort" wherever it is, so does the
+// simulator: here the abort lands during a long prefill (before any chunk), where the call used to
+// end CANCELLED ("request aborted"), which made the test above fail when its abort came early.
+TEST_CASE("gRPC Abort during the prefill ends the request with finish_reason abort",
+          "[transport][sim][grpc][concurrency]") {
+  sim::SimOptions options;
+  options.http_port = -1;
+  options.grpc_port = 0;
+  options.prefill_us_per_token = 1e6;  // a second per prompt token: the abort comes first
+  auto sim = sim::SimServer::Start(options).value();
+  GrpcTransportOptions gopt;
+  gopt.target = sim->grpc_target();
+  auto grpc = MakeGrpcTransport(gopt).value();
+  nlohmann::json body = {{"model", "m"},
+                         {"messages", nlohmann::json::array({{{"role", "user"}, {"content", "long task"}}})},
+                         {"stream", true},
+                         {"rid", "rid-abort-prefill"}};
+  CallOptions call;
+  call.request_id = "rid-abort-prefill";
+  Status aborted;        // checked after join: Catch2 assertions are not thread-safe
+  bool arrived = false;  // the same
+  std::thread aborter([&] {
+    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
+    aborted = grpc->Abort("rid-abort-prefill");
+  });
+  Response response;
+  Status s = grpc->Send(body.dump(), call, &response);
+  aborter.join();
+  CHECK(arrived);
+  CHECK(aborted.ok());
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  CHECK(response.finish_reason == "abort");
+}
+
 }  // namespace
 }  // namespace strata
 
