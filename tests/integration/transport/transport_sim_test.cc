@@ -662,8 +662,17 @@ TEST_CASE("the simulator's timing model: prefill of uncached tokens shows in TTF
 namespace strata {
 namespace {
 
-TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[transport][sim][grpc][concurrency]") {
-  sim::SimOptions options;
+// A streamed gRPC request to a simulator started with `options`, aborted by its rid from another
+// thread once the simulator logged it (the call is then in flight).
+struct AbortedCall {
+  bool arrived = false;  // the simulator saw the request before the abort
+  Status aborted;        // Abort()'s status
+  Status sent;           // Send()'s status
+  Response response;
+};
+
+AbortedCall SendAndAbort(sim::SimOptions options, const std::string& rid,
+                         std::vector<std::pair<std::string, std::string>> headers) {
   options.http_port = -1;
   options.grpc_port = 0;
   auto sim = sim::SimServer::Start(options).value();
@@ -673,25 +682,27 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
   nlohmann::json body = {{"model", "m"},
                          {"messages", nlohmann::json::array({{{"role", "user"}, {"content", "long task"}}})},
                          {"stream", true},
-                         {"rid", "rid-abort-me"}};
+                         {"rid", rid}};
   CallOptions call;
-  call.request_id = "rid-abort-me";
-  // The stall outlasts any run: without the abort the answer would finish "stop" after it.
-  call.headers = {{"x-strata-sim-fault", "stall,after=2,delay_ms=60000"}};
-  Status aborted;        // checked after join: Catch2 assertions are not thread-safe
-  bool arrived = false;  // the same
+  call.request_id = rid;
+  call.headers = std::move(headers);
+  AbortedCall out;  // checked by the caller after join: Catch2 assertions are not thread-safe
   std::thread aborter([&] {
-    // The simulator logs the request before it answers: the call is in flight.
-    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
-    aborted = grpc->Abort("rid-abort-me");
+    out.arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
+    out.aborted = grpc->Abort(rid);
   });
-  Response response;
-  Status s = grpc->Send(body.dump(), call, &response);
+  out.sent = grpc->Send(body.dump(), call, &out.response);
   aborter.join();
-  CHECK(arrived);
-  CHECK(aborted.ok());
-  REQUIRE(s.ok());
-  CHECK(response.finish_reason == "abort");
+  return out;
+}
+
+TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[transport][sim][grpc][concurrency]") {
+  // The stall outlasts any run: without the abort the answer would finish "stop" after it.
+  const AbortedCall call = SendAndAbort({}, "rid-abort-me", {{"x-strata-sim-fault", "stall,after=2,delay_ms=60000"}});
+  CHECK(call.arrived);
+  CHECK(call.aborted.ok());
+  REQUIRE(call.sent.ok());
+  CHECK(call.response.finish_reason == "abort");
 }
 
 // vLLM and SGLang finish an aborted request with finish_reason "abort" wherever it is, so does the
@@ -700,33 +711,13 @@ TEST_CASE("gRPC Abort ends an in-flight request with finish_reason abort", "[tra
 TEST_CASE("gRPC Abort during the prefill ends the request with finish_reason abort",
           "[transport][sim][grpc][concurrency]") {
   sim::SimOptions options;
-  options.http_port = -1;
-  options.grpc_port = 0;
   options.prefill_us_per_token = 1e6;  // a second per prompt token: the abort comes first
-  auto sim = sim::SimServer::Start(options).value();
-  GrpcTransportOptions gopt;
-  gopt.target = sim->grpc_target();
-  auto grpc = MakeGrpcTransport(gopt).value();
-  nlohmann::json body = {{"model", "m"},
-                         {"messages", nlohmann::json::array({{{"role", "user"}, {"content", "long task"}}})},
-                         {"stream", true},
-                         {"rid", "rid-abort-prefill"}};
-  CallOptions call;
-  call.request_id = "rid-abort-prefill";
-  Status aborted;        // checked after join: Catch2 assertions are not thread-safe
-  bool arrived = false;  // the same
-  std::thread aborter([&] {
-    arrived = testing::WaitFor([&] { return sim->requests().size() == 1; });
-    aborted = grpc->Abort("rid-abort-prefill");
-  });
-  Response response;
-  Status s = grpc->Send(body.dump(), call, &response);
-  aborter.join();
-  CHECK(arrived);
-  CHECK(aborted.ok());
-  INFO(s.ToString());
-  REQUIRE(s.ok());
-  CHECK(response.finish_reason == "abort");
+  const AbortedCall call = SendAndAbort(options, "rid-abort-prefill", {});
+  CHECK(call.arrived);
+  CHECK(call.aborted.ok());
+  INFO(call.sent.ToString());
+  REQUIRE(call.sent.ok());
+  CHECK(call.response.finish_reason == "abort");
 }
 
 }  // namespace
