@@ -470,9 +470,11 @@ class Agent {
   // isolation key, so its first request is a cache hit on the parent's prefix; its history is
   // `task` as the first user message; own budget; same endpoint and store.
   StatusOr<std::unique_ptr<Agent>> Fork(std::string task, const ForkOptions& options = {});
-  // Folds the child's final answer (or, when it ended on tool calls, an extractive summary of its
-  // history) into this agent as one user message naming the child's recall ids, which this
-  // agent's context_recall then answers. FAILED_PRECONDITION while this agent has open tool calls.
+  // Folds the child's final answer (or, when it ended without one, a summary of its history by
+  // its summarizer, which continues the child's current request with MakeLlmSummarizer; the summary
+  // requests' records go to the child's store) into this agent as one user message naming the
+  // child's recall ids, which this agent's context_recall then answers. FAILED_PRECONDITION while
+  // this agent has open tool calls.
   StatusOr<std::string> Join(Agent& child, const JoinOptions& options = {});
 
   // --- Lower layers ---------------------------------------------------------------------------

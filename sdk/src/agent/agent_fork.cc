@@ -7,6 +7,8 @@
 
 #include "agent/agent_impl.h"
 #include "agent/fork_id.h"
+#include "strata/builtin_policies.h"
+#include "strata/store.h"
 #include "core/utf8.h"
 
 namespace strata {
@@ -128,8 +130,18 @@ StatusOr<std::string> Agent::Join(Agent& child, const JoinOptions& options) {
     body = history.back()->content;
   } else {
     what = "summary (it ended without a final answer)";
-    STRATA_ASSIGN_OR_RETURN(
-        body, kid.shared_.summarizer->Summarize(history, options.max_tokens, *kid.tokenizer_));
+    // The summary request continues the child's current request, which starts with its last
+    // request (cached on the server) and holds every message since; its records go to the child's
+    // store.
+    std::unique_ptr<RecordSink> records;
+    if (kid.shared_.store != nullptr) records = MakeStoreRecordSink(*kid.shared_.store);
+    BuiltRequest current;
+    const SummaryRequestContext previous =
+        kid.CurrentRequest(kid.ids_->Next(kid.config_.identity.id), records.get(), &current);
+    STRATA_ASSIGN_OR_RETURN(SummaryResult summary,
+                            kid.shared_.summarizer->SummarizeFor(history, options.max_tokens,
+                                                                 *kid.tokenizer_, &previous));
+    body = std::move(summary.text);
   }
   // Validated: non-empty, within max_tokens (cut at a line end when longer).
   if (body.empty())

@@ -185,6 +185,12 @@ class Agent::Impl {
   // where its records go.
   SummaryRequestContext PreviousRequest(const std::string& turn_request_id,
                                         RecordSink* records) const;
+  // For a summary of the whole history outside a turn (Join): the request this agent would send
+  // now, rendered into *current (it starts with the last request's bytes, which the server holds
+  // cached, and holds every message since), with the last request's cached tokens predicted. Its
+  // body is "" when it cannot be rendered (the summarizer then says there is no previous request).
+  SummaryRequestContext CurrentRequest(const std::string& request_id, RecordSink* records,
+                                       BuiltRequest* current) const;
   // After a turn sent its own request (`body`): keeps it as the last request.
   void KeepLastRequest(const turn_internal::TurnRun& run, const std::string& body);
 

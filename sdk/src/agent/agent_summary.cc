@@ -1,6 +1,7 @@
 // What a cache-keeping summary continues (agent_impl.h): the request this agent's own turn sent
-// last, handed to the policy's summarizer with each turn's build (SummaryRequestContext), and the
-// sink that takes the summary request's record into the turn's writes.
+// last, handed to the policy's summarizer with each turn's build (SummaryRequestContext), or, for
+// a summary outside a turn, the request it would send now; and the sink that takes the summary
+// request's record into the turn's writes.
 #include "agent/agent_impl.h"
 #include "strata/transport.h"
 
@@ -25,6 +26,24 @@ SummaryRequestContext Agent::Impl::PreviousRequest(const std::string& turn_reque
   previous.cached_tokens_predicted = last_request_.cached_tokens;
   previous.records = records;
   return previous;
+}
+
+SummaryRequestContext Agent::Impl::CurrentRequest(const std::string& request_id,
+                                                  RecordSink* records,
+                                                  BuiltRequest* current) const {
+  SummaryRequestContext context = PreviousRequest(request_id, records);
+  StatusOr<BuiltRequest> built = context_->Preview(Fields(request_id));
+  if (!built.ok()) {
+    context.body = {};
+    return context;
+  }
+  *current = std::move(built).value();
+  context.body = current->body;
+  context.headers.clear();
+  if (shared_.transport->Name() == "pools") {
+    context.headers.emplace_back(kPrefixHashHeader, current->stable_prefix_hash);
+  }
+  return context;
 }
 
 void Agent::Impl::KeepLastRequest(const turn_internal::TurnRun& run, const std::string& body) {

@@ -68,6 +68,9 @@ agent_internal::DegradationHost Agent::Impl::DegradationHostFor(const BuildOptio
   host.budget = budget_;
   host.budget_config = config_.budget;
   host.fields = fields;
+  // The previous request is this agent's: a fork's build must not continue it.
+  host.summary_request = fields.summary_request;
+  host.fields.summary_request = nullptr;
   host.store = shared_.store;
   host.count = [this](const std::string& body) -> StatusOr<int64_t> {
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> prompt, PromptOf(body));
@@ -187,13 +190,13 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
       PreviousRequest(run.record().request_id, &compaction_records);
   fields.summary_request = &previous;
   Status built = run.Build(*context_, fields, reference_);
-  fields.summary_request = nullptr;
   if (!built.ok()) return FailTurn(run, batch, built);
   if (run.built().compaction) AddCompaction(*run.built().compaction, &turn);
   bool forked = false;
-  if (Status sent = SendTurn(options, fields, run, &turn, &forked); !sent.ok()) {
-    return FailTurn(run, batch, sent);
-  }
+  // A pool's degradation may summarize too: it continues the same previous request.
+  Status sent = SendTurn(options, fields, run, &turn, &forked);
+  fields.summary_request = nullptr;
+  if (!sent.ok()) return FailTurn(run, batch, sent);
   const Response& resp = turn.response;
   PrefixReference next;
   if (forked) next.hashes = reference_.hashes;  // this agent's own last request stays the reference

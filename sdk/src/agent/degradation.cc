@@ -30,6 +30,7 @@ CompactionInput GoalPolicy::Adjusted(const CompactionInput& input) const {
     in.trigger_tokens = goal_->limit;
     in.target_tokens = goal_->target;
     in.round = goal_->round;
+    if (in.summary_request == nullptr) in.summary_request = goal_->summary_request;
   }
   return in;
 }
@@ -46,8 +47,9 @@ StatusOr<HistoryEdit> GoalPolicy::Plan(const CompactionInput& input) {
   return edit;
 }
 
-void GoalPolicy::SetGoal(size_t limit, size_t target, size_t round, std::string reason) {
-  goal_ = Goal{limit, std::min(limit, target), round, std::move(reason)};
+void GoalPolicy::SetGoal(size_t limit, size_t target, size_t round, std::string reason,
+                         const SummaryRequestContext* summary_request) {
+  goal_ = Goal{limit, std::min(limit, target), round, std::move(reason), summary_request};
 }
 
 void GoalPolicy::ClearGoal() { goal_.reset(); }
@@ -85,7 +87,7 @@ StatusOr<DegradedRequest> AgentDegradation::Compact(std::string_view body, int64
   int64_t tokens = input_tokens;
   for (size_t round = 0; round < kMaxRounds; ++round) {
     host_.policy->SetGoal(static_cast<size_t>(goal), static_cast<size_t>(goal * share), round,
-                          reason);
+                          reason, host_.summary_request);
     StatusOr<std::optional<CompactionReport>> report = host_.context->Compact(/*force=*/false);
     host_.policy->ClearGoal();
     if (!report.ok()) {
@@ -166,15 +168,17 @@ StatusOr<DegradedRequest> AgentDegradation::Fork(std::string_view body, int64_t 
   }
   // The task alone, and first, when there is room, with a summary of the rest of the history.
   std::vector<std::string> tasks;
+  std::string asked;  // how the summary was asked for (SummaryResult::request)
   const int64_t stable_tokens = std::max<int64_t>(0, input_tokens - history_tokens);
   const int64_t room = target_tokens - stable_tokens -
                        static_cast<int64_t>(host_.tokenizer->Count(task->content)) - 256;
   if (!rest.empty() && room >= 128 && host_.summarizer != nullptr) {
-    StatusOr<std::string> summary =
-        host_.summarizer->Summarize(rest, static_cast<size_t>(room), *host_.tokenizer);
-    if (summary.ok() && !summary->empty()) {
+    StatusOr<SummaryResult> summary = host_.summarizer->SummarizeFor(
+        rest, static_cast<size_t>(room), *host_.tokenizer, host_.summary_request);
+    if (summary.ok() && !summary->text.empty()) {
       tasks.push_back("Context so far (a summary of " + std::to_string(rest.size()) +
-                      " earlier messages):\n" + *summary + "\n\nTask:\n" + task->content);
+                      " earlier messages):\n" + summary->text + "\n\nTask:\n" + task->content);
+      asked = summary->request;
     }
   }
   tasks.push_back(task->content);
@@ -200,7 +204,10 @@ StatusOr<DegradedRequest> AgentDegradation::Fork(std::string_view body, int64_t 
         child_ = std::move(child).value();
         notes_.push_back("task forked into agent " + Quoted(child_->id()) + " (" +
                          std::to_string(tokens) + " tokens" +
-                         (i + 1 < tasks.size() ? ", with a summary of the history" : "") +
+                         (i + 1 < tasks.size()
+                              ? ", with a summary of the history" +
+                                    (asked.empty() ? std::string() : " (" + asked + ")")
+                              : "") +
                          ") for pool " + Quoted(target_pool));
         forked_ = std::move(built).value();
         return DegradedRequest{forked_->body, tokens};

@@ -41,7 +41,10 @@ class GoalPolicy final : public CompactionPolicy {
   StatusOr<HistoryEdit> Plan(const CompactionInput& input) override;
 
   // `reason` prefixes the report's reason, e.g. "to fit pool \"short\" (8,000 tokens)".
-  void SetGoal(size_t limit, size_t target, size_t round, std::string reason);
+  // `summary_request` (nullable, not owned; must outlive the goal) is the agent's previous request,
+  // which the policy's summarizer may continue (CompactionInput::summary_request).
+  void SetGoal(size_t limit, size_t target, size_t round, std::string reason,
+               const SummaryRequestContext* summary_request = nullptr);
   void ClearGoal();
 
  private:
@@ -50,6 +53,7 @@ class GoalPolicy final : public CompactionPolicy {
     size_t target = 0;
     size_t round = 0;
     std::string reason;
+    const SummaryRequestContext* summary_request = nullptr;
   };
   CompactionInput Adjusted(const CompactionInput& input) const;
 
@@ -67,6 +71,9 @@ struct DegradationHost {
   std::optional<Budget> budget;     // the agent's resolved budget; nullopt when none is enforced
   AgentBudgetConfig budget_config;  // the agent's budget configuration (a fork's starts from it)
   BuildOptions fields;              // the request's extra fields (same request id)
+  // The agent's previous request, which a summary of the history continues to keep the server's
+  // cache (MakeLlmSummarizer's cache-keeping mode): nullptr when there is none. Not owned.
+  const SummaryRequestContext* summary_request = nullptr;
   Store* store = nullptr;           // where a discarded fork is deleted from; may be nullptr
   // The prompt tokens of `body` as the agent counts them for CallOptions::prompt_tokens (what the
   // PoolSet admits by).

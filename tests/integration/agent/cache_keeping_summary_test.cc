@@ -2,7 +2,7 @@
 // port 0): the summary request is the agent's previous request plus one instruction, served from
 // the simulator's prefix cache; its record is stored with purpose "compaction" and counted with
 // the turn; an answer that fails validation falls back to the transcript request, and the
-// compaction report says so.
+// compaction report says so. Join's summary of a child continues the child's request too.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -19,6 +19,7 @@
 #include "strata/transport.h"
 #include "testing/sim_testing.h"
 #include "testing/status_testing.h"
+#include "testing/temp_dir.h"
 
 namespace strata {
 namespace {
@@ -162,6 +163,59 @@ TEST_CASE("a cache-keeping answer failing validation falls back to the transcrip
   int stored = 0;
   for (const RequestRecord& r : run.stored) stored += r.purpose == "compaction";
   CHECK(stored == 3);
+}
+
+TEST_CASE("Join summarizes a child without a final answer by continuing the child's request",
+          "[agent][sim][compaction]") {
+  testing::TestSim sim(Options("Summary: the child read the notes and found nothing wrong."));
+  testing::TempDir dir;
+  const std::string db = dir.File("agents.db");
+  HttpTransportOptions http;
+  http.base_url = sim.server->base_url();
+  std::unique_ptr<Transport> transport = Must(MakeHttpTransport(http));
+  std::unique_ptr<Summarizer> summarizer = MakeLlmSummarizer(transport.get());
+  AgentConfig c;
+  c.identity.id = "joiner";
+  c.tokenizer = testing::TestSpmSpec();
+  c.endpoint.base_url = sim.server->base_url();
+  c.store_path = db;
+  AgentServices services;
+  services.transport = transport.get();
+  services.summarizer = summarizer.get();
+  auto parent = Must(Agent::Create(c, services));
+  MustOk(parent->SetSystemPrompt("You are an agent that keeps notes."));
+  auto child = Must(parent->Fork(UserMessage(1)));
+  Turn answered = Must(child->Complete());
+  Must(child->AppendUser(UserMessage(2)));  // the child ends on a question, not an answer
+  sim.server->ClearRequests();
+  const std::string folded = Must(parent->Join(*child));
+
+  const std::vector<sim::SimRequestLog> log = sim.server->requests();
+  REQUIRE(log.size() == 1);
+  const sim::SimRequestLog& summary = log[0];
+  REQUIRE(IsCacheKeeping(summary.body));
+  // The child's last request's messages, byte for byte, then the messages since.
+  const size_t messages_end = answered.body.rfind("}]") + 1;
+  CHECK(summary.body.compare(0, messages_end, answered.body, 0, messages_end) == 0);
+  CHECK(summary.body.find(UserMessage(2)) != std::string::npos);
+  // Served from the cache: the child's last prompt, less the block the server computes again.
+  CHECK(summary.cached_tokens >= answered.record.input_tokens - 16);
+  const Segment* message = parent->context().Find(folded);
+  REQUIRE(message != nullptr);
+  CHECK_THAT(message->content, Catch::Contains("the child read the notes and found nothing wrong"));
+
+  // Its record: purpose "compaction", stored under the child's id.
+  auto store = Must(OpenStore(db));
+  int compaction = 0;
+  for (const RequestRecord& r : Must(store->RecentRequests(child->id(), 100))) {
+    if (r.purpose != "compaction") continue;
+    ++compaction;
+    CHECK(r.input_tokens == summary.prompt_tokens);
+    REQUIRE(r.cached_tokens_reported.has_value());
+    CHECK(*r.cached_tokens_reported == summary.cached_tokens);
+    CHECK(r.cached_tokens_predicted > 0);
+  }
+  CHECK(compaction == 1);
 }
 
 }  // namespace

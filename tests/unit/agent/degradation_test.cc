@@ -15,6 +15,8 @@
 
 #include "sim_server.h"
 #include "strata/agent.h"
+#include "strata/builtin_policies.h"
+#include "strata/compaction_policy.h"
 #include "strata/chat_template.h"
 #include "strata/http_transport.h"
 #include "strata/pools.h"
@@ -129,11 +131,9 @@ AgentConfig Config(const std::string& id, const std::string& store_path,
   return c;
 }
 
-// A coding session: a task and `calls` tool calls with long results.
-void Session(Agent& agent, int calls, int words) {
-  MustOk(agent.SetSystemPrompt("You are a coding agent working in a large repository."));
-  Must(agent.AppendUser("Find where the retry budget is computed and fix the off-by-one."));
-  for (int i = 0; i < calls; ++i) {
+// Tool calls `first`..`first + calls - 1` of a listing tool, each with a long result.
+void Listings(Agent& agent, int first, int calls, int words) {
+  for (int i = first; i < first + calls; ++i) {
     AssistantMessage m;
     m.content = "Listing part " + std::to_string(i) + ".";
     m.tool_calls.push_back(ToolCall{"call-" + std::to_string(i), "list_files",
@@ -141,6 +141,13 @@ void Session(Agent& agent, int calls, int words) {
     Must(agent.context().AppendAssistant(m));
     Must(agent.AppendToolResult({"call-" + std::to_string(i), ToolOutput(i, words), false}));
   }
+}
+
+// A coding session: a task and `calls` tool calls with long results.
+void Session(Agent& agent, int calls, int words) {
+  MustOk(agent.SetSystemPrompt("You are a coding agent working in a large repository."));
+  Must(agent.AppendUser("Find where the retry budget is computed and fix the off-by-one."));
+  Listings(agent, 0, calls, words);
 }
 
 PoolConfig Pool(const std::string& name, int64_t max_tokens, Transport* replica, int cap) {
@@ -249,6 +256,113 @@ TEST_CASE("the task is forked into a request that fits when compaction is not on
   REQUIRE(records.size() == 1);
   CHECK(records[0].degradation == "fork");
   CHECK(records[0].pool == "short");
+  CHECK(blocker.Release().ok());
+}
+
+// The strata policy, noting the previous request each planning was handed (its body, "" none)
+// with the limit it planned against.
+class NotingPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return inner_->Name(); }
+  bool ShouldCompact(const CompactionInput& input) const override {
+    return inner_->ShouldCompact(input);
+  }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
+    plans.emplace_back(input.limit_tokens, input.summary_request != nullptr
+                                               ? std::string(input.summary_request->body)
+                                               : std::string());
+    return inner_->Plan(input);
+  }
+  std::vector<std::pair<size_t, std::string>> plans;
+
+ private:
+  std::unique_ptr<CompactionPolicy> inner_ = MakeStrataPolicy();
+};
+
+// A summarizer that notes the previous request it was handed and says how it was asked.
+class NotingSummarizer final : public Summarizer {
+ public:
+  std::string Name() const override { return "noting@1"; }
+  StatusOr<std::string> Summarize(const std::vector<const Segment*>& span, size_t,
+                                  const Tokenizer&) override {
+    return "A summary of " + std::to_string(span.size()) + " messages.";
+  }
+  StatusOr<SummaryResult> SummarizeFor(const std::vector<const Segment*>& span, size_t max_tokens,
+                                       const Tokenizer& tokenizer,
+                                       const SummaryRequestContext* previous) override {
+    previous_bodies.push_back(previous != nullptr ? std::string(previous->body) : std::string());
+    SummaryResult result;
+    STRATA_ASSIGN_OR_RETURN(result.text, Summarize(span, max_tokens, tokenizer));
+    result.request = "noted";
+    return result;
+  }
+  std::vector<std::string> previous_bodies;
+};
+
+TEST_CASE("a pool's compact step plans its summaries against the agent's previous request",
+          "[agent][pools][compaction]") {
+  Sim sim;
+  Gate long_gate(sim.http.get());
+  PoolSetConfig config;
+  config.pools = {Pool("medium", 12000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
+  config.pools[1].max_queue = 0;
+  auto pools = Must(PoolSet::Create(config));
+  NotingPolicy policy;
+  AgentServices services;
+  services.transport = pools.get();
+  services.policy = &policy;
+  auto agent = Must(Agent::Create(Config("planner", ""), services));
+  Session(*agent, 3, 180);
+  Turn first = Must(agent->Complete());  // fits the medium pool
+  REQUIRE(first.record.pool == "medium");
+  Listings(*agent, 3, 4, 180);
+  REQUIRE(Must(agent->InputTokens()) > 12000);
+
+  Blocker blocker(pools.get(), &long_gate, 30000);
+  policy.plans.clear();
+  Turn turn = Must(agent->Complete());
+  REQUIRE(turn.record.degradation == "compact");
+  // Every planning against the pool's length (below the agent's own limit) saw the request the
+  // agent sent last, which a cache-keeping summary continues.
+  int pool_plans = 0;
+  for (const auto& [limit, body] : policy.plans) {
+    if (limit > 12000) continue;
+    ++pool_plans;
+    CHECK(body == first.body);
+  }
+  CHECK(pool_plans > 0);
+  CHECK(blocker.Release().ok());
+}
+
+TEST_CASE("a pool's fork step summarizes the history against the agent's previous request",
+          "[agent][pools][compaction]") {
+  Sim sim;
+  Gate long_gate(sim.http.get());
+  PoolSetConfig config;
+  config.pools = {Pool("short", 8000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
+  config.pools[1].max_queue = 0;
+  config.ladder = {DegradationStep::kFork, DegradationStep::kRefuse};
+  auto pools = Must(PoolSet::Create(config));
+  NotingSummarizer summarizer;
+  AgentServices services;
+  services.transport = pools.get();
+  services.summarizer = &summarizer;
+  auto agent = Must(Agent::Create(Config("summarized", ""), services));
+  Session(*agent, 2, 180);
+  Turn first = Must(agent->Complete());  // fits the short pool
+  REQUIRE(first.record.pool == "short");
+  Listings(*agent, 2, 3, 180);
+  Must(agent->AppendUser("Now summarize which modules mention retries."));
+  REQUIRE(Must(agent->InputTokens()) > 8000);
+
+  Blocker blocker(pools.get(), &long_gate, 30000);
+  summarizer.previous_bodies.clear();
+  Turn turn = Must(agent->Complete());
+  REQUIRE(turn.record.degradation == "fork");
+  REQUIRE(summarizer.previous_bodies.size() == 1);
+  CHECK(summarizer.previous_bodies[0] == first.body);
+  CHECK_THAT(turn.record.degradation_notes,
+             Catch::Contains("with a summary of the history (noted)"));
   CHECK(blocker.Release().ok());
 }
 
