@@ -168,6 +168,12 @@ struct GrowthPoint {
   std::array<int64_t, kLayerCount> layer_tokens{};  // indexed by Layer
   int64_t compactions = 0;                          // compactions performed during this turn
   int64_t invalidated_tokens = 0;  // cached tokens the turn's compactions invalidated
+  // Prompt tokens of the turn's summary requests (Turn::compaction_requests, input_tokens).
+  int64_t summary_input_tokens = 0;
+  // Of those, cached: each request's reported cached tokens, else its predicted, at most its input.
+  int64_t summary_cached_tokens = 0;
+  // Completion tokens of the turn's summary requests (their output_tokens).
+  int64_t summary_output_tokens = 0;
   // The sum of layer_tokens.
   int64_t TotalTokens() const;
 };

@@ -170,17 +170,22 @@ Status PostgresStore::RecordGrowthIn(PgConnection& c, const GrowthPoint& p) {
   params.Int(agent).Int(p.turn).Int(p.unix_ms != 0 ? p.unix_ms : Now());
   for (int i = 0; i < kLayerCount; ++i) params.Int(p.layer_tokens[i]);
   params.Int(p.compactions).Int(p.invalidated_tokens);
+  params.Int(p.summary_input_tokens).Int(p.summary_cached_tokens).Int(p.summary_output_tokens);
   return c
       .Exec(
           "INSERT INTO strata_growth(agent, turn, unix_ms, system_tokens, "
           "tools_tokens, index_tokens, docs_tokens, history_tokens, volatile_tokens, "
-          "compactions, invalidated_tokens) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-          "$10, $11) ON CONFLICT (agent, turn) DO UPDATE SET unix_ms = excluded.unix_ms, "
+          "compactions, invalidated_tokens, summary_input_tokens, summary_cached_tokens, "
+          "summary_output_tokens) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+          "$13, $14) ON CONFLICT (agent, turn) DO UPDATE SET unix_ms = excluded.unix_ms, "
           "system_tokens = excluded.system_tokens, tools_tokens = "
           "excluded.tools_tokens, index_tokens = excluded.index_tokens, docs_tokens = "
           "excluded.docs_tokens, history_tokens = excluded.history_tokens, "
           "volatile_tokens = excluded.volatile_tokens, compactions = "
-          "excluded.compactions, invalidated_tokens = excluded.invalidated_tokens",
+          "excluded.compactions, invalidated_tokens = excluded.invalidated_tokens, "
+          "summary_input_tokens = excluded.summary_input_tokens, summary_cached_tokens = "
+          "excluded.summary_cached_tokens, summary_output_tokens = "
+          "excluded.summary_output_tokens",
           params, "writing a growth point")
       .status();
 }
@@ -195,7 +200,8 @@ StatusOr<std::vector<GrowthPoint>> PostgresStore::Growth(std::string_view agent_
             PgResult rows,
             c.Exec("SELECT turn, unix_ms, system_tokens, tools_tokens, index_tokens, "
                    "docs_tokens, history_tokens, volatile_tokens, compactions, "
-                   "invalidated_tokens FROM strata_growth WHERE agent = $1 ORDER BY turn",
+                   "invalidated_tokens, summary_input_tokens, summary_cached_tokens, "
+                   "summary_output_tokens FROM strata_growth WHERE agent = $1 ORDER BY turn",
                    PgParams().Int(agent), "reading growth points"));
         for (int i = 0; i < rows.rows(); ++i) {
           GrowthPoint p;
@@ -205,6 +211,9 @@ StatusOr<std::vector<GrowthPoint>> PostgresStore::Growth(std::string_view agent_
           for (int l = 0; l < kLayerCount; ++l) p.layer_tokens[l] = rows.Int(i, 2 + l);
           p.compactions = rows.Int(i, 8);
           p.invalidated_tokens = rows.Int(i, 9);
+          p.summary_input_tokens = rows.Int(i, 10);
+          p.summary_cached_tokens = rows.Int(i, 11);
+          p.summary_output_tokens = rows.Int(i, 12);
           points.push_back(p);
         }
         return Status::Ok();

@@ -133,6 +133,13 @@ CREATE TABLE strata_leases(
     R"sql(
 ALTER TABLE strata_requests ADD COLUMN purpose TEXT NOT NULL DEFAULT 'turn';
 )sql",
+    // 3 -> 4: the tokens of each turn's summary requests in its growth point
+    // (GrowthPoint::summary_input_tokens, summary_cached_tokens, summary_output_tokens).
+    R"sql(
+ALTER TABLE strata_growth ADD COLUMN summary_input_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE strata_growth ADD COLUMN summary_cached_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE strata_growth ADD COLUMN summary_output_tokens BIGINT NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kPostgresMigrations) / sizeof(kPostgresMigrations[0]) ==
                   kPostgresSchemaVersion,

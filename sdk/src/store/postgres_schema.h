@@ -16,7 +16,7 @@
 namespace strata::store_internal {
 
 // The newest PostgreSQL schema version this build writes and reads.
-inline constexpr int64_t kPostgresSchemaVersion = 3;
+inline constexpr int64_t kPostgresSchemaVersion = 4;
 
 // Brings the database from its schema version (0: no strata tables) to kPostgresSchemaVersion
 // in one transaction. FAILED_PRECONDITION naming both versions if the database is newer;

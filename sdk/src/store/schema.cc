@@ -148,6 +148,13 @@ CREATE TABLE leases(
     R"sql(
 ALTER TABLE requests ADD COLUMN purpose TEXT NOT NULL DEFAULT 'turn';
 )sql",
+    // 7 -> 8: the tokens of each turn's summary requests in its growth point
+    // (GrowthPoint::summary_input_tokens, summary_cached_tokens, summary_output_tokens).
+    R"sql(
+ALTER TABLE growth ADD COLUMN summary_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE growth ADD COLUMN summary_cached_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE growth ADD COLUMN summary_output_tokens INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

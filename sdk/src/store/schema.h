@@ -19,7 +19,7 @@ namespace strata::store_internal {
 // 'STRA': PRAGMA application_id of a strata store.
 inline constexpr int32_t kApplicationId = 0x53545241;
 // The newest schema version this build writes and reads.
-inline constexpr int64_t kSchemaVersion = 7;
+inline constexpr int64_t kSchemaVersion = 8;
 
 // A Status for SQLite result code `rc` (extended codes included) while doing `what` on `path`,
 // with SQLite's message and the OS error where one applies. `busy_timeout_ms` goes into the

@@ -167,10 +167,15 @@ Status SqliteStore::WriteGrowth(int64_t agent, const GrowthPoint& p) {
       Stmt insert,
       Prepare("INSERT OR REPLACE INTO growth(agent, turn, unix_ms, system_tokens, tools_tokens, "
               "index_tokens, docs_tokens, history_tokens, volatile_tokens, compactions, "
-              "invalidated_tokens) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
+              "invalidated_tokens, summary_input_tokens, summary_cached_tokens, "
+              "summary_output_tokens) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+              "?13, ?14)"));
   insert.Int(1, agent).Int(2, p.turn).Int(3, p.unix_ms != 0 ? p.unix_ms : Now());
   for (int i = 0; i < kLayerCount; ++i) insert.Int(4 + i, p.layer_tokens[i]);
   insert.Int(10, p.compactions).Int(11, p.invalidated_tokens);
+  insert.Int(12, p.summary_input_tokens)
+      .Int(13, p.summary_cached_tokens)
+      .Int(14, p.summary_output_tokens);
   int rc = insert.Step();
   if (rc != SQLITE_DONE) return Error(rc, "writing a growth point");
   return Status::Ok();
@@ -182,7 +187,8 @@ StatusOr<std::vector<GrowthPoint>> SqliteStore::Growth(std::string_view agent_id
   STRATA_ASSIGN_OR_RETURN(
       Stmt select,
       Prepare("SELECT turn, unix_ms, system_tokens, tools_tokens, index_tokens, docs_tokens, "
-              "history_tokens, volatile_tokens, compactions, invalidated_tokens FROM growth "
+              "history_tokens, volatile_tokens, compactions, invalidated_tokens, "
+              "summary_input_tokens, summary_cached_tokens, summary_output_tokens FROM growth "
               "WHERE agent = ?1 ORDER BY turn"));
   select.Int(1, agent);
   std::vector<GrowthPoint> points;
@@ -195,6 +201,9 @@ StatusOr<std::vector<GrowthPoint>> SqliteStore::Growth(std::string_view agent_id
     for (int i = 0; i < kLayerCount; ++i) p.layer_tokens[i] = select.ColInt(2 + i);
     p.compactions = select.ColInt(8);
     p.invalidated_tokens = select.ColInt(9);
+    p.summary_input_tokens = select.ColInt(10);
+    p.summary_cached_tokens = select.ColInt(11);
+    p.summary_output_tokens = select.ColInt(12);
     points.push_back(p);
   }
   if (rc != SQLITE_DONE) return Error(rc, "reading growth points");

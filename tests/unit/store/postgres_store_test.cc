@@ -121,6 +121,49 @@ TEST_CASE("a version 1 PostgreSQL store is migrated forward keeping its data", "
   CHECK(testing::RunSql(url, "SELECT 1 FROM strata_leases").empty());
 }
 
+TEST_CASE("a version 3 PostgreSQL store's growth points gain the summary token columns",
+          "[store]") {
+  const std::string url = testing::SharedPostgres().NewDatabase();
+  {
+    auto conn = store_internal::PgConnection::Connect(url, url, 5000);
+    REQUIRE(conn.ok());
+    REQUIRE(store_internal::CreatePostgresSchemaAtVersionForTesting(**conn, 3).ok());
+  }
+  REQUIRE(testing::RunSql(url,
+                          "INSERT INTO strata_agents(id, options, tokenizer, created_ms, "
+                          "updated_ms, turn) VALUES('old', '{}', 'estimate:4', 1, 1, 1); "
+                          "INSERT INTO strata_growth(agent, turn, unix_ms, system_tokens, "
+                          "tools_tokens, index_tokens, docs_tokens, history_tokens, "
+                          "volatile_tokens, compactions, invalidated_tokens) SELECT agent, "
+                          "1, 5, 100, 0, 0, 0, 900, 0, 1, 300 FROM strata_agents")
+              .empty());
+  CHECK_FALSE(testing::RunSql(url, "SELECT summary_input_tokens FROM strata_growth").empty());
+  auto store = OpenStore(url);
+  REQUIRE(store.ok());
+  CHECK((*store)->Stats()->schema_version == store_internal::kPostgresSchemaVersion);
+  CHECK(store_internal::kPostgresSchemaVersion >= 4);
+  auto curve = (*store)->Growth("old");
+  REQUIRE(curve.ok());
+  REQUIRE(curve->size() == 1);
+  CHECK(curve->at(0).TotalTokens() == 1000);
+  CHECK(curve->at(0).invalidated_tokens == 300);
+  CHECK(curve->at(0).summary_input_tokens == 0);  // the new columns' default
+  CHECK(curve->at(0).summary_cached_tokens == 0);
+  CHECK(curve->at(0).summary_output_tokens == 0);
+  GrowthPoint p = curve->at(0);
+  p.turn = 2;
+  p.summary_input_tokens = 5000;
+  p.summary_cached_tokens = 4800;
+  p.summary_output_tokens = 60;
+  REQUIRE((*store)->RecordGrowth(p).ok());
+  curve = (*store)->Growth("old");
+  REQUIRE(curve.ok());
+  REQUIRE(curve->size() == 2);
+  CHECK(curve->at(1).summary_input_tokens == 5000);
+  CHECK(curve->at(1).summary_cached_tokens == 4800);
+  CHECK(curve->at(1).summary_output_tokens == 60);
+}
+
 TEST_CASE("exclusive and max_pages are refused for a PostgreSQL store", "[store]") {
   const std::string url = testing::SharedPostgres().NewDatabase();
   StoreOptions options;

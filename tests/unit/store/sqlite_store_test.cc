@@ -393,6 +393,40 @@ TEST_CASE("growth points are recorded per turn and replaced on re-record", "[sto
   CHECK((*store)->Growth("b").status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("a growth point's summary request tokens round-trip", "[store]") {
+  STRATA_FOR_EACH_STORE_BACKEND(dir);
+  auto store = dir.Open();
+  REQUIRE(store.ok());
+  REQUIRE((*store)->CreateAgent(Options("a")).ok());
+  GrowthPoint p;
+  p.agent_id = "a";
+  p.turn = 2;
+  p.compactions = 1;
+  p.summary_input_tokens = 41000;
+  p.summary_cached_tokens = 39500;
+  p.summary_output_tokens = 812;
+  REQUIRE((*store)->RecordGrowth(p).ok());
+  GrowthPoint plain;  // a turn without a summary request
+  plain.agent_id = "a";
+  plain.turn = 3;
+  REQUIRE((*store)->RecordGrowth(plain).ok());
+  auto curve = (*store)->Growth("a");
+  REQUIRE(curve.ok());
+  REQUIRE(curve->size() == 2);
+  CHECK(curve->at(0).summary_input_tokens == 41000);
+  CHECK(curve->at(0).summary_cached_tokens == 39500);
+  CHECK(curve->at(0).summary_output_tokens == 812);
+  CHECK(curve->at(1).summary_input_tokens == 0);
+  CHECK(curve->at(1).summary_cached_tokens == 0);
+  CHECK(curve->at(1).summary_output_tokens == 0);
+  p.summary_output_tokens = 900;  // re-recorded: replaced
+  REQUIRE((*store)->RecordGrowth(p).ok());
+  curve = (*store)->Growth("a");
+  REQUIRE(curve.ok());
+  CHECK(curve->at(0).summary_output_tokens == 900);
+  CHECK(curve->at(0).summary_cached_tokens == 39500);
+}
+
 TEST_CASE("a file that is not a database is refused with DATA_LOSS and left untouched", "[store]") {
   TempDir dir;
   std::string path = dir.File("garbage.db");
@@ -541,6 +575,52 @@ TEST_CASE("a version 4 store gains the degradation columns and keeps its request
   REQUIRE(version.ok());
   CHECK(*version == StoreSchemaVersion());
   CHECK(StoreSchemaVersion() >= 5);
+}
+
+TEST_CASE("a version 7 store's growth points gain the summary token columns, read back 0",
+          "[store]") {
+  TempDir dir;
+  std::string path = dir.File("v7.db");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(store_internal::CreateSchemaAtVersionForTesting(db, 7).ok());
+  REQUIRE(sqlite3_exec(db,
+                       "INSERT INTO agents(id, options, tokenizer, created_ms, updated_ms, turn) "
+                       "VALUES('old', '{\"agent\":{\"id\":\"old\"}}', 'estimate:4', 1, 1, 1);"
+                       "INSERT INTO growth(agent, turn, unix_ms, system_tokens, tools_tokens, "
+                       "index_tokens, docs_tokens, history_tokens, volatile_tokens, compactions, "
+                       "invalidated_tokens) VALUES(1, 1, 5, 100, 0, 0, 0, 900, 0, 1, 300)",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenSqliteStore(path);
+  REQUIRE(store.ok());
+  auto curve = (*store)->Growth("old");
+  REQUIRE(curve.ok());
+  REQUIRE(curve->size() == 1);
+  CHECK(curve->at(0).TotalTokens() == 1000);
+  CHECK(curve->at(0).compactions == 1);
+  CHECK(curve->at(0).invalidated_tokens == 300);
+  CHECK(curve->at(0).summary_input_tokens == 0);  // the new columns' default
+  CHECK(curve->at(0).summary_cached_tokens == 0);
+  CHECK(curve->at(0).summary_output_tokens == 0);
+  GrowthPoint p = curve->at(0);
+  p.turn = 2;
+  p.summary_input_tokens = 5000;
+  p.summary_cached_tokens = 4800;
+  p.summary_output_tokens = 60;
+  REQUIRE((*store)->RecordGrowth(p).ok());
+  curve = (*store)->Growth("old");
+  REQUIRE(curve.ok());
+  REQUIRE(curve->size() == 2);
+  CHECK(curve->at(1).summary_input_tokens == 5000);
+  CHECK(curve->at(1).summary_cached_tokens == 4800);
+  CHECK(curve->at(1).summary_output_tokens == 60);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  auto version = store_internal::PragmaInt(db, "user_version", path);
+  sqlite3_close(db);
+  REQUIRE(version.ok());
+  CHECK(*version == StoreSchemaVersion());
+  CHECK(StoreSchemaVersion() >= 8);
 }
 
 TEST_CASE("a missing file is NOT_FOUND when creation is not allowed", "[store]") {
