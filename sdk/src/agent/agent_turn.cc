@@ -1,9 +1,11 @@
 // One Agent turn (agent_impl.h): build, predict, send, append the reply, explain a prefix break,
 // commit; and Agent::Run's loop over turns and tool calls.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/agent_impl.h"
 #include "agent/cache_state.h"
@@ -20,6 +22,20 @@ using agent_internal::MergeTurnFields;
 using agent_internal::TurnBatch;
 using turn_internal::PrefixReference;
 using turn_internal::TurnRun;
+
+namespace {
+
+// Adds the tokens of a turn's summary requests (Turn::compaction_requests) to its growth point.
+void AddSummaryTokens(const std::vector<RequestRecord>& requests, GrowthPoint* point) {
+  for (const RequestRecord& r : requests) {
+    point->summary_input_tokens += r.input_tokens;
+    point->summary_cached_tokens +=
+        std::min(r.cached_tokens_reported.value_or(r.cached_tokens_predicted), r.input_tokens);
+    point->summary_output_tokens += r.output_tokens;
+  }
+}
+
+}  // namespace
 
 StatusOr<turn_internal::SharedPrompt> Agent::Impl::Prompts::Render(std::string_view body) {
   turn_internal::SharedPrompt prompt;
@@ -226,6 +242,7 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
     invalidated += static_cast<int64_t>(c.invalidated_tokens);
   turn.growth =
       GrowthPointOf(*context_, static_cast<int64_t>(turn.compactions.size()), invalidated);
+  AddSummaryTokens(turn.compaction_requests, &turn.growth);
   BatchSink sink(&batch, static_cast<int64_t>(context_->Stats().turns));
   run.Emit(batch.active() ? &sink : nullptr);
   if (batch.active()) batch.writes().growth = turn.growth;

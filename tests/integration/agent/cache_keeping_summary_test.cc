@@ -5,6 +5,7 @@
 // compaction report says so. Join's summary of a child continues the child's request too.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <memory>
@@ -56,6 +57,7 @@ struct Run {
   std::vector<Turn> turns;
   std::vector<sim::SimRequestLog> log;
   std::vector<RequestRecord> stored;
+  std::vector<GrowthPoint> growth;  // the store's growth curve, one point per turn
 };
 
 // Runs turns until one compacts (at most 30) with an LLM summarizer over the agent's own
@@ -89,6 +91,7 @@ Run RunUntilCompaction(testing::TestSim& sim, const std::string& id) {
   run.log = sim.server->requests();
   auto store = Must(OpenStore(db));
   run.stored = Must(store->RecentRequests(id, 1000));
+  run.growth = Must(store->Growth(id));
   store.reset();
   std::remove(db.c_str());
   return run;
@@ -142,6 +145,75 @@ TEST_CASE("a cache-keeping summary continues the agent's last request and is ser
   for (const RequestRecord& r : run.stored) {
     if (r.request_id != record.request_id) CHECK(r.purpose == "turn");
   }
+}
+
+// The growth point's summary fields as the turn's compaction requests add up: prompt tokens,
+// cached ones (reported, else predicted; at most the prompt), completion tokens.
+GrowthPoint SummaryTokensOf(const Turn& turn) {
+  GrowthPoint sum;
+  for (const RequestRecord& r : turn.compaction_requests) {
+    sum.summary_input_tokens += r.input_tokens;
+    sum.summary_cached_tokens +=
+        std::min(r.cached_tokens_reported.value_or(r.cached_tokens_predicted), r.input_tokens);
+    sum.summary_output_tokens += r.output_tokens;
+  }
+  return sum;
+}
+
+// Each turn's growth point (returned and stored) holds its summary requests' tokens.
+void CheckSummaryGrowth(const Run& run) {
+  REQUIRE(run.growth.size() == run.turns.size());
+  for (size_t i = 0; i < run.turns.size(); ++i) {
+    const Turn& turn = run.turns[i];
+    const GrowthPoint expected = SummaryTokensOf(turn);
+    INFO("turn " << turn.growth.turn << ", " << turn.compaction_requests.size()
+                 << " compaction requests");
+    CHECK(turn.growth.summary_input_tokens == expected.summary_input_tokens);
+    CHECK(turn.growth.summary_cached_tokens == expected.summary_cached_tokens);
+    CHECK(turn.growth.summary_output_tokens == expected.summary_output_tokens);
+    if (turn.compaction_requests.empty()) {
+      CHECK(turn.growth.summary_input_tokens == 0);
+      CHECK(turn.growth.summary_cached_tokens == 0);
+      CHECK(turn.growth.summary_output_tokens == 0);
+    } else {
+      CHECK(turn.growth.summary_input_tokens > 0);
+      CHECK(turn.growth.summary_cached_tokens > 0);
+      CHECK(turn.growth.summary_cached_tokens <= turn.growth.summary_input_tokens);
+      CHECK(turn.growth.summary_output_tokens > 0);
+    }
+    const GrowthPoint& stored = run.growth[i];
+    CHECK(stored.turn == turn.growth.turn);
+    CHECK(stored.summary_input_tokens == turn.growth.summary_input_tokens);
+    CHECK(stored.summary_cached_tokens == turn.growth.summary_cached_tokens);
+    CHECK(stored.summary_output_tokens == turn.growth.summary_output_tokens);
+  }
+}
+
+TEST_CASE("a turn's growth point counts its summary requests' tokens, and the store keeps them",
+          "[agent][sim][compaction]") {
+  testing::TestSim sim(Options("Summary: the user reported turns two to eight, all fine."));
+  Run run = RunUntilCompaction(sim, "grower");
+  REQUIRE(run.turns.size() >= 2);  // turns without a compaction before the one with it
+  const Turn& turn = run.turns.back();
+  REQUIRE(!turn.compactions.empty());
+  REQUIRE(turn.compaction_requests.size() == 1);
+  const RequestRecord& record = turn.compaction_requests[0];
+  REQUIRE(record.cached_tokens_reported.has_value());
+  CHECK(turn.growth.summary_input_tokens == record.input_tokens);
+  CHECK(turn.growth.summary_cached_tokens == *record.cached_tokens_reported);
+  CHECK(turn.growth.summary_output_tokens == record.output_tokens);
+  CheckSummaryGrowth(run);
+}
+
+TEST_CASE("a turn's growth point sums every summary request, the fallback's included",
+          "[agent][sim][compaction]") {
+  std::string too_long;  // far above the summary's bound: cut off at max_tokens ("length")
+  for (int i = 0; i < 3000; ++i) too_long += "word" + std::to_string(i) + " ";
+  testing::TestSim sim(Options(too_long));
+  Run run = RunUntilCompaction(sim, "grower-fallback");
+  REQUIRE(!run.turns.back().compactions.empty());
+  REQUIRE(run.turns.back().compaction_requests.size() == 3);
+  CheckSummaryGrowth(run);
 }
 
 TEST_CASE("a cache-keeping answer failing validation falls back to the transcript, saying so",
