@@ -90,6 +90,9 @@ void FillGrowth(const GrowthPoint& g, v1::GrowthPoint* out) {
   }
   out->set_compactions(g.compactions);
   out->set_invalidated_tokens(g.invalidated_tokens);
+  out->set_summary_input_tokens(g.summary_input_tokens);
+  out->set_summary_cached_tokens(g.summary_cached_tokens);
+  out->set_summary_output_tokens(g.summary_output_tokens);
 }
 
 // One delta of the answer as a stream event of Complete.

@@ -214,6 +214,8 @@ def test_complete_records_growth_stats(sidecar):
     assert record.agent_id == "w1" and record.code == "OK" and record.input_tokens > 0
     assert record.http_status == 200 and record.finish_reason == "tool_calls"
     assert turn.growth.turn >= 1 and len(turn.growth.layers) == 6
+    assert turn.growth.summary_input_tokens == 0  # no compaction: no summary request
+    assert turn.growth.summary_cached_tokens == turn.growth.summary_output_tokens == 0
 
     # The call is open: a new request would be malformed.
     error = rpc_error(complete, stub, "w1")
