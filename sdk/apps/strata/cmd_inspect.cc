@@ -91,6 +91,26 @@ void ListAgents(Store& store) {
   }
 }
 
+// The growth curve in a line (points, last and peak size), and the tokens of the summary requests
+// the turns sent while compacting, when they sent any.
+void ShowGrowth(const std::vector<GrowthPoint>& growth, const std::string& agent) {
+  if (growth.empty()) return;
+  int64_t peak = 0, input = 0, cached = 0, output = 0;
+  for (const GrowthPoint& p : growth) {
+    peak = std::max(peak, p.TotalTokens());
+    input += p.summary_input_tokens;
+    cached += p.summary_cached_tokens;
+    output += p.summary_output_tokens;
+  }
+  std::cout << "growth: " << growth.size() << " points, last "
+            << HumanTokens(static_cast<double>(growth.back().TotalTokens())) << " tokens, peak "
+            << HumanTokens(static_cast<double>(peak)) << " (strata growth --db ... --agent "
+            << agent << " --svg growth.svg)\n";
+  if (input == 0 && output == 0) return;
+  std::cout << "  summary requests in the growth curve: input " << input << " tokens (cached "
+            << cached << "), output " << output << "\n";
+}
+
 void ShowAgent(Store& store, const InspectArgs& args) {
   StoredAgent agent = Check(store.GetAgent(args.agent));
   ContextSnapshot snapshot = Check(store.LoadSnapshot(args.agent));
@@ -152,15 +172,7 @@ void ShowAgent(Store& store, const InspectArgs& args) {
     any = true;
   }
   std::cout << (any ? "" : " none") << "\n";
-  std::vector<GrowthPoint> growth = Check(store.Growth(args.agent));
-  if (!growth.empty()) {
-    int64_t peak = 0;
-    for (const GrowthPoint& p : growth) peak = std::max(peak, p.TotalTokens());
-    std::cout << "growth: " << growth.size() << " points, last "
-              << HumanTokens(static_cast<double>(growth.back().TotalTokens())) << " tokens, peak "
-              << HumanTokens(static_cast<double>(peak)) << " (strata growth --db ... --agent "
-              << args.agent << " --svg growth.svg)\n";
-  }
+  ShowGrowth(Check(store.Growth(args.agent)), args.agent);
   std::cout << "\n";
 
   const std::map<std::string, PurposeTotals> totals = TotalsByPurpose(AllRequests(store, agent, args.agent));

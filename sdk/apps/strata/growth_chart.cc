@@ -78,6 +78,7 @@ constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBo
 struct GrowthTotals {
   double max_total = 0;
   int64_t compactions = 0, invalidated = 0;
+  int64_t summary_input = 0, summary_cached = 0, summary_output = 0;  // of the summary requests
   bool layer_used[kLayerCount] = {};
   std::set<int64_t> marks;
 };
@@ -89,6 +90,9 @@ GrowthTotals Totals(const GrowthChartInput& input) {
     t.max_total = std::max(t.max_total, static_cast<double>(p.TotalTokens()));
     t.compactions += p.compactions;
     t.invalidated += p.invalidated_tokens;
+    t.summary_input += p.summary_input_tokens;
+    t.summary_cached += p.summary_cached_tokens;
+    t.summary_output += p.summary_output_tokens;
     if (p.compactions > 0) t.marks.insert(p.turn);
     for (int i = 0; i < kLayerCount; ++i) {
       t.layer_used[i] = t.layer_used[i] || p.layer_tokens[i] > 0;
@@ -97,6 +101,15 @@ GrowthTotals Totals(const GrowthChartInput& input) {
   t.compactions =
       std::max<int64_t>(t.compactions, static_cast<int64_t>(input.compaction_turns.size()));
   return t;
+}
+
+// ", summaries 41.2K in (39.5K cached), 812 out": the tokens of the summary requests the turns
+// sent, when they sent any.
+std::string SummarySubtitle(const GrowthTotals& t) {
+  if (t.summary_input == 0 && t.summary_output == 0) return "";
+  return ", summaries " + HumanTokens(static_cast<double>(t.summary_input)) + " in (" +
+         HumanTokens(static_cast<double>(t.summary_cached)) + " cached), " +
+         HumanTokens(static_cast<double>(t.summary_output)) + " out";
 }
 
 // The axes' ranges and tick steps, and the mapping of (turn, tokens) to SVG coordinates.
@@ -221,8 +234,8 @@ std::string RenderGrowthSvg(const GrowthChartInput& input) {
       << " turns, peak " << HumanTokens(totals.max_total) << " tokens"
       << (input.tokens_estimated ? " (estimated)" : "") << ", " << totals.compactions
       << " compaction" << (totals.compactions == 1 ? "" : "s") << ", "
-      << HumanTokens(static_cast<double>(totals.invalidated))
-      << " cached tokens invalidated</text>\n";
+      << HumanTokens(static_cast<double>(totals.invalidated)) << " cached tokens invalidated"
+      << SummarySubtitle(totals) << "</text>\n";
   DrawGrid(svg, scale);
   DrawAreas(svg, scale, points, totals.layer_used);
   DrawCompactions(svg, scale, totals.marks);
@@ -240,11 +253,14 @@ std::string RenderGrowthCsv(const std::vector<GrowthPoint>& points) {
   std::ostringstream csv;
   csv << "turn,unix_ms";
   for (int i = 0; i < kLayerCount; ++i) csv << "," << LayerName(static_cast<Layer>(i));
-  csv << ",total,compactions,invalidated_tokens\n";
+  csv << ",total,compactions,invalidated_tokens,summary_input_tokens,summary_cached_tokens,"
+         "summary_output_tokens\n";
   for (const GrowthPoint& p : points) {
     csv << p.turn << "," << p.unix_ms;
     for (int64_t t : p.layer_tokens) csv << "," << t;
-    csv << "," << p.TotalTokens() << "," << p.compactions << "," << p.invalidated_tokens << "\n";
+    csv << "," << p.TotalTokens() << "," << p.compactions << "," << p.invalidated_tokens << ","
+        << p.summary_input_tokens << "," << p.summary_cached_tokens << ","
+        << p.summary_output_tokens << "\n";
   }
   return csv.str();
 }

@@ -24,7 +24,8 @@ struct GrowthChartInput {
 std::string RenderGrowthSvg(const GrowthChartInput& input);
 
 // Header "turn,unix_ms,system,tools,index,docs,history,volatile,total,compactions,
-// invalidated_tokens", then one line per point.
+// invalidated_tokens,summary_input_tokens,summary_cached_tokens,summary_output_tokens", then one
+// line per point.
 std::string RenderGrowthCsv(const std::vector<GrowthPoint>& points);
 
 // "950", "12.5K", "1.05M".

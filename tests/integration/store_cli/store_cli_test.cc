@@ -160,6 +160,52 @@ TEST_CASE("inspect totals an agent's request tokens by purpose, its summaries' i
                              R"("output_tokens":300},"turn":{"requests":2,"input_tokens":2100,)"));
 }
 
+TEST_CASE("growth and inspect show the tokens of the turns' summary requests", "[store][cli]") {
+  TempDir dir;
+  const std::string db = dir.File("agents.db");
+  {
+    auto store = OpenSqliteStore(db);
+    REQUIRE(store.ok());
+    ContextOptions options;
+    options.agent.id = "a";
+    REQUIRE((*store)->CreateAgent(options).ok());
+    for (int64_t turn = 1; turn <= 3; ++turn) {
+      GrowthPoint p;
+      p.agent_id = "a";
+      p.turn = turn;
+      p.unix_ms = 1700000000000 + turn;
+      p.layer_tokens[static_cast<int>(Layer::kHistory)] = 1000 * turn;
+      if (turn == 2) {  // a compaction whose cache-keeping summary request was mostly cached
+        p.compactions = 1;
+        p.invalidated_tokens = 500;
+        p.summary_input_tokens = 2150;
+        p.summary_cached_tokens = 2048;
+        p.summary_output_tokens = 310;
+      }
+      REQUIRE((*store)->RecordGrowth(p).ok());
+    }
+  }
+  const std::string svg = dir.File("growth.svg"), csv = dir.File("growth.csv");
+  Result chart = Run("growth --db " + db + " --agent a --svg " + svg + " --csv " + csv);
+  INFO(chart.output);
+  REQUIRE(chart.exit_code == 0);
+  const std::string csv_text = ReadFile(csv);
+  CHECK_THAT(csv_text, Catch::StartsWith("turn,unix_ms,system,tools,index,docs,history,volatile,"
+                                         "total,compactions,invalidated_tokens,"
+                                         "summary_input_tokens,summary_cached_tokens,"
+                                         "summary_output_tokens\n"));
+  CHECK_THAT(csv_text,
+             Catch::Contains("\n2,1700000000002,0,0,0,0,2000,0,2000,1,500,2150,2048,310\n") &&
+                 Catch::Contains("\n3,1700000000003,0,0,0,0,3000,0,3000,0,0,0,0,0\n"));
+  CHECK_THAT(ReadFile(svg), Catch::Contains("summaries 2.15K in (2.05K cached), 310 out"));
+  Result show = Run("inspect --db " + db + " --agent a");
+  INFO(show.output);
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.output, Catch::Contains("growth: 3 points") &&
+                              Catch::Contains("summary requests in the growth curve: input 2150 "
+                                              "tokens (cached 2048), output 310"));
+}
+
 TEST_CASE("growth opens read-only: an empty file stays empty", "[store][cli]") {
   TempDir dir;
   const std::string empty = dir.File("empty.db");
