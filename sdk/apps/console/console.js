@@ -285,13 +285,17 @@
     const labels = g.points.map((p) => p.turn);
     const datasets = LAYERS.map((l, i) => ({ label: l, data: g.points.map((p) => p.layers[l] || 0), fill: true,
                                              backgroundColor: LAYER_COLORS[i] + '99', borderColor: LAYER_COLORS[i] }));
-    const rows = g.points.map((p) => Object.assign({ turn: p.turn, total: p.total, compactions: p.compactions }, p.layers));
+    const rows = g.points.map((p) => Object.assign({ turn: p.turn, total: p.total, compactions: p.compactions,
+      summary_input_tokens: p.summary_input_tokens || 0, summary_cached_tokens: p.summary_cached_tokens || 0,
+      summary_output_tokens: p.summary_output_tokens || 0 }, p.layers));
     return [el('h2', {}, 'Growth by layer'),
       g.downsampled ? el('p', { class: 'muted' }, `${num(g.total_points)} turns, shown as ${g.points.length} points`) : null,
       lineChart('growth', labels, datasets, true),
       el('details', {}, el('summary', {}, 'growth table'),
         table('growth-table', [{ key: 'turn', title: 'turn' }, ...LAYERS.map((l) => ({ key: l, title: l })),
-          { key: 'total', title: 'total' }, { key: 'compactions', title: 'compactions' }], rows))];
+          { key: 'total', title: 'total' }, { key: 'compactions', title: 'compactions' },
+          { key: 'summary_input_tokens', title: 'summary input' }, { key: 'summary_cached_tokens', title: 'summary cached' },
+          { key: 'summary_output_tokens', title: 'summary output' }], rows))];
   }
 
   function layoutSection(l) {

@@ -373,10 +373,13 @@ StatusOr<nlohmann::json> Growth(Store& store, const AgentView& agent) {
   json out = json::array();
   for (size_t first = 0; first < points.size(); first += bucket) {
     const size_t last = std::min(points.size(), first + bucket) - 1;
-    int64_t compactions = 0, invalidated = 0;
+    int64_t compactions = 0, invalidated = 0, summary_in = 0, summary_cached = 0, summary_out = 0;
     for (size_t i = first; i <= last; ++i) {
       compactions += points[i].compactions;
       invalidated += points[i].invalidated_tokens;
+      summary_in += points[i].summary_input_tokens;
+      summary_cached += points[i].summary_cached_tokens;
+      summary_out += points[i].summary_output_tokens;
     }
     const GrowthPoint& p = points[last];
     out.push_back({{"turn", p.turn},
@@ -384,7 +387,10 @@ StatusOr<nlohmann::json> Growth(Store& store, const AgentView& agent) {
                    {"layers", LayerTokens(p.layer_tokens)},
                    {"total", p.TotalTokens()},
                    {"compactions", compactions},
-                   {"invalidated_tokens", invalidated}});
+                   {"invalidated_tokens", invalidated},
+                   {"summary_input_tokens", summary_in},
+                   {"summary_cached_tokens", summary_cached},
+                   {"summary_output_tokens", summary_out}});
   }
   return json{
       {"points", std::move(out)}, {"downsampled", bucket > 1}, {"total_points", points.size()}};

@@ -72,9 +72,10 @@ StatusOr<nlohmann::json> Records(Store& store, const AgentView& agent, const Pag
                                  std::string_view request_id = "");
 // {"total","offset","limit","events":[{id,turn,unix_ms,type,payload}]}: in append order.
 StatusOr<nlohmann::json> Events(Store& store, const AgentView& agent, const PageQuery& page);
-// {"points":[{turn,unix_ms,layers:{system,...},total,compactions,invalidated_tokens}],
-// "downsampled":bool,"total_points"}: the growth curve (as `strata growth`), at most
-// kMaxSeriesPoints (the last point of each bucket).
+// {"points":[{turn,unix_ms,layers:{system,...},total,compactions,invalidated_tokens,
+// summary_input_tokens,summary_cached_tokens,summary_output_tokens}],"downsampled":bool,
+// "total_points"}: the growth curve (as `strata growth`), at most kMaxSeriesPoints (the last
+// point of each bucket; the counts are the bucket's sums).
 StatusOr<nlohmann::json> Growth(Store& store, const AgentView& agent);
 // The current request's layout: {"layers":[{layer,segments,tokens,bytes}],"total_tokens",
 // "stable_prefix":{"bytes","hash","layers"},"cache_salt":{"sent","tenant","scope","model_version",

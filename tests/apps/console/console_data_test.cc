@@ -172,6 +172,38 @@ TEST_CASE("the layout names the layers, the stable prefix hash and the salt scop
   CHECK(layout["cache_salt"]["scope"] == "repo-1");
 }
 
+TEST_CASE("growth points carry their summary requests' tokens, summed per bucket", "[console]") {
+  testing::TempDir dir;
+  auto store = NewStore(dir, {"a"});
+  const size_t turns = 2 * kMaxSeriesPoints;  // two turns a point
+  for (size_t turn = 1; turn <= turns; ++turn) {
+    GrowthPoint p;
+    p.agent_id = "a";
+    p.turn = static_cast<int64_t>(turn);
+    p.layer_tokens[static_cast<int>(Layer::kHistory)] = 10 * p.turn;
+    if (turn <= 2) {  // both in the first bucket
+      p.compactions = 1;
+      p.summary_input_tokens = 1000 * p.turn;
+      p.summary_cached_tokens = 900 * p.turn;
+      p.summary_output_tokens = 50 * p.turn;
+    }
+    REQUIRE(store->RecordGrowth(p).ok());
+  }
+  json g = Growth(*store, View("a")).value();
+  CHECK(g["downsampled"].get<bool>());
+  REQUIRE(g["points"].size() == kMaxSeriesPoints);
+  const json& first = g["points"][0];
+  CHECK(first["turn"] == 2);
+  CHECK(first["compactions"] == 2);
+  CHECK(first["summary_input_tokens"] == 3000);
+  CHECK(first["summary_cached_tokens"] == 2700);
+  CHECK(first["summary_output_tokens"] == 150);
+  const json& second = g["points"][1];
+  CHECK(second["summary_input_tokens"] == 0);
+  CHECK(second["summary_cached_tokens"] == 0);
+  CHECK(second["summary_output_tokens"] == 0);
+}
+
 TEST_CASE("an unknown agent is NOT_FOUND from every document", "[console]") {
   testing::TempDir dir;
   auto store = NewStore(dir, {"a"});

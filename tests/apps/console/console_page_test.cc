@@ -18,6 +18,15 @@ TEST_CASE("the page inlines its script and loads nothing from elsewhere", "[cons
   if (HasChartJs()) CHECK(html.find("Chart.js v") != std::string::npos);
 }
 
+TEST_CASE("the growth table has columns for the summary requests' tokens", "[console]") {
+  const std::string html = ConsolePage(SidecarBoot());
+  for (const char* key :
+       {"summary_input_tokens", "summary_cached_tokens", "summary_output_tokens"}) {
+    INFO(key);
+    CHECK(html.find(std::string("key: '") + key + "'") != std::string::npos);
+  }
+}
+
 TEST_CASE("embedded data cannot close its script element", "[console]") {
   nlohmann::json page = {{"agent", {{"id", "</script><script>alert(1)</script>"}}}};
   const std::string html = ConsolePage(FileBoot(page));
