@@ -36,8 +36,10 @@ def main(argv: list[str]) -> int:
         print(f"growth_curves: {e}", file=sys.stderr)
         return 1
     rows = [[p.turn, *(p.layer_tokens[layer] for layer in LAYERS), p.total_tokens, p.compactions,
-             p.invalidated_tokens] for p in points]
-    header = ["turn", *LAYERS, "total", "compactions", "invalidated_tokens"]
+             p.invalidated_tokens, p.summary_input_tokens, p.summary_cached_tokens,
+             p.summary_output_tokens] for p in points]
+    header = ["turn", *LAYERS, "total", "compactions", "invalidated_tokens", "summary_input_tokens",
+              "summary_cached_tokens", "summary_output_tokens"]
     if args.csv == "-":
         write_csv(sys.stdout, header, rows)
     else:

@@ -43,6 +43,8 @@ def test_the_growth_curves_example_writes_the_stored_curve_as_csv(start_sim, tmp
     assert [int(r["turn"]) for r in rows] == [t.growth.turn for t in turns]
     assert int(rows[-1]["history"]) == turns[-1].growth.layer_tokens["history"]
     assert int(rows[-1]["total"]) == turns[-1].growth.total_tokens
+    assert int(rows[-1]["summary_input_tokens"]) == turns[-1].growth.summary_input_tokens == 0
+    assert {"summary_cached_tokens", "summary_output_tokens"} <= set(rows[-1])
     missing = subprocess.run([sys.executable, str(EXAMPLE / "growth_curves.py"), str(db), "nobody"],
                              env=subprocess_env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr

@@ -1,6 +1,7 @@
 """strata.Store: reading what agents recorded (agents, request records, events, growth curves)."""
 
 import json
+import sqlite3
 
 import pytest
 
@@ -39,6 +40,25 @@ def test_store_reads_agents_records_and_growth(start_sim, tmp_path):
     backup = tmp_path / "copy.db"
     store.backup(str(backup))
     assert strata.Store.open(str(backup)).growth("stored") == growth
+
+
+def test_store_growth_carries_the_summary_requests_tokens(start_sim, tmp_path):
+    sim = start_sim(SCRIPT)
+    db = tmp_path / "agents.db"
+    turns = run_agent(sim, db)
+    for t in turns:  # no compaction, no summary request
+        g = t.growth
+        assert (g.summary_input_tokens, g.summary_cached_tokens, g.summary_output_tokens) == (0, 0, 0)
+    summarized = turns[1].growth.turn
+    with sqlite3.connect(str(db)) as conn:  # as if that turn's summary request had been sent
+        conn.execute("UPDATE growth SET summary_input_tokens = 2150, summary_cached_tokens = 2048, "
+                     "summary_output_tokens = 310 WHERE turn = ?", (summarized,))
+    conn.close()
+    growth = strata.Store.open(str(db)).growth("stored")
+    assert [(g.summary_input_tokens, g.summary_cached_tokens, g.summary_output_tokens)
+            for g in growth] == [(2150, 2048, 310) if g.turn == summarized else (0, 0, 0)
+                                 for g in growth]
+    assert growth[1].to_dict()["summary_cached_tokens"] == 2048
 
 
 def test_store_errors(tmp_path):

@@ -47,7 +47,10 @@ json GrowthJson(const strata::GrowthPoint& g) {
           {"layer_tokens", layers},
           {"total_tokens", g.TotalTokens()},
           {"compactions", g.compactions},
-          {"invalidated_tokens", g.invalidated_tokens}};
+          {"invalidated_tokens", g.invalidated_tokens},
+          {"summary_input_tokens", g.summary_input_tokens},
+          {"summary_cached_tokens", g.summary_cached_tokens},
+          {"summary_output_tokens", g.summary_output_tokens}};
 }
 
 json EventJson(const strata::StoredEvent& e) {

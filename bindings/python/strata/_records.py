@@ -219,6 +219,13 @@ class GrowthPoint(_Record):
     compactions: int = _absent(0)
     #: cached tokens the turn's compactions invalidated
     invalidated_tokens: int = _absent(0)
+    #: Prompt tokens of the turn's summary requests (Turn::compaction_requests, input_tokens).
+    summary_input_tokens: int = _absent(0)
+    #: Of those, cached: each request's reported cached tokens, else its predicted, at most its
+    #: input.
+    summary_cached_tokens: int = _absent(0)
+    #: Completion tokens of the turn's summary requests (their output_tokens).
+    summary_output_tokens: int = _absent(0)
     #: the sum of layer_tokens
     total_tokens: int = _absent(0)
 
