@@ -17,8 +17,9 @@ SummaryRequestContext Agent::Impl::PreviousRequest(const std::string& turn_reque
                                                    RecordSink* records) const {
   SummaryRequestContext previous;
   previous.body = last_request_.body;
-  previous.endpoint = shared_.transport->Endpoint();
-  if (shared_.transport->Name() == "pools" && !last_request_.prefix_hash.empty()) {
+  const Transport* transport = shared_.transport;  // null: an agent without an upstream
+  if (transport != nullptr) previous.endpoint = transport->Endpoint();
+  if (transport != nullptr && transport->Name() == "pools" && !last_request_.prefix_hash.empty()) {
     previous.headers.emplace_back(kPrefixHashHeader, last_request_.prefix_hash);
   }
   previous.agent_id = config_.identity.id;
@@ -40,7 +41,7 @@ SummaryRequestContext Agent::Impl::CurrentRequest(const std::string& request_id,
   *current = std::move(built).value();
   context.body = current->body;
   context.headers.clear();
-  if (shared_.transport->Name() == "pools") {
+  if (shared_.transport != nullptr && shared_.transport->Name() == "pools") {
     context.headers.emplace_back(kPrefixHashHeader, current->stable_prefix_hash);
   }
   return context;

@@ -741,5 +741,16 @@ TEST_CASE("Join of a child without a final answer folds a summary", "[agent][for
   CHECK(content.find("src/main.py") != std::string::npos);
 }
 
+TEST_CASE("Join of a child without a final answer works for an agent without an upstream",
+          "[agent][fork]") {
+  auto parent = Must(Agent::Create(SmallConfig("offline")));  // no transport
+  MustOk(parent->AppendUser("task").status());
+  auto child = Must(parent->Fork("subtask: inspect src/main.py"));
+  Must(child->AppendUser("read src/main.py and note what it imports"));
+  const std::string joined = Must(parent->Join(*child, JoinOptions{200}));
+  const std::string content = parent->context().Find(joined)->content;
+  CHECK(content.find("summary") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata
