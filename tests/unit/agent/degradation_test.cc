@@ -4,6 +4,7 @@
 // or it is refused naming the pool, its cap and queue depth; every decision is in the record and
 // in the store. The stable-prefix hash header routes agents that share stable layers to one
 // replica.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <cstdio>
@@ -331,6 +332,47 @@ TEST_CASE("a pool's compact step plans its summaries against the agent's previou
     CHECK(body == first.body);
   }
   CHECK(pool_plans > 0);
+  CHECK(blocker.Release().ok());
+}
+
+TEST_CASE("a pool's compact step's summary request is the turn's compaction request",
+          "[agent][pools][compaction]") {
+  Sim sim;
+  Gate long_gate(sim.http.get());
+  PoolSetConfig config;
+  config.pools = {Pool("medium", 12000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
+  config.pools[1].max_queue = 0;
+  auto pools = Must(PoolSet::Create(config));
+  // Through the pool set, as the agent's requests go (a summarizer on another endpoint never
+  // continues the agent's request).
+  std::unique_ptr<Summarizer> summarizer = MakeLlmSummarizer(pools.get());
+  AgentServices services;
+  services.transport = pools.get();
+  services.summarizer = summarizer.get();
+  auto agent = Must(Agent::Create(Config("priced", ""), services));
+  Session(*agent, 3, 180);
+  Turn first = Must(agent->Complete());
+  REQUIRE(first.record.pool == "medium");
+  Listings(*agent, 3, 4, 180);
+
+  Blocker blocker(pools.get(), &long_gate, 30000);
+  Turn turn = Must(agent->Complete());
+  REQUIRE(turn.record.degradation == "compact");
+  REQUIRE(turn.compactions.size() == 1);
+  // Down to the medium pool's length the span reaches into the messages added since the previous
+  // request, which that request cannot continue: the transcript request, and the report says why.
+  CHECK_THAT(turn.compactions[0].summary_request,
+             Catch::StartsWith("transcript (cache-keeping not used: the span to summarize"));
+  // Either way the summary request is recorded with the turn and priced in its growth point.
+  REQUIRE(turn.compaction_requests.size() == 1);
+  const RequestRecord& summary = turn.compaction_requests[0];
+  CHECK(summary.purpose == "compaction");
+  CHECK(summary.input_tokens > 0);
+  CHECK(turn.growth.summary_input_tokens == summary.input_tokens);
+  CHECK(turn.growth.summary_output_tokens == summary.output_tokens);
+  CHECK(turn.growth.summary_cached_tokens ==
+        std::min(summary.input_tokens,
+                 summary.cached_tokens_reported.value_or(summary.cached_tokens_predicted)));
   CHECK(blocker.Release().ok());
 }
 
