@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "probe.h"
@@ -138,8 +139,31 @@ class ProbeGenerator::Impl {
   struct Assembled {
     std::string context;
     double depth_actual = 0;
+    double tokens = 0;  // the context's tokens by its pieces' own counts (what depth is relative to)
     int passes = 1;
   };
+
+  // `assembled` with filler appended at its end, about `tokens` tokens of the first filler block
+  // this probe may use (null when there is none): for a fill that no budget lands close enough to
+  // its target, because one more budget token moves an insert or a block boundary past it.
+  std::optional<Assembled> Padded(const ProbeSpec& spec, const Assembled& assembled, int64_t tokens) const {
+    for (size_t index : order) {
+      const Block& block = blocks[index];
+      if (spec.kind != ProbeKind::kMrcr &&
+          (block.file == spec.candidate.file ||
+           (spec.kind == ProbeKind::kTwoHop && block.file == spec.candidate.hop_file))) {
+        continue;
+      }
+      auto [cut, cut_tokens] = CutToTokens(RenderBlock(sources, block), tokens);
+      if (cut_tokens > tokens || cut.empty()) return std::nullopt;
+      Assembled out = assembled;
+      out.context += cut;
+      out.tokens += static_cast<double>(cut_tokens);
+      if (out.tokens > 0) out.depth_actual = assembled.depth_actual * assembled.tokens / out.tokens;
+      return out;
+    }
+    return std::nullopt;
+  }
 
   // The end of a block cut to about `tokens` tokens (at a UTF-8 boundary, ending in a newline),
   // and its exact count.
@@ -279,6 +303,7 @@ class ProbeGenerator::Impl {
     }
     while (next_insert < inserts.size()) place();
     const double final_total = at();
+    out.tokens = final_total;
     out.depth_actual = final_total > 0 && needle_at >= 0 ? needle_at / final_total : 0;
     return out;
   }
@@ -459,6 +484,24 @@ StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
   if (!have_fit) {
     out.discard_reason = "needle and question alone exceed the length";
     return out;
+  }
+  // No budget landed within the tolerance: the fullest fit is padded at its end with filler cut
+  // to the room left (less by the miss of each try that went over).
+  for (int64_t room = target - out.tokens; room > tolerance / 2 && target - out.tokens > tolerance;) {
+    const std::optional<Impl::Assembled> padded = g.Padded(spec, assembled, room);
+    if (!padded) break;
+    std::string body = g.Body(padded->context, spec.question);
+    STRATA_ASSIGN_OR_RETURN(size_t exact, g.counter->CountRequest(body));
+    const int64_t tokens = static_cast<int64_t>(exact);
+    if (tokens <= target && tokens > out.tokens) {
+      out.body = std::move(body);
+      out.tokens = tokens;
+      assembled = *padded;
+      room = target - tokens;
+    } else {
+      room -= std::max<int64_t>(1, tokens - target);
+      if (tokens <= target) break;
+    }
   }
   out.depth_actual = assembled.depth_actual;
   out.content_passes = assembled.passes;
