@@ -594,8 +594,12 @@ int main(int argc, char** argv) {
 
   {
     std::ofstream config(dir + "/sidecar.json");
+    // Every client here has the one address 127.0.0.1, and a new agent's connection can arrive
+    // before the sidecar has released the one the previous agent closed: the per-client limit is
+    // set above what the clients hold, so that it does not refuse them (429) under load.
     config << R"({"default_limits": {"max_agents": 0, "max_concurrent_completions": 0},)"
-           << R"( "max_threads": )" << (o.concurrency * 2 + 8) << "}";
+           << R"( "max_threads": )" << (o.concurrency * 2 + 8)
+           << R"(, "http_max_connections_per_client": )" << (o.concurrency * 2 + 8) << "}";
   }
   std::printf("sidecar_load: %d agents x %d turns, concurrency %d; strata-sim %s:%d\n", o.agents,
               o.turns, o.concurrency, sim_host.c_str(), sim_port);
