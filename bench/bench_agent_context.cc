@@ -177,8 +177,14 @@ void BM_CompactingBuild(benchmark::State& state) {
       state.SkipWithError("the warm-up Build compacted");  // the previous turn's request
       break;
     }
-    const int64_t more = state.range(0) / 4;  // then one turn that crosses the trigger
-    for (int i = 0; i * 24000 < more * 4; ++i) Turn(state, *agent, i, /*complete=*/false);
+    // Then one turn that crosses the trigger, with messages no earlier iteration had (the chat
+    // template's message memo is process-wide: repeated ones would be found parsed).
+    const int64_t more = state.range(0) / 4;
+    static int round = 0;
+    ++round;
+    for (int i = 0; i * 24000 < more * 4; ++i) {
+      Turn(state, *agent, round * 1000 + i, /*complete=*/false);
+    }
     state.ResumeTiming();
     auto built = agent->context().Build();
     if (!built.ok() || !built->compaction) {
