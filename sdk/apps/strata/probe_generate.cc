@@ -73,6 +73,36 @@ class ProbeGenerator::Impl {
   std::vector<std::string> words;            // names memo keys and values are made of
   int64_t content_tokens = 0;
 
+  // Whether the candidate's needles answer its question once (a needle block holding a second
+  // definition or a second assignment never makes an unambiguous probe). `memo`: per candidate, -1
+  // not known yet, else the answer.
+  bool AnsweredOnce(size_t index, std::vector<signed char>* memo) const {
+    signed char& known = (*memo)[index];
+    if (known < 0) {
+      const Candidate& c = candidates[index];
+      std::string needles = RenderBlock(sources, NeedleBlock(c));
+      if (c.kind == ProbeKind::kTwoHop) needles += "\n" + RenderBlock(sources, NeedleBlock(HopConstant(c)));
+      known = CountAnswers(needles, c) == 1 ? 1 : 0;
+    }
+    return known == 1;
+  }
+
+  // The filler blocks that would answer a probe's question again, found as the fill reaches them.
+  struct Answering {
+    std::string needles;             // the probe's needles, one after another ("" for memos)
+    std::vector<signed char> again;  // per block: -1 not known yet, else whether it does
+  };
+
+  // Whether block `index` (rendered as `text`) beside the probe's needles gives its question a
+  // second answer (a two-hop's count is not a sum: a block may define what its function uses).
+  bool AnswersAgain(const ProbeSpec& spec, size_t index, const std::string& text, Answering* a) const {
+    if (spec.kind == ProbeKind::kMrcr) return false;
+    if (a->again.empty()) a->again.assign(blocks.size(), -1);
+    signed char& known = a->again[index];
+    if (known < 0) known = CountAnswers(a->needles + "\n" + text, spec.candidate) > 1 ? 1 : 0;
+    return known == 1;
+  }
+
   std::string Body(const std::string& context, const std::string& question) const {
     nlohmann::ordered_json body;
     body["model"] = options.model;
@@ -143,10 +173,12 @@ class ProbeGenerator::Impl {
     int passes = 1;
   };
 
-  // `assembled` with filler appended at its end, about `tokens` tokens of the first filler block
-  // this probe may use (null when there is none): for a fill that no budget lands close enough to
-  // its target, because one more budget token moves an insert or a block boundary past it.
-  std::optional<Assembled> Padded(const ProbeSpec& spec, const Assembled& assembled, int64_t tokens) const {
+  // `assembled` with filler appended at its end, at most `tokens` tokens of the first filler block
+  // this probe may use that does not answer it (null when there is none): for a fill that no
+  // budget lands close enough to its target, because one more budget token moves an insert or a
+  // block boundary past it.
+  std::optional<Assembled> Padded(const ProbeSpec& spec, const Assembled& assembled, int64_t tokens,
+                                  Answering* answering) const {
     for (size_t index : order) {
       const Block& block = blocks[index];
       if (spec.kind != ProbeKind::kMrcr &&
@@ -154,8 +186,13 @@ class ProbeGenerator::Impl {
            (spec.kind == ProbeKind::kTwoHop && block.file == spec.candidate.hop_file))) {
         continue;
       }
-      auto [cut, cut_tokens] = CutToTokens(RenderBlock(sources, block), tokens);
-      if (cut_tokens > tokens || cut.empty()) return std::nullopt;
+      std::string text = RenderBlock(sources, block);
+      if (AnswersAgain(spec, index, text, answering)) continue;
+      auto [cut, cut_tokens] = CutToTokens(std::move(text), tokens);
+      if (cut_tokens > tokens || cut.empty()) continue;
+      bool answers = false;  // a memo's value in the padding
+      for (const std::string& v : spec.memo_values) answers = answers || CountOccurrences(cut, v) > 0;
+      if (answers) continue;
       Assembled out = assembled;
       out.context += cut;
       out.tokens += static_cast<double>(cut_tokens);
@@ -232,7 +269,7 @@ class ProbeGenerator::Impl {
   // each memo) inserted where the tokens before it reach its depth, splitting the block it falls
   // in; the last block is cut to the budget.
   Assembled Assemble(const ProbeSpec& spec, const std::vector<Insert>& inserts, int64_t needle_tokens,
-                     int64_t filler_budget) const {
+                     int64_t filler_budget, Answering* answering) const {
     Assembled out;
     const bool memos = spec.kind == ProbeKind::kMrcr;
     const double total = static_cast<double>(filler_budget + needle_tokens);
@@ -265,9 +302,10 @@ class ProbeGenerator::Impl {
                      (spec.kind == ProbeKind::kTwoHop && block.file == spec.candidate.hop_file))) {
         continue;
       }
+      std::string text = RenderBlock(sources, block);
+      if (AnswersAgain(spec, index, text, answering)) continue;
       ++added_this_pass;
       while (due() <= at()) place();
-      std::string text = RenderBlock(sources, block);
       int64_t t = block_tokens[index];
       // Where the filler ends when it is filled to the budget: an insert due there or beyond (a
       // deep one, larger than the rest of the content) goes after it, not before the last block.
@@ -389,6 +427,7 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
     if (!g.by_kind[static_cast<size_t>(k)].empty()) kinds.push_back(k);
   }
   std::vector<ProbeSpec> plan;
+  std::vector<signed char> answered_once(g.candidates.size(), -1);
   const int64_t room = g.options.window_tokens - g.options.max_output_tokens;
   for (size_t li = 0; li < g.options.lengths.size(); ++li) {
     for (size_t di = 0; di < g.options.depths.size(); ++di) {
@@ -408,10 +447,24 @@ std::vector<ProbeSpec> ProbeGenerator::Plan() const {
           // A needle is placed whole, so one that is a large share of the length (a table of long
           // rows, in a short probe) could not sit at a deep depth: the first of up to 16 draws whose
           // needle is at most an eighth of the length (nearly always the first), else the smallest.
+          // A draw whose own needle answers its question twice is passed over.
           const std::vector<size_t>& pool = g.by_kind[static_cast<size_t>(spec.kind)];
           int64_t smallest = std::numeric_limits<int64_t>::max();
           for (int draw = 0; draw < 16; ++draw) {
-            const Candidate& drawn = g.candidates[pool[rng.Below(pool.size())]];
+            size_t index = pool[rng.Below(pool.size())];
+            if (!g.AnsweredOnce(index, &answered_once)) {
+              if (draw < 15 || smallest != std::numeric_limits<int64_t>::max()) continue;
+              // No draw was unambiguous: the next candidate of the pool from this one that is
+              // (this one when none is, discarded at Render).
+              const size_t at = static_cast<size_t>(std::find(pool.begin(), pool.end(), index) - pool.begin());
+              for (size_t k = 1; k < pool.size(); ++k) {
+                if (g.AnsweredOnce(pool[(at + k) % pool.size()], &answered_once)) {
+                  index = pool[(at + k) % pool.size()];
+                  break;
+                }
+              }
+            }
+            const Candidate& drawn = g.candidates[index];
             const int64_t tokens = g.NeedleTokens(drawn);
             if (tokens < smallest) {
               smallest = tokens;
@@ -437,7 +490,11 @@ StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
   const Impl& g = *impl_;
   const std::vector<Impl::Insert> inserts = g.Inserts(spec);
   int64_t needle_tokens = 0;
-  for (const Impl::Insert& insert : inserts) needle_tokens += insert.tokens;
+  Impl::Answering answering;
+  for (const Impl::Insert& insert : inserts) {
+    needle_tokens += insert.tokens;
+    if (spec.kind != ProbeKind::kMrcr) answering.needles += insert.text;
+  }
   STRATA_ASSIGN_OR_RETURN(size_t overhead, g.counter->CountRequest(g.Body("", spec.question)));
   const int64_t target = spec.target_tokens;
   const int64_t tolerance = std::max<int64_t>(32, target / 200);
@@ -452,7 +509,7 @@ StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
   Impl::Assembled assembled;
   bool have_fit = false;
   for (int iteration = 0; iteration < 16; ++iteration) {
-    Impl::Assembled tried = g.Assemble(spec, inserts, needle_tokens, std::max<int64_t>(0, budget));
+    Impl::Assembled tried = g.Assemble(spec, inserts, needle_tokens, std::max<int64_t>(0, budget), &answering);
     std::string body = g.Body(tried.context, spec.question);
     STRATA_ASSIGN_OR_RETURN(size_t exact, g.counter->CountRequest(body));
     const int64_t tokens = static_cast<int64_t>(exact);
@@ -485,10 +542,13 @@ StatusOr<RenderedProbe> ProbeGenerator::Render(const ProbeSpec& spec) const {
     out.discard_reason = "needle and question alone exceed the length";
     return out;
   }
-  // No budget landed within the tolerance: the fullest fit is padded at its end with filler cut
-  // to the room left (less by the miss of each try that went over).
-  for (int64_t room = target - out.tokens; room > tolerance / 2 && target - out.tokens > tolerance;) {
-    const std::optional<Impl::Assembled> padded = g.Padded(spec, assembled, room);
+  // No budget landed within 1% of the target: the fullest fit is padded at its end with filler cut
+  // to the room left (less by the miss of each try that went over), until it is within the
+  // tolerance.
+  const bool short_of_target = target - out.tokens > target / 100;
+  for (int64_t room = target - out.tokens;
+       short_of_target && room > tolerance / 2 && target - out.tokens > tolerance;) {
+    const std::optional<Impl::Assembled> padded = g.Padded(spec, assembled, room, &answering);
     if (!padded) break;
     std::string body = g.Body(padded->context, spec.question);
     STRATA_ASSIGN_OR_RETURN(size_t exact, g.counter->CountRequest(body));
