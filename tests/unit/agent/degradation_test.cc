@@ -160,6 +160,33 @@ PoolConfig Pool(const std::string& name, int64_t max_tokens, Transport* replica,
   return p;
 }
 
+// strata-sim behind a pool `name` of `max_tokens` and a "long" pool of 60,000 tokens whose one
+// replica is gated and has no queue (a Blocker fills it).
+struct GatedPools {
+  Sim sim;
+  Gate long_gate{sim.http.get()};
+  std::unique_ptr<PoolSet> pools;
+  GatedPools(const std::string& name, int64_t max_tokens,
+             std::vector<DegradationStep> ladder = {}) {
+    PoolSetConfig config;
+    config.pools = {Pool(name, max_tokens, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
+    config.pools[1].max_queue = 0;
+    if (!ladder.empty()) config.ladder = std::move(ladder);
+    pools = Must(PoolSet::Create(config));
+  }
+};
+
+// A session whose first request fits the medium pool (12,000 tokens), then four more long tool
+// results that take it over; returns that first turn.
+Turn OverTheMediumPool(Agent& agent) {
+  Session(agent, 3, 180);
+  Turn first = Must(agent.Complete());
+  REQUIRE(first.record.pool == "medium");
+  Listings(agent, 3, 4, 180);
+  REQUIRE(Must(agent.InputTokens()) > 12000);
+  return first;
+}
+
 TEST_CASE("a request over the medium pool is compacted to fit it while the long pool is full",
           "[agent][pools]") {
   Sim sim;
@@ -302,24 +329,15 @@ class NotingSummarizer final : public Summarizer {
 
 TEST_CASE("a pool's compact step plans its summaries against the agent's previous request",
           "[agent][pools][compaction]") {
-  Sim sim;
-  Gate long_gate(sim.http.get());
-  PoolSetConfig config;
-  config.pools = {Pool("medium", 12000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
-  config.pools[1].max_queue = 0;
-  auto pools = Must(PoolSet::Create(config));
+  GatedPools gated("medium", 12000);
   NotingPolicy policy;
   AgentServices services;
-  services.transport = pools.get();
+  services.transport = gated.pools.get();
   services.policy = &policy;
   auto agent = Must(Agent::Create(Config("planner", ""), services));
-  Session(*agent, 3, 180);
-  Turn first = Must(agent->Complete());  // fits the medium pool
-  REQUIRE(first.record.pool == "medium");
-  Listings(*agent, 3, 4, 180);
-  REQUIRE(Must(agent->InputTokens()) > 12000);
+  const Turn first = OverTheMediumPool(*agent);
 
-  Blocker blocker(pools.get(), &long_gate, 30000);
+  Blocker blocker(gated.pools.get(), &gated.long_gate, 30000);
   policy.plans.clear();
   Turn turn = Must(agent->Complete());
   REQUIRE(turn.record.degradation == "compact");
@@ -337,25 +355,17 @@ TEST_CASE("a pool's compact step plans its summaries against the agent's previou
 
 TEST_CASE("a pool's compact step's summary request is the turn's compaction request",
           "[agent][pools][compaction]") {
-  Sim sim;
-  Gate long_gate(sim.http.get());
-  PoolSetConfig config;
-  config.pools = {Pool("medium", 12000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
-  config.pools[1].max_queue = 0;
-  auto pools = Must(PoolSet::Create(config));
+  GatedPools gated("medium", 12000);
   // Through the pool set, as the agent's requests go (a summarizer on another endpoint never
   // continues the agent's request).
-  std::unique_ptr<Summarizer> summarizer = MakeLlmSummarizer(pools.get());
+  std::unique_ptr<Summarizer> summarizer = MakeLlmSummarizer(gated.pools.get());
   AgentServices services;
-  services.transport = pools.get();
+  services.transport = gated.pools.get();
   services.summarizer = summarizer.get();
   auto agent = Must(Agent::Create(Config("priced", ""), services));
-  Session(*agent, 3, 180);
-  Turn first = Must(agent->Complete());
-  REQUIRE(first.record.pool == "medium");
-  Listings(*agent, 3, 4, 180);
+  OverTheMediumPool(*agent);
 
-  Blocker blocker(pools.get(), &long_gate, 30000);
+  Blocker blocker(gated.pools.get(), &gated.long_gate, 30000);
   Turn turn = Must(agent->Complete());
   REQUIRE(turn.record.degradation == "compact");
   REQUIRE(turn.compactions.size() == 1);
@@ -378,16 +388,10 @@ TEST_CASE("a pool's compact step's summary request is the turn's compaction requ
 
 TEST_CASE("a pool's fork step summarizes the history against the agent's previous request",
           "[agent][pools][compaction]") {
-  Sim sim;
-  Gate long_gate(sim.http.get());
-  PoolSetConfig config;
-  config.pools = {Pool("short", 8000, sim.http.get(), 0), Pool("long", 60000, &long_gate, 1)};
-  config.pools[1].max_queue = 0;
-  config.ladder = {DegradationStep::kFork, DegradationStep::kRefuse};
-  auto pools = Must(PoolSet::Create(config));
+  GatedPools gated("short", 8000, {DegradationStep::kFork, DegradationStep::kRefuse});
   NotingSummarizer summarizer;
   AgentServices services;
-  services.transport = pools.get();
+  services.transport = gated.pools.get();
   services.summarizer = &summarizer;
   auto agent = Must(Agent::Create(Config("summarized", ""), services));
   Session(*agent, 2, 180);
@@ -397,7 +401,7 @@ TEST_CASE("a pool's fork step summarizes the history against the agent's previou
   Must(agent->AppendUser("Now summarize which modules mention retries."));
   REQUIRE(Must(agent->InputTokens()) > 8000);
 
-  Blocker blocker(pools.get(), &long_gate, 30000);
+  Blocker blocker(gated.pools.get(), &gated.long_gate, 30000);
   summarizer.previous_bodies.clear();
   Turn turn = Must(agent->Complete());
   REQUIRE(turn.record.degradation == "fork");

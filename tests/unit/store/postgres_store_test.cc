@@ -142,26 +142,7 @@ TEST_CASE("a version 3 PostgreSQL store's growth points gain the summary token c
   REQUIRE(store.ok());
   CHECK((*store)->Stats()->schema_version == store_internal::kPostgresSchemaVersion);
   CHECK(store_internal::kPostgresSchemaVersion >= 4);
-  auto curve = (*store)->Growth("old");
-  REQUIRE(curve.ok());
-  REQUIRE(curve->size() == 1);
-  CHECK(curve->at(0).TotalTokens() == 1000);
-  CHECK(curve->at(0).invalidated_tokens == 300);
-  CHECK(curve->at(0).summary_input_tokens == 0);  // the new columns' default
-  CHECK(curve->at(0).summary_cached_tokens == 0);
-  CHECK(curve->at(0).summary_output_tokens == 0);
-  GrowthPoint p = curve->at(0);
-  p.turn = 2;
-  p.summary_input_tokens = 5000;
-  p.summary_cached_tokens = 4800;
-  p.summary_output_tokens = 60;
-  REQUIRE((*store)->RecordGrowth(p).ok());
-  curve = (*store)->Growth("old");
-  REQUIRE(curve.ok());
-  REQUIRE(curve->size() == 2);
-  CHECK(curve->at(1).summary_input_tokens == 5000);
-  CHECK(curve->at(1).summary_cached_tokens == 4800);
-  CHECK(curve->at(1).summary_output_tokens == 60);
+  testing::CheckMigratedGrowth(**store);
 }
 
 TEST_CASE("exclusive and max_pages are refused for a PostgreSQL store", "[store]") {
