@@ -127,17 +127,25 @@ class RecentList {
 
 // --- template_request.cc ---------------------------------------------------------------------
 
-// A request's messages, normalised (vLLM's preprocessing); shared with the message memo and
-// never changed once made.
+// The messages of a request, each shared with the message memo.
+using MessageVector = std::vector<std::shared_ptr<const ojson>>;
+
+// A request's messages, normalised (vLLM's preprocessing); shared with the parsed body they came
+// from (a request of a kept body is handed its list, not a copy of it) and never changed once made.
 class MessageList {
  public:
-  size_t size() const { return items_.size(); }
-  const ojson& operator[](size_t i) const { return *items_[i]; }
-  const ojson* get(size_t i) const { return items_[i].get(); }
-  void push_back(std::shared_ptr<const ojson> m) { items_.push_back(std::move(m)); }
+  MessageList() = default;
+  explicit MessageList(std::shared_ptr<const MessageVector> items) : items_(std::move(items)) {}
+  size_t size() const { return items_ != nullptr ? items_->size() : 0; }
+  const ojson& operator[](size_t i) const { return *(*items_)[i]; }
+  const ojson* get(size_t i) const { return (*items_)[i].get(); }
+  // Whether both are the same list (the same body's): then every message is the same object.
+  bool SameList(const MessageList& other) const {
+    return items_ != nullptr && items_ == other.items_;
+  }
 
  private:
-  std::vector<std::shared_ptr<const ojson>> items_;
+  std::shared_ptr<const MessageVector> items_;
 };
 
 // The request as the template receives it.

@@ -71,7 +71,9 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
         const ojson& c = m["content"];
         if (c.is_string()) {
           if (i == 0 || Role(msgs[i - 1]) != "tool") out += "<|observation|>";
-          out += "<tool_response>" + c.get<std::string>() + "</tool_response>";
+          out.append("<tool_response>")
+              .append(c.get_ref<const std::string&>())
+              .append("</tool_response>");
         } else {
           // `<|observation|>{% for tr in m.content %}\n<tool_response>`: trim_blocks removes the
           // newline after the for tag, so the results follow each other directly.

@@ -211,7 +211,10 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
   static Status RenderToolResponse(const Request& r, const ojson& m, std::string* out) {
     const ojson& c = m["content"];
     if (c.is_string()) {
-      *out += "<tool_response>" + c.get<std::string>() + "</tool_response>";
+      // Appended piece by piece: a tool result can be megabytes, copied once.
+      out->append("<tool_response>")
+          .append(c.get_ref<const std::string&>())
+          .append("</tool_response>");
       return Status::Ok();
     }
     if (IsToolReferenceList(&c)) return ToolReferences(r, c, out);

@@ -138,12 +138,20 @@ StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKe
   for (auto& kept : RenderedRequests().Snapshot()) {
     if (kept->renderer != id_ || !SameFields(kept->request, r)) continue;
     const size_t n = std::min(kept->request.messages.size(), r.messages.size());
-    size_t k = 0;
+    size_t k = kept->request.messages.SameList(r.messages) ? n : 0;
     while (k < n && kept->request.messages.get(k) == r.messages.get(k)) ++k;
     if (base == nullptr || k > same) {
       base = std::move(kept);
       same = k;
     }
+    if (same == r.messages.size()) break;  // none can share more (the most recent first)
+  }
+  // The same request again (the same fields and the same message objects: ParseRequest hands out
+  // the kept body's own messages for the same body): its kept rendering is this one, with its
+  // serial, so a caller holding it knows that nothing changed.
+  if (base != nullptr && same == r.messages.size() && same == base->request.messages.size()) {
+    RenderedRequests().Keep(base, base.get());  // the most recent again
+    return base;
   }
   auto entry = std::make_shared<RenderedRequest>();
   entry->renderer = id_;

@@ -378,7 +378,7 @@ class MessageMemo {
 struct ParsedBody {
   std::string text;
   BodySplit split;
-  std::vector<std::shared_ptr<const ojson>> messages;
+  std::shared_ptr<MessageVector> messages = std::make_shared<MessageVector>();  // ParseSplit's own
   std::string skeleton;
   std::shared_ptr<const ojson> skeleton_json;
 };
@@ -404,6 +404,10 @@ std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* pre
       best = std::move(body);
       *prefix = shared;
     }
+    // No body can share more than all of `text` (the most recent first: the same body again is
+    // usually the first one compared, and other agents' bodies, which may share long beginnings
+    // with it, are not compared).
+    if (*prefix == text.size()) break;
   }
   return best;
 }
@@ -444,13 +448,15 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
   // the elements the memo lacks are depth-checked: the memo keeps only texts that passed the
   // check, so after a compaction the messages past its boundary are looked up, not scanned again.
   MessageMemo& memo = MessageMemo::Get();
-  if (same > 0) body->messages.assign(base->messages.begin(), base->messages.begin() + same);
+  MessageVector& messages = *body->messages;
+  messages.reserve(split.elements.size());
+  if (same > 0) messages.assign(base->messages->begin(), base->messages->begin() + same);
   std::vector<std::pair<size_t, ojson>> parsed;
   for (size_t i = same; i < split.elements.size(); ++i) {
     const std::string_view element =
         text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
-    body->messages.push_back(memo.Find(element));
-    if (body->messages.back() != nullptr) continue;
+    messages.push_back(memo.Find(element));
+    if (messages.back() != nullptr) continue;
     if (std::optional<ojson> flat = ParseFlatStringObject(element)) {  // nesting 1: no check
       parsed.emplace_back(i, std::move(*flat));
       continue;
@@ -463,9 +469,9 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
   }
   for (auto& [i, m] : parsed) {
     STRATA_RETURN_IF_ERROR(NormalizeMessage(m, i));
-    body->messages[i] = std::make_shared<const ojson>(std::move(m));
+    messages[i] = std::make_shared<const ojson>(std::move(m));
     const auto [begin, end] = split.elements[i];
-    memo.Insert(text.substr(begin, end - begin), body->messages[i]);
+    memo.Insert(text.substr(begin, end - begin), messages[i]);
   }
   return body;
 }
@@ -547,7 +553,7 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
     }
   }
   if (split != nullptr) {
-    for (const auto& m : split->messages) r.messages.push_back(m);
+    r.messages = MessageList(split->messages);
     STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
     return r;
   }
@@ -559,10 +565,12 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
   if (!body.contains("messages") || !body["messages"].is_array())
     return InvalidArgumentError("chat template: the request body has no \"messages\" array");
   ojson& messages = body["messages"];
+  auto normalized = std::make_shared<MessageVector>();
   for (size_t i = 0; i < messages.size(); ++i) {
     STRATA_RETURN_IF_ERROR(NormalizeMessage(messages[i], i));
-    r.messages.push_back(std::make_shared<const ojson>(std::move(messages[i])));
+    normalized->push_back(std::make_shared<const ojson>(std::move(messages[i])));
   }
+  r.messages = MessageList(std::move(normalized));
   STRATA_RETURN_IF_ERROR(ReadFields(body, &r));
   return r;
 }

@@ -867,6 +867,35 @@ TEST_CASE("renders continued in place and their overhead equal the whole computa
   CHECK(after.bodies > before.bodies + requests / 2);
 }
 
+// The same body again is the rendering kept for it: the same text object and serial, not a new
+// rendering of its trailing messages (a caller holding it knows from the serial that nothing
+// changed, without keeping and comparing a copy of the body). A body that differs is a new one.
+TEST_CASE("the same request again is its kept rendering, with its serial", "[chat_template]") {
+  using namespace memo_test;
+  const std::vector<std::string> bodies = Requests(ojson::object());
+  REQUIRE(bodies.size() >= 2);
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    auto t = Make(name);
+    auto first = strata::tokenize_internal::RenderSharedWithOverhead(*t, bodies[0]);
+    REQUIRE(first.ok());
+    auto again = strata::tokenize_internal::RenderSharedWithOverhead(*t, bodies[0]);
+    REQUIRE(again.ok());
+    CHECK(again->serial == first->serial);
+    CHECK(again->text.get() == first->text.get());
+    CHECK(again->overhead_tokens == first->overhead_tokens);
+    auto next = strata::tokenize_internal::RenderSharedWithOverhead(*t, bodies[1]);
+    REQUIRE(next.ok());
+    CHECK(next->serial != first->serial);
+    CHECK(*next->text == RenderOnce(*Make(name), bodies[1]).text);
+    // Another instance of the template never hands out this one's rendering.
+    auto other = strata::tokenize_internal::RenderSharedWithOverhead(*Make(name), bodies[1]);
+    REQUIRE(other.ok());
+    CHECK(other->serial != next->serial);
+    CHECK(*other->text == *next->text);
+  }
+}
+
 // The flat-object fast path of the message parse against nlohmann's: the same object for every
 // message of every fixture trace (as the file has it and as the context renders it), and nullopt
 // (so that nlohmann parses, or refuses, it) for what only nlohmann handles.
