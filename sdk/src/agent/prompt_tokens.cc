@@ -69,16 +69,21 @@ size_t PromptTokens::Count(std::string_view text) {
   return EncodeLocked(text).size();
 }
 
-StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
-    const ChatTemplate& chat_template, std::string_view body, std::optional<size_t>* overhead) {
-  // Held while rendering, so that the body compared is the one the kept render belongs to.
+StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(const ChatTemplate& chat_template,
+                                                                  std::string_view body,
+                                                                  std::optional<size_t>* overhead) {
+  // Held while rendering, so that what is kept of the last render belongs to it.
   internal::MutexLock lock(mu_);
-  const size_t prefix =
-      render_template_ == &chat_template ? tokenize_internal::CommonPrefix(last_body_, body) : 0;
-  if (render_template_ == &chat_template && prefix == body.size() &&
-      prefix == last_body_.size() && last_.text != nullptr) {
-    if (overhead != nullptr) *overhead = last_.overhead_tokens;
-    return last_.text;
+  // strata's templates (renderings with a serial) find the same body again in their own memo and
+  // hand back the same rendering, so only other templates need the body kept and compared here.
+  const bool same_template = render_template_ == &chat_template && last_.text != nullptr;
+  size_t prefix = 0;
+  if (same_template && last_.serial == 0) {
+    prefix = tokenize_internal::CommonPrefix(last_body_, body);
+    if (prefix == body.size() && prefix == last_body_.size()) {
+      if (overhead != nullptr) *overhead = last_.overhead_tokens;
+      return last_.text;
+    }
   }
   // Let go of the previous render first: held by nobody else, the template continues it in its
   // own buffer instead of copying it (its serial still says what the encoder and the chain hold).
@@ -87,12 +92,17 @@ StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
       tokenize_internal::RenderSharedWithOverhead(chat_template, body);
   if (!render.ok()) {
     last_ = tokenize_internal::SharedRender();
+    last_body_.clear();
     return render.status();
   }
   render_template_ = &chat_template;
-  last_body_.resize(prefix);
-  last_body_.append(body.substr(prefix));
   last_ = std::move(render).value();
+  if (last_.serial == 0) {
+    last_body_.resize(prefix);
+    last_body_.append(body.substr(prefix));
+  } else {
+    last_body_.clear();
+  }
   if (overhead != nullptr) *overhead = last_.overhead_tokens;
   return last_.text;
 }

@@ -46,13 +46,20 @@ class PromptTokens {
   // Tokens of `text`: Encode().size() for exact tokenizers, else tokenizer->Count(text).
   size_t Count(std::string_view text);
   // chat_template.Render(body), reusing the last render when `body` is the same (the budget count
-  // and the block hashes of one request render it once). The text is shared with the memo, not
-  // copied, and never changes once returned. With `overhead`: set to
-  // chat_template.OverheadTokens(body) from the render's own parse for strata's templates, left
-  // empty for others.
+  // and the block hashes of one request render it once): strata's templates hand back the same
+  // rendering for the same body from their own memo, so no copy of the body is kept for them.
+  // The text is shared with the memo, not copied, and never changes once returned. With
+  // `overhead`: set to chat_template.OverheadTokens(body) from the render's own parse for
+  // strata's templates, left empty for others.
   StatusOr<std::shared_ptr<const std::string>> Render(const ChatTemplate& chat_template,
                                                       std::string_view body,
                                                       std::optional<size_t>* overhead = nullptr);
+  // Bytes of the last body kept to recognise it again: 0 after a render by strata's templates,
+  // whose own memo recognises it (for tests).
+  size_t kept_body_bytes() const {
+    internal::MutexLock lock(mu_);
+    return last_body_.size();
+  }
   // The block hash chain of `text` under `salt`, equal to HashPrompt(text, salt, tokenizer,
   // options).
   PromptBlocks Hash(std::string_view text, std::string_view salt,
@@ -73,11 +80,11 @@ class PromptTokens {
   const Tokenizer* tokenizer_;
   bool exact_ = false;
   bool splits_ = false;
-  internal::Mutex mu_;
+  mutable internal::Mutex mu_;
   std::unique_ptr<IncrementalEncoder> encoder_ STRATA_GUARDED_BY(mu_);  // exact tokenizers
-  // The render memo: the last body rendered by `render_template_` (updated in place from where it
-  // differs from the next) and its render (the template's kept text, ChatTemplate::RenderShared,
-  // shared with the callers).
+  // The render memo: the last body rendered by `render_template_` (kept, and updated in place from
+  // where it differs from the next, only for templates whose renderings have no serial) and its
+  // render (the template's kept text, ChatTemplate::RenderShared, shared with the callers).
   const ChatTemplate* render_template_ STRATA_GUARDED_BY(mu_) = nullptr;
   std::string last_body_ STRATA_GUARDED_BY(mu_);
   tokenize_internal::SharedRender last_ STRATA_GUARDED_BY(mu_);

@@ -263,6 +263,51 @@ TEST_CASE("incremental encoding and hashes with exact tokenizers equal the whole
   }
 }
 
+// A chat template of the user's own: strata's GLM-5 rendering without its memo's serials.
+class PlainTemplate final : public ChatTemplate {
+ public:
+  std::string Name() const override { return "plain"; }
+  StatusOr<std::string> Render(std::string_view request_json) const override {
+    return glm_->Render(request_json);
+  }
+  StatusOr<size_t> OverheadTokens(std::string_view request_json) const override {
+    return glm_->OverheadTokens(request_json);
+  }
+
+ private:
+  std::unique_ptr<ChatTemplate> glm_ = MakeGlm5ChatTemplate();
+};
+
+// The same body rendered twice is one render: strata's templates recognise it in their own memo,
+// so the counter keeps no copy of the body; another template's render is recognised by the body
+// kept and compared here.
+TEST_CASE("the same body again is the kept render, a copy of it kept only for other templates",
+          "[agent][tokens]") {
+  auto estimate = MakeTokenizer("estimate");
+  REQUIRE(estimate.ok());
+  const std::string first =
+      R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
+  const std::string second =
+      R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
+      R"({"role":"assistant","content":"done"}]})";
+  auto glm = MakeGlm5ChatTemplate();
+  PlainTemplate plain;
+  for (const ChatTemplate* chat_template : std::vector<const ChatTemplate*>{glm.get(), &plain}) {
+    INFO(chat_template->Name());
+    const bool own = chat_template == glm.get();
+    PromptTokens tokens(estimate->get(), {});
+    for (const std::string& body : {first, second}) {
+      StatusOr<std::shared_ptr<const std::string>> once = tokens.Render(*chat_template, body);
+      REQUIRE(once.ok());
+      CHECK(**once == MakeGlm5ChatTemplate()->Render(body).value());
+      CHECK(tokens.kept_body_bytes() == (own ? 0 : body.size()));
+      StatusOr<std::shared_ptr<const std::string>> again = tokens.Render(*chat_template, body);
+      REQUIRE(again.ok());
+      CHECK(again->get() == once->get());
+    }
+  }
+}
+
 TEST_CASE("identifiers kept for a text equal a fresh scan of it", "[agent][incremental]") {
   for (const auto& trace : strata::testing::TestTraceContents()) {
     for (const std::string& content : trace) {
