@@ -97,8 +97,11 @@ StatusOr<RequestTokenCount> CountRequestTokens(const ChatTemplate& chat_template
 // each place the tokenizer allows a prompt to be cut (a Hugging Face byte-level BPE tokenizer: before
 // an added token, and after a newline that nothing merges across), and counts a new prompt from the
 // last such place inside its common prefix with one of them, so an agent's turn costs its new bytes.
-// Other tokenizers count each distinct prompt whole. Neither argument is owned; both must outlive
-// the counter.
+// With strata's own templates the prompt is the template's kept rendering (not copied, parsed
+// once for the render and the overhead), and a rendering that continues one counted before
+// continues that one's count without comparing the bytes it kept; other templates' prompts are
+// compared with each kept one. Other tokenizers count each distinct prompt whole. Neither argument
+// is owned; both must outlive the counter.
 std::unique_ptr<RequestTokenCounter> MakeRequestTokenCounter(const ChatTemplate& chat_template,
                                                              const Tokenizer& tokenizer);
 

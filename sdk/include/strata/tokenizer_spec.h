@@ -106,7 +106,12 @@ class IncrementalEncoder {
   const std::vector<int32_t>& Encode(std::string_view text, size_t known_prefix);
   // Tokens of `text`, without keeping ids (an encoder used only for counts keeps none).
   size_t Count(std::string_view text);
-  // The previous text (what the next one is compared with).
+  // Count(text) for a caller that knows the first `known_prefix` bytes of `text` are those of the
+  // previous text: they are not compared again. Requires that they are; the result is then
+  // Count(text)'s.
+  size_t Count(std::string_view text, size_t known_prefix);
+  // The previous text (what the next one is compared with); empty for an estimator, whose counts
+  // keep nothing.
   const std::string& text() const;
   // How many leading ids (or, after Count(), tokens) of the last call's result were carried over
   // from the call before it unchanged: the ids before the first piece it encoded again. Equal to

@@ -45,6 +45,13 @@ struct IncrementalEncoder::State {
 
   // `known`: leading bytes the caller knows `next` shares with `text` (not compared again).
   size_t Update(std::string_view next, bool want_ids, size_t known = 0) {
+    if (tokenizer->IsEstimate()) {  // no ids, no state: a count costs the length
+      valid = false;
+      unchanged = 0;
+      ids.clear();
+      text.clear();
+      return tokenizer->Count(next);
+    }
     // One pass over the texts: the common prefix also tells whether the text is unchanged.
     known = std::min({known, text.size(), next.size()});
     const size_t prefix =
@@ -55,12 +62,6 @@ struct IncrementalEncoder::State {
     }
     unchanged = 0;
     if (want_ids && !with_ids) valid = false;  // the kept state has counts only
-    if (tokenizer->IsEstimate()) {  // no ids; a count costs the length
-      valid = false;
-      ids.clear();
-      text.assign(next);
-      return tokenizer->Count(next);
-    }
     if (!valid || exact == nullptr) checkpoints.clear();
     // A cut holds in the new text when the bytes its validity depends on are in the common prefix.
     const size_t context = exact != nullptr ? exact->CutContext() : 0;
@@ -118,6 +119,10 @@ const std::vector<int32_t>& IncrementalEncoder::Encode(std::string_view text,
 }
 
 size_t IncrementalEncoder::Count(std::string_view text) { return state_->Update(text, /*want_ids=*/false); }
+
+size_t IncrementalEncoder::Count(std::string_view text, size_t known_prefix) {
+  return state_->Update(text, /*want_ids=*/false, known_prefix);
+}
 
 const std::string& IncrementalEncoder::text() const { return state_->text; }
 

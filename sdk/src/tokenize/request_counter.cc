@@ -2,9 +2,16 @@
 // count of the prompt (IncrementalEncoder, incremental.cc). An agent's successive requests repeat
 // the previous prompt and add to its end, so counting each one whole would make a run quadratic in
 // its turns; the counter keeps an encoder per recent prompt (several contexts may share one
-// counter) and continues the one whose prompt shares the longest prefix with the new one.
+// counter) and continues the one whose prompt the new one continues.
+//
+// strata's templates say which kept rendering a render continues and how many of its bytes it kept
+// (tokenize_internal::SharedRender), and hand out their own text: the encoder holding that
+// rendering continues from there without comparing those bytes again, and the prompt is neither
+// copied nor parsed twice (the render's parse gives the overhead). Other templates' prompts are
+// compared with each kept one.
 #include <algorithm>
 #include <list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +20,7 @@
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"  // CommonPrefix
+#include "tokenize/shared_render.h"
 
 namespace strata {
 namespace {
@@ -28,45 +36,81 @@ class TemplateRequestCounter final : public RequestTokenCounter {
   std::string Name() const override { return template_.Name() + "+" + tokenizer_.Name(); }
 
   StatusOr<size_t> CountRequest(std::string_view request_body) const override {
-    STRATA_ASSIGN_OR_RETURN(std::string prompt, template_.Render(request_body));
-    STRATA_ASSIGN_OR_RETURN(size_t overhead, template_.OverheadTokens(request_body));
-    IncrementalEncoder encoder = TakeClosest(prompt);
-    const size_t tokens = encoder.Count(prompt);
-    Keep(std::move(encoder));
+    STRATA_ASSIGN_OR_RETURN(tokenize_internal::SharedRender render,
+                            tokenize_internal::RenderSharedWithOverhead(template_, request_body));
+    size_t overhead = 0;
+    if (render.overhead_tokens) {
+      overhead = *render.overhead_tokens;
+    } else {
+      STRATA_ASSIGN_OR_RETURN(overhead, template_.OverheadTokens(request_body));
+    }
+    const std::string& prompt = *render.text;
+    size_t known = 0;
+    Kept kept = TakeClosest(render, &known);
+    const size_t tokens = kept.encoder.Count(prompt, known);
+    kept.serial = render.serial;
+    Keep(std::move(kept));
     return tokens + overhead;
   }
 
  private:
-  // Removes and returns the kept encoder whose last prompt shares the longest prefix with
-  // `prompt` (a new one when none is kept). Counting happens outside the lock, so threads sharing
-  // the counter do not wait for each other's tokenization.
-  IncrementalEncoder TakeClosest(std::string_view prompt) const {
+  // An encoder and the rendering whose text it holds (0: a text without a serial).
+  struct Kept {
+    IncrementalEncoder encoder;
+    uint64_t serial = 0;
+  };
+
+  // Removes and returns the kept encoder the render continues: the one holding the rendering it
+  // continues (or the same rendering), else the one whose text shares the longest prefix with the
+  // prompt; a new one when none is kept. *known: leading bytes of the prompt the encoder's text is
+  // known to share (not compared again). Counting happens outside the lock, so threads sharing the
+  // counter do not wait for each other's tokenization.
+  Kept TakeClosest(const tokenize_internal::SharedRender& render, size_t* known) const {
+    const std::string& prompt = *render.text;
     internal::MutexLock lock(mu_);
     auto best = kept_.end();
     size_t best_prefix = 0;
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      const size_t prefix = tokenize_internal::CommonPrefix(it->text(), prompt);
-      if (best == kept_.end() || prefix > best_prefix) {
+      if (render.serial != 0 && it->serial == render.serial) {  // the same rendering again
         best = it;
-        best_prefix = prefix;
+        best_prefix = prompt.size();
+        break;
+      }
+      if (render.base_serial != 0 && it->serial == render.base_serial) {
+        best = it;
+        best_prefix = render.kept_bytes;
+        break;
       }
     }
-    if (best == kept_.end()) return IncrementalEncoder(tokenizer_);
-    IncrementalEncoder out = std::move(*best);
+    if (best == kept_.end()) {
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        const size_t prefix = tokenize_internal::CommonPrefix(it->encoder.text(), prompt);
+        if (best == kept_.end() || prefix > best_prefix) {
+          best = it;
+          best_prefix = prefix;
+        }
+      }
+    }
+    if (best == kept_.end()) {
+      *known = 0;
+      return Kept{IncrementalEncoder(tokenizer_), 0};
+    }
+    *known = best_prefix;
+    Kept out = std::move(*best);
     kept_.erase(best);
     return out;
   }
 
-  void Keep(IncrementalEncoder encoder) const {
+  void Keep(Kept kept) const {
     internal::MutexLock lock(mu_);
-    kept_.push_front(std::move(encoder));
+    kept_.push_front(std::move(kept));
     if (kept_.size() > kKeptPrompts) kept_.pop_back();
   }
 
   const ChatTemplate& template_;
   const Tokenizer& tokenizer_;
   mutable internal::Mutex mu_;
-  mutable std::list<IncrementalEncoder> kept_ STRATA_GUARDED_BY(mu_);  // most recent first
+  mutable std::list<Kept> kept_ STRATA_GUARDED_BY(mu_);  // most recent first
 };
 
 }  // namespace

@@ -165,6 +165,49 @@ TEST_CASE("a request that changes in the middle is counted from the change", "[t
   }
 }
 
+// strata's templates say which rendering a render continues and how many of its bytes it kept; the
+// counter then continues the encoder holding that rendering without comparing those bytes. Two
+// conversations interleaved through one counter (each continues its own), the same body again,
+// bodies edited in the middle and a shorter one, all against whole counts made with another
+// template instance (so that every rendering the counter sees is its own).
+TEST_CASE("requests continuing a kept rendering are counted from what it kept", "[tokenize][request_counter]") {
+  const std::filesystem::path traces(STRATA_TEST_TRACES_DIR);
+  const std::vector<std::string> a =
+      GrowingRequests(traces / "swe-agent/demo-marshmallow-1867-function_calling.jsonl");
+  const std::vector<std::string> b = GrowingRequests(TraceFiles().front());
+  REQUIRE(a.size() > 4);
+  REQUIRE(b.size() > 4);
+  std::vector<std::string> bodies;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size()) bodies.push_back(a[i]);
+    if (i < b.size()) bodies.push_back(b[i]);
+    if (i % 3 == 0 && i < a.size()) bodies.push_back(a[i]);  // the same body again
+  }
+  json edited = json::parse(a.back());
+  edited["messages"][2]["content"] = "[masked]";
+  bodies.push_back(edited.dump());
+  bodies.push_back(a.back());
+  bodies.push_back(a.front());
+  std::vector<std::unique_ptr<Tokenizer>> tokenizers;
+  tokenizers.push_back(LoadHf(STRATA_TOK_QWEN3_JSON));
+  tokenizers.push_back(MakeEstimateTokenizer(3.5));
+  for (const auto& tokenizer : tokenizers) {
+    for (const std::string& name : ChatTemplateNames()) {
+      auto counted_with = MakeChatTemplate(name);
+      auto whole_with = MakeChatTemplate(name);
+      REQUIRE(counted_with.ok());
+      REQUIRE(whole_with.ok());
+      auto counter = MakeRequestTokenCounter(**counted_with, *tokenizer);
+      for (size_t i = 0; i < bodies.size(); ++i) {
+        INFO(name << ", " << tokenizer->Name() << ", body " << i);
+        StatusOr<size_t> incremental = counter->CountRequest(bodies[i]);
+        REQUIRE(incremental.ok());
+        CHECK(*incremental == WholeCount(**whole_with, *tokenizer, bodies[i]));
+      }
+    }
+  }
+}
+
 TEST_CASE("the tokenizer's cuts split a prompt into pieces whose ids are the whole prompt's",
           "[tokenize][request_counter]") {
   auto qwen3 = LoadHf(STRATA_TOK_QWEN3_JSON);
