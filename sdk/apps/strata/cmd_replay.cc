@@ -26,6 +26,7 @@
 #include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
+#include "tokenize/shared_render.h"
 
 namespace strata::cli {
 namespace {
@@ -187,14 +188,23 @@ class TurnMeasurer {
   // request before) already holds.
   StatusOr<int64_t> ReusedTokens(const BuiltRequest& request) {
     const Tokenizer* tokenizer = counting_.tokenizer.get();
-    STRATA_ASSIGN_OR_RETURN(std::string prompt, counting_.chat_template->Render(request.body));
+    // The count's own rendering (strata's templates hand out the kept text for the same body, no
+    // copy), which says how much of the rendering encoded last turn it kept.
+    STRATA_ASSIGN_OR_RETURN(
+        tokenize_internal::SharedRender render,
+        tokenize_internal::RenderSharedWithOverhead(*counting_.chat_template, request.body));
+    const std::string& prompt = *render.text;
     // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt,
     // and the block chain continues from the ids the encoder kept (the same chain HashPromptIds
     // gives, without copying and comparing every id).
     if (tokenizer->IsEstimate()) {
       blocks_ = HashPrompt(prompt, "", tokenizer, cache_.options());
     } else {
-      const std::vector<int32_t>& ids = prompt_ids_->Encode(prompt);
+      size_t known = 0;  // leading bytes of the prompt the encoder's text is known to have
+      if (encoded_serial_ != 0 && render.serial == encoded_serial_) known = prompt.size();
+      if (encoded_serial_ != 0 && render.base_serial == encoded_serial_) known = render.kept_bytes;
+      const std::vector<int32_t>& ids = prompt_ids_->Encode(prompt, known);
+      encoded_serial_ = render.serial;
       if (totals_.turns == 0) {
         blocks_ = HashPromptIds(ids, "", cache_.options());
       } else {
@@ -242,6 +252,7 @@ class TurnMeasurer {
   OutputFile* out_;
   PrefixCacheModel cache_;
   std::unique_ptr<IncrementalEncoder> prompt_ids_;
+  uint64_t encoded_serial_ = 0;  // the rendering whose text prompt_ids_ holds (0: none known)
   PromptBlocks blocks_;  // the block chain of the last prompt, continued turn by turn
   std::string previous_;
   ReplayTotals totals_;
