@@ -205,9 +205,11 @@ void BM_MemcpyBody(benchmark::State& state) {
 }
 
 #define STRATA_CONTEXT_SIZES Arg(131072)->Arg(524288)->Arg(1048576)
-BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->MinTime(1.0);
+// A fixed number of turns: each turn grows the context, so two builds compared side by side must
+// measure the same turns (a time-bound run would give the faster one more, and longer, turns).
+BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(5);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
