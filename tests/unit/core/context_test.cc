@@ -374,5 +374,31 @@ TEST_CASE("invalidated_tokens counts only what the previous request sent from th
   CHECK(report->invalidated_tokens == 106);
 }
 
+// A body over 1 MB is allocated a little larger than it is (at most a 16th more), so that the next
+// turn's body, a few bytes longer, asks the allocator for the same size and reuses the memory the
+// previous one freed instead of having fresh pages mapped and faulted in.
+TEST_CASE("successive bodies over a megabyte are allocated in the same size class", "[core][context]") {
+  ContextOptions options;
+  options.hygiene.max_segment_tokens = 0;  // the tool result is kept whole
+  auto context = NewContext(options);
+  REQUIRE(context->AppendUser("Read the logs.").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"call_0", "read", "{}"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_0", std::string(3u << 20, 'x'), false}).ok());
+  const BuiltRequest first = MustBuild(*context);
+  REQUIRE(first.body.size() > (3u << 20));
+  CHECK(first.body.capacity() >= first.body.size());
+  CHECK(first.body.capacity() <= first.body.size() + first.body.size() / 16);
+  REQUIRE(context->AppendAssistant({"", "", {{"call_1", "read", "{}"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_1", "a few more bytes", false}).ok());
+  const BuiltRequest second = MustBuild(*context);
+  REQUIRE(second.body.size() > first.body.size());
+  CHECK(second.body.capacity() == first.body.capacity());
+  // A small body is allocated its size (and the few separators it may not need).
+  auto small = NewContext();
+  REQUIRE(small->AppendUser("Hello.").ok());
+  const BuiltRequest tiny = MustBuild(*small);
+  CHECK(tiny.body.capacity() <= tiny.body.size() + 8);
+}
+
 }  // namespace
 }  // namespace strata
