@@ -200,9 +200,8 @@ class TurnMeasurer {
     if (tokenizer->IsEstimate()) {
       blocks_ = HashPrompt(prompt, "", tokenizer, cache_.options());
     } else {
-      size_t known = 0;  // leading bytes of the prompt the encoder's text is known to have
-      if (encoded_serial_ != 0 && render.serial == encoded_serial_) known = prompt.size();
-      if (encoded_serial_ != 0 && render.base_serial == encoded_serial_) known = render.kept_bytes;
+      // The leading bytes of the prompt the encoder's text is known to have.
+      const size_t known = tokenize_internal::KnownPrefixOf(render, encoded_serial_).value_or(0);
       const std::vector<int32_t>& ids = prompt_ids_->Encode(prompt, known);
       encoded_serial_ = render.serial;
       if (totals_.turns == 0) {

@@ -41,10 +41,7 @@ bool PromptTokens::IsLastRender(std::string_view text) const {
 }
 
 size_t PromptTokens::KnownPrefix(uint64_t serial) const {
-  if (serial == 0) return kUnknown;
-  if (serial == last_.serial) return last_.text->size();
-  if (serial == last_.base_serial) return last_.kept_bytes;
-  return kUnknown;
+  return tokenize_internal::KnownPrefixOf(last_, serial).value_or(kUnknown);
 }
 
 const std::vector<int32_t>& PromptTokens::EncodeLocked(std::string_view text) {

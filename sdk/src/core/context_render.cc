@@ -21,11 +21,11 @@ using internal::ValidateUtf8;
 namespace {
 
 // The capacity a request body is allocated with: from 1 MB on, its size rounded up to a multiple of
-// the power of two between a 32nd and a 16th of it (at most 6.25% more). Each turn's body is a little longer than the last
-// one, and glibc maps every allocation above its mmap threshold afresh, raising the threshold only
-// to the size last freed: bodies of exactly their size would each be mapped anew and have every
-// page faulted in again. Rounded, successive bodies ask for the same size for many turns and reuse
-// the memory the previous one freed.
+// the power of two between a 32nd and a 16th of it (at most 6.25% more). Each turn's body is a
+// little longer than the last one, and glibc maps every allocation above its mmap threshold
+// afresh, raising the threshold only to the size last freed: bodies of exactly their size would
+// each be mapped anew and have every page faulted in again. Rounded, successive bodies ask for the
+// same size for many turns and reuse the memory the previous one freed.
 size_t BodyCapacity(size_t bytes) {
   constexpr size_t kFrom = size_t{1} << 20;
   if (bytes < kFrom) return bytes;

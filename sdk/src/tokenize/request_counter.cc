@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,14 +72,9 @@ class TemplateRequestCounter final : public RequestTokenCounter {
     auto best = kept_.end();
     size_t best_prefix = 0;
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (render.serial != 0 && it->serial == render.serial) {  // the same rendering again
+      if (std::optional<size_t> kept = tokenize_internal::KnownPrefixOf(render, it->serial)) {
         best = it;
-        best_prefix = prompt.size();
-        break;
-      }
-      if (render.base_serial != 0 && it->serial == render.base_serial) {
-        best = it;
-        best_prefix = render.kept_bytes;
+        best_prefix = *kept;
         break;
       }
     }

@@ -30,6 +30,16 @@ struct SharedRender {
   size_t kept_bytes = 0;
 };
 
+// How many leading bytes of `render`'s text are known to be those of the rendering `serial` (one a
+// caller derived something from): all of them when it is that rendering, the kept bytes when it
+// continues it; nullopt otherwise, and for serial 0 (a text without one).
+inline std::optional<size_t> KnownPrefixOf(const SharedRender& render, uint64_t serial) {
+  if (serial == 0 || render.text == nullptr) return std::nullopt;
+  if (serial == render.serial) return render.text->size();
+  if (serial == render.base_serial) return render.kept_bytes;
+  return std::nullopt;
+}
+
 // chat_template.RenderShared(request_json) and, for strata's own templates, OverheadTokens and
 // the continuation above from the same parse (a count then parses the request once, not twice).
 StatusOr<SharedRender> RenderSharedWithOverhead(const ChatTemplate& chat_template,
