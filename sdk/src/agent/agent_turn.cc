@@ -231,12 +231,16 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   last_assistant_id_ = *appended;
   turn.prefix_break = run.prefix_break();
   turn.break_causes = run.break_causes();
-  // The reference of the next request, and what the server's cache now holds, for a reopen.
-  PromptBlocks saved = run.blocks();
-  if (forked) saved.hashes = next.hashes;
+  // The reference of the next request, and what the server's cache now holds, for a reopen (kept
+  // only where it is stored: encoding it costs a pass over every block and segment).
+  if (shared_.store != nullptr) {
+    const PromptBlocks& blocks = run.blocks();
+    STRATA_RETURN_IF_ERROR(
+        SaveState(Impl::kCacheKey,
+                  agent_internal::EncodeCacheState(blocks.salt, blocks.block_tokens,
+                                                   forked ? next.hashes : blocks.hashes, next)));
+  }
   reference_ = std::move(next);
-  STRATA_RETURN_IF_ERROR(
-      SaveState(Impl::kCacheKey, agent_internal::EncodeCacheState(saved, reference_)));
   int64_t invalidated = 0;
   for (const CompactionReport& c : turn.compactions)
     invalidated += static_cast<int64_t>(c.invalidated_tokens);

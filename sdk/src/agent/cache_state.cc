@@ -6,20 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
+
 namespace strata::agent_internal {
 namespace {
 
 using json = nlohmann::json;
 using turn_internal::Fnv64;
 using turn_internal::SegmentSignature;
-
-json SignaturesToJson(const std::vector<SegmentSignature>& sigs) {
-  json out = json::array();
-  for (const SegmentSignature& s : sigs) {
-    out.push_back({s.id, static_cast<int>(s.layer), static_cast<int>(s.state), s.version, s.hash});
-  }
-  return out;
-}
 
 // Entries that do not parse are skipped.
 std::vector<SegmentSignature> SignaturesFromJson(const json& j) {
@@ -39,15 +33,30 @@ std::vector<SegmentSignature> SignaturesFromJson(const json& j) {
 
 }  // namespace
 
-std::string EncodeCacheState(const PromptBlocks& blocks,
+std::string EncodeCacheState(std::string_view salt, size_t block_tokens,
+                             const std::vector<uint64_t>& hashes,
                              const turn_internal::PrefixReference& reference) {
-  std::string hashes(blocks.hashes.size() * 8, '\0');
-  if (!blocks.hashes.empty()) std::memcpy(hashes.data(), blocks.hashes.data(), hashes.size());
-  json state = {{"salt_hash", Fnv64(blocks.salt)},
-                {"block_tokens", blocks.block_tokens},
-                {"history_blocks", reference.history_blocks},
-                {"signatures", SignaturesToJson(reference.signatures)}};
-  return state.dump() + '\n' + hashes;
+  // The header as nlohmann::json prints it (keys in order, signatures as
+  // [id, layer, state, version, hash]), written in one pass: it is written every turn and holds
+  // one entry per segment, so no tree of it is built.
+  std::string out = "{\"block_tokens\":" + std::to_string(block_tokens) +
+                    ",\"history_blocks\":" + std::to_string(reference.history_blocks) +
+                    ",\"salt_hash\":" + std::to_string(Fnv64(salt)) + ",\"signatures\":[";
+  for (size_t i = 0; i < reference.signatures.size(); ++i) {
+    const SegmentSignature& s = reference.signatures[i];
+    if (i > 0) out.push_back(',');
+    out.push_back('[');
+    internal::AppendJsonString(out, s.id);
+    out += ',' + std::to_string(static_cast<int>(s.layer)) + ',' +
+           std::to_string(static_cast<int>(s.state)) + ',';
+    internal::AppendJsonString(out, s.version);
+    out += ',' + std::to_string(s.hash) + ']';
+  }
+  out += "]}\n";
+  const size_t at = out.size();
+  out.resize(at + hashes.size() * 8);
+  if (!hashes.empty()) std::memcpy(out.data() + at, hashes.data(), hashes.size() * 8);
+  return out;
 }
 
 bool DecodeCacheState(std::string_view value, const std::string& salt, size_t block_tokens,

@@ -6,15 +6,18 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "strata/prefix_cache.h"
 #include "transport/turn.h"
 
 namespace strata::agent_internal {
 
-// The stored value: a JSON header (salt hash, block tokens, the reference's history blocks and
-// signatures), '\n', then `blocks.hashes` as little-endian uint64 (8 bytes each).
-std::string EncodeCacheState(const PromptBlocks& blocks,
+// The stored value: a JSON header (the hash of `salt`, `block_tokens`, the reference's history
+// blocks and signatures), '\n', then `hashes` (the blocks the server's cache holds) as
+// little-endian uint64 (8 bytes each).
+std::string EncodeCacheState(std::string_view salt, size_t block_tokens,
+                             const std::vector<uint64_t>& hashes,
                              const turn_internal::PrefixReference& reference);
 
 // Reads a stored value back when it was written under `salt` with `block_tokens`: the blocks

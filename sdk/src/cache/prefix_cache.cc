@@ -354,7 +354,10 @@ class PrefixCacheModel::Impl {
       index_.erase(victim.hash);
       lru_.pop_back();
     }
-    last_chain_ = blocks.hashes;
+    // The chain's leading `shared` hashes are the last chain's already: only the rest is copied.
+    last_chain_.resize(std::min(shared, last_chain_.size()));
+    last_chain_.insert(last_chain_.end(), blocks.hashes.begin() + last_chain_.size(),
+                       blocks.hashes.end());
     // Eviction takes the oldest blocks: a chain no longer than the capacity keeps all of its own.
     front_valid_ = distinct && blocks.hashes.size() <= options_.capacity_blocks;
   }
