@@ -2,8 +2,9 @@
 #include "transport/turn.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace strata::turn_internal {
@@ -73,12 +74,18 @@ std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before
     *first_id = first->id;
     *first_layer = first->layer;
   }
-  std::map<std::string, const SegmentSignature*> old_by_id;
-  for (const SegmentSignature& s : before) old_by_id[s.id] = &s;
-  std::set<std::string> now_ids;
+  // The first i signatures are the same on both sides and give no cause; segment ids are unique on
+  // each side, so none of the rest has its id among them: only the rest are compared, and a turn
+  // that changed its end costs what it changed, not the number of segments.
+  std::unordered_map<std::string_view, const SegmentSignature*> old_by_id;
+  old_by_id.reserve(before.size() - std::min(i, before.size()));
+  for (size_t k = i; k < before.size(); ++k) old_by_id.emplace(before[k].id, &before[k]);
+  std::unordered_set<std::string_view> now_ids;
+  now_ids.reserve(now.size() - std::min(i, now.size()));
   bool history_changed = false;
   bool history_altered = false;  // a history segment's state changed: a policy altered it
-  for (const SegmentSignature& s : now) {
+  for (size_t k = i; k < now.size(); ++k) {
+    const SegmentSignature& s = now[k];
     now_ids.insert(s.id);
     auto it = old_by_id.find(s.id);
     const SegmentSignature* old = it == old_by_id.end() ? nullptr : it->second;
@@ -90,7 +97,8 @@ std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before
     if (old != nullptr && old->hash == s.hash && old->version == s.version) continue;
     add(StableCause(s, old, warnings));
   }
-  for (const SegmentSignature& s : before) {
+  for (size_t k = i; k < before.size(); ++k) {
+    const SegmentSignature& s = before[k];
     if (now_ids.count(s.id)) continue;
     if (s.layer == Layer::kHistory) {
       history_changed = true;

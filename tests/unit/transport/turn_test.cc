@@ -55,6 +55,47 @@ TEST_CASE("signatures leave the volatile layer out and follow every rendered byt
   CHECK(causes == std::vector<std::string>{"doc version change (v1 -> v2)", "compaction"});
 }
 
+TEST_CASE("break causes come from the signatures after the first difference, in their order",
+          "[transport][turn]") {
+  auto sig = [](std::string id, Layer layer, uint64_t hash, std::string version = "",
+                SegmentState state = SegmentState::kLive) {
+    return SegmentSignature{std::move(id), layer, state, std::move(version), hash};
+  };
+  const std::vector<SegmentSignature> before = {
+      sig("system", Layer::kSystem, 1),  sig("tools", Layer::kTools, 2),
+      sig("doc", Layer::kDocs, 3, "v1"), sig("index", Layer::kIndex, 4, "v1"),
+      sig("h1", Layer::kHistory, 5),     sig("h2", Layer::kHistory, 6),
+      sig("h3", Layer::kHistory, 7)};
+  std::string first_id;
+  Layer first_layer = Layer::kHistory;
+  // The same first four, then h2 dropped, h3 masked and a new history segment.
+  std::vector<SegmentSignature> after = {before[0],
+                                         before[1],
+                                         before[2],
+                                         before[3],
+                                         before[4],
+                                         sig("h3", Layer::kHistory, 9, "", SegmentState::kMasked),
+                                         sig("h4", Layer::kHistory, 10)};
+  CHECK(BreakCauses(before, after, false, {}, &first_id, &first_layer) ==
+        std::vector<std::string>{"compaction"});
+  CHECK(first_id == "h3");
+  // A document removed and the index changed after an unchanged system prompt, tools and h1 (the
+  // stable segments come first in a request; here only their order among themselves matters).
+  after = {before[0], before[1], sig("index", Layer::kIndex, 44, "v2"),
+           before[4], before[5], before[6]};
+  CHECK(BreakCauses(before, after, false, {}, &first_id, &first_layer) ==
+        std::vector<std::string>{"doc version change (v1 -> v2)", "document removed"});
+  CHECK(first_id == "index");
+  CHECK(first_layer == Layer::kIndex);
+  // Only history bytes changed past the shared part.
+  after = before;
+  after[5].hash = 66;
+  CHECK(BreakCauses(before, after, false, {}, &first_id, &first_layer) ==
+        std::vector<std::string>{"history segment changed"});
+  CHECK(first_id == "h2");
+  CHECK(BreakCauses(before, before, false, {}, &first_id, &first_layer).empty());
+}
+
 TEST_CASE("Fnv64 continues from the hash it is given", "[transport][turn]") {
   CHECK(Fnv64("") == 1469598103934665603ULL);
   // The offset basis stored signatures and cache states were written with (not FNV's published
@@ -103,8 +144,8 @@ TEST_CASE("a server shortfall names the segment whose message its cache ends in"
   options.agent.id = "turn-agent";
   auto context = Context::Create(options).value();
   REQUIRE(context->SetSystemPrompt("You are a test. " + std::string(2000, 's')).ok());
-  REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", std::string(2000, 'g'), "v1", 0})
-              .ok());
+  REQUIRE(
+      context->PutDocument(Layer::kDocs, Document{"guide", std::string(2000, 'g'), "v1", 0}).ok());
   const std::string user = *context->AppendUser("MIDDLE " + std::string(2000, 'u'));
   const std::string reply = *context->AppendAssistant({"LAST " + std::string(2000, 'r'), "", {}});
   const bool with_volatile = GENERATE(false, true);
