@@ -1,5 +1,7 @@
 #include "compact/segment_facts.h"
 
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "compact/common.h"
@@ -38,38 +40,49 @@ const std::string& SegmentFacts::ExitStatus(size_t i) {
   return *f.exit_status;
 }
 
-SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) const {
+SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
   SegmentFacts out;
   out.in_ = &in;
   out.keyed_ = !in.history.empty() && in.history_fingerprints.size() == in.history.size();
   out.facts_.resize(in.history.size());
   if (!out.keyed_) return out;
   internal::MutexLock lock(mu_);
+  std::unordered_map<std::string_view, size_t> index;  // ids_ by id, once a segment moved
   for (size_t i = 0; i < in.history.size(); ++i) {
     const Segment& s = *in.history[i];
     KeptFacts& f = out.facts_[i];
-    auto kept = by_id_.find(s.id);
-    if (kept != by_id_.end() && kept->second.fingerprint == in.history_fingerprints[i] &&
-        kept->second.content_bytes == s.content.size() && kept->second.recall_field == s.recall_id) {
-      f = kept->second;
+    size_t k = i;
+    if (k >= ids_.size() || ids_[k] != s.id) {
+      if (index.empty()) {
+        index.reserve(ids_.size());
+        for (size_t j = 0; j < ids_.size(); ++j) index.emplace(ids_[j], j);
+      }
+      auto found = index.find(s.id);
+      k = found == index.end() ? ids_.size() : found->second;
+    }
+    // Segment ids are unique in an input, so each kept entry is taken at most once.
+    if (k < facts_.size() && facts_[k].fingerprint == in.history_fingerprints[i] &&
+        facts_[k].content_bytes == s.content.size() && facts_[k].recall_field == s.recall_id) {
+      f = std::move(facts_[k]);
       continue;
     }
     f.fingerprint = in.history_fingerprints[i];
     f.content_bytes = s.content.size();
     f.recall_field = s.recall_id;
   }
+  facts_.clear();
   return out;
 }
 
 void SegmentFactsCache::Keep(SegmentFacts facts) {
   if (!facts.keyed_) return;
-  std::unordered_map<std::string, KeptFacts> fresh;
-  fresh.reserve(facts.facts_.size());
-  for (size_t i = 0; i < facts.facts_.size(); ++i) {
-    fresh.emplace(facts.in_->history[i]->id, std::move(facts.facts_[i]));
-  }
+  const std::vector<const Segment*>& history = facts.in_->history;
   internal::MutexLock lock(mu_);
-  by_id_.swap(fresh);
+  ids_.resize(history.size());
+  for (size_t i = 0; i < history.size(); ++i) {
+    if (ids_[i] != history[i]->id) ids_[i] = history[i]->id;
+  }
+  facts_ = std::move(facts.facts_);
 }
 
 }  // namespace strata::compact_internal

@@ -22,7 +22,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/thread_annotations.h"
@@ -63,15 +62,20 @@ class SegmentFacts {
 
 class SegmentFactsCache {
  public:
-  // The facts kept for `in`'s segments (fresh ones for those not kept). `in` must outlive them.
-  SegmentFacts Begin(const CompactionInput& in) const;
+  // The facts kept for `in`'s segments (fresh ones for those not kept), taken out of the cache
+  // until Keep() gives them back. `in` must outlive them.
+  SegmentFacts Begin(const CompactionInput& in);
   // Keeps `facts` (the segments of its plan's input) and drops every other segment's.
   void Keep(SegmentFacts facts);
 
  private:
-  mutable internal::Mutex mu_;
-  // Segment id -> its facts.
-  std::unordered_map<std::string, KeptFacts> by_id_ STRATA_GUARDED_BY(mu_);
+  internal::Mutex mu_;
+  // The last plan's segments by their index in its input: their ids and facts. A history that
+  // only grew or changed segments in place finds each segment's facts at its own index, and costs
+  // a comparison of ids per segment; one whose segments moved (a compaction removed some) looks
+  // the ids up, once.
+  std::vector<std::string> ids_ STRATA_GUARDED_BY(mu_);
+  std::vector<KeptFacts> facts_ STRATA_GUARDED_BY(mu_);
 };
 
 }  // namespace strata::compact_internal
