@@ -84,6 +84,8 @@ class Agent::Impl {
    public:
     explicit Prompts(const Impl* impl) : impl_(impl) {}
     StatusOr<turn_internal::SharedPrompt> Render(std::string_view body) override;
+    void BeginBuild() override;
+    StatusOr<turn_internal::SharedPrompt> RenderBuilt(std::string_view body) override;
     size_t Count(std::string_view text) override;
     PromptBlocks Hash(std::string_view text, std::string_view salt) override;
     bool exact() const override;
@@ -268,7 +270,7 @@ class Agent::Impl {
   const Tokenizer* tokenizer_ = nullptr;  // shared_.tokenizer
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<agent_internal::PromptTokens> prompt_tokens_;
-  std::unique_ptr<RequestTokenCounter> counter_;
+  std::unique_ptr<agent_internal::IncrementalRequestCounter> counter_;
   std::unique_ptr<Summarizer> own_summarizer_;
   std::unique_ptr<CompactionPolicy> policy_;
   agent_internal::GoalPolicy* goal_policy_ = nullptr;  // policy_, wrapped for pool degradation

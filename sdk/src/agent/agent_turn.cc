@@ -42,6 +42,20 @@ StatusOr<turn_internal::SharedPrompt> Agent::Impl::Prompts::Render(std::string_v
   STRATA_ASSIGN_OR_RETURN(prompt.text, impl_->PromptOf(body));
   return prompt;
 }
+void Agent::Impl::Prompts::BeginBuild() {
+  if (impl_->counter_ != nullptr) impl_->counter_->Forget();
+}
+StatusOr<turn_internal::SharedPrompt> Agent::Impl::Prompts::RenderBuilt(std::string_view body) {
+  // The context counts through counter_, whose render is PromptOf's (prompt_tokens_->Render).
+  if (impl_->counter_ != nullptr) {
+    if (std::shared_ptr<const std::string> text = impl_->counter_->TakeCounted(body.size())) {
+      turn_internal::SharedPrompt prompt;
+      prompt.text = std::move(text);
+      return prompt;
+    }
+  }
+  return Render(body);
+}
 size_t Agent::Impl::Prompts::Count(std::string_view text) { return impl_->tokenizer_->Count(text); }
 PromptBlocks Agent::Impl::Prompts::Hash(std::string_view text, std::string_view salt) {
   return impl_->prompt_tokens_->Hash(text, salt, impl_->config_.cache);

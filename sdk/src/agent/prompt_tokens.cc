@@ -163,7 +163,23 @@ StatusOr<size_t> IncrementalRequestCounter::CountRequest(std::string_view reques
   if (!overhead) {
     STRATA_ASSIGN_OR_RETURN(overhead, template_->OverheadTokens(request_body));
   }
-  return tokens_->Count(*text) + *overhead;
+  const size_t count = tokens_->Count(*text) + *overhead;
+  internal::MutexLock lock(mu_);
+  counted_ = std::move(text);
+  counted_body_size_ = request_body.size();
+  return count;
+}
+
+void IncrementalRequestCounter::Forget() {
+  internal::MutexLock lock(mu_);
+  counted_.reset();
+}
+
+std::shared_ptr<const std::string> IncrementalRequestCounter::TakeCounted(size_t body_size) {
+  internal::MutexLock lock(mu_);
+  std::shared_ptr<const std::string> text = std::move(counted_);
+  counted_.reset();
+  return text != nullptr && counted_body_size_ == body_size ? text : nullptr;
 }
 
 }  // namespace strata::agent_internal

@@ -114,10 +114,20 @@ class IncrementalRequestCounter final : public RequestTokenCounter {
   std::string Name() const override;
   StatusOr<size_t> CountRequest(std::string_view request_body) const override;
 
+  // Drops the render kept of the last count.
+  void Forget();
+  // The render of the body counted last since Forget() (then dropped), or null when nothing was
+  // counted since or that body was not `body_size` bytes long. A context's Build returns the
+  // body it counted last, so this is that body's render, without rendering it again.
+  std::shared_ptr<const std::string> TakeCounted(size_t body_size);
+
  private:
   const ChatTemplate* template_;
   const Tokenizer* tokenizer_;
   PromptTokens* tokens_;
+  mutable internal::Mutex mu_;
+  mutable std::shared_ptr<const std::string> counted_ STRATA_GUARDED_BY(mu_);
+  mutable size_t counted_body_size_ STRATA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata::agent_internal

@@ -204,15 +204,17 @@ TurnRun::TurnRun(const TurnEnv& env, const Context& context, std::string request
 }
 
 Status TurnRun::Build(Context& context, const BuildOptions& fields, const PrefixReference& reference) {
+  env_.prompt->BeginBuild();
   StatusOr<BuiltRequest> built = context.Build(fields);
   if (!built.ok()) return built.status();
   const bool compacted = built->compaction.has_value();
-  return Analyze(context, std::move(built).value(), reference, compacted);
+  return Analyze(context, std::move(built).value(), reference, compacted, /*just_built=*/true);
 }
 
 Status TurnRun::Analyze(const Context& context, BuiltRequest built, const PrefixReference& reference,
-                        bool compacted) {
-  STRATA_ASSIGN_OR_RETURN(SharedPrompt prompt, env_.prompt->Render(built.body));
+                        bool compacted, bool just_built) {
+  STRATA_ASSIGN_OR_RETURN(SharedPrompt prompt, just_built ? env_.prompt->RenderBuilt(built.body)
+                                                          : env_.prompt->Render(built.body));
   built_ = std::move(built);
   prompt_ = std::move(prompt);
   blocks_ = env_.prompt->Hash(*prompt_.text, env_.salt);

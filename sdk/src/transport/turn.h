@@ -101,6 +101,12 @@ class PromptModel {
   virtual ~PromptModel() = default;
   // The prompt text of `body`; message_offsets when the renderer knows them (else empty).
   virtual StatusOr<SharedPrompt> Render(std::string_view body) = 0;
+  // Called before the context builds the request that RenderBuilt is asked for next.
+  virtual void BeginBuild() {}
+  // The prompt text of `body`, the request the context has built since BeginBuild(): a model whose
+  // context's request counter renders through it returns the render that count made (the
+  // request's body is the one counted last), not a second render of the same body.
+  virtual StatusOr<SharedPrompt> RenderBuilt(std::string_view body) { return Render(body); }
   // Tokens of `text`.
   virtual size_t Count(std::string_view text) = 0;
   // The block hash chain of `text` under `salt`.
@@ -172,9 +178,10 @@ class TurnRun {
   Status Build(Context& context, const BuildOptions& fields, const PrefixReference& reference);
   // Renders, counts and hashes `built`, predicts its cached tokens and finds whether it breaks
   // `reference` (`compacted`: a compaction preceded it). The request analysed becomes `built`.
-  // Nothing changes when the prompt cannot be rendered.
+  // Nothing changes when the prompt cannot be rendered. `just_built`: `built` is what `context`
+  // built since PromptModel::BeginBuild() (its render is the count's, PromptModel::RenderBuilt).
   Status Analyze(const Context& context, BuiltRequest built, const PrefixReference& reference,
-                 bool compacted);
+                 bool compacted, bool just_built = false);
   // Hashes `body`, sent instead of the built request (a fork's), and predicts it; the reference
   // and its signatures stay (that request is not this agent's history).
   Status AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& reference);

@@ -308,6 +308,33 @@ TEST_CASE("the same body again is the kept render, a copy of it kept only for ot
   }
 }
 
+TEST_CASE("the counter keeps the render of the body it counted last, once, until forgotten",
+          "[agent][tokens]") {
+  auto estimate = MakeTokenizer("estimate");
+  REQUIRE(estimate.ok());
+  auto glm = MakeGlm5ChatTemplate();
+  PromptTokens tokens(estimate->get(), {});
+  IncrementalRequestCounter counter(glm.get(), estimate->get(), &tokens);
+  const std::string first =
+      R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
+  const std::string second =
+      R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
+      R"({"role":"assistant","content":"done"}]})";
+  CHECK(counter.TakeCounted(first.size()) == nullptr);  // nothing counted yet
+  REQUIRE(counter.CountRequest(first).ok());
+  REQUIRE(counter.CountRequest(second).ok());
+  std::shared_ptr<const std::string> kept = counter.TakeCounted(second.size());
+  REQUIRE(kept != nullptr);
+  CHECK(*kept == glm->Render(second).value());
+  CHECK(kept.get() == tokens.Render(*glm, second).value().get());  // the render itself
+  CHECK(counter.TakeCounted(second.size()) == nullptr);  // taken once
+  REQUIRE(counter.CountRequest(first).ok());
+  CHECK(counter.TakeCounted(second.size()) == nullptr);  // another body's size
+  REQUIRE(counter.CountRequest(first).ok());
+  counter.Forget();
+  CHECK(counter.TakeCounted(first.size()) == nullptr);
+}
+
 TEST_CASE("identifiers kept for a text equal a fresh scan of it", "[agent][incremental]") {
   for (const auto& trace : strata::testing::TestTraceContents()) {
     for (const std::string& content : trace) {

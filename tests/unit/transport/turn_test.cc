@@ -138,6 +138,52 @@ std::optional<PrefixBreakEvent> ShortfallAt(Context& context, int64_t reported_s
   return last;
 }
 
+// A TemplatePromptModel that counts how it is asked for prompts.
+class CountingPromptModel final : public PromptModel {
+ public:
+  StatusOr<SharedPrompt> Render(std::string_view body) override {
+    ++renders;
+    return inner.Render(body);
+  }
+  void BeginBuild() override { ++begun; }
+  StatusOr<SharedPrompt> RenderBuilt(std::string_view body) override {
+    ++built;
+    return inner.Render(body);
+  }
+  size_t Count(std::string_view text) override { return inner.Count(text); }
+  PromptBlocks Hash(std::string_view text, std::string_view salt) override {
+    return inner.Hash(text, salt);
+  }
+  bool exact() const override { return inner.exact(); }
+  size_t bytes_per_token() const override { return inner.bytes_per_token(); }
+  TemplatePromptModel inner{nullptr, nullptr, PrefixCacheOptions{}};
+  int renders = 0, begun = 0, built = 0;
+};
+
+TEST_CASE("a built request is analysed from the render its build made, another by rendering it",
+          "[transport][turn]") {
+  auto context = NewContext();
+  testing::FakeClock clock;
+  testing::ScriptedTransport transport;
+  PrefixCacheModel model;
+  CountingPromptModel prompts;
+  TurnEnv env;
+  env.transport = &transport;
+  env.clock = &clock;
+  env.model = &model;
+  env.prompt = &prompts;
+  TurnRun run(env, *context, "r-1");
+  REQUIRE(run.Build(*context, {}, PrefixReference{}).ok());
+  CHECK(prompts.begun == 1);
+  CHECK(prompts.built == 1);
+  CHECK(prompts.renders == 0);
+  CHECK(run.blocks().prompt_tokens > 0);
+  // A request the build did not make (a pool's degradation sent another) is rendered.
+  REQUIRE(run.Analyze(*context, run.built(), PrefixReference{}, false).ok());
+  CHECK(prompts.renders == 1);
+  CHECK(prompts.built == 1);
+}
+
 TEST_CASE("a server shortfall names the segment whose message its cache ends in",
           "[transport][turn]") {
   ContextOptions options;
