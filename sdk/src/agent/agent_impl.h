@@ -171,6 +171,7 @@ class Agent::Impl {
     std::string body;         // as sent
     std::string prefix_hash;  // its stable prefix's hash (the PoolSet affinity header)
     int64_t cached_tokens = 0;  // tokens of its full blocks: what the server holds cached
+    uint64_t render_serial = 0;  // BuiltRequest::render_serial of `body`
   };
   // Takes a summary request's record (purpose "compaction") into the turn and its writes. Used on
   // the turn's thread only.

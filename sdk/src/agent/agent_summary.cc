@@ -48,7 +48,18 @@ SummaryRequestContext Agent::Impl::CurrentRequest(const std::string& request_id,
 }
 
 void Agent::Impl::KeepLastRequest(const turn_internal::TurnRun& run, const std::string& body) {
-  last_request_.body = body;
+  const BuiltRequest& built = run.built();
+  // The next request usually continues this one: only what its build changed is copied.
+  const size_t unchanged = built.unchanged_bytes;
+  if (last_request_.render_serial != 0 &&
+      built.previous_render_serial == last_request_.render_serial &&
+      unchanged <= last_request_.body.size() && unchanged <= body.size()) {
+    last_request_.body.resize(unchanged);
+    last_request_.body.append(body, unchanged, std::string::npos);
+  } else {
+    last_request_.body = body;
+  }
+  last_request_.render_serial = built.render_serial;
   last_request_.prefix_hash = run.built().stable_prefix_hash;
   const PromptBlocks& blocks = run.blocks();
   last_request_.cached_tokens = static_cast<int64_t>(blocks.cacheable_blocks * blocks.block_tokens);

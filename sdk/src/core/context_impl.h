@@ -131,6 +131,8 @@ class Context::Impl {
 
   // The request as the buffers stand, without counting or compacting (context_render.cc).
   StatusOr<BuiltRequest> Render(const BuildOptions& build) const;
+  // Sets out's render serials and unchanged bytes, and notes it as the last render.
+  void NoteRender(BuiltRequest* out) const;
 
   // Token accounting (context_budget.cc).
   size_t VolatileTokens() const;
@@ -291,7 +293,15 @@ class Context::Impl {
   std::vector<std::pair<std::string, std::string>> volatile_;
 
   std::string header_;
+  uint64_t header_generation_ = 0;  // RebuildHeader() calls so far
   size_t stable_messages_ = 0;
+  // The last Render(): its serial, the header generation and the history's size it rendered, and
+  // the shortest history_buf_ has been since (RerenderHistoryFrom cuts it). What the next render
+  // is known to share with it (BuiltRequest::unchanged_bytes).
+  mutable uint64_t last_render_serial_ = 0;
+  mutable uint64_t last_render_header_generation_ = 0;
+  mutable size_t last_render_history_bytes_ = 0;
+  mutable size_t history_low_water_ = 0;
   std::string stable_prefix_hash_;
   std::vector<LintWarning> lint_;
 

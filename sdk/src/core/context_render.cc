@@ -3,6 +3,7 @@
 // append and is re-rendered from the first edited segment on after an edit; Render() joins them
 // with the volatile message and the extra fields.
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "core/context_impl.h"
@@ -32,6 +33,13 @@ size_t BodyCapacity(size_t bytes) {
   size_t step = kFrom >> 3;
   while ((step << 5) <= bytes) step <<= 1;
   return (bytes + step - 1) / step * step;
+}
+
+// Serials of every context's renders: unique in the process, so that a serial kept from one
+// render never names another (a context restored from a snapshot renders with new ones).
+uint64_t NextRenderSerial() {
+  static std::atomic<uint64_t> serial{0};
+  return serial.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 void AppendDocumentBlock(std::string& out, const Segment& s) {
@@ -182,7 +190,26 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
   out.limit_tokens = LimitTokens();
   out.tokens_estimated = tokenizer_->IsEstimate();
   out.warnings = lint_;
+  NoteRender(&out);
   return out;
+}
+
+// The bytes `out` shares with the last render: the header when it was not rebuilt since, and
+// with it the history up to the shortest it has been since (appends leave the bytes before them
+// as they were; an edit re-renders from its boundary). Then `out` becomes the last render.
+void Context::Impl::NoteRender(BuiltRequest* out) const {
+  out->render_serial = NextRenderSerial();
+  out->previous_render_serial = last_render_serial_;
+  if (last_render_serial_ != 0 && last_render_header_generation_ == header_generation_) {
+    const size_t history = std::min(history_low_water_, last_render_history_bytes_);
+    // Both bodies have the history after the header (and its comma) when both have one.
+    out->unchanged_bytes =
+        header_.size() + (history > 0 ? (stable_messages_ > 0 ? 1 : 0) + history : 0);
+  }
+  last_render_serial_ = out->render_serial;
+  last_render_header_generation_ = header_generation_;
+  last_render_history_bytes_ = history_buf_.size();
+  history_low_water_ = history_buf_.size();
 }
 
 // Appends the rendered JSON of one history message.
@@ -300,6 +327,7 @@ void Context::Impl::RerenderHistoryFrom(size_t index) {
     }
   }
   history_buf_.resize(cut);
+  history_low_water_ = std::min(history_low_water_, cut);
   history_offsets_.resize(index);
   history_hashes_.resize(index);
   rendered_history_messages_ = 0;
@@ -359,6 +387,7 @@ void Context::Impl::RebuildHeader() {
     for (const Segment& s : stable_[l]) stable_hashes_[l].push_back(internal::FingerprintHash(s));
   }
   header_ = std::move(header);
+  ++header_generation_;
   stable_prefix_hash_ = internal::Sha256Hex(header_);
 }
 

@@ -381,5 +381,54 @@ TEST_CASE("the Agent and the Client run one turn: the same prediction and the sa
   REQUIRE(agent->context().Segments().size() == context->Segments().size());
 }
 
+// A policy that never edits but plans at every build, noting the previous request it was handed.
+class PreviousRequestNotingPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "noting@1"; }
+  bool ShouldCompact(const CompactionInput&) const override { return true; }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
+    previous.push_back(input.summary_request != nullptr ? std::string(input.summary_request->body)
+                                                        : std::string("(none)"));
+    return HistoryEdit();
+  }
+  std::vector<std::string> previous;
+};
+
+// The previous request a turn's planning is handed is the body the turn before sent, whatever
+// changed between them: appends, an edit in the middle, a preview, a volatile item, a new system
+// prompt. (The agent keeps it by continuing its copy from the bytes the build says are unchanged.)
+TEST_CASE("each turn's planning is handed exactly the body the turn before sent", "[agent]") {
+  ScriptedTransport transport;
+  PreviousRequestNotingPolicy policy;
+  AgentServices services;
+  services.transport = &transport;
+  services.policy = &policy;
+  AgentConfig config = CompactingConfig("agent-previous");
+  config.budget.window = 1000000;
+  auto agent = Must(Agent::Create(config, services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  MustOk(agent->AppendUser("Read the files.").status());
+  std::vector<std::string> sent;
+  for (int i = 0; i < 7; ++i) {
+    INFO("turn " << i);
+    if (i == 3) {  // mask the first tool result: the history changes in its middle
+      HistoryEdit mask;
+      mask.edits.push_back(
+          {agent->context().Fingerprints()[4].id, SegmentEdit::Action::kMask, "[masked]"});
+      MustOk(agent->context().ApplyEdit(mask, "test", "mask").status());
+    }
+    if (i == 4) MustOk(agent->PreviewRequest().status());
+    if (i == 5) MustOk(agent->context().SetVolatile("now", "12:00"));
+    if (i == 6) MustOk(agent->SetSystemPrompt("You are another test agent."));
+    transport.Respond(ToolCallReply("call_" + std::to_string(i)));
+    const size_t plans = policy.previous.size();  // a preview plans too, on a copy
+    Turn turn = Must(agent->Complete());
+    REQUIRE(policy.previous.size() == plans + 1);
+    CHECK(policy.previous.back() == (i == 0 ? std::string() : sent.back()));
+    sent.push_back(turn.body);
+    MustOk(agent->AppendToolResult({"call_" + std::to_string(i), Output(i), false}).status());
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -402,3 +402,75 @@ TEST_CASE("successive bodies over a megabyte are allocated in the same size clas
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// The leading bytes `a` and `b` share.
+size_t SharedBytes(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// Builds `context` and checks what the build says it shares with `previous` (the render before
+// it): that render's serial, and bytes that are indeed the same. Returns the build.
+BuiltRequest BuildAfter(Context& context, const BuiltRequest& previous) {
+  BuiltRequest next = MustBuild(context);
+  CHECK(next.render_serial > previous.render_serial);
+  CHECK(next.previous_render_serial == previous.render_serial);
+  CHECK(next.unchanged_bytes <= SharedBytes(previous.body, next.body));
+  return next;
+}
+
+TEST_CASE("a build says which leading bytes it shares with the render before it",
+          "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Read the logs.").ok());
+  const BuiltRequest first = MustBuild(*context);
+  CHECK(first.render_serial != 0);
+  CHECK(first.previous_render_serial == 0);
+  CHECK(first.unchanged_bytes == 0);
+  // Appends keep the whole history: everything up to its end is shared.
+  REQUIRE(context->AppendAssistant({"", "", {{"call_0", "read", "{}"}}}).ok());
+  const StatusOr<std::string> result = context->AppendToolResult({"call_0", "line one", false});
+  REQUIRE(result.ok());
+  const BuiltRequest second = BuildAfter(*context, first);
+  CHECK(second.unchanged_bytes == first.history_end_bytes);
+  // A volatile item and extra fields come after the history.
+  REQUIRE(context->SetVolatile("now", "12:00").ok());
+  const BuiltRequest third = BuildAfter(*context, second);
+  CHECK(third.unchanged_bytes == second.history_end_bytes);
+  // A Preview is a render too.
+  REQUIRE(context->AppendAssistant({"", "", {{"call_1", "read", "{}"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_1", "line three", false}).ok());
+  const StatusOr<BuiltRequest> preview = context->Preview();
+  REQUIRE(preview.ok());
+  CHECK(preview->previous_render_serial == third.render_serial);
+  CHECK(preview->unchanged_bytes == third.history_end_bytes);
+  // An edit in the history: shared up to the edited segment's message at most.
+  HistoryEdit mask;
+  mask.edits.push_back({*result, SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context->ApplyEdit(mask, "test", "mask").ok());
+  const BuiltRequest masked = BuildAfter(*context, *preview);
+  CHECK(masked.unchanged_bytes > masked.stable_prefix_bytes);
+  CHECK(masked.unchanged_bytes < preview->history_end_bytes);
+  // A changed system prompt: the header is rebuilt, nothing is known to be shared.
+  REQUIRE(context->SetSystemPrompt("You are another test.").ok());
+  const BuiltRequest system = BuildAfter(*context, masked);
+  CHECK(system.unchanged_bytes == 0);
+  // A rewound context renders anew: nothing is known to be shared, and a serial is never given
+  // twice.
+  const ContextSnapshot snapshot = context->Snapshot();
+  REQUIRE(context->AppendUser("More.").ok());
+  const BuiltRequest more = BuildAfter(*context, system);
+  REQUIRE(context->Rewind(snapshot).ok());
+  const BuiltRequest rewound = MustBuild(*context);
+  CHECK(rewound.render_serial > more.render_serial);
+  CHECK(rewound.previous_render_serial == 0);
+  CHECK(rewound.unchanged_bytes == 0);
+}
+
+}  // namespace
+}  // namespace strata
