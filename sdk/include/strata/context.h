@@ -249,13 +249,15 @@ struct BuiltRequest {
   std::vector<LintWarning> warnings;  // volatile-looking values in stable layers (Context::Lint)
   // Set when Build() compacted the history before rendering this request.
   std::optional<CompactionReport> compaction;
-  // Which render of its context this body is (a serial unique in the process, never 0), the
-  // serial of the context's render before it (0: none), and how many leading bytes of `body` are
-  // known to be those of that render's body too (the stable prefix and the history up to where it
-  // was first changed since; 0 when nothing is known). A copy of the earlier body continued from
-  // there gives this one without comparing the two.
+  // Which render of its context this body is: a serial unique in the process, never 0.
   uint64_t render_serial = 0;
+  // The serial of the context's render before this one (0: none, e.g. the first, or the first
+  // after a Rewind).
   uint64_t previous_render_serial = 0;
+  // How many leading bytes of `body` are known to be those of that earlier render's body too: the
+  // stable prefix when no stable layer changed since, and the history up to where it was first
+  // edited since (0 when nothing is known). A copy of the earlier body continued from here gives
+  // this one without comparing the two.
   size_t unchanged_bytes = 0;
 };
 
