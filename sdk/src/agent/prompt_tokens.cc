@@ -156,6 +156,12 @@ std::string IncrementalRequestCounter::Name() const {
 }
 
 StatusOr<size_t> IncrementalRequestCounter::CountRequest(std::string_view request_body) const {
+  {
+    // Not held while rendering: the render continuing the last one reuses its buffer only when
+    // nobody else holds it.
+    internal::MutexLock lock(mu_);
+    counted_.reset();
+  }
   // The render's parse gives the overhead too (strata's templates): the body is parsed once.
   std::optional<size_t> overhead;
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> text,

@@ -322,7 +322,10 @@ TEST_CASE("the counter keeps the render of the body it counted last, once, until
       R"({"role":"assistant","content":"done"}]})";
   CHECK(counter.TakeCounted(first.size()) == nullptr);  // nothing counted yet
   REQUIRE(counter.CountRequest(first).ok());
+  // The render kept of the first count does not keep the second from continuing it in place.
+  const size_t in_place = tokenize_internal::ChatTemplateInPlaceStats().renders;
   REQUIRE(counter.CountRequest(second).ok());
+  CHECK(tokenize_internal::ChatTemplateInPlaceStats().renders == in_place + 1);
   std::shared_ptr<const std::string> kept = counter.TakeCounted(second.size());
   REQUIRE(kept != nullptr);
   CHECK(*kept == glm->Render(second).value());
