@@ -93,6 +93,14 @@ class ChatTemplate {
   virtual StatusOr<size_t> OverheadTokens(std::string_view request_json) const = 0;
 };
 
+// Which render of a context a body is and what it is known to share with the context's render
+// before it (BuiltRequest::render_serial, previous_render_serial, unchanged_bytes).
+struct RenderContinuation {
+  uint64_t render_serial = 0;           // this render's serial (never 0)
+  uint64_t previous_render_serial = 0;  // the context's render before it (0: none)
+  size_t unchanged_bytes = 0;  // leading bytes known to be that render's body's too
+};
+
 // Counts the input tokens of a whole rendered request (an OpenAI Chat Completions body) as the
 // server will: through its chat template and tokenizer (strata/chat_template.h makes one). A
 // Context given one (ContextOptions::request_counter) enforces its budget on exact counts.
@@ -105,6 +113,14 @@ class RequestTokenCounter {
   // Tokens of the prompt a server builds from the chat-completions body `request_body`;
   // INVALID_ARGUMENT when it is not one.
   virtual StatusOr<size_t> CountRequest(std::string_view request_body) const = 0;
+  // The same count for a body a Context rendered (its Build and Preview call this), told which
+  // render it is: a counter that counted the render before it may continue from the bytes they
+  // share instead of comparing the two. By default CountRequest(request_body).
+  virtual StatusOr<size_t> CountRendered(std::string_view request_body,
+                                         const RenderContinuation& render) const {
+    (void)render;
+    return CountRequest(request_body);
+  }
 };
 
 // An estimator that assumes `bytes_per_token` UTF-8 bytes per token (must be > 0; values <= 0 are

@@ -66,9 +66,10 @@ size_t PromptTokens::Count(std::string_view text) {
   return EncodeLocked(text).size();
 }
 
-StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(const ChatTemplate& chat_template,
-                                                                  std::string_view body,
-                                                                  std::optional<size_t>* overhead) {
+StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
+    const ChatTemplate& chat_template, std::string_view body, std::optional<size_t>* overhead,
+    const tokenize_internal::ContinuedBody* continued, uint64_t* parsed_body) {
+  if (parsed_body != nullptr) *parsed_body = 0;
   // Held while rendering, so that what is kept of the last render belongs to it.
   internal::MutexLock lock(mu_);
   // strata's templates (renderings with a serial) find the same body again in their own memo and
@@ -86,7 +87,7 @@ StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(const ChatTemp
   // own buffer instead of copying it (its serial still says what the encoder and the chain hold).
   last_.text.reset();
   StatusOr<tokenize_internal::SharedRender> render =
-      tokenize_internal::RenderSharedWithOverhead(chat_template, body);
+      tokenize_internal::RenderSharedWithOverhead(chat_template, body, continued);
   if (!render.ok()) {
     last_ = tokenize_internal::SharedRender();
     last_body_.clear();
@@ -101,6 +102,7 @@ StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(const ChatTemp
     last_body_.clear();
   }
   if (overhead != nullptr) *overhead = last_.overhead_tokens;
+  if (parsed_body != nullptr) *parsed_body = last_.parsed_body;
   return last_.text;
 }
 
@@ -156,23 +158,49 @@ std::string IncrementalRequestCounter::Name() const {
 }
 
 StatusOr<size_t> IncrementalRequestCounter::CountRequest(std::string_view request_body) const {
+  return Count(request_body, nullptr);
+}
+
+StatusOr<size_t> IncrementalRequestCounter::CountRendered(std::string_view request_body,
+                                                          const RenderContinuation& render) const {
+  return Count(request_body, &render);
+}
+
+StatusOr<size_t> IncrementalRequestCounter::Count(std::string_view request_body,
+                                                  const RenderContinuation* render) const {
+  tokenize_internal::ContinuedBody continued;
   {
+    internal::MutexLock lock(mu_);
+    // The render counted last is the one this body's render follows: the template's parse
+    // continues that body from the bytes the context says are unchanged.
+    if (render != nullptr && render->previous_render_serial != 0 &&
+        render->previous_render_serial == counted_render_) {
+      continued = {counted_parsed_body_, render->unchanged_bytes};
+    }
     // Not held while rendering: the render continuing the last one reuses its buffer only when
     // nobody else holds it.
-    internal::MutexLock lock(mu_);
     counted_.reset();
   }
   // The render's parse gives the overhead too (strata's templates): the body is parsed once.
   std::optional<size_t> overhead;
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> text,
-                          tokens_->Render(*template_, request_body, &overhead));
+  uint64_t parsed_body = 0;
+  StatusOr<std::shared_ptr<const std::string>> text =
+      tokens_->Render(*template_, request_body, &overhead,
+                      continued.parsed_body != 0 ? &continued : nullptr, &parsed_body);
+  if (!text.ok()) {
+    internal::MutexLock lock(mu_);
+    counted_render_ = 0;
+    return text.status();
+  }
   if (!overhead) {
     STRATA_ASSIGN_OR_RETURN(overhead, template_->OverheadTokens(request_body));
   }
-  const size_t count = tokens_->Count(*text) + *overhead;
+  const size_t count = tokens_->Count(**text) + *overhead;
   internal::MutexLock lock(mu_);
-  counted_ = std::move(text);
+  counted_ = std::move(text).value();
   counted_body_size_ = request_body.size();
+  counted_render_ = render != nullptr ? render->render_serial : 0;
+  counted_parsed_body_ = parsed_body;
   return count;
 }
 

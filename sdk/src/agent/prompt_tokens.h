@@ -51,9 +51,13 @@ class PromptTokens {
   // The text is shared with the memo, not copied, and never changes once returned. With
   // `overhead`: set to chat_template.OverheadTokens(body) from the render's own parse for
   // strata's templates, left empty for others.
-  StatusOr<std::shared_ptr<const std::string>> Render(const ChatTemplate& chat_template,
-                                                      std::string_view body,
-                                                      std::optional<size_t>* overhead = nullptr);
+  // `continued` (may be null): what `body` is known to share with a body parsed earlier
+  // (tokenize_internal::ContinuedBody); *parsed_body (when given): this body's id in the
+  // template's memo, for the next one (0: none).
+  StatusOr<std::shared_ptr<const std::string>> Render(
+      const ChatTemplate& chat_template, std::string_view body,
+      std::optional<size_t>* overhead = nullptr,
+      const tokenize_internal::ContinuedBody* continued = nullptr, uint64_t* parsed_body = nullptr);
   // Bytes of the last body kept to recognise it again: 0 after a render by strata's templates,
   // whose own memo recognises it (for tests).
   size_t kept_body_bytes() const {
@@ -113,6 +117,10 @@ class IncrementalRequestCounter final : public RequestTokenCounter {
       : template_(chat_template), tokenizer_(tokenizer), tokens_(tokens) {}
   std::string Name() const override;
   StatusOr<size_t> CountRequest(std::string_view request_body) const override;
+  // Continues the body counted last when `render` follows its render (the context's unchanged
+  // bytes are not compared again).
+  StatusOr<size_t> CountRendered(std::string_view request_body,
+                                 const RenderContinuation& render) const override;
 
   // Drops the render kept of the last count.
   void Forget();
@@ -126,8 +134,13 @@ class IncrementalRequestCounter final : public RequestTokenCounter {
   const Tokenizer* tokenizer_;
   PromptTokens* tokens_;
   mutable internal::Mutex mu_;
+  // The count's body, of which render (0: a plain CountRequest), and its id in the template's
+  // memo.
+  StatusOr<size_t> Count(std::string_view request_body, const RenderContinuation* render) const;
   mutable std::shared_ptr<const std::string> counted_ STRATA_GUARDED_BY(mu_);
   mutable size_t counted_body_size_ STRATA_GUARDED_BY(mu_) = 0;
+  mutable uint64_t counted_render_ STRATA_GUARDED_BY(mu_) = 0;
+  mutable uint64_t counted_parsed_body_ STRATA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata::agent_internal

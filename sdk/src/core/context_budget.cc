@@ -141,8 +141,10 @@ Status Context::Impl::OverBudgetError(size_t tokens, size_t limit, bool can_comp
 StatusOr<BuiltRequest> Context::Impl::RenderCounted(const BuildOptions& build) const {
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, Render(build));
   if (options_.request_counter != nullptr) {
+    const RenderContinuation render{request.render_serial, request.previous_render_serial,
+                                    request.unchanged_bytes};
     STRATA_ASSIGN_OR_RETURN(request.input_tokens,
-                            options_.request_counter->CountRequest(request.body));
+                            options_.request_counter->CountRendered(request.body, render));
     request.input_tokens_exact = true;
   }
   return request;

@@ -160,8 +160,13 @@ struct Request {
 
 // Parses and normalises a chat-completions request body; INVALID_ARGUMENT saying which field is
 // wrong. Continues the kept body sharing the longest prefix with it, so a request that repeats an
-// earlier one and adds to its end costs its new bytes.
-StatusOr<Request> ParseRequest(std::string_view request_json);
+// earlier one and adds to its end costs its new bytes. With `continued`, the kept body it names
+// is continued from the bytes it is known to share, without comparing them (or searching the
+// others) when it is still kept. *parsed_body (when given): the id of the kept body this request
+// now is (0: none kept).
+StatusOr<Request> ParseRequest(std::string_view request_json,
+                               const tokenize_internal::ContinuedBody* continued = nullptr,
+                               uint64_t* parsed_body = nullptr);
 // Forgets the kept bodies and messages (tokenize_internal::ClearChatTemplateMemos).
 void ClearRequestMemos();
 // A JSON object whose every value is a string, parsed as ojson::parse parses it; nullopt for any
@@ -192,7 +197,8 @@ class MemoRenderingTemplate : public ChatTemplate {
   // RenderShared, OverheadTokens and what the rendering continues, from one parse of the request
   // (tokenize_internal::RenderSharedWithOverhead).
   StatusOr<tokenize_internal::SharedRender> RenderSharedWithOverhead(
-      std::string_view request_json) const;
+      std::string_view request_json,
+      const tokenize_internal::ContinuedBody* continued = nullptr) const;
 
  protected:
   // OverheadTokens of a parsed request.
@@ -201,7 +207,10 @@ class MemoRenderingTemplate : public ChatTemplate {
  private:
   // The rendering of `request_json`, continued from the kept one it shares most messages with,
   // and kept.
-  StatusOr<std::shared_ptr<const RenderedRequest>> RenderKept(std::string_view request_json) const;
+  // `continued` and `parsed_body`: as for ParseRequest.
+  StatusOr<std::shared_ptr<const RenderedRequest>> RenderKept(
+      std::string_view request_json, const tokenize_internal::ContinuedBody* continued = nullptr,
+      uint64_t* parsed_body = nullptr) const;
   // Whether an assistant message's rendering depends on the index of the last user message.
   virtual bool ReadsLastUser(const Request& r) const = 0;
   // Everything before the first message.

@@ -15,6 +15,14 @@
 
 namespace strata::tokenize_internal {
 
+// A request body known to continue one the template parsed earlier: that body's id
+// (SharedRender::parsed_body) and how many leading bytes the two are known to share. Its parse then
+// does not compare those bytes to find the body it continues.
+struct ContinuedBody {
+  uint64_t parsed_body = 0;
+  size_t unchanged_bytes = 0;
+};
+
 // A render handed out by RenderSharedWithOverhead.
 struct SharedRender {
   std::shared_ptr<const std::string> text;  // never changes while held
@@ -28,6 +36,8 @@ struct SharedRender {
   uint64_t serial = 0;
   uint64_t base_serial = 0;
   size_t kept_bytes = 0;
+  // The id of the request's parsed body in the template's memo (0: none), for a ContinuedBody.
+  uint64_t parsed_body = 0;
 };
 
 // How many leading bytes of `render`'s text are known to be those of the rendering `serial` (one a
@@ -42,8 +52,11 @@ inline std::optional<size_t> KnownPrefixOf(const SharedRender& render, uint64_t 
 
 // chat_template.RenderShared(request_json) and, for strata's own templates, OverheadTokens and
 // the continuation above from the same parse (a count then parses the request once, not twice).
+// `continued` (may be null): what request_json is known to share with a body parsed earlier; it
+// must be true (the bytes are not compared again).
 StatusOr<SharedRender> RenderSharedWithOverhead(const ChatTemplate& chat_template,
-                                                std::string_view request_json);
+                                                std::string_view request_json,
+                                                const ContinuedBody* continued = nullptr);
 
 }  // namespace strata::tokenize_internal
 

@@ -118,9 +118,12 @@ StatusOr<std::shared_ptr<const std::string>> MemoRenderingTemplate::RenderShared
 }
 
 StatusOr<tokenize_internal::SharedRender> MemoRenderingTemplate::RenderSharedWithOverhead(
-    std::string_view request_json) const {
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const RenderedRequest> kept, RenderKept(request_json));
+    std::string_view request_json, const tokenize_internal::ContinuedBody* continued) const {
+  uint64_t parsed_body = 0;
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const RenderedRequest> kept,
+                          RenderKept(request_json, continued, &parsed_body));
   tokenize_internal::SharedRender render;
+  render.parsed_body = parsed_body;
   render.overhead_tokens = OverheadOf(kept->request);
   render.serial = kept->serial;
   render.base_serial = kept->base_serial;
@@ -130,8 +133,9 @@ StatusOr<tokenize_internal::SharedRender> MemoRenderingTemplate::RenderSharedWit
 }
 
 StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKept(
-    std::string_view request_json) const {
-  STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json));
+    std::string_view request_json, const tokenize_internal::ContinuedBody* continued,
+    uint64_t* parsed_body) const {
+  STRATA_ASSIGN_OR_RETURN(Request r, ParseRequest(request_json, continued, parsed_body));
   // The kept rendering with the same fields and the longest run of the same first messages.
   std::shared_ptr<const RenderedRequest> base;
   size_t same = 0;
@@ -194,7 +198,8 @@ void ClearRenderMemo() { RenderedRequests().Clear(); }
 namespace strata::tokenize_internal {
 
 StatusOr<SharedRender> RenderSharedWithOverhead(const ChatTemplate& chat_template,
-                                                std::string_view request_json) {
+                                                std::string_view request_json,
+                                                const ContinuedBody* continued) {
   const auto* memo =
       dynamic_cast<const chat_template_internal::MemoRenderingTemplate*>(&chat_template);
   SharedRender render;
@@ -202,7 +207,7 @@ StatusOr<SharedRender> RenderSharedWithOverhead(const ChatTemplate& chat_templat
     STRATA_ASSIGN_OR_RETURN(render.text, chat_template.RenderShared(request_json));
     return render;
   }
-  return memo->RenderSharedWithOverhead(request_json);
+  return memo->RenderSharedWithOverhead(request_json, continued);
 }
 
 }  // namespace strata::tokenize_internal

@@ -2,6 +2,7 @@
 // memos that make a continued request cost its new bytes (chat_template_internal.h,
 // template_memo.h).
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -373,9 +374,16 @@ class MessageMemo {
   size_t bytes_ = 0;
 };
 
+uint64_t NextParsedBodyId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 // A body ParseRequest split and parsed: its text, where its messages are, the messages (parsed and
 // normalised) and the rest of the body ("messages": []) parsed. Never changed once made.
 struct ParsedBody {
+  // Never reused in the process (ContinuedBody::parsed_body names it).
+  uint64_t id = NextParsedBodyId();
   std::string text;
   BodySplit split;
   std::shared_ptr<MessageVector> messages = std::make_shared<MessageVector>();  // ParseSplit's own
@@ -394,11 +402,23 @@ RecentList<ParsedBody>& ParsedBodies() {
 }
 
 // The kept body sharing the longest prefix with `text` (null when none is kept) and the length of
-// that prefix.
-std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* prefix) {
+// that prefix; the body `continued` names when it is still kept, compared only past the bytes it
+// is known to share.
+std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* prefix,
+                                              const tokenize_internal::ContinuedBody* continued) {
   std::shared_ptr<const ParsedBody> best;
   *prefix = 0;
-  for (auto& body : ParsedBodies().Snapshot()) {
+  std::vector<std::shared_ptr<const ParsedBody>> bodies = ParsedBodies().Snapshot();
+  if (continued != nullptr && continued->parsed_body != 0) {
+    for (auto& body : bodies) {
+      if (body->id != continued->parsed_body) continue;
+      const size_t known = std::min({continued->unchanged_bytes, body->text.size(), text.size()});
+      *prefix = known + tokenize_internal::CommonPrefix(std::string_view(body->text).substr(known),
+                                                        text.substr(known));
+      return std::move(body);
+    }
+  }
+  for (auto& body : bodies) {
     const size_t shared = tokenize_internal::CommonPrefix(body->text, text);
     if (best == nullptr || shared > *prefix) {
       best = std::move(body);
@@ -533,10 +553,13 @@ Status ReadFields(const ojson& body, Request* r) {
 
 }  // namespace
 
-StatusOr<Request> ParseRequest(std::string_view request_json) {
+StatusOr<Request> ParseRequest(std::string_view request_json,
+                               const tokenize_internal::ContinuedBody* continued,
+                               uint64_t* parsed_body) {
   Request r;
+  if (parsed_body != nullptr) *parsed_body = 0;
   size_t prefix = 0;
-  std::shared_ptr<const ParsedBody> base = ClosestBody(request_json, &prefix);
+  std::shared_ptr<const ParsedBody> base = ClosestBody(request_json, &prefix, continued);
   std::shared_ptr<const ParsedBody> split;
   if (base != nullptr && prefix == request_json.size() && prefix == base->text.size()) {
     split = base;  // the same body again
@@ -553,6 +576,7 @@ StatusOr<Request> ParseRequest(std::string_view request_json) {
     }
   }
   if (split != nullptr) {
+    if (parsed_body != nullptr) *parsed_body = split->id;
     r.messages = MessageList(split->messages);
     STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
     return r;

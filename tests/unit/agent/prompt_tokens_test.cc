@@ -338,6 +338,32 @@ TEST_CASE("the counter keeps the render of the body it counted last, once, until
   CHECK(counter.TakeCounted(first.size()) == nullptr);
 }
 
+// A render that follows the one counted last is continued from the bytes the context says are
+// unchanged; any other is compared. (A false claim shows which: it is trusted.)
+TEST_CASE("a count of the render after the one counted last trusts the unchanged bytes",
+          "[agent][tokens]") {
+  auto estimate = MakeTokenizer("estimate");
+  REQUIRE(estimate.ok());
+  auto glm = MakeGlm5ChatTemplate();
+  PromptTokens tokens(estimate->get(), {});
+  IncrementalRequestCounter counter(glm.get(), estimate->get(), &tokens);
+  const std::string body =
+      R"({"model":"m","messages":[{"role":"user","content":"read the first file"}]})";
+  std::string altered = body;  // the same length, one word changed
+  altered.replace(altered.find("first"), 5, "other");
+  REQUIRE(counter.CountRendered(body, {10, 0, 0}).ok());
+  // Said to follow render 10 with every byte unchanged: rendered as the body of render 10.
+  REQUIRE(counter.CountRendered(altered, {11, 10, altered.size()}).ok());
+  std::shared_ptr<const std::string> trusted = counter.TakeCounted(altered.size());
+  REQUIRE(trusted != nullptr);
+  CHECK(trusted->find("read the first file") != std::string::npos);
+  // Said to follow a render this counter did not count last: compared, rendered for what it is.
+  REQUIRE(counter.CountRendered(altered, {12, 99, altered.size()}).ok());
+  std::shared_ptr<const std::string> compared = counter.TakeCounted(altered.size());
+  REQUIRE(compared != nullptr);
+  CHECK(*compared == glm->Render(altered).value());
+}
+
 TEST_CASE("identifiers kept for a text equal a fresh scan of it", "[agent][incremental]") {
   for (const auto& trace : strata::testing::TestTraceContents()) {
     for (const std::string& content : trace) {

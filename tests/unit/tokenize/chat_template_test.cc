@@ -870,6 +870,48 @@ TEST_CASE("renders continued in place and their overhead equal the whole computa
 // The same body again is the rendering kept for it: the same text object and serial, not a new
 // rendering of its trailing messages (a caller holding it knows from the serial that nothing
 // changed, without keeping and comparing a copy of the body). A body that differs is a new one.
+// A body said to continue one parsed earlier is continued from the bytes it is said to share: the
+// same render as a whole one when that is true, and (to show they are not compared) the earlier
+// body's messages for bytes said to be shared that are not.
+TEST_CASE("a body said to continue a parsed one is continued from the bytes it is said to share",
+          "[chat_template]") {
+  using namespace memo_test;
+  using strata::tokenize_internal::ContinuedBody;
+  using strata::tokenize_internal::RenderSharedWithOverhead;
+  strata::tokenize_internal::ClearChatTemplateMemos();
+  const std::vector<ojson> m = {Message("system", "sys"), Message("user", "task one")};
+  std::vector<ojson> longer = m;
+  longer.push_back(Assistant("a1", "r1"));
+  const std::string first = Body(m, ojson::object());
+  const std::string second = Body(longer, ojson::object());
+  size_t shared = 0;  // up to the end of the last message of `first`
+  while (shared < first.size() && first[shared] == second[shared]) ++shared;
+  REQUIRE(shared > first.size() / 2);
+  auto t = Make("glm-5.3");
+  auto parsed = RenderSharedWithOverhead(*t, first);
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->parsed_body != 0);
+  const ContinuedBody truth{parsed->parsed_body, shared};
+  auto next = RenderSharedWithOverhead(*t, second, &truth);
+  REQUIRE(next.ok());
+  CHECK(*next->text == RenderOnce(*Make("glm-5.3"), second).text);
+  CHECK(next->parsed_body != 0);
+  CHECK(next->parsed_body != parsed->parsed_body);
+  // The same bytes but one letter of the user message, said to be all shared with `second`: the
+  // parse trusts it and hands back `second`'s rendering.
+  std::string altered = second;
+  altered.replace(altered.find("task one"), 8, "task two");
+  const ContinuedBody claim{next->parsed_body, altered.size()};
+  auto trusted = RenderSharedWithOverhead(*t, altered, &claim);
+  REQUIRE(trusted.ok());
+  CHECK(*trusted->text == *next->text);
+  // Without the claim it is parsed for what it is.
+  auto honest = RenderSharedWithOverhead(*t, altered);
+  REQUIRE(honest.ok());
+  CHECK(*honest->text == RenderOnce(*Make("glm-5.3"), altered).text);
+  CHECK(*honest->text != *next->text);
+}
+
 TEST_CASE("the same request again is its kept rendering, with its serial", "[chat_template]") {
   using namespace memo_test;
   const std::vector<std::string> bodies = Requests(ojson::object());
