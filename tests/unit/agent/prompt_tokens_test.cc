@@ -308,13 +308,20 @@ TEST_CASE("the same body again is the kept render, a copy of it kept only for ot
   }
 }
 
+// An IncrementalRequestCounter over GLM-5's template and the estimator.
+struct EstimatingGlmCounter {
+  std::unique_ptr<Tokenizer> estimate = std::move(MakeTokenizer("estimate")).value();
+  std::unique_ptr<ChatTemplate> glm = MakeGlm5ChatTemplate();
+  PromptTokens tokens{estimate.get(), {}};
+  IncrementalRequestCounter counter{glm.get(), estimate.get(), &tokens};
+};
+
 TEST_CASE("the counter keeps the render of the body it counted last, once, until forgotten",
           "[agent][tokens]") {
-  auto estimate = MakeTokenizer("estimate");
-  REQUIRE(estimate.ok());
-  auto glm = MakeGlm5ChatTemplate();
-  PromptTokens tokens(estimate->get(), {});
-  IncrementalRequestCounter counter(glm.get(), estimate->get(), &tokens);
+  EstimatingGlmCounter c;
+  const std::unique_ptr<ChatTemplate>& glm = c.glm;
+  PromptTokens& tokens = c.tokens;
+  IncrementalRequestCounter& counter = c.counter;
   const std::string first =
       R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
   const std::string second =
@@ -342,11 +349,9 @@ TEST_CASE("the counter keeps the render of the body it counted last, once, until
 // unchanged; any other is compared. (A false claim shows which: it is trusted.)
 TEST_CASE("a count of the render after the one counted last trusts the unchanged bytes",
           "[agent][tokens]") {
-  auto estimate = MakeTokenizer("estimate");
-  REQUIRE(estimate.ok());
-  auto glm = MakeGlm5ChatTemplate();
-  PromptTokens tokens(estimate->get(), {});
-  IncrementalRequestCounter counter(glm.get(), estimate->get(), &tokens);
+  EstimatingGlmCounter c;
+  const std::unique_ptr<ChatTemplate>& glm = c.glm;
+  IncrementalRequestCounter& counter = c.counter;
   const std::string body =
       R"({"model":"m","messages":[{"role":"user","content":"read the first file"}]})";
   std::string altered = body;  // the same length, one word changed
