@@ -410,6 +410,13 @@ class Context {
   // out). The hashes are kept with the segments, so a call costs the number of segments, not their
   // bytes.
   std::vector<SegmentFingerprint> Fingerprints() const;
+  // Fingerprints() after the leading entries `earlier` (e.g. a list kept from an earlier
+  // Fingerprints() call) has unchanged: *kept is set to how many leading entries of `earlier`
+  // equal this context's first fingerprints in id, layer, state, version and hash (kind is not
+  // compared), and the fingerprints after those are returned. A caller that keeps its list and
+  // replaces its entries from *kept on pays a comparison per segment and a copy of what changed.
+  std::vector<SegmentFingerprint> FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
+                                                    size_t* kept) const;
   // The segment with `id`, or nullptr. The pointer is valid until the next mutation.
   const Segment* Find(std::string_view id) const;
   // The original content kept under `recall_id`. NOT_FOUND if unknown or not kept.

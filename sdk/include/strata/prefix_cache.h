@@ -99,6 +99,11 @@ void ContinuePromptIds(const std::vector<int32_t>& ids, size_t unchanged,
 void ContinuePromptText(std::string_view text, size_t unchanged, const PrefixCacheOptions& options,
                         PromptBlocks* blocks);
 
+// How many leading hashes two chains share. Each hash covers its block and every block before it,
+// so the chains agree up to some index and differ from there on: found by bisection, in
+// O(log n) comparisons, not one per block.
+size_t SharedChainPrefix(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+
 // A model of a server's prefix (KV) cache: block hash chains per salt, LRU eviction.
 // Thread-safe.
 class PrefixCacheModel {

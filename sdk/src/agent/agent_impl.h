@@ -87,7 +87,7 @@ class Agent::Impl {
     void BeginBuild() override;
     StatusOr<turn_internal::SharedPrompt> RenderBuilt(std::string_view body) override;
     size_t Count(std::string_view text) override;
-    PromptBlocks Hash(std::string_view text, std::string_view salt) override;
+    std::shared_ptr<const PromptBlocks> Hash(std::string_view text, std::string_view salt) override;
     bool exact() const override;
     size_t bytes_per_token() const override;
 

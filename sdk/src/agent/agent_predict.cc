@@ -46,11 +46,11 @@ StatusOr<Agent::Impl::NextRequest> Agent::Impl::Next(const BuildOptions& fields)
     }
   }
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> prompt, PromptOf(built->body));
-  PromptBlocks blocks = prompt_tokens_->Hash(*prompt, salt_, config_.cache);
+  const std::shared_ptr<const PromptBlocks> blocks = prompt_tokens_->Hash(*prompt, salt_, config_.cache);
   out.prediction.input_tokens =
-      built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens) : blocks.prompt_tokens;
+      built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens) : blocks->prompt_tokens;
   out.prediction.input_tokens_exact = built->input_tokens_exact;
-  out.prediction.predicted_cached_tokens = model_->Lookup(blocks);
+  out.prediction.predicted_cached_tokens = model_->Lookup(*blocks);
   out.built = std::move(built).value();
   return out;
 }

@@ -57,7 +57,8 @@ StatusOr<turn_internal::SharedPrompt> Agent::Impl::Prompts::RenderBuilt(std::str
   return Render(body);
 }
 size_t Agent::Impl::Prompts::Count(std::string_view text) { return impl_->tokenizer_->Count(text); }
-PromptBlocks Agent::Impl::Prompts::Hash(std::string_view text, std::string_view salt) {
+std::shared_ptr<const PromptBlocks> Agent::Impl::Prompts::Hash(std::string_view text,
+                                                               std::string_view salt) {
   return impl_->prompt_tokens_->Hash(text, salt, impl_->config_.cache);
 }
 bool Agent::Impl::Prompts::exact() const { return impl_->prompt_tokens_->exact(); }
@@ -142,7 +143,7 @@ Status Agent::Impl::AdoptDegraded(const agent_internal::AgentDegradation& degrad
   if (!degrade.compactions().empty()) {
     // Compacted, but the pool then took another step and sent the request as built: the
     // context is smaller now, what the server got is not.
-    run->signatures() = turn_internal::Signatures(*context_);
+    run->Resign(*context_, reference_);
   }
   return Status::Ok();
 }
@@ -228,9 +229,8 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   fields.summary_request = nullptr;
   if (!sent.ok()) return FailTurn(run, batch, sent);
   const Response& resp = turn.response;
-  PrefixReference next;
-  if (forked) next.hashes = reference_.hashes;  // this agent's own last request stays the reference
-  run.Finish(resp, &next, /*keep_reference=*/forked);
+  // The reference advances in place (a fork's request is not this agent's history: its hashes stay).
+  run.Finish(resp, &reference_, /*keep_reference=*/forked);
   AssistantMessage message;
   message.content = resp.content;
   message.reasoning = resp.reasoning;
@@ -252,9 +252,9 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
     STRATA_RETURN_IF_ERROR(
         SaveState(Impl::kCacheKey,
                   agent_internal::EncodeCacheState(blocks.salt, blocks.block_tokens,
-                                                   forked ? next.hashes : blocks.hashes, next)));
+                                                   forked ? reference_.hashes : blocks.hashes,
+                                                   reference_)));
   }
-  reference_ = std::move(next);
   int64_t invalidated = 0;
   for (const CompactionReport& c : turn.compactions)
     invalidated += static_cast<int64_t>(c.invalidated_tokens);

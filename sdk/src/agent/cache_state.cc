@@ -24,8 +24,9 @@ std::vector<SegmentSignature> SignaturesFromJson(const json& j) {
         !e[2].is_number_integer() || !e[3].is_string() || !e[4].is_number_unsigned()) {
       continue;
     }
+    // The stored signature has no kind: it is not compared (Context::FingerprintsAfter).
     out.push_back(SegmentSignature{e[0].get<std::string>(), static_cast<Layer>(e[1].get<int>()),
-                                   static_cast<SegmentState>(e[2].get<int>()),
+                                   SegmentKind::kUser, static_cast<SegmentState>(e[2].get<int>()),
                                    e[3].get<std::string>(), e[4].get<uint64_t>()});
   }
   return out;

@@ -106,16 +106,19 @@ StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
   return last_.text;
 }
 
-PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
-                                const PrefixCacheOptions& options) {
+std::shared_ptr<const PromptBlocks> PromptTokens::Hash(std::string_view text, std::string_view salt,
+                                                       const PrefixCacheOptions& options) {
   if (exact_ && !splits_) {  // each distinct prompt is encoded whole: HashPromptIds continues
     internal::MutexLock lock(mu_);
     const std::vector<int32_t>& ids = EncodeLocked(text);
-    if (!ids.empty() || text.empty()) return HashPromptIds(ids, salt, options);
-    return HashPrompt(text, salt, nullptr, options);
+    if (!ids.empty() || text.empty()) return std::make_shared<PromptBlocks>(HashPromptIds(ids, salt, options));
+    return std::make_shared<PromptBlocks>(HashPrompt(text, salt, nullptr, options));
   }
   internal::MutexLock lock(mu_);
-  const bool same_shape = has_chain_ && chain_.salt == salt &&
+  // A caller still holding the last chain keeps it as it is: this one continues a copy.
+  if (chain_.use_count() > 1) chain_ = std::make_shared<PromptBlocks>(*chain_);
+  PromptBlocks& chain = *chain_;
+  const bool same_shape = has_chain_ && chain.salt == salt &&
                           chain_options_.block_tokens == options.block_tokens &&
                           chain_options_.bytes_per_token == options.bytes_per_token;
   const std::vector<int32_t>* ids = exact_ ? &EncodeLocked(text) : nullptr;
@@ -139,12 +142,12 @@ PromptBlocks PromptTokens::Hash(std::string_view text, std::string_view salt,
     }
     unchanged = same_shape && !chain_of_ids_ ? prefix : 0;
   }
-  if (!same_shape) chain_ = PromptBlocks{std::string(salt), {}, 0, 16, 0};
+  if (!same_shape) chain = PromptBlocks{std::string(salt), {}, 0, 16, 0};
   if (of_ids) {
-    ContinuePromptIds(*ids, unchanged, options, &chain_);
+    ContinuePromptIds(*ids, unchanged, options, &chain);
     chain_valid_ids_ = ids->size();
   } else {
-    ContinuePromptText(text, unchanged, options, &chain_);
+    ContinuePromptText(text, unchanged, options, &chain);
   }
   chain_serial_ = !of_ids && render ? last_.serial : 0;
   has_chain_ = true;

@@ -65,9 +65,10 @@ class PromptTokens {
     return last_body_.size();
   }
   // The block hash chain of `text` under `salt`, equal to HashPrompt(text, salt, tokenizer,
-  // options).
-  PromptBlocks Hash(std::string_view text, std::string_view salt,
-                    const PrefixCacheOptions& options);
+  // options). The chain is this object's own, shared: the next call continues it in place when
+  // no caller holds it any more, and copies it first otherwise.
+  std::shared_ptr<const PromptBlocks> Hash(std::string_view text, std::string_view salt,
+                                           const PrefixCacheOptions& options);
 
  private:
   static constexpr size_t kUnknown = static_cast<size_t>(-1);
@@ -103,7 +104,7 @@ class PromptTokens {
   bool has_chain_ STRATA_GUARDED_BY(mu_) = false;
   bool chain_of_ids_ STRATA_GUARDED_BY(mu_) = false;
   PrefixCacheOptions chain_options_ STRATA_GUARDED_BY(mu_);
-  PromptBlocks chain_ STRATA_GUARDED_BY(mu_);
+  std::shared_ptr<PromptBlocks> chain_ STRATA_GUARDED_BY(mu_) = std::make_shared<PromptBlocks>();
   std::string chain_text_ STRATA_GUARDED_BY(mu_);
   bool chain_text_valid_ STRATA_GUARDED_BY(mu_) = true;  // false while chain_serial_ says it
   size_t chain_valid_ids_ STRATA_GUARDED_BY(mu_) = 0;

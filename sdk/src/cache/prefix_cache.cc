@@ -244,6 +244,20 @@ void ContinuePromptText(std::string_view text, size_t unchanged, const PrefixCac
   SetCacheable(blocks);
 }
 
+size_t SharedChainPrefix(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  size_t low = 0;  // a[i] == b[i] for every i < low
+  size_t high = std::min(a.size(), b.size());  // and differ at high, unless it is the end
+  while (low < high) {
+    const size_t mid = low + (high - low) / 2;
+    if (a[mid] == b[mid]) {
+      low = mid + 1;
+    } else {
+      high = mid;
+    }
+  }
+  return low;
+}
+
 class PrefixCacheModel::Impl {
  public:
   explicit Impl(PrefixCacheOptions options) : options_(options) {
@@ -305,11 +319,7 @@ class PrefixCacheModel::Impl {
   // moving each shared block to the front in turn leaves them first and the rest of the last
   // chain after them, which one splice does.
   size_t SharedWithLast(const PromptBlocks& blocks) const STRATA_REQUIRES(mu_) {
-    if (!front_valid_) return 0;
-    const size_t n = std::min(last_chain_.size(), blocks.hashes.size());
-    size_t k = 0;
-    while (k < n && last_chain_[k] == blocks.hashes[k]) ++k;
-    return k;
+    return front_valid_ ? SharedChainPrefix(last_chain_, blocks.hashes) : 0;
   }
 
   int64_t LookupLocked(const PromptBlocks& blocks, size_t shared) const STRATA_REQUIRES(mu_) {

@@ -159,18 +159,36 @@ std::vector<Segment> Context::Impl::Segments() const {
 }
 
 std::vector<SegmentFingerprint> Context::Impl::Fingerprints() const {
+  size_t kept = 0;
+  return FingerprintsAfter({}, &kept);
+}
+
+std::vector<SegmentFingerprint> Context::Impl::FingerprintsAfter(
+    const std::vector<SegmentFingerprint>& earlier, size_t* kept) const {
   std::vector<SegmentFingerprint> out;
-  auto add = [&out](const Segment& s, uint64_t hash) {
+  size_t same = 0;
+  bool matching = true;
+  auto visit = [&](const Segment& s, uint64_t hash) {
+    if (matching && same < earlier.size()) {
+      const SegmentFingerprint& e = earlier[same];
+      if (e.hash == hash && e.state == s.state && e.layer == s.layer && e.id == s.id &&
+          e.version == s.version) {
+        ++same;
+        return;
+      }
+    }
+    matching = false;
     out.push_back(SegmentFingerprint{s.id, s.layer, s.kind, s.state, s.version, hash});
   };
   for (size_t l = 0; l < stable_.size(); ++l) {
     for (size_t i = 0; i < stable_[l].size(); ++i) {
-      if (IsRendered(stable_[l][i])) add(stable_[l][i], stable_hashes_[l][i]);
+      if (IsRendered(stable_[l][i])) visit(stable_[l][i], stable_hashes_[l][i]);
     }
   }
   for (size_t i = 0; i < history_.size(); ++i) {
-    if (IsRendered(history_[i])) add(history_[i], history_hashes_[i]);
+    if (IsRendered(history_[i])) visit(history_[i], history_hashes_[i]);
   }
+  *kept = same;
   return out;
 }
 
@@ -310,6 +328,10 @@ StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id, siz
 }
 std::vector<Segment> Context::Segments() const { return impl_->Segments(); }
 std::vector<SegmentFingerprint> Context::Fingerprints() const { return impl_->Fingerprints(); }
+std::vector<SegmentFingerprint> Context::FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
+                                                           size_t* kept) const {
+  return impl_->FingerprintsAfter(earlier, kept);
+}
 const Segment* Context::Find(std::string_view id) const { return impl_->Find(id); }
 StatusOr<std::string> Context::Recall(std::string_view recall_id) const {
   return impl_->Recall(recall_id);

@@ -157,6 +157,8 @@ class Context::Impl {
   // Inspection (context.cc).
   std::vector<Segment> Segments() const;
   std::vector<SegmentFingerprint> Fingerprints() const;
+  std::vector<SegmentFingerprint> FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
+                                                    size_t* kept) const;
   const Segment* Find(std::string_view id) const;
   StatusOr<std::string> Recall(std::string_view recall_id) const;
   ContextStats Stats() const;

@@ -2,6 +2,8 @@
 #include "transport/turn.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,15 +19,6 @@ uint64_t Fnv64(std::string_view text, uint64_t h) {
   return h;
 }
 
-std::vector<SegmentSignature> Signatures(const Context& context) {
-  // The context keeps each segment's Fnv64 (SegmentFingerprint::hash, computed when the segment
-  // is added or changed), so a turn's signatures cost one entry per segment, not its bytes.
-  std::vector<SegmentSignature> out;
-  for (SegmentFingerprint& f : context.Fingerprints()) {
-    out.push_back(SegmentSignature{std::move(f.id), f.layer, f.state, std::move(f.version), f.hash});
-  }
-  return out;
-}
 
 namespace {
 
@@ -56,20 +49,22 @@ std::string RemovedCause(const SegmentSignature& s) {
 std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before,
                                      const std::vector<SegmentSignature>& now, bool compacted,
                                      const std::vector<LintWarning>& warnings,
-                                     std::string* first_id, Layer* first_layer) {
+                                     std::string* first_id, Layer* first_layer, size_t before_from) {
   std::vector<std::string> causes;
   auto add = [&](std::string cause) {
     if (std::find(causes.begin(), causes.end(), cause) == causes.end()) {
       causes.push_back(std::move(cause));
     }
   };
+  // old[k] pairs with now[k]: the first before_from signatures of `before` are the request's too.
+  const SegmentSignature* old_at = before.data() + std::min(before_from, before.size());
+  const size_t olds = before.size() - std::min(before_from, before.size());
   size_t i = 0;
-  while (i < before.size() && i < now.size() && before[i].id == now[i].id &&
-         before[i].hash == now[i].hash && before[i].state == now[i].state &&
-         before[i].version == now[i].version) {
+  while (i < olds && i < now.size() && old_at[i].id == now[i].id && old_at[i].hash == now[i].hash &&
+         old_at[i].state == now[i].state && old_at[i].version == now[i].version) {
     ++i;
   }
-  const SegmentSignature* first = i < now.size() ? &now[i] : (i < before.size() ? &before[i] : nullptr);
+  const SegmentSignature* first = i < now.size() ? &now[i] : (i < olds ? &old_at[i] : nullptr);
   if (first != nullptr) {
     *first_id = first->id;
     *first_layer = first->layer;
@@ -78,8 +73,8 @@ std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before
   // each side, so none of the rest has its id among them: only the rest are compared, and a turn
   // that changed its end costs what it changed, not the number of segments.
   std::unordered_map<std::string_view, const SegmentSignature*> old_by_id;
-  old_by_id.reserve(before.size() - std::min(i, before.size()));
-  for (size_t k = i; k < before.size(); ++k) old_by_id.emplace(before[k].id, &before[k]);
+  old_by_id.reserve(olds - std::min(i, olds));
+  for (size_t k = i; k < olds; ++k) old_by_id.emplace(old_at[k].id, &old_at[k]);
   std::unordered_set<std::string_view> now_ids;
   now_ids.reserve(now.size() - std::min(i, now.size()));
   bool history_changed = false;
@@ -97,8 +92,8 @@ std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before
     if (old != nullptr && old->hash == s.hash && old->version == s.version) continue;
     add(StableCause(s, old, warnings));
   }
-  for (size_t k = i; k < before.size(); ++k) {
-    const SegmentSignature& s = before[k];
+  for (size_t k = i; k < olds; ++k) {
+    const SegmentSignature& s = old_at[k];
     if (now_ids.count(s.id)) continue;
     if (s.layer == Layer::kHistory) {
       history_changed = true;
@@ -156,42 +151,10 @@ size_t TemplatePromptModel::Count(std::string_view text) {
   return text.size() / std::max<size_t>(1, options_.bytes_per_token);
 }
 
-PromptBlocks TemplatePromptModel::Hash(std::string_view text, std::string_view salt) {
-  return HashPrompt(text, salt, tokenizer_, options_);
+std::shared_ptr<const PromptBlocks> TemplatePromptModel::Hash(std::string_view text,
+                                                             std::string_view salt) {
+  return std::make_shared<const PromptBlocks>(HashPrompt(text, salt, tokenizer_, options_));
 }
-
-namespace {
-
-// The segment that starts each rendered message (kSingleMessage: the stable layers share one;
-// the volatile segments share one), from the signatures of the rendered segments (`rendered`:
-// the live and masked ones of the stable layers and the history, in render order) and, when the
-// request has a volatile message, the context's volatile items. The context's segments are
-// copied only then (Context::Segments() is the one accessor that lists the volatile items).
-std::vector<std::pair<std::string, Layer>> MessageStarts(
-    const Context& context, const std::vector<SegmentSignature>& rendered, bool has_volatile) {
-  std::vector<std::pair<std::string, Layer>> out;
-  const SystemLayout layout = context.options().render.system_layout;
-  bool system_open = false;
-  for (const SegmentSignature& s : rendered) {
-    if (s.layer == Layer::kTools) continue;
-    const bool stable =
-        s.layer == Layer::kSystem || s.layer == Layer::kIndex || s.layer == Layer::kDocs;
-    if (stable && layout == SystemLayout::kSingleMessage) {
-      if (system_open) continue;
-      system_open = true;
-    }
-    out.emplace_back(s.id, s.layer);
-  }
-  if (!has_volatile) return out;
-  for (const Segment& s : context.Segments()) {
-    if (s.layer != Layer::kVolatile) continue;
-    out.emplace_back(s.id, s.layer);  // the first: the volatile items are one message
-    break;
-  }
-  return out;
-}
-
-}  // namespace
 
 TurnRun::TurnRun(const TurnEnv& env, const Context& context, std::string request_id) : env_(env) {
   if (env_.clock == nullptr) env_.clock = SystemClock();
@@ -218,22 +181,25 @@ Status TurnRun::Analyze(const Context& context, BuiltRequest built, const Prefix
   built_ = std::move(built);
   prompt_ = std::move(prompt);
   blocks_ = env_.prompt->Hash(*prompt_.text, env_.salt);
-  record_.cached_tokens_predicted = env_.model->Lookup(blocks_);
+  record_.cached_tokens_predicted = env_.model->Lookup(*blocks_);
   record_.input_tokens =
-      built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_.prompt_tokens;
+      built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_->prompt_tokens;
   history_blocks_ = HistoryBlocks(prompt_);
   previous_history_blocks_ = reference.history_blocks;
-  signatures_ = Signatures(context);
-  if (!prompt_.message_offsets.empty()) {
-    message_starts_ = MessageStarts(context, signatures_,
-                                    built_.layers[static_cast<int>(Layer::kVolatile)].segments > 0);
+  Resign(context, reference);
+  locate_messages_ = !prompt_.message_offsets.empty();
+  system_layout_ = context.options().render.system_layout;
+  volatile_start_.reset();
+  if (locate_messages_ && built_.layers[static_cast<int>(Layer::kVolatile)].segments > 0) {
+    // Context::Segments() is the one accessor that lists the volatile items: copied only then.
+    for (const Segment& s : context.Segments()) {
+      if (s.layer != Layer::kVolatile) continue;
+      volatile_start_ = s.id;  // the first: the volatile items are one message
+      break;
+    }
   }
   // A break: the request reuses fewer blocks than the previous request's history held.
-  size_t same = 0;
-  while (same < reference.hashes.size() && same < blocks_.hashes.size() &&
-         reference.hashes[same] == blocks_.hashes[same]) {
-    ++same;
-  }
+  const size_t same = SharedChainPrefix(reference.hashes, blocks_->hashes);
   changed_.reset();
   break_causes_.clear();
   if (reference.hashes.empty() || static_cast<int64_t>(same) >= reference.history_blocks) {
@@ -244,10 +210,10 @@ Status TurnRun::Analyze(const Context& context, BuiltRequest built, const Prefix
   e.agent_id = record_.agent_id;
   e.request_id = record_.request_id;
   e.predicted_cached_tokens = record_.cached_tokens_predicted;
-  e.previous_prompt_tokens = reference.history_blocks * static_cast<int64_t>(blocks_.block_tokens);
+  e.previous_prompt_tokens = reference.history_blocks * static_cast<int64_t>(blocks_->block_tokens);
   Layer first_layer = Layer::kHistory;
   break_causes_ = BreakCauses(reference.signatures, signatures_, compacted, built_.warnings,
-                              &e.segment_id, &first_layer);
+                              &e.segment_id, &first_layer, signatures_kept_);
   if (!e.segment_id.empty()) e.layer = std::string(LayerName(first_layer));
   e.reason = JoinCauses(break_causes_);
   changed_ = std::move(e);
@@ -259,16 +225,50 @@ Status TurnRun::AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& 
   built_ = sent;
   prompt_ = std::move(prompt);
   blocks_ = env_.prompt->Hash(*prompt_.text, env_.salt);
-  record_.cached_tokens_predicted = env_.model->Lookup(blocks_);
+  record_.cached_tokens_predicted = env_.model->Lookup(*blocks_);
   record_.input_tokens =
-      built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_.prompt_tokens;
+      built_.input_tokens_exact ? static_cast<int64_t>(built_.input_tokens) : blocks_->prompt_tokens;
   history_blocks_ = reference.history_blocks;
   previous_history_blocks_ = reference.history_blocks;
-  signatures_ = reference.signatures;
-  message_starts_.clear();
+  signatures_kept_ = reference.signatures.size();  // the reference's signatures stay
+  signatures_.clear();
+  locate_messages_ = false;
   changed_.reset();
   break_causes_.clear();
   return Status::Ok();
+}
+
+void TurnRun::Resign(const Context& context, const PrefixReference& reference) {
+  // The context keeps each segment's Fnv64 (SegmentFingerprint::hash, computed when the segment
+  // is added or changed): the signatures the reference shares are compared, not copied.
+  signatures_ = context.FingerprintsAfter(reference.signatures, &signatures_kept_);
+}
+
+std::optional<std::pair<std::string, Layer>> TurnRun::MessageStart(const PrefixReference& reference,
+                                                                   size_t message,
+                                                                   size_t messages) const {
+  std::optional<std::pair<std::string, Layer>> found;
+  size_t n = 0;
+  bool system_open = false;
+  auto visit = [&](const SegmentSignature& s) {
+    if (s.layer == Layer::kTools) return;
+    const bool stable =
+        s.layer == Layer::kSystem || s.layer == Layer::kIndex || s.layer == Layer::kDocs;
+    if (stable && system_layout_ == SystemLayout::kSingleMessage) {
+      if (system_open) return;
+      system_open = true;
+    }
+    if (n++ == message) found.emplace(s.id, s.layer);
+  };
+  for (size_t i = 0; i < signatures_kept_ && i < reference.signatures.size(); ++i) {
+    visit(reference.signatures[i]);
+  }
+  for (const SegmentSignature& s : signatures_) visit(s);
+  if (volatile_start_) {
+    if (n++ == message) found.emplace(*volatile_start_, Layer::kVolatile);
+  }
+  if (n != messages) return std::nullopt;
+  return found;
 }
 
 // Blocks of the prompt up to the end of its history (what the next request can reuse).
@@ -290,9 +290,9 @@ int64_t TurnRun::HistoryBlocks(const SharedPrompt& prompt) const {
   size_t tail_tokens = env_.prompt->exact()
                            ? env_.prompt->Count(tail)
                            : tail.size() / std::max<size_t>(1, env_.prompt->bytes_per_token());
-  int64_t history_tokens = std::max<int64_t>(0, blocks_.prompt_tokens - static_cast<int64_t>(tail_tokens));
-  int64_t n = std::min<int64_t>(static_cast<int64_t>(blocks_.cacheable_blocks),
-                                history_tokens / static_cast<int64_t>(std::max<size_t>(1, blocks_.block_tokens)));
+  int64_t history_tokens = std::max<int64_t>(0, blocks_->prompt_tokens - static_cast<int64_t>(tail_tokens));
+  int64_t n = std::min<int64_t>(static_cast<int64_t>(blocks_->cacheable_blocks),
+                                history_tokens / static_cast<int64_t>(std::max<size_t>(1, blocks_->block_tokens)));
   // Tokens at the history end may merge with what follows: that block is not counted stable.
   if (env_.prompt->exact() && n > 0) --n;
   return n;
@@ -301,7 +301,7 @@ int64_t TurnRun::HistoryBlocks(const SharedPrompt& prompt) const {
 CallOptions TurnRun::CallFor(CallOptions call) const {
   call.request_id = record_.request_id;
   call.prompt_tokens =
-      blocks_.prompt_tokens > 0 ? blocks_.prompt_tokens : static_cast<int64_t>(built_.input_tokens);
+      blocks_->prompt_tokens > 0 ? blocks_->prompt_tokens : static_cast<int64_t>(built_.input_tokens);
   return call;
 }
 
@@ -316,10 +316,10 @@ Status TurnRun::Send(const CallOptions& call, Response* response) {
 
 // A kServerShortfall event when the server served less than the model predicted, by more than one
 // block, locating the segment where its reported cache ends when the message offsets are known.
-std::optional<PrefixBreakEvent> TurnRun::Shortfall() const {
+std::optional<PrefixBreakEvent> TurnRun::Shortfall(const PrefixReference& reference) const {
   const RequestRecord& rec = record_;
   if (!rec.cached_tokens_reported ||
-      *rec.cached_tokens_reported + static_cast<int64_t>(blocks_.block_tokens) >= rec.cached_tokens_predicted) {
+      *rec.cached_tokens_reported + static_cast<int64_t>(blocks_->block_tokens) >= rec.cached_tokens_predicted) {
     return std::nullopt;
   }
   PrefixBreakEvent e;
@@ -328,11 +328,11 @@ std::optional<PrefixBreakEvent> TurnRun::Shortfall() const {
   e.request_id = rec.request_id;
   e.predicted_cached_tokens = rec.cached_tokens_predicted;
   e.reported_cached_tokens = rec.cached_tokens_reported;
-  e.previous_prompt_tokens = previous_history_blocks_ * static_cast<int64_t>(blocks_.block_tokens);
-  if (!prompt_.message_offsets.empty()) {
+  e.previous_prompt_tokens = previous_history_blocks_ * static_cast<int64_t>(blocks_->block_tokens);
+  if (locate_messages_) {
     // Where the server's cache ends: the reported tokens' share of the prompt's bytes.
     const std::string& text = *prompt_.text;
-    const int64_t total = std::max<int64_t>(1, blocks_.prompt_tokens);
+    const int64_t total = std::max<int64_t>(1, blocks_->prompt_tokens);
     size_t offset = std::min(text.size(), static_cast<size_t>(static_cast<double>(*rec.cached_tokens_reported) /
                                                               static_cast<double>(total) * text.size()));
     size_t message = 0;
@@ -341,9 +341,10 @@ std::optional<PrefixBreakEvent> TurnRun::Shortfall() const {
     }
     if (offset < prompt_.tools_bytes) {
       e.layer = "tools";
-    } else if (message_starts_.size() == prompt_.message_offsets.size() && message < message_starts_.size()) {
-      e.segment_id = message_starts_[message].first;
-      e.layer = std::string(LayerName(message_starts_[message].second));
+    } else if (std::optional<std::pair<std::string, Layer>> start =
+                   MessageStart(reference, message, prompt_.message_offsets.size())) {
+      e.segment_id = std::move(start->first);
+      e.layer = std::string(LayerName(start->second));
     }
   }
   e.reason = "server evicted or mismatched (reported " + std::to_string(*rec.cached_tokens_reported) +
@@ -360,16 +361,27 @@ void TurnRun::Finish(const Response& resp, PrefixReference* reference, bool keep
   record_.finish_reason = resp.finish_reason;
   record_.kv_cache_bytes =
       (record_.input_tokens + record_.output_tokens) * env_.kv_bytes_per_token + env_.kv_bytes_per_sequence;
-  env_.model->Insert(blocks_);
-  std::optional<PrefixBreakEvent> shortfall = Shortfall();
+  env_.model->Insert(*blocks_);
+  std::optional<PrefixBreakEvent> shortfall = Shortfall(*reference);
   prefix_break_ = shortfall ? shortfall : changed_;
   StampDuration();
   if (!keep_reference) {
-    reference->hashes.assign(blocks_.hashes.begin(),
-                             blocks_.hashes.begin() + std::min<size_t>(history_blocks_, blocks_.hashes.size()));
+    // The hashes the reference shares with this chain stay; the rest of its history is copied.
+    const std::vector<uint64_t>& hashes = blocks_->hashes;
+    const size_t history = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(0, history_blocks_)),
+                                            hashes.size());
+    const size_t same = std::min(SharedChainPrefix(reference->hashes, hashes), history);
+    reference->hashes.resize(same);
+    reference->hashes.insert(reference->hashes.end(), hashes.begin() + same, hashes.begin() + history);
   }
   reference->history_blocks = history_blocks_;
-  reference->signatures = std::move(signatures_);  // the run's own are not read after this
+  // The run's own signatures are not read after this.
+  reference->signatures.resize(std::min(signatures_kept_, reference->signatures.size()));
+  reference->signatures.insert(reference->signatures.end(),
+                               std::make_move_iterator(signatures_.begin()),
+                               std::make_move_iterator(signatures_.end()));
+  signatures_.clear();
+  signatures_kept_ = reference->signatures.size();
 }
 
 void TurnRun::StampDuration() {

@@ -49,28 +49,22 @@ namespace strata::turn_internal {
 // states were written with it, so it stays.
 uint64_t Fnv64(std::string_view text, uint64_t h = 1469598103934665603ULL);
 
-// What identifies a rendered segment, to tell which ones changed between two requests.
-struct SegmentSignature {
-  std::string id;
-  Layer layer = Layer::kHistory;
-  SegmentState state = SegmentState::kLive;
-  std::string version;
-  uint64_t hash = 0;  // Fnv64 of content, reasoning and tool calls
-};
-
-// The signatures of the segments `context` renders (volatile, evicted and summarized ones left
-// out).
-std::vector<SegmentSignature> Signatures(const Context& context);
+// What identifies a rendered segment, to tell which ones changed between two requests: the
+// context's fingerprint of it (Context::Fingerprints(); its hash is Fnv64 of content, reasoning
+// and tool calls). A signature read back from a stored cache state has no kind (kUser).
+using SegmentSignature = SegmentFingerprint;
 
 // Every reason the rendered segments changed from `before` to `now` (stable layers: each change;
 // history: "compaction" when this build compacted or a history segment's state changed (masked,
 // truncated, ...: a compaction made before this build), else "history segment changed" when a
 // history segment's content changed or one is gone); the first changed segment into *first_id
-// and *first_layer.
+// and *first_layer. With `before_from`, `now` holds only the signatures after the first
+// `before_from` of `before`, which are the request's too (Context::FingerprintsAfter).
 std::vector<std::string> BreakCauses(const std::vector<SegmentSignature>& before,
                                      const std::vector<SegmentSignature>& now, bool compacted,
                                      const std::vector<LintWarning>& warnings,
-                                     std::string* first_id, Layer* first_layer);
+                                     std::string* first_id, Layer* first_layer,
+                                     size_t before_from = 0);
 
 // "a, b and c" ("unknown" for none).
 std::string JoinCauses(const std::vector<std::string>& causes);
@@ -109,8 +103,8 @@ class PromptModel {
   virtual StatusOr<SharedPrompt> RenderBuilt(std::string_view body) { return Render(body); }
   // Tokens of `text`.
   virtual size_t Count(std::string_view text) = 0;
-  // The block hash chain of `text` under `salt`.
-  virtual PromptBlocks Hash(std::string_view text, std::string_view salt) = 0;
+  // The block hash chain of `text` under `salt` (a model may keep it, to continue it next time).
+  virtual std::shared_ptr<const PromptBlocks> Hash(std::string_view text, std::string_view salt) = 0;
   // Counts are a real tokenizer's (the boundary block of the history is then not counted stable).
   virtual bool exact() const = 0;
   // Bytes per token of the estimator (for counts without an exact tokenizer).
@@ -126,7 +120,7 @@ class TemplatePromptModel final : public PromptModel {
       : template_(chat_template), tokenizer_(tokenizer), options_(options) {}
   StatusOr<SharedPrompt> Render(std::string_view body) override;
   size_t Count(std::string_view text) override;
-  PromptBlocks Hash(std::string_view text, std::string_view salt) override;
+  std::shared_ptr<const PromptBlocks> Hash(std::string_view text, std::string_view salt) override;
   bool exact() const override { return tokenizer_ != nullptr && !tokenizer_->IsEstimate(); }
   size_t bytes_per_token() const override { return options_.bytes_per_token; }
 
@@ -166,9 +160,8 @@ class TurnRun {
   RequestRecord& record() { return record_; }
   const BuiltRequest& built() const { return built_; }
   BuiltRequest& mutable_built() { return built_; }
-  const PromptBlocks& blocks() const { return blocks_; }
+  const PromptBlocks& blocks() const { return *blocks_; }
   int64_t history_blocks() const { return history_blocks_; }
-  std::vector<SegmentSignature>& signatures() { return signatures_; }  // until Finish()
   const std::optional<PrefixBreakEvent>& changed() const { return changed_; }
   const std::vector<std::string>& break_causes() const { return break_causes_; }
   const std::optional<PrefixBreakEvent>& prefix_break() const { return prefix_break_; }
@@ -185,6 +178,9 @@ class TurnRun {
   // Hashes `body`, sent instead of the built request (a fork's), and predicts it; the reference
   // and its signatures stay (that request is not this agent's history).
   Status AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& reference);
+  // Takes the signatures of `context` as it is now (a compaction after the analysis, whose
+  // request was then sent as built), against `reference`, the one the run is analysed against.
+  void Resign(const Context& context, const PrefixReference& reference);
   // `call` with the request id and prompt size set (the prompt size scales the first-byte timeout
   // to the prefill and is what a PoolSet admits by).
   CallOptions CallFor(CallOptions call) const;
@@ -192,8 +188,9 @@ class TurnRun {
   // the record.
   Status Send(const CallOptions& call, Response* response);
   // After a successful send: the server's usage into the record, the blocks into the model, the
-  // prefix break of the request, and the reference of the next request into *reference (its
-  // hashes left as they are with `keep_reference`; the run's signatures move into it).
+  // prefix break of the request, and *reference, the one the run was analysed against, advanced
+  // in place to the next request's (its hashes left as they are with `keep_reference`): what it
+  // shares with this request stays, the rest is replaced, so that a turn copies what it changed.
   void Finish(const Response& response, PrefixReference* reference, bool keep_reference = false);
   // A failed request: its code, error and duration into the record, and no prefix break (a
   // failed request reports none).
@@ -207,7 +204,13 @@ class TurnRun {
 
  private:
   int64_t HistoryBlocks(const SharedPrompt& prompt) const;
-  std::optional<PrefixBreakEvent> Shortfall() const;
+  std::optional<PrefixBreakEvent> Shortfall(const PrefixReference& reference) const;
+  // The segment that starts rendered message `message`, and its layer (kSingleMessage: the
+  // stable layers share one; the volatile segments share one), from the signatures of the
+  // request (the first signatures_kept_ of `reference`'s, then signatures_); nullopt when the
+  // request's messages do not number `messages`.
+  std::optional<std::pair<std::string, Layer>> MessageStart(const PrefixReference& reference,
+                                                            size_t message, size_t messages) const;
   void StampDuration();
 
   TurnEnv env_;
@@ -215,12 +218,17 @@ class TurnRun {
   int64_t start_us_ = 0;
   BuiltRequest built_;
   SharedPrompt prompt_;
-  PromptBlocks blocks_;
+  std::shared_ptr<const PromptBlocks> blocks_ = std::make_shared<const PromptBlocks>();
   int64_t history_blocks_ = 0;
   int64_t previous_history_blocks_ = 0;
+  // The request's signatures: the first signatures_kept_ of the reference's, then signatures_.
+  size_t signatures_kept_ = 0;
   std::vector<SegmentSignature> signatures_;
-  // The segment that starts each rendered message (for locating a shortfall).
-  std::vector<std::pair<std::string, Layer>> message_starts_;
+  // For locating a shortfall: whether the prompt's messages are known to be the request's
+  // segments, the layout of the stable layers, and the first volatile segment (its message's).
+  bool locate_messages_ = false;
+  SystemLayout system_layout_ = SystemLayout::kSingleMessage;
+  std::optional<std::string> volatile_start_;
   std::optional<PrefixBreakEvent> changed_;
   std::vector<std::string> break_causes_;
   std::optional<PrefixBreakEvent> prefix_break_;

@@ -16,9 +16,9 @@ PrefixReference Reference() {
   r.history_blocks = 7;
   r.hashes = {1, 2, 3};
   r.signatures = {
-      {"system", Layer::kSystem, SegmentState::kLive, "", 11},
-      {"doc \"a\"\\b", Layer::kDocs, SegmentState::kLive, "v1\n\t\x01", 0xffffffffffffffffULL},
-      {"h-\xc3\xa9t\xc3\xa9", Layer::kHistory, SegmentState::kMasked, "", 42},
+      {"system", Layer::kSystem, SegmentKind::kUser, SegmentState::kLive, "", 11},
+      {"doc \"a\"\\b", Layer::kDocs, SegmentKind::kUser, SegmentState::kLive, "v1\n\t\x01", 0xffffffffffffffffULL},
+      {"h-\xc3\xa9t\xc3\xa9", Layer::kHistory, SegmentKind::kUser, SegmentState::kMasked, "", 42},
   };
   return r;
 }

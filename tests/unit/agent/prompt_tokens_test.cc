@@ -72,7 +72,7 @@ TEST_CASE("incremental encoding of growing GLM prompts equals whole encoding",
     PrefixCacheOptions options;
     for (const std::string& prompt : prompts) {
       CHECK(tokens.Encode(prompt) == tok->Encode(prompt));
-      PromptBlocks incremental = tokens.Hash(prompt, "salt", options);
+      PromptBlocks incremental = *tokens.Hash(prompt, "salt", options);
       PromptBlocks whole = HashPrompt(prompt, "salt", tok, options);
       CHECK(incremental.hashes == whole.hashes);
       CHECK(incremental.prompt_tokens == whole.prompt_tokens);
@@ -128,11 +128,18 @@ bool SameFingerprints(const std::vector<SegmentFingerprint>& a,
   });
 }
 
-// Checks one request of `context` through `tokens` against the whole computation; returns false
-// when the context cannot build (open calls).
+// Checks one request of `context` through `tokens` against the whole computation, and brings
+// `kept` (this context's fingerprints at its last request) up to date as a turn does; returns
+// false when the context cannot build (open calls).
 bool CheckRequest(Context& context, PromptTokens& tokens, const Tokenizer* tokenizer,
-                  const ChatTemplate& glm, const PrefixCacheOptions& options) {
+                  const ChatTemplate& glm, const PrefixCacheOptions& options,
+                  std::vector<SegmentFingerprint>* kept) {
   CHECK(SameFingerprints(context.Fingerprints(), WholeFingerprints(context)));
+  size_t same = 0;
+  std::vector<SegmentFingerprint> rest = context.FingerprintsAfter(*kept, &same);
+  kept->resize(same);
+  kept->insert(kept->end(), rest.begin(), rest.end());
+  CHECK(SameFingerprints(*kept, WholeFingerprints(context)));
   StatusOr<BuiltRequest> built = context.Preview();
   if (!built.ok()) return false;
   StatusOr<std::shared_ptr<const std::string>> shared = tokens.Render(glm, built->body);
@@ -156,7 +163,7 @@ bool CheckRequest(Context& context, PromptTokens& tokens, const Tokenizer* token
   const size_t count = tokenizer->IsEstimate() ? tokenizer->Count(*whole)
                                                : tokenizer->Encode(*whole).size();
   CHECK(tokens.Count(prompt) == count);
-  PromptBlocks incremental = tokens.Hash(prompt, "salt", options);
+  PromptBlocks incremental = *tokens.Hash(prompt, "salt", options);
   PromptBlocks reference = HashPrompt(*whole, "salt", tokenizer, options);
   CHECK(incremental.hashes == reference.hashes);
   CHECK(incremental.prompt_tokens == reference.prompt_tokens);
@@ -185,6 +192,7 @@ void ReplayWithChecks(const std::string& file, const Tokenizer* tokenizer) {
   options.tokenizer = tokenizer;
   std::unique_ptr<Context> context = Context::Create(options).value();
   std::unique_ptr<Context> fork;
+  std::vector<SegmentFingerprint> kept, fork_kept;
   PromptTokens tokens(tokenizer, {});
   auto glm = MakeGlm5ChatTemplate();
   PrefixCacheOptions cache;
@@ -204,7 +212,7 @@ void ReplayWithChecks(const std::string& file, const Tokenizer* tokenizer) {
     } else if (role == "tool") {
       context->AppendToolResult({m.value("tool_call_id", ""), content, false}).status().IgnoreError();
     } else if (role == "assistant") {
-      if (CheckRequest(*context, tokens, tokenizer, *glm, cache)) ++requests;
+      if (CheckRequest(*context, tokens, tokenizer, *glm, cache, &kept)) ++requests;
       AssistantMessage reply{content, "", {}};
       if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
         for (const auto& c : m["tool_calls"]) {
@@ -227,7 +235,8 @@ void ReplayWithChecks(const std::string& file, const Tokenizer* tokenizer) {
       if (requests % 9 == 2) {  // a fork: another context's prompt between two of this one's
         fork = Context::Restore(options, context->Snapshot()).value();
         fork->AppendUser("A forked task.").status().IgnoreError();
-        CheckRequest(*fork, tokens, tokenizer, *glm, cache);
+        fork_kept.clear();
+        CheckRequest(*fork, tokens, tokenizer, *glm, cache, &fork_kept);
       }
     }
   }
@@ -261,6 +270,30 @@ TEST_CASE("incremental encoding and hashes with exact tokenizers equal the whole
   for (const auto& tokenizer : tokenizers) {
     for (const std::string& file : strata::testing::TestTraceFiles()) ReplayWithChecks(file, tokenizer.get());
   }
+}
+
+TEST_CASE("a chain a caller still holds stays as it was, one no longer held is continued in place",
+          "[agent][tokens]") {
+  auto estimate = MakeTokenizer("estimate");
+  REQUIRE(estimate.ok());
+  PromptTokens tokens(estimate->get(), {});
+  PrefixCacheOptions options;
+  options.block_tokens = 4;
+  const std::string first(400, 'a');
+  const std::string second = first + std::string(100, 'b');
+  const std::string third = second + std::string(100, 'c');
+  std::shared_ptr<const PromptBlocks> held = tokens.Hash(first, "salt", options);
+  const std::vector<uint64_t> first_hashes = held->hashes;
+  std::shared_ptr<const PromptBlocks> next = tokens.Hash(second, "salt", options);
+  CHECK(held->hashes == first_hashes);  // continued on a copy
+  CHECK(next.get() != held.get());
+  CHECK(next->hashes == HashPrompt(second, "salt", nullptr, options).hashes);
+  const PromptBlocks* address = next.get();
+  held.reset();
+  next.reset();
+  std::shared_ptr<const PromptBlocks> last = tokens.Hash(third, "salt", options);
+  CHECK(last.get() == address);  // nobody held it: continued in place
+  CHECK(last->hashes == HashPrompt(third, "salt", nullptr, options).hashes);
 }
 
 // A chat template of the user's own: strata's GLM-5 rendering without its memo's serials.

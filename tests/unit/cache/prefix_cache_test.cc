@@ -74,6 +74,31 @@ TEST_CASE("block chains: same prefix and salt share leading blocks, salts never 
   CHECK(exact.cacheable_blocks == 3);
 }
 
+TEST_CASE("two chains share the leading hashes a comparison of every block finds", "[cache]") {
+  PrefixCacheOptions options;
+  options.block_tokens = 4;  // 16-byte blocks
+  std::mt19937 random(7);
+  const std::string base(1000, 'a');
+  const PromptBlocks whole = HashPrompt(base, "s", nullptr, options);
+  for (int trial = 0; trial < 200; ++trial) {
+    // A copy of `base` changed at one byte (or not at all), and cut or grown at its end.
+    std::string other = base;
+    const size_t at = random() % (base.size() + 1);
+    if (at < base.size()) other[at] = 'b';
+    other.resize(random() % 1200, 'c');
+    const PromptBlocks chain = HashPrompt(other, trial % 10 == 0 ? "t" : "s", nullptr, options);
+    size_t linear = 0;
+    while (linear < whole.hashes.size() && linear < chain.hashes.size() &&
+           whole.hashes[linear] == chain.hashes[linear]) {
+      ++linear;
+    }
+    CHECK(SharedChainPrefix(whole.hashes, chain.hashes) == linear);
+    CHECK(SharedChainPrefix(chain.hashes, whole.hashes) == linear);
+  }
+  CHECK(SharedChainPrefix({}, whole.hashes) == 0);
+  CHECK(SharedChainPrefix(whole.hashes, whole.hashes) == whole.hashes.size());
+}
+
 TEST_CASE("the model serves the leading cached blocks and keeps salts apart", "[cache]") {
   PrefixCacheOptions options;
   options.block_tokens = 4;

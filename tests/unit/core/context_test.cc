@@ -423,6 +423,66 @@ BuiltRequest BuildAfter(Context& context, const BuiltRequest& previous) {
   return next;
 }
 
+// `kept` (a list from an earlier call) brought up to date the way a turn does it.
+std::vector<SegmentFingerprint> Advance(const Context& context, std::vector<SegmentFingerprint> kept,
+                                        size_t* same) {
+  std::vector<SegmentFingerprint> rest = context.FingerprintsAfter(kept, same);
+  kept.resize(*same);
+  kept.insert(kept.end(), rest.begin(), rest.end());
+  return kept;
+}
+
+bool SameIds(const std::vector<SegmentFingerprint>& a, const std::vector<SegmentFingerprint>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.id == y.id && x.state == y.state && x.hash == y.hash && x.version == y.version;
+  });
+}
+
+TEST_CASE("fingerprints after an earlier list keep what it shares and list the rest",
+          "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", "Guide one.", "v1", 0}).ok());
+  REQUIRE(context->AppendUser("Read the logs.").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "read", "{}"}}}).ok());
+  const std::string result = *context->AppendToolResult({"c1", "log line", false});
+  std::vector<SegmentFingerprint> kept = context->Fingerprints();
+  REQUIRE(kept.size() == 5);
+  size_t same = 0;
+  CHECK(context->FingerprintsAfter(kept, &same).empty());
+  CHECK(same == 5);
+  // An append: the list is kept whole and the new segment follows it.
+  REQUIRE(context->AppendAssistant({"Done.", "", {}}).ok());
+  kept = Advance(*context, kept, &same);
+  CHECK(same == 5);
+  CHECK(SameIds(kept, context->Fingerprints()));
+  // A masked result: kept up to it, listed from it.
+  HistoryEdit edit;
+  edit.edits.push_back({result, SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context->ApplyEdit(edit, "test@1", "test").ok());
+  kept = Advance(*context, kept, &same);
+  CHECK(same == 4);
+  CHECK(SameIds(kept, context->Fingerprints()));
+  // A new document version: from the stable layers on.
+  REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", "Guide two.", "v2", 0}).ok());
+  kept = Advance(*context, kept, &same);
+  CHECK(same == 1);
+  CHECK(SameIds(kept, context->Fingerprints()));
+  // Kind is not compared (a stored signature has none); everything else is.
+  std::vector<SegmentFingerprint> stored = kept;
+  for (SegmentFingerprint& f : stored) f.kind = SegmentKind::kUser;
+  CHECK(context->FingerprintsAfter(stored, &same).empty());
+  CHECK(same == kept.size());
+  stored[2].version = "v9";
+  CHECK(context->FingerprintsAfter(stored, &same).size() == kept.size() - 2);
+  CHECK(same == 2);
+  // A longer earlier list than the context's: what it shares, nothing more.
+  stored = kept;
+  stored.push_back(kept.back());
+  CHECK(context->FingerprintsAfter(stored, &same).empty());
+  CHECK(same == kept.size());
+}
+
 TEST_CASE("a build says which leading bytes it shares with the render before it",
           "[core][context]") {
   auto context = NewContext();

@@ -36,12 +36,12 @@ TEST_CASE("request ids are <agent>-<tag>-<n>, the tag from the clock", "[transpo
 TEST_CASE("signatures leave the volatile layer out and follow every rendered byte",
           "[transport][turn]") {
   auto context = NewContext();
-  std::vector<SegmentSignature> before = Signatures(*context);
+  std::vector<SegmentSignature> before = context->Fingerprints();
   REQUIRE(before.size() == 3);
   REQUIRE(context->SetVolatile("now", "12:00").ok());
-  CHECK(Signatures(*context).size() == 3);
+  CHECK(context->Fingerprints().size() == 3);
   REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", "Guide two.", "v2", 0}).ok());
-  std::vector<SegmentSignature> after = Signatures(*context);
+  std::vector<SegmentSignature> after = context->Fingerprints();
   REQUIRE(after.size() == 3);
   std::string first_id;
   Layer first_layer = Layer::kHistory;
@@ -59,7 +59,7 @@ TEST_CASE("break causes come from the signatures after the first difference, in 
           "[transport][turn]") {
   auto sig = [](std::string id, Layer layer, uint64_t hash, std::string version = "",
                 SegmentState state = SegmentState::kLive) {
-    return SegmentSignature{std::move(id), layer, state, std::move(version), hash};
+    return SegmentSignature{std::move(id), layer, SegmentKind::kUser, state, std::move(version), hash};
   };
   const std::vector<SegmentSignature> before = {
       sig("system", Layer::kSystem, 1),  sig("tools", Layer::kTools, 2),
@@ -151,7 +151,7 @@ class CountingPromptModel final : public PromptModel {
     return inner.Render(body);
   }
   size_t Count(std::string_view text) override { return inner.Count(text); }
-  PromptBlocks Hash(std::string_view text, std::string_view salt) override {
+  std::shared_ptr<const PromptBlocks> Hash(std::string_view text, std::string_view salt) override {
     return inner.Hash(text, salt);
   }
   bool exact() const override { return inner.exact(); }
@@ -182,6 +182,59 @@ TEST_CASE("a built request is analysed from the render its build made, another b
   REQUIRE(run.Analyze(*context, run.built(), PrefixReference{}, false).ok());
   CHECK(prompts.renders == 1);
   CHECK(prompts.built == 1);
+}
+
+TEST_CASE("the reference advanced in place equals the one the request gives, turn after turn",
+          "[transport][turn]") {
+  auto context = NewContext();
+  testing::FakeClock clock;
+  testing::ScriptedTransport transport;
+  PrefixCacheModel model;
+  TemplatePromptModel prompts(nullptr, nullptr, PrefixCacheOptions{});
+  TurnEnv env;
+  env.transport = &transport;
+  env.clock = &clock;
+  env.model = &model;
+  env.prompt = &prompts;
+  PrefixReference reference;
+  std::vector<std::string> results;
+  for (int turn = 0; turn < 12; ++turn) {
+    INFO("turn " << turn);
+    if (turn % 4 == 3) {  // a masked result: the reference changes from it on
+      HistoryEdit edit;
+      edit.edits.push_back({results[results.size() / 2], SegmentEdit::Action::kMask, "[masked]"});
+      context->ApplyEdit(edit, "test@1", "test").status().IgnoreError();
+    }
+    if (turn % 5 == 4) {  // a new document version: from the stable layers on
+      REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", "Guide " + std::to_string(turn),
+                                                          "v" + std::to_string(turn), 0})
+                  .ok());
+    }
+    TurnRun run(env, *context, "r-" + std::to_string(turn));
+    REQUIRE(run.Build(*context, {}, reference).ok());
+    const std::vector<SegmentFingerprint> signatures = context->Fingerprints();
+    const std::string prompt = RenderPromptText(run.built().body).value().text;
+    const PromptBlocks whole = HashPrompt(prompt, "", nullptr, PrefixCacheOptions{});
+    CHECK(run.blocks().hashes == whole.hashes);
+    transport.Respond(Response{});
+    Response response;
+    REQUIRE(run.Send(run.CallFor(CallOptions{}), &response).ok());
+    run.Finish(response, &reference);
+    REQUIRE(reference.history_blocks == run.history_blocks());
+    REQUIRE(static_cast<size_t>(reference.history_blocks) <= whole.hashes.size());
+    CHECK(reference.hashes == std::vector<uint64_t>(whole.hashes.begin(),
+                                                    whole.hashes.begin() + reference.history_blocks));
+    REQUIRE(reference.signatures.size() == signatures.size());
+    for (size_t i = 0; i < signatures.size(); ++i) {
+      CHECK(reference.signatures[i].id == signatures[i].id);
+      CHECK(reference.signatures[i].state == signatures[i].state);
+      CHECK(reference.signatures[i].version == signatures[i].version);
+      CHECK(reference.signatures[i].hash == signatures[i].hash);
+    }
+    REQUIRE(context->AppendAssistant({"", "", {{"c" + std::to_string(turn), "read", "{}"}}}).ok());
+    results.push_back(*context->AppendToolResult(
+        {"c" + std::to_string(turn), "output " + std::string(200 + turn * 10, 'o'), false}));
+  }
 }
 
 TEST_CASE("a server shortfall names the segment whose message its cache ends in",
