@@ -40,16 +40,33 @@ bool PromptTokens::IsLastRender(std::string_view text) const {
          text.size() == last_.text->size();
 }
 
-size_t PromptTokens::KnownPrefix(uint64_t serial) const {
-  return tokenize_internal::KnownPrefixOf(last_, serial).value_or(kUnknown);
+void PromptTokens::Derive(Lineage* lineage) const {
+  lineage->serial = last_.serial;
+  lineage->known = last_.text != nullptr ? last_.text->size() : 0;
+}
+
+void PromptTokens::Carry(Lineage* lineage, uint64_t previous) const {
+  if (lineage->serial == 0) return;
+  if (last_.serial != 0 && last_.base_serial == lineage->serial) {  // continues it directly
+    lineage->known = last_.kept_bytes;
+  } else if (last_.serial != 0 && previous != 0 && last_.base_serial == previous &&
+             lineage->known != kUnknown) {  // continues the render that continued it
+    lineage->known = std::min(lineage->known, last_.kept_bytes);
+  } else {
+    lineage->known = kUnknown;
+  }
 }
 
 const std::vector<int32_t>& PromptTokens::EncodeLocked(std::string_view text) {
   const bool render = IsLastRender(text);
-  const size_t known = render ? KnownPrefix(encoded_serial_) : kUnknown;
+  const size_t known = render ? Known(encoded_from_) : kUnknown;
   const std::vector<int32_t>& ids =
       known != kUnknown ? encoder_->Encode(text, known) : encoder_->Encode(text);
-  encoded_serial_ = render ? last_.serial : 0;
+  if (render) {
+    Derive(&encoded_from_);
+  } else {
+    encoded_from_ = Lineage();
+  }
   chain_valid_ids_ = std::min(chain_valid_ids_, encoder_->unchanged());
   return ids;
 }
@@ -86,15 +103,20 @@ StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
   // Let go of the previous render first: held by nobody else, the template continues it in its
   // own buffer instead of copying it (its serial still says what the encoder and the chain hold).
   last_.text.reset();
+  const uint64_t previous = last_.serial;
   StatusOr<tokenize_internal::SharedRender> render =
       tokenize_internal::RenderSharedWithOverhead(chat_template, body, continued);
   if (!render.ok()) {
     last_ = tokenize_internal::SharedRender();
     last_body_.clear();
+    Carry(&encoded_from_, 0);
+    Carry(&chain_from_, 0);
     return render.status();
   }
   render_template_ = &chat_template;
   last_ = std::move(render).value();
+  Carry(&encoded_from_, previous);
+  Carry(&chain_from_, previous);
   if (last_.serial == 0) {
     last_body_.resize(prefix);
     last_body_.append(body.substr(prefix));
@@ -130,7 +152,7 @@ std::shared_ptr<const PromptBlocks> PromptTokens::Hash(std::string_view text, st
   } else {
     // The render says how much of the text the chain was hashed from it starts with; otherwise
     // the kept copy of that text is compared (and kept up to date only then).
-    size_t prefix = render && !chain_of_ids_ ? KnownPrefix(chain_serial_) : kUnknown;
+    size_t prefix = render && !chain_of_ids_ ? Known(chain_from_) : kUnknown;
     if (prefix != kUnknown) {
       chain_text_valid_ = false;
     } else if (chain_text_valid_) {
@@ -149,7 +171,11 @@ std::shared_ptr<const PromptBlocks> PromptTokens::Hash(std::string_view text, st
   } else {
     ContinuePromptText(text, unchanged, options, &chain);
   }
-  chain_serial_ = !of_ids && render ? last_.serial : 0;
+  if (!of_ids && render) {
+    Derive(&chain_from_);
+  } else {
+    chain_from_ = Lineage();
+  }
   has_chain_ = true;
   chain_of_ids_ = of_ids;
   chain_options_ = options;

@@ -78,9 +78,20 @@ class PromptTokens {
   const std::vector<int32_t>& EncodeLocked(std::string_view text) STRATA_REQUIRES(mu_);
   // Whether `text` is the last render's text itself (not a copy).
   bool IsLastRender(std::string_view text) const STRATA_REQUIRES(mu_);
-  // How many leading bytes of the last render are those of rendering `serial`'s text: all of
-  // them when it is that rendering, its kept bytes when it continues it, else kUnknown.
-  size_t KnownPrefix(uint64_t serial) const STRATA_REQUIRES(mu_);
+  // What the encoder's text or the byte chain was derived from: rendering `serial` (0: another
+  // text), of whose text the last render's first `known` bytes are known to be (kUnknown: not
+  // known). Renders that continue one another carry it along, so a build that renders twice
+  // before the chain is hashed again still need not compare the bytes.
+  struct Lineage {
+    uint64_t serial = 0;
+    size_t known = 0;
+  };
+  // `lineage` derived from the last render, whole.
+  void Derive(Lineage* lineage) const STRATA_REQUIRES(mu_);
+  // `lineage` carried from the render before the last one (`previous`, its serial) to the last.
+  void Carry(Lineage* lineage, uint64_t previous) const STRATA_REQUIRES(mu_);
+  // Leading bytes of the last render known to be those `lineage` was derived from, or kUnknown.
+  static size_t Known(const Lineage& lineage) { return lineage.serial == 0 ? kUnknown : lineage.known; }
 
   const Tokenizer* tokenizer_;
   bool exact_ = false;
@@ -96,8 +107,8 @@ class PromptTokens {
   // The rendering (serial) whose text the encoder holds, and the one the byte chain was hashed
   // from; 0 when it was another text. A render continuing it tells how many bytes are the same,
   // so they are not compared again.
-  uint64_t encoded_serial_ STRATA_GUARDED_BY(mu_) = 0;
-  uint64_t chain_serial_ STRATA_GUARDED_BY(mu_) = 0;
+  Lineage encoded_from_ STRATA_GUARDED_BY(mu_);
+  Lineage chain_from_ STRATA_GUARDED_BY(mu_);
   // The chain hashed last and what it was hashed from (ids: the encoder's text; bytes:
   // chain_text_).
   // chain_valid_ids_: leading ids of the encoder's current text the chain covers.
@@ -106,7 +117,7 @@ class PromptTokens {
   PrefixCacheOptions chain_options_ STRATA_GUARDED_BY(mu_);
   std::shared_ptr<PromptBlocks> chain_ STRATA_GUARDED_BY(mu_) = std::make_shared<PromptBlocks>();
   std::string chain_text_ STRATA_GUARDED_BY(mu_);
-  bool chain_text_valid_ STRATA_GUARDED_BY(mu_) = true;  // false while chain_serial_ says it
+  bool chain_text_valid_ STRATA_GUARDED_BY(mu_) = true;  // false while chain_from_ says it
   size_t chain_valid_ids_ STRATA_GUARDED_BY(mu_) = 0;
 };
 

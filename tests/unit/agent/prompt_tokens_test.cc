@@ -296,6 +296,41 @@ TEST_CASE("a chain a caller still holds stays as it was, one no longer held is c
   CHECK(last->hashes == HashPrompt(third, "salt", nullptr, options).hashes);
 }
 
+TEST_CASE("a chain hashed from a render continues through the renders that continue it",
+          "[agent][tokens]") {
+  auto estimate = MakeTokenizer("estimate");
+  REQUIRE(estimate.ok());
+  auto glm = MakeGlm5ChatTemplate();
+  PrefixCacheOptions options;
+  options.block_tokens = 4;
+  auto body = [](const std::string& first, int messages) {
+    std::string out = R"({"model":"m","messages":[{"role":"user","content":")" + first + R"("})";
+    for (int i = 0; i < messages; ++i) {
+      out += R"(,{"role":"assistant","content":"answer )" + std::to_string(i) + " " +
+             std::string(200, 'a') + R"("})";
+    }
+    return out + "]}";
+  };
+  const std::string long_text(300, 'x');
+  // Hashed at the first body; then two renders before the next hash: the middle one changes the
+  // first message (so the last keeps little of the hashed text) or only appends.
+  for (const bool middle_changes_early : {false, true}) {
+    INFO("middle render changes early bytes: " << middle_changes_early);
+    PromptTokens tokens(estimate->get(), {});
+    std::shared_ptr<const std::string> first = tokens.Render(*glm, body(long_text, 2)).value();
+    CHECK(tokens.Hash(*first, "salt", options)->hashes ==
+          HashPrompt(*first, "salt", nullptr, options).hashes);
+    first.reset();
+    const std::string opening = middle_changes_early ? "changed " + long_text : long_text;
+    std::shared_ptr<const std::string> second = tokens.Render(*glm, body(opening, 3)).value();
+    second.reset();
+    // The last continues the middle one whole: what it keeps of the first is what the middle kept.
+    std::shared_ptr<const std::string> third = tokens.Render(*glm, body(opening, 4)).value();
+    CHECK(tokens.Hash(*third, "salt", options)->hashes ==
+          HashPrompt(*third, "salt", nullptr, options).hashes);
+  }
+}
+
 // A chat template of the user's own: strata's GLM-5 rendering without its memo's serials.
 class PlainTemplate final : public ChatTemplate {
  public:
