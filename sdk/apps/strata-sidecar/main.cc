@@ -369,6 +369,8 @@ StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(const sc::SidecarConfig& confi
   grpc::ResourceQuota quota("strata-sidecar");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
   builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              static_cast<int>(config.max_threads));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(sc::ExplainUnparsedRequests());  // messages for unparsable requests
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
