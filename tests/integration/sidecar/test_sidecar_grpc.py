@@ -4,13 +4,14 @@ input; strata-sim is the upstream."""
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 
 import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 
-from sidecar_testing import complete, pb, rpc_error
+from sidecar_testing import Background, complete, pb, rpc_error
 
 C = grpc.StatusCode
 
@@ -470,3 +471,45 @@ def test_a_request_that_does_not_parse_gets_a_message(sidecar):
             f"the request of /strata.v1.ContextService/{method} does not parse as its protobuf "
             "message: it is truncated or malformed, or a string field holds bytes that are not "
             "UTF-8 (proto3 strings must be valid UTF-8)")
+
+
+def handler_threads(sidecar):
+    """The ids of the sidecar's gRPC handler threads (named by gRPC's synchronous server)."""
+    tasks = pathlib.Path(f"/proc/{sidecar.process.pid}/task")
+    threads = set()
+    for task in tasks.iterdir():
+        try:
+            if (task / "comm").read_text().startswith("grpcpp_sync_ser"):
+                threads.add(task.name)
+        except FileNotFoundError:  # a thread that ended while listed
+            pass
+    return threads
+
+
+def test_concurrent_calls_reuse_the_handler_threads(start_sim, start_sidecar):
+    # Each completion takes 5 tokens 100 ms apart, so the six calls of a batch overlap.
+    sim = start_sim(None, ["--output-tokens", "5", "--decode-us", "100000"])
+    sidecar = start_sidecar(["--upstream", sim.base_url])
+    stub = sidecar.stub()
+    for i in range(6):
+        create(stub, f"a{i}")
+
+    def batch():
+        calls = [Background(lambda i=i: complete(stub, f"a{i}", "hello")) for i in range(6)]
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join(60)
+            assert not call.is_alive()
+            assert call.error is None, call.error
+
+    batch()
+    kept = handler_threads(sidecar)
+    # The threads the first batch needed stay, polling for the next calls (gRPC's default keeps
+    # two and ends the rest as their calls end, so every batch would start its threads again).
+    assert len(kept) >= 6, kept
+    batch()
+    kept |= handler_threads(sidecar)  # and any this batch added (gRPC starts one when none polls)
+    batch()
+    batch()
+    assert handler_threads(sidecar) - kept == set()
