@@ -252,7 +252,9 @@ struct BuiltRequest {
   // Which render of its context this body is: a serial unique in the process, never 0.
   uint64_t render_serial = 0;
   // The serial of the context's render before this one (0: none, e.g. the first, or the first
-  // after a Rewind).
+  // after a Rewind). A Build() that compacts renders once more after each round and returns its
+  // last render: that one is compared with the render before the Build(), not with the renders it
+  // made on the way, which no caller sees.
   uint64_t previous_render_serial = 0;
   // How many leading bytes of `body` are known to be those of that earlier render's body too: the
   // stable prefix when no stable layer changed since, and the history up to where it was first

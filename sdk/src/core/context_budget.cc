@@ -173,8 +173,21 @@ StatusOr<std::optional<CompactionReport>> Context::Impl::CompactionRound(
 StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& build) {
   std::optional<CompactionReport> merged;
   size_t rounds = 0;
+  // A build that compacts renders again after each round and returns only its last render, so
+  // that one is described against the render before the build: the bytes every render on the way
+  // kept of the one before it (a shared prefix of each pair is one of the whole sequence).
+  uint64_t previous_serial = 0;
+  size_t unchanged = 0;
   for (;;) {
     STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+    if (rounds == 0) {
+      previous_serial = request.previous_render_serial;
+      unchanged = request.unchanged_bytes;
+    } else {
+      unchanged = std::min(unchanged, request.unchanged_bytes);
+      request.previous_render_serial = previous_serial;
+      request.unchanged_bytes = previous_serial != 0 ? unchanged : 0;
+    }
     if (!options_.budget) return request;
     const size_t tokens = request.input_tokens;
     const size_t limit = LimitTokens();

@@ -381,7 +381,8 @@ TEST_CASE("the Agent and the Client run one turn: the same prediction and the sa
   REQUIRE(agent->context().Segments().size() == context->Segments().size());
 }
 
-// A policy that never edits but plans at every build, noting the previous request it was handed.
+// A policy that plans at every build, noting the previous request it was handed, and masks the
+// segment `mask` names when one is set (then the build renders a second time).
 class PreviousRequestNotingPolicy final : public CompactionPolicy {
  public:
   std::string Name() const override { return "noting@1"; }
@@ -389,14 +390,19 @@ class PreviousRequestNotingPolicy final : public CompactionPolicy {
   StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
     previous.push_back(input.summary_request != nullptr ? std::string(input.summary_request->body)
                                                         : std::string("(none)"));
-    return HistoryEdit();
+    HistoryEdit edit;
+    if (!mask.empty()) edit.edits.push_back({mask, SegmentEdit::Action::kMask, "[masked]"});
+    mask.clear();
+    return edit;
   }
   std::vector<std::string> previous;
+  std::string mask;
 };
 
 // The previous request a turn's planning is handed is the body the turn before sent, whatever
-// changed between them: appends, an edit in the middle, a preview, a volatile item, a new system
-// prompt. (The agent keeps it by continuing its copy from the bytes the build says are unchanged.)
+// changed between them: appends, an edit in the middle, a compaction inside the build (which
+// renders twice), a preview, a volatile item, a new system prompt. (The agent keeps it by
+// continuing its copy from the bytes the build says are unchanged.)
 TEST_CASE("each turn's planning is handed exactly the body the turn before sent", "[agent]") {
   ScriptedTransport transport;
   PreviousRequestNotingPolicy policy;
@@ -409,8 +415,18 @@ TEST_CASE("each turn's planning is handed exactly the body the turn before sent"
   MustOk(agent->SetSystemPrompt("You are a test agent."));
   MustOk(agent->AppendUser("Read the files.").status());
   std::vector<std::string> sent;
-  for (int i = 0; i < 7; ++i) {
+  std::vector<std::string> results;
+  for (int i = 0; i < 10; ++i) {
     INFO("turn " << i);
+    // Turns 7 and 8: the build masks the result appended two turns before, near the end; before
+    // turn 8 an edit masks an earlier one too, so that the build's first render shares less with
+    // the turn before than its second shares with its first.
+    if (i == 7 || i == 8) policy.mask = results[results.size() - 2];
+    if (i == 8) {
+      HistoryEdit mask;
+      mask.edits.push_back({results[1], SegmentEdit::Action::kMask, "[masked]"});
+      MustOk(agent->context().ApplyEdit(mask, "test", "mask").status());
+    }
     if (i == 3) {  // mask the first tool result: the history changes in its middle
       HistoryEdit mask;
       mask.edits.push_back(
@@ -425,8 +441,10 @@ TEST_CASE("each turn's planning is handed exactly the body the turn before sent"
     Turn turn = Must(agent->Complete());
     REQUIRE(policy.previous.size() == plans + 1);
     CHECK(policy.previous.back() == (i == 0 ? std::string() : sent.back()));
+    CHECK(turn.compactions.size() == (i == 7 || i == 8 ? 1u : 0u));
     sent.push_back(turn.body);
-    MustOk(agent->AppendToolResult({"call_" + std::to_string(i), Output(i), false}).status());
+    results.push_back(
+        Must(agent->AppendToolResult({"call_" + std::to_string(i), Output(i), false})));
   }
 }
 

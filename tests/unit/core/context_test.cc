@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "strata/compaction_policy.h"
 #include "testing/context_testing.h"
 
 namespace strata {
@@ -530,6 +531,68 @@ TEST_CASE("a build says which leading bytes it shares with the render before it"
   CHECK(rewound.render_serial > more.render_serial);
   CHECK(rewound.previous_render_serial == 0);
   CHECK(rewound.unchanged_bytes == 0);
+}
+
+// Masks one tool result the first time a build plans (round 0), whatever the budget.
+class MaskOncePolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "mask-once@1"; }
+  bool ShouldCompact(const CompactionInput& input) const override {
+    return input.round == 0 && !target.empty();
+  }
+  StatusOr<HistoryEdit> Plan(const CompactionInput&) override {
+    HistoryEdit edit;
+    edit.edits.push_back({target, SegmentEdit::Action::kMask, "[masked]"});
+    target.clear();
+    return edit;
+  }
+  std::string target;  // the segment id to mask; cleared once planned
+};
+
+TEST_CASE("a compacting build says what it shares with the render before the build",
+          "[core][context]") {
+  MaskOncePolicy policy;
+  ContextOptions options;
+  options.budget = Budget();
+  options.compaction = &policy;
+  auto context = NewContext(options);
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Read the files.").ok());
+  std::vector<std::string> results;
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = "call_" + std::to_string(i);
+    REQUIRE(context->AppendAssistant({"", "", {{id, "read", "{}"}}}).ok());
+    StatusOr<std::string> result =
+        context->AppendToolResult({id, std::string(400, static_cast<char>('a' + i)), false});
+    REQUIRE(result.ok());
+    results.push_back(*result);
+  }
+  const BuiltRequest before = MustBuild(*context);
+  REQUIRE_FALSE(before.compaction.has_value());
+  REQUIRE(context->AppendAssistant({"", "", {{"call_4", "read", "{}"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_4", std::string(400, 'e'), false}).ok());
+  // The build renders, masks the third result and renders again; it returns the second render.
+  policy.target = results[2];
+  const BuiltRequest built = MustBuild(*context);
+  REQUIRE(built.compaction.has_value());
+  CHECK(built.previous_render_serial == before.render_serial);
+  CHECK(built.unchanged_bytes <= SharedBytes(before.body, built.body));
+  // Shared up to the masked result's message: the two results before it at least.
+  CHECK(built.unchanged_bytes > before.body.find(std::string(400, 'b')) + 400);
+  CHECK(built.unchanged_bytes < before.body.find(std::string(400, 'c')));
+  // The next build continues this one.
+  const BuiltRequest next = BuildAfter(*context, built);
+  CHECK(next.unchanged_bytes == built.history_end_bytes);
+  // An edit before the build, earlier than the one the build makes: shared up to the first.
+  HistoryEdit mask;
+  mask.edits.push_back({results[0], SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context->ApplyEdit(mask, "test", "mask").ok());
+  policy.target = results[3];
+  const BuiltRequest edited = MustBuild(*context);
+  REQUIRE(edited.compaction.has_value());
+  CHECK(edited.previous_render_serial == next.render_serial);
+  CHECK(edited.unchanged_bytes <= SharedBytes(next.body, edited.body));
+  CHECK(edited.unchanged_bytes < next.body.find(std::string(400, 'a')));
 }
 
 }  // namespace
