@@ -234,6 +234,11 @@ RunResult RunAgents(const std::string& mode, const Options& o,
             ++result.errors;
           }
         }
+        // An agent stops at its first error: the turns it did not get to are errors too (a
+        // failed CreateAgent loses all of them).
+        if (!error.empty() && samples.size() < static_cast<size_t>(o.turns)) {
+          result.errors += o.turns - static_cast<int64_t>(samples.size());
+        }
         if (!error.empty() && result.first_error.empty()) result.first_error = error;
       }
     });
