@@ -737,11 +737,21 @@ class StrataPolicy final : public CompactionPolicy {
     std::set<std::string> chosen;
     for (const SegmentEdit& e : edit.edits) chosen.insert(e.segment_id);
     std::vector<CompactionCandidate> listed = std::move(x.candidates);  // a summary, when there is one
+    // Listed in history order (a segment's index; ids absent from the history last): each entry's
+    // index is known as it is listed (a candidate carries its own), not looked up by id.
+    std::vector<std::pair<size_t, size_t>> order;  // (history index, listed index)
+    order.reserve(listed.size() + candidates.size());
     size_t boundary = SIZE_MAX;
     for (const CompactionCandidate& c : listed) {
+      size_t at = in.history.size();
       for (size_t i = 0; i < in.history.size(); ++i) {
-        if (in.history[i]->id == c.segment_id) boundary = std::min(boundary, i);
+        if (in.history[i]->id == c.segment_id) {
+          at = i;
+          boundary = std::min(boundary, i);
+          break;
+        }
       }
+      order.emplace_back(at, order.size());
       x.tokens_removed += c.tokens_removed;
       x.request_cost += c.request_cost;
     }
@@ -759,16 +769,8 @@ class StrataPolicy final : public CompactionPolicy {
         boundary = std::min(boundary, c.index);
         x.tokens_removed += c.saving;
       }
+      order.emplace_back(c.index, listed.size());
       listed.push_back(std::move(out));
-    }
-    // In history order (a segment's first index; ids absent from the history last): the index of
-    // each listed id is looked up once, not at every comparison.
-    std::unordered_map<std::string, size_t> index_of;
-    for (size_t i = in.history.size(); i-- > 0;) index_of[in.history[i]->id] = i;
-    std::vector<std::pair<size_t, size_t>> order;  // (history index, listed index)
-    for (size_t k = 0; k < listed.size(); ++k) {
-      auto it = index_of.find(listed[k].segment_id);
-      order.emplace_back(it == index_of.end() ? in.history.size() : it->second, k);
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -1,5 +1,6 @@
 #include "compact/segment_facts.h"
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -40,13 +41,51 @@ const std::string& SegmentFacts::ExitStatus(size_t i) {
   return *f.exit_status;
 }
 
+namespace {
+
+// Whether `facts` (kept for it) still describe segment `s` with fingerprint `fingerprint`.
+bool Describes(const KeptFacts& facts, const Segment& s, uint64_t fingerprint) {
+  return facts.fingerprint == fingerprint && facts.content_bytes == s.content.size() &&
+         facts.recall_field == s.recall_id;
+}
+
+// Fresh facts of segment `s`.
+void Reset(KeptFacts& facts, const Segment& s, uint64_t fingerprint) {
+  facts = KeptFacts();
+  facts.fingerprint = fingerprint;
+  facts.content_bytes = s.content.size();
+  facts.recall_field = s.recall_id;
+}
+
+}  // namespace
+
 SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
   SegmentFacts out;
   out.in_ = &in;
   out.keyed_ = !in.history.empty() && in.history_fingerprints.size() == in.history.size();
-  out.facts_.resize(in.history.size());
-  if (!out.keyed_) return out;
+  if (!out.keyed_) {
+    out.facts_.resize(in.history.size());
+    return out;
+  }
   internal::MutexLock lock(mu_);
+  // A history whose kept segments are all at their own index (it only grew, or changed segments
+  // in place) takes the kept facts whole, in place: no entry is moved.
+  const size_t kept = std::min(ids_.size(), in.history.size());
+  size_t same = 0;
+  while (same < kept && ids_[same] == in.history[same]->id) ++same;
+  if (same == kept && facts_.size() == ids_.size()) {
+    out.facts_ = std::move(facts_);
+    facts_.clear();
+    out.facts_.resize(in.history.size());
+    for (size_t i = 0; i < in.history.size(); ++i) {
+      const uint64_t fingerprint = in.history_fingerprints[i];
+      if (i >= kept || !Describes(out.facts_[i], *in.history[i], fingerprint)) {
+        Reset(out.facts_[i], *in.history[i], fingerprint);
+      }
+    }
+    return out;
+  }
+  out.facts_.resize(in.history.size());
   std::unordered_map<std::string_view, size_t> index;  // ids_ by id, once a segment moved
   for (size_t i = 0; i < in.history.size(); ++i) {
     const Segment& s = *in.history[i];
@@ -61,14 +100,11 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
       k = found == index.end() ? ids_.size() : found->second;
     }
     // Segment ids are unique in an input, so each kept entry is taken at most once.
-    if (k < facts_.size() && facts_[k].fingerprint == in.history_fingerprints[i] &&
-        facts_[k].content_bytes == s.content.size() && facts_[k].recall_field == s.recall_id) {
+    if (k < facts_.size() && Describes(facts_[k], s, in.history_fingerprints[i])) {
       f = std::move(facts_[k]);
       continue;
     }
-    f.fingerprint = in.history_fingerprints[i];
-    f.content_bytes = s.content.size();
-    f.recall_field = s.recall_id;
+    Reset(f, s, in.history_fingerprints[i]);
   }
   facts_.clear();
   return out;

@@ -72,8 +72,8 @@ class SegmentFactsCache {
   internal::Mutex mu_;
   // The last plan's segments by their index in its input: their ids and facts. A history that
   // only grew or changed segments in place finds each segment's facts at its own index, and costs
-  // a comparison of ids per segment; one whose segments moved (a compaction removed some) looks
-  // the ids up, once.
+  // a comparison of ids per segment (the facts are taken whole, not moved one by one); one whose
+  // segments moved (a compaction removed some) looks the ids up, once.
   std::vector<std::string> ids_ STRATA_GUARDED_BY(mu_);
   std::vector<KeptFacts> facts_ STRATA_GUARDED_BY(mu_);
 };

@@ -1,6 +1,8 @@
 // The strata policy's cost model (policies.cc) against hand-computed cases: an edit worth applying,
 // one not worth it, one worth it only as part of a batch; below the trigger it acts only when the
 // expected saving pays for the re-prefill.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "strata/builtin_policies.h"
@@ -95,6 +97,21 @@ std::vector<std::string> Masked(const HistoryEdit& edit) {
   return ids;
 }
 
+// The history index of each listed candidate's segment, which must be in history order, and the
+// number listed.
+size_t CheckListedInHistoryOrder(const CompactionInput& in, const CompactionExplanation& x) {
+  std::vector<size_t> at;
+  for (const CompactionCandidate& c : x.candidates) {
+    size_t i = 0;
+    while (i < in.history.size() && in.history[i]->id != c.segment_id) ++i;
+    INFO("candidate " << c.segment_id << " (" << c.action << ")");
+    CHECK(i < in.history.size());
+    at.push_back(i);
+  }
+  CHECK(std::is_sorted(at.begin(), at.end()));
+  return at.size();
+}
+
 TEST_CASE("cost model: a superseded 6K-token log early in a session is worth masking below the trigger",
           "[compact][cost]") {
   History h;
@@ -177,10 +194,13 @@ TEST_CASE("cost model: superseded outputs worth masking only together, as one ba
   // With A and B superseded too, the batch r1..r3 saves 0.1 x ~2,940 x 8 = ~2,350 and costs
   // 0.9 x (3,000 + 2 x 20 + 2 x 620 - ~2,940) = ~1,210: the one invalidation pays for all three.
   History batch = build(true);
-  auto edit = policy->Plan(batch.Input());
+  const CompactionInput batch_input = batch.Input();
+  auto edit = policy->Plan(batch_input);
   REQUIRE(edit.ok());
   CHECK(Masked(*edit) == std::vector<std::string>{"r1", "r2", "r3"});
   const CompactionExplanation& x = edit->explanation;
+  // The candidates are listed in history order.
+  CHECK(CheckListedInHistoryOrder(batch_input, x) == 3);
   CHECK(x.remaining_turns == Approx(8));
   CHECK(x.invalidated_tokens == batch.TokensFrom("r1"));
   CHECK(x.invalidated_tokens == 3000 + 2 * 20 + 2 * 620);
@@ -551,6 +571,7 @@ TEST_CASE("cost model: a summary's own requests are priced, their cached share a
     CHECK(c.request_cost == Approx(1400));
   }
   CHECK(summarize == 1);
+  CHECK(CheckListedInHistoryOrder(in, x) == 1);
   CompactionReport report;
   report.explanation = x;
   const std::string text = ExplainCompaction(report);

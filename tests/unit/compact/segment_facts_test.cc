@@ -6,10 +6,12 @@
 // every candidate (the whole computation): the same bodies, counts, compaction reports and
 // explanations.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "compact/segment_facts.h"
 #include "compact/strata_policy.h"
 #include "strata/builtin_policies.h"
 #include "strata/replay/trace.h"
@@ -128,6 +130,63 @@ TEST_CASE("kept segment facts and the early stop plan as the whole computation o
   CHECK(whole_plans > 1000);
   CHECK(compactions > 300);
   CHECK(requests > 1500);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// An input of `segments` with the given fingerprints.
+CompactionInput InputOf(const std::vector<Segment>& segments,
+                        const std::vector<uint64_t>& fingerprints) {
+  CompactionInput in;
+  for (const Segment& s : segments) in.history.push_back(&s);
+  in.history_fingerprints = fingerprints;
+  return in;
+}
+
+Segment ToolResult(std::string id, std::string content) {
+  Segment s;
+  s.id = std::move(id);
+  s.kind = SegmentKind::kToolResult;
+  s.content = std::move(content);
+  return s;
+}
+
+TEST_CASE("kept facts are reused where a segment is unchanged and derived again where it changed",
+          "[compact]") {
+  compact_internal::SegmentFactsCache cache;
+  std::vector<Segment> segments = {ToolResult("s1", "class AlphaModel: pass"),
+                                   ToolResult("s2", "def beta_handler(): pass")};
+  const CompactionInput first = InputOf(segments, {11, 22});
+  compact_internal::SegmentFacts facts = cache.Begin(first);
+  const std::vector<std::string>* alpha = &facts.ContentIds(0);
+  CHECK_FALSE(facts.ContentIds(1).empty());
+  CHECK(std::find(alpha->begin(), alpha->end(), "AlphaModel") != alpha->end());
+  cache.Keep(std::move(facts));
+
+  // The history grew, and s2 changed in place (same id, new bytes, new fingerprint).
+  segments[1].content = "def gamma_handler(): pass";
+  segments.push_back(ToolResult("s3", "class DeltaModel: pass"));
+  const CompactionInput second = InputOf(segments, {11, 33, 44});
+  compact_internal::SegmentFacts next = cache.Begin(second);
+  CHECK(&next.ContentIds(0) == alpha);  // kept: the very list derived before
+  const std::vector<std::string>& changed = next.ContentIds(1);
+  CHECK(std::find(changed.begin(), changed.end(), "gamma_handler") != changed.end());
+  CHECK(std::find(changed.begin(), changed.end(), "beta_handler") == changed.end());
+  const std::vector<std::string>& added = next.ContentIds(2);
+  CHECK(std::find(added.begin(), added.end(), "DeltaModel") != added.end());
+  cache.Keep(std::move(next));
+
+  // A segment gone from the middle (an eviction): the others' facts are found by id.
+  segments.erase(segments.begin() + 1);
+  const CompactionInput third = InputOf(segments, {11, 44});
+  compact_internal::SegmentFacts last = cache.Begin(third);
+  CHECK(&last.ContentIds(0) == alpha);
+  const std::vector<std::string>& moved = last.ContentIds(1);
+  CHECK(std::find(moved.begin(), moved.end(), "DeltaModel") != moved.end());
 }
 
 }  // namespace
