@@ -186,7 +186,7 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
     } else {
       unchanged = std::min(unchanged, request.unchanged_bytes);
       request.previous_render_serial = previous_serial;
-      request.unchanged_bytes = previous_serial != 0 ? unchanged : 0;
+      request.unchanged_bytes = unchanged;
     }
     if (!options_.budget) return request;
     const size_t tokens = request.input_tokens;
