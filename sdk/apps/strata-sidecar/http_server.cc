@@ -247,6 +247,16 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
     raw->done_ = true;
     raw->done_cv_.notify_all();
   });
+  // cpp-httplib's stop() does nothing until the listener's loop has begun (is_running): a Stop
+  // that came first would leave the thread accepting forever, and its join would never return.
+  // So Start returns once the loop runs (or has already ended).
+  for (;;) {
+    if (impl->server_->is_running()) break;
+    std::unique_lock<std::mutex> done(impl->done_mu_);
+    if (impl->done_cv_.wait_for(done, std::chrono::microseconds(200), [raw] { return raw->done_; })) {
+      break;
+    }
+  }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

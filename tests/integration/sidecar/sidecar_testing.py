@@ -136,7 +136,11 @@ class Sidecar:
         self.process.send_signal(sig)
 
     def wait(self, timeout: float = 60) -> int:
-        return self.process.wait(timeout=timeout)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"strata-sidecar did not exit within {timeout} s; it printed:\n"
+                                 f"{self.output()}") from None
 
     def close(self) -> None:
         if self.process.poll() is None:

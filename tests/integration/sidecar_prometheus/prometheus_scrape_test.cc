@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -34,7 +35,15 @@ class MetricsEndpoint {
       res.set_content(metrics->RenderPrometheus(), "text/plain; version=0.0.4; charset=utf-8");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    thread_ = std::thread([this] {
+      server_.listen_after_bind();
+      ended_ = true;
+    });
+    // cpp-httplib's stop() does nothing before the listener's loop has begun: the destructor's
+    // stop would be lost and its join would wait forever.
+    while (!server_.is_running() && !ended_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   ~MetricsEndpoint() {
     server_.stop();
@@ -45,6 +54,7 @@ class MetricsEndpoint {
  private:
   httplib::Server server_;
   int port_ = 0;
+  std::atomic<bool> ended_{false};
   std::thread thread_;
 };
 

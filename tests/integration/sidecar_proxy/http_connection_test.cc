@@ -9,6 +9,9 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -141,6 +144,39 @@ struct Fixture {
 };
 
 const std::string kHealthz = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+TEST_CASE("a listener stopped the moment it has started stops and closes its port",
+          "[sidecar][proxy][http]") {
+  // A SIGTERM can arrive as soon as the sidecar has printed its listener line. Stop must end the
+  // listener's thread then too: it may not have begun to accept connections yet.
+  Fixture f("stop-at-once");
+  for (int round = 0; round < 50; ++round) {
+    HttpServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.authenticator = f.authenticator.get();
+    options.proxy = f.proxy.get();
+    std::unique_ptr<HttpServer> server = std::move(HttpServer::Start(options)).value();
+    const int port = server->port();
+    std::promise<void> stopped;
+    std::thread watchdog([done = stopped.get_future(), round]() {
+      if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+        // The listener's thread never ends and Stop waits for it: the test ends here.
+        std::fprintf(stderr, "HttpServer::Stop did not return in 20 s (round %d)\n", round);
+        std::_Exit(1);
+      }
+    });
+    server->Stop();
+    stopped.set_value();
+    watchdog.join();
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0);
+    ::close(fd);
+  }
+}
 
 TEST_CASE(
     "clients dripping their request heads neither freeze the listener nor outlast the "
