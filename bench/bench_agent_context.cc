@@ -6,6 +6,7 @@
 //   BM_TurnExact/N     Qwen3's tokenizer.json (an exact BPE whose file lacks the GLM template's
 //                      role markers as added tokens), the GLM template, no budget
 //   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context
+//   BM_TurnRecycled/N  as BM_TurnEstimate, each Turn handed back with Agent::Recycle
 //   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
 //                      BM_TurnBudget
 //   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the previous
@@ -98,8 +99,9 @@ void Fill(strata::Agent& agent, int64_t tokens) {
 }
 
 // One turn: a tool call with its ~2.1 KB result (lines: 28; or 400, about 24 KB), then Complete()
-// (unless `complete` is false).
-void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true) {
+// (unless `complete` is false), handed back with Agent::Recycle when `recycle` is true.
+void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true,
+          bool recycle = false) {
   const std::string id = "extra_" + std::to_string(n);
   agent.context()
       .AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"x.py\"}"}}})
@@ -110,18 +112,19 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
       .IgnoreError();
   if (!complete) return;
   auto turn = agent.Complete();
-  if (!turn.ok()) state.SkipWithError(turn.status().ToString().c_str());
+  if (!turn.ok()) return state.SkipWithError(turn.status().ToString().c_str());
+  if (recycle) agent.Recycle(std::move(turn).value());
 }
 
-void RunTurns(benchmark::State& state, strata::AgentConfig config) {
+void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle = false) {
   strata::AgentServices services;
   services.transport = &Transport();
   auto agent = strata::Agent::Create(config, services);
   if (!agent.ok()) return state.SkipWithError(agent.status().ToString().c_str());
   Fill(**agent, state.range(0));
   int n = 0;
-  Turn(state, **agent, ++n);  // the first request renders and encodes everything
-  for (auto _ : state) Turn(state, **agent, ++n);
+  Turn(state, **agent, ++n, true, recycle);  // the first request renders and encodes everything
+  for (auto _ : state) Turn(state, **agent, ++n, true, recycle);
   state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
 }
 
@@ -133,6 +136,8 @@ void BM_TurnExact(benchmark::State& state) {
   c.tokenizer = "hf:" + kQwen3;
   RunTurns(state, c);
 }
+
+void BM_TurnRecycled(benchmark::State& state) { RunTurns(state, BaseConfig(), /*recycle=*/true); }
 
 void BM_TurnBudget(benchmark::State& state) {
   strata::AgentConfig c = BaseConfig();
@@ -210,6 +215,7 @@ void BM_MemcpyBody(benchmark::State& state) {
 BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(5);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);

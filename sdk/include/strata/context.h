@@ -372,6 +372,11 @@ class Context {
   // not compact; RESOURCE_EXHAUSTED when the request is above the budget's limit, where Build()
   // would have to compact first. A policy's early trigger below the limit does not make it fail.
   StatusOr<BuiltRequest> Preview(const BuildOptions& options = {}) const;
+  // Hands back the memory of a body the caller is done with (a BuiltRequest's, a Turn's): the next
+  // render writes its body there instead of into memory the allocator maps and faults in anew (a
+  // 1M-token body is over 4 MB, and a fresh mapping costs more than the copy). Only the memory is
+  // reused: the contents are not read. One is kept; one too small for the next body is let go.
+  void Recycle(std::string body);
 
   // --- Compaction (strata/compaction_policy.h) -----------------------------------------------
 

@@ -53,6 +53,11 @@ StatusOr<Turn> Agent::Complete(const TurnOptions& options) {
                                options.undo_to_caller_mark);
 }
 
+void Agent::Recycle(Turn turn) {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  impl_->context_->Recycle(std::move(turn.body));
+}
+
 Status Agent::DispatchToolCalls(RunResult* stats) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->Dispatch(stats);

@@ -311,6 +311,7 @@ void Context::ClearVolatile() { impl_->ClearVolatile(); }
 StatusOr<BuiltRequest> Context::Preview(const BuildOptions& options) const {
   return impl_->Preview(options);
 }
+void Context::Recycle(std::string body) { impl_->Recycle(std::move(body)); }
 StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) {
   return impl_->BuildWithinBudget(options);
 }

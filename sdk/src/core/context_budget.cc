@@ -202,7 +202,8 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
         ++rounds;
         MergeRound(merged, *round);
         merged->rounds = rounds;
-        continue;  // render and count again
+        Recycle(std::move(request.body));  // the next render writes where this one did
+        continue;                          // render and count again
       }
     }
     if (tokens > limit) return OverBudgetError(tokens, limit, options_.compaction != nullptr);

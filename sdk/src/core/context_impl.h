@@ -131,6 +131,8 @@ class Context::Impl {
 
   // The request as the buffers stand, without counting or compacting (context_render.cc).
   StatusOr<BuiltRequest> Render(const BuildOptions& build) const;
+  // Context::Recycle: the next Render() writes into this memory when it is large enough.
+  void Recycle(std::string body) const { spare_body_ = std::move(body); }
   // Sets out's render serials and unchanged bytes, and notes it as the last render.
   void NoteRender(BuiltRequest* out) const;
 
@@ -291,6 +293,7 @@ class Context::Impl {
   // The same for the stable segments, indexed like stable_; recomputed by RebuildHeader().
   std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   std::string history_buf_;
+  mutable std::string spare_body_;  // memory handed back by Recycle(), for the next Render()
   size_t rendered_history_messages_ = 0;
   std::vector<std::pair<std::string, std::string>> volatile_;
 

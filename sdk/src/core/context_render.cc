@@ -159,8 +159,15 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
 
   BuiltRequest out;
   std::string& body = out.body;
-  body.reserve(BodyCapacity(header_.size() + 1 + history_buf_.size() + 1 +
-                            volatile_message.size() + 1 + extra.size() + 1));
+  const size_t size = header_.size() + 1 + history_buf_.size() + 1 + volatile_message.size() + 1 +
+                      extra.size() + 1;
+  if (spare_body_.capacity() >= size) {
+    body.swap(spare_body_);  // memory already faulted in; what it held is overwritten
+    body.clear();
+  } else {
+    body.reserve(BodyCapacity(size));
+  }
+  spare_body_ = std::string();
   body += header_;
   out.stable_prefix_bytes = header_.size();
   if (!history_buf_.empty()) {

@@ -448,5 +448,62 @@ TEST_CASE("each turn's planning is handed exactly the body the turn before sent"
   }
 }
 
+
+// Agent::Recycle: each turn's request is written into the memory of the turn handed back, and the
+// requests sent are those of an agent that is handed nothing back, through edits, a compaction
+// (two renders) and a preview in between.
+TEST_CASE("a recycled turn's memory holds the next request and the requests sent are unchanged",
+          "[agent]") {
+  constexpr size_t kLarge = size_t{16} << 20;  // far above any body here
+  auto run = [](bool recycle, std::vector<size_t>* capacities) {
+    ScriptedTransport transport;
+    PreviousRequestNotingPolicy policy;
+    AgentServices services;
+    services.transport = &transport;
+    services.policy = &policy;
+    AgentConfig config = CompactingConfig("agent-recycled");
+    config.budget.window = 1000000;
+    auto agent = Must(Agent::Create(config, services));
+    MustOk(agent->SetSystemPrompt("You are a test agent."));
+    MustOk(agent->AppendUser("Read the files.").status());
+    std::vector<std::string> results;
+    for (int i = 0; i < 6; ++i) {
+      if (i == 2) {
+        HistoryEdit mask;
+        mask.edits.push_back({results[0], SegmentEdit::Action::kMask, "[masked]"});
+        MustOk(agent->context().ApplyEdit(mask, "test", "mask").status());
+      }
+      if (i == 3) MustOk(agent->PreviewRequest().status());
+      if (i == 4) policy.mask = results[results.size() - 2];
+      transport.Respond(ToolCallReply("call_" + std::to_string(i)));
+      Turn turn = Must(agent->Complete());
+      CHECK(turn.compactions.size() == (i == 4 ? 1u : 0u));
+      capacities->push_back(turn.body.capacity());
+      if (recycle) {
+        // Memory no render of these would ask for (after turn 3, to replace what its preview took).
+        if (i == 0 || i == 3) turn.body.reserve(kLarge);
+        agent->Recycle(std::move(turn));
+      }
+      results.push_back(
+          Must(agent->AppendToolResult({"call_" + std::to_string(i), Output(i), false})));
+    }
+    // Without the request id, which names the agent's own process-unique prefix.
+    std::vector<std::string> bodies = transport.bodies();
+    for (std::string& body : bodies) body = body.substr(0, body.rfind(",\"request_id\":"));
+    return bodies;
+  };
+  std::vector<size_t> recycled_capacities, fresh_capacities;
+  const std::vector<std::string> recycled = run(true, &recycled_capacities);
+  const std::vector<std::string> fresh = run(false, &fresh_capacities);
+  REQUIRE(recycled.size() == 6);
+  CHECK(recycled == fresh);
+  for (size_t i = 1; i < recycled_capacities.size(); ++i) {
+    INFO("turn " << i);
+    CHECK(fresh_capacities[i] < kLarge);
+    // A preview before turn 3 takes the memory handed back after turn 2 (it is a render too).
+    CHECK((recycled_capacities[i] >= kLarge) == (i != 3));
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "strata/context.h"
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "strata/compaction_policy.h"
@@ -593,6 +594,74 @@ TEST_CASE("a compacting build says what it shares with the render before the bui
   CHECK(edited.previous_render_serial == next.render_serial);
   CHECK(edited.unchanged_bytes <= SharedBytes(next.body, edited.body));
   CHECK(edited.unchanged_bytes < next.body.find(std::string(400, 'a')));
+}
+
+
+TEST_CASE("a recycled body's memory holds the next render and the bytes are a fresh render's",
+          "[core][context]") {
+  // Two contexts given the same calls; only `reused` is handed memory back.
+  MaskOncePolicy reused_policy, fresh_policy;
+  ContextOptions reused_options, fresh_options;
+  reused_options.budget = fresh_options.budget = Budget();
+  reused_options.compaction = &reused_policy;
+  fresh_options.compaction = &fresh_policy;
+  auto reused = NewContext(reused_options);
+  auto fresh = NewContext(fresh_options);
+  std::vector<std::string> results;
+  auto both = [&](const std::function<void(Context&)>& call) {
+    call(*reused);
+    call(*fresh);
+  };
+  both([](Context& c) { REQUIRE(c.SetSystemPrompt("You are a test.").ok()); });
+  both([](Context& c) { REQUIRE(c.AppendUser("Read the files.").ok()); });
+  auto read = [&](int i) {
+    const std::string id = "call_" + std::to_string(i);
+    both([&](Context& c) {
+      REQUIRE(c.AppendAssistant({"", "", {{id, "read", "{}"}}}).ok());
+      StatusOr<std::string> result =
+          c.AppendToolResult({id, std::string(400, static_cast<char>('a' + i)), false});
+      REQUIRE(result.ok());
+      if (&c == reused.get()) results.push_back(*result);
+    });
+  };
+  read(0);
+  read(1);
+  BuiltRequest first = MustBuild(*reused);
+  REQUIRE(first.body == MustBuild(*fresh).body);
+  // Memory far larger than any body here, holding bytes of its own: only its memory is used.
+  constexpr size_t kLarge = size_t{16} << 20;
+  std::string large = "not a request";
+  large.reserve(kLarge);
+  reused->Recycle(std::move(large));
+  read(2);
+  BuiltRequest second = MustBuild(*reused);
+  const BuiltRequest second_fresh = MustBuild(*fresh);
+  CHECK(second.body == second_fresh.body);
+  CHECK(second.body.capacity() >= kLarge);
+  CHECK(second_fresh.body.capacity() < kLarge);
+  // Its own body handed back, then an edit and a volatile value: still the fresh render's bytes.
+  reused->Recycle(std::move(second.body));
+  HistoryEdit mask;
+  mask.edits.push_back({results[0], SegmentEdit::Action::kMask, "[masked]"});
+  both([&](Context& c) { REQUIRE(c.ApplyEdit(mask, "test", "mask").ok()); });
+  both([](Context& c) { REQUIRE(c.SetVolatile("time", "noon").ok()); });
+  BuiltRequest third = MustBuild(*reused);
+  CHECK(third.body == MustBuild(*fresh).body);
+  CHECK(third.body.capacity() >= kLarge);
+  // A compacting build renders twice: its first render's memory holds the second.
+  reused->Recycle(std::move(third.body));
+  read(3);
+  reused_policy.target = results[3];
+  fresh_policy.target = results[3];
+  const BuiltRequest compacted = MustBuild(*reused);
+  const BuiltRequest compacted_fresh = MustBuild(*fresh);
+  REQUIRE(compacted.compaction.has_value());
+  CHECK(compacted.body == compacted_fresh.body);
+  CHECK(compacted.body.capacity() >= kLarge);
+  // Memory too small for the next body is let go: the body is rendered as usual.
+  reused->Recycle(std::string(8, 'x'));
+  read(4);
+  CHECK(MustBuild(*reused).body == MustBuild(*fresh).body);
 }
 
 }  // namespace
