@@ -21,16 +21,17 @@ using internal::ValidateUtf8;
 
 namespace {
 
-// The capacity a request body is allocated with: from 1 MB on, its size rounded up to a multiple of
-// the power of two between a 32nd and a 16th of it (at most 6.25% more). Each turn's body is a
+// The capacity a request body is allocated with: from 64 KB on, its size rounded up to a multiple
+// of the power of two between a 32nd and a 16th of it (at most 6.25% more). Each turn's body is a
 // little longer than the last one, and glibc maps every allocation above its mmap threshold
 // afresh, raising the threshold only to the size last freed: bodies of exactly their size would
 // each be mapped anew and have every page faulted in again. Rounded, successive bodies ask for the
-// same size for many turns and reuse the memory the previous one freed.
+// same size for many turns and reuse the memory the previous one freed, and a body handed back
+// with Recycle() holds the next one until the history has grown by the headroom.
 size_t BodyCapacity(size_t bytes) {
-  constexpr size_t kFrom = size_t{1} << 20;
+  constexpr size_t kFrom = size_t{64} << 10;
   if (bytes < kFrom) return bytes;
-  size_t step = kFrom >> 3;
+  size_t step = kFrom >> 4;
   while ((step << 5) <= bytes) step <<= 1;
   return (bytes + step - 1) / step * step;
 }
@@ -165,7 +166,11 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
     body.swap(spare_body_);  // memory already faulted in; what it held is overwritten
     body.clear();
   } else {
-    body.reserve(BodyCapacity(size));
+    // Memory handed back but too small (an empty string's capacity is its inline buffer's): the
+    // caller recycles, so this body gets room for a quarter more and holds the next bodies for
+    // longer than the rounding's headroom would.
+    const bool handed_back = spare_body_.capacity() > std::string().capacity();
+    body.reserve(BodyCapacity(handed_back ? size + size / 4 : size));
   }
   spare_body_ = std::string();
   body += header_;

@@ -664,5 +664,34 @@ TEST_CASE("a recycled body's memory holds the next render and the bytes are a fr
   CHECK(MustBuild(*reused).body == MustBuild(*fresh).body);
 }
 
+TEST_CASE("a body handed back holds the next ones as the history grows",
+          "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Read the files.").ok());
+  int calls = 0;
+  auto read = [&](size_t bytes) {
+    const std::string id = "call_" + std::to_string(calls++);
+    REQUIRE(context->AppendAssistant({"", "", {{id, "read", "{}"}}}).ok());
+    REQUIRE(context->AppendToolResult({id, id + std::string(bytes, 'r'), false}).ok());
+  };
+  for (int i = 0; i < 20; ++i) read(4000);  // a body of about 80 KB
+  BuiltRequest built = MustBuild(*context);
+  REQUIRE(built.body.size() > (size_t{64} << 10));
+  // Each turn adds about 500 bytes and hands its body back: the next render writes where it was.
+  // The first body outgrown (its capacity is rounded up to a multiple of 4 KB here) is replaced by
+  // one with room for a quarter more, which holds all the others.
+  int same_memory = 0;
+  constexpr int kTurns = 40;
+  for (int turn = 0; turn < kTurns; ++turn) {
+    const char* memory = built.body.data();
+    context->Recycle(std::move(built.body));
+    read(400);
+    built = MustBuild(*context);
+    if (built.body.data() == memory) ++same_memory;
+  }
+  CHECK(same_memory >= kTurns - 1);
+}
+
 }  // namespace
 }  // namespace strata
