@@ -27,8 +27,11 @@ namespace {
 // afresh, raising the threshold only to the size last freed: bodies of exactly their size would
 // each be mapped anew and have every page faulted in again. Rounded, successive bodies ask for the
 // same size for many turns and reuse the memory the previous one freed, and a body handed back
-// with Recycle() holds the next one until the history has grown by the headroom.
-size_t BodyCapacity(size_t bytes) {
+// with Recycle() holds the next one until the history has grown by the headroom. When the caller
+// recycles (`recycling`: it handed back a body too small for this one), the body gets room for a
+// quarter more, and holds the next bodies for longer than the rounding's headroom would.
+size_t BodyCapacity(size_t bytes, bool recycling) {
+  if (recycling) bytes += bytes / 4;
   constexpr size_t kFrom = size_t{64} << 10;
   if (bytes < kFrom) return bytes;
   size_t step = kFrom >> 4;
@@ -166,11 +169,8 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
     body.swap(spare_body_);  // memory already faulted in; what it held is overwritten
     body.clear();
   } else {
-    // Memory handed back but too small (an empty string's capacity is its inline buffer's): the
-    // caller recycles, so this body gets room for a quarter more and holds the next bodies for
-    // longer than the rounding's headroom would.
-    const bool handed_back = spare_body_.capacity() > std::string().capacity();
-    body.reserve(BodyCapacity(handed_back ? size + size / 4 : size));
+    // An empty string's capacity is its inline buffer's: anything more was handed back.
+    body.reserve(BodyCapacity(size, spare_body_.capacity() > std::string().capacity()));
   }
   spare_body_ = std::string();
   body += header_;
