@@ -372,6 +372,16 @@ class Context {
   // not compact; RESOURCE_EXHAUSTED when the request is above the budget's limit, where Build()
   // would have to compact first. A policy's early trigger below the limit does not make it fail.
   StatusOr<BuiltRequest> Preview(const BuildOptions& options = {}) const;
+  // The request Build() would return now, its compaction included, without changing the context
+  // (for predictions of the next request). The policy plans on this context, as Build()'s first
+  // round would; when it plans nothing, this is Preview()'s request (and Preview()'s
+  // RESOURCE_EXHAUSTED above the limit), with no copy made. A plan that compacts is applied, with
+  // the rounds Build() would add, to a copy of the context (segments, volatile items, render
+  // buffers), and the request and report are the copy's (its render serial names no render of
+  // this context).
+  // The policy is asked once: the built-in strata policy answers the Build() that follows with the
+  // same plan from its memo when nothing changed.
+  StatusOr<BuiltRequest> PreviewBuild(const BuildOptions& options = {}) const;
   // Hands back the memory of a body the caller is done with (a BuiltRequest's, a Turn's): the next
   // render writes its body there instead of into memory the allocator maps and faults in anew (a
   // 1M-token body is over 4 MB, and a fresh mapping costs more than the copy). Only the memory is

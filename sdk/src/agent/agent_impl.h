@@ -219,8 +219,9 @@ class Agent::Impl {
   // ---------------------------------------------------------------------------- predictions
   // (agent_predict.cc)
 
-  // A copy of the context (no journal), for computing what a build would do without doing it.
-  StatusOr<std::unique_ptr<Context>> Scratch(bool with_budget) const;
+  // A copy of the context without journal, budget or policy: what InputTokens() counts when the
+  // request is above the budget's limit.
+  StatusOr<std::unique_ptr<Context>> Unbudgeted() const;
   StatusOr<NextRequest> Next(const BuildOptions& fields) const;
   StatusOr<CachePrediction> Predict() const;
   StatusOr<RequestPreview> PreviewRequest() const;

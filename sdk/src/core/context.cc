@@ -59,6 +59,17 @@ Context::Impl::Impl(ContextOptions options) : options_(std::move(options)) {
   RebuildHeader();
 }
 
+std::unique_ptr<Context::Impl> Context::Impl::CopyForPreview() const {
+  std::string spare = std::move(spare_body_);
+  // Copies every member: the segments, the render buffers (so the copy's renders continue this
+  // context's), the indexes; a tokenizer this context made is shared.
+  auto copy = std::make_unique<Impl>(*this);
+  copy->spare_body_ = std::move(spare);
+  copy->options_.journal = nullptr;
+  copy->mark_.reset();
+  return copy;
+}
+
 // ---------------------------------------------------------------------------------------- shared
 
 Segment Context::Impl::NewSegment(uint64_t seq, SegmentKind kind, Layer layer) const {
@@ -310,6 +321,9 @@ Status Context::RemoveVolatile(std::string_view key) { return impl_->RemoveVolat
 void Context::ClearVolatile() { impl_->ClearVolatile(); }
 StatusOr<BuiltRequest> Context::Preview(const BuildOptions& options) const {
   return impl_->Preview(options);
+}
+StatusOr<BuiltRequest> Context::PreviewBuild(const BuildOptions& options) const {
+  return impl_->PreviewBuild(options);
 }
 void Context::Recycle(std::string body) { impl_->Recycle(std::move(body)); }
 StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) {

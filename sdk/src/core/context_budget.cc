@@ -150,27 +150,39 @@ StatusOr<BuiltRequest> Context::Impl::RenderCounted(const BuildOptions& build) c
   return request;
 }
 
-StatusOr<std::optional<CompactionReport>> Context::Impl::CompactionRound(
-    const BuildOptions& build, size_t tokens, size_t limit, size_t round) {
+StatusOr<HistoryEdit> Context::Impl::PlanRound(const BuildOptions& build, size_t tokens,
+                                               size_t limit, size_t round) const {
   CompactionPolicy* policy = options_.compaction;
   CompactionInput input = MakeInput(false);
   input.summary_request = build.summary_request;
   input.total_tokens = tokens;  // plan against the exact count when there is one
   input.round = round;
-  if (tokens <= limit && !policy->ShouldCompact(input)) return std::optional<CompactionReport>();
+  if (tokens <= limit && !policy->ShouldCompact(input)) return HistoryEdit{};
   STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, policy->Plan(input));
-  if (edit.empty()) return std::optional<CompactionReport>();
+  if (edit.reason.empty() && !edit.empty()) edit.reason = DescribeTrigger(input);
+  return edit;
+}
+
+StatusOr<std::optional<CompactionReport>> Context::Impl::CompactionRound(
+    const BuildOptions& build, size_t tokens, size_t limit, size_t round,
+    const HistoryEdit* planned) {
+  HistoryEdit planned_here;
+  if (planned == nullptr) {
+    STRATA_ASSIGN_OR_RETURN(planned_here, PlanRound(build, tokens, limit, round));
+    planned = &planned_here;
+  }
+  if (planned->empty()) return std::optional<CompactionReport>();
   bool not_reducing = false;
-  STRATA_ASSIGN_OR_RETURN(
-      CompactionReport report,
-      ApplyEdit(edit, policy->Name(), edit.reason.empty() ? DescribeTrigger(input) : edit.reason,
-                /*require_reduction=*/true, &not_reducing));
+  STRATA_ASSIGN_OR_RETURN(CompactionReport report,
+                          ApplyEdit(*planned, options_.compaction->Name(), planned->reason,
+                                    /*require_reduction=*/true, &not_reducing));
   if (not_reducing) return std::optional<CompactionReport>();
   report.tokens_before = tokens;
   return std::optional<CompactionReport>(std::move(report));
 }
 
-StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& build) {
+StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& build,
+                                                        const HistoryEdit* first_plan) {
   std::optional<CompactionReport> merged;
   size_t rounds = 0;
   // A build that compacts renders again after each round and returns only its last render, so
@@ -196,8 +208,9 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
     const bool may_compact = options_.compaction != nullptr && rounds < kMaxCompactionRounds &&
                              (rounds == 0 || tokens > limit);
     if (may_compact) {
-      STRATA_ASSIGN_OR_RETURN(std::optional<CompactionReport> round,
-                              CompactionRound(build, tokens, limit, rounds));
+      STRATA_ASSIGN_OR_RETURN(
+          std::optional<CompactionReport> round,
+          CompactionRound(build, tokens, limit, rounds, rounds == 0 ? first_plan : nullptr));
       if (round) {
         ++rounds;
         MergeRound(merged, *round);
@@ -223,6 +236,26 @@ StatusOr<BuiltRequest> Context::Impl::Preview(const BuildOptions& build) const {
     return OverBudgetError(request.input_tokens, LimitTokens(), false);
   }
   return request;
+}
+
+StatusOr<BuiltRequest> Context::Impl::PreviewBuild(const BuildOptions& build) const {
+  STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+  if (!options_.budget) return request;
+  const size_t limit = LimitTokens();
+  HistoryEdit plan;
+  if (options_.compaction != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(plan, PlanRound(build, request.input_tokens, limit, 0));
+  }
+  if (plan.empty()) {
+    if (request.input_tokens > limit) {
+      return OverBudgetError(request.input_tokens, limit, options_.compaction != nullptr);
+    }
+    return request;
+  }
+  // Only a plan that compacts needs a copy to apply it to, whose renders write where this one did.
+  Recycle(std::move(request.body));
+  std::unique_ptr<Impl> copy = CopyForPreview();
+  return copy->BuildWithinBudget(build, &plan);
 }
 
 }  // namespace strata

@@ -7,8 +7,8 @@
 //                        recall)
 //   context_render.cc    the render buffers (header_, history_buf_) and the request they assemble
 //   context_edit.cc      history edits: validate, pairing check, cost report, apply; Compact()
-//   context_budget.cc    Build() and Preview(): render, count, compact within the budget (bounded
-//                        rounds)
+//   context_budget.cc    Build(), Preview() and PreviewBuild(): render, count, compact within the
+//                        budget (bounded rounds)
 //   context_snapshot.cc  Snapshot() and restoring one
 //   context_rewind.cc    Rewind(): back, in place, to an earlier snapshot; Mark() and
 //                        RewindToMark(): the same to a mark, keeping only what changed since
@@ -105,6 +105,9 @@ inline void AddSummaryRequest(const std::string& request, std::string& requests)
 class Context::Impl {
  public:
   explicit Impl(ContextOptions options);
+  // A copy that changes nothing of this one, for PreviewBuild: no journal, no mark, and this
+  // context's recycled body (not copied: moved) to render into.
+  std::unique_ptr<Impl> CopyForPreview() const;
 
   const ContextOptions& options() const { return options_; }
 
@@ -142,10 +145,13 @@ class Context::Impl {
   size_t InputTokens() const;
   size_t LimitTokens() const;
 
-  // Context::Preview and Context::Build (context_budget.cc): Preview never changes the context;
-  // BuildWithinBudget compacts.
+  // Context::Preview, Context::PreviewBuild and Context::Build (context_budget.cc): Preview and
+  // PreviewBuild never change the context; BuildWithinBudget compacts, its first round applying
+  // `first_plan` when given instead of asking the policy.
   StatusOr<BuiltRequest> Preview(const BuildOptions& build) const;
-  StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build);
+  StatusOr<BuiltRequest> PreviewBuild(const BuildOptions& build) const;
+  StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build,
+                                           const HistoryEdit* first_plan = nullptr);
 
   // History edits (context_edit.cc). With `require_reduction`, an edit that would not lower the
   // input tokens (the context's own count) is not applied: *not_reducing is set and the unapplied
@@ -212,11 +218,17 @@ class Context::Impl {
   CompactionInput MakeInput(bool forced) const;
   StatusOr<BuiltRequest> RenderCounted(const BuildOptions& build) const;
   Status OverBudgetError(size_t tokens, size_t limit, bool can_compact) const;
-  // One round of BuildWithinBudget: plans and applies a compaction of the request counted at
-  // `tokens`; the applied round's report, or nullopt when the policy had nothing that reduces.
+  // What round `round` of BuildWithinBudget would apply to the request counted at `tokens`: the
+  // policy's edit (its reason filled in), or an empty one when the policy does not compact.
+  StatusOr<HistoryEdit> PlanRound(const BuildOptions& build, size_t tokens, size_t limit,
+                                  size_t round) const;
+  // One round of BuildWithinBudget: plans (or takes `planned`) and applies a compaction of the
+  // request counted at `tokens`; the applied round's report, or nullopt when the edit is empty or
+  // does not reduce.
   StatusOr<std::optional<CompactionReport>> CompactionRound(const BuildOptions& build,
                                                             size_t tokens, size_t limit,
-                                                            size_t round);
+                                                            size_t round,
+                                                            const HistoryEdit* planned);
 
   // --- Snapshots (context_snapshot.cc).
   Status ReplaySnapshotHistory(std::vector<Segment> history);
@@ -277,7 +289,7 @@ class Context::Impl {
   const LayerUsage& Usage(Layer layer) const { return usage_[internal::LayerIndex(layer)]; }
 
   ContextOptions options_;
-  std::unique_ptr<Tokenizer> owned_tokenizer_;
+  std::shared_ptr<const Tokenizer> owned_tokenizer_;  // shared with a CopyForPreview()
   const Tokenizer* tokenizer_ = nullptr;
 
   // Indexed by Layer (StableSlot); each in render order.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "testing/context_testing.h"
 #include "testing/scripted_transport.h"
@@ -631,6 +632,69 @@ TEST_CASE("PredictCachedTokens computes a due compaction without applying it", "
     }
   }
   CHECK(due);
+}
+
+// Plans at every build, noting whether it was handed the agent's own segments or a copy's, and
+// masks `mask` when set (every time it plans, so that a prediction and the turn plan alike).
+class WherePlannedPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "where@1"; }
+  bool ShouldCompact(const CompactionInput&) const override { return true; }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
+    const Segment* first = input.history.front();
+    on_agents_context.push_back(live != nullptr && live->Find(first->id) == first);
+    HistoryEdit edit;
+    if (!mask.empty()) edit.edits.push_back({mask, SegmentEdit::Action::kMask, "[masked]"});
+    return edit;
+  }
+  const Context* live = nullptr;
+  std::string mask;
+  std::vector<bool> on_agents_context;  // one per Plan call
+};
+
+// A prediction asks the policy once, on the agent's own context: a plan that changes nothing
+// needs no copy, and a plan that compacts is applied to a copy as planned (not planned again),
+// with the volatile items the copy's snapshot leaves out, so that it predicts the turn exactly.
+TEST_CASE("a prediction plans on the agent's context and copies it only to apply a compaction",
+          "[agent][predict]") {
+  ScriptedTransport transport;
+  WherePlannedPolicy policy;
+  AgentServices services;
+  services.transport = &transport;
+  services.policy = &policy;
+  AgentConfig c = SmallConfig("predict-in-place");
+  c.budget.window = 1000000;
+  auto agent = Must(Agent::Create(c, services));
+  policy.live = &agent->context();
+  MustOk(agent->AppendUser("go").status());
+  std::vector<std::string> results;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    transport.Respond(ToolCallReply(id, "cat", "{\"path\":\"" + id + "\"}"));
+    Must(agent->Complete());
+    results.push_back(
+        Must(agent->AppendToolResult({id, std::string(600, 'a' + i), false})));
+  }
+  MustOk(agent->context().SetVolatile("now", "12:00"));
+  const size_t turns_before = policy.on_agents_context.size();
+  const CachePrediction kept = Must(agent->PredictCachedTokens());
+  CHECK_FALSE(kept.compaction_due);
+  REQUIRE(policy.on_agents_context.size() == turns_before + 1);
+  CHECK(policy.on_agents_context.back());
+
+  policy.mask = results[0];
+  const CachePrediction compacting = Must(agent->PredictCachedTokens());
+  REQUIRE(compacting.compaction_due);
+  REQUIRE(policy.on_agents_context.size() == turns_before + 2);  // not planned again on the copy
+  CHECK(policy.on_agents_context.back());
+  CHECK(compacting.input_tokens < kept.input_tokens);
+  CHECK(agent->context().Compactions().empty());  // predicted, not applied
+  transport.Respond(TextReply("ok"));
+  const Turn turn = Must(agent->Complete());
+  REQUIRE(turn.compactions.size() == 1);
+  CHECK(turn.body.find("now: 12:00") != std::string::npos);
+  CHECK(turn.record.input_tokens == compacting.input_tokens);
+  CHECK(turn.record.cached_tokens_predicted == compacting.predicted_cached_tokens);
 }
 
 TEST_CASE("Fork copies the stable layers byte for byte, Join folds the answer back",

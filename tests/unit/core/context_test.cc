@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "strata/compaction_policy.h"
 #include "testing/context_testing.h"
@@ -534,6 +536,23 @@ TEST_CASE("a build says which leading bytes it shares with the render before it"
   CHECK(rewound.unchanged_bytes == 0);
 }
 
+// A system prompt, a user message and `n` tool calls answered by 400 bytes each ('a', 'b', ...);
+// the results' segment ids.
+std::vector<std::string> ReadFiles(Context& context, int n) {
+  REQUIRE(context.SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context.AppendUser("Read the files.").ok());
+  std::vector<std::string> results;
+  for (int i = 0; i < n; ++i) {
+    const std::string id = "call_" + std::to_string(i);
+    REQUIRE(context.AppendAssistant({"", "", {{id, "read", "{}"}}}).ok());
+    StatusOr<std::string> result =
+        context.AppendToolResult({id, std::string(400, static_cast<char>('a' + i)), false});
+    REQUIRE(result.ok());
+    results.push_back(*result);
+  }
+  return results;
+}
+
 // Masks one tool result the first time a build plans (round 0), whatever the budget.
 class MaskOncePolicy final : public CompactionPolicy {
  public:
@@ -557,17 +576,7 @@ TEST_CASE("a compacting build says what it shares with the render before the bui
   options.budget = Budget();
   options.compaction = &policy;
   auto context = NewContext(options);
-  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
-  REQUIRE(context->AppendUser("Read the files.").ok());
-  std::vector<std::string> results;
-  for (int i = 0; i < 4; ++i) {
-    const std::string id = "call_" + std::to_string(i);
-    REQUIRE(context->AppendAssistant({"", "", {{id, "read", "{}"}}}).ok());
-    StatusOr<std::string> result =
-        context->AppendToolResult({id, std::string(400, static_cast<char>('a' + i)), false});
-    REQUIRE(result.ok());
-    results.push_back(*result);
-  }
+  const std::vector<std::string> results = ReadFiles(*context, 4);
   const BuiltRequest before = MustBuild(*context);
   REQUIRE_FALSE(before.compaction.has_value());
   REQUIRE(context->AppendAssistant({"", "", {{"call_4", "read", "{}"}}}).ok());
@@ -596,6 +605,99 @@ TEST_CASE("a compacting build says what it shares with the render before the bui
   CHECK(edited.unchanged_bytes < next.body.find(std::string(400, 'a')));
 }
 
+
+// Context::PreviewBuild: the policy is asked once, on the context itself; nothing planned is
+// Preview()'s request; a plan is applied to a copy holding the volatile items too, and gives the
+// bytes and report Build() then gives; the context is left as it was.
+TEST_CASE("PreviewBuild is the request Build then returns and leaves the context as it was",
+          "[core][context]") {
+  class CountingMaskPolicy final : public CompactionPolicy {
+   public:
+    std::string Name() const override { return "counting-mask@1"; }
+    bool ShouldCompact(const CompactionInput& input) const override { return input.round == 0; }
+    StatusOr<HistoryEdit> Plan(const CompactionInput&) override {
+      ++plans;
+      HistoryEdit edit;
+      if (!target.empty()) edit.edits.push_back({target, SegmentEdit::Action::kMask, "[masked]"});
+      return edit;
+    }
+    std::string target;
+    int plans = 0;
+  } policy;
+  ContextOptions options;
+  options.budget = Budget();
+  options.compaction = &policy;
+  auto context = NewContext(options);
+  const std::vector<std::string> results = ReadFiles(*context, 3);
+  REQUIRE(context->SetVolatile("now", "12:00").ok());
+
+  // Nothing planned: Preview()'s request.
+  StatusOr<BuiltRequest> kept = context->PreviewBuild();
+  REQUIRE(kept.ok());
+  CHECK(policy.plans == 1);
+  CHECK_FALSE(kept->compaction.has_value());
+  const StatusOr<BuiltRequest> preview = context->Preview();
+  REQUIRE(preview.ok());
+  CHECK(kept->body == preview->body);
+  CHECK(kept->input_tokens == preview->input_tokens);
+
+  // A plan that compacts: applied to a copy, asked for once.
+  policy.target = results[1];
+  const StatusOr<BuiltRequest> predicted = context->PreviewBuild();
+  REQUIRE(predicted.ok());
+  CHECK(policy.plans == 2);
+  REQUIRE(predicted->compaction.has_value());
+  CHECK(predicted->compaction->masked == 1);
+  CHECK(predicted->compaction->policy == "counting-mask@1");
+  CHECK(predicted->body.find(std::string(400, 'b')) == std::string::npos);
+  CHECK(predicted->body.find("now: 12:00") != std::string::npos);
+  // The context is as it was.
+  CHECK(context->Compactions().empty());
+  const StatusOr<BuiltRequest> after = context->Preview();
+  REQUIRE(after.ok());
+  CHECK(after->body == preview->body);
+  // Build() gives the same bytes and report.
+  const BuiltRequest built = MustBuild(*context);
+  CHECK(policy.plans == 3);
+  REQUIRE(built.compaction.has_value());
+  CHECK(built.body == predicted->body);
+  CHECK(built.input_tokens == predicted->input_tokens);
+  CHECK(built.compaction->reason == predicted->compaction->reason);
+  CHECK(built.compaction->tokens_before == predicted->compaction->tokens_before);
+  CHECK(built.compaction->tokens_after == predicted->compaction->tokens_after);
+  CHECK(built.compaction->boundary_segment_id == predicted->compaction->boundary_segment_id);
+  CHECK(built.compaction->invalidated_tokens == predicted->compaction->invalidated_tokens);
+}
+
+// Above the limit with nothing the policy can do, PreviewBuild fails as Build() does and changes
+// nothing; without a policy, as Preview() does.
+TEST_CASE("PreviewBuild above the limit fails as Build would", "[core][context]") {
+  class NothingPolicy final : public CompactionPolicy {
+   public:
+    std::string Name() const override { return "nothing@1"; }
+    bool ShouldCompact(const CompactionInput&) const override { return true; }
+    StatusOr<HistoryEdit> Plan(const CompactionInput&) override { return HistoryEdit{}; }
+  } policy;
+  for (bool with_policy : {true, false}) {
+    INFO("with a policy: " << with_policy);
+    ContextOptions options;
+    options.budget = Budget();
+    options.budget->window = 200;
+    options.budget->reserve_output = 0;
+    options.budget->reserve_reasoning = 0;
+    options.budget->reserve_headroom = 0;
+    if (with_policy) options.compaction = &policy;
+    auto context = NewContext(options);
+    REQUIRE(context->AppendUser(std::string(4000, 'x')).ok());
+    const StatusOr<BuiltRequest> predicted = context->PreviewBuild();
+    REQUIRE_FALSE(predicted.ok());
+    CHECK(predicted.status().code() == StatusCode::kResourceExhausted);
+    const std::string advice =
+        with_policy ? "could not reduce it further" : "set ContextOptions::compaction";
+    CHECK(predicted.status().message().find(advice) != std::string::npos);
+    CHECK(context->Build().status().message() == predicted.status().message());
+  }
+}
 
 TEST_CASE("a recycled body's memory holds the next render and the bytes are a fresh render's",
           "[core][context]") {
