@@ -382,6 +382,10 @@ class Context {
   // The policy is asked once: the built-in strata policy answers the Build() that follows with the
   // same plan from its memo when nothing changed.
   StatusOr<BuiltRequest> PreviewBuild(const BuildOptions& options = {}) const;
+  // Input tokens of the request Build() would render now, before any compaction, counted as
+  // Build() counts them (exact with a request counter) and also above the budget's limit, where
+  // Preview() fails: the volatile items included, the context unchanged.
+  StatusOr<size_t> CountRequest(const BuildOptions& options = {}) const;
   // Hands back the memory of a body the caller is done with (a BuiltRequest's, a Turn's): the next
   // render writes its body there instead of into memory the allocator maps and faults in anew (a
   // 1M-token body is over 4 MB, and a fresh mapping costs more than the copy). Only the memory is

@@ -219,9 +219,6 @@ class Agent::Impl {
   // ---------------------------------------------------------------------------- predictions
   // (agent_predict.cc)
 
-  // A copy of the context without journal, budget or policy: what InputTokens() counts when the
-  // request is above the budget's limit.
-  StatusOr<std::unique_ptr<Context>> Unbudgeted() const;
   StatusOr<NextRequest> Next(const BuildOptions& fields) const;
   StatusOr<CachePrediction> Predict() const;
   StatusOr<RequestPreview> PreviewRequest() const;

@@ -8,14 +8,6 @@
 
 namespace strata {
 
-StatusOr<std::unique_ptr<Context>> Agent::Impl::Unbudgeted() const {
-  ContextOptions options = context_->options();
-  options.journal = nullptr;
-  options.budget.reset();
-  options.compaction = nullptr;
-  return Context::Restore(std::move(options), context_->Snapshot());
-}
-
 StatusOr<Agent::Impl::NextRequest> Agent::Impl::Next(const BuildOptions& fields) const {
   NextRequest out;
   // The policy plans on the context itself; only a compaction is computed on a copy.
@@ -54,12 +46,8 @@ StatusOr<RequestPreview> Agent::Impl::PreviewRequest() const {
 }
 
 StatusOr<int64_t> Agent::Impl::InputTokens() const {
-  StatusOr<BuiltRequest> built = context_->Preview(Fields("count"));
-  if (built.ok()) return static_cast<int64_t>(built->input_tokens);
-  if (built.status().code() != StatusCode::kResourceExhausted) return built.status();
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> scratch, Unbudgeted());
-  STRATA_ASSIGN_OR_RETURN(BuiltRequest unlimited, scratch->Preview(Fields("count")));
-  return static_cast<int64_t>(unlimited.input_tokens);
+  STRATA_ASSIGN_OR_RETURN(size_t tokens, context_->CountRequest(Fields("count")));
+  return static_cast<int64_t>(tokens);
 }
 
 }  // namespace strata

@@ -325,6 +325,9 @@ StatusOr<BuiltRequest> Context::Preview(const BuildOptions& options) const {
 StatusOr<BuiltRequest> Context::PreviewBuild(const BuildOptions& options) const {
   return impl_->PreviewBuild(options);
 }
+StatusOr<size_t> Context::CountRequest(const BuildOptions& options) const {
+  return impl_->CountRequest(options);
+}
 void Context::Recycle(std::string body) { impl_->Recycle(std::move(body)); }
 StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) {
   return impl_->BuildWithinBudget(options);

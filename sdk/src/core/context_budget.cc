@@ -238,6 +238,13 @@ StatusOr<BuiltRequest> Context::Impl::Preview(const BuildOptions& build) const {
   return request;
 }
 
+StatusOr<size_t> Context::Impl::CountRequest(const BuildOptions& build) const {
+  STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
+  const size_t tokens = request.input_tokens;
+  Recycle(std::move(request.body));
+  return tokens;
+}
+
 StatusOr<BuiltRequest> Context::Impl::PreviewBuild(const BuildOptions& build) const {
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
   if (!options_.budget) return request;

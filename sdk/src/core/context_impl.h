@@ -150,6 +150,7 @@ class Context::Impl {
   // `first_plan` when given instead of asking the policy.
   StatusOr<BuiltRequest> Preview(const BuildOptions& build) const;
   StatusOr<BuiltRequest> PreviewBuild(const BuildOptions& build) const;
+  StatusOr<size_t> CountRequest(const BuildOptions& build) const;
   StatusOr<BuiltRequest> BuildWithinBudget(const BuildOptions& build,
                                            const HistoryEdit* first_plan = nullptr);
 

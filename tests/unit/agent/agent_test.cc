@@ -697,6 +697,26 @@ TEST_CASE("a prediction plans on the agent's context and copies it only to apply
   CHECK(turn.record.cached_tokens_predicted == compacting.predicted_cached_tokens);
 }
 
+// Above the budget's limit InputTokens() counts the request the context would render, the
+// volatile items with it (Context::CountRequest), not a copy restored without them.
+TEST_CASE("InputTokens above the limit counts the volatile items", "[agent][predict]") {
+  AgentConfig c = SmallConfig("over-the-limit");
+  c.budget.window = 2000;
+  c.budget.reserve_output = 0;
+  c.budget.reserve_reasoning = 0;
+  c.budget.reserve_headroom = 0;
+  auto agent = Must(Agent::Create(c));
+  MustOk(agent->SetVolatile("now", std::string(800, 'v')));
+  MustOk(agent->AppendUser(std::string(12000, 'x')).status());
+  REQUIRE(agent->context().Preview().status().code() == StatusCode::kResourceExhausted);
+  const int64_t with_volatile = Must(agent->InputTokens());
+  CHECK(with_volatile > 2000);
+  MustOk(agent->context().RemoveVolatile("now"));
+  const int64_t without = Must(agent->InputTokens());
+  CHECK(without > 2000);
+  CHECK(with_volatile - without >= 150);  // 800 bytes at about four bytes a token
+}
+
 TEST_CASE("Fork copies the stable layers byte for byte, Join folds the answer back",
           "[agent][fork]") {
   const std::string path = TempPath("fork.db");

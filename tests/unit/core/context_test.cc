@@ -8,10 +8,12 @@
 
 #include "strata/compaction_policy.h"
 #include "testing/context_testing.h"
+#include "testing/status_testing.h"
 
 namespace strata {
 namespace {
 
+using testing::Must;
 using testing::MustBuild;
 using testing::NewContext;
 using testing::PairingError;
@@ -697,6 +699,35 @@ TEST_CASE("PreviewBuild above the limit fails as Build would", "[core][context]"
     CHECK(predicted.status().message().find(advice) != std::string::npos);
     CHECK(context->Build().status().message() == predicted.status().message());
   }
+}
+
+// CountRequest counts the request Build() would render, volatile items included, below and above
+// the limit: what Preview() counts on a context without the budget.
+TEST_CASE("CountRequest counts the whole request above the limit too", "[core][context]") {
+  ContextOptions limited_options;
+  limited_options.budget = Budget();
+  limited_options.budget->window = 2000;
+  limited_options.budget->reserve_output = 0;
+  limited_options.budget->reserve_reasoning = 0;
+  limited_options.budget->reserve_headroom = 0;
+  auto limited = NewContext(limited_options);
+  auto unlimited = NewContext();
+  for (Context* c : {limited.get(), unlimited.get()}) {
+    REQUIRE(c->SetVolatile("now", std::string(300, 'v')).ok());
+    REQUIRE(c->AppendUser("Read the files.").ok());
+  }
+  const size_t small = Must(limited->CountRequest());
+  CHECK(small == Must(limited->Preview()).input_tokens);
+  CHECK(small == Must(unlimited->Preview()).input_tokens);
+  for (Context* c : {limited.get(), unlimited.get()}) {
+    REQUIRE(c->AppendUser(std::string(12000, 'x')).ok());
+  }
+  REQUIRE(limited->Preview().status().code() == StatusCode::kResourceExhausted);
+  const size_t large = Must(limited->CountRequest());
+  CHECK(large == Must(unlimited->Preview()).input_tokens);
+  CHECK(Must(limited->CountRequest()) == large);  // counting changes nothing
+  REQUIRE(limited->RemoveVolatile("now").ok());
+  CHECK(Must(limited->CountRequest()) < large);  // the volatile item was counted
 }
 
 TEST_CASE("a recycled body's memory holds the next render and the bytes are a fresh render's",
