@@ -16,7 +16,8 @@ StatusOr<Agent::Impl::NextRequest> Agent::Impl::Next(const BuildOptions& fields)
   out.prediction.compaction = built->compaction;
   out.prediction.compaction_due = built->compaction.has_value();
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> prompt, PromptOf(built->body));
-  const std::shared_ptr<const PromptBlocks> blocks = prompt_tokens_->Hash(*prompt, salt_, config_.cache);
+  const std::shared_ptr<const PromptBlocks> blocks =
+      prompt_tokens_->Hash(*prompt, salt_, config_.cache);
   out.prediction.input_tokens =
       built->input_tokens_exact ? static_cast<int64_t>(built->input_tokens) : blocks->prompt_tokens;
   out.prediction.input_tokens_exact = built->input_tokens_exact;
