@@ -216,7 +216,7 @@ BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)-
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
-BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
 

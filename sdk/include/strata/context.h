@@ -380,7 +380,9 @@ class Context {
   // buffers), and the request and report are the copy's (its render serial names no render of
   // this context).
   // The policy is asked once: the built-in strata policy answers the Build() that follows with the
-  // same plan from its memo when nothing changed.
+  // same plan from its memo when nothing changed. The copy is kept, and the next compacting
+  // PreviewBuild() copies into its memory: a context that predicted a compaction holds about its
+  // own size again in memory, until it is destroyed.
   StatusOr<BuiltRequest> PreviewBuild(const BuildOptions& options = {}) const;
   // Input tokens of the request Build() would render now, before any compaction, counted as
   // Build() counts them (exact with a request counter) and also above the budget's limit, where

@@ -28,6 +28,7 @@ StatusOr<Agent::Impl::NextRequest> Agent::Impl::Next(const BuildOptions& fields)
 
 StatusOr<CachePrediction> Agent::Impl::Predict() const {
   STRATA_ASSIGN_OR_RETURN(NextRequest next, Next(Fields("predict")));
+  context_->Recycle(std::move(next.built.body));  // the next render writes there
   return next.prediction;
 }
 

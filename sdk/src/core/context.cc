@@ -59,14 +59,23 @@ Context::Impl::Impl(ContextOptions options) : options_(std::move(options)) {
   RebuildHeader();
 }
 
-std::unique_ptr<Context::Impl> Context::Impl::CopyForPreview() const {
+Context::Impl& Context::Impl::CopyForPreview() const {
   std::string spare = std::move(spare_body_);
   // Copies every member: the segments, the render buffers (so the copy's renders continue this
-  // context's), the indexes; a tokenizer this context made is shared.
-  auto copy = std::make_unique<Impl>(*this);
-  copy->spare_body_ = std::move(spare);
-  copy->options_.journal = nullptr;
-  copy->mark_.reset();
+  // context's), the indexes; a tokenizer this context made is shared. Into the kept copy, the
+  // strings are assigned where the last copy's were.
+  if (preview_copy_.impl == nullptr) {
+    preview_copy_.impl = std::make_unique<Impl>(*this);
+  } else {
+    *preview_copy_.impl = *this;
+  }
+  Impl& copy = *preview_copy_.impl;
+  if (spare.capacity() > copy.spare_body_.capacity()) {
+    std::swap(copy.spare_body_, spare);
+  }
+  spare_body_ = std::move(spare);  // the smaller of the two stays here
+  copy.options_.journal = nullptr;
+  copy.mark_.reset();
   return copy;
 }
 

@@ -261,8 +261,7 @@ StatusOr<BuiltRequest> Context::Impl::PreviewBuild(const BuildOptions& build) co
   }
   // Only a plan that compacts needs a copy to apply it to, whose renders write where this one did.
   Recycle(std::move(request.body));
-  std::unique_ptr<Impl> copy = CopyForPreview();
-  return copy->BuildWithinBudget(build, &plan);
+  return CopyForPreview().BuildWithinBudget(build, &plan);
 }
 
 }  // namespace strata

@@ -106,8 +106,9 @@ class Context::Impl {
  public:
   explicit Impl(ContextOptions options);
   // A copy that changes nothing of this one, for PreviewBuild: no journal, no mark, and this
-  // context's recycled body (not copied: moved) to render into.
-  std::unique_ptr<Impl> CopyForPreview() const;
+  // context's recycled body (not copied: moved) to render into. The copy is kept (preview_copy_)
+  // and the next one is copied into its memory.
+  Impl& CopyForPreview() const;
 
   const ContextOptions& options() const { return options_; }
 
@@ -332,6 +333,19 @@ class Context::Impl {
 
   std::vector<CompactionReport> compactions_;
   std::optional<MarkedState> mark_;  // set by Mark()
+  // The copy the last compacting PreviewBuild() applied its plan to (CopyForPreview): copying
+  // into its memory writes where the last copy was, instead of into memory the allocator maps and
+  // faults in anew (a 1M-token context holds over 8 MB of segments and rendered history). Copying
+  // or moving a context copies or moves none of it.
+  struct PreviewCopy {
+    PreviewCopy() = default;
+    PreviewCopy(const PreviewCopy&) {}
+    PreviewCopy& operator=(const PreviewCopy&) { return *this; }
+    PreviewCopy(PreviewCopy&&) noexcept {}
+    PreviewCopy& operator=(PreviewCopy&&) noexcept { return *this; }
+    std::unique_ptr<Impl> impl;
+  };
+  mutable PreviewCopy preview_copy_;
   int64_t turn_ = 0;
   uint64_t next_seq_ = 1;
   int64_t next_position_ = 1;

@@ -669,6 +669,27 @@ TEST_CASE("PreviewBuild is the request Build then returns and leaves the context
   CHECK(built.compaction->tokens_after == predicted->compaction->tokens_after);
   CHECK(built.compaction->boundary_segment_id == predicted->compaction->boundary_segment_id);
   CHECK(built.compaction->invalidated_tokens == predicted->compaction->invalidated_tokens);
+
+  // The next compacting predictions copy into the copy the last one kept: nothing of the last
+  // prediction, or of the context as it was then, remains in them.
+  REQUIRE(context->AppendAssistant({"", "", {{"call_9", "read", "{}"}}}).ok());
+  REQUIRE(context->AppendToolResult({"call_9", std::string(400, 'z'), false}).ok());
+  REQUIRE(context->SetVolatile("now", "12:05").ok());
+  policy.target = results[2];
+  const StatusOr<BuiltRequest> again = context->PreviewBuild();
+  const StatusOr<BuiltRequest> twice = context->PreviewBuild();
+  REQUIRE(again.ok());
+  REQUIRE(twice.ok());
+  CHECK(twice->body == again->body);
+  CHECK(again->body.find(std::string(400, 'c')) == std::string::npos);
+  CHECK(again->body.find(std::string(400, 'z')) != std::string::npos);
+  CHECK(again->body.find("now: 12:05") != std::string::npos);
+  CHECK(context->Compactions().size() == 1);
+  const BuiltRequest built_again = MustBuild(*context);
+  REQUIRE(built_again.compaction.has_value());
+  CHECK(built_again.body == again->body);
+  CHECK(built_again.input_tokens == again->input_tokens);
+  CHECK(built_again.compaction->tokens_before == again->compaction->tokens_before);
 }
 
 // Above the limit with nothing the policy can do, PreviewBuild fails as Build() does and changes
