@@ -555,6 +555,16 @@ std::vector<std::string> ReadFiles(Context& context, int n) {
   return results;
 }
 
+// A budget of `window` tokens with nothing reserved: the limit is the window.
+Budget WindowOnly(int64_t window) {
+  Budget budget;
+  budget.window = window;
+  budget.reserve_output = 0;
+  budget.reserve_reasoning = 0;
+  budget.reserve_headroom = 0;
+  return budget;
+}
+
 // Masks one tool result the first time a build plans (round 0), whatever the budget.
 class MaskOncePolicy final : public CompactionPolicy {
  public:
@@ -704,11 +714,7 @@ TEST_CASE("PreviewBuild above the limit fails as Build would", "[core][context]"
   for (bool with_policy : {true, false}) {
     INFO("with a policy: " << with_policy);
     ContextOptions options;
-    options.budget = Budget();
-    options.budget->window = 200;
-    options.budget->reserve_output = 0;
-    options.budget->reserve_reasoning = 0;
-    options.budget->reserve_headroom = 0;
+    options.budget = WindowOnly(200);
     if (with_policy) options.compaction = &policy;
     auto context = NewContext(options);
     REQUIRE(context->AppendUser(std::string(4000, 'x')).ok());
@@ -726,11 +732,7 @@ TEST_CASE("PreviewBuild above the limit fails as Build would", "[core][context]"
 // the limit: what Preview() counts on a context without the budget.
 TEST_CASE("CountRequest counts the whole request above the limit too", "[core][context]") {
   ContextOptions limited_options;
-  limited_options.budget = Budget();
-  limited_options.budget->window = 2000;
-  limited_options.budget->reserve_output = 0;
-  limited_options.budget->reserve_reasoning = 0;
-  limited_options.budget->reserve_headroom = 0;
+  limited_options.budget = WindowOnly(2000);
   auto limited = NewContext(limited_options);
   auto unlimited = NewContext();
   for (Context* c : {limited.get(), unlimited.get()}) {
