@@ -5,12 +5,17 @@
 //   BM_CopyIntoNewString    the body copied into a freshly allocated std::string
 //   BM_NlohmannFromScratch  append the turn to an nlohmann::json request and serialize it whole
 //   BM_ContextMemory        heap bytes the context holds per byte of rendered request
+//   BM_CompactingBuild      as BM_AppendTurnAndBuild with a budget and a policy that masks one
+//                           earlier tool result in every Build() (no request counter: the policy
+//                           plans on the context's own count); 1,000 turns, so that the context grows
+//                           by about 60K tokens
 // Tokens are counted by the 4-bytes-per-token estimator (the tokenizer benchmarks are separate).
 //
 //   build/bench/bench_context --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/replay/trace.h"
 #include "traces_dir.h"
@@ -120,8 +126,14 @@ void Fill(Context& context, size_t tokens, nlohmann::json* json_messages) {
   }
 }
 
-std::unique_ptr<Context> MakeContext(size_t tokens, nlohmann::json* json_messages = nullptr) {
+std::unique_ptr<Context> MakeContext(size_t tokens, nlohmann::json* json_messages = nullptr,
+                                     strata::CompactionPolicy* policy = nullptr) {
   strata::ContextOptions options;
+  if (policy != nullptr) {
+    options.budget = strata::Budget();
+    options.budget->window = static_cast<int64_t>(8 * tokens + 200'000);  // never the limit
+    options.compaction = policy;
+  }
   options.agent.id = "bench";
   // Hygiene off so that the rendered body mirrors the nlohmann baseline byte for byte in size.
   options.hygiene.max_segment_tokens = 0;
@@ -157,6 +169,48 @@ void BM_AppendTurnAndBuild(benchmark::State& state) {
   }
   state.counters["request_bytes"] = static_cast<double>(bytes);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+
+// Masks the live tool result kKeep places before the last one, in every first round.
+class MaskBehindPolicy final : public strata::CompactionPolicy {
+ public:
+  static constexpr size_t kKeep = 3;
+  std::string Name() const override { return "mask-behind@1"; }
+  bool ShouldCompact(const strata::CompactionInput& input) const override {
+    return input.round == 0;
+  }
+  strata::StatusOr<strata::HistoryEdit> Plan(const strata::CompactionInput& input) override {
+    strata::HistoryEdit edit;
+    size_t seen = 0;
+    for (auto it = input.history.rbegin(); it != input.history.rend(); ++it) {
+      const strata::Segment& s = **it;
+      if (s.kind != strata::SegmentKind::kToolResult || ++seen <= kKeep) continue;
+      if (s.state == strata::SegmentState::kLive) {
+        edit.edits.push_back({s.id, strata::SegmentEdit::Action::kMask, "[masked]"});
+      }
+      break;
+    }
+    return edit;
+  }
+};
+
+void BM_CompactingBuild(benchmark::State& state) {
+  MaskBehindPolicy policy;
+  auto context = MakeContext(static_cast<size_t>(state.range(0)), nullptr, &policy);
+  (void)context->Build();
+  size_t n = 0, compactions = 0;
+  for (auto _ : state) {
+    const std::string id = "bench_" + std::to_string(++n);
+    (void)context->AppendAssistant({"Looking for tests.", "", {{id, "bash", kTurnArguments}}});
+    (void)context->AppendToolResult({id, kTurnResult + std::to_string(n), false});
+    auto request = context->Build();
+    if (!request.ok()) return state.SkipWithError(request.status().ToString().c_str());
+    if (request->compaction) ++compactions;
+    benchmark::DoNotOptimize(request->body.data());
+    context->Recycle(std::move(request->body));
+  }
+  state.counters["compacting_share"] =
+      static_cast<double>(compactions) / static_cast<double>(std::max<size_t>(1, n));
 }
 
 void BM_MemcpyFloor(benchmark::State& state) {
@@ -225,6 +279,7 @@ void BM_ContextMemory(benchmark::State& state) {
 
 #define STRATA_SIZES Arg(10'000)->Arg(100'000)->Arg(1'000'000)
 BENCHMARK(BM_AppendTurnAndBuild)->STRATA_SIZES->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CompactingBuild)->STRATA_SIZES->Iterations(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MemcpyFloor)->STRATA_SIZES->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CopyIntoNewString)->STRATA_SIZES->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NlohmannFromScratch)->STRATA_SIZES->Iterations(20)->Unit(benchmark::kMicrosecond);

@@ -165,7 +165,8 @@ bool IsLabel(const std::string& s) {
 }
 
 // The table candidates of one file: for each table, each data row with a label and each
-// number-like cell under a labelled column.
+// number-like cell under a labelled column whose name no other column of the table has (a question
+// naming a repeated column has more than one answer).
 void AddTableCandidates(const SourceFile& file, size_t f, std::vector<Candidate>* out) {
   const std::vector<std::string>& lines = file.lines;
   for (size_t i = 0; i + 1 < lines.size(); ++i) {
@@ -178,6 +179,7 @@ void AddTableCandidates(const SourceFile& file, size_t f, std::vector<Candidate>
       if (!IsLabel(cells[0])) continue;
       for (size_t c = 1; c < cells.size() && c < header.size(); ++c) {
         if (!IsLabel(header[c]) || !IsNumberCell(cells[c])) continue;
+        if (std::count(header.begin(), header.end(), header[c]) != 1) continue;
         out->push_back({ProbeKind::kTable, f, row, i, cells[0], header[c], cells[c]});
       }
     }

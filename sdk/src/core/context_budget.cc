@@ -188,11 +188,28 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
   // A build that compacts renders again after each round and returns only its last render, so
   // that one is described against the render before the build: the bytes every render on the way
   // kept of the one before it (a shared prefix of each pair is one of the whole sequence).
+  bool rendered = false;
   uint64_t previous_serial = 0;
   size_t unchanged = 0;
   for (;;) {
+    // Without a request counter the count is the context's own (InputTokens(), what Render()
+    // reports), known without a render: the round plans and applies first, and the request is
+    // rendered once, when no round changes it any more.
+    bool planned = false;
+    if (PlansBeforeRendering()) {
+      planned = true;
+      STRATA_ASSIGN_OR_RETURN(std::optional<CompactionReport> round,
+                              MaybeCompactionRound(build, InputTokens(), rounds, first_plan));
+      if (round) {
+        ++rounds;
+        MergeRound(merged, *round);
+        merged->rounds = rounds;
+        continue;
+      }
+    }
     STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
-    if (rounds == 0) {
+    if (!rendered) {
+      rendered = true;
       previous_serial = request.previous_render_serial;
       unchanged = request.unchanged_bytes;
     } else {
@@ -203,14 +220,9 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
     if (!options_.budget) return request;
     const size_t tokens = request.input_tokens;
     const size_t limit = LimitTokens();
-    // The first round may compact ahead of the limit (the policy's trigger); later ones only to
-    // fit.
-    const bool may_compact = options_.compaction != nullptr && rounds < kMaxCompactionRounds &&
-                             (rounds == 0 || tokens > limit);
-    if (may_compact) {
-      STRATA_ASSIGN_OR_RETURN(
-          std::optional<CompactionReport> round,
-          CompactionRound(build, tokens, limit, rounds, rounds == 0 ? first_plan : nullptr));
+    if (!planned) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<CompactionReport> round,
+                              MaybeCompactionRound(build, tokens, rounds, first_plan));
       if (round) {
         ++rounds;
         MergeRound(merged, *round);
@@ -230,6 +242,16 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
   }
 }
 
+StatusOr<std::optional<CompactionReport>> Context::Impl::MaybeCompactionRound(
+    const BuildOptions& build, size_t tokens, size_t rounds, const HistoryEdit* first_plan) {
+  const size_t limit = LimitTokens();
+  // The first round may compact ahead of the limit (the policy's trigger); later ones only to fit.
+  const bool may_compact = options_.compaction != nullptr && rounds < kMaxCompactionRounds &&
+                           (rounds == 0 || tokens > limit);
+  if (!may_compact) return std::optional<CompactionReport>();
+  return CompactionRound(build, tokens, limit, rounds, rounds == 0 ? first_plan : nullptr);
+}
+
 StatusOr<BuiltRequest> Context::Impl::Preview(const BuildOptions& build) const {
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
   if (options_.budget && request.input_tokens > LimitTokens()) {
@@ -246,11 +268,16 @@ StatusOr<size_t> Context::Impl::CountRequest(const BuildOptions& build) const {
 }
 
 StatusOr<BuiltRequest> Context::Impl::PreviewBuild(const BuildOptions& build) const {
+  HistoryEdit plan;
+  const bool plan_first = PlansBeforeRendering();
+  if (plan_first) {  // as BuildWithinBudget: a plan that compacts needs no render of this context
+    STRATA_ASSIGN_OR_RETURN(plan, PlanRound(build, InputTokens(), LimitTokens(), 0));
+    if (!plan.empty()) return CopyForPreview().BuildWithinBudget(build, &plan);
+  }
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
   if (!options_.budget) return request;
   const size_t limit = LimitTokens();
-  HistoryEdit plan;
-  if (options_.compaction != nullptr) {
+  if (!plan_first && options_.compaction != nullptr) {
     STRATA_ASSIGN_OR_RETURN(plan, PlanRound(build, request.input_tokens, limit, 0));
   }
   if (plan.empty()) {

@@ -246,7 +246,30 @@ void Context::Impl::PointDuplicatesAtHidden(const std::string& policy,
 
 // ------------------------------------------------------------------------------------ 2. pairing
 
+namespace {
+
+// Whether `after` plays the part `before` played in the pairing of calls and results: rendered or
+// not alike, the same kind, answering the same call, carrying the same calls.
+bool SamePairing(const Segment& before, const Segment& after) {
+  return IsRendered(before) == IsRendered(after) && before.kind == after.kind &&
+         before.tool_call_id == after.tool_call_id &&
+         std::equal(before.tool_calls.begin(), before.tool_calls.end(), after.tool_calls.begin(),
+                    after.tool_calls.end(),
+                    [](const ToolCall& a, const ToolCall& b) { return a.id == b.id; });
+}
+
+}  // namespace
+
 Status Context::Impl::CheckPairing(const PreparedEdit& prepared) const {
+  // An edit that adds no summary and changes no segment's part in the pairing (a mask, say) leaves
+  // the history paired as every append and every applied edit left it (ApplyEdit refuses any edit
+  // while a call is open): no need to walk the whole history.
+  if (prepared.summaries.empty() &&
+      std::all_of(prepared.changed.begin(), prepared.changed.end(), [this](const auto& entry) {
+        return SamePairing(history_[entry.first], entry.second);
+      })) {
+    return Status::Ok();
+  }
   std::vector<std::string> open;
   size_t summary_cursor = 0;
   std::vector<const PendingSummary*> by_index;

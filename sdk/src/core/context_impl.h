@@ -232,6 +232,17 @@ class Context::Impl {
                                                             size_t round,
                                                             const HistoryEdit* planned);
 
+  // CompactionRound when round `rounds` may compact the request counted at `tokens` (the first
+  // round ahead of the limit, by the policy's trigger; later ones only above it), else nullopt.
+  StatusOr<std::optional<CompactionReport>> MaybeCompactionRound(const BuildOptions& build,
+                                                                 size_t tokens, size_t rounds,
+                                                                 const HistoryEdit* first_plan);
+  // Whether a build plans before it renders: with a budget and a policy but no request counter,
+  // the count the policy plans with is the context's own (InputTokens()), which needs no render.
+  bool PlansBeforeRendering() const {
+    return options_.budget && options_.compaction != nullptr && options_.request_counter == nullptr;
+  }
+
   // --- Snapshots (context_snapshot.cc).
   Status ReplaySnapshotHistory(std::vector<Segment> history);
 

@@ -24,6 +24,16 @@ TEST_CASE("candidates of each source kind are found, and a repeated key counts t
   CHECK(CountAnswers("1\treturn kLimit;\n", limit) == 0);
 }
 
+TEST_CASE("a table column whose name repeats in its header gives no candidate", "[probe]") {
+  SourceSet sources;
+  sources.files.push_back({"doc.md",
+                           {"| clients | a | ratio | b | ratio | seconds |", "|---|---|---|---|---|---|",
+                            "| 64 | 10 | 1.0x | 27 | 2.7x | 5 |"}});
+  std::set<std::string> seen;
+  for (const Candidate& c : FindCandidates(sources)) seen.insert(c.column + "=" + c.answer);
+  CHECK(seen == std::set<std::string>{"a=10", "b=27", "seconds=5"});
+}
+
 }  // namespace
 }  // namespace strata::cli::probe
 

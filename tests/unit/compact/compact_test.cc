@@ -301,6 +301,27 @@ TEST_CASE("ApplyEdit refuses edits that break pairing, touch pins or name unknow
   CHECK(j["messages"].size() == 1);
 }
 
+// A mask changes no segment's part in the pairing, so its pairing is not checked by walking the
+// history; an edit while a call is open is refused before that.
+TEST_CASE("a mask is refused while a call is open and applied once it is answered", "[compact]") {
+  auto context = testing::NewContext();
+  REQUIRE(context->AppendUser("task").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "bash", "{}"}}}).ok());
+  auto first = context->AppendToolResult({"c1", "first output", false});
+  REQUIRE(first.ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c2", "bash", "{}"}}}).ok());
+  HistoryEdit mask;
+  mask.edits.push_back({*first, SegmentEdit::Action::kMask, "[masked]"});
+  const Status open = context->ApplyEdit(mask, "test@1", "test").status();
+  CHECK(open.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(open.message(), Catch::Contains("unanswered (c2)"));
+  REQUIRE(context->AppendToolResult({"c2", "second output", false}).ok());
+  REQUIRE(context->ApplyEdit(mask, "test@1", "test").ok());
+  const std::string body = MustBuild(*context).body;
+  CHECK(body.find("first output") == std::string::npos);
+  CHECK(body.find("second output") != std::string::npos);
+}
+
 TEST_CASE("context_recall: the schema asks for recall_id and pages by offset and max_tokens",
           "[compact][recall]") {
   nlohmann::json schema = nlohmann::json::parse(RecallToolSchema());

@@ -593,11 +593,13 @@ TEST_CASE("a compacting build says what it shares with the render before the bui
   REQUIRE_FALSE(before.compaction.has_value());
   REQUIRE(context->AppendAssistant({"", "", {{"call_4", "read", "{}"}}}).ok());
   REQUIRE(context->AppendToolResult({"call_4", std::string(400, 'e'), false}).ok());
-  // The build renders, masks the third result and renders again; it returns the second render.
+  // Without a request counter the build plans on the context's own count, masks the third result
+  // and renders once.
   policy.target = results[2];
   const BuiltRequest built = MustBuild(*context);
   REQUIRE(built.compaction.has_value());
   CHECK(built.previous_render_serial == before.render_serial);
+  CHECK(built.render_serial == before.render_serial + 1);
   CHECK(built.unchanged_bytes <= SharedBytes(before.body, built.body));
   // Shared up to the masked result's message: the two results before it at least.
   CHECK(built.unchanged_bytes > before.body.find(std::string(400, 'b')) + 400);
@@ -653,11 +655,13 @@ TEST_CASE("PreviewBuild is the request Build then returns and leaves the context
   CHECK(kept->body == preview->body);
   CHECK(kept->input_tokens == preview->input_tokens);
 
-  // A plan that compacts: applied to a copy, asked for once.
+  // A plan that compacts: applied to a copy, asked for once, and rendered once (by the copy:
+  // without a request counter the plan needs no render of this context).
   policy.target = results[1];
   const StatusOr<BuiltRequest> predicted = context->PreviewBuild();
   REQUIRE(predicted.ok());
   CHECK(policy.plans == 2);
+  CHECK(predicted->render_serial == preview->render_serial + 1);
   REQUIRE(predicted->compaction.has_value());
   CHECK(predicted->compaction->masked == 1);
   CHECK(predicted->compaction->policy == "counting-mask@1");
