@@ -99,7 +99,12 @@ def test_context_built_and_budgeted_from_python_compacts_within_its_budget():
     with pytest.raises(strata.ResourceExhausted):
         ctx.preview()  # over the limit, and preview never compacts
     ctx.append_user("What did the last chunk say?")
+    predicted = ctx.preview_build()  # the compaction build() applies, on a copy
+    assert predicted.compaction is not None
+    assert ctx.compactions() == []
     built = ctx.build()
+    assert built.body == predicted.body
+    assert built.compaction == predicted.compaction
     assert built.compaction is not None
     assert built.compaction.tokens_after < built.compaction.tokens_before
     assert built.input_tokens == built.compaction.tokens_after <= built.limit_tokens

@@ -295,6 +295,14 @@ class PyContext {
       return BuiltJson(built).dump();
     }));
   }
+  std::string PreviewBuild(std::vector<std::pair<std::string, std::string>> extra_fields) {
+    strata::BuildOptions options;
+    options.extra_fields = std::move(extra_fields);
+    return Take(Locked([&](strata::Context& c) -> strata::StatusOr<std::string> {
+      STRATA_ASSIGN_OR_RETURN(strata::BuiltRequest built, std::as_const(c).PreviewBuild(options));
+      return BuiltJson(built).dump();
+    }));
+  }
   size_t InputTokens() {
     return Locked([&](strata::Context& c) { return c.InputTokens(); });
   }
@@ -704,6 +712,7 @@ void DefineLowLevel(py::module_& m) {
       .def("clear_volatile", &PyContext::ClearVolatile)
       .def("build", &PyContext::Build, py::arg("extra_fields"))
       .def("preview", &PyContext::Preview, py::arg("extra_fields"))
+      .def("preview_build", &PyContext::PreviewBuild, py::arg("extra_fields"))
       .def("input_tokens", &PyContext::InputTokens)
       .def("compact", &PyContext::Compact, py::arg("force"))
       .def("compactions", &PyContext::Compactions)

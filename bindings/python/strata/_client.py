@@ -200,6 +200,13 @@ class Context:
         extra = [(k, json.dumps(v)) for k, v in (extra_fields or {}).items()]
         return BuiltRequest._from(json.loads(self._impl.preview(extra)))
 
+    def preview_build(self, *, extra_fields: Optional[Mapping[str, Any]] = None) -> BuiltRequest:
+        """The request ``build()`` would return now, its compaction included (``compaction``),
+        without changing the context: the policy plans on the context, and a plan that compacts is
+        applied to a copy. ResourceExhausted where ``build()`` would fail."""
+        extra = [(k, json.dumps(v)) for k, v in (extra_fields or {}).items()]
+        return BuiltRequest._from(json.loads(self._impl.preview_build(extra)))
+
     def messages(self) -> List[Dict[str, Any]]:
         """The context as OpenAI message dicts (``preview()``: never compacts)."""
         return self.preview().messages
