@@ -132,6 +132,75 @@ TEST_CASE("kept segment facts and the early stop plan as the whole computation o
   CHECK(requests > 1500);
 }
 
+// Context::PreviewBuild before every request of every fixture trace, under budgets that make the
+// strata policy compact many times: the prediction is the Build() that follows (bytes, count,
+// compaction report), and predicting changes none of the builds of a replay without predictions.
+// Each compacting prediction copies the context into the copy the last one kept.
+TEST_CASE("every build of every fixture trace is the prediction made just before it",
+          "[compact][predict]") {
+  size_t requests = 0, predicted_compactions = 0;
+  for (const std::string& file : testing::TestTraceFiles()) {
+    auto trace = ReadTrace(file);
+    REQUIRE(trace.ok());
+    const size_t budget = std::max<size_t>(2000, PeakTokens(*trace) / 3);
+    INFO(file << " budget " << budget);
+    auto plain_policy = MakeStrataPolicy();
+    size_t plain_compactions = 0;
+    const std::vector<Request> plain = Replay(*trace, *plain_policy, budget, &plain_compactions);
+
+    auto policy = MakeStrataPolicy();
+    ContextOptions options;
+    options.compaction = policy.get();
+    Budget b;
+    b.window = static_cast<int64_t>(budget);
+    b.reserve_output = b.reserve_reasoning = b.reserve_headroom = 0;
+    options.budget = b;
+    auto context = testing::NewContext(options);
+    std::vector<std::string> system_prompts;
+    size_t k = 0;
+    for (const TraceMessage& m : *trace) {
+      if (m.role == TraceRole::kSystem) {
+        system_prompts.push_back(m.content);
+        continue;
+      }
+      if (!system_prompts.empty()) {
+        REQUIRE(context->SetSystemPrompts(system_prompts).ok());
+        system_prompts.clear();
+      }
+      if (m.role == TraceRole::kUser) {
+        REQUIRE(context->AppendUser(m.content).ok());
+      } else if (m.role == TraceRole::kTool) {
+        REQUIRE(context->AppendToolResult(ToolResult{m.tool_call_id, m.content, false}).ok());
+      } else if (m.role == TraceRole::kAssistant) {
+        INFO("request " << k);
+        const size_t compactions_before = context->Compactions().size();
+        const StatusOr<BuiltRequest> predicted = context->PreviewBuild();
+        CHECK(context->Compactions().size() == compactions_before);
+        const StatusOr<BuiltRequest> built = context->Build();
+        REQUIRE(predicted.ok() == built.ok());
+        if (!built.ok()) {
+          CHECK(predicted.status().message() == built.status().message());
+          break;  // a budget too small for the trace: the replay without predictions stops here too
+        }
+        REQUIRE(k < plain.size());
+        CHECK(built->body == plain[k].body);
+        REQUIRE(predicted->body == built->body);
+        CHECK(predicted->input_tokens == built->input_tokens);
+        REQUIRE(predicted->compaction.has_value() == built->compaction.has_value());
+        if (built->compaction) {
+          ++predicted_compactions;
+          CHECK(Describe(*predicted->compaction) == Describe(*built->compaction));
+        }
+        ++k;
+        ++requests;
+        REQUIRE(context->AppendAssistant(AssistantMessage{m.content, m.reasoning, m.tool_calls}).ok());
+      }
+    }
+  }
+  CHECK(requests > 400);
+  CHECK(predicted_compactions > 50);
+}
+
 }  // namespace
 }  // namespace strata
 
