@@ -193,6 +193,10 @@ struct CompactionInput {
   // 0 for a build's first planning; k when k compactions were already applied in this build (a
   // policy then only acts when the request is still above the limit, see docs/compaction.md).
   size_t round = 0;
+  // True when the plan is for a prediction (Context::PreviewBuild): nothing is applied to this
+  // context, and a Build() of it may follow and ask again with the same input. A policy whose plan
+  // is costly may keep it for that input (the strata policy does).
+  bool prediction = false;
   const Tokenizer* tokenizer = nullptr;  // the context's tokenizer; not owned
   // The previous request of the agent building (BuildOptions::summary_request), for the
   // summarizer; not owned; nullptr when there is none.

@@ -3,14 +3,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compact/common.h"
 #include "compact/history_units.h"
 #include "compact/placeholder.h"
+#include "compact/plan_memo.h"
 #include "compact/segment_facts.h"
 #include "compact/strata_policy.h"
 #include "core/identifiers.h"
@@ -59,20 +61,30 @@ enum class Protection {
   kPinsOnly,      // only pins and excluded tools: the task and the latest turn may be summarized
 };
 
-// Tool calls of the history by id (the last assistant message holding each id).
-std::unordered_map<std::string, const ToolCall*> CallsById(const std::vector<const Segment*>& history) {
-  std::unordered_map<std::string, const ToolCall*> calls;
+// Tool calls of the history by id (the last assistant message holding each id). The keys view the
+// ids in the input's segments, which outlive the plan: no id is copied.
+struct ViewPairHash {
+  size_t operator()(const std::pair<std::string_view, std::string_view>& p) const {
+    const size_t a = std::hash<std::string_view>()(p.first);
+    return a ^
+           (std::hash<std::string_view>()(p.second) + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  }
+};
+
+using CallIndex = std::unordered_map<std::string_view, const ToolCall*>;
+
+CallIndex CallsById(const std::vector<const Segment*>& history) {
+  CallIndex calls;
   for (const Segment* s : history) {
     for (const ToolCall& call : s->tool_calls) calls[call.id] = &call;
   }
   return calls;
 }
 
-const ToolCall* CallOf(const std::unordered_map<std::string, const ToolCall*>& calls, const Segment& s) {
+const ToolCall* CallOf(const CallIndex& calls, const Segment& s) {
   auto it = calls.find(s.tool_call_id);
   return it == calls.end() ? nullptr : it->second;
 }
-
 
 // ---------------------------------------------------------------------------------- strata policy
 
@@ -93,57 +105,19 @@ class StrataPolicy final : public CompactionPolicy {
     return options_.cost_model && in.round == 0 && in.limit_tokens > 0 && !in.history.empty();
   }
 
-  // The same input as the last plan (a prediction on a copy, then the build it predicted) gets
-  // the same edit without planning again (nor summarizing again): the key holds every input the
-  // plan reads, the segments by their fingerprints.
+  // The same input as the last plan kept (a prediction, then the build it predicted) gets the
+  // same edit without planning again (nor summarizing again). Kept: a prediction's plans, and plans
+  // that summarize (a build that failed and is retried asks the same, and a summary is a request).
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
-    std::string key = PlanKey(in);
-    {
-      std::lock_guard<std::mutex> lock(memo_mu_);
-      if (!key.empty() && key == last_key_) return last_plan_;
-    }
+    std::string key;
+    if (std::optional<HistoryEdit> kept = memo_.Find(in, &key)) return *std::move(kept);
     SegmentFacts facts = facts_.Begin(in);
     StatusOr<HistoryEdit> plan = PlanAnew(in, facts);
     facts_.Keep(std::move(facts));
-    if (plan.ok() && !key.empty()) {
-      std::lock_guard<std::mutex> lock(memo_mu_);
-      last_key_ = std::move(key);
-      last_plan_ = *plan;
+    if (plan.ok() && (in.prediction || !plan->summaries.empty())) {
+      memo_.Keep(in, *plan, std::move(key));
     }
     return plan;
-  }
-
-  // Everything Plan reads from `in`, as one string; "" when the input has no fingerprints.
-  static std::string PlanKey(const CompactionInput& in) {
-    if (in.history_fingerprints.size() != in.history.size() || in.history.empty()) return "";
-    std::string key;
-    auto add = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-    auto add_text = [&](const std::string& t) {
-      add(t.size());
-      key += t;
-    };
-    for (size_t v : {in.stable_tokens, in.volatile_tokens, in.history_tokens, in.total_tokens,
-                     in.limit_tokens, in.trigger_tokens, in.target_tokens,
-                     in.message_overhead_tokens, in.round}) {
-      add(v);
-    }
-    add(static_cast<uint64_t>(in.turn));
-    add(in.forced ? 1 : 0);
-    add_text(in.tokenizer != nullptr ? in.tokenizer->Name() : "");  // names say how it counts
-    for (size_t i = 0; i < in.history.size(); ++i) {
-      const Segment& s = *in.history[i];
-      add_text(s.id);
-      add(in.history_fingerprints[i]);
-      add_text(s.tool_call_id);
-      add_text(s.name);
-      add_text(s.recall_id);
-      add((static_cast<uint64_t>(s.kind) << 32) | (static_cast<uint64_t>(s.state) << 16) |
-          (static_cast<uint64_t>(s.hygiene) << 8) | (s.pinned ? 1 : 0));
-      add(s.tokens);
-      add(static_cast<uint64_t>(s.turn));
-      add(in.OriginalBytes(i));
-    }
-    return key;
   }
 
   StatusOr<HistoryEdit> PlanAnew(const CompactionInput& in, SegmentFacts& facts) {
@@ -216,10 +190,14 @@ class StrataPolicy final : public CompactionPolicy {
   enum class Use { kStale, kSuperseded, kUnused, kInUse };
   static const char* UseName(Use use) {
     switch (use) {
-      case Use::kStale: return "stale";
-      case Use::kSuperseded: return "superseded";
-      case Use::kUnused: return "unused";
-      case Use::kInUse: return "in use";
+      case Use::kStale:
+        return "stale";
+      case Use::kSuperseded:
+        return "superseded";
+      case Use::kUnused:
+        return "unused";
+      case Use::kInUse:
+        return "in use";
     }
     return "";
   }
@@ -246,14 +224,17 @@ class StrataPolicy final : public CompactionPolicy {
       const double to_trigger = trigger > after ? static_cast<double>(trigger - after) / growth : 0;
       return std::max(1.0, std::min(remaining, 1.0 + to_trigger));
     }
-    double Saving(size_t removed) const { return c * static_cast<double>(removed) * Horizon(removed); }
+    double Saving(size_t removed) const {
+      return c * static_cast<double>(removed) * Horizon(removed);
+    }
     double Cost(size_t invalidated, size_t removed) const {
       return (u - c) * static_cast<double>(invalidated > removed ? invalidated - removed : 0);
     }
     // The price of requests of `input` prompt tokens, `cached` of them cached (a summarizer's).
     double RequestPrice(int64_t input, int64_t cached) const {
       const int64_t hit = std::clamp<int64_t>(cached, 0, std::max<int64_t>(0, input));
-      return u * static_cast<double>(std::max<int64_t>(0, input) - hit) + c * static_cast<double>(hit);
+      return u * static_cast<double>(std::max<int64_t>(0, input) - hit) +
+             c * static_cast<double>(hit);
     }
   };
 
@@ -270,7 +251,8 @@ class StrataPolicy final : public CompactionPolicy {
         calling += !s->tool_calls.empty();
       }
     }
-    const double tool_rate = assistant ? static_cast<double>(calling) / static_cast<double>(assistant) : 1.0;
+    const double tool_rate =
+        assistant ? static_cast<double>(calling) / static_cast<double>(assistant) : 1.0;
     const double elapsed = static_cast<double>(std::max<int64_t>(1, in.turn));
     const double w = std::max(0.0, options_.prior_weight);
     e.remaining = tool_rate * (w * options_.prior_remaining_turns + elapsed) / (w + 1);
@@ -340,9 +322,7 @@ class StrataPolicy final : public CompactionPolicy {
     std::vector<bool> superseded;
   };
 
-  UseSignals ReadUse(const CompactionInput& in,
-                     const std::unordered_map<std::string, const ToolCall*>& calls,
-                     SegmentFacts& facts) const {
+  UseSignals ReadUse(const CompactionInput& in, const CallIndex& calls, SegmentFacts& facts) const {
     const std::vector<const Segment*>& h = in.history;
     UseSignals use;
     if (options_.cost_model) {
@@ -360,7 +340,8 @@ class StrataPolicy final : public CompactionPolicy {
       }
     }
     use.superseded.assign(h.size(), false);
-    std::set<std::pair<std::string, std::string>> later;
+    // The calls' names and arguments as views of the input's segments: none is copied.
+    std::unordered_set<std::pair<std::string_view, std::string_view>, ViewPairHash> later;
     for (size_t k = h.size(); k-- > 0;) {
       if (!IsToolResult(*h[k])) continue;
       const ToolCall* call = CallOf(calls, *h[k]);
@@ -374,8 +355,8 @@ class StrataPolicy final : public CompactionPolicy {
   // (`after_use`), a result is judged by the assistant messages after it only (its own call names
   // what was asked, not what was used).
   Use ClassifyResult(const std::vector<const Segment*>& h, size_t i, const ToolCall* call,
-                     const std::unordered_map<std::string, const ToolCall*>& calls,
-                     const UseSignals& signals, bool after_use, SegmentFacts& facts) const {
+                     const CallIndex& calls, const UseSignals& signals, bool after_use,
+                     SegmentFacts& facts) const {
     const Segment& s = *h[i];
     if (options_.ephemeral_tools.count(s.name) > 0 ||
         (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
@@ -413,9 +394,9 @@ class StrataPolicy final : public CompactionPolicy {
   // With `enough` > 0 only the latest candidates whose savings reach it (the plan takes the latest
   // boundary that reaches its need, so older ones are never chosen): they are found newest first.
   std::vector<Candidate> FindCandidates(const CompactionInput& in, const std::vector<bool>& protect,
-                                        const std::unordered_map<std::string, const ToolCall*>& calls,
-                                        const UseSignals& signals, bool below, bool after_use,
-                                        size_t enough, SegmentFacts& facts) const {
+                                        const CallIndex& calls, const UseSignals& signals,
+                                        bool below, bool after_use, size_t enough,
+                                        SegmentFacts& facts) const {
     const std::vector<const Segment*>& h = in.history;
     const size_t n = h.size();
     // Identifiers the request keeps anyway (messages that are never masked, protected results):
@@ -435,8 +416,8 @@ class StrataPolicy final : public CompactionPolicy {
     size_t found = 0;
     for (size_t i = n; i-- > 0 && (enough == 0 || found < enough);) {
       if (protect[i]) continue;
-      std::optional<Candidate> c = CandidateAt(in, i, calls, signals, below, after_use, present,
-                                               ensure_present, facts);
+      std::optional<Candidate> c =
+          CandidateAt(in, i, calls, signals, below, after_use, present, ensure_present, facts);
       if (!c) continue;
       found += c->saving;
       candidates.push_back(std::move(*c));
@@ -447,8 +428,7 @@ class StrataPolicy final : public CompactionPolicy {
 
   // The candidate history[i] is (an unprotected segment), if any.
   template <typename EnsurePresent>
-  std::optional<Candidate> CandidateAt(const CompactionInput& in, size_t i,
-                                       const std::unordered_map<std::string, const ToolCall*>& calls,
+  std::optional<Candidate> CandidateAt(const CompactionInput& in, size_t i, const CallIndex& calls,
                                        const UseSignals& signals, bool below, bool after_use,
                                        const std::set<std::string>& present,
                                        EnsurePresent& ensure_present, SegmentFacts& facts) const {
@@ -472,10 +452,10 @@ class StrataPolicy final : public CompactionPolicy {
       const size_t identifiers =
           below && use == Use::kUnused
               ? options_.placeholder_identifiers
-              : std::clamp<size_t>(s.tokens / std::max<size_t>(1, options_.tokens_per_identifier),
-                                   std::min<size_t>(kMinPlaceholderIdentifiers,
-                                                    options_.placeholder_identifiers),
-                                   options_.placeholder_identifiers);
+              : std::clamp<size_t>(
+                    s.tokens / std::max<size_t>(1, options_.tokens_per_identifier),
+                    std::min<size_t>(kMinPlaceholderIdentifiers, options_.placeholder_identifiers),
+                    options_.placeholder_identifiers);
       const compact_internal::PlaceholderFacts placeholder_facts{
           identifiers > 0 ? facts.ContentIds(i) : kNoIdentifiers, facts.ExitStatus(i),
           facts.RecallId(i)};
@@ -483,16 +463,19 @@ class StrataPolicy final : public CompactionPolicy {
           placeholder_facts, s, call, identifiers, present, in.OriginalBytes(i));
       const size_t placeholder_tokens = in.Count(placeholder);
       if (placeholder_tokens + kMinMaskSaving >= s.tokens) return std::nullopt;  // does not pay
-      return Candidate{i, {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
-                       s.tokens - placeholder_tokens, stale, use,
+      return Candidate{i,
+                       {s.id, SegmentEdit::Action::kMask, std::move(placeholder)},
+                       s.tokens - placeholder_tokens,
+                       stale,
+                       use,
                        facts.ContentIds(i).size() <= identifiers};
     }
     if (!s.reasoning.empty() &&
         (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
       const size_t saving = in.Count(s.reasoning);
       if (saving == 0 || (below && saving < kMinTokensBelowTrigger)) return std::nullopt;
-      return Candidate{i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale,
-                       false};
+      return Candidate{
+          i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale, false};
     }
     return std::nullopt;
   }
@@ -578,16 +561,20 @@ class StrataPolicy final : public CompactionPolicy {
       return Status::Ok();
     }
     const size_t goal = in.target_tokens ? in.target_tokens : in.limit_tokens;
-    const size_t summary_limit = std::min(
-        options_.max_summary_tokens, std::max<size_t>(kMinSummaryTokens, goal / kSummaryShareDivisor));
+    const size_t summary_limit =
+        std::min(options_.max_summary_tokens,
+                 std::max<size_t>(kMinSummaryTokens, goal / kSummaryShareDivisor));
     const size_t summary_estimate = summary_limit + in.message_overhead_tokens;
     size_t span_tokens = 0, last_unit = first_unit;
     size_t c_after = 0;  // first candidate after the span
     const size_t span_need = SpanNeed(need, goal);
     for (; last_unit < units.size() && unit_eligible(units[last_unit]); ++last_unit) {
-      for (size_t i = units[last_unit].begin; i < units[last_unit].end; ++i) span_tokens += MessageTokens(in, *h[i]);
-      while (c_after < candidates.size() && candidates[c_after].index < units[last_unit].end) ++c_after;
-      const size_t span_saving = span_tokens > summary_estimate ? span_tokens - summary_estimate : 0;
+      for (size_t i = units[last_unit].begin; i < units[last_unit].end; ++i)
+        span_tokens += MessageTokens(in, *h[i]);
+      while (c_after < candidates.size() && candidates[c_after].index < units[last_unit].end)
+        ++c_after;
+      const size_t span_saving =
+          span_tokens > summary_estimate ? span_tokens - summary_estimate : 0;
       if (span_saving + suffix[c_after] >= span_need) {
         ++last_unit;
         break;
@@ -665,13 +652,16 @@ class StrataPolicy final : public CompactionPolicy {
   // for). Above the trigger, the batch with the best expected net saving among those that reach the
   // goal; below it, the best batch of stale and superseded results, applied only when its saving
   // exceeds below_trigger_margin times its re-prefill cost.
-  void ChooseByValue(const CompactionInput& in, const Economics& econ, const std::vector<Candidate>& candidates,
-                     const std::vector<size_t>& tail, size_t need, HistoryEdit& edit) const {
+  void ChooseByValue(const CompactionInput& in, const Economics& econ,
+                     const std::vector<Candidate>& candidates, const std::vector<size_t>& tail,
+                     size_t need, HistoryEdit& edit) const {
     const bool below = need == 0;
     const size_t m = candidates.size();
     // Stale and superseded first, then unused, then in-use results.
     constexpr int kUseRanks = 3;
-    auto rank = [](Use use) { return use == Use::kStale || use == Use::kSuperseded ? 0 : (use == Use::kUnused ? 1 : 2); };
+    auto rank = [](Use use) {
+      return use == Use::kStale || use == Use::kSuperseded ? 0 : (use == Use::kUnused ? 1 : 2);
+    };
     std::vector<bool> best_set;
     double best_net = -1e300;
     size_t best_removed = 0, best_invalidated = 0;
@@ -709,13 +699,15 @@ class StrataPolicy final : public CompactionPolicy {
     }
     if (best_set.empty()) return;
     if (below) {
-      const double saving = econ.Saving(best_removed), cost = econ.Cost(best_invalidated, best_removed);
+      const double saving = econ.Saving(best_removed),
+                   cost = econ.Cost(best_invalidated, best_removed);
       if (!(saving > options_.below_trigger_margin * cost)) {
         return;  // does not pay: nothing to do
       }
-      edit.reason = "expected saving " + Fixed(saving) + " over " + Fixed(econ.Horizon(best_removed)) +
-                    " turns exceeds " + Fixed(options_.below_trigger_margin) + " x re-prefill cost " +
-                    Fixed(cost) + " (input " + std::to_string(in.total_tokens) + " tokens, below the trigger " +
+      edit.reason = "expected saving " + Fixed(saving) + " over " +
+                    Fixed(econ.Horizon(best_removed)) + " turns exceeds " +
+                    Fixed(options_.below_trigger_margin) + " x re-prefill cost " + Fixed(cost) +
+                    " (input " + std::to_string(in.total_tokens) + " tokens, below the trigger " +
                     std::to_string(in.trigger_tokens) + ")";
     }
     for (size_t k = 0; k < m; ++k) {
@@ -727,8 +719,9 @@ class StrataPolicy final : public CompactionPolicy {
   }
 
   // Lists every candidate (chosen ones marked) and the chosen set's totals in edit.explanation.
-  void FinishExplanation(const CompactionInput& in, const Economics& econ, const std::vector<Candidate>& candidates,
-                         const std::vector<size_t>& tail, HistoryEdit& edit) const {
+  void FinishExplanation(const CompactionInput& in, const Economics& econ,
+                         const std::vector<Candidate>& candidates, const std::vector<size_t>& tail,
+                         HistoryEdit& edit) const {
     CompactionExplanation& x = edit.explanation;
     if (x.mode.empty()) x.mode = ModeOf(in);
     x.remaining_turns = econ.remaining;
@@ -736,7 +729,8 @@ class StrataPolicy final : public CompactionPolicy {
     x.cached_price = econ.c;
     std::set<std::string> chosen;
     for (const SegmentEdit& e : edit.edits) chosen.insert(e.segment_id);
-    std::vector<CompactionCandidate> listed = std::move(x.candidates);  // a summary, when there is one
+    std::vector<CompactionCandidate> listed =
+        std::move(x.candidates);  // a summary, when there is one
     // Listed in history order (a segment's index; ids absent from the history last): each entry's
     // index is known as it is listed (a candidate carries its own), not looked up by id.
     std::vector<std::pair<size_t, size_t>> order;  // (history index, listed index)
@@ -823,7 +817,8 @@ class StrataPolicy final : public CompactionPolicy {
   }
 
   // Adds candidates from `start` on: stale ones first, then the rest oldest first, until `need`.
-  static void SelectFrom(const std::vector<Candidate>& candidates, size_t start, size_t need, HistoryEdit& edit) {
+  static void SelectFrom(const std::vector<Candidate>& candidates, size_t start, size_t need,
+                         HistoryEdit& edit) {
     size_t freed = 0;
     for (int pass = 0; pass < 2 && freed < need; ++pass) {
       for (size_t c = start; c < candidates.size() && freed < need; ++c) {
@@ -836,8 +831,7 @@ class StrataPolicy final : public CompactionPolicy {
 
   // An error log is superseded when a later result of the same tool with the same arguments is not
   // an error log.
-  static bool Superseded(const std::vector<const Segment*>& h, size_t i,
-                         const std::unordered_map<std::string, const ToolCall*>& calls) {
+  static bool Superseded(const std::vector<const Segment*>& h, size_t i, const CallIndex& calls) {
     const ToolCall* call = CallOf(calls, *h[i]);
     if (call == nullptr) return false;
     for (size_t j = i + 1; j < h.size(); ++j) {
@@ -852,9 +846,7 @@ class StrataPolicy final : public CompactionPolicy {
   const bool consider_every_candidate_;  // no early stop (the whole computation, for tests)
   std::unique_ptr<Summarizer> extractive_;
   compact_internal::SegmentFactsCache facts_;
-  std::mutex memo_mu_;
-  std::string last_key_;   // guarded by memo_mu_: PlanKey of the last input planned
-  HistoryEdit last_plan_;  // guarded by memo_mu_: its edit
+  compact_internal::PlanMemo memo_;
 };
 
 }  // namespace

@@ -151,12 +151,13 @@ StatusOr<BuiltRequest> Context::Impl::RenderCounted(const BuildOptions& build) c
 }
 
 StatusOr<HistoryEdit> Context::Impl::PlanRound(const BuildOptions& build, size_t tokens,
-                                               size_t limit, size_t round) const {
+                                               size_t limit, size_t round, bool prediction) const {
   CompactionPolicy* policy = options_.compaction;
   CompactionInput input = MakeInput(false);
   input.summary_request = build.summary_request;
   input.total_tokens = tokens;  // plan against the exact count when there is one
   input.round = round;
+  input.prediction = prediction;
   if (tokens <= limit && !policy->ShouldCompact(input)) return HistoryEdit{};
   STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, policy->Plan(input));
   if (edit.reason.empty() && !edit.empty()) edit.reason = DescribeTrigger(input);
@@ -271,14 +272,16 @@ StatusOr<BuiltRequest> Context::Impl::PreviewBuild(const BuildOptions& build) co
   HistoryEdit plan;
   const bool plan_first = PlansBeforeRendering();
   if (plan_first) {  // as BuildWithinBudget: a plan that compacts needs no render of this context
-    STRATA_ASSIGN_OR_RETURN(plan, PlanRound(build, InputTokens(), LimitTokens(), 0));
+    STRATA_ASSIGN_OR_RETURN(plan,
+                            PlanRound(build, InputTokens(), LimitTokens(), 0, /*prediction=*/true));
     if (!plan.empty()) return CopyForPreview().BuildWithinBudget(build, &plan);
   }
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
   if (!options_.budget) return request;
   const size_t limit = LimitTokens();
   if (!plan_first && options_.compaction != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(plan, PlanRound(build, request.input_tokens, limit, 0));
+    STRATA_ASSIGN_OR_RETURN(plan,
+                            PlanRound(build, request.input_tokens, limit, 0, /*prediction=*/true));
   }
   if (plan.empty()) {
     if (request.input_tokens > limit) {

@@ -222,8 +222,9 @@ class Context::Impl {
   Status OverBudgetError(size_t tokens, size_t limit, bool can_compact) const;
   // What round `round` of BuildWithinBudget would apply to the request counted at `tokens`: the
   // policy's edit (its reason filled in), or an empty one when the policy does not compact.
+  // `prediction`: for PreviewBuild (CompactionInput::prediction).
   StatusOr<HistoryEdit> PlanRound(const BuildOptions& build, size_t tokens, size_t limit,
-                                  size_t round) const;
+                                  size_t round, bool prediction = false) const;
   // One round of BuildWithinBudget: plans (or takes `planned`) and applies a compaction of the
   // request counted at `tokens`; the applied round's report, or nullopt when the edit is empty or
   // does not reduce.

@@ -654,7 +654,8 @@ class WherePlannedPolicy final : public CompactionPolicy {
 
 // A prediction asks the policy once, on the agent's own context: a plan that changes nothing
 // needs no copy, and a plan that compacts is applied to a copy as planned (not planned again),
-// with the volatile items the copy's snapshot leaves out, so that it predicts the turn exactly.
+// with the volatile items too (a snapshot would leave them out), so that it predicts the turn
+// exactly.
 TEST_CASE("a prediction plans on the agent's context and copies it only to apply a compaction",
           "[agent][predict]") {
   ScriptedTransport transport;

@@ -629,14 +629,16 @@ TEST_CASE("PreviewBuild is the request Build then returns and leaves the context
    public:
     std::string Name() const override { return "counting-mask@1"; }
     bool ShouldCompact(const CompactionInput& input) const override { return input.round == 0; }
-    StatusOr<HistoryEdit> Plan(const CompactionInput&) override {
+    StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
       ++plans;
+      predictions += input.prediction ? 1 : 0;
       HistoryEdit edit;
       if (!target.empty()) edit.edits.push_back({target, SegmentEdit::Action::kMask, "[masked]"});
       return edit;
     }
     std::string target;
     int plans = 0;
+    int predictions = 0;  // plans asked with CompactionInput::prediction set
   } policy;
   ContextOptions options;
   options.budget = Budget();
@@ -649,6 +651,7 @@ TEST_CASE("PreviewBuild is the request Build then returns and leaves the context
   StatusOr<BuiltRequest> kept = context->PreviewBuild();
   REQUIRE(kept.ok());
   CHECK(policy.plans == 1);
+  CHECK(policy.predictions == 1);
   CHECK_FALSE(kept->compaction.has_value());
   const StatusOr<BuiltRequest> preview = context->Preview();
   REQUIRE(preview.ok());
@@ -675,6 +678,7 @@ TEST_CASE("PreviewBuild is the request Build then returns and leaves the context
   // Build() gives the same bytes and report.
   const BuiltRequest built = MustBuild(*context);
   CHECK(policy.plans == 3);
+  CHECK(policy.predictions == 2);  // the build's plan is not a prediction
   REQUIRE(built.compaction.has_value());
   CHECK(built.body == predicted->body);
   CHECK(built.input_tokens == predicted->input_tokens);
