@@ -365,7 +365,10 @@ class Context {
   // above the budget: RESOURCE_EXHAUSTED names the layers and their sizes when what cannot be
   // compacted (stable layers, volatile layer, pinned and protected history) does not fit.
   // FAILED_PRECONDITION when there is nothing to send (no message) or tool calls are unanswered;
-  // INVALID_ARGUMENT for bad extra fields.
+  // INVALID_ARGUMENT for bad extra fields. With a request counter a build that compacts renders
+  // (to count), applies the policy's edit and renders again, into the first render's memory and
+  // writing only the bytes from the edit on; without one it plans on InputTokens() and renders
+  // once.
   StatusOr<BuiltRequest> Build(const BuildOptions& options = {});
   // Renders the request the context holds now and never changes the context (for inspection, and
   // for predictions that must not compact). The same checks and body as Build() when Build() would

@@ -61,6 +61,7 @@ Context::Impl::Impl(ContextOptions options) : options_(std::move(options)) {
 
 Context::Impl& Context::Impl::CopyForPreview() const {
   std::string spare = std::move(spare_body_);
+  const uint64_t spare_serial = spare_serial_;
   // Copies every member: the segments, the render buffers (so the copy's renders continue this
   // context's), the indexes; a tokenizer this context made is shared. Into the kept copy, the
   // strings are assigned where the last copy's were.
@@ -70,8 +71,13 @@ Context::Impl& Context::Impl::CopyForPreview() const {
     *preview_copy_.impl = *this;
   }
   Impl& copy = *preview_copy_.impl;
+  // The copy's last render is this context's: a spare holding that render holds it for the copy
+  // too. The copy's own spare, emptied by the assignment, holds no render.
+  copy.spare_serial_ = 0;
+  spare_serial_ = spare_serial;
   if (spare.capacity() > copy.spare_body_.capacity()) {
     std::swap(copy.spare_body_, spare);
+    std::swap(copy.spare_serial_, spare_serial_);
   }
   spare_body_ = std::move(spare);  // the smaller of the two stays here
   copy.options_.journal = nullptr;
@@ -355,8 +361,8 @@ StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id, siz
 }
 std::vector<Segment> Context::Segments() const { return impl_->Segments(); }
 std::vector<SegmentFingerprint> Context::Fingerprints() const { return impl_->Fingerprints(); }
-std::vector<SegmentFingerprint> Context::FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
-                                                           size_t* kept) const {
+std::vector<SegmentFingerprint> Context::FingerprintsAfter(
+    const std::vector<SegmentFingerprint>& earlier, size_t* kept) const {
   return impl_->FingerprintsAfter(earlier, kept);
 }
 const Segment* Context::Find(std::string_view id) const { return impl_->Find(id); }

@@ -228,8 +228,9 @@ StatusOr<BuiltRequest> Context::Impl::BuildWithinBudget(const BuildOptions& buil
         ++rounds;
         MergeRound(merged, *round);
         merged->rounds = rounds;
-        Recycle(std::move(request.body));  // the next render writes where this one did
-        continue;                          // render and count again
+        // The next render writes where this one did, from the round's edit on.
+        RecycleRender(std::move(request.body), request.render_serial);
+        continue;  // render and count again
       }
     }
     if (tokens > limit) return OverBudgetError(tokens, limit, options_.compaction != nullptr);
@@ -264,7 +265,7 @@ StatusOr<BuiltRequest> Context::Impl::Preview(const BuildOptions& build) const {
 StatusOr<size_t> Context::Impl::CountRequest(const BuildOptions& build) const {
   STRATA_ASSIGN_OR_RETURN(BuiltRequest request, RenderCounted(build));
   const size_t tokens = request.input_tokens;
-  Recycle(std::move(request.body));
+  RecycleRender(std::move(request.body), request.render_serial);
   return tokens;
 }
 
@@ -290,7 +291,7 @@ StatusOr<BuiltRequest> Context::Impl::PreviewBuild(const BuildOptions& build) co
     return request;
   }
   // Only a plan that compacts needs a copy to apply it to, whose renders write where this one did.
-  Recycle(std::move(request.body));
+  RecycleRender(std::move(request.body), request.render_serial);
   return CopyForPreview().BuildWithinBudget(build, &plan);
 }
 

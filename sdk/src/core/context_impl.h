@@ -136,7 +136,18 @@ class Context::Impl {
   // The request as the buffers stand, without counting or compacting (context_render.cc).
   StatusOr<BuiltRequest> Render(const BuildOptions& build) const;
   // Context::Recycle: the next Render() writes into this memory when it is large enough.
-  void Recycle(std::string body) const { spare_body_ = std::move(body); }
+  void Recycle(std::string body) const {
+    spare_body_ = std::move(body);
+    spare_serial_ = 0;  // a caller's body: its bytes may have changed
+  }
+  // Recycle() of this context's own render `serial`, seen by no caller: when it is still the last
+  // render, the next Render() keeps the leading bytes it shares with it and writes only the rest.
+  void RecycleRender(std::string body, uint64_t serial) const {
+    spare_body_ = std::move(body);
+    spare_serial_ = serial;
+  }
+  // The leading bytes the next render shares with the last one (BuiltRequest::unchanged_bytes).
+  size_t UnchangedSinceLastRender() const;
   // Sets out's render serials and unchanged bytes, and notes it as the last render.
   void NoteRender(BuiltRequest* out) const;
 
@@ -320,6 +331,8 @@ class Context::Impl {
   std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   std::string history_buf_;
   mutable std::string spare_body_;  // memory handed back by Recycle(), for the next Render()
+  // The render spare_body_ holds unchanged (RecycleRender), or 0 when its bytes are not known.
+  mutable uint64_t spare_serial_ = 0;
   size_t rendered_history_messages_ = 0;
   std::vector<std::pair<std::string, std::string>> volatile_;
 

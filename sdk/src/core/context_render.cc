@@ -163,9 +163,17 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
 
   BuiltRequest out;
   std::string& body = out.body;
-  const size_t size = header_.size() + 1 + history_buf_.size() + 1 + volatile_message.size() + 1 +
-                      extra.size() + 1;
-  if (spare_body_.capacity() >= size) {
+  const size_t size =
+      header_.size() + 1 + history_buf_.size() + 1 + volatile_message.size() + 1 + extra.size() + 1;
+  // The spare memory holds the last render itself (a build's own render before its compaction):
+  // the bytes this render shares with it stay, and only the rest is written.
+  const size_t unchanged = UnchangedSinceLastRender();
+  const bool continues = spare_serial_ != 0 && spare_serial_ == last_render_serial_ &&
+                         spare_body_.size() >= unchanged && spare_body_.capacity() >= size;
+  if (continues) {
+    body.swap(spare_body_);
+    body.resize(unchanged);
+  } else if (spare_body_.capacity() >= size) {
     body.swap(spare_body_);  // memory already faulted in; what it held is overwritten
     body.clear();
   } else {
@@ -173,11 +181,14 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
     body.reserve(BodyCapacity(size, spare_body_.capacity() > std::string().capacity()));
   }
   spare_body_ = std::string();
-  body += header_;
+  spare_serial_ = 0;
+  if (body.size() < header_.size()) body.assign(header_);
   out.stable_prefix_bytes = header_.size();
   if (!history_buf_.empty()) {
-    if (stable_messages_ > 0) body.push_back(',');
-    body += history_buf_;
+    // The history starts after the header and, when there are stable messages, a comma.
+    const size_t history_start = header_.size() + (stable_messages_ > 0 ? 1 : 0);
+    if (body.size() < history_start) body.push_back(',');
+    body.append(history_buf_, body.size() - history_start, std::string::npos);
   }
   out.history_end_bytes = body.size();
   if (!volatile_message.empty()) {
@@ -209,15 +220,17 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
 // The bytes `out` shares with the last render: the header when it was not rebuilt since, and
 // with it the history up to the shortest it has been since (appends leave the bytes before them
 // as they were; an edit re-renders from its boundary). Then `out` becomes the last render.
+size_t Context::Impl::UnchangedSinceLastRender() const {
+  if (last_render_serial_ == 0 || last_render_header_generation_ != header_generation_) return 0;
+  const size_t history = std::min(history_low_water_, last_render_history_bytes_);
+  // Both bodies have the history after the header (and its comma) when both have one.
+  return header_.size() + (history > 0 ? (stable_messages_ > 0 ? 1 : 0) + history : 0);
+}
+
 void Context::Impl::NoteRender(BuiltRequest* out) const {
+  out->unchanged_bytes = UnchangedSinceLastRender();
   out->render_serial = NextRenderSerial();
   out->previous_render_serial = last_render_serial_;
-  if (last_render_serial_ != 0 && last_render_header_generation_ == header_generation_) {
-    const size_t history = std::min(history_low_water_, last_render_history_bytes_);
-    // Both bodies have the history after the header (and its comma) when both have one.
-    out->unchanged_bytes =
-        header_.size() + (history > 0 ? (stable_messages_ > 0 ? 1 : 0) + history : 0);
-  }
   last_render_serial_ = out->render_serial;
   last_render_header_generation_ = header_generation_;
   last_render_history_bytes_ = history_buf_.size();

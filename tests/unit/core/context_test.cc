@@ -620,6 +620,66 @@ TEST_CASE("a compacting build says what it shares with the render before the bui
 }
 
 
+// A request counter that notes each body it counts (its bytes and where they are) and, when told
+// to, overwrites the second byte of the first body it counts after counting it.
+class NotingCounter final : public RequestTokenCounter {
+ public:
+  std::string Name() const override { return "noting"; }
+  StatusOr<size_t> CountRequest(std::string_view body) const override {
+    bodies.emplace_back(body);
+    places.push_back(body.data());
+    if (scribble && bodies.size() == 1) const_cast<char*>(body.data())[1] = '#';  // a std::string
+    return body.size() / 4;
+  }
+  bool scribble = false;
+  mutable std::vector<std::string> bodies;
+  mutable std::vector<const char*> places;
+};
+
+// With a request counter a compacting build renders, counts, plans, edits and renders again: the
+// second render is written into the first one's memory, and only from the edit on (the bytes
+// before it are the first render's, not written again).
+TEST_CASE("a compacting build's second render keeps the bytes before the edit and writes the rest",
+          "[core][context]") {
+  for (const bool scribble : {false, true}) {
+    MaskOncePolicy policy;
+    NotingCounter counter;
+    ContextOptions options;
+    options.budget = Budget();
+    options.compaction = &policy;
+    options.request_counter = &counter;
+    auto context = NewContext(options);
+    const std::vector<std::string> results = ReadFiles(*context, 4);
+    MustBuild(*context);
+    REQUIRE(context->AppendAssistant({"", "", {{"call_4", "read", "{}"}}}).ok());
+    REQUIRE(context->AppendToolResult({"call_4", std::string(400, 'e'), false}).ok());
+    policy.target = results[2];
+    counter.bodies.clear();
+    counter.places.clear();
+    counter.scribble = scribble;
+    const BuiltRequest built = MustBuild(*context);
+    counter.scribble = false;
+    REQUIRE(built.compaction.has_value());
+    REQUIRE(counter.bodies.size() == 2);  // the render before the plan, the one after the edit
+    CHECK(counter.places[1] == counter.places[0]);
+    CHECK(counter.places[1] == built.body.data());
+    CHECK(built.body.find(std::string(400, 'c')) == std::string::npos);
+    CHECK(built.body.find(std::string(400, 'e')) != std::string::npos);
+    const StatusOr<BuiltRequest> fresh = context->Preview();  // rendered whole
+    REQUIRE(fresh.ok());
+    if (!scribble) {
+      CHECK(built.body == fresh->body);
+      CHECK(counter.bodies[1] == built.body);
+    } else {
+      // The first render's second byte, overwritten after it was counted, is still there: the
+      // second render did not write it. From the masked result on, every byte is the new render's.
+      CHECK(built.body[1] == '#');
+      CHECK(fresh->body[1] != '#');
+      CHECK(built.body.substr(2) == fresh->body.substr(2));
+    }
+  }
+}
+
 // Context::PreviewBuild: the policy is asked once, on the context itself; nothing planned is
 // Preview()'s request; a plan is applied to a copy holding the volatile items too, and gives the
 // bytes and report Build() then gives; the context is left as it was.
