@@ -48,10 +48,15 @@ std::string PlanMemo::Key(const CompactionInput& in) {
 
 std::optional<HistoryEdit> PlanMemo::Find(const CompactionInput& in, std::string* key) {
   key->clear();
+  const Counts counts = CountsOf(in);
+  {
+    internal::MutexLock lock(mu_);
+    if (!kept_ || counts != counts_) return std::nullopt;
+  }
+  *key = Key(in);  // a pass over the history: not under the lock
+  if (key->empty()) return std::nullopt;
   internal::MutexLock lock(mu_);
-  if (!kept_ || CountsOf(in) != counts_) return std::nullopt;
-  *key = Key(in);
-  if (key->empty() || *key != key_) return std::nullopt;
+  if (!kept_ || *key != key_) return std::nullopt;
   return plan_;
 }
 

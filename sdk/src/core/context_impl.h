@@ -148,8 +148,9 @@ class Context::Impl {
   }
   // The leading bytes the next render shares with the last one (BuiltRequest::unchanged_bytes).
   size_t UnchangedSinceLastRender() const;
-  // Sets out's render serials and unchanged bytes, and notes it as the last render.
-  void NoteRender(BuiltRequest* out) const;
+  // Sets out's render serials and unchanged bytes (UnchangedSinceLastRender() before the render),
+  // and notes it as the last render.
+  void NoteRender(size_t unchanged, BuiltRequest* out) const;
 
   // Token accounting (context_budget.cc).
   size_t VolatileTokens() const;

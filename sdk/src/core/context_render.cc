@@ -213,7 +213,7 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
   out.limit_tokens = LimitTokens();
   out.tokens_estimated = tokenizer_->IsEstimate();
   out.warnings = lint_;
-  NoteRender(&out);
+  NoteRender(unchanged, &out);
   return out;
 }
 
@@ -227,8 +227,8 @@ size_t Context::Impl::UnchangedSinceLastRender() const {
   return header_.size() + (history > 0 ? (stable_messages_ > 0 ? 1 : 0) + history : 0);
 }
 
-void Context::Impl::NoteRender(BuiltRequest* out) const {
-  out->unchanged_bytes = UnchangedSinceLastRender();
+void Context::Impl::NoteRender(size_t unchanged, BuiltRequest* out) const {
+  out->unchanged_bytes = unchanged;
   out->render_serial = NextRenderSerial();
   out->previous_render_serial = last_render_serial_;
   last_render_serial_ = out->render_serial;
