@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
@@ -26,7 +26,7 @@
 #include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
-#include "tokenize/shared_render.h"
+#include "tokenize/exact_tokenizer.h"  // CommonPrefix
 
 namespace strata::cli {
 namespace {
@@ -43,14 +43,6 @@ struct ReplayArgs {
   std::string agent;  // --agent: its id (default: the trace file name without .jsonl)
   std::string tokenizer;  // --tokenizer: count tokens exactly (else the 4-bytes-per-token estimate)
 };
-
-size_t CommonPrefix(const std::string& a, const std::string& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;  // memcmp by chunks first: a byte loop over megabytes per turn shows in profiles
-  while (i + 4096 <= n && std::memcmp(a.data() + i, b.data() + i, 4096) == 0) i += 4096;
-  return i + static_cast<size_t>(std::mismatch(a.begin() + i, a.begin() + n, b.begin() + i).first -
-                                 (a.begin() + i));
-}
 
 template <typename T>
 T Median(std::vector<T> values) {
@@ -136,12 +128,10 @@ class TurnMeasurer {
         counting_(counting),
         policy_name_(policy_name),
         context_(context),
-        out_(out) {
-    if (counting.tokenizer) prompt_ids_ = std::make_unique<IncrementalEncoder>(*counting.tokenizer);
-  }
+        out_(out) {}
 
   Status Measure(const TraceMessage& message, const BuiltRequest& request) {
-    const size_t reused = CommonPrefix(previous_, request.body);
+    const size_t reused = ReusedBytes(request);
     nlohmann::ordered_json j;
     j["messages"] = request.message_count;
     j["request_bytes"] = request.body.size();
@@ -177,6 +167,7 @@ class TurnMeasurer {
     // Only what follows the shared prefix is copied: a growing prompt costs its new bytes.
     previous_.resize(reused);
     previous_.append(request.body, reused, std::string::npos);
+    previous_serial_ = request.render_serial;
     ++totals_.turns;
     return Status::Ok();
   }
@@ -184,35 +175,34 @@ class TurnMeasurer {
   const ReplayTotals& totals() const { return totals_; }
 
  private:
+  // The leading bytes the request shares with the one measured before it. The context says how
+  // many it kept unchanged since its render before this one; when that render is the request
+  // measured last, only the bytes after those are compared.
+  size_t ReusedBytes(const BuiltRequest& request) const {
+    size_t known = 0;
+    if (previous_serial_ != 0 && request.previous_render_serial == previous_serial_) {
+      known = std::min({request.unchanged_bytes, previous_.size(), request.body.size()});
+    }
+    return known + tokenize_internal::CommonPrefix(std::string_view(previous_).substr(known),
+                                                   std::string_view(request.body).substr(known));
+  }
+
   // Tokens of the request's prompt the prefix-cache model (blocks of 16 tokens, fed with every
   // request before) already holds.
   StatusOr<int64_t> ReusedTokens(const BuiltRequest& request) {
-    const Tokenizer* tokenizer = counting_.tokenizer.get();
-    // The count's own rendering (strata's templates hand out the kept text for the same body, no
-    // copy), which says how much of the rendering encoded last turn it kept.
-    STRATA_ASSIGN_OR_RETURN(
-        tokenize_internal::SharedRender render,
-        tokenize_internal::RenderSharedWithOverhead(*counting_.chat_template, request.body));
-    const std::string& prompt = *render.text;
-    // Ids through an incremental encoder: each turn encodes what changed, not the whole prompt,
-    // and the block chain continues from the ids the encoder kept (the same chain HashPromptIds
-    // gives, without copying and comparing every id).
-    if (tokenizer->IsEstimate()) {
-      blocks_ = HashPrompt(prompt, "", tokenizer, cache_.options());
-    } else {
-      // The leading bytes of the prompt the encoder's text is known to have.
-      const size_t known = tokenize_internal::KnownPrefixOf(render, encoded_serial_).value_or(0);
-      const std::vector<int32_t>& ids = prompt_ids_->Encode(prompt, known);
-      encoded_serial_ = render.serial;
-      if (totals_.turns == 0) {
-        blocks_ = HashPromptIds(ids, "", cache_.options());
-      } else {
-        ContinuePromptIds(ids, prompt_ids_->unchanged(), cache_.options(), &blocks_);
-      }
+    // The render the context's count made of this body (handed over, not rendered again), and its
+    // block chain continued from the last request's through the ids the count's encoder already
+    // holds: each request costs what changed, and its bytes are encoded once.
+    std::shared_ptr<const std::string> prompt =
+        counting_.counter->TakeRender(request.render_serial);
+    if (prompt == nullptr) {
+      STRATA_ASSIGN_OR_RETURN(
+          prompt, counting_.prompt_tokens->Render(*counting_.chat_template, request.body));
     }
-    const PromptBlocks& blocks = blocks_;
-    const int64_t reused_tokens = cache_.LookupAndInsert(blocks);
-    totals_.total_tokens += static_cast<uint64_t>(blocks.prompt_tokens);
+    std::shared_ptr<const PromptBlocks> blocks =
+        counting_.prompt_tokens->Hash(*prompt, "", cache_.options());
+    const int64_t reused_tokens = cache_.LookupAndInsert(*blocks);
+    totals_.total_tokens += static_cast<uint64_t>(blocks->prompt_tokens);
     totals_.reused_tokens_total += static_cast<uint64_t>(reused_tokens);
     return reused_tokens;
   }
@@ -250,10 +240,8 @@ class TurnMeasurer {
   Context& context_;
   OutputFile* out_;
   PrefixCacheModel cache_;
-  std::unique_ptr<IncrementalEncoder> prompt_ids_;
-  uint64_t encoded_serial_ = 0;  // the rendering whose text prompt_ids_ holds (0: none known)
-  PromptBlocks blocks_;  // the block chain of the last prompt, continued turn by turn
-  std::string previous_;
+  std::string previous_;          // the request measured last
+  uint64_t previous_serial_ = 0;  // its render serial
   ReplayTotals totals_;
 };
 

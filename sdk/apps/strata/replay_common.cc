@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/utf8.h"
@@ -42,7 +44,10 @@ ExactCounting MakeExactCounting(const std::string& spec) {
   ExactCounting counting;
   counting.tokenizer = MakeTokenizerOrThrow(spec, "--tokenizer");
   counting.chat_template = MakeGlm5ChatTemplate();
-  counting.counter = MakeRequestTokenCounter(*counting.chat_template, *counting.tokenizer);
+  counting.prompt_tokens = std::make_unique<agent_internal::PromptTokens>(
+      counting.tokenizer.get(), std::vector<std::string>());
+  counting.counter = std::make_unique<agent_internal::IncrementalRequestCounter>(
+      counting.chat_template.get(), counting.tokenizer.get(), counting.prompt_tokens.get());
   return counting;
 }
 

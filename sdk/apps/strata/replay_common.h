@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "agent/prompt_tokens.h"
 #include "strata/chat_template.h"
 #include "strata/context.h"
 #include "strata/tokenizer.h"
@@ -17,12 +18,15 @@ namespace strata::cli {
 // The hygiene options of replay's --max-segment-tokens and --no-hygiene flags.
 HygieneOptions ReplayHygiene(size_t max_segment_tokens, bool no_hygiene);
 
-// Exact counting for --tokenizer SPEC: the tokenizer, the GLM-5 template and a request counter over
-// both (the counter refers to the other two, so they live together).
+// Exact counting for --tokenizer SPEC: the tokenizer, the GLM-5 template, the prompts' token ids
+// and block hashes continued from request to request (the Agent's PromptTokens), and the request
+// counter over them (the counter refers to the others, so they live together). The context's
+// count and the replay's prefix-cache blocks share one render and one encoding per request.
 struct ExactCounting {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
-  std::unique_ptr<RequestTokenCounter> counter;
+  std::unique_ptr<agent_internal::PromptTokens> prompt_tokens;
+  std::unique_ptr<agent_internal::IncrementalRequestCounter> counter;
 };
 
 // Throws CLI::ValidationError (exit 2) for a spec that is not a tokenizer spec at all, CommandFailed

@@ -396,6 +396,14 @@ class Context {
   // 1M-token body is over 4 MB, and a fresh mapping costs more than the copy). Only the memory is
   // reused: the contents are not read. One is kept; one too small for the next body is let go.
   void Recycle(std::string body);
+  // The same for a body handed back exactly as it was returned: BuiltRequest::body of the render
+  // `render_serial` (BuiltRequest::render_serial), not changed since. When that is still the
+  // context's last render, the next render keeps the bytes the two share
+  // (BuiltRequest::unchanged_bytes) and writes only the rest, instead of the whole body: a turn
+  // that appends writes what it appends. The bytes are trusted, not compared: a body changed in
+  // place would be sent as changed, so hand a changed body back with Recycle(body). One of another
+  // size than that render's, or of an earlier render, only lends its memory.
+  void Recycle(std::string body, uint64_t render_serial);
 
   // --- Compaction (strata/compaction_policy.h) -----------------------------------------------
 

@@ -245,4 +245,11 @@ std::shared_ptr<const std::string> IncrementalRequestCounter::TakeCounted(size_t
   return text != nullptr && counted_body_size_ == body_size ? text : nullptr;
 }
 
+std::shared_ptr<const std::string> IncrementalRequestCounter::TakeRender(uint64_t render_serial) {
+  internal::MutexLock lock(mu_);
+  std::shared_ptr<const std::string> text = std::move(counted_);
+  counted_.reset();
+  return text != nullptr && render_serial != 0 && counted_render_ == render_serial ? text : nullptr;
+}
+
 }  // namespace strata::agent_internal

@@ -140,6 +140,10 @@ class IncrementalRequestCounter final : public RequestTokenCounter {
   // counted since or that body was not `body_size` bytes long. A context's Build returns the
   // body it counted last, so this is that body's render, without rendering it again.
   std::shared_ptr<const std::string> TakeCounted(size_t body_size);
+  // The render of the body counted last when CountRendered counted it as render `render_serial`
+  // of a context (BuiltRequest::render_serial; never 0), then dropped; null otherwise. The serial
+  // names one body, so this is that body's render whatever was counted before it.
+  std::shared_ptr<const std::string> TakeRender(uint64_t render_serial);
 
  private:
   const ChatTemplate* template_;

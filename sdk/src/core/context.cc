@@ -344,6 +344,9 @@ StatusOr<size_t> Context::CountRequest(const BuildOptions& options) const {
   return impl_->CountRequest(options);
 }
 void Context::Recycle(std::string body) { impl_->Recycle(std::move(body)); }
+void Context::Recycle(std::string body, uint64_t render_serial) {
+  impl_->RecycleRender(std::move(body), render_serial);
+}
 StatusOr<BuiltRequest> Context::Build(const BuildOptions& options) {
   return impl_->BuildWithinBudget(options);
 }

@@ -140,11 +140,13 @@ class Context::Impl {
     spare_body_ = std::move(body);
     spare_serial_ = 0;  // a caller's body: its bytes may have changed
   }
-  // Recycle() of this context's own render `serial`, seen by no caller: when it is still the last
-  // render, the next Render() keeps the leading bytes it shares with it and writes only the rest.
+  // Recycle() of this context's render `serial` unchanged (its own, seen by no caller, or one a
+  // caller hands back as it was): when it is still the last render, the next Render() keeps the
+  // leading bytes it shares with it and writes only the rest. A body whose size is not the last
+  // render's is not that render: only its memory is reused.
   void RecycleRender(std::string body, uint64_t serial) const {
+    spare_serial_ = body.size() == last_render_bytes_ ? serial : 0;
     spare_body_ = std::move(body);
-    spare_serial_ = serial;
   }
   // The leading bytes the next render shares with the last one (BuiltRequest::unchanged_bytes).
   size_t UnchangedSinceLastRender() const;
@@ -346,6 +348,7 @@ class Context::Impl {
   mutable uint64_t last_render_serial_ = 0;
   mutable uint64_t last_render_header_generation_ = 0;
   mutable size_t last_render_history_bytes_ = 0;
+  mutable size_t last_render_bytes_ = 0;  // its body's size
   mutable size_t history_low_water_ = 0;
   std::string stable_prefix_hash_;
   std::vector<LintWarning> lint_;

@@ -234,6 +234,7 @@ void Context::Impl::NoteRender(size_t unchanged, BuiltRequest* out) const {
   last_render_serial_ = out->render_serial;
   last_render_header_generation_ = header_generation_;
   last_render_history_bytes_ = history_buf_.size();
+  last_render_bytes_ = out->body.size();
   history_low_water_ = history_buf_.size();
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/text_util.h"
 
@@ -190,6 +191,8 @@ Status ReplayTrace(const std::vector<TraceMessage>& messages, Context& context,
           Status callback = on_turn(m, *request);
           if (!callback.ok()) return at(m, callback);
         }
+        // Handed back unchanged (the callback sees it const): the next build writes what it adds.
+        context.Recycle(std::move(request->body), request->render_serial);
         s = context.AppendAssistant(AssistantMessage{m.content, m.reasoning, m.tool_calls}).status();
         break;
       }

@@ -7,8 +7,9 @@
 // strata's templates say which kept rendering a render continues and how many of its bytes it kept
 // (tokenize_internal::SharedRender), and hand out their own text: the encoder holding that
 // rendering continues from there without comparing those bytes again, and the prompt is neither
-// copied nor parsed twice (the render's parse gives the overhead). Other templates' prompts are
-// compared with each kept one.
+// copied nor parsed twice (the render's parse gives the overhead). A context's render
+// (CountRendered) that follows one counted here is parsed from the bytes the context says the two
+// share, without comparing them. Other templates' prompts are compared with each kept one.
 #include <algorithm>
 #include <list>
 #include <memory>
@@ -37,8 +38,35 @@ class TemplateRequestCounter final : public RequestTokenCounter {
   std::string Name() const override { return template_.Name() + "+" + tokenizer_.Name(); }
 
   StatusOr<size_t> CountRequest(std::string_view request_body) const override {
-    STRATA_ASSIGN_OR_RETURN(tokenize_internal::SharedRender render,
-                            tokenize_internal::RenderSharedWithOverhead(template_, request_body));
+    return Count(request_body, nullptr);
+  }
+
+  // A context's render that follows one counted here is parsed from the bytes the context says
+  // the two share, without comparing them.
+  StatusOr<size_t> CountRendered(std::string_view request_body,
+                                 const RenderContinuation& render) const override {
+    return Count(request_body, &render);
+  }
+
+ private:
+  // An encoder and the rendering whose text it holds (0: a text without a serial), the context's
+  // render it counted (0: none) and that body's id in the template's memo.
+  struct Kept {
+    IncrementalEncoder encoder;
+    uint64_t serial = 0;
+    uint64_t context_render = 0;
+    uint64_t parsed_body = 0;
+  };
+
+  StatusOr<size_t> Count(std::string_view request_body, const RenderContinuation* context) const {
+    tokenize_internal::ContinuedBody continued;
+    if (context != nullptr && context->previous_render_serial != 0) {
+      continued = ContinuationOf(*context);
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        tokenize_internal::SharedRender render,
+        tokenize_internal::RenderSharedWithOverhead(
+            template_, request_body, continued.parsed_body != 0 ? &continued : nullptr));
     size_t overhead = 0;
     if (render.overhead_tokens) {
       overhead = *render.overhead_tokens;
@@ -50,16 +78,23 @@ class TemplateRequestCounter final : public RequestTokenCounter {
     Kept kept = TakeClosest(render, &known);
     const size_t tokens = kept.encoder.Count(prompt, known);
     kept.serial = render.serial;
+    kept.context_render = context != nullptr ? context->render_serial : 0;
+    kept.parsed_body = render.parsed_body;
     Keep(std::move(kept));
     return tokens + overhead;
   }
 
- private:
-  // An encoder and the rendering whose text it holds (0: a text without a serial).
-  struct Kept {
-    IncrementalEncoder encoder;
-    uint64_t serial = 0;
-  };
+  // What the body of `context` is known to share with the body of the render before it, when
+  // that one was counted here.
+  tokenize_internal::ContinuedBody ContinuationOf(const RenderContinuation& context) const {
+    internal::MutexLock lock(mu_);
+    for (const Kept& kept : kept_) {
+      if (kept.context_render == context.previous_render_serial) {
+        return {kept.parsed_body, context.unchanged_bytes};
+      }
+    }
+    return {};
+  }
 
   // Removes and returns the kept encoder the render continues: the one holding the rendering it
   // continues (or the same rendering), else the one whose text shares the longest prefix with the
@@ -89,7 +124,7 @@ class TemplateRequestCounter final : public RequestTokenCounter {
     }
     if (best == kept_.end()) {
       *known = 0;
-      return Kept{IncrementalEncoder(tokenizer_), 0};
+      return Kept{IncrementalEncoder(tokenizer_), 0, 0, 0};
     }
     *known = best_prefix;
     Kept out = std::move(*best);

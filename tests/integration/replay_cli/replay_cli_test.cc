@@ -14,9 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/agent.h"
+#include "strata/chat_template.h"
+#include "strata/prefix_cache.h"
 #include "strata/replay/trace.h"
 #include "strata/store.h"
+#include "strata/tokenizer_spec.h"
 #include "testing/command.h"
+#include "testing/paths.h"
 #include "testing/temp_dir.h"
 
 namespace strata {
@@ -295,6 +299,74 @@ TEST_CASE("replay --db with --budget persists the compacted run, --out reports e
   CHECK(config["budget"] == 3000);
   CHECK(config["policy"] == "strata");
   CHECK(config["tokenizer"] == "estimate:4");
+}
+
+// The request bodies and stats of a --out file: the body is the line's "request", verbatim.
+std::vector<std::pair<std::string, nlohmann::json>> OutTurns(const std::string& path) {
+  std::vector<std::pair<std::string, nlohmann::json>> turns;
+  std::ifstream lines(path);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string open = R"("request":)";
+    const size_t start = line.find(open);
+    const size_t end = line.rfind(R"(,"stats":)");
+    REQUIRE(start != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    turns.emplace_back(line.substr(start + open.size(), end - start - open.size()),
+                       nlohmann::json::parse(line)["stats"]);
+  }
+  return turns;
+}
+
+// replay continues its measures from request to request (the bytes a request shares with the one
+// before, its prompt's token blocks in the prefix-cache model, its count): each equals the whole
+// computation on the request's body, on every fixture trace, and with compactions.
+TEST_CASE("replay's reused bytes and cached tokens and its counts equal the whole computation",
+          "[cli][replay]") {
+  TempDir dir;
+  auto qwen3 = MakeTokenizer(std::string("hf:") + STRATA_TOK_QWEN3_JSON);
+  REQUIRE(qwen3.ok());
+  auto glm = MakeGlm5ChatTemplate();
+  std::vector<std::string> traces;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(STRATA_TEST_TRACES_DIR)) {
+    if (entry.path().extension() == ".jsonl" && entry.path().filename() != "manifest.jsonl") {
+      traces.push_back(entry.path().string());
+    }
+  }
+  std::sort(traces.begin(), traces.end());
+  REQUIRE(traces.size() > 10);
+  std::vector<std::string> runs = traces;  // the arguments after the tokenizer
+  for (size_t i = 0; i < traces.size(); i += 6) runs.push_back("--budget 8000 " + traces[i]);
+  size_t checked = 0, compacted = 0;
+  for (const std::string& run : runs) {
+    const std::string out = dir.File("out.jsonl");
+    Result result = Run("replay -q --tokenizer hf:" + std::string(STRATA_TOK_QWEN3_JSON) +
+                        " --out " + out + " " + run);
+    INFO(run << "\n" << result.output);
+    REQUIRE(result.exit_code == 0);
+    PrefixCacheModel model;
+    std::string previous;
+    for (const auto& [body, stats] : OutTurns(out)) {
+      INFO("request " << checked);
+      CHECK(stats["request_bytes"] == body.size());
+      const size_t shared = static_cast<size_t>(
+          std::mismatch(previous.begin(), previous.end(), body.begin(), body.end()).first -
+          previous.begin());
+      CHECK(stats["reused_bytes"] == shared);
+      auto counted = CountRequestTokens(*glm, **qwen3, body);
+      REQUIRE(counted.ok());
+      CHECK(stats["input_tokens"] == counted->tokens);
+      auto prompt = glm->Render(body);
+      REQUIRE(prompt.ok());
+      CHECK(stats["reused_tokens"] ==
+            model.LookupAndInsert(HashPrompt(*prompt, "", qwen3->get(), model.options())));
+      if (body.size() < previous.size()) ++compacted;
+      previous = body;
+      ++checked;
+    }
+  }
+  CHECK(checked > 200);
+  CHECK(compacted > 0);
 }
 
 TEST_CASE("replay --send stops after consecutive failures", "[cli][replay]") {

@@ -437,6 +437,38 @@ TEST_CASE("a count of the render after the one counted last trusts the unchanged
   CHECK(*compared == glm->Render(altered).value());
 }
 
+// The render of a context's body counted last is taken by that render's serial, once.
+TEST_CASE("the counter hands out the render it counted for a context render by its serial",
+          "[agent][tokens]") {
+  EstimatingGlmCounter c;
+  IncrementalRequestCounter& counter = c.counter;
+  const std::string first =
+      R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
+  const std::string second =
+      R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
+      R"({"role":"assistant","content":"done"}]})";
+  REQUIRE(counter.CountRendered(first, {10, 0, 0}).ok());
+  CHECK(counter.TakeRender(9) == nullptr);  // another render's serial: dropped
+  REQUIRE(counter.CountRendered(first, {10, 0, 0}).ok());
+  std::shared_ptr<const std::string> kept = counter.TakeRender(10);
+  REQUIRE(kept != nullptr);
+  CHECK(*kept == c.glm->Render(first).value());
+  CHECK(counter.TakeRender(10) == nullptr);  // taken once
+  // Counted after it: the render counted last is the second body's, whose serial is 11.
+  REQUIRE(counter.CountRendered(first, {10, 0, 0}).ok());
+  REQUIRE(counter.CountRendered(second, {11, 10, first.size() - 2}).ok());
+  CHECK(counter.TakeRender(10) == nullptr);
+  REQUIRE(counter.CountRendered(second, {11, 10, first.size() - 2}).ok());
+  kept = counter.TakeRender(11);
+  REQUIRE(kept != nullptr);
+  CHECK(*kept == c.glm->Render(second).value());
+  // A body counted without a serial is no context render.
+  REQUIRE(counter.CountRequest(second).ok());
+  CHECK(counter.TakeRender(11) == nullptr);
+  REQUIRE(counter.CountRequest(second).ok());
+  CHECK(counter.TakeRender(0) == nullptr);
+}
+
 TEST_CASE("identifiers kept for a text equal a fresh scan of it", "[agent][incremental]") {
   for (const auto& trace : strata::testing::TestTraceContents()) {
     for (const std::string& content : trace) {

@@ -917,5 +917,79 @@ TEST_CASE("a body handed back holds the next ones as the history grows",
   CHECK(same_memory >= kTurns - 1);
 }
 
+
+// A body handed back with its render serial is trusted to be that render: the next build keeps the
+// bytes the two share and writes only the rest. (A byte changed in place shows which bytes were
+// kept: it is sent as changed.) Handed back without the serial, of another size or of an earlier
+// render, only its memory is used.
+TEST_CASE("a body handed back unchanged with its render serial is continued in place",
+          "[core][context]") {
+  auto reused = NewContext();
+  auto fresh = NewContext();
+  auto both = [&](auto&& change) {
+    change(*reused);
+    change(*fresh);
+  };
+  both([](Context& c) { REQUIRE(c.SetSystemPrompt("You are a test.").ok()); });
+  int turn = 0;
+  auto add_turn = [&] {
+    const std::string said = "turn " + std::to_string(turn++);
+    both([&](Context& c) {
+      REQUIRE(c.AppendUser(said).ok());
+      REQUIRE(c.AppendAssistant({said + " answered", "", {}}).ok());
+    });
+  };
+  // Marks the system prompt in `body` without changing its size.
+  auto scribble = [](std::string& body) {
+    const size_t at = body.find("You are a test.");
+    REQUIRE(at != std::string::npos);
+    body.replace(at, 15, "YOU ARE A TEST.");
+  };
+  add_turn();
+  BuiltRequest built = MustBuild(*reused);
+  REQUIRE(built.body == MustBuild(*fresh).body);
+
+  // Unchanged: the next body equals a fresh render, written into the same memory.
+  built.body.reserve(built.body.size() * 4);  // room for the next body, whatever the allocator did
+  const char* memory = built.body.data();
+  reused->Recycle(std::move(built.body), built.render_serial);
+  add_turn();
+  built = MustBuild(*reused);
+  CHECK(built.body == MustBuild(*fresh).body);
+  CHECK(built.body.data() == memory);
+
+  // Trusted, not compared: the changed byte is among those kept.
+  scribble(built.body);
+  reused->Recycle(std::move(built.body), built.render_serial);
+  add_turn();
+  built = MustBuild(*reused);
+  CHECK(built.body.find("YOU ARE A TEST.") != std::string::npos);
+  std::string expected = MustBuild(*fresh).body;
+  scribble(expected);
+  CHECK(built.body == expected);
+
+  // Without the serial (the body still holds the changed byte): overwritten whole.
+  reused->Recycle(std::move(built.body));
+  add_turn();
+  built = MustBuild(*reused);
+  CHECK(built.body == MustBuild(*fresh).body);
+  // Of another size than that render's: not that render, overwritten whole.
+  scribble(built.body);
+  built.body.push_back(' ');
+  reused->Recycle(std::move(built.body), built.render_serial);
+  add_turn();
+  built = MustBuild(*reused);
+  CHECK(built.body == MustBuild(*fresh).body);
+  // Of an earlier render: the context rendered since, overwritten whole.
+  const uint64_t earlier = built.render_serial;
+  scribble(built.body);
+  const BuiltRequest since = MustBuild(*reused);
+  reused->Recycle(std::move(built.body), earlier);
+  add_turn();
+  built = MustBuild(*reused);
+  CHECK(since.render_serial != earlier);
+  CHECK(built.body == MustBuild(*fresh).body);
+}
+
 }  // namespace
 }  // namespace strata

@@ -291,6 +291,53 @@ TEST_CASE("a tokenizer file whose pre-tokenizer joins lines gets no newline cuts
   }
 }
 
+// A context's render (CountRendered) that follows one counted here is parsed from the bytes the
+// context says the two share. Told truly, the counts are the whole counts; a false claim shows that
+// those bytes are trusted, not compared.
+TEST_CASE("a context's render that follows one counted is counted from its unchanged bytes",
+          "[tokenize][request_counter]") {
+  auto qwen3 = LoadHf(STRATA_TOK_QWEN3_JSON);
+  const std::vector<std::string> bodies = GrowingRequests(
+      std::filesystem::path(STRATA_TEST_TRACES_DIR) / "swe-agent/demo-marshmallow-1867-function_calling.jsonl");
+  REQUIRE(bodies.size() > 4);
+  for (const std::string& name : ChatTemplateNames()) {
+    auto counted_with = MakeChatTemplate(name);
+    auto whole_with = MakeChatTemplate(name);
+    REQUIRE(counted_with.ok());
+    REQUIRE(whole_with.ok());
+    auto counter = MakeRequestTokenCounter(**counted_with, *qwen3);
+    uint64_t serial = 100;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      const size_t unchanged =
+          i == 0 ? 0 : tokenize_internal::CommonPrefix(bodies[i - 1], bodies[i]);
+      INFO(name << ", body " << i);
+      StatusOr<size_t> counted =
+          counter->CountRendered(bodies[i], {serial + 1, i == 0 ? 0 : serial, unchanged});
+      ++serial;
+      REQUIRE(counted.ok());
+      CHECK(*counted == WholeCount(**whole_with, *qwen3, bodies[i]));
+    }
+  }
+  const std::string body =
+      R"({"model":"m","messages":[{"role":"user","content":"read the first file"}]})";
+  std::string altered = body;  // the same length, one word changed
+  altered.replace(altered.find("first"), 5, "#q9z~");
+  auto glm = MakeGlm5ChatTemplate();
+  const size_t body_tokens = WholeCount(*glm, *qwen3, body);
+  const size_t altered_tokens = WholeCount(*glm, *qwen3, altered);
+  REQUIRE(body_tokens != altered_tokens);
+  auto counter = MakeRequestTokenCounter(*glm, *qwen3);
+  REQUIRE(counter->CountRendered(body, {10, 0, 0}).ok());
+  // Said to follow render 10 with every byte unchanged: counted as the body of render 10.
+  StatusOr<size_t> trusted = counter->CountRendered(altered, {11, 10, altered.size()});
+  REQUIRE(trusted.ok());
+  CHECK(*trusted == body_tokens);
+  // Said to follow a render this counter did not count: compared, counted for what it is.
+  StatusOr<size_t> compared = counter->CountRendered(altered, {12, 99, altered.size()});
+  REQUIRE(compared.ok());
+  CHECK(*compared == altered_tokens);
+}
+
 TEST_CASE("threads sharing one counter get exact counts", "[tokenize][request_counter][concurrency]") {
   auto qwen3 = LoadHf(STRATA_TOK_QWEN3_JSON);
   auto glm = MakeGlm5ChatTemplate();

@@ -64,8 +64,10 @@ using TraceTurnCallback =
 
 // Feeds `messages` into `context` in order: leading system messages become the system prompt(s);
 // before each assistant message the context is built and `on_turn` called; then the message is
-// appended. A failure names the message's line. System messages after the conversation started are
-// refused (strata keeps system prompts in the stable layer).
+// appended. The request's body is then handed back to the context unchanged (Context::Recycle with
+// its render serial), so the next build writes only what changed. A failure names the message's
+// line. System messages after the conversation started are refused (strata keeps system prompts
+// in the stable layer).
 Status ReplayTrace(const std::vector<TraceMessage>& messages, Context& context,
                    const TraceTurnCallback& on_turn, const BuildOptions& build_options = {});
 
