@@ -346,6 +346,13 @@ class PlainTemplate final : public ChatTemplate {
   std::unique_ptr<ChatTemplate> glm_ = MakeGlm5ChatTemplate();
 };
 
+// A request, and the next one: the first plus the assistant's answer.
+constexpr char kFirstBody[] =
+    R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
+constexpr char kSecondBody[] =
+    R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
+    R"({"role":"assistant","content":"done"}]})";
+
 // The same body rendered twice is one render: strata's templates recognise it in their own memo,
 // so the counter keeps no copy of the body; another template's render is recognised by the body
 // kept and compared here.
@@ -353,11 +360,8 @@ TEST_CASE("the same body again is the kept render, a copy of it kept only for ot
           "[agent][tokens]") {
   auto estimate = MakeTokenizer("estimate");
   REQUIRE(estimate.ok());
-  const std::string first =
-      R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
-  const std::string second =
-      R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
-      R"({"role":"assistant","content":"done"}]})";
+  const std::string first = kFirstBody;
+  const std::string second = kSecondBody;
   auto glm = MakeGlm5ChatTemplate();
   PlainTemplate plain;
   for (const ChatTemplate* chat_template : std::vector<const ChatTemplate*>{glm.get(), &plain}) {
@@ -390,11 +394,8 @@ TEST_CASE("the counter keeps the render of the body it counted last, once, until
   const std::unique_ptr<ChatTemplate>& glm = c.glm;
   PromptTokens& tokens = c.tokens;
   IncrementalRequestCounter& counter = c.counter;
-  const std::string first =
-      R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
-  const std::string second =
-      R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
-      R"({"role":"assistant","content":"done"}]})";
+  const std::string first = kFirstBody;
+  const std::string second = kSecondBody;
   CHECK(counter.TakeCounted(first.size()) == nullptr);  // nothing counted yet
   REQUIRE(counter.CountRequest(first).ok());
   // The render kept of the first count does not keep the second from continuing it in place.
@@ -442,11 +443,8 @@ TEST_CASE("the counter hands out the render it counted for a context render by i
           "[agent][tokens]") {
   EstimatingGlmCounter c;
   IncrementalRequestCounter& counter = c.counter;
-  const std::string first =
-      R"({"model":"m","messages":[{"role":"user","content":"read the file"}]})";
-  const std::string second =
-      R"({"model":"m","messages":[{"role":"user","content":"read the file"},)"
-      R"({"role":"assistant","content":"done"}]})";
+  const std::string first = kFirstBody;
+  const std::string second = kSecondBody;
   REQUIRE(counter.CountRendered(first, {10, 0, 0}).ok());
   CHECK(counter.TakeRender(9) == nullptr);  // another render's serial: dropped
   REQUIRE(counter.CountRendered(first, {10, 0, 0}).ok());
