@@ -46,16 +46,20 @@ class CallWatcher {
 
   // Cancels `cancel` once the probe says `subject`'s client left, until the returned handle is
   // destroyed; the subject and the token must outlive the handle. The thread starts at the first
-  // call and sleeps while nothing is watched.
+  // call. A call is first probed one interval after the watcher's next round: watching it wakes the
+  // watcher only when the watcher had nothing to watch for two rounds and went to sleep (a call of
+  // a busy sidecar costs no wake-up, and no round that probes every call in flight).
   std::shared_ptr<void> Watch(Subject subject, CancellationToken* cancel) {
     uint64_t id = 0;
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       id = ++next_id_;
       watched_[id] = {std::move(subject), cancel};
       if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+      wake = asleep_;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_all();
     return std::shared_ptr<void>(nullptr, [this, id](void*) {
       std::lock_guard<std::mutex> lock(mu_);
       watched_.erase(id);
@@ -67,21 +71,30 @@ class CallWatcher {
     std::unique_lock<std::mutex> lock(mu_);
     std::vector<Subject> subjects;
     std::vector<CancellationToken*> tokens;
+    int empty_rounds = 0;  // rounds in a row that found nothing to watch
+    const auto stopped = [this] { return stop_; };
     while (!stop_) {
-      if (watched_.empty()) {
+      if (watched_.empty() && ++empty_rounds >= 2) {
+        asleep_ = true;
         cv_.wait(lock, [this] { return stop_ || !watched_.empty(); });
+        asleep_ = false;
+        empty_rounds = 0;
+        cv_.wait_for(lock, interval_, stopped);  // a call just begun is probed an interval later
         continue;
       }
-      subjects.clear();
-      tokens.clear();
-      for (const auto& [id, call] : watched_) {
-        subjects.push_back(call.first);
-        tokens.push_back(call.second);
+      if (!watched_.empty()) {
+        empty_rounds = 0;
+        subjects.clear();
+        tokens.clear();
+        for (const auto& [id, call] : watched_) {
+          subjects.push_back(call.first);
+          tokens.push_back(call.second);
+        }
+        for (size_t left : probe_(subjects)) {
+          if (left < tokens.size()) tokens[left]->Cancel();
+        }
       }
-      for (size_t left : probe_(subjects)) {
-        if (left < tokens.size()) tokens[left]->Cancel();
-      }
-      cv_.wait_for(lock, interval_);
+      cv_.wait_for(lock, interval_, stopped);
     }
   }
 
@@ -90,6 +103,7 @@ class CallWatcher {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;     // guarded by mu_
+  bool asleep_ = false;   // the thread waits for something to watch; guarded by mu_
   uint64_t next_id_ = 0;  // guarded by mu_
   std::map<uint64_t, std::pair<Subject, CancellationToken*>> watched_;  // guarded by mu_
   std::thread thread_;                                                   // guarded by mu_

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "http_connection.h"
@@ -84,6 +85,44 @@ TEST_CASE("a released call is no longer watched: its client leaving later cancel
   REQUIRE(testing::WaitFor([&] { return clients.rounds.load() >= rounds + 3; }));
   CHECK_FALSE(first_token.cancelled());
   CHECK_FALSE(second_token.cancelled());
+}
+
+TEST_CASE("a call watched is first probed an interval later: watching does not start a round",
+          "[sidecar_proxy][concurrency]") {
+  FakeClients clients;
+  // Rounds an hour apart: after the first round (which finds nothing), none is due during the test.
+  CallWatcher<int> watcher(clients.Probe(), std::chrono::hours(1));
+  CancellationToken first_token;
+  std::shared_ptr<void> first = watcher.Watch(1, &first_token);
+  // The thread starts with the first call and probes it at once.
+  REQUIRE(testing::WaitFor([&] { return clients.Probed(1); }));
+  const int rounds = clients.rounds.load();
+  // The calls that follow wake no one: a watcher that woke for each of them would probe them all.
+  std::vector<CancellationToken> tokens(8);
+  std::vector<std::shared_ptr<void>> handles;
+  for (int i = 0; i < 8; ++i) handles.push_back(watcher.Watch(10 + i, &tokens[i]));
+  std::this_thread::sleep_for(milliseconds(200));
+  CHECK(clients.rounds.load() == rounds);
+  CHECK_FALSE(clients.Probed(10));
+  // Destroying the watcher does not wait for the round an hour away.
+}
+
+TEST_CASE("a watcher with nothing to watch sleeps, and the next call wakes it",
+          "[sidecar_proxy][concurrency]") {
+  FakeClients clients;
+  CallWatcher<int> watcher(clients.Probe(), milliseconds(1));
+  {
+    CancellationToken token;
+    std::shared_ptr<void> first = watcher.Watch(1, &token);
+    REQUIRE(testing::WaitFor([&] { return clients.Probed(1); }));
+  }
+  // Nothing watched for two rounds: the thread sleeps until a call is watched, and that call
+  // wakes it (a lost wake-up would leave the client's leaving unnoticed).
+  std::this_thread::sleep_for(milliseconds(50));
+  CancellationToken second_token;
+  std::shared_ptr<void> second = watcher.Watch(2, &second_token);
+  clients.Leave(2);
+  REQUIRE(testing::WaitFor([&] { return second_token.cancelled(); }));
 }
 
 TEST_CASE("the proxy's probe reports exactly the sockets whose peer closed",
