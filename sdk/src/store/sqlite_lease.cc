@@ -63,18 +63,25 @@ StatusOr<std::optional<AgentLease>> TakeLocked(sqlite3* db, std::string_view age
 
 }  // namespace
 
-StatusOr<std::optional<AgentLease>> SqliteReadLease(sqlite3* db, std::string_view agent_id,
-                                                    const std::string& path) {
-  Statement read(db, "SELECT owner, epoch, expires_ms FROM leases WHERE agent_id = ?1");
-  if (read.rc() != SQLITE_OK) return SqliteStatus(db, read.rc(), "reading a lease", path);
-  sqlite3_bind_text(read.get(), 1, agent_id.data(), static_cast<int>(agent_id.size()),
-                    SQLITE_TRANSIENT);
-  int rc = sqlite3_step(read.get());
+const char kReadLeaseSql[] = "SELECT owner, epoch, expires_ms FROM leases WHERE agent_id = ?1";
+
+StatusOr<std::optional<AgentLease>> ReadLeaseWith(sqlite3_stmt* read, sqlite3* db,
+                                                  std::string_view agent_id,
+                                                  const std::string& path) {
+  sqlite3_bind_text(read, 1, agent_id.data(), static_cast<int>(agent_id.size()), SQLITE_TRANSIENT);
+  int rc = sqlite3_step(read);
   if (rc == SQLITE_DONE) return std::optional<AgentLease>();
   if (rc != SQLITE_ROW) return SqliteStatus(db, rc, "reading a lease", path);
-  return std::optional<AgentLease>(AgentLease{std::string(agent_id), ColumnText(read.get(), 0),
-                                              sqlite3_column_int64(read.get(), 1),
-                                              sqlite3_column_int64(read.get(), 2)});
+  return std::optional<AgentLease>(AgentLease{std::string(agent_id), ColumnText(read, 0),
+                                              sqlite3_column_int64(read, 1),
+                                              sqlite3_column_int64(read, 2)});
+}
+
+StatusOr<std::optional<AgentLease>> SqliteReadLease(sqlite3* db, std::string_view agent_id,
+                                                    const std::string& path) {
+  Statement read(db, kReadLeaseSql);
+  if (read.rc() != SQLITE_OK) return SqliteStatus(db, read.rc(), "reading a lease", path);
+  return ReadLeaseWith(read.get(), db, agent_id, path);
 }
 
 StatusOr<std::optional<AgentLease>> SqliteTakeLease(sqlite3* db, std::string_view agent_id,

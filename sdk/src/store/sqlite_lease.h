@@ -20,6 +20,14 @@ namespace strata::store_internal {
 StatusOr<std::optional<AgentLease>> SqliteReadLease(sqlite3* db, std::string_view agent_id,
                                                     const std::string& path);
 
+// The query SqliteReadLease runs, for a caller that keeps it prepared (the store's fence reads the
+// lease in every write of an agent), and the same read through `read`, a statement of
+// kReadLeaseSql on `db` that the caller resets.
+extern const char kReadLeaseSql[];
+StatusOr<std::optional<AgentLease>> ReadLeaseWith(sqlite3_stmt* read, sqlite3* db,
+                                                  std::string_view agent_id,
+                                                  const std::string& path);
+
 // Takes the lease for `owner` until now + ttl when it is free, released, expired or named after
 // `owner` (the epoch grows by one); with `held_epoch`, renews it instead, ABORTED-free: the
 // returned lease is std::nullopt when the row no longer names (owner, held_epoch) or another

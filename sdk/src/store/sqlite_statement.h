@@ -49,6 +49,8 @@ class Stmt {
   }
   // SQLITE_ROW (a row to read), SQLITE_DONE, or an error code.
   int Step() { return sqlite3_step(stmt_); }
+  // The statement, for code that steps it itself.
+  sqlite3_stmt* get() const { return stmt_; }
   int64_t ColInt(int i) const { return sqlite3_column_int64(stmt_, i); }
   double ColReal(int i) const { return sqlite3_column_double(stmt_, i); }
   bool ColNull(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }

@@ -271,7 +271,10 @@ StatusOr<AgentLease> SqliteStore::TakeLease(std::string_view agent_id,
 }
 
 Status SqliteStore::Fence(std::string_view agent_id) {
-  STRATA_ASSIGN_OR_RETURN(std::optional<AgentLease> row, SqliteReadLease(db_, agent_id, path_));
+  STRATA_ASSIGN_OR_RETURN(Stmt read,
+                          Prepare(kReadLeaseSql));  // kept prepared: every write reads it
+  STRATA_ASSIGN_OR_RETURN(std::optional<AgentLease> row,
+                          ReadLeaseWith(read.get(), db_, agent_id, path_));
   return leases_.Check(agent_id, row, Now());
 }
 
