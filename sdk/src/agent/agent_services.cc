@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "core/text_util.h"
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
 
@@ -25,7 +26,7 @@ class BorrowedPolicy final : public CompactionPolicy {
 // The name MakeTokenizer gives the tokenizer of file `path`: `prefix` and the file's SHA-256.
 StatusOr<std::string> FileTokenizerName(const char* prefix, std::string_view path) {
   STRATA_ASSIGN_OR_RETURN(std::string bytes, tokenize_internal::ReadFile(std::string(path)));
-  return prefix + tokenize_internal::Sha256Hex(bytes);
+  return prefix + internal::Sha256Hex(bytes);
 }
 
 }  // namespace

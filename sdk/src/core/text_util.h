@@ -16,7 +16,8 @@ namespace strata::internal {
 // otherwise INVALID_ARGUMENT naming `what`, the offending byte and its offset.
 Status ValidateUtf8(std::string_view text, std::string_view what);
 
-// Lowercase hex SHA-256 of `data`.
+// SHA-256 of `data`: the 32 bytes of the digest, and their lowercase hex.
+std::string Sha256(std::string_view data);
 std::string Sha256Hex(std::string_view data);
 
 // A volatile-looking value in text meant to be stable (rendering rule 8).

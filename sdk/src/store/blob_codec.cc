@@ -1,16 +1,8 @@
 #include "store/blob_codec.h"
 
-#include <openssl/evp.h>
 #include <zstd.h>
 
 namespace strata::store_internal {
-
-std::string Sha256(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest), length);
-}
 
 std::string Hex(std::string_view raw) {
   static constexpr char kDigits[] = "0123456789abcdef";

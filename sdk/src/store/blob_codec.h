@@ -14,8 +14,6 @@ namespace strata::store_internal {
 // How a blob's bytes are stored (the blobs.codec column; persisted, never renumber).
 enum class BlobCodec : int { kRaw = 0, kZstd = 1 };
 
-// SHA-256 of `data`: 32 raw bytes.
-std::string Sha256(std::string_view data);
 // Lower-case hex of raw bytes.
 std::string Hex(std::string_view raw);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text_util.h"
 #include "store/blob_codec.h"
 #include "store/postgres_store.h"
 #include "store/row_codec.h"
@@ -168,7 +169,7 @@ Status PostgresStore::AddContent(PgConnection& c, PgParams& params, const std::s
     params.Bytes(content).Null();
     return Status::Ok();
   }
-  std::string hash = Sha256(content);
+  std::string hash = internal::Sha256(content);
   // Shared until the transaction ends: a collector of this blob waits for the reference to be
   // committed (and then sees it), or has deleted it already (and the insert below writes it).
   STRATA_RETURN_IF_ERROR(c.Exec("SELECT pg_advisory_xact_lock_shared($1)",

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_util.h"
 #include "store/blob_codec.h"
 #include "store/row_codec.h"
 #include "store/sqlite_store.h"
@@ -256,7 +257,7 @@ Status SqliteStore::BindContent(Stmt& stmt, int inline_col, int hash_col,
     stmt.Blob(inline_col, content).Null(hash_col);
     return Status::Ok();
   }
-  std::string hash = Sha256(content);
+  std::string hash = internal::Sha256(content);
   bool exists = false;
   {
     STRATA_ASSIGN_OR_RETURN(Stmt find, Prepare("SELECT 1 FROM blobs WHERE hash = ?1"));

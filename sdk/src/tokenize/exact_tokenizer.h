@@ -34,9 +34,6 @@ class ExactTokenizer : public Tokenizer {
   virtual size_t CutContext() const { return 0; }
 };
 
-// Hex SHA-256 of `data` (names tokenizers after the model file they were built from).
-std::string Sha256Hex(std::string_view data);
-
 // Length of the common prefix of `a` and `b` (incremental.cc).
 size_t CommonPrefix(std::string_view a, std::string_view b);
 

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/text_util.h"
 #include "tokenize/exact_tokenizer.h"
 
 // AddressSanitizer and ThreadSanitizer builds, whose runtimes refuse dlopen(RTLD_DEEPBIND) (the
@@ -196,7 +197,7 @@ StatusOr<std::unique_ptr<ExactTokenizer>> MakeSentencePiece(const std::string& p
     return DataLossError("\"" + path + "\" is not a SentencePiece model: " + status.message() +
                          " (for Hugging Face tokenizer.json files use --tokenizer hf:PATH)");
   return std::unique_ptr<ExactTokenizer>(
-      std::make_unique<SentencePieceTokenizer>(std::move(processor), Sha256Hex(bytes)));
+      std::make_unique<SentencePieceTokenizer>(std::move(processor), internal::Sha256Hex(bytes)));
 }
 
 }  // namespace strata::tokenize_internal

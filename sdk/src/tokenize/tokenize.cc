@@ -1,6 +1,5 @@
 // MakeTokenizer: parses a tokenizer spec and builds the tokenizer it names.
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,24 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/text_util.h"
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
 
 namespace strata {
 namespace tokenize_internal {
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 15]);
-  }
-  return out;
-}
 
 namespace {
 
@@ -124,7 +111,7 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(std::string_view spec) {
       return InvalidArgumentError("tokenizer spec \"hf:\" has no path; " + std::string(kSpecHelp));
     STRATA_ASSIGN_OR_RETURN(std::string text, tokenize_internal::ReadFile(path));
     Status st;
-    auto made = tokenize_internal::MakeHfBpe(text, tokenize_internal::Sha256Hex(text));
+    auto made = tokenize_internal::MakeHfBpe(text, internal::Sha256Hex(text));
     if (!made.ok()) {
       return Status(made.status().code(), path + ": " + made.status().message());
     }
