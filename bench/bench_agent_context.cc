@@ -116,11 +116,17 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
   if (recycle) agent.Recycle(std::move(turn).value());
 }
 
-void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle = false) {
+// `tools`: the agent's tool schemas (a JSON array), or "" for none.
+void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle = false,
+              const std::string& tools = "") {
   strata::AgentServices services;
   services.transport = &Transport();
   auto agent = strata::Agent::Create(config, services);
   if (!agent.ok()) return state.SkipWithError(agent.status().ToString().c_str());
+  if (!tools.empty()) {
+    if (strata::Status set = (*agent)->context().SetTools(tools); !set.ok())
+      return state.SkipWithError(set.ToString().c_str());
+  }
   Fill(**agent, state.range(0));
   int n = 0;
   Turn(state, **agent, ++n, true, recycle);  // the first request renders and encodes everything
@@ -138,6 +144,25 @@ void BM_TurnExact(benchmark::State& state) {
 }
 
 void BM_TurnRecycled(benchmark::State& state) { RunTurns(state, BaseConfig(), /*recycle=*/true); }
+
+// 32 tool schemas of about 750 bytes each (24 KB), as a coding agent declares them.
+std::string ToolSchemas() {
+  std::string tools = "[";
+  for (int i = 0; i < 32; ++i) {
+    if (i > 0) tools += ",";
+    const std::string name = "tool_" + std::to_string(i);
+    tools += R"({"type":"function","function":{"name":")" + name + R"(","description":")" +
+             std::string(400, 'd') +
+             R"(","parameters":{"type":"object","properties":{"path":{"type":"string",)"
+             R"("description":"the file"},"line":{"type":"integer","description":"1-based"},)"
+             R"("text":{"type":"string","description":"what to write"}},"required":["path"]}}})";
+  }
+  return tools + "]";
+}
+
+void BM_TurnTools(benchmark::State& state) {
+  RunTurns(state, BaseConfig(), /*recycle=*/false, ToolSchemas());
+}
 
 void BM_TurnBudget(benchmark::State& state) {
   strata::AgentConfig c = BaseConfig();
@@ -216,6 +241,7 @@ BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)-
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);

@@ -149,9 +149,14 @@ class MessageList {
 };
 
 // The request as the template receives it.
+// An empty "tools" array, shared by every request that has none.
+const std::shared_ptr<const ojson>& EmptyTools();
+
 struct Request {
   MessageList messages;
-  ojson tools = ojson::array();
+  // The request's "tools" (an array; empty when it has none), shared with the parsed body it came
+  // from: a body that repeats the last one's fields does not copy them.
+  std::shared_ptr<const ojson> tools = EmptyTools();
   std::optional<std::string> reasoning_effort;  // nullopt: undefined
   std::optional<bool> enable_thinking;
   std::optional<bool> clear_thinking;

@@ -36,7 +36,7 @@ class GenericChatTemplate final : public MemoRenderingTemplate {
   bool ReadsLastUser(const Request&) const override { return false; }
 
   Status RenderPreamble(const Request& r, std::string* out) const override {
-    for (const ojson& tool : r.tools) {
+    for (const ojson& tool : *r.tools) {
       STRATA_RETURN_IF_ERROR(PyJson(tool, out));
       *out += "\n";
     }

@@ -28,9 +28,9 @@ class Glm47ChatTemplate final : public GlmChatTemplate {
   Status RenderPreamble(const Request& r, std::string* text) const override {
     std::string& out = *text;
     out = "[gMASK]<sop>";
-    if (!r.tools.empty()) {
+    if (!r.tools->empty()) {
       out += kGlmToolsHeader;
-      for (const ojson& tool : r.tools) {
+      for (const ojson& tool : *r.tools) {
         STRATA_RETURN_IF_ERROR(PyJson(tool, &out));
         out += "\n";
       }

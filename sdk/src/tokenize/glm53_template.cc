@@ -30,9 +30,9 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
                                : r.reasoning_effort == "high" ? "High"
                                                               : "Max";
     out += "<|system|>Reasoning Effort: " + effort;
-    if (!r.tools.empty()) {
+    if (!r.tools->empty()) {
       out += kGlmToolsHeader;
-      for (const ojson& tool : r.tools) {
+      for (const ojson& tool : *r.tools) {
         const ojson& fn = Unwrap(tool);
         if (Truthy(Field(fn, "defer_loading"))) continue;
         STRATA_RETURN_IF_ERROR(ToolToJson(fn, &out));
@@ -173,14 +173,14 @@ class Glm53ChatTemplate final : public GlmChatTemplate {
   }
 
   static Status ToolReferences(const Request& r, const ojson& refs, std::string* out) {
-    if (r.tools.empty())
+    if (r.tools->empty())
       return InvalidArgumentError(
           "chat template: a tool_reference result needs \"tools\" (the "
           "template defines that macro only with tools)");
     *out += "<tool_response><tools>\n";
     for (const ojson& ref : refs) {
       const ojson* ref_name = Field(ref, "name");
-      for (const ojson& tool : r.tools) {
+      for (const ojson& tool : *r.tools) {
         const ojson& fn = Unwrap(tool);
         const ojson* name = Field(fn, "name");
         bool same = (name == nullptr && ref_name == nullptr) ||

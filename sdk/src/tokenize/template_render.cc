@@ -45,7 +45,8 @@ namespace {
 bool SameFields(const Request& a, const Request& b) {
   return a.reasoning_effort == b.reasoning_effort && a.enable_thinking == b.enable_thinking &&
          a.clear_thinking == b.clear_thinking &&
-         a.add_generation_prompt == b.add_generation_prompt && a.tools == b.tools;
+         a.add_generation_prompt == b.add_generation_prompt &&
+         (a.tools == b.tools || *a.tools == *b.tools);
 }
 
 // Index of the last user message of `r`, whose first `same` messages are those of `base`.

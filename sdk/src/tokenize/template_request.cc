@@ -26,14 +26,19 @@ using internal::Utf8Prefix;  // quotes in messages end on a character boundary
 // ---------------------------------------------------------------------------------------------
 // The request as the template receives it.
 
-StatusOr<std::optional<bool>> OptionalBool(const ojson& object, const char* key,
+// The boolean `v` (the value of `key` in `where`; null when absent).
+StatusOr<std::optional<bool>> OptionalBool(const ojson* v, const char* key,
                                            const std::string& where) {
-  const ojson* v = Field(object, key);
   if (v == nullptr || v->is_null()) return std::optional<bool>();
   if (!v->is_boolean())
     return InvalidArgumentError("chat template: " + where + "." + key +
                                 " must be true or false, got " + Utf8Prefix(v->dump(), 40));
   return std::optional<bool>(v->get<bool>());
+}
+
+StatusOr<std::optional<bool>> OptionalBool(const ojson& object, const char* key,
+                                           const std::string& where) {
+  return OptionalBool(Field(object, key), key, where);
 }
 
 // A tool call's arguments as an object, as vLLM passes them to the template: a JSON string is
@@ -114,10 +119,11 @@ Status NormalizeMessage(ojson& m, size_t i) {
 // longest prefix with the new one (ParsedBodies): the messages inside that prefix are taken as
 // they are, and the rest of the "messages" array is cut into its elements' texts with a light
 // scan; of those, only the elements the memo has not seen are parsed (and normalised). The rest of
-// the body is parsed as a "skeleton" with an empty array. Whenever the scan meets anything unusual
-// (not an object, a duplicate or escaped "messages" key, an element that does not parse, nesting
-// near the limit) the whole body is parsed as before, so results and errors are those of the
-// whole parse.
+// the body (the "skeleton", with an empty array) is cut into its fields, and only the fields whose
+// text differs from the continued body's are parsed (BodyField). Whenever the scan meets anything
+// unusual (not an object, a duplicate or escaped "messages" key, an element that does not parse,
+// nesting near the limit) the whole body is parsed as before, so results and errors are those of
+// the whole parse.
 
 bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -379,8 +385,18 @@ uint64_t NextParsedBodyId() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+// One field of a body's skeleton: its name, where its value's text is in the skeleton, and the
+// value parsed (shared with the body it continues when the text is the same).
+struct BodyField {
+  std::string key;
+  size_t begin = 0;
+  size_t end = 0;
+  std::shared_ptr<const ojson> value;
+};
+
 // A body ParseRequest split and parsed: its text, where its messages are, the messages (parsed and
-// normalised) and the rest of the body ("messages": []) parsed. Never changed once made.
+// normalised) and the rest of the body ("messages": []) cut into its fields, parsed. Never changed
+// once made.
 struct ParsedBody {
   // Never reused in the process (ContinuedBody::parsed_body names it).
   uint64_t id = NextParsedBodyId();
@@ -388,8 +404,60 @@ struct ParsedBody {
   BodySplit split;
   std::shared_ptr<MessageVector> messages = std::make_shared<MessageVector>();  // ParseSplit's own
   std::string skeleton;
-  std::shared_ptr<const ojson> skeleton_json;
+  std::vector<BodyField> fields;  // in the skeleton's order, no name twice
+
+  std::string_view FieldText(const BodyField& field) const {
+    return std::string_view(skeleton).substr(field.begin, field.end - field.begin);
+  }
+  std::shared_ptr<const ojson> Field(std::string_view key) const {
+    for (const BodyField& f : fields)
+      if (f.key == key) return f.value;
+    return nullptr;
+  }
 };
+
+// Cuts body->skeleton into its fields and parses each value, taking the parse of `base`'s field of
+// the same name when its text is the same: a request id that changes every request does not make
+// the tools beside it be parsed again. False when the scan does not apply or a value does not
+// parse (a key with a \u escape or given twice, a value nested too deep, anything malformed): the
+// whole body is parsed instead, for its result or its error.
+bool ParseFields(ParsedBody* body, const ParsedBody* base) {
+  constexpr size_t npos = std::string_view::npos;
+  const std::string_view t = body->skeleton;
+  size_t i = SkipSpace(t, 0);
+  if (i >= t.size() || t[i] != '{') return false;
+  i = SkipSpace(t, i + 1);
+  std::string key;
+  for (;;) {
+    if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &key)) return false;
+    if (body->Field(key) != nullptr) return false;  // a duplicate: as nlohmann resolves it
+    i = SkipSpace(t, i);
+    if (i >= t.size() || t[i] != ':') return false;
+    BodyField field{key, SkipSpace(t, i + 1), 0, nullptr};
+    field.end = SkipValue(t, field.begin);
+    if (field.end == npos) return false;
+    const std::string_view text = body->FieldText(field);
+    if (base != nullptr) {
+      for (const BodyField& b : base->fields) {
+        if (b.key == key && base->FieldText(b) == text) field.value = b.value;
+      }
+    }
+    if (field.value == nullptr) {
+      // The skeleton's own level is one: its fields may nest one less than a body.
+      if (!internal::CheckJsonDepth(text, "", kChatTemplateMaxJsonDepth - 1).ok()) return false;
+      auto parsed = std::make_shared<ojson>(ojson::parse(text.begin(), text.end(), nullptr, false));
+      if (parsed->is_discarded()) return false;
+      field.value = std::move(parsed);
+    }
+    body->fields.push_back(std::move(field));
+    i = SkipSpace(t, body->fields.back().end);
+    if (i < t.size() && t[i] == ',') {
+      i = SkipSpace(t, i + 1);
+      continue;
+    }
+    return i < t.size() && t[i] == '}' && SkipSpace(t, i + 1) == t.size();
+  }
+}
 
 // The last bodies ParseRequest split, process-wide. A new body continues the one it shares the
 // longest prefix with: an agent's successive requests (and the several renders of one request)
@@ -454,14 +522,10 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
   body->skeleton.append(text.substr(0, split.array_begin));
   body->skeleton.append("[]");
   body->skeleton.append(text.substr(split.array_end));
-  if (!internal::CheckJsonDepth(body->skeleton, "", kChatTemplateMaxJsonDepth).ok())
-    return std::shared_ptr<ParsedBody>();
   if (base != nullptr && base->skeleton == body->skeleton) {
-    body->skeleton_json = base->skeleton_json;
-  } else {
-    auto parsed = std::make_shared<ojson>(ojson::parse(body->skeleton, nullptr, false));
-    if (parsed->is_discarded() || !parsed->is_object()) return std::shared_ptr<ParsedBody>();
-    body->skeleton_json = std::move(parsed);
+    body->fields = base->fields;
+  } else if (!ParseFields(body.get(), base)) {
+    return std::shared_ptr<ParsedBody>();
   }
   // The messages: the base's, then from the memo or parsed; new ones are normalised in order
   // after every element parsed, so the first invalid message gives the whole parse's error. Only
@@ -517,18 +581,21 @@ void KeepText(std::string_view text, std::shared_ptr<const ParsedBody> base, siz
   body->text.assign(text);
 }
 
-// The request's fields other than its messages, from the parsed body.
-Status ReadFields(const ojson& body, Request* r) {
-  if (const ojson* tools = Field(body, "tools"); tools != nullptr && !tools->is_null()) {
+// The request's fields other than its messages: `field(name)` gives each one parsed (null when
+// the body has none).
+template <typename FieldOf>
+Status ReadFields(const FieldOf& field, Request* r) {
+  if (std::shared_ptr<const ojson> tools = field("tools"); tools != nullptr && !tools->is_null()) {
     if (!tools->is_array())
       return InvalidArgumentError("chat template: \"tools\" must be an array");
     for (size_t t = 0; t < tools->size(); ++t)
       if (!(*tools)[t].is_object())
         return InvalidArgumentError("chat template: tools[" + std::to_string(t) +
                                     "] is not an object");
-    r->tools = *tools;
+    r->tools = std::move(tools);
   }
-  const ojson* kwargs = Field(body, "chat_template_kwargs");
+  const std::shared_ptr<const ojson> kwargs_field = field("chat_template_kwargs");
+  const ojson* kwargs = kwargs_field.get();
   if (kwargs != nullptr && !kwargs->is_null() && !kwargs->is_object())
     return InvalidArgumentError("chat template: \"chat_template_kwargs\" must be an object");
   static const ojson kEmpty = ojson::object();
@@ -537,10 +604,13 @@ Status ReadFields(const ojson& body, Request* r) {
                           OptionalBool(kw, "enable_thinking", "chat_template_kwargs"));
   STRATA_ASSIGN_OR_RETURN(r->clear_thinking,
                           OptionalBool(kw, "clear_thinking", "chat_template_kwargs"));
-  STRATA_ASSIGN_OR_RETURN(r->add_generation_prompt,
-                          OptionalBool(body, "add_generation_prompt", "the request"));
+  const std::shared_ptr<const ojson> add_generation_prompt = field("add_generation_prompt");
+  STRATA_ASSIGN_OR_RETURN(
+      r->add_generation_prompt,
+      OptionalBool(add_generation_prompt.get(), "add_generation_prompt", "the request"));
   // vLLM passes the top-level reasoning_effort over chat_template_kwargs' when it is set.
-  for (const ojson* source : {Field(body, "reasoning_effort"), Field(kw, "reasoning_effort")}) {
+  const std::shared_ptr<const ojson> reasoning_effort = field("reasoning_effort");
+  for (const ojson* source : {reasoning_effort.get(), Field(kw, "reasoning_effort")}) {
     if (source == nullptr || source->is_null()) continue;
     if (!source->is_string())
       return InvalidArgumentError("chat template: reasoning_effort must be a string, got " +
@@ -552,6 +622,12 @@ Status ReadFields(const ojson& body, Request* r) {
 }
 
 }  // namespace
+
+const std::shared_ptr<const ojson>& EmptyTools() {
+  static const auto* empty =
+      new std::shared_ptr<const ojson>(std::make_shared<const ojson>(ojson::array()));
+  return *empty;  // never destroyed: requests may outlive static destruction order
+}
 
 StatusOr<Request> ParseRequest(std::string_view request_json,
                                const tokenize_internal::ContinuedBody* continued,
@@ -578,7 +654,9 @@ StatusOr<Request> ParseRequest(std::string_view request_json,
   if (split != nullptr) {
     if (parsed_body != nullptr) *parsed_body = split->id;
     r.messages = MessageList(split->messages);
-    STRATA_RETURN_IF_ERROR(ReadFields(*split->skeleton_json, &r));
+    const ParsedBody& parsed = *split;
+    STRATA_RETURN_IF_ERROR(
+        ReadFields([&parsed](const char* key) { return parsed.Field(key); }, &r));
     return r;
   }
   // The whole body, parsed as one value.
@@ -595,7 +673,12 @@ StatusOr<Request> ParseRequest(std::string_view request_json,
     normalized->push_back(std::make_shared<const ojson>(std::move(messages[i])));
   }
   r.messages = MessageList(std::move(normalized));
-  STRATA_RETURN_IF_ERROR(ReadFields(body, &r));
+  // Each field is read once: moved out of the body, which is not used after.
+  const auto field = [&body](const char* key) -> std::shared_ptr<const ojson> {
+    auto it = body.find(key);
+    return it == body.end() ? nullptr : std::make_shared<const ojson>(std::move(*it));
+  };
+  STRATA_RETURN_IF_ERROR(ReadFields(field, &r));
   return r;
 }
 

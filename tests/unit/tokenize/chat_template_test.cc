@@ -725,6 +725,75 @@ TEST_CASE("requests continuing earlier ones render as when parsed whole", "[chat
   }
 }
 
+// Bodies whose fields other than "messages" change between requests (a request id every time,
+// the tools once), and fields the light scan leaves to the whole parse: each renders, or fails, as
+// when parsed whole.
+TEST_CASE("requests whose other fields change render as when parsed whole", "[chat_template]") {
+  using namespace memo_test;
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"run","description":"Runs \"cmd\" [in a shell]",)"
+      R"("parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}}])";
+  const std::string other_tools = R"([{"type":"function","function":{"name":"read"}}])";
+  std::string messages = R"({"role":"system","content":"sys"},{"role":"user","content":"u0"})";
+  std::vector<std::string> bodies;
+  const auto body = [&](const std::string& fields) {
+    bodies.push_back(R"({"model":"m","messages":[)" + messages + "]," + fields + "}");
+  };
+  for (int i = 0; i < 3; ++i) {
+    body(R"("tools":)" + tools + R"(,"stream":true,"request_id":"req-)" + std::to_string(i) + "\"");
+    messages += R"(,{"role":"assistant","content":"a)" + std::to_string(i) +
+                R"("},{"role":"user","content":"u"})";
+  }
+  body(R"("tools":)" + other_tools + R"(,"request_id":"req-3")");
+  body(R"("request_id":"req-4","tools":)" + other_tools);  // order changed
+  body(R"("tools":)" + tools + R"(,"chat_template_kwargs":{"enable_thinking":false},"rid":"r5")");
+  body(R"("tools":)" + tools + R"(,"request_id":"a"bA")");         // escapes in a value
+  body(R"("tools":)" + tools + R"(,"request_id":tru)");            // not JSON
+  body(R"("tools":5,"request_id":"req-6")");                       // not an array
+  body(R"("tools":[],"tools":)" + tools);                          // given twice
+  body(R"("tools":)" + other_tools + R"(,"request_id":"req-7")");  // an escaped key
+  body(R"("tools":)" + tools + R"(,"add_generation_prompt":false,"request_id":"req-8")");
+  body(R"("tools":)" + tools + R"(,"request_id":"req-9"} x)");  // junk after it
+  std::string deep = "1";
+  for (int i = 0; i < 600; ++i) deep = "[" + deep + "]";
+  body(R"("tools":)" + tools + R"(,"extra":)" + deep);  // nested too deep
+  body(R"("tools":)" + tools + R"(,"request_id":"req-10")");
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    const std::vector<Rendered> whole = Whole(name, bodies);
+    auto t = Make(name);
+    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
+  }
+}
+
+TEST_CASE("a field whose text did not change is not parsed again: the tools are shared",
+          "[chat_template]") {
+  namespace cti = strata::chat_template_internal;
+  strata::tokenize_internal::ClearChatTemplateMemos();
+  const std::string tools = R"([{"type":"function","function":{"name":"run"}}])";
+  const auto body = [&](const std::string& messages, const std::string& fields) {
+    return R"({"messages":[)" + messages + "]," + fields + "}";
+  };
+  const std::string first = R"({"role":"user","content":"one"})";
+  const std::string second = first + R"(,{"role":"assistant","content":"two"})";
+  auto a = cti::ParseRequest(body(first, R"("tools":)" + tools + R"(,"request_id":"r1")"));
+  auto b = cti::ParseRequest(body(second, R"("tools":)" + tools + R"(,"request_id":"r2")"));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(b->tools.get() == a->tools.get());  // the request id changed, the tools did not
+  CHECK(*b->tools == nlohmann::ordered_json::parse(tools));
+  auto c = cti::ParseRequest(body(
+      second, R"("tools":[{"type":"function","function":{"name":"read"}}],"request_id":"r3")"));
+  REQUIRE(c.ok());
+  CHECK(c->tools.get() != b->tools.get());
+  CHECK((*c->tools)[0]["function"]["name"] == "read");
+  // A body without tools has the one empty array.
+  auto d = cti::ParseRequest(body(first, R"("request_id":"r4")"));
+  REQUIRE(d.ok());
+  CHECK(d->tools.get() == cti::EmptyTools().get());
+  strata::tokenize_internal::ClearChatTemplateMemos();
+}
+
 // Two agents' growing requests, interleaved, through one template: each continues its own.
 TEST_CASE("interleaved agents' requests render as when parsed whole", "[chat_template]") {
   using namespace memo_test;
