@@ -18,6 +18,8 @@
 //   build/bench/bench_agent_context --benchmark_filter=CompactingBuild
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -25,6 +27,7 @@
 
 #include "bench_paths.h"
 #include "strata/agent.h"
+#include "strata/store.h"
 
 namespace {
 
@@ -118,9 +121,10 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
 
 // `tools`: the agent's tool schemas (a JSON array), or "" for none.
 void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle = false,
-              const std::string& tools = "") {
+              const std::string& tools = "", strata::Store* store = nullptr) {
   strata::AgentServices services;
   services.transport = &Transport();
+  services.store = store;
   auto agent = strata::Agent::Create(config, services);
   if (!agent.ok()) return state.SkipWithError(agent.status().ToString().c_str());
   if (!tools.empty()) {
@@ -158,6 +162,21 @@ std::string ToolSchemas() {
              R"("text":{"type":"string","description":"what to write"}},"required":["path"]}}})";
   }
   return tools + "]";
+}
+
+// With a SQLite store in $TMPDIR (synchronous=NORMAL: the CPU of the turn's writes, not an
+// fsync's wait): every turn is also one Store::CommitTurn.
+void BM_TurnStore(benchmark::State& state) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/bench_turn_store.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  strata::StoreOptions options;
+  options.synchronous = strata::StoreSync::kNormal;
+  auto store = strata::OpenSqliteStore(path, options);
+  if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
+  RunTurns(state, BaseConfig(), /*recycle=*/false, "", store->get());
+  store->reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
 
 void BM_TurnTools(benchmark::State& state) {
@@ -241,6 +260,7 @@ BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)-
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnStore)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);

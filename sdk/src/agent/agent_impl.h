@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/cache_state.h"
 #include "agent/degradation.h"
 #include "agent/policy_config.h"
 #include "agent/prompt_tokens.h"
@@ -287,6 +288,8 @@ class Agent::Impl {
 
   // The previous request, to explain a prefix break.
   turn_internal::PrefixReference reference_;
+  // What is stored of reference_ and the cache's blocks under kCacheKey (the chunks a turn writes).
+  agent_internal::CacheStateWriter cache_writer_{kCacheKey};
   LastRequest last_request_;  // the previous request, for a cache-keeping summary
   std::unique_ptr<Prompts> prompts_;
   std::unique_ptr<turn_internal::RequestIds> ids_;

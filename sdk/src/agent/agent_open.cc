@@ -32,9 +32,19 @@ Status Agent::Impl::LoadPersistentState() {
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> cache,
                           store->GetAgentState(id, Impl::kCacheKey));
   PromptBlocks blocks;
-  if (cache && agent_internal::DecodeCacheState(*cache, salt_, config_.cache.block_tokens, &blocks,
-                                                &reference_)) {
-    model_->Insert(blocks);
+  bool chunked = false;
+  const auto read_chunk = [&](char what, size_t index) {
+    return store->GetAgentState(id, agent_internal::ChunkKey(Impl::kCacheKey, what, index));
+  };
+  if (cache) {
+    STRATA_ASSIGN_OR_RETURN(
+        bool decoded, agent_internal::DecodeCacheState(*cache, salt_, config_.cache.block_tokens,
+                                                       &blocks, &reference_, read_chunk, &chunked));
+    if (decoded) {
+      model_->Insert(blocks);
+      // What the chunks hold now: the next turn writes from the first entry that changes.
+      if (chunked) cache_writer_.Loaded(blocks.hashes, reference_.signatures);
+    }
   }
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> protections,
                           store->GetAgentState(id, Impl::kProtectKey));

@@ -246,14 +246,14 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   turn.prefix_break = run.prefix_break();
   turn.break_causes = run.break_causes();
   // The reference of the next request, and what the server's cache now holds, for a reopen (kept
-  // only where it is stored: encoding it costs a pass over every block and segment).
+  // only where it is stored: its header, and its chunks from the first block or segment changed).
   if (shared_.store != nullptr) {
     const PromptBlocks& blocks = run.blocks();
-    STRATA_RETURN_IF_ERROR(
-        SaveState(Impl::kCacheKey,
-                  agent_internal::EncodeCacheState(blocks.salt, blocks.block_tokens,
-                                                   forked ? reference_.hashes : blocks.hashes,
-                                                   reference_)));
+    for (auto& [key, value] :
+         cache_writer_.Writes(blocks.salt, blocks.block_tokens,
+                              forked ? reference_.hashes : blocks.hashes, reference_)) {
+      STRATA_RETURN_IF_ERROR(SaveState(key, value));
+    }
   }
   int64_t invalidated = 0;
   for (const CompactionReport& c : turn.compactions)
@@ -273,6 +273,7 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
     write_failures_.fetch_add(1);
     return FailTurn(run, batch, committed);
   }
+  cache_writer_.Stored();  // the chunks it wrote are stored: the next turn writes from its end
   turn.record = run.record();
   turn.warnings = run.warnings();
   turn.body = std::move(run.mutable_built().body);

@@ -1,6 +1,7 @@
 // The prefix-cache state an Agent keeps in its store (cache_state.h).
 #include "agent/cache_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -32,36 +33,60 @@ std::vector<SegmentSignature> SignaturesFromJson(const json& j) {
   return out;
 }
 
+// signatures[begin, end) as a JSON array of [id, layer, state, version, hash], appended to *out.
+void AppendSignatures(const std::vector<SegmentSignature>& signatures, size_t begin, size_t end,
+                      std::string* out) {
+  out->push_back('[');
+  for (size_t i = begin; i < end; ++i) {
+    const SegmentSignature& s = signatures[i];
+    if (i > begin) out->push_back(',');
+    out->push_back('[');
+    internal::AppendJsonString(*out, s.id);
+    *out += ',' + std::to_string(static_cast<int>(s.layer)) + ',' +
+            std::to_string(static_cast<int>(s.state)) + ',';
+    internal::AppendJsonString(*out, s.version);
+    *out += ',' + std::to_string(s.hash) + ']';
+  }
+  out->push_back(']');
+}
+
+// hashes[begin, end) as little-endian uint64, appended to *out.
+void AppendHashes(const std::vector<uint64_t>& hashes, size_t begin, size_t end, std::string* out) {
+  const size_t at = out->size();
+  out->resize(at + (end - begin) * 8);
+  if (end > begin) std::memcpy(out->data() + at, hashes.data() + begin, (end - begin) * 8);
+}
+
+bool SameSignature(const SegmentSignature& a, const SegmentSignature& b) {
+  return a.hash == b.hash && a.layer == b.layer && a.state == b.state && a.id == b.id &&
+         a.version == b.version;
+}
+
 }  // namespace
 
 std::string EncodeCacheState(std::string_view salt, size_t block_tokens,
                              const std::vector<uint64_t>& hashes,
                              const turn_internal::PrefixReference& reference) {
   // The header as nlohmann::json prints it (keys in order, signatures as
-  // [id, layer, state, version, hash]), written in one pass: it is written every turn and holds
-  // one entry per segment, so no tree of it is built.
+  // [id, layer, state, version, hash]), written in one pass: no tree of it is built.
   std::string out = "{\"block_tokens\":" + std::to_string(block_tokens) +
                     ",\"history_blocks\":" + std::to_string(reference.history_blocks) +
-                    ",\"salt_hash\":" + std::to_string(Fnv64(salt)) + ",\"signatures\":[";
-  for (size_t i = 0; i < reference.signatures.size(); ++i) {
-    const SegmentSignature& s = reference.signatures[i];
-    if (i > 0) out.push_back(',');
-    out.push_back('[');
-    internal::AppendJsonString(out, s.id);
-    out += ',' + std::to_string(static_cast<int>(s.layer)) + ',' +
-           std::to_string(static_cast<int>(s.state)) + ',';
-    internal::AppendJsonString(out, s.version);
-    out += ',' + std::to_string(s.hash) + ']';
-  }
-  out += "]}\n";
-  const size_t at = out.size();
-  out.resize(at + hashes.size() * 8);
-  if (!hashes.empty()) std::memcpy(out.data() + at, hashes.data(), hashes.size() * 8);
+                    ",\"salt_hash\":" + std::to_string(Fnv64(salt)) + ",\"signatures\":";
+  AppendSignatures(reference.signatures, 0, reference.signatures.size(), &out);
+  out += "}\n";
+  AppendHashes(hashes, 0, hashes.size(), &out);
   return out;
 }
 
-bool DecodeCacheState(std::string_view value, const std::string& salt, size_t block_tokens,
-                      PromptBlocks* blocks, turn_internal::PrefixReference* reference) {
+std::string ChunkKey(std::string_view key, char what, size_t index) {
+  return std::string(key) + '/' + what + '/' + std::to_string(index);
+}
+
+StatusOr<bool> DecodeCacheState(std::string_view value, const std::string& salt,
+                                size_t block_tokens, PromptBlocks* blocks,
+                                turn_internal::PrefixReference* reference,
+                                const ChunkReader& read_chunk, bool* chunked) {
+  if (chunked != nullptr) *chunked = false;
   size_t nl = value.find('\n');
   if (nl == std::string_view::npos) return false;
   json header = json::parse(value.substr(0, nl), nullptr, false);
@@ -72,14 +97,103 @@ bool DecodeCacheState(std::string_view value, const std::string& salt, size_t bl
   PromptBlocks out;
   out.salt = salt;
   out.block_tokens = block_tokens;
-  size_t n = (value.size() - nl - 1) / 8;
-  out.hashes.resize(n);
-  if (n > 0) std::memcpy(out.hashes.data(), value.data() + nl + 1, n * 8);
+  std::vector<SegmentSignature> signatures;
+  if (header.contains("hash_count")) {
+    // Chunked: the hashes and signatures are in their chunks.
+    const size_t hash_count = header.value("hash_count", size_t{0});
+    const size_t signature_count = header.value("signature_count", size_t{0});
+    if (!read_chunk) return false;
+    for (size_t k = 0; out.hashes.size() < hash_count; ++k) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<std::string> chunk, read_chunk('h', k));
+      const size_t n = std::min(kHashesPerChunk, hash_count - out.hashes.size());
+      if (!chunk || chunk->size() != n * 8) return false;
+      const size_t at = out.hashes.size();
+      out.hashes.resize(at + n);
+      std::memcpy(out.hashes.data() + at, chunk->data(), n * 8);
+    }
+    for (size_t k = 0; signatures.size() < signature_count; ++k) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<std::string> chunk, read_chunk('s', k));
+      if (!chunk) return false;
+      std::vector<SegmentSignature> part = SignaturesFromJson(json::parse(*chunk, nullptr, false));
+      const size_t n = std::min(kSignaturesPerChunk, signature_count - signatures.size());
+      if (part.size() != n) return false;
+      signatures.insert(signatures.end(), part.begin(), part.end());
+    }
+    if (chunked != nullptr) *chunked = true;
+  } else {
+    size_t n = (value.size() - nl - 1) / 8;
+    out.hashes.resize(n);
+    if (n > 0) std::memcpy(out.hashes.data(), value.data() + nl + 1, n * 8);
+    signatures = SignaturesFromJson(header.contains("signatures") ? header["signatures"] : json());
+  }
   reference->hashes = out.hashes;
   reference->history_blocks = header.value("history_blocks", int64_t{0});
-  reference->signatures = SignaturesFromJson(header.contains("signatures") ? header["signatures"] : json());
+  reference->signatures = std::move(signatures);
   *blocks = std::move(out);
   return true;
+}
+
+std::vector<std::pair<std::string, std::string>> CacheStateWriter::Writes(
+    std::string_view salt, size_t block_tokens, const std::vector<uint64_t>& hashes,
+    const turn_internal::PrefixReference& reference) {
+  const std::vector<SegmentSignature>& signatures = reference.signatures;
+  // The first entries that differ from what is stored; their chunks are written from their start.
+  const size_t same_hashes = SharedChainPrefix(hashes_, hashes);
+  size_t same_signatures = 0;
+  const size_t comparable = std::min(signatures_.size(), signatures.size());
+  while (same_signatures < comparable &&
+         SameSignature(signatures_[same_signatures], signatures[same_signatures]))
+    ++same_signatures;
+  std::vector<std::pair<std::string, std::string>> writes;
+  // The header as nlohmann::json prints it (keys in order).
+  writes.emplace_back(key_, "{\"block_tokens\":" + std::to_string(block_tokens) +
+                                ",\"hash_count\":" + std::to_string(hashes.size()) +
+                                ",\"history_blocks\":" + std::to_string(reference.history_blocks) +
+                                ",\"salt_hash\":" + std::to_string(Fnv64(salt)) +
+                                ",\"signature_count\":" + std::to_string(signatures.size()) +
+                                "}\n");
+  // A chunk is written whole when any of its entries changed or it now ends earlier (the header's
+  // counts say where the entries end: chunks past them are left, unread). Unchanged: none.
+  const bool hashes_changed = same_hashes < hashes.size() || hashes.size() != hashes_.size();
+  for (size_t k = same_hashes / kHashesPerChunk;
+       hashes_changed && k * kHashesPerChunk < hashes.size(); ++k) {
+    std::string chunk;
+    AppendHashes(hashes, k * kHashesPerChunk, std::min(hashes.size(), (k + 1) * kHashesPerChunk),
+                 &chunk);
+    writes.emplace_back(ChunkKey(key_, 'h', k), std::move(chunk));
+  }
+  const bool signatures_changed =
+      same_signatures < signatures.size() || signatures.size() != signatures_.size();
+  for (size_t k = same_signatures / kSignaturesPerChunk;
+       signatures_changed && k * kSignaturesPerChunk < signatures.size(); ++k) {
+    std::string chunk;
+    AppendSignatures(signatures, k * kSignaturesPerChunk,
+                     std::min(signatures.size(), (k + 1) * kSignaturesPerChunk), &chunk);
+    writes.emplace_back(ChunkKey(key_, 's', k), std::move(chunk));
+  }
+  pending_ = true;
+  pending_hash_from_ = same_hashes;
+  pending_hashes_.assign(hashes.begin() + static_cast<std::ptrdiff_t>(same_hashes), hashes.end());
+  pending_signature_from_ = same_signatures;
+  pending_signatures_.assign(signatures.begin() + static_cast<std::ptrdiff_t>(same_signatures),
+                             signatures.end());
+  return writes;
+}
+
+void CacheStateWriter::Stored() {
+  if (!pending_) return;
+  pending_ = false;
+  hashes_.resize(pending_hash_from_);
+  hashes_.insert(hashes_.end(), pending_hashes_.begin(), pending_hashes_.end());
+  signatures_.resize(pending_signature_from_);
+  signatures_.insert(signatures_.end(), pending_signatures_.begin(), pending_signatures_.end());
+}
+
+void CacheStateWriter::Loaded(const std::vector<uint64_t>& hashes,
+                              const std::vector<SegmentSignature>& signatures) {
+  pending_ = false;
+  hashes_ = hashes;
+  signatures_ = signatures;
 }
 
 }  // namespace strata::agent_internal
