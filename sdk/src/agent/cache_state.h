@@ -29,7 +29,7 @@ std::string EncodeCacheState(std::string_view salt, size_t block_tokens,
 // salt, block_tokens, history_blocks, and how many hashes and signatures there are, in chunks of
 // kHashesPerChunk and kSignaturesPerChunk), and each chunk under its own key (ChunkKey): a
 // turn at 1M tokens rewrites its last chunks, not every block hash and signature.
-inline constexpr size_t kHashesPerChunk = 4096;     // 32 KB of hashes
+inline constexpr size_t kHashesPerChunk = 512;      // 4 KB of hashes
 inline constexpr size_t kSignaturesPerChunk = 256;  // one JSON array of signatures
 // The key of chunk `index` of the hashes ('h') or signatures ('s') stored under `key`.
 std::string ChunkKey(std::string_view key, char what, size_t index);
