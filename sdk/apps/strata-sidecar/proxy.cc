@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
 
+#include "chat_body.h"
 #include "core/json_text.h"
 #include "core/utf8.h"
 #include "json_body.h"
@@ -512,10 +514,9 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   // Checked on the text, before anything is built: the parser itself is iterative, but dump() and
   // comparisons of the values below recurse once per level.
   STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
-  json request = json::parse(body, nullptr, false);
-  if (request.is_discarded()) {
-    return InvalidArgumentError(DescribeJsonError(body, "the request body"));
-  }
+  std::optional<ChatBody> parsed = ParseChatBody(body);
+  if (!parsed) return InvalidArgumentError(DescribeJsonError(body, "the request body"));
+  json& request = parsed->fields;
   if (!request.is_object()) {
     return InvalidArgumentError(
         "the request body is not a JSON object (a Chat Completions request)");
@@ -560,7 +561,14 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
       out.forwarded.emplace_back(it.key(), it.value().dump());
     }
   }
-  STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(request["messages"]));
+  if (parsed->split) {
+    std::vector<const json*> messages;
+    messages.reserve(parsed->messages.size());
+    for (const auto& m : parsed->messages) messages.push_back(m.get());
+    STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(messages));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(request["messages"]));
+  }
   if (request.contains("model")) out.model = request["model"].get<std::string>();
   if (request.contains("tools") && !request["tools"].is_null()) {
     out.tools = std::move(request["tools"]);

@@ -171,11 +171,18 @@ StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
   if (!messages.is_array()) {
     return InvalidArgumentError("\"messages\" must be an array of chat messages");
   }
+  std::vector<const json*> elements;
+  elements.reserve(messages.size());
+  for (const json& m : messages) elements.push_back(&m);
+  return ParseChatMessages(elements);
+}
+
+StatusOr<ParsedChat> ParseChatMessages(const std::vector<const json*>& messages) {
   ParsedChat chat;
   std::vector<std::string> open;  // tool calls of the last assistant message without a result
   size_t open_from = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
+    const json& m = *messages[i];
     const std::string where = Where(i);
     if (!m.is_object()) return InvalidArgumentError(where + " must be an object");
     if (!m.contains("role") || !m["role"].is_string()) {

@@ -68,6 +68,8 @@ struct ParsedChat {
 // unanswered, no message after the system ones, or an assistant message last (the proxy answers a
 // user message or tool results).
 StatusOr<ParsedChat> ParseChatMessages(const nlohmann::json& messages);
+// The same for the array's elements, in order (ParseChatBody keeps them apart).
+StatusOr<ParsedChat> ParseChatMessages(const std::vector<const nlohmann::json*>& messages);
 
 // Hex digest (32 digits of SHA-256) of what identifies a message: role, content, tool calls (id,
 // name, arguments) and tool_call_id, after the normalizations clients are known to apply when they

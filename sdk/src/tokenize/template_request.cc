@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_scan.h"
 #include "core/json_text.h"
 #include "core/utf8.h"
 #include "tokenize/chat_template_internal.h"
@@ -21,6 +22,10 @@
 namespace strata::chat_template_internal {
 namespace {
 
+using internal::SkipJsonSpace;
+using internal::SkipJsonString;
+using internal::SkipJsonValue;
+using internal::SplitJsonArray;
 using internal::Utf8Prefix;  // quotes in messages end on a character boundary
 
 // ---------------------------------------------------------------------------------------------
@@ -125,81 +130,12 @@ Status NormalizeMessage(ojson& m, size_t i) {
 // nesting near the limit) the whole body is parsed as before, so results and errors are those of
 // the whole parse.
 
-bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-size_t SkipSpace(std::string_view t, size_t i) {
-  while (i < t.size() && IsJsonSpace(t[i])) ++i;
-  return i;
-}
-
-// The end of the JSON string starting at t[pos] == '"', or npos.
-size_t SkipString(std::string_view t, size_t pos) {
-  for (size_t i = pos + 1; i < t.size(); ++i) {
-    if (t[i] == '\\') {
-      ++i;
-    } else if (t[i] == '"') {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
-
-// The end of the value starting at t[pos] (not validated: nlohmann parses it later), or npos.
-size_t SkipValue(std::string_view t, size_t pos) {
-  if (pos >= t.size()) return std::string_view::npos;
-  const char c = t[pos];
-  if (c == '"') return SkipString(t, pos);
-  if (c == '{' || c == '[') {
-    size_t depth = 0;
-    for (size_t i = pos; i < t.size(); ++i) {
-      const char d = t[i];
-      if (d == '"') {
-        i = SkipString(t, i);
-        if (i == std::string_view::npos) return i;
-        --i;
-      } else if (d == '{' || d == '[') {
-        ++depth;
-      } else if (d == '}' || d == ']') {
-        if (--depth == 0) return i + 1;
-      }
-    }
-    return std::string_view::npos;
-  }
-  size_t i = pos;
-  while (i < t.size() && t[i] != ',' && t[i] != '}' && t[i] != ']' && !IsJsonSpace(t[i])) ++i;
-  return i == pos ? std::string_view::npos : i;
-}
-
 // Where a body's "messages" array and each of its elements are: [begin, end) byte ranges.
 struct BodySplit {
   size_t array_begin = 0;  // the '['
   size_t array_end = 0;    // one past the ']'
   std::vector<std::pair<size_t, size_t>> elements;
 };
-
-// Cuts the elements of an array from t[j]: just after its '[' (`after_element` false) or just
-// after an element (true). Returns one past the array's ']', or npos.
-size_t WalkElements(std::string_view t, size_t j, bool after_element,
-                    std::vector<std::pair<size_t, size_t>>* elements) {
-  constexpr size_t npos = std::string_view::npos;
-  j = SkipSpace(t, j);
-  if (j < t.size() && t[j] == ']') return j + 1;
-  if (after_element) {
-    if (j >= t.size() || t[j] != ',') return npos;
-    j = SkipSpace(t, j + 1);
-  }
-  for (;;) {
-    const size_t end = SkipValue(t, j);
-    if (end == npos) return npos;
-    elements->emplace_back(j, end);
-    j = SkipSpace(t, end);
-    if (j < t.size() && t[j] == ',') {
-      j = SkipSpace(t, j + 1);
-      continue;
-    }
-    return j < t.size() && t[j] == ']' ? j + 1 : npos;
-  }
-}
 
 // Finds the body's top-level "messages" array and cuts it into its elements. With `base` (the
 // split of an earlier body) and `prefix` (the bytes the two bodies share), the scan does not walk
@@ -214,43 +150,43 @@ bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, Bod
     size_t reused = 0;
     while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
     out->elements.assign(base->elements.begin(), base->elements.begin() + reused);
-    i = WalkElements(t, reused > 0 ? out->elements.back().second : out->array_begin + 1, reused > 0,
-                     &out->elements);
+    i = SplitJsonArray(t, reused > 0 ? out->elements.back().second : out->array_begin + 1,
+                       reused > 0, &out->elements);
     if (i == npos) return false;
     out->array_end = i;
     seen = true;
   } else {
-    i = SkipSpace(t, 0);
+    i = SkipJsonSpace(t, 0);
     if (i >= t.size() || t[i] != '{') return false;
     ++i;
   }
   for (bool first = !seen;; first = false) {
-    i = SkipSpace(t, i);
+    i = SkipJsonSpace(t, i);
     if (!first) {
       if (i < t.size() && t[i] == '}') break;
       if (i >= t.size() || t[i] != ',') return false;
-      i = SkipSpace(t, i + 1);
+      i = SkipJsonSpace(t, i + 1);
     }
     if (i >= t.size() || t[i] != '"') return false;
-    const size_t key_end = SkipString(t, i);
+    const size_t key_end = SkipJsonString(t, i);
     if (key_end == npos) return false;
     const std::string_view key = t.substr(i, key_end - i);
-    i = SkipSpace(t, key_end);
+    i = SkipJsonSpace(t, key_end);
     if (i >= t.size() || t[i] != ':') return false;
-    i = SkipSpace(t, i + 1);
+    i = SkipJsonSpace(t, i + 1);
     if (key == "\"messages\"") {
       if (seen || i >= t.size() || t[i] != '[') return false;
       seen = true;
       out->array_begin = i;
-      i = WalkElements(t, i + 1, false, &out->elements);
+      i = SplitJsonArray(t, i + 1, false, &out->elements);
       if (i == npos) return false;
       out->array_end = i;
     } else {
-      i = SkipValue(t, i);
+      i = SkipJsonValue(t, i);
       if (i == npos) return false;
     }
   }
-  return seen && SkipSpace(t, i + 1) == t.size();
+  return seen && SkipJsonSpace(t, i + 1) == t.size();
 }
 
 // The JSON string starting at t[*i] == '"' decoded into *out, *i moved past it; false for what
@@ -296,27 +232,28 @@ bool DecodeSimpleString(std::string_view t, size_t* i, std::string* out) {
 // anything else, which the caller parses with nlohmann (so its result or its error stands). The
 // object is what ojson::parse gives for the same text.
 std::optional<ojson> ParseFlatStringObject(std::string_view t) {
-  size_t i = SkipSpace(t, 0);
+  size_t i = SkipJsonSpace(t, 0);
   if (i >= t.size() || t[i] != '{') return std::nullopt;
   ojson object = ojson::object();
   std::string key;
   std::string value;
-  i = SkipSpace(t, i + 1);
+  i = SkipJsonSpace(t, i + 1);
   for (;;) {
     if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &key)) return std::nullopt;
-    i = SkipSpace(t, i);
+    i = SkipJsonSpace(t, i);
     if (i >= t.size() || t[i] != ':') return std::nullopt;
-    i = SkipSpace(t, i + 1);
+    i = SkipJsonSpace(t, i + 1);
     if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &value)) return std::nullopt;
     if (object.contains(key)) return std::nullopt;  // a duplicate key: as nlohmann resolves it
     object.emplace(key, std::move(value));
-    i = SkipSpace(t, i);
+    i = SkipJsonSpace(t, i);
     if (i < t.size() && t[i] == ',') {
-      i = SkipSpace(t, i + 1);
+      i = SkipJsonSpace(t, i + 1);
       continue;
     }
     if (i >= t.size() || t[i] != '}') return std::nullopt;
-    return SkipSpace(t, i + 1) == t.size() ? std::optional<ojson>(std::move(object)) : std::nullopt;
+    return SkipJsonSpace(t, i + 1) == t.size() ? std::optional<ojson>(std::move(object))
+                                               : std::nullopt;
   }
 }
 
@@ -424,17 +361,17 @@ struct ParsedBody {
 bool ParseFields(ParsedBody* body, const ParsedBody* base) {
   constexpr size_t npos = std::string_view::npos;
   const std::string_view t = body->skeleton;
-  size_t i = SkipSpace(t, 0);
+  size_t i = SkipJsonSpace(t, 0);
   if (i >= t.size() || t[i] != '{') return false;
-  i = SkipSpace(t, i + 1);
+  i = SkipJsonSpace(t, i + 1);
   std::string key;
   for (;;) {
     if (i >= t.size() || t[i] != '"' || !DecodeSimpleString(t, &i, &key)) return false;
     if (body->Field(key) != nullptr) return false;  // a duplicate: as nlohmann resolves it
-    i = SkipSpace(t, i);
+    i = SkipJsonSpace(t, i);
     if (i >= t.size() || t[i] != ':') return false;
-    BodyField field{key, SkipSpace(t, i + 1), 0, nullptr};
-    field.end = SkipValue(t, field.begin);
+    BodyField field{key, SkipJsonSpace(t, i + 1), 0, nullptr};
+    field.end = SkipJsonValue(t, field.begin);
     if (field.end == npos) return false;
     const std::string_view text = body->FieldText(field);
     if (base != nullptr) {
@@ -450,12 +387,12 @@ bool ParseFields(ParsedBody* body, const ParsedBody* base) {
       field.value = std::move(parsed);
     }
     body->fields.push_back(std::move(field));
-    i = SkipSpace(t, body->fields.back().end);
+    i = SkipJsonSpace(t, body->fields.back().end);
     if (i < t.size() && t[i] == ',') {
-      i = SkipSpace(t, i + 1);
+      i = SkipJsonSpace(t, i + 1);
       continue;
     }
-    return i < t.size() && t[i] == '}' && SkipSpace(t, i + 1) == t.size();
+    return i < t.size() && t[i] == '}' && SkipJsonSpace(t, i + 1) == t.size();
   }
 }
 

@@ -1,0 +1,40 @@
+// chat_body.h — a Chat Completions request body parsed as nlohmann::json parses it, its messages
+// parsed once per distinct text (the HTTP proxy's first step).
+//
+// A client of the proxy sends its whole message list on every request, so a conversation's
+// messages arrive again and again, byte for byte. ParseChatBody cuts the "messages" array into its
+// elements with a light scan and parses only the elements it has not parsed before (a memo of
+// recent message texts, process-wide and bounded); the rest of the body is parsed as it is. A body
+// the scan does not take apart (not an object, "messages" given twice, a key with an escape, an
+// element that does not parse) is parsed whole, so results and errors are those of the whole parse.
+//
+// Thread safety: ParseChatBody may be called from any thread (the memo has its own lock).
+#ifndef STRATA_APPS_STRATA_SIDECAR_CHAT_BODY_H_
+#define STRATA_APPS_STRATA_SIDECAR_CHAT_BODY_H_
+
+#include <cstddef>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace strata::sidecar {
+
+struct ChatBody {
+  // The body. When `split`, its "messages" is an empty array and the messages are in `messages`;
+  // otherwise they are in fields["messages"], as parsed.
+  nlohmann::json fields;
+  bool split = false;
+  std::vector<std::shared_ptr<const nlohmann::json>> messages;  // when `split`, in order
+};
+
+// `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it).
+std::optional<ChatBody> ParseChatBody(std::string_view body);
+
+// The memo's bound: the message texts it keeps, in bytes (it starts over past it).
+inline constexpr size_t kChatMessageMemoBytes = 64u << 20;
+
+}  // namespace strata::sidecar
+
+#endif  // STRATA_APPS_STRATA_SIDECAR_CHAT_BODY_H_
