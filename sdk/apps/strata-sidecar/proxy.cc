@@ -2,7 +2,6 @@
 #include "proxy.h"
 
 #include <httplib.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 
 #include "chat_body.h"
 #include "core/json_text.h"
+#include "core/text_util.h"
 #include "core/utf8.h"
 #include "json_body.h"
 #include "proxy_notes.h"
@@ -504,10 +504,8 @@ std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   std::string text;
   for (const std::string& s : chat.system) text += std::to_string(s.size()) + ":" + s;
   text += chat.history.empty() ? std::string() : MessageDigest(chat.history.front());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
-  return kDerivedAgentPrefix + Hex(digest, 8);
+  const std::string digest = internal::Sha256(text);
+  return kDerivedAgentPrefix + Hex(reinterpret_cast<const unsigned char*>(digest.data()), 8);
 }
 
 StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {

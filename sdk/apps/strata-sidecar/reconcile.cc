@@ -1,14 +1,13 @@
 // Reconciliation of an OpenAI client's message list with an agent's history (reconcile.h).
 #include "reconcile.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <utility>
 
 #include "core/json_text.h"
+#include "core/text_util.h"
 #include "core/utf8.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
@@ -21,18 +20,8 @@ using json = nlohmann::json;
 
 std::string Where(size_t index) { return "messages[" + std::to_string(index) + "]"; }
 
-std::string Sha256Hex32(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < 16 && i < size; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
-}
+// The first 16 bytes of the SHA-256 of `data`, as 32 hex digits.
+std::string Sha256Hex32(std::string_view data) { return internal::Sha256Hex(data).substr(0, 32); }
 
 // A JSON value in the one form every client's re-serialization of it comes back to: object keys
 // sorted (nlohmann's objects are ordered maps), no insignificant whitespace, strings with their

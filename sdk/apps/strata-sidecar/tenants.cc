@@ -1,24 +1,12 @@
 #include "tenants.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
+
+#include "core/text_util.h"
 
 namespace strata::sidecar {
 
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (unsigned int i = 0; i < size; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
-}
+std::string Sha256Hex(std::string_view data) { return internal::Sha256Hex(data); }
 
 Authenticator::Authenticator(std::vector<TenantConfig> tenants, TenantLimits default_limits,
                              std::vector<std::string> metrics_token_sha256)

@@ -22,7 +22,7 @@
 
 namespace strata::sidecar {
 
-// SHA-256 of `data` as 64 lowercase hex digits (OpenSSL).
+// SHA-256 of `data` as 64 lowercase hex digits: how tokens are configured.
 std::string Sha256Hex(std::string_view data);
 
 class Authenticator {
