@@ -1,49 +1,24 @@
 // A Chat Completions body parsed with its messages memoized by text (chat_body.h).
 #include "chat_body.h"
 
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "core/json_scan.h"
+#include "core/text_memo.h"
 
 namespace strata::sidecar {
 namespace {
 
 using json = nlohmann::json;
 
-// Parsed messages by their text, process-wide. Each entry is charged its text twice (the key and,
-// about as much, the parsed value); past kChatMessageMemoBytes the memo starts over.
-class MessageMemo {
- public:
-  static MessageMemo& Get() {
-    static MessageMemo* memo = new MessageMemo();  // never destroyed: used until exit
-    return *memo;
-  }
-
-  std::shared_ptr<const json> Find(std::string_view text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(std::string(text));
-    return it == map_.end() ? nullptr : it->second;
-  }
-
-  void Insert(std::string_view text, std::shared_ptr<const json> message) {
-    const size_t charge = 2 * text.size() + 64;
-    if (charge > kChatMessageMemoBytes / 4) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes_ + charge > kChatMessageMemoBytes) {
-      map_.clear();
-      bytes_ = 0;
-    }
-    if (map_.emplace(std::string(text), std::move(message)).second) bytes_ += charge;
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const json>> map_;  // guarded by mu_
-  size_t bytes_ = 0;                                                  // guarded by mu_
-};
+// Parsed messages by their text, process-wide: each entry is charged its text, about twice that
+// for the parsed value, and the map's node.
+size_t MessageCharge(size_t text_bytes) { return 3 * text_bytes + 256; }
+internal::TextMemo<json>& Messages() {
+  static auto* memo = new internal::TextMemo<json>(kChatMessageMemoBytes, &MessageCharge);
+  return *memo;  // never destroyed: used until exit
+}
 
 // Where the top-level "messages" array is: [begin, end) of its text, and its elements. False when
 // the body is not an object the scan takes apart: no or two "messages" keys, a key with an escape
@@ -93,7 +68,7 @@ bool SplitBody(std::string_view body, ChatBody* out) {
   skeleton.append(body.substr(0, begin)).append("[]").append(body.substr(end));
   out->fields = json::parse(skeleton, nullptr, false);
   if (out->fields.is_discarded() || !out->fields.is_object()) return false;
-  MessageMemo& memo = MessageMemo::Get();
+  internal::TextMemo<json>& memo = Messages();
   out->messages.reserve(elements.size());
   for (const auto& [from, to] : elements) {
     const std::string_view text = body.substr(from, to - from);

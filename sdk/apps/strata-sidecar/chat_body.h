@@ -32,7 +32,8 @@ struct ChatBody {
 // `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it).
 std::optional<ChatBody> ParseChatBody(std::string_view body);
 
-// The memo's bound: the message texts it keeps, in bytes (it starts over past it).
+// The memo's bound: the charges of the messages it keeps (3 bytes per byte of text plus 256 per
+// message), in bytes; it starts over past it.
 inline constexpr size_t kChatMessageMemoBytes = 64u << 20;
 
 }  // namespace strata::sidecar

@@ -4,16 +4,15 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/json_scan.h"
 #include "core/json_text.h"
+#include "core/text_memo.h"
 #include "core/utf8.h"
 #include "tokenize/chat_template_internal.h"
 #include "tokenize/exact_tokenizer.h"  // CommonPrefix
@@ -261,61 +260,16 @@ namespace {
 
 // Normalised messages by their text, process-wide (the normalisation is the same for every
 // template). Bounded: each entry is charged its text, about twice that for the parsed message and
-// kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges would exceed
-// kMessageMemoMaxBytes it starts over. Charging the text alone let a long-running process (an agent
-// host whose agents are created, run and deleted) keep several times the bound in parsed messages.
-class MessageMemo {
- public:
-  static MessageMemo& Get() {
-    static MessageMemo* memo = new MessageMemo();  // never destroyed: used until exit
-    return *memo;
-  }
-
-  std::shared_ptr<const ojson> Find(std::string_view text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(text);
-    return it == map_.end() ? nullptr : it->second->message;
-  }
-
-  void Insert(std::string_view text, std::shared_ptr<const ojson> message) {
-    const size_t charge = tokenize_internal::MessageMemoCharge(text.size());
-    if (charge > tokenize_internal::kMessageMemoMaxBytes / 4) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (map_.count(text) != 0) return;
-    if (bytes_ + charge > tokenize_internal::kMessageMemoMaxBytes) {
-      map_.clear();
-      bytes_ = 0;
-    }
-    auto stored = std::make_unique<Stored>(Stored{std::string(text), std::move(message)});
-    const std::string_view key = stored->text;
-    map_.emplace(key, std::move(stored));
-    bytes_ += charge;
-  }
-
-  void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.clear();
-    bytes_ = 0;
-  }
-
-  tokenize_internal::MessageMemoStats Stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    tokenize_internal::MessageMemoStats stats;
-    stats.entries = map_.size();
-    stats.charged_bytes = bytes_;
-    for (const auto& [key, stored] : map_) stats.text_bytes += key.size();
-    return stats;
-  }
-
- private:
-  struct Stored {
-    std::string text;
-    std::shared_ptr<const ojson> message;
-  };
-  std::mutex mu_;
-  std::unordered_map<std::string_view, std::unique_ptr<Stored>> map_;  // keys view Stored::text
-  size_t bytes_ = 0;
-};
+// kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges
+// would exceed kMessageMemoMaxBytes it starts over. Charging the text alone let a long-running
+// process (an agent host whose agents are created, run and deleted) keep several times the bound
+// in parsed messages.
+using MessageMemo = internal::TextMemo<ojson>;
+MessageMemo& Messages() {
+  static auto* memo = new MessageMemo(tokenize_internal::kMessageMemoMaxBytes,
+                                      &tokenize_internal::MessageMemoCharge);  // never destroyed
+  return *memo;
+}
 
 uint64_t NextParsedBodyId() {
   static std::atomic<uint64_t> next{1};
@@ -468,7 +422,7 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
   // after every element parsed, so the first invalid message gives the whole parse's error. Only
   // the elements the memo lacks are depth-checked: the memo keeps only texts that passed the
   // check, so after a compaction the messages past its boundary are looked up, not scanned again.
-  MessageMemo& memo = MessageMemo::Get();
+  MessageMemo& memo = Messages();
   MessageVector& messages = *body->messages;
   messages.reserve(split.elements.size());
   if (same > 0) messages.assign(base->messages->begin(), base->messages->begin() + same);
@@ -621,7 +575,7 @@ StatusOr<Request> ParseRequest(std::string_view request_json,
 
 void ClearRequestMemos() {
   ParsedBodies().Clear();
-  MessageMemo::Get().Clear();
+  Messages().Clear();
 }
 
 }  // namespace strata::chat_template_internal
@@ -629,7 +583,8 @@ void ClearRequestMemos() {
 namespace strata::tokenize_internal {
 
 MessageMemoStats ChatTemplateMessageMemoStats() {
-  return chat_template_internal::MessageMemo::Get().Stats();
+  const auto stats = chat_template_internal::Messages().stats();
+  return MessageMemoStats{stats.entries, stats.text_bytes, stats.charged_bytes};
 }
 
 }  // namespace strata::tokenize_internal

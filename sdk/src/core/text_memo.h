@@ -1,0 +1,90 @@
+// TextMemo: values parsed from texts, found again by their text, bounded (private to strata; any
+// component that links strata::core may include it). Parsers of requests that repeat earlier
+// texts byte for byte keep what they parsed of each one here: the chat template's messages
+// (tokenize), the sidecar proxy's messages.
+//
+// Each entry is charged `charge(text size)` (its text, its parsed value, the map's node); when an
+// insert would take the sum past `max_bytes` the memo starts over, and a text charged more than a
+// quarter of it is not kept.
+//
+// Thread safety: every method may be called from any thread (one lock).
+#ifndef STRATA_CORE_TEXT_MEMO_H_
+#define STRATA_CORE_TEXT_MEMO_H_
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+namespace strata::internal {
+
+template <typename Value>
+class TextMemo {
+ public:
+  using Charge = size_t (*)(size_t text_bytes);
+
+  TextMemo(size_t max_bytes, Charge charge) : max_bytes_(max_bytes), charge_(charge) {}
+  TextMemo(const TextMemo&) = delete;
+  TextMemo& operator=(const TextMemo&) = delete;
+
+  // The value kept for `text`, or null.
+  std::shared_ptr<const Value> Find(std::string_view text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(text);
+    return it == map_.end() ? nullptr : it->second->value;
+  }
+
+  // Keeps `value` for `text` (a text kept already keeps its value).
+  void Insert(std::string_view text, std::shared_ptr<const Value> value) {
+    const size_t charge = charge_(text.size());
+    if (charge > max_bytes_ / 4) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(text) != 0) return;
+    if (bytes_ + charge > max_bytes_) {
+      map_.clear();
+      bytes_ = 0;
+    }
+    auto stored = std::make_unique<Stored>(Stored{std::string(text), std::move(value)});
+    const std::string_view key = stored->text;
+    map_.emplace(key, std::move(stored));
+    bytes_ += charge;
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    bytes_ = 0;
+  }
+
+  struct Stats {
+    size_t entries = 0;
+    size_t text_bytes = 0;     // the texts held (the keys)
+    size_t charged_bytes = 0;  // the sum of the entries' charges
+  };
+  Stats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stats s;
+    s.entries = map_.size();
+    s.charged_bytes = bytes_;
+    for (const auto& [key, stored] : map_) s.text_bytes += key.size();
+    return s;
+  }
+
+ private:
+  struct Stored {
+    std::string text;
+    std::shared_ptr<const Value> value;
+  };
+  const size_t max_bytes_;
+  const Charge charge_;
+  std::mutex mu_;
+  std::unordered_map<std::string_view, std::unique_ptr<Stored>> map_;  // keys view Stored::text
+  size_t bytes_ = 0;                                                   // guarded by mu_
+};
+
+}  // namespace strata::internal
+
+#endif  // STRATA_CORE_TEXT_MEMO_H_
