@@ -4,6 +4,7 @@
 #include <set>
 
 #include "compact/common.h"
+#include "core/json_scan.h"
 #include "core/utf8.h"
 
 namespace strata::compact_internal {
@@ -12,66 +13,28 @@ namespace {
 // Bytes of the span's first message quoted in the instruction.
 constexpr size_t kQuotedOpeningBytes = 120;
 
-size_t SkipSpace(std::string_view s, size_t at) {
-  while (at < s.size() && (s[at] == ' ' || s[at] == '\t' || s[at] == '\n' || s[at] == '\r')) ++at;
-  return at;
-}
-
-// One past the end of the JSON string starting at s[at] == '"'; npos when it is not closed.
-size_t SkipString(std::string_view s, size_t at) {
-  for (size_t i = at + 1; i < s.size(); ++i) {
-    if (s[i] == '\\') {
-      ++i;
-    } else if (s[i] == '"') {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
-
-// One past the end of the JSON value starting at s[at] (the body was parsed already: valid).
-size_t SkipValue(std::string_view s, size_t at) {
-  if (at >= s.size()) return std::string_view::npos;
-  if (s[at] == '"') return SkipString(s, at);
-  if (s[at] != '{' && s[at] != '[') {
-    while (at < s.size() && s[at] != ',' && s[at] != '}' && s[at] != ']' && s[at] != ' ' &&
-           s[at] != '\n' && s[at] != '\r' && s[at] != '\t') {
-      ++at;
-    }
-    return at;
-  }
-  int depth = 0;
-  for (size_t i = at; i < s.size(); ++i) {
-    if (s[i] == '"') {
-      i = SkipString(s, i);
-      if (i == std::string_view::npos) return i;
-      --i;
-    } else if (s[i] == '{' || s[i] == '[') {
-      ++depth;
-    } else if ((s[i] == '}' || s[i] == ']') && --depth == 0) {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
+// The body was parsed already, so the light scan meets only valid JSON.
+using internal::SkipJsonSpace;
+using internal::SkipJsonString;
+using internal::SkipJsonValue;
 
 // The offset of the ']' that closes the top-level "messages" array; npos when there is none.
 size_t MessagesClose(std::string_view body) {
-  size_t at = SkipSpace(body, 0);
+  size_t at = SkipJsonSpace(body, 0);
   if (at >= body.size() || body[at] != '{') return std::string_view::npos;
-  at = SkipSpace(body, at + 1);
+  at = SkipJsonSpace(body, at + 1);
   while (at < body.size() && body[at] == '"') {
-    const size_t key_end = SkipString(body, at);
+    const size_t key_end = SkipJsonString(body, at);
     if (key_end == std::string_view::npos) break;
     const std::string_view key = body.substr(at + 1, key_end - at - 2);
-    at = SkipSpace(body, key_end);
+    at = SkipJsonSpace(body, key_end);
     if (at >= body.size() || body[at] != ':') break;
-    at = SkipSpace(body, at + 1);
-    const size_t value_end = SkipValue(body, at);
+    at = SkipJsonSpace(body, at + 1);
+    const size_t value_end = SkipJsonValue(body, at);
     if (value_end == std::string_view::npos) break;
     if (key == "messages") return body[at] == '[' ? value_end - 1 : std::string_view::npos;
-    at = SkipSpace(body, value_end);
-    if (at < body.size() && body[at] == ',') at = SkipSpace(body, at + 1);
+    at = SkipJsonSpace(body, value_end);
+    if (at < body.size() && body[at] == ',') at = SkipJsonSpace(body, at + 1);
   }
   return std::string_view::npos;
 }

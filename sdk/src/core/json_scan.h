@@ -1,8 +1,9 @@
 // A light scan of JSON text (private to strata; any component that links strata::core may include
 // it): where a value, a string or an array's elements begin and end, without parsing or
-// validating them. Parsers that keep what they parsed of an earlier, similar text use it to find
-// the parts that changed (the chat template's request parse, the sidecar proxy's request bodies);
-// whatever the scan passes over is validated when those parts are parsed.
+// validating them. The chat template's request parse and the sidecar proxy's request bodies use
+// it to find the parts of a text that changed since an earlier one (whatever the scan passes over
+// is validated when those parts are parsed); compact's summary request uses it to find where a
+// body it built, valid already, ends its messages.
 #ifndef STRATA_CORE_JSON_SCAN_H_
 #define STRATA_CORE_JSON_SCAN_H_
 
