@@ -26,36 +26,19 @@ internal::TextMemo<json>& Messages() {
 bool FindMessages(std::string_view t, size_t* begin, size_t* end,
                   std::vector<std::pair<size_t, size_t>>* elements) {
   constexpr size_t npos = std::string_view::npos;
-  size_t i = internal::SkipJsonSpace(t, 0);
+  const size_t i = internal::SkipJsonSpace(t, 0);
   if (i >= t.size() || t[i] != '{') return false;
   bool seen = false;
-  for (bool first = true;; first = false) {
-    i = internal::SkipJsonSpace(t, i + (first ? 1 : 0));
-    if (!first) {
-      if (i < t.size() && t[i] == '}') return seen;
-      if (i >= t.size() || t[i] != ',') return false;
-      i = internal::SkipJsonSpace(t, i + 1);
-    }
-    if (i >= t.size() || t[i] != '"') return false;
-    const size_t key_end = internal::SkipJsonString(t, i);
-    if (key_end == npos) return false;
-    const std::string_view key = t.substr(i, key_end - i);
-    if (key.find('\\') != std::string_view::npos) return false;
-    i = internal::SkipJsonSpace(t, key_end);
-    if (i >= t.size() || t[i] != ':') return false;
-    i = internal::SkipJsonSpace(t, i + 1);
-    if (key == "\"messages\"") {
-      if (seen || i >= t.size() || t[i] != '[') return false;
-      seen = true;
-      *begin = i;
-      i = internal::SplitJsonArray(t, i + 1, false, elements);
-      if (i == npos) return false;
-      *end = i;
-    } else {
-      i = internal::SkipJsonValue(t, i);
-      if (i == npos) return false;
-    }
-  }
+  const auto member = [&](std::string_view key, size_t at) -> size_t {
+    if (key.find('\\') != npos) return npos;
+    if (key != "messages") return internal::SkipJsonValue(t, at);
+    if (seen || at >= t.size() || t[at] != '[') return npos;
+    seen = true;
+    *begin = at;
+    *end = internal::SplitJsonArray(t, at + 1, false, elements);
+    return *end;
+  };
+  return internal::WalkJsonObject(t, i + 1, /*after_member=*/false, member) != npos && seen;
 }
 
 // The body taken apart (see chat_body.h); false to parse it whole.

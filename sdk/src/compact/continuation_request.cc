@@ -15,28 +15,22 @@ constexpr size_t kQuotedOpeningBytes = 120;
 
 // The body was parsed already, so the light scan meets only valid JSON.
 using internal::SkipJsonSpace;
-using internal::SkipJsonString;
 using internal::SkipJsonValue;
 
 // The offset of the ']' that closes the top-level "messages" array; npos when there is none.
 size_t MessagesClose(std::string_view body) {
-  size_t at = SkipJsonSpace(body, 0);
+  const size_t at = SkipJsonSpace(body, 0);
   if (at >= body.size() || body[at] != '{') return std::string_view::npos;
-  at = SkipJsonSpace(body, at + 1);
-  while (at < body.size() && body[at] == '"') {
-    const size_t key_end = SkipJsonString(body, at);
-    if (key_end == std::string_view::npos) break;
-    const std::string_view key = body.substr(at + 1, key_end - at - 2);
-    at = SkipJsonSpace(body, key_end);
-    if (at >= body.size() || body[at] != ':') break;
-    at = SkipJsonSpace(body, at + 1);
-    const size_t value_end = SkipJsonValue(body, at);
-    if (value_end == std::string_view::npos) break;
-    if (key == "messages") return body[at] == '[' ? value_end - 1 : std::string_view::npos;
-    at = SkipJsonSpace(body, value_end);
-    if (at < body.size() && body[at] == ',') at = SkipJsonSpace(body, at + 1);
-  }
-  return std::string_view::npos;
+  size_t close = std::string_view::npos;
+  internal::WalkJsonObject(body, at + 1, /*after_member=*/false,
+                           [&](std::string_view key, size_t value) -> size_t {
+                             const size_t value_end = SkipJsonValue(body, value);
+                             if (key != "messages" || value_end == std::string_view::npos)
+                               return value_end;
+                             if (body[value] == '[') close = value_end - 1;
+                             return std::string_view::npos;  // found: the walk stops here
+                           });
+  return close;
 }
 
 std::string ContentOf(const nlohmann::ordered_json& message) {

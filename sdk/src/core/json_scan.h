@@ -33,6 +33,33 @@ size_t SkipJsonValue(std::string_view t, size_t pos);
 size_t SplitJsonArray(std::string_view t, size_t j, bool after_element,
                       std::vector<std::pair<size_t, size_t>>* elements);
 
+// Walks the members of a JSON object: from t[from], just after its '{' (`after_member` false) or
+// just after a member's value (true), calls `member(key, value_begin)` for each member, with `key`
+// the text between its quotes (escapes left as they are) and `value_begin` where its value
+// starts. `member` returns where that value ends (e.g. SkipJsonValue's answer), or npos to stop.
+// One past the object's '}', or npos when the text is not an object there or `member` stopped.
+template <typename Member>
+size_t WalkJsonObject(std::string_view t, size_t from, bool after_member, const Member& member) {
+  constexpr size_t npos = std::string_view::npos;
+  size_t i = SkipJsonSpace(t, from);
+  for (bool first = !after_member;; first = false) {
+    if (i < t.size() && t[i] == '}') return i + 1;
+    if (!first) {
+      if (i >= t.size() || t[i] != ',') return npos;
+      i = SkipJsonSpace(t, i + 1);
+    }
+    if (i >= t.size() || t[i] != '"') return npos;
+    const size_t key_end = SkipJsonString(t, i);
+    if (key_end == npos) return npos;
+    const std::string_view key = t.substr(i + 1, key_end - i - 2);
+    i = SkipJsonSpace(t, key_end);
+    if (i >= t.size() || t[i] != ':') return npos;
+    const size_t value_end = member(key, SkipJsonSpace(t, i + 1));
+    if (value_end == npos) return npos;
+    i = SkipJsonSpace(t, value_end);
+  }
+}
+
 }  // namespace strata::internal
 
 #endif  // STRATA_CORE_JSON_SCAN_H_

@@ -22,10 +22,10 @@ namespace strata::chat_template_internal {
 namespace {
 
 using internal::SkipJsonSpace;
-using internal::SkipJsonString;
 using internal::SkipJsonValue;
 using internal::SplitJsonArray;
 using internal::Utf8Prefix;  // quotes in messages end on a character boundary
+using internal::WalkJsonObject;
 
 // ---------------------------------------------------------------------------------------------
 // The request as the template receives it.
@@ -142,50 +142,33 @@ struct BodySplit {
 // are the base's (a scalar's end depends on the byte after it, hence `<`).
 bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, BodySplit* out) {
   constexpr size_t npos = std::string_view::npos;
-  size_t i = 0;
   bool seen = false;
+  const auto member = [&](std::string_view key, size_t i) -> size_t {
+    if (key != "messages") return SkipJsonValue(t, i);
+    if (seen || i >= t.size() || t[i] != '[') return npos;
+    seen = true;
+    out->array_begin = i;
+    out->array_end = SplitJsonArray(t, i + 1, false, &out->elements);
+    return out->array_end;
+  };
+  size_t end = npos;
   if (base != nullptr && base->array_begin < prefix) {
     out->array_begin = base->array_begin;
     size_t reused = 0;
     while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
     out->elements.assign(base->elements.begin(), base->elements.begin() + reused);
-    i = SplitJsonArray(t, reused > 0 ? out->elements.back().second : out->array_begin + 1,
+    out->array_end =
+        SplitJsonArray(t, reused > 0 ? out->elements.back().second : out->array_begin + 1,
                        reused > 0, &out->elements);
-    if (i == npos) return false;
-    out->array_end = i;
+    if (out->array_end == npos) return false;
     seen = true;
+    end = WalkJsonObject(t, out->array_end, /*after_member=*/true, member);
   } else {
-    i = SkipJsonSpace(t, 0);
+    const size_t i = SkipJsonSpace(t, 0);
     if (i >= t.size() || t[i] != '{') return false;
-    ++i;
+    end = WalkJsonObject(t, i + 1, /*after_member=*/false, member);
   }
-  for (bool first = !seen;; first = false) {
-    i = SkipJsonSpace(t, i);
-    if (!first) {
-      if (i < t.size() && t[i] == '}') break;
-      if (i >= t.size() || t[i] != ',') return false;
-      i = SkipJsonSpace(t, i + 1);
-    }
-    if (i >= t.size() || t[i] != '"') return false;
-    const size_t key_end = SkipJsonString(t, i);
-    if (key_end == npos) return false;
-    const std::string_view key = t.substr(i, key_end - i);
-    i = SkipJsonSpace(t, key_end);
-    if (i >= t.size() || t[i] != ':') return false;
-    i = SkipJsonSpace(t, i + 1);
-    if (key == "\"messages\"") {
-      if (seen || i >= t.size() || t[i] != '[') return false;
-      seen = true;
-      out->array_begin = i;
-      i = SplitJsonArray(t, i + 1, false, &out->elements);
-      if (i == npos) return false;
-      out->array_end = i;
-    } else {
-      i = SkipJsonValue(t, i);
-      if (i == npos) return false;
-    }
-  }
-  return seen && SkipJsonSpace(t, i + 1) == t.size();
+  return end != npos && seen && SkipJsonSpace(t, end) == t.size();
 }
 
 // The JSON string starting at t[*i] == '"' decoded into *out, *i moved past it; false for what

@@ -1,0 +1,65 @@
+#include "core/json_scan.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::internal {
+namespace {
+
+constexpr size_t npos = std::string_view::npos;
+
+std::vector<std::string> Texts(std::string_view t,
+                               const std::vector<std::pair<size_t, size_t>>& at) {
+  std::vector<std::string> out;
+  for (const auto& [begin, end] : at) out.emplace_back(t.substr(begin, end - begin));
+  return out;
+}
+
+TEST_CASE(
+    "the JSON scan finds values and strings and array elements by their brackets and quotes") {
+  const std::string t = R"([ "a,\"]", {"k": [1, "}"]}, 12.5e3 , true ])";
+  std::vector<std::pair<size_t, size_t>> elements;
+  CHECK(SplitJsonArray(t, 1, false, &elements) == t.size());
+  CHECK(Texts(t, elements) ==
+        std::vector<std::string>{R"("a,\"]")", R"({"k": [1, "}"]})", "12.5e3", "true"});
+  // Resumed after an element: the rest.
+  std::vector<std::pair<size_t, size_t>> rest;
+  CHECK(SplitJsonArray(t, elements[1].second, true, &rest) == t.size());
+  CHECK(Texts(t, rest) == std::vector<std::string>{"12.5e3", "true"});
+  CHECK(SkipJsonString(R"("never closed)", 0) == npos);
+  CHECK(SkipJsonValue(R"({"a": [1, 2})", 0) == npos);
+  std::vector<std::pair<size_t, size_t>> none;
+  CHECK(SplitJsonArray("[1 2]", 1, false, &none) == npos);  // no comma
+}
+
+TEST_CASE("the JSON scan walks an object's members and stops where told") {
+  const std::string t = R"({"a": 1, "m\u0065": [2], "b": {"c": "}"}} )";
+  std::vector<std::string> keys, values;
+  const auto all = [&](std::string_view key, size_t at) {
+    const size_t end = SkipJsonValue(t, at);
+    keys.emplace_back(key);
+    values.emplace_back(t.substr(at, end - at));
+    return end;
+  };
+  CHECK(WalkJsonObject(t, 1, false, all) == t.size() - 1);
+  CHECK(keys == std::vector<std::string>{"a", R"(m\u0065)", "b"});  // escapes left as they are
+  CHECK(values == std::vector<std::string>{"1", "[2]", R"({"c": "}"})"});
+  // Stopped by the member: npos.
+  CHECK(WalkJsonObject(t, 1, false, [&](std::string_view key, size_t at) {
+          return key == "m\\u0065" ? npos : SkipJsonValue(t, at);
+        }) == npos);
+  // Resumed after a member's value.
+  keys.clear();
+  values.clear();
+  CHECK(WalkJsonObject(t, t.find(", \"m"), true, all) == t.size() - 1);
+  CHECK(keys == std::vector<std::string>{R"(m\u0065)", "b"});
+  // Not an object there, a trailing comma, a missing colon.
+  CHECK(WalkJsonObject(R"({"a" 1})", 1, false, all) == npos);
+  CHECK(WalkJsonObject(R"({"a": 1,})", 1, false, all) == npos);
+  CHECK(WalkJsonObject("{}", 1, false, all) == 2);
+}
+
+}  // namespace
+}  // namespace strata::internal
