@@ -86,7 +86,7 @@ std::string compact_internal::ExitStatusOf(const std::string& text) { return Exi
 std::string compact_internal::MaskPlaceholderFrom(const PlaceholderFacts& facts,
                                                   const Segment& result, const ToolCall* call,
                                                   size_t max_identifiers,
-                                                  const std::set<std::string>& already_present,
+                                                  const PresentNames& already_present,
                                                   size_t original_bytes) {
   const size_t bytes = original_bytes > 0 ? original_bytes : result.content.size();
   std::string text = "[strata: masked output of " + ArgumentsDigest(call) + ", " +
@@ -122,8 +122,9 @@ std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const s
       max_identifiers > 0 ? internal::RankedIdentifiers(result.content)
                           : std::make_shared<const std::vector<std::string>>();
   const compact_internal::PlaceholderFacts facts{*ranked, ExitStatus(result.content), recall_id};
-  return compact_internal::MaskPlaceholderFrom(facts, result, call, max_identifiers,
-                                               already_present, original_bytes);
+  const compact_internal::PresentNames present(already_present.begin(), already_present.end());
+  return compact_internal::MaskPlaceholderFrom(facts, result, call, max_identifiers, present,
+                                               original_bytes);
 }
 
 }  // namespace strata

@@ -5,8 +5,9 @@
 #define STRATA_SRC_COMPACT_PLACEHOLDER_H_
 
 #include <cstddef>
-#include <set>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "strata/segment.h"
@@ -23,12 +24,14 @@ struct PlaceholderFacts {
 // The exit status `text` shows ("<returncode>1</returncode>", "exit code 2", ...), or "".
 std::string ExitStatusOf(const std::string& text);
 
+// Names a request keeps anyway, viewed where they are held (no name is copied).
+using PresentNames = std::unordered_set<std::string_view>;
+
 // MaskPlaceholder(result, call, facts.recall_id, max_identifiers, already_present,
 // original_bytes), byte for byte, from `facts` instead of result.content.
 std::string MaskPlaceholderFrom(const PlaceholderFacts& facts, const Segment& result,
                                 const ToolCall* call, size_t max_identifiers,
-                                const std::set<std::string>& already_present,
-                                size_t original_bytes);
+                                const PresentNames& already_present, size_t original_bytes);
 
 }  // namespace strata::compact_internal
 

@@ -2,7 +2,7 @@
 // baseline_policies.cc).
 #include <algorithm>
 #include <cstdio>
-#include <map>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -19,8 +19,6 @@
 #include "strata/builtin_policies.h"
 
 namespace strata {
-
-using internal::ExtractIdentifiers;
 
 namespace {
 
@@ -314,12 +312,20 @@ class StrataPolicy final : public CompactionPolicy {
 
   // What tells whether the agent still uses a result (cost model only).
   struct UseSignals {
-    // Names and paths of the assistant messages (and their calls) of the last use_window_turns
-    // turns, in all and by turn.
-    std::set<std::string> recent_names;
-    std::map<int64_t, std::set<std::string>> names_by_turn;
+    // The names and paths of the assistant messages (and their calls) of the last
+    // use_window_turns turns, each with the latest turn that mentions it. The keys view the
+    // identifiers the plan's SegmentFacts hold, which outlive the signals: none is copied, and a
+    // lookup costs one hash however many turns the window holds.
+    std::unordered_map<std::string_view, int64_t> last_use;
     // superseded[i]: a later call with the same tool and arguments superseded result i.
     std::vector<bool> superseded;
+
+    // Whether a message of the window, of a turn after `after`, mentions `name` (kAnyTurn: any).
+    static constexpr int64_t kAnyTurn = std::numeric_limits<int64_t>::min();
+    bool Uses(std::string_view name, int64_t after) const {
+      auto it = last_use.find(name);
+      return it != last_use.end() && it->second > after;
+    }
   };
 
   UseSignals ReadUse(const CompactionInput& in, const CallIndex& calls, SegmentFacts& facts) const {
@@ -331,11 +337,9 @@ class StrataPolicy final : public CompactionPolicy {
         const Segment* s = h[i];
         if (s->turn < since || IsToolResult(*s) || s->kind == SegmentKind::kUser) continue;
         const std::vector<std::string>& ids = facts.MessageIds(i);
-        if (ids.empty()) continue;
-        std::set<std::string>& of_turn = use.names_by_turn[s->turn];
         for (size_t k = 0; k < ids.size() && k < kIdentifiersPerRecentMessage; ++k) {
-          use.recent_names.insert(ids[k]);
-          of_turn.insert(ids[k]);
+          auto [it, added] = use.last_use.emplace(ids[k], s->turn);
+          if (!added) it->second = std::max(it->second, s->turn);
         }
       }
     }
@@ -351,27 +355,30 @@ class StrataPolicy final : public CompactionPolicy {
     return use;
   }
 
-  // How much the agent may still need tool result h[i]. Below the trigger with mask_after_use
-  // (`after_use`), a result is judged by the assistant messages after it only (its own call names
-  // what was asked, not what was used).
-  Use ClassifyResult(const std::vector<const Segment*>& h, size_t i, const ToolCall* call,
-                     const CallIndex& calls, const UseSignals& signals, bool after_use,
-                     SegmentFacts& facts) const {
+  // Whether tool result h[i] is stale (kStale: an ephemeral tool's, or an error log a later call
+  // superseded) or superseded (kSuperseded: cost model only); nullopt when it is neither.
+  std::optional<Use> StaleUse(const std::vector<const Segment*>& h, size_t i,
+                              const CallIndex& calls, const UseSignals& signals) const {
     const Segment& s = *h[i];
     if (options_.ephemeral_tools.count(s.name) > 0 ||
         (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
       return Use::kStale;
     }
+    if (options_.cost_model && signals.superseded[i]) return Use::kSuperseded;
+    return std::nullopt;
+  }
+
+  // How much the agent may still need tool result h[i], whose StaleUse is `stale`. Below the
+  // trigger with mask_after_use (`after_use`), a result is judged by the assistant messages after
+  // it only (its own call names what was asked, not what was used).
+  Use ClassifyResult(const std::vector<const Segment*>& h, size_t i, const ToolCall* call,
+                     std::optional<Use> stale, const UseSignals& signals, bool after_use,
+                     SegmentFacts& facts) const {
+    if (stale) return *stale;
     if (!options_.cost_model) return Use::kUnused;
-    if (signals.superseded[i]) return Use::kSuperseded;
-    auto used = [&](const std::string& id) {
-      if (!after_use) return signals.recent_names.count(id) > 0;
-      for (auto it = signals.names_by_turn.upper_bound(s.turn); it != signals.names_by_turn.end();
-           ++it) {
-        if (it->second.count(id)) return true;
-      }
-      return false;
-    };
+    const Segment& s = *h[i];
+    const int64_t after = after_use ? s.turn : UseSignals::kAnyTurn;
+    auto used = [&](const std::string& id) { return signals.Uses(id, after); };
     size_t shared = 0;
     bool shared_path = false;
     const std::vector<std::string>& ids = facts.ContentIds(i);
@@ -382,8 +389,9 @@ class StrataPolicy final : public CompactionPolicy {
       shared_path |= id.find('/') != std::string::npos;
     }
     if (call != nullptr) {
-      for (const std::string& id : ExtractIdentifiers(call->arguments, kCallIdentifiersChecked)) {
-        shared_path |= id.find('/') != std::string::npos && used(id);
+      const std::vector<std::string>& call_ids = facts.CallIds(i, call->arguments);
+      for (size_t k = 0; k < call_ids.size() && k < kCallIdentifiersChecked; ++k) {
+        shared_path |= call_ids[k].find('/') != std::string::npos && used(call_ids[k]);
       }
     }
     return shared_path || shared >= kSharedNamesInUse ? Use::kInUse : Use::kUnused;
@@ -401,7 +409,7 @@ class StrataPolicy final : public CompactionPolicy {
     const size_t n = h.size();
     // Identifiers the request keeps anyway (messages that are never masked, protected results):
     // placeholders need not repeat them. Computed only when a placeholder is needed.
-    std::set<std::string> present;
+    compact_internal::PresentNames present;  // views of the plan's facts
     bool present_ready = false;
     auto ensure_present = [&] {
       if (present_ready) return;
@@ -430,22 +438,25 @@ class StrataPolicy final : public CompactionPolicy {
   template <typename EnsurePresent>
   std::optional<Candidate> CandidateAt(const CompactionInput& in, size_t i, const CallIndex& calls,
                                        const UseSignals& signals, bool below, bool after_use,
-                                       const std::set<std::string>& present,
+                                       const compact_internal::PresentNames& present,
                                        EnsurePresent& ensure_present, SegmentFacts& facts) const {
     const Segment& s = *in.history[i];
     if (IsToolResult(s) && s.state == SegmentState::kLive) {
-      const ToolCall* call = CallOf(calls, s);
-      const Use use = ClassifyResult(in.history, i, call, calls, signals, after_use, facts);
-      const bool stale = use == Use::kStale || use == Use::kSuperseded;
+      if (below && s.tokens < kMinTokensBelowTrigger) return std::nullopt;
+      const std::optional<Use> stale_use = StaleUse(in.history, i, calls, signals);
+      const bool stale = stale_use.has_value();
       // Below the trigger only what the agent no longer needs: stale or superseded results, and
-      // with mask_after_use those its latest turns do not use.
-      if (below && !stale && !(after_use && use == Use::kUnused)) return std::nullopt;
-      // ...and only when its placeholder can list every name it mentions (nothing is lost).
-      if (below && use == Use::kUnused && !options_.mask_unused_beyond_placeholder &&
-          facts.ContentIds(i).size() > options_.placeholder_identifiers) {
+      // with mask_after_use those its latest turns do not use, only when its placeholder can list
+      // every name it mentions (nothing is lost). A result that fails these whatever its use is
+      // not classified: most of a long history below the trigger, at every build.
+      if (below && !stale &&
+          (!after_use || (!options_.mask_unused_beyond_placeholder &&
+                          facts.ContentIds(i).size() > options_.placeholder_identifiers))) {
         return std::nullopt;
       }
-      if (below && s.tokens < kMinTokensBelowTrigger) return std::nullopt;
+      const ToolCall* call = CallOf(calls, s);
+      const Use use = ClassifyResult(in.history, i, call, stale_use, signals, after_use, facts);
+      if (below && !stale && use != Use::kUnused) return std::nullopt;
       ensure_present();
       // A result masked after one use may still be needed: its placeholder lists every name it
       // can (up to placeholder_identifiers).

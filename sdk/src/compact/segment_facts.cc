@@ -29,6 +29,15 @@ const std::vector<std::string>& SegmentFacts::MessageIds(size_t i) {
   return *f.message_ids;
 }
 
+const std::vector<std::string>& SegmentFacts::CallIds(size_t i, const std::string& arguments) {
+  KeptFacts& f = facts_[i];
+  if (!f.call_ids || f.call_arguments != arguments) {
+    f.call_ids = internal::RankedIdentifiers(arguments);
+    f.call_arguments = arguments;
+  }
+  return *f.call_ids;
+}
+
 const std::string& SegmentFacts::RecallId(size_t i) {
   KeptFacts& f = facts_[i];
   if (!f.recall_id) f.recall_id = RecallIdOf(*in_->history[i]);

@@ -36,6 +36,10 @@ struct KeptFacts {
   std::string recall_field;  // Segment::recall_id as it was
   std::shared_ptr<const std::vector<std::string>> content_ids;  // RankedIdentifiers(content)
   std::shared_ptr<const std::vector<std::string>> message_ids;  // ... of content and call arguments
+  // RankedIdentifiers of the arguments of the call a tool result answers, and those arguments
+  // (the call is another segment's: its text is compared, not assumed unchanged).
+  std::string call_arguments;
+  std::shared_ptr<const std::vector<std::string>> call_ids;
   std::optional<std::string> recall_id;                         // RecallIdOf(segment)
   std::optional<std::string> exit_status;                       // ExitStatusOf(content)
 };
@@ -48,6 +52,9 @@ class SegmentFacts {
   // The ranked identifiers of history[i]'s content followed by "\n" and each tool call's
   // arguments (the content's when it has no calls).
   const std::vector<std::string>& MessageIds(size_t i);
+  // The ranked identifiers of `arguments`, the arguments of the call tool result history[i]
+  // answers (kept with the result while its call's arguments stay the same).
+  const std::vector<std::string>& CallIds(size_t i, const std::string& arguments);
   // RecallIdOf(history[i]).
   const std::string& RecallId(size_t i);
   // ExitStatusOf(history[i].content).

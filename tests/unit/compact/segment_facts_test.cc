@@ -258,5 +258,26 @@ TEST_CASE("kept facts are reused where a segment is unchanged and derived again 
   CHECK(std::find(moved.begin(), moved.end(), "DeltaModel") != moved.end());
 }
 
+TEST_CASE("a result's call identifiers are kept while its call's arguments stay the same",
+          "[compact]") {
+  compact_internal::SegmentFactsCache cache;
+  std::vector<Segment> segments = {ToolResult("r1", "ok")};
+  const CompactionInput input = InputOf(segments, {11});
+  compact_internal::SegmentFacts facts = cache.Begin(input);
+  const std::string first_arguments = "{\"path\":\"src/alpha_module.py\"}";
+  const std::vector<std::string>* kept = &facts.CallIds(0, first_arguments);
+  CHECK(std::find(kept->begin(), kept->end(), "src/alpha_module.py") != kept->end());
+  CHECK(&facts.CallIds(0, first_arguments) == kept);  // not derived again
+  cache.Keep(std::move(facts));
+
+  // The next plan: the same arguments find the kept list; other arguments (the call is another
+  // segment, edited without the result changing) are derived anew.
+  compact_internal::SegmentFacts next = cache.Begin(input);
+  CHECK(&next.CallIds(0, first_arguments) == kept);
+  const std::vector<std::string>& other = next.CallIds(0, "{\"path\":\"lib/beta_module.py\"}");
+  CHECK(std::find(other.begin(), other.end(), "lib/beta_module.py") != other.end());
+  CHECK(std::find(other.begin(), other.end(), "src/alpha_module.py") == other.end());
+}
+
 }  // namespace
 }  // namespace strata
