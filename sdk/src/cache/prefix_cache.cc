@@ -306,9 +306,14 @@ class PrefixCacheModel::Impl {
   PrefixCacheOptions options_;
 
  private:
+  // A salt and the number of blocks held for it: an entry of salt_blocks_, which every block of
+  // that salt points to (entries of an unordered_map stay where they are until erased, and an
+  // entry is erased only with its last block).
+  using SaltEntry = std::pair<const std::string, size_t>;
+
   struct Node {
     uint64_t hash;
-    std::string salt;
+    SaltEntry* salt;
     size_t index;  // the block's index in the chain that last inserted it
   };
 
@@ -344,6 +349,7 @@ class PrefixCacheModel::Impl {
     // no block found here was inserted at another index: a repeated hash within a chain is found
     // at its earlier index (a block hash is a chain hash, so one hash sits at one index).
     bool distinct = true;
+    SaltEntry* salt = nullptr;  // found at the first new block: the salt is not copied per block
     for (size_t b = shared; b < blocks.hashes.size(); ++b) {
       const uint64_t hash = blocks.hashes[b];
       auto it = index_.find(hash);
@@ -353,14 +359,14 @@ class PrefixCacheModel::Impl {
         it->second->index = b;
         continue;
       }
-      lru_.push_front(Node{hash, blocks.salt, b});
+      if (salt == nullptr) salt = &*salt_blocks_.try_emplace(blocks.salt, 0).first;
+      lru_.push_front(Node{hash, salt, b});
       index_[hash] = lru_.begin();
-      ++salt_blocks_[blocks.salt];
+      ++salt->second;
     }
     while (index_.size() > options_.capacity_blocks && !lru_.empty()) {
       const Node& victim = lru_.back();
-      auto count = salt_blocks_.find(victim.salt);
-      if (count != salt_blocks_.end() && --count->second == 0) salt_blocks_.erase(count);
+      if (--victim.salt->second == 0) salt_blocks_.erase(salt_blocks_.find(victim.salt->first));
       index_.erase(victim.hash);
       lru_.pop_back();
     }

@@ -132,6 +132,27 @@ TEST_CASE("the model evicts least recently used blocks beyond capacity", "[cache
   CHECK(model.Lookup(a) == 0);  // a's first blocks were the oldest
 }
 
+TEST_CASE("blocks are counted by salt as they are inserted and evicted", "[cache]") {
+  PrefixCacheOptions options;
+  options.block_tokens = 1;
+  options.bytes_per_token = 1;
+  options.capacity_blocks = 10;
+  PrefixCacheModel model(options);
+  model.Insert(HashPrompt("aaaaaaa", "tenant-a", nullptr, options));  // 7 blocks
+  CHECK(model.blocks_for_salt("tenant-a") == 7);
+  model.Insert(HashPrompt("bbbbbbb", "tenant-b", nullptr, options));  // 7 more: 4 of a's go
+  CHECK(model.blocks_for_salt("tenant-a") == 3);
+  CHECK(model.blocks_for_salt("tenant-b") == 7);
+  model.Insert(HashPrompt("ccccccc", "tenant-b", nullptr, options));  // a's last 3 and 4 of b's
+  CHECK(model.blocks_for_salt("tenant-a") == 0);
+  CHECK(model.blocks_for_salt("tenant-b") == 10);
+  // A salt whose every block was evicted is counted again from its next insert.
+  model.Insert(HashPrompt("aaaa", "tenant-a", nullptr, options));
+  CHECK(model.blocks_for_salt("tenant-a") == 4);
+  CHECK(model.blocks_for_salt("tenant-b") == 6);
+  CHECK(model.size_blocks() == 10);
+}
+
 // HashPromptIds continues the kept chain whose ids share the longest prefix with the new ones (an
 // agent's prompts grow turn by turn); the result must be that of hashing every block. The cold
 // chain of each prompt is computed first, after eight chains under other salts have pushed every
