@@ -451,6 +451,15 @@ class Context {
   // replaces its entries from *kept on pays a comparison per segment and a copy of what changed.
   std::vector<SegmentFingerprint> FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
                                                     size_t* kept) const;
+  // The same for a caller that keeps, as `earlier`, the whole list an earlier call of this
+  // overload described (the entries it kept, then those it returned) and the serial that call set
+  // in *serial: the segments this context has not changed since that call are not compared, so a
+  // call costs what changed, not the number of segments. *serial is set to the serial of the list
+  // now described (unique in the process). With *serial 0, or one this context no longer tracks
+  // (a later call of this overload replaced it, a Rewind() or Restore() happened), every entry is
+  // compared.
+  std::vector<SegmentFingerprint> FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
+                                                    size_t* kept, uint64_t* serial) const;
   // The segment with `id`, or nullptr. The pointer is valid until the next mutation.
   const Segment* Find(std::string_view id) const;
   // The original content kept under `recall_id`. NOT_FOUND if unknown or not kept.

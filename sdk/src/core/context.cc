@@ -5,6 +5,8 @@
 #include "strata/context.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 
 #include "core/context_impl.h"
 #include "core/json_text.h"
@@ -190,7 +192,7 @@ std::vector<SegmentFingerprint> Context::Impl::Fingerprints() const {
 }
 
 std::vector<SegmentFingerprint> Context::Impl::FingerprintsAfter(
-    const std::vector<SegmentFingerprint>& earlier, size_t* kept) const {
+    const std::vector<SegmentFingerprint>& earlier, size_t* kept, uint64_t* serial) const {
   std::vector<SegmentFingerprint> out;
   size_t same = 0;
   bool matching = true;
@@ -206,15 +208,46 @@ std::vector<SegmentFingerprint> Context::Impl::FingerprintsAfter(
     matching = false;
     out.push_back(SegmentFingerprint{s.id, s.layer, s.kind, s.state, s.version, hash});
   };
-  for (size_t l = 0; l < stable_.size(); ++l) {
-    for (size_t i = 0; i < stable_[l].size(); ++i) {
-      if (IsRendered(stable_[l][i])) visit(stable_[l][i], stable_hashes_[l][i]);
+  // With the serial of the list `earlier` is, the stable layers (same header generation) and the
+  // history before the lowest index re-rendered since are that list's first entries: they are
+  // counted, not compared. Rendered segments are those with an offset in history_buf_.
+  size_t from = 0;       // the first history segment compared
+  bool counted = false;  // the stable layers and the history before `from` were counted
+  if (serial != nullptr && *serial != 0 && *serial == fingerprints_.serial &&
+      header_generation_ == fingerprints_.header_generation) {
+    from = std::min({fingerprints_.low_water, fingerprints_.history_size, history_.size()});
+    size_t rendered_from = 0;
+    for (size_t i = from; i < history_offsets_.size(); ++i)
+      rendered_from += history_offsets_[i] != internal::kNoOffset;
+    const size_t lead = fingerprints_.stable_rendered + rendered_history_messages_ - rendered_from;
+    if (lead <= earlier.size()) {
+      same = lead;
+      counted = true;
+    } else {
+      from = 0;  // not the list the serial names: compare everything
     }
   }
-  for (size_t i = 0; i < history_.size(); ++i) {
+  size_t stable_rendered = 0;
+  for (size_t l = 0; l < stable_.size(); ++l) {
+    for (size_t i = 0; i < stable_[l].size(); ++i) {
+      if (!IsRendered(stable_[l][i])) continue;
+      ++stable_rendered;
+      if (!counted) visit(stable_[l][i], stable_hashes_[l][i]);
+    }
+  }
+  for (size_t i = from; i < history_.size(); ++i) {
     if (IsRendered(history_[i])) visit(history_[i], history_hashes_[i]);
   }
   *kept = same;
+  if (serial != nullptr) {
+    static std::atomic<uint64_t> next_serial{1};
+    fingerprints_.serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+    fingerprints_.header_generation = header_generation_;
+    fingerprints_.history_size = history_.size();
+    fingerprints_.low_water = SIZE_MAX;
+    fingerprints_.stable_rendered = stable_rendered;
+    *serial = fingerprints_.serial;
+  }
   return out;
 }
 
@@ -367,6 +400,10 @@ std::vector<SegmentFingerprint> Context::Fingerprints() const { return impl_->Fi
 std::vector<SegmentFingerprint> Context::FingerprintsAfter(
     const std::vector<SegmentFingerprint>& earlier, size_t* kept) const {
   return impl_->FingerprintsAfter(earlier, kept);
+}
+std::vector<SegmentFingerprint> Context::FingerprintsAfter(
+    const std::vector<SegmentFingerprint>& earlier, size_t* kept, uint64_t* serial) const {
+  return impl_->FingerprintsAfter(earlier, kept, serial);
 }
 const Segment* Context::Find(std::string_view id) const { return impl_->Find(id); }
 StatusOr<std::string> Context::Recall(std::string_view recall_id) const {

@@ -182,7 +182,7 @@ class Context::Impl {
   std::vector<Segment> Segments() const;
   std::vector<SegmentFingerprint> Fingerprints() const;
   std::vector<SegmentFingerprint> FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
-                                                    size_t* kept) const;
+                                                    size_t* kept, uint64_t* serial = nullptr) const;
   const Segment* Find(std::string_view id) const;
   StatusOr<std::string> Recall(std::string_view recall_id) const;
   ContextStats Stats() const;
@@ -350,6 +350,19 @@ class Context::Impl {
   mutable size_t last_render_history_bytes_ = 0;
   mutable size_t last_render_bytes_ = 0;  // its body's size
   mutable size_t history_low_water_ = 0;
+  // The list the last FingerprintsAfter() with a serial described (Context::FingerprintsAfter):
+  // its serial (0: none), the header generation and history size it saw, its rendered stable
+  // segments, and the lowest history index re-rendered since (RerenderHistoryFrom, which every
+  // change to a rendered history segment goes through): the history before it, and the stable
+  // layers while the generation is the same, are as that list has them.
+  struct FingerprintSerial {
+    uint64_t serial = 0;
+    uint64_t header_generation = 0;
+    size_t history_size = 0;
+    size_t stable_rendered = 0;
+    size_t low_water = SIZE_MAX;
+  };
+  mutable FingerprintSerial fingerprints_;
   std::string stable_prefix_hash_;
   std::vector<LintWarning> lint_;
 

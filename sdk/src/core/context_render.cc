@@ -354,6 +354,7 @@ void Context::Impl::RerenderHistoryFrom(size_t index) {
   }
   history_buf_.resize(cut);
   history_low_water_ = std::min(history_low_water_, cut);
+  fingerprints_.low_water = std::min(fingerprints_.low_water, index);
   history_offsets_.resize(index);
   history_hashes_.resize(index);
   rendered_history_messages_ = 0;

@@ -232,6 +232,7 @@ Status TurnRun::AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& 
   previous_history_blocks_ = reference.history_blocks;
   signatures_kept_ = reference.signatures.size();  // the reference's signatures stay
   signatures_.clear();
+  signatures_serial_ = reference.signatures_serial;
   locate_messages_ = false;
   changed_.reset();
   break_causes_.clear();
@@ -241,7 +242,9 @@ Status TurnRun::AnalyzeInstead(const BuiltRequest& sent, const PrefixReference& 
 void TurnRun::Resign(const Context& context, const PrefixReference& reference) {
   // The context keeps each segment's Fnv64 (SegmentFingerprint::hash, computed when the segment
   // is added or changed): the signatures the reference shares are compared, not copied.
-  signatures_ = context.FingerprintsAfter(reference.signatures, &signatures_kept_);
+  signatures_serial_ = reference.signatures_serial;
+  signatures_ =
+      context.FingerprintsAfter(reference.signatures, &signatures_kept_, &signatures_serial_);
 }
 
 std::optional<std::pair<std::string, Layer>> TurnRun::MessageStart(const PrefixReference& reference,
@@ -382,6 +385,7 @@ void TurnRun::Finish(const Response& resp, PrefixReference* reference, bool keep
                                std::make_move_iterator(signatures_.end()));
   signatures_.clear();
   signatures_kept_ = reference->signatures.size();
+  reference->signatures_serial = signatures_serial_;
 }
 
 void TurnRun::StampDuration() {

@@ -135,6 +135,9 @@ struct PrefixReference {
   std::vector<uint64_t> hashes;  // block hashes up to the end of the previous request's history
   int64_t history_blocks = 0;    // how many blocks that history held
   std::vector<SegmentSignature> signatures;  // the previous request's segments
+  // The serial Context::FingerprintsAfter gave `signatures` (0: not known), so that the next
+  // request compares only the segments its context changed since.
+  uint64_t signatures_serial = 0;
 };
 
 // What a TurnRun works with. Nothing is owned.
@@ -224,6 +227,7 @@ class TurnRun {
   // The request's signatures: the first signatures_kept_ of the reference's, then signatures_.
   size_t signatures_kept_ = 0;
   std::vector<SegmentSignature> signatures_;
+  uint64_t signatures_serial_ = 0;  // the serial of the request's signatures
   // For locating a shortfall: whether the prompt's messages are known to be the request's
   // segments, the layout of the stable layers, and the first volatile segment (its message's).
   bool locate_messages_ = false;

@@ -444,6 +444,135 @@ bool SameIds(const std::vector<SegmentFingerprint>& a, const std::vector<Segment
   });
 }
 
+// `kept` and its serial brought up to date the way a turn does it.
+std::vector<SegmentFingerprint> AdvanceWithSerial(const Context& context,
+                                                  std::vector<SegmentFingerprint> kept,
+                                                  uint64_t* serial, size_t* same) {
+  std::vector<SegmentFingerprint> rest = context.FingerprintsAfter(kept, same, serial);
+  kept.resize(*same);
+  kept.insert(kept.end(), rest.begin(), rest.end());
+  return kept;
+}
+
+TEST_CASE("fingerprints after a list named by its serial compare only what changed since",
+          "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Read the logs.").ok());
+  REQUIRE(context->AppendAssistant({"", "", {{"c1", "read", "{}"}}}).ok());
+  const std::string result = *context->AppendToolResult({"c1", "log line", false});
+  uint64_t serial = 0;
+  size_t same = 0;
+  std::vector<SegmentFingerprint> kept = AdvanceWithSerial(*context, {}, &serial, &same);
+  REQUIRE(kept.size() == 4);
+  CHECK(serial != 0);
+  // An append. An entry of the list is doctored where the context did not change: with the serial
+  // it is counted as the list's, not compared; without it, compared.
+  REQUIRE(context->AppendAssistant({"Done.", "", {}}).ok());
+  std::vector<SegmentFingerprint> doctored = kept;
+  doctored[1].hash ^= 1;
+  uint64_t doctored_serial = serial;
+  std::vector<SegmentFingerprint> rest =
+      context->FingerprintsAfter(doctored, &same, &doctored_serial);
+  CHECK(same == 4);
+  REQUIRE(rest.size() == 1);
+  CHECK(doctored_serial != serial);
+  CHECK(context->FingerprintsAfter(doctored, &same).size() == 4);
+  CHECK(same == 1);
+  // The serial of the doctored call replaced `serial`: every entry is compared again.
+  kept = AdvanceWithSerial(*context, kept, &serial, &same);
+  CHECK(same == 4);
+  CHECK(SameIds(kept, context->Fingerprints()));
+  // A mask re-renders from the result on: compared from there.
+  HistoryEdit edit;
+  edit.edits.push_back({result, SegmentEdit::Action::kMask, "[masked]"});
+  REQUIRE(context->ApplyEdit(edit, "test@1", "test").ok());
+  doctored = kept;
+  doctored[1].hash ^= 1;
+  kept = AdvanceWithSerial(*context, doctored, &serial, &same);
+  CHECK(same == 3);
+  kept[1] = context->Fingerprints()[1];
+  CHECK(SameIds(kept, context->Fingerprints()));
+  // A new system prompt: from the stable layers on, whatever the serial.
+  REQUIRE(context->SetSystemPrompt("You are another test.").ok());
+  kept = AdvanceWithSerial(*context, kept, &serial, &same);
+  CHECK(same == 0);
+  CHECK(SameIds(kept, context->Fingerprints()));
+}
+
+TEST_CASE("fingerprints kept with a serial equal the whole list after every kind of change",
+          "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Start.").ok());
+  uint64_t serial = 0;
+  size_t same = 0;
+  std::vector<SegmentFingerprint> kept = AdvanceWithSerial(*context, {}, &serial, &same);
+  std::vector<std::string> results;
+  uint32_t state = 12345;
+  auto next = [&state](uint32_t n) {
+    state = state * 1103515245u + 12345u;
+    return (state >> 16) % n;
+  };
+  size_t steps = 0, summaries = 0, masks = 0, rewinds = 0;
+  for (int step = 0; step < 300; ++step) {
+    const std::string call = "call" + std::to_string(step);
+    switch (next(8)) {
+      case 0:
+      case 1:
+      case 2: {  // a tool call and its result
+        REQUIRE(context->AppendAssistant({"", "", {{call, "read", "{}"}}}).ok());
+        results.push_back(*context->AppendToolResult({call, "out " + call, false}));
+        break;
+      }
+      case 3: {  // a mask of a live result
+        if (results.empty()) break;
+        HistoryEdit edit;
+        edit.edits.push_back({results[next(results.size())], SegmentEdit::Action::kMask, "[m]"});
+        if (context->ApplyEdit(edit, "test@1", "test").ok()) ++masks;
+        break;
+      }
+      case 4: {  // a summary of a call and its result, anywhere in the history
+        std::vector<SegmentFingerprint> now = context->Fingerprints();
+        std::vector<size_t> calls;
+        for (size_t i = 0; i + 1 < now.size(); ++i) {
+          if (now[i].kind == SegmentKind::kToolCall && now[i + 1].kind == SegmentKind::kToolResult)
+            calls.push_back(i);
+        }
+        if (calls.empty()) break;
+        const size_t i = calls[next(calls.size())];
+        HistoryEdit edit;
+        edit.summaries.push_back({{now[i].id, now[i + 1].id}, "summary " + call});
+        const Status applied = context->ApplyEdit(edit, "test@1", "test").status();
+        INFO(applied.ToString());
+        CHECK(applied.ok());
+        summaries += applied.ok();
+        break;
+      }
+      case 5:  // a document
+        REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", call, call, 0}).ok());
+        break;
+      case 6:  // a mark, a change and a rewind to it
+        context->Mark();
+        REQUIRE(context->AppendUser("undone " + call).ok());
+        REQUIRE(context->RewindToMark().ok());
+        ++rewinds;
+        break;
+      default:
+        REQUIRE(context->AppendUser("next " + call).ok());
+        break;
+    }
+    kept = AdvanceWithSerial(*context, kept, &serial, &same);
+    INFO("step " << step);
+    REQUIRE(SameIds(kept, context->Fingerprints()));
+    ++steps;
+  }
+  CHECK(steps == 300);
+  CHECK(masks > 10);
+  CHECK(summaries > 10);
+  CHECK(rewinds > 10);
+}
+
 TEST_CASE("fingerprints after an earlier list keep what it shares and list the rest",
           "[core][context]") {
   auto context = NewContext();
