@@ -7,6 +7,9 @@
 //                      role markers as added tokens), the GLM template, no budget
 //   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context
 //   BM_TurnRecycled/N  as BM_TurnEstimate, each Turn handed back with Agent::Recycle
+//   .../iterations:1200  BM_TurnBudget and BM_TurnRecycled at 1M over 1,200 turns instead of 200:
+//                      about 2,750 history segments at the end instead of 750, so that what grows
+//                      with the number of segments (not the bytes) shows
 //   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
 //                      BM_TurnBudget
 //   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the previous
@@ -119,6 +122,18 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
   if (recycle) agent.Recycle(std::move(turn).value());
 }
 
+// With STRATA_BENCH_PERF_CTL naming perf's control FIFO (perf record -D -1 --control
+// fifo:FILE), writes "enable" to it: a profile of the turns, without the setup and the first
+// request.
+void EnableProfiler() {
+  const char* control = std::getenv("STRATA_BENCH_PERF_CTL");
+  if (control == nullptr) return;
+  if (FILE* f = std::fopen(control, "w")) {
+    std::fputs("enable\n", f);
+    std::fclose(f);
+  }
+}
+
 // `tools`: the agent's tool schemas (a JSON array), or "" for none.
 void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle = false,
               const std::string& tools = "", strata::Store* store = nullptr) {
@@ -134,6 +149,7 @@ void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle 
   Fill(**agent, state.range(0));
   int n = 0;
   Turn(state, **agent, ++n, true, recycle);  // the first request renders and encodes everything
+  EnableProfiler();
   for (auto _ : state) Turn(state, **agent, ++n, true, recycle);
   state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
 }
@@ -259,7 +275,9 @@ void BM_MemcpyBody(benchmark::State& state) {
 BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnRecycled)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnStore)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);
