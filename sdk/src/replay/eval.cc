@@ -6,39 +6,17 @@
 #include <unordered_set>
 
 #include "core/identifiers.h"
+#include "replay/pairing.h"
 #include "strata/builtin_policies.h"
 #include "strata/chat_template.h"
 #include "strata/prefix_cache.h"
+#include "strata/tokenizer_spec.h"
 
 namespace strata {
 
 using internal::ExtractIdentifiers;
 
 namespace {
-
-// True when the request's messages pair tool calls and results (each tool result answers a call).
-bool PairingOk(const std::string& body) {
-  nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
-  if (!request.is_object() || !request.contains("messages")) return false;
-  std::vector<std::string> open;
-  bool after_calls = false;
-  for (const auto& message : request["messages"]) {
-    const std::string role = message.value("role", "");
-    if (role == "tool") {
-      auto it = std::find(open.begin(), open.end(), message.value("tool_call_id", ""));
-      if (!after_calls || it == open.end()) return false;
-      open.erase(it);
-      continue;
-    }
-    if (!open.empty()) return false;
-    after_calls = false;
-    if (role == "assistant" && message.contains("tool_calls")) {
-      for (const auto& call : message["tool_calls"]) open.push_back(call.value("id", ""));
-      after_calls = true;
-    }
-  }
-  return open.empty();
-}
 
 constexpr size_t kAllIdentifiers = 1 << 20;
 
@@ -126,17 +104,49 @@ struct IdentifierLedger {
   std::unordered_set<std::string> known;
 };
 
+// The block chains of successive prompts, each as HashPrompt(prompt, "", tokenizer, options)
+// gives it. With an exact tokenizer a prompt is encoded from where it differs from the previous
+// one (IncrementalEncoder) and only the blocks after the ids carried over are hashed again: a
+// request costs what it adds instead of an encoding of the whole prompt.
+class PromptHasher {
+ public:
+  PromptHasher(const Tokenizer& tokenizer, const PrefixCacheOptions& options)
+      : tokenizer_(tokenizer), options_(options), encoder_(tokenizer) {}
+
+  const PromptBlocks& Hash(const std::string& prompt) {
+    if (!tokenizer_.IsEstimate()) {
+      const std::vector<int32_t>& ids = encoder_.Encode(prompt);
+      if (!ids.empty() || prompt.empty()) {
+        ContinuePromptIds(ids, chained_ids_ ? encoder_.unchanged() : 0, options_, &blocks_);
+        chained_ids_ = true;
+        return blocks_;
+      }
+    }
+    blocks_ = HashPrompt(prompt, "", &tokenizer_, options_);  // byte blocks
+    chained_ids_ = false;
+    return blocks_;
+  }
+
+ private:
+  const Tokenizer& tokenizer_;
+  const PrefixCacheOptions options_;
+  IncrementalEncoder encoder_;
+  PromptBlocks blocks_;
+  bool chained_ids_ = false;  // blocks_ is the chain of the encoder's last ids
+};
+
 // Measures the request built before assistant message `m`: its prompt tokens and reuse through the
 // server's template, budget and pairing, and the retention of old identifiers `m` uses.
 void MeasureRequest(const BuiltRequest& built, const std::string& prompt, const TraceMessage& m,
                     const IdentifierLedger& ids, int64_t turn, const EvalOptions& options,
-                    const PrefixCacheOptions& cache_options, PrefixCacheModel& cache, EvalTurn& stats) {
-  PromptBlocks blocks = HashPrompt(prompt, "", options.tokenizer, cache_options);
+                    PromptHasher& hasher, replay_internal::PairingChecker& pairing,
+                    PrefixCacheModel& cache, EvalTurn& stats) {
+  const PromptBlocks& blocks = hasher.Hash(prompt);
   stats.input_tokens = static_cast<size_t>(blocks.prompt_tokens);
   stats.counted_tokens = built.input_tokens;
   stats.reused_tokens = static_cast<size_t>(cache.LookupAndInsert(blocks));
   stats.violation = options.budget_tokens && stats.input_tokens > options.budget_tokens;
-  stats.pairing_error = !PairingOk(built.body);
+  stats.pairing_error = !pairing.Check(built);
   stats.compaction = built.compaction;
   // Retention: identifiers this message uses that were learned from old tool outputs.
   std::string used_text = m.content;
@@ -180,6 +190,8 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
   cache_options.block_tokens = options.block_tokens;
   cache_options.capacity_blocks = static_cast<size_t>(-1) / 2;
   PrefixCacheModel cache(cache_options);
+  PromptHasher hasher(*options.tokenizer, cache_options);
+  replay_internal::PairingChecker pairing;
 
   IdentifierLedger ids;
   EvalResult result;
@@ -225,7 +237,7 @@ StatusOr<EvalResult> EvaluateTrace(const std::vector<TraceMessage>& messages, co
           stats.error = built.status().message();
         } else {
           STRATA_ASSIGN_OR_RETURN(std::string prompt, eval->chat_template->Render(built->body));
-          MeasureRequest(*built, prompt, m, ids, turn, options, cache_options, cache, stats);
+          MeasureRequest(*built, prompt, m, ids, turn, options, hasher, pairing, cache, stats);
           if (options.on_turn) options.on_turn(stats, built->body);
         }
         AddTurn(stats, result.summary);
