@@ -1,7 +1,6 @@
 #include "strata/replay/eval.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
 
