@@ -127,25 +127,53 @@ class RecentList {
 
 // --- template_request.cc ---------------------------------------------------------------------
 
-// The messages of a request, each shared with the message memo.
-using MessageVector = std::vector<std::shared_ptr<const ojson>>;
+// A request's message, normalised (vLLM's preprocessing) and shared with the message memo.
+using MessagePtr = std::shared_ptr<const ojson>;
 
-// A request's messages, normalised (vLLM's preprocessing); shared with the parsed body they came
-// from (a request of a kept body is handed its list, not a copy of it) and never changed once made.
+// A request's messages, normalised; never changed once made. Held in chunks of kChunk messages: a
+// body that continues an earlier one shares that body's whole chunks and copies at most one
+// partial chunk, so a request costs its new messages, not a pointer copy per message of the
+// conversation. A request of a kept body is handed its list, not a copy of it.
 class MessageList {
  public:
+  static constexpr size_t kChunk = 256;
+  using Chunk = std::vector<MessagePtr>;
+
   MessageList() = default;
-  explicit MessageList(std::shared_ptr<const MessageVector> items) : items_(std::move(items)) {}
-  size_t size() const { return items_ != nullptr ? items_->size() : 0; }
-  const ojson& operator[](size_t i) const { return *(*items_)[i]; }
-  const ojson* get(size_t i) const { return (*items_)[i].get(); }
+  size_t size() const { return items_ != nullptr ? items_->size : 0; }
+  const ojson* get(size_t i) const { return (*items_->chunks[i / kChunk])[i % kChunk].get(); }
+  const ojson& operator[](size_t i) const { return *get(i); }
   // Whether both are the same list (the same body's): then every message is the same object.
   bool SameList(const MessageList& other) const {
     return items_ != nullptr && items_ == other.items_;
   }
+  // How many leading messages of the two are the same objects (a chunk both share counts whole).
+  size_t SharedPrefix(const MessageList& other) const;
 
  private:
-  std::shared_ptr<const MessageVector> items_;
+  friend class MessageListBuilder;
+  struct Chunks {
+    std::vector<std::shared_ptr<const Chunk>> chunks;
+    size_t size = 0;
+  };
+  std::shared_ptr<const Chunks> items_;
+};
+
+// Makes a MessageList: the first `keep` messages of `base` (its whole chunks shared), then the
+// messages pushed.
+class MessageListBuilder {
+ public:
+  MessageListBuilder(const MessageList* base, size_t keep);
+  size_t size() const { return items_->size; }
+  void push_back(MessagePtr message);
+  // Message i, one pushed here (i >= keep).
+  MessagePtr& own(size_t i);
+  MessageList Finish() &&;
+
+ private:
+  std::shared_ptr<MessageList::Chunks> items_ = std::make_shared<MessageList::Chunks>();
+  std::vector<std::shared_ptr<MessageList::Chunk>> own_;  // chunks first_own_ on, writable
+  size_t first_own_ = 0;
 };
 
 // The request as the template receives it.

@@ -142,9 +142,7 @@ StatusOr<std::shared_ptr<const RenderedRequest>> MemoRenderingTemplate::RenderKe
   size_t same = 0;
   for (auto& kept : RenderedRequests().Snapshot()) {
     if (kept->renderer != id_ || !SameFields(kept->request, r)) continue;
-    const size_t n = std::min(kept->request.messages.size(), r.messages.size());
-    size_t k = kept->request.messages.SameList(r.messages) ? n : 0;
-    while (k < n && kept->request.messages.get(k) == r.messages.get(k)) ++k;
+    const size_t k = kept->request.messages.SharedPrefix(r.messages);
     if (base == nullptr || k > same) {
       base = std::move(kept);
       same = k;

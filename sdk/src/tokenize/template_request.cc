@@ -276,7 +276,7 @@ struct ParsedBody {
   uint64_t id = NextParsedBodyId();
   std::string text;
   BodySplit split;
-  std::shared_ptr<MessageVector> messages = std::make_shared<MessageVector>();  // ParseSplit's own
+  MessageList messages;
   std::string skeleton;
   std::vector<BodyField> fields;  // in the skeleton's order, no name twice
 
@@ -406,15 +406,13 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
   // the elements the memo lacks are depth-checked: the memo keeps only texts that passed the
   // check, so after a compaction the messages past its boundary are looked up, not scanned again.
   MessageMemo& memo = Messages();
-  MessageVector& messages = *body->messages;
-  messages.reserve(split.elements.size());
-  if (same > 0) messages.assign(base->messages->begin(), base->messages->begin() + same);
+  MessageListBuilder messages(same > 0 ? &base->messages : nullptr, same);
   std::vector<std::pair<size_t, ojson>> parsed;
   for (size_t i = same; i < split.elements.size(); ++i) {
     const std::string_view element =
         text.substr(split.elements[i].first, split.elements[i].second - split.elements[i].first);
     messages.push_back(memo.Find(element));
-    if (messages.back() != nullptr) continue;
+    if (messages.own(i) != nullptr) continue;
     if (std::optional<ojson> flat = ParseFlatStringObject(element)) {  // nesting 1: no check
       parsed.emplace_back(i, std::move(*flat));
       continue;
@@ -427,10 +425,11 @@ StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const Pa
   }
   for (auto& [i, m] : parsed) {
     STRATA_RETURN_IF_ERROR(NormalizeMessage(m, i));
-    messages[i] = std::make_shared<const ojson>(std::move(m));
+    messages.own(i) = std::make_shared<const ojson>(std::move(m));
     const auto [begin, end] = split.elements[i];
-    memo.Insert(text.substr(begin, end - begin), messages[i]);
+    memo.Insert(text.substr(begin, end - begin), messages.own(i));
   }
+  body->messages = std::move(messages).Finish();
   return body;
 }
 
@@ -527,7 +526,7 @@ StatusOr<Request> ParseRequest(std::string_view request_json,
   }
   if (split != nullptr) {
     if (parsed_body != nullptr) *parsed_body = split->id;
-    r.messages = MessageList(split->messages);
+    r.messages = split->messages;
     const ParsedBody& parsed = *split;
     STRATA_RETURN_IF_ERROR(
         ReadFields([&parsed](const char* key) { return parsed.Field(key); }, &r));
@@ -541,12 +540,12 @@ StatusOr<Request> ParseRequest(std::string_view request_json,
   if (!body.contains("messages") || !body["messages"].is_array())
     return InvalidArgumentError("chat template: the request body has no \"messages\" array");
   ojson& messages = body["messages"];
-  auto normalized = std::make_shared<MessageVector>();
+  MessageListBuilder normalized(nullptr, 0);
   for (size_t i = 0; i < messages.size(); ++i) {
     STRATA_RETURN_IF_ERROR(NormalizeMessage(messages[i], i));
-    normalized->push_back(std::make_shared<const ojson>(std::move(messages[i])));
+    normalized.push_back(std::make_shared<const ojson>(std::move(messages[i])));
   }
-  r.messages = MessageList(std::move(normalized));
+  r.messages = std::move(normalized).Finish();
   // Each field is read once: moved out of the body, which is not used after.
   const auto field = [&body](const char* key) -> std::shared_ptr<const ojson> {
     auto it = body.find(key);
@@ -554,6 +553,63 @@ StatusOr<Request> ParseRequest(std::string_view request_json,
   };
   STRATA_RETURN_IF_ERROR(ReadFields(field, &r));
   return r;
+}
+
+size_t MessageList::SharedPrefix(const MessageList& other) const {
+  const size_t n = std::min(size(), other.size());
+  if (SameList(other)) return n;
+  size_t k = 0;
+  for (size_t c = 0; k < n; ++c) {
+    const Chunk& mine = *items_->chunks[c];
+    const Chunk& theirs = *other.items_->chunks[c];
+    if (&mine == &theirs) {
+      k = std::min(n, k + mine.size());
+      continue;
+    }
+    const size_t end = std::min(n, k + kChunk);
+    for (size_t j = 0; k < end; ++j, ++k) {
+      if (mine[j] != theirs[j]) return k;
+    }
+  }
+  return k;
+}
+
+MessageListBuilder::MessageListBuilder(const MessageList* base, size_t keep) {
+  if (base == nullptr || keep == 0) return;
+  const auto& chunks = base->items_->chunks;
+  const size_t whole = keep / MessageList::kChunk;
+  items_->chunks.assign(chunks.begin(), chunks.begin() + static_cast<std::ptrdiff_t>(whole));
+  first_own_ = whole;
+  if (const size_t rest = keep % MessageList::kChunk; rest > 0) {
+    const MessageList::Chunk& partial = *chunks[whole];
+    auto chunk = std::make_shared<MessageList::Chunk>();
+    chunk->reserve(MessageList::kChunk);
+    chunk->assign(partial.begin(), partial.begin() + static_cast<std::ptrdiff_t>(rest));
+    own_.push_back(chunk);
+    items_->chunks.push_back(std::move(chunk));
+  }
+  items_->size = keep;
+}
+
+void MessageListBuilder::push_back(MessagePtr message) {
+  if (items_->size % MessageList::kChunk == 0) {
+    auto chunk = std::make_shared<MessageList::Chunk>();
+    chunk->reserve(MessageList::kChunk);
+    own_.push_back(chunk);
+    items_->chunks.push_back(std::move(chunk));
+  }
+  own_.back()->push_back(std::move(message));
+  ++items_->size;
+}
+
+MessagePtr& MessageListBuilder::own(size_t i) {
+  return (*own_[i / MessageList::kChunk - first_own_])[i % MessageList::kChunk];
+}
+
+MessageList MessageListBuilder::Finish() && {
+  MessageList list;
+  list.items_ = std::move(items_);
+  return list;
 }
 
 void ClearRequestMemos() {

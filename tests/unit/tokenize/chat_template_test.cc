@@ -725,6 +725,36 @@ TEST_CASE("requests continuing earlier ones render as when parsed whole", "[chat
   }
 }
 
+// Long conversations continued and edited around the message list's chunk boundaries (it shares
+// whole chunks of 256 messages with the body it continues and copies the rest): each renders as
+// when parsed whole.
+TEST_CASE("requests of more messages than a chunk render as when parsed whole, edited anywhere",
+          "[chat_template]") {
+  using namespace memo_test;
+  std::vector<ojson> m = {Message("system", "sys"), Message("user", "task")};
+  for (int i = 0; m.size() < 600; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    m.push_back(Assistant("a" + std::to_string(i), "", {id}));
+    m.push_back(Tool(id, "out" + std::to_string(i)));
+  }
+  std::vector<std::string> bodies;
+  for (size_t n : {250, 255, 256, 257, 300, 511, 512, 513, 600}) {
+    bodies.push_back(Body(std::vector<ojson>(m.begin(), m.begin() + static_cast<long>(n))));
+  }
+  for (size_t edit : {0, 1, 255, 256, 257, 511, 512, 599}) {
+    std::vector<ojson> edited = m;
+    edited[edit]["content"] = "edited at " + std::to_string(edit);
+    bodies.push_back(Body(edited));
+    bodies.push_back(Body(m));
+  }
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    const std::vector<Rendered> whole = Whole(name, bodies);
+    auto t = Make(name);
+    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
+  }
+}
+
 // Bodies whose fields other than "messages" change between requests (a request id every time,
 // the tools once), and fields the light scan leaves to the whole parse: each renders, or fails, as
 // when parsed whole.
