@@ -20,35 +20,16 @@ internal::TextMemo<json>& Messages() {
   return *memo;  // never destroyed: used until exit
 }
 
-// Where the top-level "messages" array is: [begin, end) of its text, and its elements. False when
-// the body is not an object the scan takes apart: no or two "messages" keys, a key with an escape
-// (it might spell "messages"), a "messages" that is not an array, anything malformed.
-bool FindMessages(std::string_view t, size_t* begin, size_t* end,
-                  std::vector<std::pair<size_t, size_t>>* elements) {
-  constexpr size_t npos = std::string_view::npos;
-  const size_t i = internal::SkipJsonSpace(t, 0);
-  if (i >= t.size() || t[i] != '{') return false;
-  bool seen = false;
-  const auto member = [&](std::string_view key, size_t at) -> size_t {
-    if (key.find('\\') != npos) return npos;
-    if (key != "messages") return internal::SkipJsonValue(t, at);
-    if (seen || at >= t.size() || t[at] != '[') return npos;
-    seen = true;
-    *begin = at;
-    *end = internal::SplitJsonArray(t, at + 1, false, elements);
-    return *end;
-  };
-  return internal::WalkJsonObject(t, i + 1, /*after_member=*/false, member) != npos && seen;
-}
-
 // The body taken apart (see chat_body.h); false to parse it whole.
 bool SplitBody(std::string_view body, ChatBody* out) {
-  size_t begin = 0, end = 0;
-  std::vector<std::pair<size_t, size_t>> elements;
-  if (!FindMessages(body, &begin, &end, &elements)) return false;
+  internal::JsonArraySplit split;
+  if (!internal::SplitMemberArray(body, "messages", nullptr, 0, &split)) return false;
+  const std::vector<std::pair<size_t, size_t>>& elements = split.elements;
   std::string skeleton;
-  skeleton.reserve(body.size() - (end - begin) + 2);
-  skeleton.append(body.substr(0, begin)).append("[]").append(body.substr(end));
+  skeleton.reserve(body.size() - (split.array_end - split.array_begin) + 2);
+  skeleton.append(body.substr(0, split.array_begin))
+      .append("[]")
+      .append(body.substr(split.array_end));
   out->fields = json::parse(skeleton, nullptr, false);
   if (out->fields.is_discarded() || !out->fields.is_object()) return false;
   internal::TextMemo<json>& memo = Messages();

@@ -66,4 +66,40 @@ size_t SplitJsonArray(std::string_view t, size_t j, bool after_element,
   }
 }
 
+bool SplitMemberArray(std::string_view t, std::string_view key, const JsonArraySplit* base,
+                      size_t prefix, JsonArraySplit* out) {
+  constexpr size_t npos = std::string_view::npos;
+  bool seen = false;
+  const auto member = [&](std::string_view name, size_t i) -> size_t {
+    if (name.find('\\') != npos) return npos;
+    if (name != key) return SkipJsonValue(t, i);
+    if (seen || i >= t.size() || t[i] != '[') return npos;
+    seen = true;
+    out->array_begin = i;
+    out->array_end = SplitJsonArray(t, i + 1, false, &out->elements);
+    return out->array_end;
+  };
+  out->elements.clear();
+  out->reused = 0;
+  size_t end = npos;
+  if (base != nullptr && base->array_begin < prefix) {
+    out->array_begin = base->array_begin;
+    size_t& reused = out->reused;
+    while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
+    out->elements.assign(base->elements.begin(),
+                         base->elements.begin() + static_cast<std::ptrdiff_t>(reused));
+    out->array_end =
+        SplitJsonArray(t, reused > 0 ? out->elements.back().second : out->array_begin + 1,
+                       reused > 0, &out->elements);
+    if (out->array_end == npos) return false;
+    seen = true;
+    end = WalkJsonObject(t, out->array_end, /*after_member=*/true, member);
+  } else {
+    const size_t i = SkipJsonSpace(t, 0);
+    if (i >= t.size() || t[i] != '{') return false;
+    end = WalkJsonObject(t, i + 1, /*after_member=*/false, member);
+  }
+  return end != npos && seen && SkipJsonSpace(t, end) == t.size();
+}
+
 }  // namespace strata::internal

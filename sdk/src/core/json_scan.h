@@ -3,7 +3,8 @@
 // validating them. The chat template's request parse and the sidecar proxy's request bodies use
 // it to find the parts of a text that changed since an earlier one (whatever the scan passes over
 // is validated when those parts are parsed); compact's summary request uses it to find where a
-// body it built, valid already, ends its messages.
+// body it built, valid already, ends its messages; replay's pairing check to find a body's new
+// messages.
 #ifndef STRATA_CORE_JSON_SCAN_H_
 #define STRATA_CORE_JSON_SCAN_H_
 
@@ -59,6 +60,24 @@ size_t WalkJsonObject(std::string_view t, size_t from, bool after_member, const 
     i = SkipJsonSpace(t, value_end);
   }
 }
+
+// Where a JSON object's top-level array member is, and each of its elements: byte ranges.
+struct JsonArraySplit {
+  size_t array_begin = 0;                           // the '['
+  size_t array_end = 0;                             // one past the ']'
+  std::vector<std::pair<size_t, size_t>> elements;  // [begin, end) of each element
+  size_t reused = 0;  // the leading elements taken from the base split (SplitMemberArray)
+};
+
+// Finds the top-level member `key` of the object `t` and cuts its array into its elements. False
+// when the scan does not take `t` apart: not an object, `key` missing or given twice, a key with
+// an escape (it might spell `key`), a value that is not an array, anything malformed, or anything
+// but whitespace after the object. With `base` (the split of an earlier text) and `prefix` (the
+// bytes the two texts share), the shared part is not walked again: the keys before the array and
+// the elements that end inside the prefix are the base's (a scalar's end depends on the byte after
+// it, hence inside).
+bool SplitMemberArray(std::string_view t, std::string_view key, const JsonArraySplit* base,
+                      size_t prefix, JsonArraySplit* out);
 
 }  // namespace strata::internal
 

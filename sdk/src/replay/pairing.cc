@@ -9,48 +9,25 @@
 #include "core/json_scan.h"
 
 namespace strata::replay_internal {
-namespace {
-
-constexpr size_t npos = std::string_view::npos;
-
-// Where the value of the body's (last) "messages" member starts, if it is an array; else npos.
-size_t MessagesArray(std::string_view t) {
-  const size_t open = internal::SkipJsonSpace(t, 0);
-  if (open >= t.size() || t[open] != '{') return npos;
-  size_t found = npos;
-  const size_t end =
-      internal::WalkJsonObject(t, open + 1, false, [&](std::string_view key, size_t value) {
-        if (key == "messages") found = value;
-        return internal::SkipJsonValue(t, value);
-      });
-  if (end == npos || found >= t.size() || t[found] != '[') return npos;
-  return found;
-}
-
-}  // namespace
 
 bool PairingChecker::Check(const BuiltRequest& built) {
   const std::string_view t = built.body;
+  // The previous body's split is continued when this body is the render after it.
   const bool continues = built.previous_render_serial != 0 &&
-                         built.previous_render_serial == serial_ && array_begin_ != npos &&
-                         array_begin_ < built.unchanged_bytes;
+                         built.previous_render_serial == serial_ && !states_.empty();
   serial_ = built.render_serial;
-  size_t keep = 0;  // messages of the previous body that are this one's, with their states
-  if (continues) {
-    keep = static_cast<size_t>(std::upper_bound(ends_.begin(), ends_.end(), built.unchanged_bytes) -
-                               ends_.begin());
-  } else {
-    array_begin_ = MessagesArray(t);
-    if (array_begin_ == npos) return Reset();
+  internal::JsonArraySplit split;
+  if (!internal::SplitMemberArray(t, "messages", continues ? &split_ : nullptr,
+                                  continues ? built.unchanged_bytes : 0, &split)) {
+    return Reset();
   }
-  ends_.resize(keep);
+  split_ = std::move(split);
+  // The previous body's messages this one kept, as far as they were checked.
+  const size_t keep = std::min(split_.reused, states_.size());
   states_.resize(keep);
   State state = keep > 0 ? states_.back() : State{};
-  std::vector<std::pair<size_t, size_t>> elements;
-  const size_t array_end =
-      internal::SplitJsonArray(t, keep > 0 ? ends_.back() : array_begin_ + 1, keep > 0, &elements);
-  if (array_end == npos) return Reset();
-  for (const auto& [begin, end] : elements) {
+  for (size_t k = keep; k < split_.elements.size(); ++k) {
+    const auto [begin, end] = split_.elements[k];
     const nlohmann::json message =
         nlohmann::json::parse(t.substr(begin, end - begin), nullptr, false);
     if (message.is_discarded()) return false;
@@ -67,15 +44,13 @@ bool PairingChecker::Check(const BuiltRequest& built) {
         state.after_calls = true;
       }
     }
-    ends_.push_back(end);
     states_.push_back(state);
   }
   return state.open.empty();
 }
 
 bool PairingChecker::Reset() {
-  array_begin_ = npos;
-  ends_.clear();
+  split_ = internal::JsonArraySplit();
   states_.clear();
   return false;
 }

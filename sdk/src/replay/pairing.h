@@ -17,17 +17,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "core/json_scan.h"
 #include "strata/context.h"
 
 namespace strata::replay_internal {
 
 class PairingChecker {
  public:
-  // Whether `built.body` pairs its calls and results (false as well when it is not a JSON object
-  // with a "messages" array, or a message is not JSON).
+  // Whether `built.body` pairs its calls and results (false as well when the light scan does not
+  // take it apart, internal::SplitMemberArray, or a message is not JSON).
   bool Check(const BuiltRequest& built);
 
  private:
@@ -37,10 +37,11 @@ class PairingChecker {
   };
   bool Reset();
 
-  uint64_t serial_ = 0;                          // the render last checked
-  size_t array_begin_ = std::string_view::npos;  // where its messages array starts
-  std::vector<size_t> ends_;                     // where each of its messages ends
-  std::vector<State> states_;                    // the state after each of its messages
+  uint64_t serial_ = 0;             // the render last checked
+  internal::JsonArraySplit split_;  // where its messages are
+  // The state after each of its messages, as far as they were checked (a failing message and
+  // those after it have none).
+  std::vector<State> states_;
 };
 
 }  // namespace strata::replay_internal

@@ -23,9 +23,7 @@ namespace {
 
 using internal::SkipJsonSpace;
 using internal::SkipJsonValue;
-using internal::SplitJsonArray;
 using internal::Utf8Prefix;  // quotes in messages end on a character boundary
-using internal::WalkJsonObject;
 
 // ---------------------------------------------------------------------------------------------
 // The request as the template receives it.
@@ -128,48 +126,6 @@ Status NormalizeMessage(ojson& m, size_t i) {
 // unusual (not an object, a duplicate or escaped "messages" key, an element that does not parse,
 // nesting near the limit) the whole body is parsed as before, so results and errors are those of
 // the whole parse.
-
-// Where a body's "messages" array and each of its elements are: [begin, end) byte ranges.
-struct BodySplit {
-  size_t array_begin = 0;  // the '['
-  size_t array_end = 0;    // one past the ']'
-  std::vector<std::pair<size_t, size_t>> elements;
-};
-
-// Finds the body's top-level "messages" array and cuts it into its elements. With `base` (the
-// split of an earlier body) and `prefix` (the bytes the two bodies share), the scan does not walk
-// the shared part again: the keys before the array and the elements that end inside the prefix
-// are the base's (a scalar's end depends on the byte after it, hence `<`).
-bool SplitMessages(std::string_view t, const BodySplit* base, size_t prefix, BodySplit* out) {
-  constexpr size_t npos = std::string_view::npos;
-  bool seen = false;
-  const auto member = [&](std::string_view key, size_t i) -> size_t {
-    if (key != "messages") return SkipJsonValue(t, i);
-    if (seen || i >= t.size() || t[i] != '[') return npos;
-    seen = true;
-    out->array_begin = i;
-    out->array_end = SplitJsonArray(t, i + 1, false, &out->elements);
-    return out->array_end;
-  };
-  size_t end = npos;
-  if (base != nullptr && base->array_begin < prefix) {
-    out->array_begin = base->array_begin;
-    size_t reused = 0;
-    while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
-    out->elements.assign(base->elements.begin(), base->elements.begin() + reused);
-    out->array_end =
-        SplitJsonArray(t, reused > 0 ? out->elements.back().second : out->array_begin + 1,
-                       reused > 0, &out->elements);
-    if (out->array_end == npos) return false;
-    seen = true;
-    end = WalkJsonObject(t, out->array_end, /*after_member=*/true, member);
-  } else {
-    const size_t i = SkipJsonSpace(t, 0);
-    if (i >= t.size() || t[i] != '{') return false;
-    end = WalkJsonObject(t, i + 1, /*after_member=*/false, member);
-  }
-  return end != npos && seen && SkipJsonSpace(t, end) == t.size();
-}
 
 // The JSON string starting at t[*i] == '"' decoded into *out, *i moved past it; false for what
 // only nlohmann decodes (a \u escape) or refuses (a control character, invalid UTF-8, no end).
@@ -275,7 +231,7 @@ struct ParsedBody {
   // Never reused in the process (ContinuedBody::parsed_body names it).
   uint64_t id = NextParsedBodyId();
   std::string text;
-  BodySplit split;
+  internal::JsonArraySplit split;  // where its "messages" array and its elements are
   MessageList messages;
   std::string skeleton;
   std::vector<BodyField> fields;  // in the skeleton's order, no name twice
@@ -382,16 +338,11 @@ std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* pre
 StatusOr<std::shared_ptr<ParsedBody>> ParseSplit(std::string_view text, const ParsedBody* base,
                                                   size_t prefix) {
   auto body = std::make_shared<ParsedBody>();
-  if (!SplitMessages(text, base != nullptr ? &base->split : nullptr, prefix, &body->split))
+  if (!internal::SplitMemberArray(text, "messages", base != nullptr ? &base->split : nullptr,
+                                  prefix, &body->split))
     return std::shared_ptr<ParsedBody>();
-  const BodySplit& split = body->split;
-  // The leading elements SplitMessages took from the base (same range, ending inside the prefix).
-  const size_t comparable =
-      base != nullptr ? std::min(split.elements.size(), base->split.elements.size()) : 0;
-  size_t same = 0;
-  while (same < comparable && split.elements[same] == base->split.elements[same] &&
-         split.elements[same].second < prefix)
-    ++same;
+  const internal::JsonArraySplit& split = body->split;
+  const size_t same = split.reused;  // the base's messages, ending inside the prefix
   body->skeleton.reserve(text.size() - (split.array_end - split.array_begin) + 2);
   body->skeleton.append(text.substr(0, split.array_begin));
   body->skeleton.append("[]");
