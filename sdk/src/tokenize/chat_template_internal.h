@@ -164,7 +164,6 @@ class MessageList {
 class MessageListBuilder {
  public:
   MessageListBuilder(const MessageList* base, size_t keep);
-  size_t size() const { return items_->size; }
   void push_back(MessagePtr message);
   // Message i, one pushed here (i >= keep).
   MessagePtr& own(size_t i);

@@ -544,8 +544,7 @@ MessageListBuilder::MessageListBuilder(const MessageList* base, size_t keep) {
 
 void MessageListBuilder::push_back(MessagePtr message) {
   if (items_->size % MessageList::kChunk == 0) {
-    auto chunk = std::make_shared<MessageList::Chunk>();
-    chunk->reserve(MessageList::kChunk);
+    auto chunk = std::make_shared<MessageList::Chunk>();  // grows as pushed: lists are mostly short
     own_.push_back(chunk);
     items_->chunks.push_back(std::move(chunk));
   }

@@ -61,5 +61,33 @@ TEST_CASE("the JSON scan walks an object's members and stops where told") {
   CHECK(WalkJsonObject("{}", 1, false, all) == 2);
 }
 
+TEST_CASE("the JSON scan cuts an object's array member and continues an earlier split") {
+  const std::string first = R"({"model":"m","messages":[{"a":1},{"b":2}],"n":1})";
+  JsonArraySplit split;
+  REQUIRE(SplitMemberArray(first, "messages", nullptr, 0, &split));
+  CHECK(first.substr(split.array_begin, split.array_end - split.array_begin) ==
+        R"([{"a":1},{"b":2}])");
+  REQUIRE(split.elements.size() == 2);
+  CHECK(first.substr(split.elements[1].first, 7) == R"({"b":2})");
+  CHECK(split.reused == 0);
+  // A text sharing the first one up to its second element: the first element is the base's.
+  const std::string next = R"({"model":"m","messages":[{"a":1},{"b":3},{"c":4}],"n":1})";
+  JsonArraySplit continued;
+  REQUIRE(SplitMemberArray(next, "messages", &split, first.find(R"("b":2)") + 5, &continued));
+  CHECK(continued.reused == 1);
+  CHECK(continued.elements.size() == 3);
+  CHECK(next.substr(continued.elements[2].first, 7) == R"({"c":4})");
+  // Not taken apart: the key twice, escaped, missing or not an array, junk after the object.
+  JsonArraySplit refused;
+  CHECK_FALSE(
+      SplitMemberArray(R"({"messages":[],"messages":[]})", "messages", nullptr, 0, &refused));
+  CHECK_FALSE(
+      SplitMemberArray(R"({"messages":[],"messages":[]})", "messages", nullptr, 0, &refused));
+  CHECK_FALSE(SplitMemberArray(R"({"model":"m"})", "messages", nullptr, 0, &refused));
+  CHECK_FALSE(SplitMemberArray(R"({"messages":{}})", "messages", nullptr, 0, &refused));
+  CHECK_FALSE(SplitMemberArray(R"({"messages":[]} x)", "messages", nullptr, 0, &refused));
+  CHECK(SplitMemberArray(R"( {"messages":[]} )", "messages", nullptr, 0, &refused));
+}
+
 }  // namespace
 }  // namespace strata::internal
