@@ -639,6 +639,17 @@ void CheckEqual(const Rendered& got, const Rendered& want, size_t index) {
   CHECK(got.overhead == want.overhead);
 }
 
+// Each template renders `bodies` in order, with what it keeps from one to the next, as when
+// each is parsed whole.
+void CheckRendersAsWhole(const std::vector<std::string>& bodies) {
+  for (const std::string& name : strata::ChatTemplateNames()) {
+    INFO(name);
+    const std::vector<Rendered> whole = Whole(name, bodies);
+    auto t = Make(name);
+    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
+  }
+}
+
 ojson Message(const char* role, const std::string& content) {
   return {{"role", role}, {"content", content}};
 }
@@ -715,13 +726,8 @@ TEST_CASE("requests continuing earlier ones render as when parsed whole", "[chat
   using namespace memo_test;
   for (const ojson& extra : {ojson::object(), ojson{{"chat_template_kwargs", {{"clear_thinking", true}}}},
                              ojson{{"chat_template_kwargs", {{"clear_thinking", false}}}}}) {
-    const std::vector<std::string> bodies = Requests(extra);
-    for (const std::string& name : strata::ChatTemplateNames()) {
-      INFO(name << " " << extra.dump());
-      const std::vector<Rendered> whole = Whole(name, bodies);
-      auto t = Make(name);
-      for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
-    }
+    INFO(extra.dump());
+    CheckRendersAsWhole(Requests(extra));
   }
 }
 
@@ -747,12 +753,7 @@ TEST_CASE("requests of more messages than a chunk render as when parsed whole, e
     bodies.push_back(Body(edited));
     bodies.push_back(Body(m));
   }
-  for (const std::string& name : strata::ChatTemplateNames()) {
-    INFO(name);
-    const std::vector<Rendered> whole = Whole(name, bodies);
-    auto t = Make(name);
-    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
-  }
+  CheckRendersAsWhole(bodies);
 }
 
 // Bodies whose fields other than "messages" change between requests (a request id every time,
@@ -788,12 +789,7 @@ TEST_CASE("requests whose other fields change render as when parsed whole", "[ch
   for (int i = 0; i < 600; ++i) deep = "[" + deep + "]";
   body(R"("tools":)" + tools + R"(,"extra":)" + deep);  // nested too deep
   body(R"("tools":)" + tools + R"(,"request_id":"req-10")");
-  for (const std::string& name : strata::ChatTemplateNames()) {
-    INFO(name);
-    const std::vector<Rendered> whole = Whole(name, bodies);
-    auto t = Make(name);
-    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
-  }
+  CheckRendersAsWhole(bodies);
 }
 
 TEST_CASE("a field whose text did not change is not parsed again: the tools are shared",
@@ -849,12 +845,7 @@ TEST_CASE("interleaved agents' requests render as when parsed whole", "[chat_tem
     for (const auto& agent : agents)
       if (i < agent.size()) bodies.push_back(agent[i]);
   REQUIRE(bodies.size() > 20);
-  for (const std::string& name : strata::ChatTemplateNames()) {
-    INFO(name);
-    const std::vector<Rendered> whole = Whole(name, bodies);
-    auto t = Make(name);
-    for (size_t i = 0; i < bodies.size(); ++i) CheckEqual(RenderOnce(*t, bodies[i]), whole[i], i);
-  }
+  CheckRendersAsWhole(bodies);
 }
 
 // Threads sharing one template (and the process-wide memos), each with its own growing requests.
