@@ -7,13 +7,19 @@
 //                      role markers as added tokens), the GLM template, no budget
 //   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context
 //   BM_TurnRecycled/N  as BM_TurnEstimate, each Turn handed back with Agent::Recycle
-//   .../iterations:1200  BM_TurnBudget and BM_TurnRecycled at 1M over 1,200 turns instead of 200:
-//                      about 2,750 history segments at the end instead of 750, so that what grows
-//                      with the number of segments (not the bytes) shows
+//   BM_TurnContinued/N as BM_TurnEstimate, each Turn handed back with Agent::RecycleUnchanged: the
+//                      next body keeps its bytes and writes only what the turn adds
+//   BM_TurnExactContinued/N, BM_TurnBudgetContinued/N  BM_TurnExact and BM_TurnBudget, each Turn
+//                      handed back with Agent::RecycleUnchanged
+//   .../iterations:1200  BM_TurnBudget(Continued), BM_TurnRecycled and BM_TurnContinued at 1M
+//                      over 1,200 turns instead of 200: about 2,750 history segments at the end
+//                      instead of 750, so that what grows with the number of segments (not the
+//                      bytes) shows
 //   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
 //                      BM_TurnBudget
-//   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the previous
-//                      request), then N/4 tokens more crossing the trigger (window N, no cost model)
+//   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the
+//                      previous request), then N/4 tokens more crossing the trigger (window N, no
+//                      cost model)
 //   BM_MemcpyBody/N    one copy of a body of that size (the floor the turn is compared with)
 // The Qwen3 cases need node_modules (npm ci) and report an error without it.
 //
@@ -104,10 +110,14 @@ void Fill(strata::Agent& agent, int64_t tokens) {
   }
 }
 
+// What a turn's caller hands back of it: nothing, its memory (Agent::Recycle) or its body as it
+// was (Agent::RecycleUnchanged).
+enum class Handback { kNothing, kMemory, kUnchanged };
+
 // One turn: a tool call with its ~2.1 KB result (lines: 28; or 400, about 24 KB), then Complete()
-// (unless `complete` is false), handed back with Agent::Recycle when `recycle` is true.
+// (unless `complete` is false), handed back as `handback` says.
 void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true,
-          bool recycle = false) {
+          Handback handback = Handback::kNothing) {
   const std::string id = "extra_" + std::to_string(n);
   agent.context()
       .AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"x.py\"}"}}})
@@ -119,24 +129,26 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
   if (!complete) return;
   auto turn = agent.Complete();
   if (!turn.ok()) return state.SkipWithError(turn.status().ToString().c_str());
-  if (recycle) agent.Recycle(std::move(turn).value());
+  if (handback == Handback::kMemory) agent.Recycle(std::move(turn).value());
+  if (handback == Handback::kUnchanged) agent.RecycleUnchanged(std::move(turn).value());
 }
 
 // With STRATA_BENCH_PERF_CTL naming perf's control FIFO (perf record -D -1 --control
-// fifo:FILE), writes "enable" to it: a profile of the turns, without the setup and the first
-// request.
-void EnableProfiler() {
+// fifo:FILE), writes `command` ("enable" or "disable") to it: a profile of the turns, without the
+// setup, the first request and the agent's destruction.
+void ControlProfiler(const char* command) {
   const char* control = std::getenv("STRATA_BENCH_PERF_CTL");
   if (control == nullptr) return;
   if (FILE* f = std::fopen(control, "w")) {
-    std::fputs("enable\n", f);
+    std::fprintf(f, "%s\n", command);
     std::fclose(f);
   }
 }
 
 // `tools`: the agent's tool schemas (a JSON array), or "" for none.
-void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle = false,
-              const std::string& tools = "", strata::Store* store = nullptr) {
+void RunTurns(benchmark::State& state, strata::AgentConfig config,
+              Handback handback = Handback::kNothing, const std::string& tools = "",
+              strata::Store* store = nullptr) {
   strata::AgentServices services;
   services.transport = &Transport();
   services.store = store;
@@ -148,9 +160,10 @@ void RunTurns(benchmark::State& state, strata::AgentConfig config, bool recycle 
   }
   Fill(**agent, state.range(0));
   int n = 0;
-  Turn(state, **agent, ++n, true, recycle);  // the first request renders and encodes everything
-  EnableProfiler();
-  for (auto _ : state) Turn(state, **agent, ++n, true, recycle);
+  Turn(state, **agent, ++n, true, handback);  // the first request renders and encodes everything
+  ControlProfiler("enable");
+  for (auto _ : state) Turn(state, **agent, ++n, true, handback);
+  ControlProfiler("disable");
   state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
 }
 
@@ -163,7 +176,18 @@ void BM_TurnExact(benchmark::State& state) {
   RunTurns(state, c);
 }
 
-void BM_TurnRecycled(benchmark::State& state) { RunTurns(state, BaseConfig(), /*recycle=*/true); }
+void BM_TurnExactContinued(benchmark::State& state) {
+  if (!std::ifstream(kQwen3)) return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
+  strata::AgentConfig c = BaseConfig();
+  c.tokenizer = "hf:" + kQwen3;
+  RunTurns(state, c, Handback::kUnchanged);
+}
+
+void BM_TurnRecycled(benchmark::State& state) { RunTurns(state, BaseConfig(), Handback::kMemory); }
+
+void BM_TurnContinued(benchmark::State& state) {
+  RunTurns(state, BaseConfig(), Handback::kUnchanged);
+}
 
 // 32 tool schemas of about 750 bytes each (24 KB), as a coding agent declares them.
 std::string ToolSchemas() {
@@ -190,20 +214,26 @@ void BM_TurnStore(benchmark::State& state) {
   options.synchronous = strata::StoreSync::kNormal;
   auto store = strata::OpenSqliteStore(path, options);
   if (!store.ok()) return state.SkipWithError(store.status().ToString().c_str());
-  RunTurns(state, BaseConfig(), /*recycle=*/false, "", store->get());
+  RunTurns(state, BaseConfig(), Handback::kNothing, "", store->get());
   store->reset();
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
 
 void BM_TurnTools(benchmark::State& state) {
-  RunTurns(state, BaseConfig(), /*recycle=*/false, ToolSchemas());
+  RunTurns(state, BaseConfig(), Handback::kNothing, ToolSchemas());
 }
 
-void BM_TurnBudget(benchmark::State& state) {
+strata::AgentConfig BudgetConfig(int64_t tokens) {
   strata::AgentConfig c = BaseConfig();
   c.budget.enforce = true;
-  c.budget.window = 4 * state.range(0);  // the context stays far below the trigger
-  RunTurns(state, c);
+  c.budget.window = 4 * tokens;  // the context stays far below the trigger
+  return c;
+}
+
+void BM_TurnBudget(benchmark::State& state) { RunTurns(state, BudgetConfig(state.range(0))); }
+
+void BM_TurnBudgetContinued(benchmark::State& state) {
+  RunTurns(state, BudgetConfig(state.range(0)), Handback::kUnchanged);
 }
 
 // PredictCachedTokens() after one appended tool result, with a budget far below its trigger.
@@ -278,6 +308,15 @@ BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->I
 BENCHMARK(BM_TurnBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnRecycled)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
+BENCHMARK(BM_TurnContinued)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnContinued)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
+BENCHMARK(BM_TurnExactContinued)
+    ->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)
+    ->Iterations(200);
+BENCHMARK(BM_TurnBudgetContinued)
+    ->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)
+    ->Iterations(200);
+BENCHMARK(BM_TurnBudgetContinued)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnStore)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);

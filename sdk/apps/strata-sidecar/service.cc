@@ -576,6 +576,8 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
           "the client went away before the turn was delivered (the turn is "
           "stored: read it with Records)");
     }
+    // The body is not part of the event: the next turn writes only what it adds after it.
+    agent.RecycleUnchanged(std::move(turn).value());
     return Status::Ok();
   });
 }

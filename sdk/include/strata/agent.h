@@ -313,6 +313,9 @@ struct Turn {
   std::vector<std::string> break_causes;  // each cause of prefix_break; empty when none
   GrowthPoint growth;  // recorded in the store automatically
   std::string body;    // the request body that was sent
+  // The render of the agent's context `body` is (BuiltRequest::render_serial), for
+  // Agent::RecycleUnchanged; 0 when the body sent was not this context's render (a fork's).
+  uint64_t render_serial = 0;
   // What went wrong without failing the turn, one line each (e.g. a write refused); also counted
   // by Agent::record_write_failures(). Empty normally.
   std::vector<std::string> warnings;
@@ -441,6 +444,12 @@ class Agent {
   // of its body instead of memory the allocator maps anew (Context::Recycle). For a loop that
   // keeps nothing of a Turn, at 1M tokens this takes about a third off each turn's CPU.
   void Recycle(Turn turn);
+  // The same for a turn whose body is handed back exactly as Complete() returned it, not changed
+  // since: when no render of the context came between, the next request keeps the bytes the two
+  // share and writes only the rest (Context::Recycle with Turn::render_serial), so a turn that
+  // appends writes what it appends instead of the whole body. The bytes are trusted, not
+  // compared: a body changed in place would be sent as changed; hand such a body to Recycle().
+  void RecycleUnchanged(Turn turn);
   // Appends `user_message` ("" appends nothing) and loops: Complete(), answer each tool call
   // (registered handler, context_recall, or an error result for an unknown tool), until the model
   // answers without tool calls or after max_turns calls. On error (any Complete() of the loop

@@ -155,6 +155,9 @@ struct Completion {
   std::string assistant_segment_id;  // the appended assistant message
   std::optional<PrefixBreakEvent> prefix_break;  // set when the request reused less of the prefix cache than expected
   std::string body;  // the request body that was sent
+  // BuiltRequest::render_serial of `body`: hand the body back unchanged with
+  // Context::Recycle(body, render_serial) and the next render writes only what changed.
+  uint64_t render_serial = 0;
   // What went wrong without failing the call: each write the record sink refused (the record,
   // the prefix-break event), one line each. Also counted by Client::record_write_failures().
   std::vector<std::string> warnings;

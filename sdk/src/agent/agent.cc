@@ -58,6 +58,11 @@ void Agent::Recycle(Turn turn) {
   impl_->context_->Recycle(std::move(turn.body));
 }
 
+void Agent::RecycleUnchanged(Turn turn) {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  impl_->context_->Recycle(std::move(turn.body), turn.render_serial);
+}
+
 Status Agent::DispatchToolCalls(RunResult* stats) {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->Dispatch(stats);

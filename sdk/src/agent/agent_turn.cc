@@ -277,6 +277,7 @@ StatusOr<Turn> Agent::Impl::Complete(const TurnOptions& options) {
   turn.record = run.record();
   turn.warnings = run.warnings();
   turn.body = std::move(run.mutable_built().body);
+  turn.render_serial = forked ? 0 : run.built().render_serial;
   if (!forked) KeepLastRequest(run, turn.body);
   return turn;
 }

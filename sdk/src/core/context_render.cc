@@ -168,11 +168,13 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
   // The spare memory holds the last render itself (a build's own render before its compaction):
   // the bytes this render shares with it stay, and only the rest is written.
   const size_t unchanged = UnchangedSinceLastRender();
-  const bool continues = spare_serial_ != 0 && spare_serial_ == last_render_serial_ &&
-                         spare_body_.size() >= unchanged && spare_body_.capacity() >= size;
+  const bool continues =
+      spare_serial_ != 0 && spare_serial_ == last_render_serial_ && spare_body_.size() >= unchanged;
   if (continues) {
     body.swap(spare_body_);
     body.resize(unchanged);
+    // Too small for this body: its kept bytes move once into room for the next bodies too.
+    if (body.capacity() < size) body.reserve(BodyCapacity(size, /*recycling=*/true));
   } else if (spare_body_.capacity() >= size) {
     body.swap(spare_body_);  // memory already faulted in; what it held is overwritten
     body.clear();

@@ -74,7 +74,6 @@ class Client::Impl {
       return fail(built);
     }
     Completion done;
-    done.body = run.built().body;
     CallOptions call;
     call.deadline = options_.deadline;
     call.cancel = copt.cancel;
@@ -98,6 +97,8 @@ class Client::Impl {
     }
     Remember(agent.id, std::move(reference));
     run.Emit(options_.record_sink, options_.on_prefix_break);
+    done.body = std::move(run.mutable_built().body);  // sent: the run needs it no more
+    done.render_serial = run.built().render_serial;
     done.prefix_break = run.prefix_break();
     done.record = run.record();
     done.warnings = run.warnings();

@@ -505,5 +505,58 @@ TEST_CASE("a recycled turn's memory holds the next request and the requests sent
   }
 }
 
+// Agent::RecycleUnchanged: the bytes of a turn handed back as it was are kept, and only what the
+// next request adds is written. Shown by a byte changed in place, which the next request keeps
+// (the bytes are trusted, not compared), and which Recycle() overwrites.
+TEST_CASE("a turn handed back unchanged keeps its bytes and the next request writes what it adds",
+          "[agent]") {
+  ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  AgentConfig config = CompactingConfig("agent-unchanged");
+  config.budget.window = 1000000;  // no compaction here
+  auto agent = Must(Agent::Create(config, services));
+  MustOk(agent->SetSystemPrompt("You are a test agent."));
+  MustOk(agent->AppendUser("Read the files.").status());
+  // Marks the system prompt in `body` without changing its size.
+  auto scribble = [](std::string& body) {
+    const size_t at = body.find("You are a test agent.");
+    REQUIRE(at != std::string::npos);
+    body.replace(at, 21, "YOU ARE A TEST AGENT.");
+  };
+  int call = 0;
+  auto next_turn = [&] {
+    const std::string id = "call_" + std::to_string(call++);
+    transport.Respond(ToolCallReply(id));
+    Turn turn = Must(agent->Complete());
+    MustOk(agent->AppendToolResult({id, Output(call), false}).status());
+    return turn;
+  };
+  Turn turn = next_turn();
+  CHECK(turn.render_serial != 0);
+  // Unchanged: the next request is the one an agent handed nothing back sends.
+  const size_t first = turn.body.size();
+  agent->RecycleUnchanged(std::move(turn));
+  turn = next_turn();
+  CHECK(turn.body.size() > first);
+  CHECK(turn.body.find("You are a test agent.") != std::string::npos);
+  // Changed in place and handed back as unchanged: the changed byte is among those kept.
+  scribble(turn.body);
+  agent->RecycleUnchanged(std::move(turn));
+  turn = next_turn();
+  CHECK(turn.body.find("YOU ARE A TEST AGENT.") != std::string::npos);
+  CHECK(transport.bodies().back() == turn.body);  // and so it was sent
+  // Recycle() lends only the memory: the body is written whole again.
+  agent->Recycle(std::move(turn));
+  turn = next_turn();
+  CHECK(turn.body.find("You are a test agent.") != std::string::npos);
+  // A render between (a preview) makes the turn's body an earlier render's: written whole.
+  scribble(turn.body);
+  MustOk(agent->PreviewRequest().status());
+  agent->RecycleUnchanged(std::move(turn));
+  turn = next_turn();
+  CHECK(turn.body.find("You are a test agent.") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata

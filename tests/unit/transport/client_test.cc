@@ -193,5 +193,40 @@ TEST_CASE("a record the sink refuses is a warning of the completion and a count,
   CHECK(client->record_write_failures() == 3);
 }
 
+// Completion::render_serial: a body handed back with Context::Recycle(body, serial) keeps its
+// bytes, trusted (a byte changed in place is sent as changed), and the next request writes only
+// what it adds; without the serial it is written whole.
+TEST_CASE("a completion's body handed back with its render serial keeps its bytes",
+          "[transport][client]") {
+  testing::ScriptedTransport transport;
+  ClientOptions options;
+  options.transport = &transport;
+  auto client = Client::Create(options).value();
+  auto context = NewContext();
+  auto scribble = [](std::string& body) {
+    const size_t at = body.find("You are a unit test.");
+    REQUIRE(at != std::string::npos);
+    body.replace(at, 20, "YOU ARE A UNIT TEST.");
+  };
+  auto next = [&](const std::string& said) {
+    REQUIRE(context->AppendUser(said).ok());
+    transport.Reply("answered");
+    auto done = client->Complete(*context);
+    REQUIRE(done.ok());
+    CHECK(transport.bodies().back() == done->body);
+    return std::move(done).value();
+  };
+  transport.Reply("first");
+  Completion done = client->Complete(*context).value();
+  CHECK(done.render_serial != 0);
+  scribble(done.body);
+  context->Recycle(std::move(done.body), done.render_serial);
+  done = next("Again.");
+  CHECK(done.body.find("YOU ARE A UNIT TEST.") != std::string::npos);
+  context->Recycle(std::move(done.body));
+  done = next("Once more.");
+  CHECK(done.body.find("You are a unit test.") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata
