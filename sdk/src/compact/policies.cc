@@ -7,8 +7,8 @@
 #include <set>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
+#include "compact/call_index.h"
 #include "compact/common.h"
 #include "compact/history_units.h"
 #include "compact/placeholder.h"
@@ -22,6 +22,7 @@ namespace strata {
 
 namespace {
 
+using compact_internal::CallIndex;
 using compact_internal::IsToolResult;
 using compact_internal::MessageTokens;
 using compact_internal::SegmentFacts;
@@ -58,31 +59,6 @@ enum class Protection {
   kLatestResult,  // recent turns unprotected; only the latest tool result is kept (if any is)
   kPinsOnly,      // only pins and excluded tools: the task and the latest turn may be summarized
 };
-
-// Tool calls of the history by id (the last assistant message holding each id). The keys view the
-// ids in the input's segments, which outlive the plan: no id is copied.
-struct ViewPairHash {
-  size_t operator()(const std::pair<std::string_view, std::string_view>& p) const {
-    const size_t a = std::hash<std::string_view>()(p.first);
-    return a ^
-           (std::hash<std::string_view>()(p.second) + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
-  }
-};
-
-using CallIndex = std::unordered_map<std::string_view, const ToolCall*>;
-
-CallIndex CallsById(const std::vector<const Segment*>& history) {
-  CallIndex calls;
-  for (const Segment* s : history) {
-    for (const ToolCall& call : s->tool_calls) calls[call.id] = &call;
-  }
-  return calls;
-}
-
-const ToolCall* CallOf(const CallIndex& calls, const Segment& s) {
-  auto it = calls.find(s.tool_call_id);
-  return it == calls.end() ? nullptr : it->second;
-}
 
 // ---------------------------------------------------------------------------------- strata policy
 
@@ -343,15 +319,7 @@ class StrataPolicy final : public CompactionPolicy {
         }
       }
     }
-    use.superseded.assign(h.size(), false);
-    // The calls' names and arguments as views of the input's segments: none is copied.
-    std::unordered_set<std::pair<std::string_view, std::string_view>, ViewPairHash> later;
-    for (size_t k = h.size(); k-- > 0;) {
-      if (!IsToolResult(*h[k])) continue;
-      const ToolCall* call = CallOf(calls, *h[k]);
-      if (call == nullptr) continue;
-      use.superseded[k] = !later.emplace(call->name, call->arguments).second;
-    }
+    use.superseded = calls.Superseded();
     return use;
   }
 
@@ -454,7 +422,7 @@ class StrataPolicy final : public CompactionPolicy {
                           facts.ContentIds(i).size() > options_.placeholder_identifiers))) {
         return std::nullopt;
       }
-      const ToolCall* call = CallOf(calls, s);
+      const ToolCall* call = calls.Of(i);
       const Use use = ClassifyResult(in.history, i, call, stale_use, signals, after_use, facts);
       if (below && !stale && use != Use::kUnused) return std::nullopt;
       ensure_present();
@@ -505,7 +473,7 @@ class StrataPolicy final : public CompactionPolicy {
 
   StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, Protection level,
                                  SegmentFacts& facts) {
-    const auto calls = CallsById(in.history);
+    const CallIndex calls(in, facts);
     const bool below = need == 0;  // below the trigger: the cost model alone decides
     // Below the trigger with mask_after_use, a result the agent has seen once and does not use is a
     // candidate from the next request on: only what the server has not seen yet (the current turn)
@@ -843,11 +811,11 @@ class StrataPolicy final : public CompactionPolicy {
   // An error log is superseded when a later result of the same tool with the same arguments is not
   // an error log.
   static bool Superseded(const std::vector<const Segment*>& h, size_t i, const CallIndex& calls) {
-    const ToolCall* call = CallOf(calls, *h[i]);
+    const ToolCall* call = calls.Of(i);
     if (call == nullptr) return false;
     for (size_t j = i + 1; j < h.size(); ++j) {
       if (!IsToolResult(*h[j]) || h[j]->kind == SegmentKind::kErrorLog) continue;
-      const ToolCall* later = CallOf(calls, *h[j]);
+      const ToolCall* later = calls.Of(j);
       if (later && later->name == call->name && later->arguments == call->arguments) return true;
     }
     return false;

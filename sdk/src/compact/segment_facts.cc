@@ -1,6 +1,7 @@
 #include "compact/segment_facts.h"
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -50,6 +51,47 @@ const std::string& SegmentFacts::ExitStatus(size_t i) {
   return *f.exit_status;
 }
 
+uint64_t CallIdHash(std::string_view id) { return std::hash<std::string_view>()(id); }
+
+uint64_t CallKeyHash(std::string_view name, std::string_view arguments) {
+  const uint64_t a = std::hash<std::string_view>()(name);
+  return a ^ (std::hash<std::string_view>()(arguments) + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+}
+
+namespace {
+
+// The call hashes of `s` into `f`, once.
+void HashCalls(KeptFacts& f, const Segment& s) {
+  if (f.call_hashes) return;
+  f.call_hashes = true;
+  f.call_id_hashes.reserve(s.tool_calls.size());
+  f.call_key_hashes.reserve(s.tool_calls.size());
+  for (const ToolCall& call : s.tool_calls) {
+    f.call_id_hashes.push_back(CallIdHash(call.id));
+    f.call_key_hashes.push_back(CallKeyHash(call.name, call.arguments));
+  }
+}
+
+}  // namespace
+
+const std::vector<uint64_t>& SegmentFacts::CallIdHashes(size_t i) {
+  KeptFacts& f = facts_[i];
+  HashCalls(f, *in_->history[i]);
+  return f.call_id_hashes;
+}
+
+const std::vector<uint64_t>& SegmentFacts::CallKeyHashes(size_t i) {
+  KeptFacts& f = facts_[i];
+  HashCalls(f, *in_->history[i]);
+  return f.call_key_hashes;
+}
+
+uint64_t SegmentFacts::ResultCallIdHash(size_t i) {
+  KeptFacts& f = facts_[i];
+  if (!f.result_call_id_hash) f.result_call_id_hash = CallIdHash(in_->history[i]->tool_call_id);
+  return *f.result_call_id_hash;
+}
+
 namespace {
 
 // Whether `facts` (kept for it) still describe segment `s` with fingerprint `fingerprint`.
@@ -78,19 +120,25 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
   }
   internal::MutexLock lock(mu_);
   // A history whose kept segments are all at their own index (it only grew, or changed segments
-  // in place) takes the kept facts whole, in place: no entry is moved.
+  // in place) takes the kept facts whole, in place: no entry is moved. The facts of a segment
+  // found at its own index are checked as its id is (one pass), and fresh ones replace them when
+  // they no longer describe it, whichever way the rest is taken.
   const size_t kept = std::min(ids_.size(), in.history.size());
+  const bool whole = facts_.size() == ids_.size();
   size_t same = 0;
-  while (same < kept && ids_[same] == in.history[same]->id) ++same;
-  if (same == kept && facts_.size() == ids_.size()) {
+  for (; same < kept && ids_[same] == in.history[same]->id; ++same) {
+    const Segment& s = *in.history[same];
+    const uint64_t fingerprint = in.history_fingerprints[same];
+    if (whole && !Describes(facts_[same], s, fingerprint)) Reset(facts_[same], s, fingerprint);
+  }
+  out.same_ids_ = same;
+  out.keeps_ = keeps_;
+  if (same == kept && whole) {
     out.facts_ = std::move(facts_);
     facts_.clear();
     out.facts_.resize(in.history.size());
-    for (size_t i = 0; i < in.history.size(); ++i) {
-      const uint64_t fingerprint = in.history_fingerprints[i];
-      if (i >= kept || !Describes(out.facts_[i], *in.history[i], fingerprint)) {
-        Reset(out.facts_[i], *in.history[i], fingerprint);
-      }
+    for (size_t i = kept; i < in.history.size(); ++i) {
+      Reset(out.facts_[i], *in.history[i], in.history_fingerprints[i]);
     }
     return out;
   }
@@ -124,7 +172,10 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
   const std::vector<const Segment*>& history = facts.in_->history;
   internal::MutexLock lock(mu_);
   ids_.resize(history.size());
-  for (size_t i = 0; i < history.size(); ++i) {
+  // The ids Begin() found at their index are there still, unless another plan kept its own since.
+  const size_t same = facts.keeps_ == keeps_ ? std::min(facts.same_ids_, history.size()) : 0;
+  ++keeps_;
+  for (size_t i = same; i < history.size(); ++i) {
     if (ids_[i] != history[i]->id) ids_[i] = history[i]->id;
   }
   facts_ = std::move(facts.facts_);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/thread_annotations.h"
@@ -42,7 +43,18 @@ struct KeptFacts {
   std::shared_ptr<const std::vector<std::string>> call_ids;
   std::optional<std::string> recall_id;                         // RecallIdOf(segment)
   std::optional<std::string> exit_status;                       // ExitStatusOf(content)
+  // Hashes of the segment's tool calls (CallIdHash of each id, CallKeyHash of each tool name
+  // with its arguments; the fingerprint covers the calls), and of a tool result's tool_call_id
+  // (which a segment keeps for its life).
+  bool call_hashes = false;
+  std::vector<uint64_t> call_id_hashes;
+  std::vector<uint64_t> call_key_hashes;
+  std::optional<uint64_t> result_call_id_hash;
 };
+
+// The hash of a tool call id, and of a call's tool name with its arguments.
+uint64_t CallIdHash(std::string_view id);
+uint64_t CallKeyHash(std::string_view name, std::string_view arguments);
 
 // One plan's facts of CompactionInput::history, by index.
 class SegmentFacts {
@@ -59,11 +71,20 @@ class SegmentFacts {
   const std::string& RecallId(size_t i);
   // ExitStatusOf(history[i].content).
   const std::string& ExitStatus(size_t i);
+  // CallIdHash of each of history[i]'s tool calls' ids, and CallKeyHash of each call.
+  const std::vector<uint64_t>& CallIdHashes(size_t i);
+  const std::vector<uint64_t>& CallKeyHashes(size_t i);
+  // CallIdHash of history[i].tool_call_id.
+  uint64_t ResultCallIdHash(size_t i);
 
  private:
   friend class SegmentFactsCache;
   const CompactionInput* in_ = nullptr;
   bool keyed_ = false;  // the input has fingerprints: the facts may be kept
+  // The leading segments whose ids Begin() found in the cache at their index, and the cache's
+  // Keep() count then (another plan's Keep() in between rewrote them).
+  size_t same_ids_ = 0;
+  uint64_t keeps_ = 0;
   std::vector<KeptFacts> facts_;
 };
 
@@ -83,6 +104,7 @@ class SegmentFactsCache {
   // segments moved (a compaction removed some) looks the ids up, once.
   std::vector<std::string> ids_ STRATA_GUARDED_BY(mu_);
   std::vector<KeptFacts> facts_ STRATA_GUARDED_BY(mu_);
+  uint64_t keeps_ STRATA_GUARDED_BY(mu_) = 0;  // Keep() calls so far
 };
 
 }  // namespace strata::compact_internal
