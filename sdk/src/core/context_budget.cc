@@ -76,24 +76,19 @@ size_t Context::Impl::LimitTokens() const {
 
 CompactionInput Context::Impl::MakeInput(bool forced) const {
   CompactionInput input;
-  bool altered = false;
-  for (size_t i = 0; i < history_.size(); ++i) {
-    const Segment& s = history_[i];
-    if (!IsRendered(s)) continue;
-    input.history.push_back(&s);
-    input.history_fingerprints.push_back(history_hashes_[i]);
-    // Hygiene kept the original under the segment's recall id: a placeholder states its size.
-    size_t original = 0;
-    if (s.state == SegmentState::kLive && s.hygiene != HygieneAction::kNone) {
-      auto kept = recall_.find(s.recall_id);
-      if (kept != recall_.end()) original = kept->second.size();
+  internal::RenderedHistoryView& view = input_view_;
+  if (!view.valid) {
+    view.Drop();
+    for (size_t i = 0; i < history_.size(); ++i) {
+      const Segment& s = history_[i];
+      // Hygiene kept the original under the segment's recall id: a placeholder states its size.
+      if (IsRendered(s)) view.Add(&s, history_hashes_[i], OriginalBytesOf(s));
     }
-    if (original > 0 && !altered) {
-      input.original_bytes.assign(input.history.size() - 1, 0);
-      altered = true;
-    }
-    if (altered) input.original_bytes.push_back(original);
+    view.valid = true;
   }
+  input.history = view.segments;
+  input.history_fingerprints = view.fingerprints;
+  if (view.originals > 0) input.original_bytes = view.original_bytes;
   for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
   input.volatile_tokens = VolatileTokens();
   input.history_tokens = Usage(Layer::kHistory).tokens;

@@ -381,6 +381,13 @@ Status Context::Impl::CommitEdit(PreparedEdit& prepared) {
     history_offsets_.insert(history_offsets_.begin() + static_cast<std::ptrdiff_t>(p.first_index),
                             kNoOffset);
     history_hashes_.insert(history_hashes_.begin() + static_cast<std::ptrdiff_t>(p.first_index), 0);
+    // Before the summary: what was before the first segment it replaces.
+    const LayerUsage before = p.first_index < history_usage_before_.size()
+                                  ? history_usage_before_[p.first_index]
+                                  : Usage(Layer::kHistory);
+    history_usage_before_.insert(
+        history_usage_before_.begin() + static_cast<std::ptrdiff_t>(p.first_index), before);
+    input_view_.Drop();  // the insertion moved the segments it points to
     if (last_call_segment_ != kNoOffset && last_call_segment_ >= p.first_index)
       ++last_call_segment_;
   }

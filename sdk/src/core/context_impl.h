@@ -61,6 +61,54 @@ inline bool IsRendered(const Segment& s) {
   return s.state == SegmentState::kLive || s.state == SegmentState::kMasked;
 }
 
+// The rendered history as CompactionInput lists it (Context::Impl::MakeInput): each rendered
+// segment, its fingerprint and its original's bytes (0: none kept), kept as the history is rendered
+// so that an input is copied, not gathered segment by segment. Its pointers name the segments of
+// the Impl that keeps it: a copy or a move of the Impl does not carry it (the copy's segments are
+// others), and it is dropped when an insertion into the history moves segments; MakeInput then
+// gathers it again.
+struct RenderedHistoryView {
+  bool valid = false;
+  std::vector<const Segment*> segments;
+  std::vector<uint64_t> fingerprints;
+  std::vector<size_t> original_bytes;
+  size_t originals = 0;  // entries of original_bytes above 0
+
+  RenderedHistoryView() = default;
+  RenderedHistoryView(const RenderedHistoryView&) {}
+  RenderedHistoryView(RenderedHistoryView&&) noexcept {}
+  RenderedHistoryView& operator=(const RenderedHistoryView&) {
+    Drop();
+    return *this;
+  }
+  RenderedHistoryView& operator=(RenderedHistoryView&&) noexcept {
+    Drop();
+    return *this;
+  }
+  void Drop() {
+    valid = false;
+    segments.clear();
+    fingerprints.clear();
+    original_bytes.clear();
+    originals = 0;
+  }
+  void Add(const Segment* s, uint64_t fingerprint, size_t original) {
+    segments.push_back(s);
+    fingerprints.push_back(fingerprint);
+    original_bytes.push_back(original);
+    originals += original > 0;
+  }
+  // Keeps the first `n` entries.
+  void Cut(size_t n) {
+    for (size_t i = n; i < original_bytes.size(); ++i) originals -= original_bytes[i] > 0;
+    if (n < segments.size()) {
+      segments.resize(n);
+      fingerprints.resize(n);
+      original_bytes.resize(n);
+    }
+  }
+};
+
 inline bool RenderOrderLess(const Segment& a, const Segment& b) {
   if (a.order != b.order) return a.order < b.order;
   if (a.position != b.position) return a.position < b.position;
@@ -298,6 +346,8 @@ class Context::Impl {
   std::string ApplyHistoryAppend(Segment s);
   void RenderHistoryAt(size_t i);
   void RerenderHistoryFrom(size_t index);
+  // The bytes of the original append-time hygiene kept for live segment `s`; 0 when none.
+  size_t OriginalBytesOf(const Segment& s) const;
   void RebuildHeader();
 
   // --- Stable layers (context_stable.cc).
@@ -330,6 +380,11 @@ class Context::Impl {
   // SegmentFingerprint::hash of each history segment (0 when not rendered), kept beside
   // history_offsets_ and recomputed with the rendering, from an edit's boundary on.
   std::vector<uint64_t> history_hashes_;
+  // The history's usage before each history segment, kept beside history_offsets_:
+  // RerenderHistoryFrom(index) restores it instead of summing the segments before `index` again.
+  std::vector<LayerUsage> history_usage_before_;
+  // MakeInput's rendered history, kept by RenderHistoryAt and RerenderHistoryFrom while valid.
+  mutable internal::RenderedHistoryView input_view_;
   // The same for the stable segments, indexed like stable_; recomputed by RebuildHeader().
   std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   std::string history_buf_;

@@ -327,12 +327,14 @@ std::string Context::Impl::ApplyHistoryAppend(Segment s) {
 // Appends the JSON of history_[i] (the last segment rendered so far + 1) to history_buf_.
 void Context::Impl::RenderHistoryAt(size_t i) {
   const Segment& s = history_[i];
+  history_usage_before_.push_back(Usage(Layer::kHistory));
   if (!IsRendered(s)) {
     history_offsets_.push_back(kNoOffset);
     history_hashes_.push_back(0);
     return;
   }
   history_hashes_.push_back(internal::FingerprintHash(s));
+  if (input_view_.valid) input_view_.Add(&s, history_hashes_.back(), OriginalBytesOf(s));
   ReserveHistory(RenderedSizeBound(s));
   history_offsets_.push_back(history_buf_.size());
   if (!history_buf_.empty()) history_buf_.push_back(',');
@@ -359,18 +361,22 @@ void Context::Impl::RerenderHistoryFrom(size_t index) {
   fingerprints_.low_water = std::min(fingerprints_.low_water, index);
   history_offsets_.resize(index);
   history_hashes_.resize(index);
-  rendered_history_messages_ = 0;
+  // The usage of the segments before `index`, as it was when segment `index` was rendered (an
+  // index past the last rendered segment cuts nothing).
   LayerUsage& usage = Usage(Layer::kHistory);
-  usage = LayerUsage{};
-  for (size_t i = 0; i < index; ++i) {
-    const Segment& s = history_[i];
-    if (!IsRendered(s)) continue;
-    ++rendered_history_messages_;
-    usage.segments += 1;
-    usage.bytes += ContentBytes(s);
-    usage.tokens += s.tokens;
+  if (index < history_usage_before_.size()) {
+    usage = history_usage_before_[index];
+    history_usage_before_.resize(index);
   }
+  rendered_history_messages_ = usage.segments;
+  if (input_view_.valid) input_view_.Cut(usage.segments);
   for (size_t i = index; i < history_.size(); ++i) RenderHistoryAt(i);
+}
+
+size_t Context::Impl::OriginalBytesOf(const Segment& s) const {
+  if (s.state != SegmentState::kLive || s.hygiene == HygieneAction::kNone) return 0;
+  auto kept = recall_.find(s.recall_id);
+  return kept != recall_.end() ? kept->second.size() : 0;
 }
 
 void Context::Impl::RebuildHeader() {

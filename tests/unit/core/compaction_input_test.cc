@@ -1,0 +1,142 @@
+// The context keeps what a compaction input lists of the rendered history (each segment, its
+// fingerprint, its original's bytes) and the history's usage as the history is rendered, and
+// restores the usage before an edit's boundary instead of summing the segments again. After every
+// kind of change, both must equal what a context restored from the same snapshot gathers anew.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/compaction_policy.h"
+#include "strata/context.h"
+
+namespace strata {
+namespace {
+
+// What one plan was given; plans nothing.
+struct SeenInput {
+  std::vector<std::string> ids;
+  std::vector<uint64_t> fingerprints;
+  std::vector<size_t> original_bytes;
+  size_t history_tokens = 0;
+  size_t total_tokens = 0;
+};
+
+class RecordingPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "recording@1"; }
+  bool ShouldCompact(const CompactionInput&) const override { return true; }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
+    SeenInput seen;
+    for (const Segment* s : in.history) seen.ids.push_back(s->id);
+    seen.fingerprints = in.history_fingerprints;
+    seen.original_bytes = in.original_bytes;
+    seen.history_tokens = in.history_tokens;
+    seen.total_tokens = in.total_tokens;
+    last = std::move(seen);
+    return HistoryEdit{};
+  }
+  SeenInput last;
+};
+
+ContextOptions Options(CompactionPolicy* policy) {
+  ContextOptions options;
+  options.agent.id = "input-agent";
+  options.hygiene.max_segment_tokens = 64;  // long outputs are truncated: originals are kept
+  options.compaction = policy;
+  return options;
+}
+
+SeenInput PlanOf(Context& context, RecordingPolicy& policy) {
+  REQUIRE(context.Compact(/*force=*/true).ok());
+  return policy.last;
+}
+
+TEST_CASE(
+    "the compaction input and the history's usage kept as the history is rendered equal a "
+    "restored context's after every kind of change",
+    "[core][context]") {
+  RecordingPolicy policy;
+  auto context = Context::Create(Options(&policy)).value();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Start.").ok());
+  std::vector<std::string> results;
+  uint32_t state = 2026;
+  auto next = [&state](uint32_t n) {
+    state = state * 1103515245u + 12345u;
+    return (state >> 16) % n;
+  };
+  size_t masks = 0, summaries = 0, rewinds = 0, originals = 0, copies = 0;
+  for (int step = 0; step < 250; ++step) {
+    const std::string call = "call" + std::to_string(step);
+    switch (next(9)) {
+      case 0:
+      case 1:
+      case 2: {  // a tool call and its result, now and then long enough to be truncated
+        REQUIRE(context->AppendAssistant({"", "", {{call, "read", "{}"}}}).ok());
+        const std::string out = next(3) == 0 ? std::string(2000, 'x') + call : "out " + call;
+        results.push_back(*context->AppendToolResult({call, out, false}));
+        break;
+      }
+      case 3: {  // a mask of a result
+        if (results.empty()) break;
+        HistoryEdit edit;
+        edit.edits.push_back({results[next(results.size())], SegmentEdit::Action::kMask, "[m]"});
+        if (context->ApplyEdit(edit, "test@1", "test").ok()) ++masks;
+        break;
+      }
+      case 4: {  // a summary of a call and its result, anywhere in the history
+        std::vector<SegmentFingerprint> now = context->Fingerprints();
+        std::vector<size_t> calls;
+        for (size_t i = 0; i + 1 < now.size(); ++i) {
+          if (now[i].kind == SegmentKind::kToolCall && now[i + 1].kind == SegmentKind::kToolResult)
+            calls.push_back(i);
+        }
+        if (calls.empty()) break;
+        const size_t i = calls[next(calls.size())];
+        HistoryEdit edit;
+        edit.summaries.push_back({{now[i].id, now[i + 1].id}, "summary " + call});
+        summaries += context->ApplyEdit(edit, "test@1", "test").ok();
+        break;
+      }
+      case 5:  // a mark, a change and a rewind to it
+        context->Mark();
+        REQUIRE(context->AppendUser("undone " + call).ok());
+        REQUIRE(context->RewindToMark().ok());
+        ++rewinds;
+        break;
+      case 6:  // a prediction: the copy it may make lists its own segments
+        REQUIRE(context->PreviewBuild().ok());
+        ++copies;
+        break;
+      default:
+        REQUIRE(context->AppendUser("next " + call).ok());
+        break;
+    }
+    if (next(2) == 0) continue;  // changes pile up between plans too
+    INFO("step " << step);
+    const SeenInput kept = PlanOf(*context, policy);
+    RecordingPolicy fresh_policy;
+    auto restored = Context::Restore(Options(&fresh_policy), context->Snapshot()).value();
+    const SeenInput fresh = PlanOf(*restored, fresh_policy);
+    REQUIRE(kept.ids == fresh.ids);
+    CHECK(kept.fingerprints == fresh.fingerprints);
+    CHECK(kept.original_bytes == fresh.original_bytes);
+    CHECK(kept.history_tokens == fresh.history_tokens);
+    CHECK(kept.total_tokens == fresh.total_tokens);
+    const LayerUsage mine = context->Stats().layers[static_cast<int>(Layer::kHistory)];
+    const LayerUsage theirs = restored->Stats().layers[static_cast<int>(Layer::kHistory)];
+    CHECK(mine.segments == theirs.segments);
+    CHECK(mine.bytes == theirs.bytes);
+    CHECK(mine.tokens == theirs.tokens);
+    for (size_t o : kept.original_bytes) originals += o > 0;
+  }
+  CHECK(masks > 10);
+  CHECK(summaries > 10);
+  CHECK(rewinds > 10);
+  CHECK(copies > 10);
+  CHECK(originals > 0);
+}
+
+}  // namespace
+}  // namespace strata
