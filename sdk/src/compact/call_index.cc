@@ -18,43 +18,110 @@ size_t TableSize(size_t n) {
 
 }  // namespace
 
-CallIndex::CallIndex(const CompactionInput& in, SegmentFacts& facts) : in_(in), facts_(facts) {
+CallIndex::CallIndex(const CompactionInput& in, SegmentFacts& facts)
+    : in_(in), facts_(facts), t_(facts.call_tables()) {
   const std::vector<const Segment*>& h = in.history;
-  slots_.resize(TableSize(h.size()));
-  for (size_t i = 0; i < h.size(); ++i) {
+  // The kept tables describe the first t_.segments segments, unless one of them holding calls
+  // changed in place (its calls may differ) or results lacked their call (a new one may answer).
+  bool continues =
+      t_.valid && t_.segments == facts.kept() && t_.segments <= h.size() && t_.orphans == 0;
+  for (size_t i : facts.resets()) {
+    if (!continues) break;
+    if (i < t_.segments && !h[i]->tool_calls.empty()) continues = false;
+  }
+  if (continues && Add(t_.segments)) {
+    continued_ = true;
+    return;
+  }
+  t_ = KeptCallTables();
+  Add(0);
+}
+
+bool CallIndex::Add(size_t from) {
+  const std::vector<const Segment*>& h = in_.history;
+  t_.valid = true;
+  if (t_.calls.empty()) t_.calls.resize(TableSize(h.size()));
+  if (t_.latest.empty()) t_.latest.resize(TableSize(h.size()));
+  t_.superseded.resize(h.size(), false);
+  t_.segments = h.size();
+  for (size_t i = from; i < h.size(); ++i) {
     if (h[i]->tool_calls.empty()) continue;
-    const std::vector<uint64_t>& hashes = facts.CallIdHashes(i);
+    const std::vector<uint64_t>& hashes = facts_.CallIdHashes(i);
     for (size_t c = 0; c < hashes.size(); ++c) {
-      Insert(hashes[c], static_cast<uint32_t>(i), static_cast<uint32_t>(c));
+      if (!Insert(hashes[c], static_cast<uint32_t>(i), static_cast<uint32_t>(c), from))
+        return false;
     }
   }
+  // The results in order: each one supersedes the latest before it with the same call.
+  for (size_t i = from; i < h.size(); ++i) {
+    if (!IsToolResult(*h[i])) continue;
+    const Slot* slot = Find(i);
+    if (slot == nullptr) {
+      ++t_.orphans;
+      continue;
+    }
+    if (2 * (t_.latest_used + 1) > t_.latest.size()) {
+      std::vector<KeptCallTables::Latest> old =
+          std::exchange(t_.latest, std::vector<KeptCallTables::Latest>(t_.latest.size() * 2));
+      const size_t mask = t_.latest.size() - 1;
+      for (const auto& e : old) {
+        if (e.result == KeptCallTables::kEmpty) continue;
+        size_t at = e.key & mask;
+        while (t_.latest[at].result != KeptCallTables::kEmpty) at = (at + 1) & mask;
+        t_.latest[at] = e;
+      }
+    }
+    const uint64_t key = facts_.CallKeyHashes(slot->segment)[slot->call];
+    const ToolCall& call = CallAt(*slot);
+    const size_t mask = t_.latest.size() - 1;
+    for (size_t at = key & mask;; at = (at + 1) & mask) {
+      KeptCallTables::Latest& e = t_.latest[at];
+      if (e.result == KeptCallTables::kEmpty) {
+        e = {key, static_cast<uint32_t>(i)};
+        ++t_.latest_used;
+        break;
+      }
+      if (e.key != key) continue;
+      const ToolCall* other = Of(e.result);
+      if (other != nullptr && other->name == call.name && other->arguments == call.arguments) {
+        t_.superseded[e.result] = true;
+        e.result = static_cast<uint32_t>(i);
+        break;
+      }
+    }
+  }
+  return true;
 }
 
 const ToolCall& CallIndex::CallAt(const Slot& slot) const {
   return in_.history[slot.segment]->tool_calls[slot.call];
 }
 
-void CallIndex::Insert(uint64_t hash, uint32_t segment, uint32_t call) {
-  if (2 * (used_ + 1) > slots_.size()) {
-    std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(slots_.size() * 2));
-    used_ = 0;
+bool CallIndex::Insert(uint64_t hash, uint32_t segment, uint32_t call, size_t from) {
+  if (2 * (t_.calls_used + 1) > t_.calls.size()) {
+    std::vector<Slot> old = std::exchange(t_.calls, std::vector<Slot>(t_.calls.size() * 2));
+    const size_t mask = t_.calls.size() - 1;
     for (const Slot& s : old) {
-      if (s.segment != kEmpty) Insert(s.hash, s.segment, s.call);
+      if (s.segment == KeptCallTables::kEmpty) continue;
+      size_t at = s.hash & mask;
+      while (t_.calls[at].segment != KeptCallTables::kEmpty) at = (at + 1) & mask;
+      t_.calls[at] = s;
     }
   }
   const std::string& id = in_.history[segment]->tool_calls[call].id;
-  const size_t mask = slots_.size() - 1;
+  const size_t mask = t_.calls.size() - 1;
   for (size_t at = hash & mask;; at = (at + 1) & mask) {
-    Slot& slot = slots_[at];
-    if (slot.segment == kEmpty) {
+    Slot& slot = t_.calls[at];
+    if (slot.segment == KeptCallTables::kEmpty) {
       slot = Slot{hash, segment, call};
-      ++used_;
-      return;
+      ++t_.calls_used;
+      return true;
     }
     if (slot.hash == hash && CallAt(slot).id == id) {
+      if (slot.segment < from) return false;  // an id an indexed call holds: index again
       slot.segment = segment;  // a later call with the same id takes its place
       slot.call = call;
-      return;
+      return true;
     }
   }
 }
@@ -62,10 +129,10 @@ void CallIndex::Insert(uint64_t hash, uint32_t segment, uint32_t call) {
 const CallIndex::Slot* CallIndex::Find(size_t i) const {
   const std::string& id = in_.history[i]->tool_call_id;
   const uint64_t hash = facts_.ResultCallIdHash(i);
-  const size_t mask = slots_.size() - 1;
+  const size_t mask = t_.calls.size() - 1;
   for (size_t at = hash & mask;; at = (at + 1) & mask) {
-    const Slot& slot = slots_[at];
-    if (slot.segment == kEmpty) return nullptr;
+    const Slot& slot = t_.calls[at];
+    if (slot.segment == KeptCallTables::kEmpty) return nullptr;
     if (slot.hash == hash && CallAt(slot).id == id) return &slot;
   }
 }
@@ -73,39 +140,6 @@ const CallIndex::Slot* CallIndex::Find(size_t i) const {
 const ToolCall* CallIndex::Of(size_t i) const {
   const Slot* slot = Find(i);
   return slot != nullptr ? &CallAt(*slot) : nullptr;
-}
-
-std::vector<bool> CallIndex::Superseded() const {
-  const std::vector<const Segment*>& h = in_.history;
-  std::vector<bool> superseded(h.size(), false);
-  // The calls of the results after k, by the hash of their tool and arguments.
-  struct Later {
-    uint64_t key = 0;
-    const Slot* call = nullptr;
-  };
-  std::vector<Later> later(TableSize(h.size()));
-  const size_t mask = later.size() - 1;
-  for (size_t k = h.size(); k-- > 0;) {
-    if (!IsToolResult(*h[k])) continue;
-    const Slot* call = Find(k);
-    if (call == nullptr) continue;
-    const uint64_t key = facts_.CallKeyHashes(call->segment)[call->call];
-    const ToolCall& c = CallAt(*call);
-    for (size_t at = key & mask;; at = (at + 1) & mask) {
-      Later& seen = later[at];
-      if (seen.call == nullptr) {
-        seen = Later{key, call};
-        break;
-      }
-      if (seen.key != key) continue;
-      const ToolCall& other = CallAt(*seen.call);
-      if (other.name == c.name && other.arguments == c.arguments) {
-        superseded[k] = true;
-        break;
-      }
-    }
-  }
-  return superseded;
 }
 
 }  // namespace strata::compact_internal

@@ -1,11 +1,14 @@
 // The tool calls of a plan's history by id, and which tool results a later result with the same
-// call superseded. Built once per plan over every segment, from hashes the plan's SegmentFacts keep
-// with each segment (an id or a call's arguments is hashed once in its segment's life, not at every
-// build) into flat tables (no allocation per call); strings are compared only where hashes match.
+// call superseded. Flat tables (no allocation per call) from hashes the plan's SegmentFacts keep
+// with each segment (an id or a call's arguments is hashed once in its segment's life), strings
+// compared only where hashes match. The tables are kept with the facts: when the history only grew
+// since the last plan and no segment holding calls changed, the index continues them with the new
+// segments alone, so a turn that appends costs what it appends.
 //
 //   CallIndex calls(input, facts);
-//   const ToolCall* call = calls.Of(i);           // the call tool result history[i] answers
-//   std::vector<bool> later = calls.Superseded();  // a later result answers the same call again
+//   const ToolCall* call = calls.Of(i);                   // the call tool result history[i]
+//   answers const std::vector<bool>& later = calls.Superseded();  // a later result answers the
+//   same call
 //
 // Thread safety: one plan's (like its SegmentFacts).
 #ifndef STRATA_SRC_COMPACT_CALL_INDEX_H_
@@ -22,7 +25,8 @@ namespace strata::compact_internal {
 
 class CallIndex {
  public:
-  // `in` and `facts` (the plan's facts of `in`) must outlive the index.
+  // `in` and `facts` (the plan's facts of `in`, whose call tables it continues or rebuilds) must
+  // outlive the index.
   CallIndex(const CompactionInput& in, SegmentFacts& facts);
 
   // The call tool result history[i] answers: the last call in the history with its tool_call_id
@@ -30,23 +34,24 @@ class CallIndex {
   const ToolCall* Of(size_t i) const;
   // superseded[k]: history[k] is a tool result whose call (Of) has the same tool name and arguments
   // as the call of a later tool result. Parallel to the history.
-  std::vector<bool> Superseded() const;
+  const std::vector<bool>& Superseded() const { return t_.superseded; }
+  // Whether the tables were continued from the last plan's (not built from every segment).
+  bool continued() const { return continued_; }
 
  private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t segment = kEmpty;  // the history index of the assistant message holding the call
-    uint32_t call = 0;          // the call's index in its tool_calls
-  };
-  const ToolCall& CallAt(const Slot& slot) const;
-  void Insert(uint64_t hash, uint32_t segment, uint32_t call);
+  using Slot = KeptCallTables::Slot;
+  // Adds segments [from, history size); false when a call of them takes an id a call before
+  // `from` holds (the results of that id answer another call now: everything is indexed again).
+  bool Add(size_t from);
+  // Puts a call in the table; false when `from` > 0 and an earlier segment's call held its id.
+  bool Insert(uint64_t hash, uint32_t segment, uint32_t call, size_t from);
   const Slot* Find(size_t i) const;
+  const ToolCall& CallAt(const Slot& slot) const;
 
   const CompactionInput& in_;
   SegmentFacts& facts_;
-  std::vector<Slot> slots_;  // open addressing, a power of two in size, at most half full
-  size_t used_ = 0;
+  KeptCallTables& t_;
+  bool continued_ = false;
 };
 
 }  // namespace strata::compact_internal

@@ -129,13 +129,19 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
   for (; same < kept && ids_[same] == in.history[same]->id; ++same) {
     const Segment& s = *in.history[same];
     const uint64_t fingerprint = in.history_fingerprints[same];
-    if (whole && !Describes(facts_[same], s, fingerprint)) Reset(facts_[same], s, fingerprint);
+    if (whole && !Describes(facts_[same], s, fingerprint)) {
+      Reset(facts_[same], s, fingerprint);
+      out.resets_.push_back(same);
+    }
   }
   out.same_ids_ = same;
   out.keeps_ = keeps_;
   if (same == kept && whole) {
     out.facts_ = std::move(facts_);
     facts_.clear();
+    out.kept_ = kept;
+    out.calls_ = std::move(calls_);
+    calls_ = KeptCallTables();
     out.facts_.resize(in.history.size());
     for (size_t i = kept; i < in.history.size(); ++i) {
       Reset(out.facts_[i], *in.history[i], in.history_fingerprints[i]);
@@ -164,6 +170,7 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
     Reset(f, s, in.history_fingerprints[i]);
   }
   facts_.clear();
+  out.resets_.clear();  // segments moved: nothing is kept at its index
   return out;
 }
 
@@ -179,6 +186,7 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
     if (ids_[i] != history[i]->id) ids_[i] = history[i]->id;
   }
   facts_ = std::move(facts.facts_);
+  calls_ = std::move(facts.calls_);
 }
 
 }  // namespace strata::compact_internal

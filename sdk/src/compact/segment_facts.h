@@ -56,6 +56,30 @@ struct KeptFacts {
 uint64_t CallIdHash(std::string_view id);
 uint64_t CallKeyHash(std::string_view name, std::string_view arguments);
 
+// The tables of a CallIndex (compact/call_index.h), kept with the facts from one plan to the next
+// for the history they were built for: the next plan's index continues them when that history only
+// grew and no segment holding calls changed.
+struct KeptCallTables {
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {  // a call by the hash of its id
+    uint64_t hash = 0;
+    uint32_t segment = kEmpty;  // the history index of the assistant message holding it
+    uint32_t call = 0;          // its index in that message's tool_calls
+  };
+  struct Latest {  // the latest tool result answering a call, by the hash of its tool and arguments
+    uint64_t key = 0;
+    uint32_t result = kEmpty;  // the result's history index
+  };
+  bool valid = false;
+  size_t segments = 0;  // the history's size they describe
+  std::vector<Slot> calls;
+  size_t calls_used = 0;
+  std::vector<Latest> latest;
+  size_t latest_used = 0;
+  std::vector<bool> superseded;  // by history index (CallIndex::Superseded)
+  size_t orphans = 0;            // tool results whose call is not in the history
+};
+
 // One plan's facts of CompactionInput::history, by index.
 class SegmentFacts {
  public:
@@ -77,6 +101,15 @@ class SegmentFacts {
   // CallIdHash of history[i].tool_call_id.
   uint64_t ResultCallIdHash(size_t i);
 
+  // The history before this input's first `kept` segments is the one the cache kept facts for,
+  // each segment at its index (kept() is that history's whole size when it only grew or changed
+  // segments in place; 0 when segments moved or nothing was kept); of those, the facts of
+  // resets() no longer described their segment (changed in place).
+  size_t kept() const { return kept_; }
+  const std::vector<size_t>& resets() const { return resets_; }
+  // The call tables kept with the facts (invalid when kept() is 0), for CallIndex to continue.
+  KeptCallTables& call_tables() { return calls_; }
+
  private:
   friend class SegmentFactsCache;
   const CompactionInput* in_ = nullptr;
@@ -85,6 +118,9 @@ class SegmentFacts {
   // Keep() count then (another plan's Keep() in between rewrote them).
   size_t same_ids_ = 0;
   uint64_t keeps_ = 0;
+  size_t kept_ = 0;
+  std::vector<size_t> resets_;
+  KeptCallTables calls_;
   std::vector<KeptFacts> facts_;
 };
 
@@ -105,6 +141,7 @@ class SegmentFactsCache {
   std::vector<std::string> ids_ STRATA_GUARDED_BY(mu_);
   std::vector<KeptFacts> facts_ STRATA_GUARDED_BY(mu_);
   uint64_t keeps_ STRATA_GUARDED_BY(mu_) = 0;  // Keep() calls so far
+  KeptCallTables calls_ STRATA_GUARDED_BY(mu_);  // of the last plan's history
 };
 
 }  // namespace strata::compact_internal
