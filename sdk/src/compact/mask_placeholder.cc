@@ -98,7 +98,7 @@ std::string compact_internal::MaskPlaceholderFrom(const PlaceholderFacts& facts,
     const size_t considered = std::min(ranked.size(), max_identifiers + already_present.size());
     for (size_t k = 0; k < considered && names.size() < max_identifiers; ++k) {
       const std::string& name = ranked[k];
-      if (already_present.count(name) == 0 &&
+      if (!already_present.contains(name) &&
           (call == nullptr || call->arguments.find(name) == std::string::npos)) {
         names.push_back(name);
       }
@@ -122,7 +122,8 @@ std::string MaskPlaceholder(const Segment& result, const ToolCall* call, const s
       max_identifiers > 0 ? internal::RankedIdentifiers(result.content)
                           : std::make_shared<const std::vector<std::string>>();
   const compact_internal::PlaceholderFacts facts{*ranked, ExitStatus(result.content), recall_id};
-  const compact_internal::PresentNames present(already_present.begin(), already_present.end());
+  compact_internal::PresentNames present;
+  for (const std::string& name : already_present) present.insert(name);
   return compact_internal::MaskPlaceholderFrom(facts, result, call, max_identifiers, present,
                                                original_bytes);
 }

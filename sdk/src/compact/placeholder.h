@@ -24,8 +24,25 @@ struct PlaceholderFacts {
 // The exit status `text` shows ("<returncode>1</returncode>", "exit code 2", ...), or "".
 std::string ExitStatusOf(const std::string& text);
 
-// Names a request keeps anyway, viewed where they are held (no name is copied).
-using PresentNames = std::unordered_set<std::string_view>;
+// Names a request keeps anyway, viewed where they are held (no name is copied): those of a kept
+// set (the history's messages, kept from one plan to the next, not owned; it must outlive this
+// object) and those a plan inserts.
+class PresentNames {
+ public:
+  PresentNames() = default;
+  explicit PresentNames(const std::unordered_set<std::string_view>* kept) : kept_(kept) {}
+  void insert(std::string_view name) {
+    if (kept_ == nullptr || kept_->count(name) == 0) added_.insert(name);
+  }
+  bool contains(std::string_view name) const {
+    return (kept_ != nullptr && kept_->count(name) > 0) || added_.count(name) > 0;
+  }
+  size_t size() const { return (kept_ != nullptr ? kept_->size() : 0) + added_.size(); }
+
+ private:
+  const std::unordered_set<std::string_view>* kept_ = nullptr;
+  std::unordered_set<std::string_view> added_;  // names not in kept_
+};
 
 // MaskPlaceholder(result, call, facts.recall_id, max_identifiers, already_present,
 // original_bytes), byte for byte, from `facts` instead of result.content.

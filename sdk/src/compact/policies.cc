@@ -382,8 +382,10 @@ class StrataPolicy final : public CompactionPolicy {
     auto ensure_present = [&] {
       if (present_ready) return;
       present_ready = true;
+      // The messages' names are kept from plan to plan; the protected results' are this plan's.
+      present = compact_internal::PresentNames(&facts.MessageNames());
       for (size_t i = 0; i < n; ++i) {
-        if (IsToolResult(*h[i]) && !protect[i]) continue;
+        if (!protect[i] || !IsToolResult(*h[i])) continue;
         for (const std::string& id : facts.MessageIds(i)) present.insert(id);
       }
     };

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "compact/common.h"
+#include "compact/history_units.h"
 #include "compact/placeholder.h"
 #include "core/identifiers.h"
 
@@ -28,6 +29,30 @@ const std::vector<std::string>& SegmentFacts::MessageIds(size_t i) {
     f.message_ids = internal::RankedIdentifiers(text);
   }
   return *f.message_ids;
+}
+
+const std::unordered_set<std::string_view>& SegmentFacts::MessageNames() {
+  KeptMessageNames& k = names_;
+  const std::vector<const Segment*>& h = in_->history;
+  // Kept for segments that are this input's, at their index, unchanged where they are messages.
+  bool continues = k.valid && k.segments <= kept_ && k.segments <= h.size();
+  for (size_t i : resets_) {
+    if (!continues) break;
+    if (i < k.segments && !IsToolResult(*h[i])) continues = false;
+  }
+  if (!continues) k = KeptMessageNames();
+  k.valid = true;
+  for (size_t i = k.segments; i < h.size(); ++i) {
+    if (IsToolResult(*h[i])) continue;
+    MessageIds(i);
+    KeptFacts& f = facts_[i];
+    std::shared_ptr<const std::vector<std::string>> ids =
+        h[i]->tool_calls.empty() ? f.content_ids : f.message_ids;
+    for (const std::string& id : *ids) k.names.insert(id);
+    k.held.push_back(std::move(ids));  // the views stay valid while the names are kept
+  }
+  k.segments = h.size();
+  return k.names;
 }
 
 const std::vector<std::string>& SegmentFacts::CallIds(size_t i, const std::string& arguments) {
@@ -142,6 +167,8 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
     out.kept_ = kept;
     out.calls_ = std::move(calls_);
     calls_ = KeptCallTables();
+    out.names_ = std::move(names_);
+    names_ = KeptMessageNames();
     out.facts_.resize(in.history.size());
     for (size_t i = kept; i < in.history.size(); ++i) {
       Reset(out.facts_[i], *in.history[i], in.history_fingerprints[i]);
@@ -187,6 +214,7 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
   }
   facts_ = std::move(facts.facts_);
   calls_ = std::move(facts.calls_);
+  names_ = std::move(facts.names_);
 }
 
 }  // namespace strata::compact_internal

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "core/thread_annotations.h"
@@ -80,6 +81,15 @@ struct KeptCallTables {
   size_t orphans = 0;            // tool results whose call is not in the history
 };
 
+// The names SegmentFacts::MessageNames() gives, kept with the facts from one plan to the next for
+// the history's first `segments` segments.
+struct KeptMessageNames {
+  bool valid = false;
+  size_t segments = 0;
+  std::unordered_set<std::string_view> names;  // views into `held`
+  std::vector<std::shared_ptr<const std::vector<std::string>>> held;
+};
+
 // One plan's facts of CompactionInput::history, by index.
 class SegmentFacts {
  public:
@@ -109,6 +119,10 @@ class SegmentFacts {
   const std::vector<size_t>& resets() const { return resets_; }
   // The call tables kept with the facts (invalid when kept() is 0), for CallIndex to continue.
   KeptCallTables& call_tables() { return calls_; }
+  // MessageIds of every segment of the history that is not a tool result (the messages a policy
+  // never masks), kept from plan to plan: continued with the segments added since while the
+  // history only grew and none of those messages changed.
+  const std::unordered_set<std::string_view>& MessageNames();
 
  private:
   friend class SegmentFactsCache;
@@ -121,6 +135,7 @@ class SegmentFacts {
   size_t kept_ = 0;
   std::vector<size_t> resets_;
   KeptCallTables calls_;
+  KeptMessageNames names_;
   std::vector<KeptFacts> facts_;
 };
 
@@ -142,6 +157,7 @@ class SegmentFactsCache {
   std::vector<KeptFacts> facts_ STRATA_GUARDED_BY(mu_);
   uint64_t keeps_ STRATA_GUARDED_BY(mu_) = 0;  // Keep() calls so far
   KeptCallTables calls_ STRATA_GUARDED_BY(mu_);  // of the last plan's history
+  KeptMessageNames names_ STRATA_GUARDED_BY(mu_);
 };
 
 }  // namespace strata::compact_internal
