@@ -20,15 +20,10 @@ size_t TableSize(size_t n) {
 
 CallIndex::CallIndex(const CompactionInput& in, SegmentFacts& facts)
     : in_(in), facts_(facts), t_(facts.call_tables()) {
-  const std::vector<const Segment*>& h = in.history;
-  // The kept tables describe the first t_.segments segments, unless one of them holding calls
-  // changed in place (its calls may differ) or results lacked their call (a new one may answer).
-  bool continues =
-      t_.valid && t_.segments == facts.kept() && t_.segments <= h.size() && t_.orphans == 0;
-  for (size_t i : facts.resets()) {
-    if (!continues) break;
-    if (i < t_.segments && !h[i]->tool_calls.empty()) continues = false;
-  }
+  // The kept tables describe the first t_.segments segments, this input's at their index (Begin
+  // drops them when one of them holding calls changed in place), unless results lacked their call
+  // (a new one may answer).
+  const bool continues = t_.valid && t_.segments <= facts.kept() && t_.orphans == 0;
   if (continues && Add(t_.segments)) {
     continued_ = true;
     return;

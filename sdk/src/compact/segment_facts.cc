@@ -34,13 +34,9 @@ const std::vector<std::string>& SegmentFacts::MessageIds(size_t i) {
 const std::unordered_set<std::string_view>& SegmentFacts::MessageNames() {
   KeptMessageNames& k = names_;
   const std::vector<const Segment*>& h = in_->history;
-  // Kept for segments that are this input's, at their index, unchanged where they are messages.
-  bool continues = k.valid && k.segments <= kept_ && k.segments <= h.size();
-  for (size_t i : resets_) {
-    if (!continues) break;
-    if (i < k.segments && !IsToolResult(*h[i])) continues = false;
-  }
-  if (!continues) k = KeptMessageNames();
+  // Kept for segments that are this input's, at their index, and (Begin) unchanged where they
+  // are messages.
+  if (!(k.valid && k.segments <= kept_ && k.segments <= h.size())) k = KeptMessageNames();
   k.valid = true;
   for (size_t i = k.segments; i < h.size(); ++i) {
     if (IsToolResult(*h[i])) continue;
@@ -169,6 +165,15 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
     calls_ = KeptCallTables();
     out.names_ = std::move(names_);
     names_ = KeptMessageNames();
+    // What changed in place is dropped from the kept tables here, whether or not this plan uses
+    // them (a plan that does not would otherwise hand them on unaware): the call tables by a
+    // segment holding calls, the names by a message.
+    for (size_t i : out.resets_) {
+      const Segment& s = *in.history[i];
+      if (i < out.calls_.segments && (!s.tool_calls.empty() || s.kind == SegmentKind::kToolCall))
+        out.calls_ = KeptCallTables();
+      if (i < out.names_.segments && !IsToolResult(s)) out.names_ = KeptMessageNames();
+    }
     out.facts_.resize(in.history.size());
     for (size_t i = kept; i < in.history.size(); ++i) {
       Reset(out.facts_[i], *in.history[i], in.history_fingerprints[i]);

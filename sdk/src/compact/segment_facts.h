@@ -117,11 +117,12 @@ class SegmentFacts {
   // resets() no longer described their segment (changed in place).
   size_t kept() const { return kept_; }
   const std::vector<size_t>& resets() const { return resets_; }
-  // The call tables kept with the facts (invalid when kept() is 0), for CallIndex to continue.
+  // The call tables kept with the facts (invalid when kept() is 0, or when a segment holding calls
+  // changed in place), for CallIndex to continue.
   KeptCallTables& call_tables() { return calls_; }
   // MessageIds of every segment of the history that is not a tool result (the messages a policy
-  // never masks), kept from plan to plan: continued with the segments added since while the
-  // history only grew and none of those messages changed.
+  // never masks), kept from plan to plan (through plans that do not ask): continued with the
+  // segments added since while the history only grew and none of those messages changed.
   const std::unordered_set<std::string_view>& MessageNames();
 
  private:

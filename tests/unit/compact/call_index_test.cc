@@ -188,7 +188,9 @@ TEST_CASE("the call index kept from plan to plan equals one built whole as the h
       in.history_fingerprints.push_back(FingerprintOf(s));
     }
     compact_internal::SegmentFacts facts = cache.Begin(in);
-    {
+    // Built at some plans only (a plan may stop before it needs the index): the kept tables catch
+    // up with every change since they were last built.
+    if (pick(4) != 0) {
       const compact_internal::CallIndex index(in, facts);
       (index.continued() ? continued : rebuilt) += 1;
       const Reference expected = Plainly(in.history);

@@ -5,14 +5,20 @@
 // byte as a context whose every plan is made by a fresh policy that derives everything and looks at
 // every candidate (the whole computation): the same bodies, counts, compaction reports and
 // explanations.
-#include <catch2/catch.hpp>
+#include "compact/segment_facts.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "compact/segment_facts.h"
 #include "compact/strata_policy.h"
+#include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 #include "strata/replay/trace.h"
 #include "testing/context_testing.h"
@@ -277,6 +283,74 @@ TEST_CASE("a result's call identifiers are kept while its call's arguments stay 
   const std::vector<std::string>& other = next.CallIds(0, "{\"path\":\"lib/beta_module.py\"}");
   CHECK(std::find(other.begin(), other.end(), "lib/beta_module.py") != other.end());
   CHECK(std::find(other.begin(), other.end(), "src/alpha_module.py") == other.end());
+}
+
+// SegmentFacts::MessageNames(), kept from plan to plan, against the names of every message that is
+// not a tool result derived anew, as the history grows, changes in place (messages and results),
+// shrinks and moves.
+TEST_CASE(
+    "the messages' names kept from plan to plan equal those derived anew as the history changes",
+    "[compact]") {
+  std::mt19937 random(11);
+  auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  auto name = [&] { return "src/module_" + std::to_string(pick(400)) + ".py"; };
+  int made = 0;
+  std::deque<Segment> history;
+  compact_internal::SegmentFactsCache cache;
+  auto fingerprint = [](const Segment& s) {
+    std::string text = s.content;
+    for (const ToolCall& c : s.tool_calls) text += "|" + c.arguments;
+    return std::hash<std::string>()(text);
+  };
+  size_t continued_plans = 0;
+  for (int plan = 0; plan < 300; ++plan) {
+    const int change = pick(10);
+    if (change < 6 || history.empty()) {
+      for (int k = 0, n = 1 + pick(3); k < n; ++k) {
+        Segment s;
+        s.id = "seg-" + std::to_string(made++);
+        const int kind = pick(3);
+        s.kind = kind == 0 ? SegmentKind::kUser
+                           : (kind == 1 ? SegmentKind::kToolCall : SegmentKind::kToolResult);
+        s.content = "look at " + name() + " and " + name();
+        if (kind == 1)
+          s.tool_calls.push_back({"c" + s.id, "read", "{\"path\":\"" + name() + "\"}"});
+        if (kind == 2) s.tool_call_id = "c" + s.id;
+        history.push_back(std::move(s));
+      }
+    } else if (change < 8) {  // a message or a result changed in place
+      Segment& s = history[static_cast<size_t>(pick(static_cast<int>(history.size())))];
+      s.content = "now " + name();
+    } else if (change == 8) {
+      history.pop_back();
+    } else {
+      history.erase(history.begin() + pick(static_cast<int>(history.size())));
+    }
+    CompactionInput in;
+    for (const Segment& s : history) {
+      in.history.push_back(&s);
+      in.history_fingerprints.push_back(fingerprint(s));
+    }
+    compact_internal::SegmentFacts facts = cache.Begin(in);
+    continued_plans += facts.kept() > 0;
+    std::set<std::string> expected;
+    for (const Segment& s : history) {
+      if (s.kind == SegmentKind::kToolResult) continue;
+      std::string text = s.content;
+      for (const ToolCall& c : s.tool_calls) text += "\n" + c.arguments;
+      const auto ids = internal::RankedIdentifiers(text);  // held: the loop views it
+      expected.insert(ids->begin(), ids->end());
+    }
+    // Asked at some plans only: the names catch up with every change since they were last asked.
+    if (pick(3) != 0) {
+      const auto& kept = facts.MessageNames();
+      const std::set<std::string> got(kept.begin(), kept.end());
+      INFO("plan " << plan);
+      CHECK(got == expected);
+    }
+    cache.Keep(std::move(facts));
+  }
+  CHECK(continued_plans > 100);
 }
 
 }  // namespace
