@@ -209,6 +209,14 @@ struct CompactionInput {
   // as the context keeps them: a policy may key what it derives from a segment's bytes on it
   // instead of reading them again. Empty when the input was not made by a Context.
   std::vector<uint64_t> history_fingerprints;
+  // Set by a Context (0 otherwise): a number naming this input's history, the one naming the
+  // input the same context made before it, and how many leading entries of `history` are that
+  // input's segments, unchanged in every field since (an append leaves them all; an edit, a pin or
+  // an unpin leaves those before it). A policy that keeps what it derives from each segment
+  // between plans may trust those entries without comparing them.
+  uint64_t history_serial = 0;
+  uint64_t previous_history_serial = 0;
+  size_t history_unchanged = 0;
   // The original's bytes of history[i] (OriginalBytes falls back on the rendered content's size).
   size_t OriginalBytes(size_t i) const {
     return i < original_bytes.size() && original_bytes[i] > 0 ? original_bytes[i]

@@ -84,7 +84,10 @@ class StrataPolicy final : public CompactionPolicy {
   // that summarize (a build that failed and is retried asks the same, and a summary is a request).
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
     std::string key;
-    if (std::optional<HistoryEdit> kept = memo_.Find(in, &key)) return *std::move(kept);
+    if (std::optional<HistoryEdit> kept = memo_.Find(in, &key)) {
+      facts_.Advance(in);
+      return *std::move(kept);
+    }
     SegmentFacts facts = facts_.Begin(in);
     StatusOr<HistoryEdit> plan = PlanAnew(in, facts);
     facts_.Keep(std::move(facts));

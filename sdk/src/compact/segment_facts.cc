@@ -146,7 +146,11 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
   // they no longer describe it, whichever way the rest is taken.
   const size_t kept = std::min(ids_.size(), in.history.size());
   const bool whole = facts_.size() == ids_.size();
+  // The context vouches for the first history_unchanged entries when the facts are those of the
+  // input it made before this one: the same segments, unchanged, so not compared.
   size_t same = 0;
+  if (whole && in.previous_history_serial != 0 && in.previous_history_serial == kept_serial_)
+    same = std::min(in.history_unchanged, kept);
   for (; same < kept && ids_[same] == in.history[same]->id; ++same) {
     const Segment& s = *in.history[same];
     const uint64_t fingerprint = in.history_fingerprints[same];
@@ -220,6 +224,15 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
   facts_ = std::move(facts.facts_);
   calls_ = std::move(facts.calls_);
   names_ = std::move(facts.names_);
+  kept_serial_ = facts.in_->history_serial;
+}
+
+void SegmentFactsCache::Advance(const CompactionInput& in) {
+  internal::MutexLock lock(mu_);
+  if (in.previous_history_serial != 0 && in.previous_history_serial == kept_serial_ &&
+      in.history_unchanged == in.history.size() && ids_.size() == in.history.size()) {
+    kept_serial_ = in.history_serial;
+  }
 }
 
 }  // namespace strata::compact_internal

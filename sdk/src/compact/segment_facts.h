@@ -147,6 +147,10 @@ class SegmentFactsCache {
   SegmentFacts Begin(const CompactionInput& in);
   // Keeps `facts` (the segments of its plan's input) and drops every other segment's.
   void Keep(SegmentFacts facts);
+  // `in` was planned without facts (a plan kept for its input): when the context says its history
+  // is, entry for entry, the one of the input the facts were kept for, they are kept for `in` too,
+  // so that the next input's history_unchanged still applies.
+  void Advance(const CompactionInput& in);
 
  private:
   internal::Mutex mu_;
@@ -159,6 +163,7 @@ class SegmentFactsCache {
   uint64_t keeps_ STRATA_GUARDED_BY(mu_) = 0;  // Keep() calls so far
   KeptCallTables calls_ STRATA_GUARDED_BY(mu_);  // of the last plan's history
   KeptMessageNames names_ STRATA_GUARDED_BY(mu_);
+  uint64_t kept_serial_ STRATA_GUARDED_BY(mu_) = 0;  // history_serial of the kept facts' input
 };
 
 }  // namespace strata::compact_internal

@@ -2,6 +2,7 @@
 // count exactly when a request counter is set, compact in bounded rounds), and the error that says
 // where the tokens are when a request does not fit.
 #include <algorithm>
+#include <atomic>
 
 #include "core/context_impl.h"
 #include "core/hygiene.h"
@@ -89,6 +90,13 @@ CompactionInput Context::Impl::MakeInput(bool forced) const {
   input.history = view.segments;
   input.history_fingerprints = view.fingerprints;
   if (view.originals > 0) input.original_bytes = view.original_bytes;
+  static std::atomic<uint64_t> next_serial{1};  // process-wide: a copy's inputs name none of ours
+  input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+  input.previous_history_serial = view.last_serial;
+  input.history_unchanged =
+      view.last_serial != 0 ? std::min(view.unchanged, view.segments.size()) : 0;
+  view.last_serial = input.history_serial;
+  view.unchanged = view.segments.size();
   for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
   input.volatile_tokens = VolatileTokens();
   input.history_tokens = Usage(Layer::kHistory).tokens;

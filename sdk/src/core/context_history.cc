@@ -107,6 +107,10 @@ Status Context::Impl::SetPinned(std::string_view segment_id, bool pinned) {
   change.upserted.push_back(updated);
   STRATA_RETURN_IF_ERROR(Record(change, turn_));
   s.pinned = pinned;
+  // The compaction input lists the segment changed from its entry on (the rendered before it).
+  const size_t i = it->second.second;
+  if (input_view_.valid && i < history_usage_before_.size())
+    input_view_.Touch(history_usage_before_[i].segments);
   return Status::Ok();
 }
 

@@ -24,6 +24,7 @@
 #ifndef STRATA_CORE_CONTEXT_IMPL_H_
 #define STRATA_CORE_CONTEXT_IMPL_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +74,10 @@ struct RenderedHistoryView {
   std::vector<uint64_t> fingerprints;
   std::vector<size_t> original_bytes;
   size_t originals = 0;  // entries of original_bytes above 0
+  // CompactionInput::history_serial of the last input made from it (0: none since it was
+  // gathered), and how many leading entries are unchanged since.
+  uint64_t last_serial = 0;
+  size_t unchanged = 0;
 
   RenderedHistoryView() = default;
   RenderedHistoryView(const RenderedHistoryView&) {}
@@ -87,6 +92,8 @@ struct RenderedHistoryView {
   }
   void Drop() {
     valid = false;
+    last_serial = 0;
+    unchanged = 0;
     segments.clear();
     fingerprints.clear();
     original_bytes.clear();
@@ -98,8 +105,11 @@ struct RenderedHistoryView {
     original_bytes.push_back(original);
     originals += original > 0;
   }
+  // Entry `n` and those after it changed in place.
+  void Touch(size_t n) { unchanged = std::min(unchanged, n); }
   // Keeps the first `n` entries.
   void Cut(size_t n) {
+    Touch(n);
     for (size_t i = n; i < original_bytes.size(); ++i) originals -= original_bytes[i] > 0;
     if (n < segments.size()) {
       segments.resize(n);

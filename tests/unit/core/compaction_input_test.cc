@@ -1,7 +1,9 @@
 // The context keeps what a compaction input lists of the rendered history (each segment, its
 // fingerprint, its original's bytes) and the history's usage as the history is rendered, and
 // restores the usage before an edit's boundary instead of summing the segments again. After every
-// kind of change, both must equal what a context restored from the same snapshot gathers anew.
+// kind of change, both must equal what a context restored from the same snapshot gathers anew, and
+// the entries an input says are unchanged since the input before it must be.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -15,6 +17,9 @@ namespace {
 
 // What one plan was given; plans nothing.
 struct SeenInput {
+  std::vector<Segment> segments;  // copies, as they were
+  uint64_t serial = 0, previous = 0;
+  size_t unchanged = 0;
   std::vector<std::string> ids;
   std::vector<uint64_t> fingerprints;
   std::vector<size_t> original_bytes;
@@ -28,7 +33,13 @@ class RecordingPolicy final : public CompactionPolicy {
   bool ShouldCompact(const CompactionInput&) const override { return true; }
   StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
     SeenInput seen;
-    for (const Segment* s : in.history) seen.ids.push_back(s->id);
+    for (const Segment* s : in.history) {
+      seen.ids.push_back(s->id);
+      seen.segments.push_back(*s);
+    }
+    seen.serial = in.history_serial;
+    seen.previous = in.previous_history_serial;
+    seen.unchanged = in.history_unchanged;
     seen.fingerprints = in.history_fingerprints;
     seen.original_bytes = in.original_bytes;
     seen.history_tokens = in.history_tokens;
@@ -38,6 +49,14 @@ class RecordingPolicy final : public CompactionPolicy {
   }
   SeenInput last;
 };
+
+// Every field of two segments but their token counts' source (the same tokenizer counts both).
+bool SameSegment(const Segment& a, const Segment& b) {
+  return a.id == b.id && a.kind == b.kind && a.state == b.state && a.content == b.content &&
+         a.reasoning == b.reasoning && a.pinned == b.pinned && a.tokens == b.tokens &&
+         a.recall_id == b.recall_id && a.tool_call_id == b.tool_call_id &&
+         a.tool_calls.size() == b.tool_calls.size() && a.version == b.version;
+}
 
 ContextOptions Options(CompactionPolicy* policy) {
   ContextOptions options;
@@ -66,10 +85,12 @@ TEST_CASE(
     state = state * 1103515245u + 12345u;
     return (state >> 16) % n;
   };
-  size_t masks = 0, summaries = 0, rewinds = 0, originals = 0, copies = 0;
+  size_t masks = 0, summaries = 0, rewinds = 0, originals = 0, copies = 0, pins = 0;
+  SeenInput before;    // the input planned before
+  size_t vouched = 0;  // entries an input said were unchanged
   for (int step = 0; step < 250; ++step) {
     const std::string call = "call" + std::to_string(step);
-    switch (next(9)) {
+    switch (next(10)) {
       case 0:
       case 1:
       case 2: {  // a tool call and its result, now and then long enough to be truncated
@@ -109,6 +130,16 @@ TEST_CASE(
         REQUIRE(context->PreviewBuild().ok());
         ++copies;
         break;
+      case 7: {  // a pin or an unpin
+        if (results.empty()) break;
+        const std::string& id = results[next(results.size())];
+        const Segment* s = context->Find(id);
+        if (s != nullptr && s->layer == Layer::kHistory) {
+          REQUIRE(context->SetPinned(id, !s->pinned).ok());
+          ++pins;
+        }
+        break;
+      }
       default:
         REQUIRE(context->AppendUser("next " + call).ok());
         break;
@@ -116,6 +147,17 @@ TEST_CASE(
     if (next(2) == 0) continue;  // changes pile up between plans too
     INFO("step " << step);
     const SeenInput kept = PlanOf(*context, policy);
+    CHECK(kept.serial != 0);
+    if (kept.previous != 0) {
+      // Named after the input before it (no other input of this context came between), whose
+      // first `unchanged` entries it has, unchanged.
+      CHECK(kept.previous == before.serial);
+      REQUIRE(kept.unchanged <= std::min(kept.segments.size(), before.segments.size()));
+      for (size_t i = 0; i < kept.unchanged; ++i)
+        CHECK(SameSegment(kept.segments[i], before.segments[i]));
+      vouched += kept.unchanged;
+    }
+    before = kept;
     RecordingPolicy fresh_policy;
     auto restored = Context::Restore(Options(&fresh_policy), context->Snapshot()).value();
     const SeenInput fresh = PlanOf(*restored, fresh_policy);
@@ -131,11 +173,13 @@ TEST_CASE(
     CHECK(mine.tokens == theirs.tokens);
     for (size_t o : kept.original_bytes) originals += o > 0;
   }
-  CHECK(masks > 10);
+  CHECK(masks > 5);
   CHECK(summaries > 10);
   CHECK(rewinds > 10);
   CHECK(copies > 10);
   CHECK(originals > 0);
+  CHECK(pins > 5);
+  CHECK(vouched > 1000);
 }
 
 }  // namespace
