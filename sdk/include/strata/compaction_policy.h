@@ -209,13 +209,15 @@ struct CompactionInput {
   // as the context keeps them: a policy may key what it derives from a segment's bytes on it
   // instead of reading them again. Empty when the input was not made by a Context.
   std::vector<uint64_t> history_fingerprints;
-  // Set by a Context (0 otherwise): a number naming this input's history, the one naming the
-  // input the same context made before it, and how many leading entries of `history` are that
-  // input's segments, unchanged in every field since (an append leaves them all; an edit, a pin or
-  // an unpin leaves those before it). A policy that keeps what it derives from each segment
-  // between plans may trust those entries without comparing them.
+  // Set by a Context (0 otherwise): a number naming this input's history, unique in the process.
   uint64_t history_serial = 0;
+  // Set by a Context: the history_serial of the input the same context made before this one (0:
+  // none, or not known since a copy, a move or an insertion into its history).
   uint64_t previous_history_serial = 0;
+  // Set by a Context: how many leading entries of `history` are the segments of that earlier
+  // input, unchanged in every field since (an append leaves them all; an edit, a pin or an unpin
+  // leaves those before it). A policy that keeps what it derives from each segment between plans
+  // may trust those entries without comparing them.
   size_t history_unchanged = 0;
   // The original's bytes of history[i] (OriginalBytes falls back on the rendered content's size).
   size_t OriginalBytes(size_t i) const {
