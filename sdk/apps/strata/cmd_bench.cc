@@ -65,6 +65,7 @@ struct BenchArgs {
   std::string mixed_long_lengths = "512k,1m,512k,1m";
   int64_t mixed_kv_capacity = 1100000;
   int affinity_replicas = 0;
+  double affinity_load_factor = 1.25;  // PoolSetConfig::load_factor of the affinity arms
   uint64_t seed = 1;
   std::vector<std::string> traces;  // --traces DIR...: workloads cut from these trajectories
 };
@@ -475,6 +476,7 @@ nlohmann::ordered_json RunAffinityArm(const BenchArgs& args, int64_t length, boo
   }
   PoolSetConfig config;
   config.pools = {pool};
+  config.load_factor = args.affinity_load_factor;
   auto pools = std::move(PoolSet::Create(config)).value();
   const int agents = 4 * args.affinity_replicas;
   const int turns = 4;
@@ -518,6 +520,7 @@ nlohmann::ordered_json RunAffinityArm(const BenchArgs& args, int64_t length, boo
   nlohmann::ordered_json j;
   j["routing"] = affinity ? "prefix affinity" : "no affinity (a key per request)";
   j["replicas"] = args.affinity_replicas;
+  j["load_factor"] = args.affinity_load_factor;
   j["agents"] = agents;
   j["turns_measured"] = agents * turns;
   j["cached_share"] = prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0.0;
@@ -735,6 +738,14 @@ void RegisterBench(CLI::App& app) {
                   "Measure prefix-affinity routing: cached share of agents' turns over N simulated "
                   "replicas, with and without affinity (length: the first of --lengths)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option(
+         "--affinity-load-factor", args->affinity_load_factor,
+         "--affinity-replicas: the pool's bounded-load factor (a replica takes a request "
+         "while it has fewer than factor x (in flight + 1) / replicas; others go on to the "
+         "next replica of the ring). A factor at least the number of replicas sends every "
+         "request to its key's replica")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
   cmd->footer(
       "Exit status: 0 ok (request errors are counted in the results), 2 usage error, 1 failure.");
   cmd->callback([args] { Run(*args); });

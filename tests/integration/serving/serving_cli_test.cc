@@ -148,21 +148,31 @@ TEST_CASE("strata bench --affinity-replicas: prefix affinity keeps agents' turns
           "replicas",
           "[serving][cli]") {
   const std::string json_file = TempPath("affinity.json");
+  // Sequential turns of 8 agents on 2 replicas, run concurrently. With the pool's load factor at
+  // least the number of replicas no turn is moved off its key's replica, whatever the timing: with
+  // affinity every later turn finds its prefix; with a key per request, a turn that lands on the
+  // replica that did not serve its agent's previous turn finds less of it.
   Result r = Run(std::string("bench --sim ") + STRATA_SIM_PATH + " --sim-args '" + kFastSim +
-                 "' --affinity-replicas 2 --lengths 4k --no-progress --json " + json_file);
+                 "' --affinity-replicas 2 --affinity-load-factor 2 --lengths 4k --no-progress "
+                 "--json " +
+                 json_file);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = nlohmann::json::parse(ReadFile(json_file));
   REQUIRE(j["arms"].size() == 2);
   CHECK(j["arms"][0]["routing"] == "prefix affinity");
+  CHECK(j["arms"][0]["load_factor"] == 2.0);
   CHECK(j["arms"][0]["errors"] == 0);
   CHECK(j["arms"][1]["errors"] == 0);
-  // Sequential turns of 8 agents on 2 replicas: with affinity nearly every later turn finds its
-  // prefix; with a key per request, about half land on a replica that never saw the document.
-  // The agents run concurrently, so how many turns the load bound moves to the other replica
-  // depends on timing: 88-91% on an idle machine, 80% seen under a parallel build.
-  CHECK(j["arms"][0]["cached_share"].get<double>() > 0.75);
+  CHECK(j["arms"][0]["cached_share"].get<double>() > 0.85);
   CHECK(j["arms"][1]["cached_share"].get<double>() < j["arms"][0]["cached_share"].get<double>());
+  // With the default factor (1.25) the load bound moves some turns when agents overlap: how many
+  // depends on timing (82-91% on an idle machine, 74% seen under a parallel test run), so only
+  // that the run succeeds is checked.
+  Result bounded = Run(std::string("bench --sim ") + STRATA_SIM_PATH + " --sim-args '" + kFastSim +
+                       "' --affinity-replicas 2 --lengths 4k --no-progress --json " + json_file);
+  CHECK(bounded.exit_code == 0);
+  CHECK(nlohmann::json::parse(ReadFile(json_file))["arms"][0]["load_factor"] == 1.25);
   std::remove(json_file.c_str());
 }
 
