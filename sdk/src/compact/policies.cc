@@ -456,7 +456,7 @@ class StrataPolicy final : public CompactionPolicy {
     }
     if (!s.reasoning.empty() &&
         (s.kind == SegmentKind::kAssistant || s.kind == SegmentKind::kToolCall)) {
-      const size_t saving = in.Count(s.reasoning);
+      const size_t saving = facts.ReasoningTokens(i);
       if (saving == 0 || (below && saving < kMinTokensBelowTrigger)) return std::nullopt;
       return Candidate{
           i, {s.id, SegmentEdit::Action::kDropReasoning, ""}, saving, true, Use::kStale, false};

@@ -107,6 +107,15 @@ const std::vector<uint64_t>& SegmentFacts::CallKeyHashes(size_t i) {
   return f.call_key_hashes;
 }
 
+size_t SegmentFacts::ReasoningTokens(size_t i) {
+  KeptFacts& f = facts_[i];
+  if (!f.reasoning_tokens || f.counted_by != in_->tokenizer) {
+    f.reasoning_tokens = in_->Count(in_->history[i]->reasoning);
+    f.counted_by = in_->tokenizer;
+  }
+  return *f.reasoning_tokens;
+}
+
 uint64_t SegmentFacts::ResultCallIdHash(size_t i) {
   KeptFacts& f = facts_[i];
   if (!f.result_call_id_hash) f.result_call_id_hash = CallIdHash(in_->history[i]->tool_call_id);

@@ -48,6 +48,10 @@ struct KeptFacts {
   // with its arguments; the fingerprint covers the calls), and of a tool result's tool_call_id
   // (which a segment keeps for its life).
   bool call_hashes = false;
+  // Tokens of the segment's reasoning as CompactionInput::Count counted them with `counted_by`
+  // (the input's tokenizer; the fingerprint covers the reasoning).
+  std::optional<size_t> reasoning_tokens;
+  const Tokenizer* counted_by = nullptr;
   std::vector<uint64_t> call_id_hashes;
   std::vector<uint64_t> call_key_hashes;
   std::optional<uint64_t> result_call_id_hash;
@@ -110,6 +114,8 @@ class SegmentFacts {
   const std::vector<uint64_t>& CallKeyHashes(size_t i);
   // CallIdHash of history[i].tool_call_id.
   uint64_t ResultCallIdHash(size_t i);
+  // in.Count(history[i].reasoning), counted once per tokenizer.
+  size_t ReasoningTokens(size_t i);
 
   // The history before this input's first `kept` segments is the one the cache kept facts for,
   // each segment at its index (kept() is that history's whole size when it only grew or changed

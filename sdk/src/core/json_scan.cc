@@ -1,6 +1,8 @@
 // A light scan of JSON text (json_scan.h).
 #include "core/json_scan.h"
 
+#include <algorithm>
+
 namespace strata::internal {
 
 size_t SkipJsonSpace(std::string_view t, size_t i) {
@@ -85,7 +87,12 @@ bool SplitMemberArray(std::string_view t, std::string_view key, const JsonArrayS
   if (base != nullptr && base->array_begin < prefix) {
     out->array_begin = base->array_begin;
     size_t& reused = out->reused;
-    while (reused < base->elements.size() && base->elements[reused].second < prefix) ++reused;
+    // The base's elements ending inside the prefix: a leading run (elements are in order).
+    reused = static_cast<size_t>(std::partition_point(base->elements.begin(), base->elements.end(),
+                                                      [prefix](const std::pair<size_t, size_t>& e) {
+                                                        return e.second < prefix;
+                                                      }) -
+                                 base->elements.begin());
     out->elements.assign(base->elements.begin(),
                          base->elements.begin() + static_cast<std::ptrdiff_t>(reused));
     out->array_end =

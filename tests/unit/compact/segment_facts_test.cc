@@ -21,6 +21,7 @@
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 #include "strata/replay/trace.h"
+#include "strata/tokenizer.h"
 #include "testing/context_testing.h"
 #include "testing/traces.h"
 
@@ -351,6 +352,52 @@ TEST_CASE(
     cache.Keep(std::move(facts));
   }
   CHECK(continued_plans > 100);
+}
+
+// Counts the texts it is asked to count (a byte a token).
+class CountingTokenizer final : public Tokenizer {
+ public:
+  std::string Name() const override { return "counting"; }
+  bool IsEstimate() const override { return false; }
+  std::vector<int32_t> Encode(std::string_view text) const override {
+    return std::vector<int32_t>(text.size(), 1);
+  }
+  size_t Count(std::string_view text) const override {
+    ++counted;
+    return text.size();
+  }
+  mutable int counted = 0;
+};
+
+TEST_CASE("a segment's reasoning is counted once per tokenizer while it is unchanged",
+          "[compact]") {
+  compact_internal::SegmentFactsCache cache;
+  Segment thought;
+  thought.id = "a1";
+  thought.kind = SegmentKind::kAssistant;
+  thought.content = "done";
+  thought.reasoning = "I should read the file first.";
+  std::vector<Segment> segments = {thought};
+  CountingTokenizer one, two;
+  CompactionInput in = InputOf(segments, {7});
+  in.tokenizer = &one;
+  compact_internal::SegmentFacts facts = cache.Begin(in);
+  CHECK(facts.ReasoningTokens(0) == thought.reasoning.size());
+  CHECK(facts.ReasoningTokens(0) == thought.reasoning.size());
+  cache.Keep(std::move(facts));
+  facts = cache.Begin(in);  // the next plan
+  CHECK(facts.ReasoningTokens(0) == thought.reasoning.size());
+  CHECK(one.counted == 1);
+  in.tokenizer = &two;  // another tokenizer counts again
+  CHECK(facts.ReasoningTokens(0) == thought.reasoning.size());
+  CHECK(two.counted == 1);
+  cache.Keep(std::move(facts));
+  segments[0].reasoning = "Changed my mind.";  // changed: its fingerprint too
+  CompactionInput changed = InputOf(segments, {8});
+  changed.tokenizer = &two;
+  facts = cache.Begin(changed);
+  CHECK(facts.ReasoningTokens(0) == segments[0].reasoning.size());
+  CHECK(two.counted == 2);
 }
 
 }  // namespace
