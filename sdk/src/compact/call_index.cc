@@ -16,6 +16,21 @@ size_t TableSize(size_t n) {
   return size;
 }
 
+// Doubles open-addressing `table` (a power of two in size) when one more entry would fill it
+// beyond half, placing each entry again by hash_of(entry); empty(entry) tells a free slot.
+template <typename Entry, typename HashOf, typename IsEmpty>
+void GrowForOneMore(std::vector<Entry>* table, size_t used, HashOf hash_of, IsEmpty empty) {
+  if (2 * (used + 1) <= table->size()) return;
+  std::vector<Entry> old = std::exchange(*table, std::vector<Entry>(table->size() * 2));
+  const size_t mask = table->size() - 1;
+  for (const Entry& e : old) {
+    if (empty(e)) continue;
+    size_t at = hash_of(e) & mask;
+    while (!empty((*table)[at])) at = (at + 1) & mask;
+    (*table)[at] = e;
+  }
+}
+
 }  // namespace
 
 CallIndex::CallIndex(const CompactionInput& in, SegmentFacts& facts)
@@ -55,17 +70,9 @@ bool CallIndex::Add(size_t from) {
       ++t_.orphans;
       continue;
     }
-    if (2 * (t_.latest_used + 1) > t_.latest.size()) {
-      std::vector<KeptCallTables::Latest> old =
-          std::exchange(t_.latest, std::vector<KeptCallTables::Latest>(t_.latest.size() * 2));
-      const size_t mask = t_.latest.size() - 1;
-      for (const auto& e : old) {
-        if (e.result == KeptCallTables::kEmpty) continue;
-        size_t at = e.key & mask;
-        while (t_.latest[at].result != KeptCallTables::kEmpty) at = (at + 1) & mask;
-        t_.latest[at] = e;
-      }
-    }
+    GrowForOneMore(
+        &t_.latest, t_.latest_used, [](const KeptCallTables::Latest& e) { return e.key; },
+        [](const KeptCallTables::Latest& e) { return e.result == KeptCallTables::kEmpty; });
     const uint64_t key = facts_.CallKeyHashes(slot->segment)[slot->call];
     const ToolCall& call = CallAt(*slot);
     const size_t mask = t_.latest.size() - 1;
@@ -93,16 +100,9 @@ const ToolCall& CallIndex::CallAt(const Slot& slot) const {
 }
 
 bool CallIndex::Insert(uint64_t hash, uint32_t segment, uint32_t call, size_t from) {
-  if (2 * (t_.calls_used + 1) > t_.calls.size()) {
-    std::vector<Slot> old = std::exchange(t_.calls, std::vector<Slot>(t_.calls.size() * 2));
-    const size_t mask = t_.calls.size() - 1;
-    for (const Slot& s : old) {
-      if (s.segment == KeptCallTables::kEmpty) continue;
-      size_t at = s.hash & mask;
-      while (t_.calls[at].segment != KeptCallTables::kEmpty) at = (at + 1) & mask;
-      t_.calls[at] = s;
-    }
-  }
+  GrowForOneMore(
+      &t_.calls, t_.calls_used, [](const Slot& s) { return s.hash; },
+      [](const Slot& s) { return s.segment == KeptCallTables::kEmpty; });
   const std::string& id = in_.history[segment]->tool_calls[call].id;
   const size_t mask = t_.calls.size() - 1;
   for (size_t at = hash & mask;; at = (at + 1) & mask) {

@@ -11,6 +11,7 @@
 
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
+#include "testing/history_changes.h"
 
 namespace strata {
 namespace {
@@ -79,60 +80,37 @@ TEST_CASE(
   auto context = Context::Create(Options(&policy)).value();
   REQUIRE(context->SetSystemPrompt("You are a test.").ok());
   REQUIRE(context->AppendUser("Start.").ok());
-  std::vector<std::string> results;
-  uint32_t state = 2026;
-  auto next = [&state](uint32_t n) {
-    state = state * 1103515245u + 12345u;
-    return (state >> 16) % n;
-  };
-  size_t masks = 0, summaries = 0, rewinds = 0, originals = 0, copies = 0, pins = 0;
+  testing::HistoryChanges changes(2026);
+  size_t originals = 0, copies = 0, pins = 0;
+  std::vector<std::string> summary_errors;
   SeenInput before;    // the input planned before
   size_t vouched = 0;  // entries an input said were unchanged
   for (int step = 0; step < 250; ++step) {
     const std::string call = "call" + std::to_string(step);
-    switch (next(10)) {
+    switch (changes.Next(10)) {
       case 0:
       case 1:
-      case 2: {  // a tool call and its result, now and then long enough to be truncated
-        REQUIRE(context->AppendAssistant({"", "", {{call, "read", "{}"}}}).ok());
-        const std::string out = next(3) == 0 ? std::string(2000, 'x') + call : "out " + call;
-        results.push_back(*context->AppendToolResult({call, out, false}));
+      case 2:  // a tool call and its result, now and then long enough to be truncated
+        REQUIRE(changes.CallAndResult(
+            *context, call, changes.Next(3) == 0 ? std::string(2000, 'x') + call : "out " + call));
         break;
-      }
-      case 3: {  // a mask of a result
-        if (results.empty()) break;
-        HistoryEdit edit;
-        edit.edits.push_back({results[next(results.size())], SegmentEdit::Action::kMask, "[m]"});
-        if (context->ApplyEdit(edit, "test@1", "test").ok()) ++masks;
+      case 3:  // a mask of a result
+        changes.MaskAResult(*context);
         break;
-      }
-      case 4: {  // a summary of a call and its result, anywhere in the history
-        std::vector<SegmentFingerprint> now = context->Fingerprints();
-        std::vector<size_t> calls;
-        for (size_t i = 0; i + 1 < now.size(); ++i) {
-          if (now[i].kind == SegmentKind::kToolCall && now[i + 1].kind == SegmentKind::kToolResult)
-            calls.push_back(i);
-        }
-        if (calls.empty()) break;
-        const size_t i = calls[next(calls.size())];
-        HistoryEdit edit;
-        edit.summaries.push_back({{now[i].id, now[i + 1].id}, "summary " + call});
-        summaries += context->ApplyEdit(edit, "test@1", "test").ok();
+      case 4:  // a summary of a call and its result, anywhere in the history (not a pinned one)
+        summary_errors.push_back(changes.SummarizeACall(*context, "summary " + call).message());
         break;
-      }
       case 5:  // a mark, a change and a rewind to it
-        context->Mark();
-        REQUIRE(context->AppendUser("undone " + call).ok());
-        REQUIRE(context->RewindToMark().ok());
-        ++rewinds;
+        REQUIRE(changes.RewindAChange(*context, "undone " + call));
         break;
       case 6:  // a prediction: the copy it may make lists its own segments
         REQUIRE(context->PreviewBuild().ok());
         ++copies;
         break;
       case 7: {  // a pin or an unpin
-        if (results.empty()) break;
-        const std::string& id = results[next(results.size())];
+        if (changes.results.empty()) break;
+        const std::string& id =
+            changes.results[changes.Next(static_cast<uint32_t>(changes.results.size()))];
         const Segment* s = context->Find(id);
         if (s != nullptr && s->layer == Layer::kHistory) {
           REQUIRE(context->SetPinned(id, !s->pinned).ok());
@@ -144,7 +122,7 @@ TEST_CASE(
         REQUIRE(context->AppendUser("next " + call).ok());
         break;
     }
-    if (next(2) == 0) continue;  // changes pile up between plans too
+    if (changes.Next(2) == 0) continue;  // changes pile up between plans too
     INFO("step " << step);
     const SeenInput kept = PlanOf(*context, policy);
     CHECK(kept.serial != 0);
@@ -173,9 +151,13 @@ TEST_CASE(
     CHECK(mine.tokens == theirs.tokens);
     for (size_t o : kept.original_bytes) originals += o > 0;
   }
-  CHECK(masks > 5);
-  CHECK(summaries > 10);
-  CHECK(rewinds > 10);
+  CHECK(changes.masks > 5);
+  CHECK(changes.summaries > 10);
+  // A summary is refused only where this test pinned a segment.
+  for (const std::string& e : summary_errors) {
+    if (!e.empty()) CHECK_THAT(e, Catch::Contains("summary names pinned segment"));
+  }
+  CHECK(changes.rewinds > 10);
   CHECK(copies > 10);
   CHECK(originals > 0);
   CHECK(pins > 5);

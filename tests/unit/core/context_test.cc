@@ -8,6 +8,7 @@
 
 #include "strata/compaction_policy.h"
 #include "testing/context_testing.h"
+#include "testing/history_changes.h"
 #include "testing/status_testing.h"
 
 namespace strata {
@@ -508,55 +509,30 @@ TEST_CASE("fingerprints kept with a serial equal the whole list after every kind
   uint64_t serial = 0;
   size_t same = 0;
   std::vector<SegmentFingerprint> kept = AdvanceWithSerial(*context, {}, &serial, &same);
-  std::vector<std::string> results;
-  uint32_t state = 12345;
-  auto next = [&state](uint32_t n) {
-    state = state * 1103515245u + 12345u;
-    return (state >> 16) % n;
-  };
-  size_t steps = 0, summaries = 0, masks = 0, rewinds = 0;
+  testing::HistoryChanges changes(12345);
+  size_t steps = 0;
   for (int step = 0; step < 300; ++step) {
     const std::string call = "call" + std::to_string(step);
-    switch (next(8)) {
+    switch (changes.Next(8)) {
       case 0:
       case 1:
-      case 2: {  // a tool call and its result
-        REQUIRE(context->AppendAssistant({"", "", {{call, "read", "{}"}}}).ok());
-        results.push_back(*context->AppendToolResult({call, "out " + call, false}));
+      case 2:  // a tool call and its result
+        REQUIRE(changes.CallAndResult(*context, call, "out " + call));
         break;
-      }
-      case 3: {  // a mask of a live result
-        if (results.empty()) break;
-        HistoryEdit edit;
-        edit.edits.push_back({results[next(results.size())], SegmentEdit::Action::kMask, "[m]"});
-        if (context->ApplyEdit(edit, "test@1", "test").ok()) ++masks;
+      case 3:  // a mask of a live result
+        changes.MaskAResult(*context);
         break;
-      }
       case 4: {  // a summary of a call and its result, anywhere in the history
-        std::vector<SegmentFingerprint> now = context->Fingerprints();
-        std::vector<size_t> calls;
-        for (size_t i = 0; i + 1 < now.size(); ++i) {
-          if (now[i].kind == SegmentKind::kToolCall && now[i + 1].kind == SegmentKind::kToolResult)
-            calls.push_back(i);
-        }
-        if (calls.empty()) break;
-        const size_t i = calls[next(calls.size())];
-        HistoryEdit edit;
-        edit.summaries.push_back({{now[i].id, now[i + 1].id}, "summary " + call});
-        const Status applied = context->ApplyEdit(edit, "test@1", "test").status();
+        const Status applied = changes.SummarizeACall(*context, "summary " + call);
         INFO(applied.ToString());
         CHECK(applied.ok());
-        summaries += applied.ok();
         break;
       }
       case 5:  // a document
         REQUIRE(context->PutDocument(Layer::kDocs, Document{"guide", call, call, 0}).ok());
         break;
       case 6:  // a mark, a change and a rewind to it
-        context->Mark();
-        REQUIRE(context->AppendUser("undone " + call).ok());
-        REQUIRE(context->RewindToMark().ok());
-        ++rewinds;
+        REQUIRE(changes.RewindAChange(*context, "undone " + call));
         break;
       default:
         REQUIRE(context->AppendUser("next " + call).ok());
@@ -568,9 +544,9 @@ TEST_CASE("fingerprints kept with a serial equal the whole list after every kind
     ++steps;
   }
   CHECK(steps == 300);
-  CHECK(masks > 10);
-  CHECK(summaries > 10);
-  CHECK(rewinds > 10);
+  CHECK(changes.masks > 10);
+  CHECK(changes.summaries > 10);
+  CHECK(changes.rewinds > 10);
 }
 
 TEST_CASE("fingerprints after an earlier list keep what it shares and list the rest",
