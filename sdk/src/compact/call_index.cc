@@ -38,13 +38,17 @@ CallIndex::CallIndex(const CompactionInput& in, SegmentFacts& facts)
   // The kept tables describe the first t_.segments segments, this input's at their index (Begin
   // drops them when one of them holding calls changed in place), unless results lacked their call
   // (a new one may answer).
-  const bool continues = t_.valid && t_.segments <= facts.kept() && t_.orphans == 0;
+  const bool continues = t_.valid && t_.orphans == 0 &&
+                         (t_.segments <= facts.kept() ||
+                          (t_.plan == facts.plan() && t_.segments == in.history.size()));
   if (continues && Add(t_.segments)) {
     continued_ = true;
-    return;
+  } else {
+    t_ = KeptCallTables();
+    Add(0);
   }
-  t_ = KeptCallTables();
-  Add(0);
+  t_.plan =
+      facts.plan();  // another index of this plan (a relaxed protection) takes them as they are
 }
 
 bool CallIndex::Add(size_t from) {

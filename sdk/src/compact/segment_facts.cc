@@ -1,6 +1,7 @@
 #include "compact/segment_facts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <string_view>
 #include <unordered_map>
@@ -142,6 +143,8 @@ void Reset(KeptFacts& facts, const Segment& s, uint64_t fingerprint) {
 
 SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
   SegmentFacts out;
+  static std::atomic<uint64_t> plans{0};
+  out.plan_ = plans.fetch_add(1, std::memory_order_relaxed) + 1;
   out.in_ = &in;
   out.keyed_ = !in.history.empty() && in.history_fingerprints.size() == in.history.size();
   if (!out.keyed_) {
@@ -178,9 +181,12 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
     calls_ = KeptCallTables();
     out.names_ = std::move(names_);
     names_ = KeptMessageNames();
-    // What changed in place is dropped from the kept tables here, whether or not this plan uses
-    // them (a plan that does not would otherwise hand them on unaware): the call tables by a
-    // segment holding calls, the names by a message.
+    // What changed is dropped from the kept tables here, whether or not this plan uses them (a
+    // plan that does not would otherwise hand them on unaware, and a later one could find other
+    // segments at the same indices): tables describing segments the history no longer has, the
+    // call tables when a segment holding calls changed in place, the names when a message did.
+    if (out.calls_.segments > kept) out.calls_ = KeptCallTables();
+    if (out.names_.segments > kept) out.names_ = KeptMessageNames();
     for (size_t i : out.resets_) {
       const Segment& s = *in.history[i];
       if (i < out.calls_.segments && (!s.tool_calls.empty() || s.kind == SegmentKind::kToolCall))

@@ -77,6 +77,7 @@ struct KeptCallTables {
   };
   bool valid = false;
   size_t segments = 0;  // the history's size they describe
+  uint64_t plan = 0;    // SegmentFacts::plan() of the plan that built or continued them last
   std::vector<Slot> calls;
   size_t calls_used = 0;
   std::vector<Latest> latest;
@@ -123,6 +124,8 @@ class SegmentFacts {
   // resets() no longer described their segment (changed in place).
   size_t kept() const { return kept_; }
   const std::vector<size_t>& resets() const { return resets_; }
+  // A number naming this plan (its Begin()), unique in the process.
+  uint64_t plan() const { return plan_; }
   // The call tables kept with the facts (invalid when kept() is 0, or when a segment holding calls
   // changed in place), for CallIndex to continue.
   KeptCallTables& call_tables() { return calls_; }
@@ -140,6 +143,7 @@ class SegmentFacts {
   size_t same_ids_ = 0;
   uint64_t keeps_ = 0;
   size_t kept_ = 0;
+  uint64_t plan_ = 0;
   std::vector<size_t> resets_;
   KeptCallTables calls_;
   KeptMessageNames names_;

@@ -173,8 +173,14 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
   if (continues) {
     body.swap(spare_body_);
     body.resize(unchanged);
-    // Too small for this body: its kept bytes move once into room for the next bodies too.
-    if (body.capacity() < size) body.reserve(BodyCapacity(size, /*recycling=*/true));
+    if (body.capacity() < size) {
+      // Too small for this body: its kept bytes move once into room for the next bodies too (a
+      // fresh string's reserve() is exact; a non-empty one's would at least double).
+      std::string room;
+      room.reserve(BodyCapacity(size, /*recycling=*/true));
+      room.append(body);
+      body.swap(room);
+    }
   } else if (spare_body_.capacity() >= size) {
     body.swap(spare_body_);  // memory already faulted in; what it held is overwritten
     body.clear();
