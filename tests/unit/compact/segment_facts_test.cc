@@ -143,6 +143,122 @@ TEST_CASE("kept segment facts and the early stop plan as the whole computation o
 // strata policy compact many times: the prediction is the Build() that follows (bytes, count,
 // compaction report), and predicting changes none of the builds of a replay without predictions.
 // Each compacting prediction copies the context into the copy the last one kept.
+// The same random run of appends, builds, predictions, masks, pins, rewinds to a mark and rewinds
+// to an older snapshot (the history shrinks, then other segments take the indices) on two contexts:
+// one planning with a long-lived strata policy (kept facts, call tables, names, trust in the
+// context's unchanged entries), the other with a fresh policy for every plan. Every build must be
+// the same, byte for byte.
+TEST_CASE(
+    "a long-lived strata policy plans as fresh ones through rewinds, edits, pins and predictions",
+    "[compact][facts]") {
+  for (bool cost_model : {true, false}) {
+    StrataPolicyOptions options;
+    options.cost_model = cost_model;
+    auto kept_policy = MakeStrataPolicy(options);
+    WholeComputationPolicy whole(options);
+    auto make = [](CompactionPolicy* policy) {
+      ContextOptions o;
+      o.compaction = policy;
+      Budget b;
+      b.window = 6000;
+      b.reserve_output = b.reserve_reasoning = b.reserve_headroom = 0;
+      o.budget = b;
+      return testing::NewContext(o);
+    };
+    std::unique_ptr<Context> contexts[2] = {make(kept_policy.get()), make(&whole)};
+    std::mt19937 random(cost_model ? 5 : 6);
+    auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+    std::vector<ContextSnapshot> snapshots[2];
+    std::vector<std::string> results;
+    size_t builds = 0, compactions = 0, rewinds = 0;
+    for (auto& c : contexts) REQUIRE(c->AppendUser("Fix the failing test in src/app.py.").ok());
+    for (int step = 0; step < 400; ++step) {
+      const int drawn = pick(14);
+      const int op = drawn >= 12 ? 4 : drawn;  // builds twice as often as the other changes
+      const std::string call = "call_" + std::to_string(step);
+      std::string output;
+      for (int line = 0, n = 1 + pick(30); line < n; ++line) {
+        output += "def handler_" + std::to_string(pick(60)) + "(): return route_" +
+                  std::to_string(pick(60)) + "\n";
+      }
+      const std::string args = "{\"path\":\"src/mod_" + std::to_string(pick(8)) + ".py\"}";
+      const std::string target =
+          results.empty() ? ""
+                          : results[static_cast<size_t>(pick(static_cast<int>(results.size())))];
+      const bool pin = pick(2) == 0;
+      for (int side = 0; side < 2; ++side) {
+        Context& c = *contexts[side];
+        switch (op) {
+          case 0:
+          case 1:
+          case 2:
+          case 3: {  // a call (repeated arguments supersede) and its result
+            REQUIRE(c.AppendAssistant({"", "", {{call, "read_file", args}}}).ok());
+            StatusOr<std::string> r = c.AppendToolResult({call, output, false});
+            REQUIRE(r.ok());
+            if (side == 0) results.push_back(*r);
+            break;
+          }
+          case 4: {  // a build
+            StatusOr<BuiltRequest> built = c.Build();
+            REQUIRE(built.ok());
+            break;
+          }
+          case 5:  // a prediction
+            REQUIRE(c.PreviewBuild().ok());
+            break;
+          case 6: {  // a mask of a result, when it still is one that can be masked
+            if (target.empty()) break;
+            HistoryEdit edit;
+            edit.edits.push_back({target, SegmentEdit::Action::kMask, "[m]"});
+            (void)c.ApplyEdit(edit, "test@1", "test");
+            break;
+          }
+          case 7:  // a pin or an unpin
+            if (!target.empty() && c.Find(target) != nullptr) (void)c.SetPinned(target, pin);
+            break;
+          case 8:  // a snapshot to come back to
+            snapshots[side].push_back(c.Snapshot());
+            break;
+          case 9:  // back to an older snapshot: the history shrinks and other segments follow
+            if (!snapshots[side].empty()) {
+              REQUIRE(c.Rewind(snapshots[side].back()).ok());
+              snapshots[side].pop_back();
+              rewinds += side == 0;
+            }
+            break;
+          case 10:  // a mark, a change and a rewind to it
+            c.Mark();
+            REQUIRE(c.AppendUser("undone").ok());
+            REQUIRE(c.RewindToMark().ok());
+            break;
+          default:
+            REQUIRE(c.AppendUser("go on with " + args).ok());
+            break;
+        }
+      }
+      if (op != 4) continue;
+      // Both built: the same request and the same compaction.
+      StatusOr<BuiltRequest> a = contexts[0]->Preview();
+      StatusOr<BuiltRequest> b = contexts[1]->Preview();
+      INFO("step " << step << " cost_model " << cost_model);
+      REQUIRE(a.ok() == b.ok());
+      if (a.ok()) REQUIRE(a->body == b->body);
+      REQUIRE(contexts[0]->Compactions().size() == contexts[1]->Compactions().size());
+      if (!contexts[0]->Compactions().empty()) {
+        CHECK(Describe(contexts[0]->Compactions().back()) ==
+              Describe(contexts[1]->Compactions().back()));
+      }
+      ++builds;
+      compactions = contexts[0]->Compactions().size();
+    }
+    INFO("builds " << builds << ", compactions " << compactions << ", rewinds " << rewinds);
+    CHECK(builds > 40);
+    CHECK(compactions > 3);
+    CHECK(rewinds > 5);
+  }
+}
+
 TEST_CASE("every build of every fixture trace is the prediction made just before it",
           "[compact][predict]") {
   size_t requests = 0, predicted_compactions = 0;
