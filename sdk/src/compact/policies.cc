@@ -15,6 +15,7 @@
 #include "compact/plan_memo.h"
 #include "compact/segment_facts.h"
 #include "compact/strata_policy.h"
+#include "compact/strata_rows.h"
 #include "core/identifiers.h"
 #include "strata/builtin_policies.h"
 
@@ -24,16 +25,24 @@ namespace {
 
 using compact_internal::CallIndex;
 using compact_internal::IsToolResult;
+using compact_internal::kMinTokensBelowTrigger;
+using compact_internal::kRowAssistant;
+using compact_internal::kRowBelowCandidate;
+using compact_internal::kRowCalling;
+using compact_internal::kRowLiveResult;
+using compact_internal::kRowPinnedOrExcluded;
+using compact_internal::kRowResult;
+using compact_internal::kRowUser;
 using compact_internal::MessageTokens;
 using compact_internal::SegmentFacts;
+using compact_internal::SegmentRow;
+using compact_internal::StrataRows;
 using compact_internal::Unit;
 using compact_internal::Units;
 
 const std::vector<std::string> kNoIdentifiers;
 
 // The strata policy's thresholds.
-// Below the trigger, a result or reasoning smaller than this is not worth an invalidation alone.
-constexpr size_t kMinTokensBelowTrigger = 64;
 // A mask pays only when its placeholder is more than this many tokens shorter than the content.
 constexpr size_t kMinMaskSaving = 8;
 // Placeholders list at least this many of a result's identifiers (placeholder_identifiers caps it).
@@ -215,18 +224,17 @@ class StrataPolicy final : public CompactionPolicy {
     }
   };
 
-  Economics EstimateEconomics(const CompactionInput& in) const {
+  Economics EstimateEconomics(const CompactionInput& in,
+                              const std::vector<SegmentRow>& rows) const {
     Economics e;
     e.u = options_.uncached_price;
     e.c = options_.cached_price;
     e.total = in.total_tokens;
     e.trigger = in.trigger_tokens ? in.trigger_tokens : in.limit_tokens;
     size_t assistant = 0, calling = 0;
-    for (const Segment* s : in.history) {
-      if (s->kind == SegmentKind::kAssistant || s->kind == SegmentKind::kToolCall) {
-        ++assistant;
-        calling += !s->tool_calls.empty();
-      }
+    for (const SegmentRow& r : rows) {
+      assistant += (r.bits & kRowAssistant) != 0;
+      calling += (r.bits & kRowCalling) != 0;
     }
     const double tool_rate =
         assistant ? static_cast<double>(calling) / static_cast<double>(assistant) : 1.0;
@@ -245,9 +253,9 @@ class StrataPolicy final : public CompactionPolicy {
     bool keep_first_user = false;  // the task is never summarized
   };
 
-  Protected Protect(const CompactionInput& in, Protection level, bool after_use) const {
-    const std::vector<const Segment*>& h = in.history;
-    const size_t n = h.size();
+  Protected Protect(const CompactionInput& in, const std::vector<SegmentRow>& rows,
+                    Protection level, bool after_use) const {
+    const size_t n = rows.size();
     const size_t configured_turns =
         after_use ? std::min<size_t>(options_.keep_turns, 1) : options_.keep_turns;
     const int64_t keep_turns =
@@ -271,19 +279,16 @@ class StrataPolicy final : public CompactionPolicy {
     out.protect.assign(n, false);
     out.first_user = n;
     for (size_t i = 0; i < n; ++i) {
-      if (h[i]->kind == SegmentKind::kUser) {
+      if (rows[i].bits & kRowUser) {
         out.first_user = i;
         break;
       }
     }
     size_t results_seen = 0;
     for (size_t k = n; k-- > 0;) {
-      const Segment& s = *h[k];
-      bool p = s.pinned || (keep_turns > 0 && s.turn >= recent_turn);
-      if (IsToolResult(s)) {
-        if (results_seen++ < keep_results) p = true;
-        if (options_.exclude_tools.count(s.name)) p = true;
-      }
+      const SegmentRow& r = rows[k];
+      bool p = (r.bits & kRowPinnedOrExcluded) || (keep_turns > 0 && r.turn >= recent_turn);
+      if ((r.bits & kRowResult) && results_seen++ < keep_results) p = true;
       out.protect[k] = p;
     }
     return out;
@@ -307,18 +312,18 @@ class StrataPolicy final : public CompactionPolicy {
     }
   };
 
-  UseSignals ReadUse(const CompactionInput& in, const CallIndex& calls, SegmentFacts& facts) const {
-    const std::vector<const Segment*>& h = in.history;
+  UseSignals ReadUse(const CompactionInput& in, const std::vector<SegmentRow>& rows,
+                     const CallIndex& calls, SegmentFacts& facts) const {
     UseSignals use;
     if (options_.cost_model) {
       const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
-      for (size_t i = 0; i < h.size(); ++i) {
-        const Segment* s = h[i];
-        if (s->turn < since || IsToolResult(*s) || s->kind == SegmentKind::kUser) continue;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int64_t turn = rows[i].turn;
+        if (turn < since || (rows[i].bits & (kRowResult | kRowUser))) continue;
         const std::vector<std::string>& ids = facts.MessageIds(i);
         for (size_t k = 0; k < ids.size() && k < kIdentifiersPerRecentMessage; ++k) {
-          auto [it, added] = use.last_use.emplace(ids[k], s->turn);
-          if (!added) it->second = std::max(it->second, s->turn);
+          auto [it, added] = use.last_use.emplace(ids[k], turn);
+          if (!added) it->second = std::max(it->second, turn);
         }
       }
     }
@@ -372,12 +377,12 @@ class StrataPolicy final : public CompactionPolicy {
   // and drops of old reasoning. Below the trigger (`below`) only what the agent no longer needs.
   // With `enough` > 0 only the latest candidates whose savings reach it (the plan takes the latest
   // boundary that reaches its need, so older ones are never chosen): they are found newest first.
-  std::vector<Candidate> FindCandidates(const CompactionInput& in, const std::vector<bool>& protect,
-                                        const CallIndex& calls, const UseSignals& signals,
-                                        bool below, bool after_use, size_t enough,
-                                        SegmentFacts& facts) const {
-    const std::vector<const Segment*>& h = in.history;
-    const size_t n = h.size();
+  std::vector<Candidate> FindCandidates(const CompactionInput& in,
+                                        const std::vector<SegmentRow>& rows,
+                                        const std::vector<bool>& protect, const CallIndex& calls,
+                                        const UseSignals& signals, bool below, bool after_use,
+                                        size_t enough, SegmentFacts& facts) const {
+    const size_t n = rows.size();
     // Identifiers the request keeps anyway (messages that are never masked, protected results):
     // placeholders need not repeat them. Computed only when a placeholder is needed.
     compact_internal::PresentNames present;  // views of the plan's facts
@@ -388,7 +393,7 @@ class StrataPolicy final : public CompactionPolicy {
       // The messages' names are kept from plan to plan; the protected results' are this plan's.
       present = compact_internal::PresentNames(&facts.MessageNames());
       for (size_t i = 0; i < n; ++i) {
-        if (!protect[i] || !IsToolResult(*h[i])) continue;
+        if (!protect[i] || !(rows[i].bits & kRowResult)) continue;
         for (const std::string& id : facts.MessageIds(i)) present.insert(id);
       }
     };
@@ -397,6 +402,11 @@ class StrataPolicy final : public CompactionPolicy {
     size_t found = 0;
     for (size_t i = n; i-- > 0 && (enough == 0 || found < enough);) {
       if (protect[i]) continue;
+      // Below the trigger a segment is a candidate only if its row says it may be or a later
+      // result superseded it: the others are not looked at.
+      if (below && !(rows[i].bits & kRowBelowCandidate) &&
+          !(signals.superseded[i] && (rows[i].bits & kRowLiveResult)))
+        continue;
       std::optional<Candidate> c =
           CandidateAt(in, i, calls, signals, below, after_use, present, ensure_present, facts);
       if (!c) continue;
@@ -467,11 +477,11 @@ class StrataPolicy final : public CompactionPolicy {
   // tail[i]: history tokens from h[i] on that the server has cached, i.e. what a boundary at i
   // makes it prefill again. Segments of the current turn (added since the last request) are not
   // counted: they are prefilled anyway.
-  static std::vector<size_t> CachedTail(const CompactionInput& in) {
-    const std::vector<const Segment*>& h = in.history;
-    std::vector<size_t> tail(h.size() + 1, 0);
-    for (size_t i = h.size(); i-- > 0;) {
-      tail[i] = tail[i + 1] + (h[i]->turn < in.turn ? MessageTokens(in, *h[i]) : 0);
+  static std::vector<size_t> CachedTail(const CompactionInput& in,
+                                        const std::vector<SegmentRow>& rows) {
+    std::vector<size_t> tail(rows.size() + 1, 0);
+    for (size_t i = rows.size(); i-- > 0;) {
+      tail[i] = tail[i + 1] + (rows[i].turn < in.turn ? rows[i].tokens : 0);
     }
     return tail;
   }
@@ -484,16 +494,17 @@ class StrataPolicy final : public CompactionPolicy {
     // candidate from the next request on: only what the server has not seen yet (the current turn)
     // and the latest result stay protected.
     const bool after_use = below && options_.cost_model && options_.mask_after_use;
-    const Protected prot = Protect(in, level, after_use);
-    const Economics econ = EstimateEconomics(in);
-    const UseSignals signals = ReadUse(in, calls, facts);
+    const std::vector<SegmentRow>& rows = StrataRows(in, options_, facts);
+    const Protected prot = Protect(in, rows, level, after_use);
+    const Economics econ = EstimateEconomics(in, rows);
+    const UseSignals signals = ReadUse(in, rows, calls, facts);
     // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
     // Without the cost model a plan above the trigger takes the latest boundary that reaches the
     // need, so only the latest candidates that reach it are looked at.
     const size_t enough = options_.cost_model || below || consider_every_candidate_ ? 0 : need;
     const std::vector<Candidate> candidates =
-        FindCandidates(in, prot.protect, calls, signals, below, after_use, enough, facts);
-    const std::vector<size_t> tail = CachedTail(in);
+        FindCandidates(in, rows, prot.protect, calls, signals, below, after_use, enough, facts);
+    const std::vector<size_t> tail = CachedTail(in, rows);
 
     // suffix[i]: what masking everything from candidate i on would free.
     std::vector<size_t> suffix(candidates.size() + 1, 0);

@@ -152,6 +152,8 @@ SegmentFacts SegmentFactsCache::Begin(const CompactionInput& in) {
     return out;
   }
   internal::MutexLock lock(mu_);
+  out.rows_ = std::move(rows_);  // valid by their serial, whichever way the facts are taken
+  rows_ = KeptRows();
   // A history whose kept segments are all at their own index (it only grew, or changed segments
   // in place) takes the kept facts whole, in place: no entry is moved. The facts of a segment
   // found at its own index are checked as its id is (one pass), and fresh ones replace them when
@@ -239,6 +241,7 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
   facts_ = std::move(facts.facts_);
   calls_ = std::move(facts.calls_);
   names_ = std::move(facts.names_);
+  rows_ = std::move(facts.rows_);
   kept_serial_ = facts.in_->history_serial;
 }
 

@@ -17,6 +17,7 @@
 #ifndef STRATA_SRC_COMPACT_SEGMENT_FACTS_H_
 #define STRATA_SRC_COMPACT_SEGMENT_FACTS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -95,6 +96,20 @@ struct KeptMessageNames {
   std::vector<std::shared_ptr<const std::vector<std::string>>> held;
 };
 
+// What a policy reads of every segment at each plan, one contiguous row per segment
+// (SegmentFacts::Rows), so that its passes over the whole history read the rows, not the segments.
+struct SegmentRow {
+  int64_t turn = 0;
+  size_t tokens = 0;  // the message's tokens (MessageTokens)
+  uint32_t bits = 0;  // the policy's flags
+};
+
+// The rows of the last input they were computed for (its history_serial), kept from plan to plan.
+struct KeptRows {
+  uint64_t serial = 0;
+  std::vector<SegmentRow> rows;
+};
+
 // One plan's facts of CompactionInput::history, by index.
 class SegmentFacts {
  public:
@@ -126,6 +141,23 @@ class SegmentFacts {
   const std::vector<size_t>& resets() const { return resets_; }
   // A number naming this plan (its Begin()), unique in the process.
   uint64_t plan() const { return plan_; }
+  // A row per segment, fill(i) giving history[i]'s. Rows kept for the input the context made just
+  // before this one are taken as they are for the entries it vouches unchanged
+  // (CompactionInput::history_unchanged); the others are filled again. fill must depend only on the
+  // segment and its facts (and what is constant for the policy and the context).
+  template <typename Fill>
+  const std::vector<SegmentRow>& Rows(Fill fill) {
+    const size_t n = in_->history.size();
+    std::vector<SegmentRow>& rows = rows_.rows;
+    if (rows_.serial != 0 && rows_.serial == in_->history_serial && rows.size() == n) return rows;
+    size_t from = 0;
+    if (rows_.serial != 0 && rows_.serial == in_->previous_history_serial)
+      from = std::min({in_->history_unchanged, rows.size(), n});
+    rows.resize(n);
+    for (size_t i = from; i < n; ++i) rows[i] = fill(i);
+    rows_.serial = in_->history_serial;
+    return rows;
+  }
   // The call tables kept with the facts (invalid when kept() is 0, or when a segment holding calls
   // changed in place), for CallIndex to continue.
   KeptCallTables& call_tables() { return calls_; }
@@ -147,6 +179,7 @@ class SegmentFacts {
   std::vector<size_t> resets_;
   KeptCallTables calls_;
   KeptMessageNames names_;
+  KeptRows rows_;
   std::vector<KeptFacts> facts_;
 };
 
@@ -173,6 +206,7 @@ class SegmentFactsCache {
   uint64_t keeps_ STRATA_GUARDED_BY(mu_) = 0;  // Keep() calls so far
   KeptCallTables calls_ STRATA_GUARDED_BY(mu_);  // of the last plan's history
   KeptMessageNames names_ STRATA_GUARDED_BY(mu_);
+  KeptRows rows_ STRATA_GUARDED_BY(mu_);             // valid by their serial, whatever the ids
   uint64_t kept_serial_ STRATA_GUARDED_BY(mu_) = 0;  // history_serial of the kept facts' input
 };
 
