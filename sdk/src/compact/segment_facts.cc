@@ -247,10 +247,13 @@ void SegmentFactsCache::Keep(SegmentFacts facts) {
 
 void SegmentFactsCache::Advance(const CompactionInput& in) {
   internal::MutexLock lock(mu_);
-  if (in.previous_history_serial != 0 && in.previous_history_serial == kept_serial_ &&
-      in.history_unchanged == in.history.size() && ids_.size() == in.history.size()) {
+  const bool same_history =
+      in.previous_history_serial != 0 && in.history_unchanged == in.history.size();
+  if (!same_history) return;
+  if (in.previous_history_serial == kept_serial_ && ids_.size() == in.history.size())
     kept_serial_ = in.history_serial;
-  }
+  if (in.previous_history_serial == rows_.serial && rows_.rows.size() == in.history.size())
+    rows_.serial = in.history_serial;
 }
 
 }  // namespace strata::compact_internal

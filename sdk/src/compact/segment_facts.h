@@ -49,13 +49,13 @@ struct KeptFacts {
   // with its arguments; the fingerprint covers the calls), and of a tool result's tool_call_id
   // (which a segment keeps for its life).
   bool call_hashes = false;
+  std::vector<uint64_t> call_id_hashes;
+  std::vector<uint64_t> call_key_hashes;
+  std::optional<uint64_t> result_call_id_hash;
   // Tokens of the segment's reasoning as CompactionInput::Count counted them with `counted_by`
   // (the input's tokenizer; the fingerprint covers the reasoning).
   std::optional<size_t> reasoning_tokens;
   const Tokenizer* counted_by = nullptr;
-  std::vector<uint64_t> call_id_hashes;
-  std::vector<uint64_t> call_key_hashes;
-  std::optional<uint64_t> result_call_id_hash;
 };
 
 // The hash of a tool call id, and of a call's tool name with its arguments.
@@ -191,8 +191,8 @@ class SegmentFactsCache {
   // Keeps `facts` (the segments of its plan's input) and drops every other segment's.
   void Keep(SegmentFacts facts);
   // `in` was planned without facts (a plan kept for its input): when the context says its history
-  // is, entry for entry, the one of the input the facts were kept for, they are kept for `in` too,
-  // so that the next input's history_unchanged still applies.
+  // is, entry for entry, the one of the input the facts (or the rows) were kept for, they are kept
+  // for `in` too, so that the next input's history_unchanged still applies.
   void Advance(const CompactionInput& in);
 
  private:

@@ -117,11 +117,17 @@ TEST_CASE("the model serves the leading cached blocks and keeps salts apart", "[
   CHECK(model.Lookup(HashPrompt(changed, "tenant-a", nullptr, options)) == 3 * 4);
 }
 
-TEST_CASE("the model evicts least recently used blocks beyond capacity", "[cache]") {
+// Blocks of one byte, one token each, at most `capacity` of them held.
+PrefixCacheOptions ByteBlocks(size_t capacity) {
   PrefixCacheOptions options;
   options.block_tokens = 1;
   options.bytes_per_token = 1;
-  options.capacity_blocks = 10;
+  options.capacity_blocks = capacity;
+  return options;
+}
+
+TEST_CASE("the model evicts least recently used blocks beyond capacity", "[cache]") {
+  const PrefixCacheOptions options = ByteBlocks(10);
   PrefixCacheModel model(options);
   PromptBlocks a = HashPrompt("aaaaaaa", "", nullptr, options);  // 7 blocks
   PromptBlocks b = HashPrompt("bbbbbbb", "", nullptr, options);  // 7 blocks
@@ -133,10 +139,7 @@ TEST_CASE("the model evicts least recently used blocks beyond capacity", "[cache
 }
 
 TEST_CASE("blocks are counted by salt as they are inserted and evicted", "[cache]") {
-  PrefixCacheOptions options;
-  options.block_tokens = 1;
-  options.bytes_per_token = 1;
-  options.capacity_blocks = 10;
+  const PrefixCacheOptions options = ByteBlocks(10);
   PrefixCacheModel model(options);
   model.Insert(HashPrompt("aaaaaaa", "tenant-a", nullptr, options));  // 7 blocks
   CHECK(model.blocks_for_salt("tenant-a") == 7);
