@@ -20,6 +20,7 @@
 #include "core/json_text.h"
 #include "core/text_util.h"
 #include "core/utf8.h"
+#include "delta_joiner.h"
 #include "json_body.h"
 #include "proxy_notes.h"
 #include "proxy_turn.h"
@@ -117,17 +118,21 @@ json CompletionJson(const StreamJob& job, const Turn& turn) {
           {"strata", StrataJson(job.agent_id, job.notes, turn)}};
 }
 
-// The server-sent events of one streamed answer: a chunk per delta as the turn runs, then what no
-// delta carried, the last chunk (finish reason and "strata"), the usage chunk when asked for and
-// [DONE]. Once a write fails (the client is gone) nothing more is written and `cancel` is
-// cancelled, which stops the upstream request.
+// The server-sent events of one streamed answer: a chunk per delta as the turn runs (the chunks
+// of the deltas that arrived together in one write), then what no delta carried, the last chunk
+// (finish reason and "strata"), the usage chunk when asked for and [DONE]. Once a write fails (the
+// client is gone) nothing more is written and `cancel` is cancelled, which stops the upstream
+// request.
 class ChunkStream {
  public:
   ChunkStream(const StreamJob& job, const std::function<bool(std::string_view)>& write,
               CancellationToken* cancel)
       : job_(job), write_(write), cancel_(cancel) {}
 
-  void Begin() { Send(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr)); }
+  void Begin() {
+    Send(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
+    Flush();
+  }
 
   void Delta(const StreamDelta& d) {
     switch (d.kind) {
@@ -145,9 +150,20 @@ class ChunkStream {
     }
   }
 
+  // Writes the events held since the last write (Send holds them), if any.
+  void Flush() {
+    if (!open_ || held_.empty()) return;
+    if (!write_(held_)) {
+      open_ = false;
+      cancel_->Cancel();  // the client is gone: stop the upstream call
+    }
+    held_.clear();
+  }
+
   // The turn failed: its error as the last event.
   void Fail(const Status& status) {
-    if (open_) write_("data: " + ErrorReply(status, true).body + "\n\n");
+    if (open_) held_ += "data: " + ErrorReply(status, true).body + "\n\n";
+    Flush();
   }
 
   void Finish(const Turn& turn) {
@@ -178,15 +194,14 @@ class ChunkStream {
             {"choices", json::array()},
             {"usage", UsageJson(turn)}});
     }
-    if (open_) write_("data: [DONE]\n\n");
+    if (open_) held_ += "data: [DONE]\n\n";
+    Flush();
   }
 
  private:
+  // Holds an event for the next Flush().
   void Send(const json& event) {
-    if (open_ && !write_(SseEvent(event))) {
-      open_ = false;
-      cancel_->Cancel();  // the client is gone: stop the upstream call
-    }
+    if (open_) held_ += SseEvent(event);
   }
 
   json Chunk(json delta, json finish) const {
@@ -218,6 +233,7 @@ class ChunkStream {
   const std::function<bool(std::string_view)>& write_;
   CancellationToken* cancel_;
   bool open_ = true;
+  std::string held_;  // events not written yet: Flush() writes them together
   // What was streamed per field, so that the end can add whatever no delta carried.
   std::string content_sent_;
   std::string reasoning_sent_;
@@ -419,6 +435,7 @@ class Proxy::StreamRun {
       const bool done = done_;
       lock.unlock();
       for (const StreamDelta& d : deltas) chunks.Delta(d);
+      chunks.Flush();  // the chunks of what arrived together, in one write
       if (done) break;
       lock.lock();
     }
@@ -445,7 +462,9 @@ class Proxy::StreamRun {
     };
     // With recall_tool a round may be the sidecar's own (context_recall): the answer is sent once
     // the last round ended, as if it had come whole.
-    if (!proxy_->options_.recall_tool) turn_options.on_delta = [this](const StreamDelta& d) {
+    // The fragments that arrive together are joined by part and handed to Pump at once.
+    DeltaJoiner joiner;
+    auto hand_on = [this](const StreamDelta& d) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!first_seen_) {
         // The turn's compaction happened before it was sent: read while the agent waits for
@@ -458,9 +477,18 @@ class Proxy::StreamRun {
         }
       }
       deltas_.push_back(d);
-      cv_.notify_all();
+      if (!d.more_follows) cv_.notify_all();
     };
+    if (!proxy_->options_.recall_tool) {
+      turn_options.on_delta = [&](const StreamDelta& d) {
+        joiner.Add(d, [&](StreamDelta joined) {
+          joined.more_follows = d.more_follows;  // the read's last part wakes Pump
+          hand_on(joined);
+        });
+      };
+    }
     StatusOr<Turn> turn = CompleteJob(proxy_->options_, *job_, turn_options);
+    joiner.Flush(hand_on);
     std::lock_guard<std::mutex> lock(mu_);
     if (!first_seen_ && turn.ok()) compactions_ = turn->compactions;  // an answer without deltas
     result_ = std::move(turn);

@@ -6,13 +6,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
-#include "core/utf8.h"
 #include "call_watcher.h"
+#include "core/utf8.h"
+#include "delta_joiner.h"
 #include "service_convert.h"
 #include "strata/client.h"
 
@@ -533,9 +534,12 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     std::shared_ptr<void> watched = in_flight_->departures.Watch(context, &cancel);
     TurnOptions options;
     options.cancel = &cancel;
-    options.on_delta = [&](const StreamDelta& d) {
+    // The fragments that arrive together go out as one message per part.
+    DeltaJoiner joiner;
+    auto write_delta = [&](const StreamDelta& d) {
       writer->Write(DeltaEvent(d));  // false: the client is gone; the watcher cancels the request
     };
+    options.on_delta = [&](const StreamDelta& d) { joiner.Add(d, write_delta); };
     // The user message is appended inside the turn: stored with it in one Store::CommitTurn, and
     // undone with it when the turn fails (strata/agent.h), so that a failed turn changes nothing.
     std::shared_ptr<void> in_flight;
@@ -553,6 +557,7 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     };
     const int64_t failures_before = agent.record_write_failures();
     StatusOr<Turn> turn = agent.Complete(options);
+    joiner.Flush(write_delta);
     watched.reset();
     const int64_t refused = agent.record_write_failures() - failures_before;
     if (refused > 0 && hooks_.on_record_write_failures) {

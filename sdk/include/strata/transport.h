@@ -110,6 +110,11 @@ struct StreamDelta {
   int tool_call_index = 0;    // kToolCallArguments: the call's index in the answer
   std::string tool_call_id;   // kToolCallArguments: the call's id once known, else ""
   std::string tool_name;      // kToolCallArguments: the function name once known, else ""
+  // True when another fragment that arrived with this one is handed on right after it (the HTTP
+  // transport hands on together what one pass over the connection read): a consumer that
+  // forwards fragments may hold this one and send them together without delaying any. False for
+  // the last fragment of a pass, and always from the gRPC transport.
+  bool more_follows = false;
 };
 
 // Per-call options of Transport::Send().

@@ -179,8 +179,10 @@ Status ChatAssembler::AddJson(std::string_view payload) {
       response_.content += content;
       response_.reasoning += reasoning;
       const bool deltas = on_delta_ != nullptr && *on_delta_;
-      if (deltas && !reasoning.empty()) (*on_delta_)(StreamDelta{StreamDelta::Kind::kReasoning, reasoning, 0, "", ""});
-      if (deltas && !content.empty()) (*on_delta_)(StreamDelta{StreamDelta::Kind::kContent, content, 0, "", ""});
+      if (deltas && !reasoning.empty())
+        Emit(StreamDelta{StreamDelta::Kind::kReasoning, std::move(reasoning), 0, "", "", false});
+      if (deltas && !content.empty())
+        Emit(StreamDelta{StreamDelta::Kind::kContent, std::move(content), 0, "", "", false});
       auto calls = part->find("tool_calls");
       if (calls != part->end() && calls->is_array()) {
         int position = 0;
@@ -207,8 +209,8 @@ Status ChatAssembler::AddJson(std::string_view payload) {
               std::string fragment = args->is_string() ? args->get<std::string>() : args->dump();
               partial.arguments += fragment;
               if (deltas && !fragment.empty()) {
-                (*on_delta_)(StreamDelta{StreamDelta::Kind::kToolCallArguments, std::move(fragment), index,
-                                         partial.id, partial.name});
+                Emit(StreamDelta{StreamDelta::Kind::kToolCallArguments, std::move(fragment), index,
+                                 partial.id, partial.name, false});
               }
             }
           }
@@ -220,6 +222,27 @@ Status ChatAssembler::AddJson(std::string_view payload) {
     if (finish != choice.end() && finish->is_string()) response_.finish_reason = finish->get<std::string>();
   }
   return Status();
+}
+
+void ChatAssembler::Emit(StreamDelta delta) {
+  if (!in_read_) {
+    (*on_delta_)(delta);
+    return;
+  }
+  if (held_) {
+    held_->more_follows = true;
+    (*on_delta_)(*held_);
+  }
+  held_ = std::move(delta);
+}
+
+void ChatAssembler::EndRead() {
+  in_read_ = false;
+  if (!held_) return;
+  // Reset before the call: a callback that throws (it must not) leaves nothing held twice.
+  StreamDelta last = std::move(*held_);
+  held_.reset();
+  (*on_delta_)(last);
 }
 
 void ChatAssembler::Finish(Response* out) {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,12 @@ class ChatAssembler {
   void Finish(Response* out);
   // Receives each content, reasoning and tool-call-argument fragment (CallOptions::on_delta).
   void set_on_delta(const std::function<void(const StreamDelta&)>* on_delta) { on_delta_ = on_delta; }
+  // The fragments of the payloads added between BeginRead() and EndRead() (one pass over what the
+  // connection read) are handed on one behind, so that each says whether another follows it at
+  // once (StreamDelta::more_follows); EndRead() hands on the last. Outside a pass each goes at
+  // once.
+  void BeginRead() { in_read_ = true; }
+  void EndRead();
 
  private:
   struct PartialCall {
@@ -39,7 +46,12 @@ class ChatAssembler {
   std::map<int, PartialCall> calls_;  // by index
   bool has_token_ = false;
   bool last_had_token_ = false;
+  // Hands a fragment on, or holds it while a read may bring another.
+  void Emit(StreamDelta delta);
+
   const std::function<void(const StreamDelta&)>* on_delta_ = nullptr;  // not owned; may be null
+  bool in_read_ = false;
+  std::optional<StreamDelta> held_;  // inside a read: the fragment not yet handed on
 };
 
 // Tool-call arguments sent as a JSON value (not text) may nest at most this deep.

@@ -429,7 +429,11 @@ class HttpTransport : public Transport {
     Status aborted;
     for (;;) {
       int running = 0;
+      // What one pass reads goes on together (libcurl calls WriteCallback per HTTP chunk): each
+      // fragment says whether another follows at once.
+      t.assembler.BeginRead();
       CURLMcode mc = curl_multi_perform(conn.multi, &running);
+      t.assembler.EndRead();
       if (mc != CURLM_OK) {
         aborted = InternalError(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
         break;

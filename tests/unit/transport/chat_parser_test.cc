@@ -1,10 +1,11 @@
-#include <catch2/catch.hpp>
+#include "transport/chat_parser.h"
 
+#include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/utf8.h"
-#include "transport/chat_parser.h"
 #include "transport/retry.h"
 
 namespace strata::transport_internal {
@@ -49,6 +50,55 @@ TEST_CASE("tool-call deltas are assembled by index, reasoning from either field"
   CHECK(r.usage.reported);
   CHECK(r.usage.prompt_tokens == 10);
   CHECK_FALSE(r.usage.cached_tokens.has_value());
+}
+
+TEST_CASE("the fragments of one pass are handed on one behind and say whether another follows",
+          "[transport]") {
+  std::vector<StreamDelta> got;
+  std::function<void(const StreamDelta&)> on = [&](const StreamDelta& d) { got.push_back(d); };
+  ChatAssembler a;
+  a.set_on_delta(&on);
+  auto chunk = [](const std::string& delta) {
+    return R"({"choices":[{"index":0,"delta":)" + delta + "}]}";
+  };
+  // Outside a pass each fragment goes at once and says nothing follows.
+  REQUIRE(a.AddJson(chunk(R"({"content":"a"})")).ok());
+  REQUIRE(got.size() == 1);
+  CHECK_FALSE(got[0].more_follows);
+
+  a.BeginRead();
+  REQUIRE(a.AddJson(chunk(R"({"reasoning_content":"r","content":"b"})")).ok());
+  CHECK(got.size() == 2);  // the reasoning went on once the content followed it; "b" is held
+  REQUIRE(
+      a
+          .AddJson(chunk(
+              R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"ls","arguments":"{"}}]})"))
+          .ok());
+  REQUIRE(a.AddJson(R"({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})").ok());
+  CHECK(got.size() == 3);
+  a.EndRead();
+  REQUIRE(got.size() == 4);
+  CHECK(got[1].kind == StreamDelta::Kind::kReasoning);
+  CHECK(got[1].more_follows);
+  CHECK(got[2].text == "b");
+  CHECK(got[2].more_follows);
+  CHECK(got[3].kind == StreamDelta::Kind::kToolCallArguments);
+  CHECK(got[3].text == "{");
+  CHECK(got[3].tool_call_id == "c1");
+  CHECK_FALSE(got[3].more_follows);  // the last of the pass
+
+  // A pass that brought no fragment hands nothing on; the next pass starts afresh.
+  a.BeginRead();
+  a.EndRead();
+  CHECK(got.size() == 4);
+  a.BeginRead();
+  REQUIRE(a.AddJson(chunk(R"({"content":"c"})")).ok());
+  a.EndRead();
+  REQUIRE(got.size() == 5);
+  CHECK_FALSE(got[4].more_follows);
+  Response r;
+  a.Finish(&r);
+  CHECK(r.content == "abc");
 }
 
 TEST_CASE("reasoning tokens from completion_tokens_details or SGLang's top-level field", "[transport]") {
