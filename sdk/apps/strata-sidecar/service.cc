@@ -576,11 +576,13 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     if (hooks_.on_turn) hooks_.on_turn(t.name, *turn);
     v1::CompleteEvent event;
     FillTurn(*turn, user_segment, event.mutable_turn());
-    if (!writer->Write(event)) {
+    if (context->IsCancelled()) {
       return CancelledError(
           "the client went away before the turn was delivered (the turn is "
           "stored: read it with Records)");
     }
+    // The turn goes out with the call's status, in one write (it is serialized here).
+    writer->WriteLast(event, grpc::WriteOptions());
     // The body is not part of the event: the next turn writes only what it adds after it.
     agent.RecycleUnchanged(std::move(turn).value());
     return Status::Ok();
