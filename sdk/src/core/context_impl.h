@@ -399,6 +399,9 @@ class Context::Impl {
   std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   std::string history_buf_;
   mutable std::string spare_body_;  // memory handed back by Recycle(), for the next Render()
+  // The extra fields the last successful Render() was given, and their canonical rendering.
+  mutable std::vector<std::pair<std::string, std::string>> extra_fields_rendered_for_;
+  mutable std::string extra_fields_rendered_;
   // The render spare_body_ holds unchanged (RecycleRender), or 0 when its bytes are not known.
   mutable uint64_t spare_serial_ = 0;
   size_t rendered_history_messages_ = 0;

@@ -151,7 +151,13 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
                                    "); servers reject an assistant tool call without its result — "
                                    "append the results first");
   }
-  STRATA_ASSIGN_OR_RETURN(std::string extra, RenderExtraFields(build.extra_fields));
+  // A turn's fields are usually the previous turn's: their canonical rendering is kept.
+  if (build.extra_fields != extra_fields_rendered_for_) {
+    STRATA_ASSIGN_OR_RETURN(std::string rendered, RenderExtraFields(build.extra_fields));
+    extra_fields_rendered_ = std::move(rendered);
+    extra_fields_rendered_for_ = build.extra_fields;
+  }
+  const std::string& extra = extra_fields_rendered_;
   const std::string volatile_message = RenderVolatileMessage();
   const size_t history_messages = rendered_history_messages_;
   const size_t messages = stable_messages_ + history_messages + (volatile_.empty() ? 0 : 1);

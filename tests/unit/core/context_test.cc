@@ -253,6 +253,16 @@ TEST_CASE("extra fields are canonical and cannot override the context's own", "[
   CHECK(context->Build(options).status().code() == StatusCode::kInvalidArgument);
   options.extra_fields = {{"x", "{bad"}};
   CHECK(context->Build(options).status().code() == StatusCode::kInvalidArgument);
+  // Each build renders the fields it is given, whatever the previous build was given.
+  options.extra_fields = {{"stream", "false"}, {"stream_options", R"({ "include_usage" : true })"}};
+  CHECK_THAT(MustBuild(*context, options).body,
+             Catch::EndsWith(R"(],"stream":false,"stream_options":{"include_usage":true}})"));
+  options.extra_fields = {{"stream", "false"}};
+  CHECK_THAT(MustBuild(*context, options).body, Catch::EndsWith(R"(}],"stream":false})"));
+  CHECK_THAT(MustBuild(*context).body, Catch::EndsWith(R"(}]})"));
+  options.extra_fields = {{"x", "{bad"}};
+  CHECK(context->Build(options).status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(MustBuild(*context).body, Catch::EndsWith(R"(}]})"));
 }
 
 TEST_CASE("an empty context cannot be built", "[core][context][errors]") {
