@@ -298,12 +298,20 @@ Status SqliteStore::Transaction(const std::string& what, const std::function<Sta
   }
   Status files = files_.CheckBeforeWrite();  // removed, replaced or immutable files
   if (!files.ok()) return Status(files.code(), what + ": " + files.message());
-  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return Error(rc, what + ": taking the write lock");
+  // BEGIN and COMMIT are kept prepared like every other statement (sqlite3_exec would compile
+  // them for each transaction).
+  {
+    STRATA_ASSIGN_OR_RETURN(Stmt begin, Prepare("BEGIN IMMEDIATE"));
+    const int rc = begin.Step();
+    if (rc != SQLITE_DONE) return Error(rc, what + ": taking the write lock");
+  }
   Status status = body();
   if (status.ok()) {
-    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) {
+    StatusOr<Stmt> commit = Prepare("COMMIT");
+    const int rc = commit.ok() ? commit->Step() : SQLITE_ERROR;
+    if (!commit.ok()) {
+      status = Status(commit.status().code(), what + ": " + commit.status().message());
+    } else if (rc != SQLITE_DONE) {
       status = Error(rc, what + ": committing");
     } else {
       ++write_transactions_;
