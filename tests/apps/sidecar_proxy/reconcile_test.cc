@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "strata/store.h"
 #include "testing/scripted_transport.h"
@@ -407,6 +409,58 @@ TEST_CASE("the client view is persisted with the agent and survives a reopen",
   REQUIRE(store->PutAgentState("persist", kClientViewKey, "not json").ok());
   StatusOr<ClientView> broken = LoadClientView(*agent);
   CHECK(broken.status().code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE(
+    "a client view is written as json writes it and read back and other views are read as json",
+    "[sidecar][reconcile]") {
+  std::mt19937 rng(7);
+  const std::vector<std::string> pieces = {
+      "a", "0f", "\"", "\\",     "\n",       std::string(1, '\x01'), "\x7f", "é",
+      "✓", "/",  " ",  "call_1", "assistant"};
+  auto text = [&] {
+    std::string t;
+    for (size_t n = rng() % 5; n > 0; --n) t += pieces[rng() % pieces.size()];
+    return t;
+  };
+  for (int round = 0; round < 200; ++round) {
+    ClientView view;
+    for (size_t n = rng() % 6; n > 0; --n) view.entries.push_back({text(), text(), text()});
+    json doc = {{"version", 1}, {"entries", json::array()}};
+    for (const ClientView::Entry& e : view.entries)
+      doc["entries"].push_back({e.digest, e.role, e.segment_id});
+    const std::string written = view.ToJson();
+    REQUIRE(written == doc.dump());
+    ClientView read = Must(ClientView::FromJson(written));
+    REQUIRE(read.entries.size() == view.entries.size());
+    for (size_t i = 0; i < view.entries.size(); ++i) {
+      CHECK(read.entries[i].digest == view.entries[i].digest);
+      CHECK(read.entries[i].role == view.entries[i].role);
+      CHECK(read.entries[i].segment_id == view.entries[i].segment_id);
+    }
+  }
+  // Other spellings of a version 1 view are read as well.
+  for (const char* other :
+       {R"({"version":1,"entries":[["d","user","s1"]]})",
+        R"({ "entries" : [ ["d", "user", "s1"] ], "version" : 1.0, "x": null })"}) {
+    INFO(other);
+    ClientView read = Must(ClientView::FromJson(other));
+    REQUIRE(read.entries.size() == 1);
+    CHECK(read.entries[0].segment_id == "s1");
+  }
+  // What is not one is refused, saying what was wrong.
+  for (const char* bad :
+       {R"({"entries":[],"version":2})", R"({"entries":[]})",
+        R"({"entries":[["d","user"]],"version":1})",
+        R"({"entries":[["d","user","s",1]],"version":1})",
+        R"({"entries":[["d","user","s"]],"version":1)", R"([["d","user","s"]])"}) {
+    INFO(bad);
+    CHECK(ClientView::FromJson(bad).status().code() == StatusCode::kInvalidArgument);
+  }
+  CHECK_THAT(
+      std::string(
+          ClientView::FromJson(R"({"entries":[["d","user"]],"version":1})").status().message()),
+      Catch::Contains(R"(malformed entry: ["d","user"])"));
 }
 
 TEST_CASE("message lists the proxy cannot answer are refused naming the message",
