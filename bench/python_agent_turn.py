@@ -35,6 +35,7 @@ if context_bytes > 0:
     agent.put_document("context", "".join(parts)[:context_bytes], layer="docs", version="v1")
 ms = []
 cpu_start = time.process_time()
+cpu_after_first = cpu_start  # the first request renders and counts everything
 start = None
 for m in messages:
     if len(ms) >= max_turns:
@@ -50,8 +51,13 @@ for m in messages:
     elif m["role"] == "assistant":
         agent.complete()
         ms.append((time.perf_counter() - start) * 1e3)
+        if len(ms) == 1:
+            cpu_after_first = time.process_time()
         start = None
-cpu_ms = (time.process_time() - cpu_start) * 1e3
+cpu_end = time.process_time()
+cpu_ms = (cpu_end - cpu_start) * 1e3
+later_cpu_ms = (cpu_end - cpu_after_first) * 1e3
 ordered = sorted(ms)
 print(json.dumps({"impl": "Python", "turns": len(ms), "median_ms": ordered[len(ms) // 2],
-                  "mean_ms": statistics.fmean(ms), "cpu_ms_per_turn": cpu_ms / len(ms)}))
+                  "mean_ms": statistics.fmean(ms), "cpu_ms_per_turn": cpu_ms / len(ms),
+                  "cpu_ms_per_later_turn": later_cpu_ms / (len(ms) - 1) if len(ms) > 1 else 0}))
