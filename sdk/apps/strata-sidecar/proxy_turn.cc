@@ -22,8 +22,8 @@ void ExplainBreak(const ReconcileOutcome& outcome, Turn* turn) {
 // The tools of the agent's tools layer, as JSON values.
 json AgentTools(const Agent& agent) {
   json tools = json::array();
-  for (const Segment& s : agent.context().Segments()) {
-    if (s.layer == Layer::kTools) tools.push_back(json::parse(s.content, nullptr, false));
+  for (const Segment* s : agent.context().LayerSegments(Layer::kTools)) {
+    tools.push_back(json::parse(s->content, nullptr, false));
   }
   return tools;
 }

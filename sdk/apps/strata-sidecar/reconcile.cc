@@ -135,9 +135,7 @@ std::string JoinIds(const std::vector<std::string>& ids) {
 
 std::vector<std::string> SystemPromptsOf(const Agent& agent) {
   std::vector<std::string> out;
-  for (const Segment& s : agent.context().Segments()) {
-    if (s.layer == Layer::kSystem) out.push_back(s.content);
-  }
+  for (const Segment* s : agent.context().LayerSegments(Layer::kSystem)) out.push_back(s->content);
   return out;
 }
 
@@ -439,15 +437,6 @@ void TrimViewToAgent(const Context& context, ClientView* view) {
   }
 }
 
-// The history segments of `segments`, in render order.
-std::vector<const Segment*> HistoryOf(const std::vector<Segment>& segments) {
-  std::vector<const Segment*> history;
-  for (const Segment& s : segments) {
-    if (s.layer == Layer::kHistory) history.push_back(&s);
-  }
-  return history;
-}
-
 // The index of segment `id` in `history`; history.size() when it is not there.
 size_t IndexOf(const std::vector<const Segment*>& history, const std::string& id) {
   for (size_t i = 0; i < history.size(); ++i) {
@@ -602,18 +591,15 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
     ++k;
   }
 
-  std::vector<Segment> segments = context.Segments();
-  std::vector<const Segment*> history = HistoryOf(segments);
+  // Pointers into the context (Segments() would copy every segment's content on every turn).
+  std::vector<const Segment*> history = context.LayerSegments(Layer::kHistory);
   // Every rendered history segment from history[start] on is evicted.
   const size_t start = k < n ? StartOfClientEdit(chat, *view, history, &k, &outcome.reason)
                              : StartOfUnknownSegments(*view, history, &outcome.reason);
   outcome.kept = k;
   if (start < history.size()) {
     STRATA_ASSIGN_OR_RETURN(bool answered, AnswerOpenToolCalls(context));
-    if (answered) {
-      segments = context.Segments();
-      history = HistoryOf(segments);
-    }
+    if (answered) history = context.LayerSegments(Layer::kHistory);
   }
 
   HistoryEdit edit;

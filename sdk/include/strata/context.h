@@ -439,6 +439,11 @@ class Context {
 
   // All segments in render order (volatile items last).
   std::vector<Segment> Segments() const;
+  // The segments of `layer` in render order, as pointers into this context, valid until its next
+  // change: a call costs the layer's number of segments, where Segments() copies every segment's
+  // content. Layer::kVolatile gives none (volatile items are not kept as segments; Segments()
+  // lists them).
+  std::vector<const Segment*> LayerSegments(Layer layer) const;
   // The fingerprints of the segments a request renders, in render order: the stable layers', then
   // the live and masked history segments (volatile items, evicted and summarized segments left
   // out). The hashes are kept with the segments, so a call costs the number of segments, not their

@@ -186,6 +186,19 @@ std::vector<Segment> Context::Impl::Segments() const {
   return out;
 }
 
+std::vector<const Segment*> Context::Impl::LayerSegments(Layer layer) const {
+  std::vector<const Segment*> out;
+  if (layer == Layer::kHistory) {
+    out.reserve(history_.size());
+    for (const Segment& s : history_) out.push_back(&s);
+  } else if (layer != Layer::kVolatile) {
+    const std::vector<Segment>& slot = StableSlot(layer);
+    out.reserve(slot.size());
+    for (const Segment& s : slot) out.push_back(&s);
+  }
+  return out;
+}
+
 std::vector<SegmentFingerprint> Context::Impl::Fingerprints() const {
   size_t kept = 0;
   return FingerprintsAfter({}, &kept);
@@ -396,6 +409,9 @@ StatusOr<std::string> Context::AnswerRecall(const std::string& tool_call_id, siz
   return impl_->AnswerRecall(tool_call_id, max_tokens);
 }
 std::vector<Segment> Context::Segments() const { return impl_->Segments(); }
+std::vector<const Segment*> Context::LayerSegments(Layer layer) const {
+  return impl_->LayerSegments(layer);
+}
 std::vector<SegmentFingerprint> Context::Fingerprints() const { return impl_->Fingerprints(); }
 std::vector<SegmentFingerprint> Context::FingerprintsAfter(
     const std::vector<SegmentFingerprint>& earlier, size_t* kept) const {

@@ -238,6 +238,7 @@ class Context::Impl {
 
   // Inspection (context.cc).
   std::vector<Segment> Segments() const;
+  std::vector<const Segment*> LayerSegments(Layer layer) const;
   std::vector<SegmentFingerprint> Fingerprints() const;
   std::vector<SegmentFingerprint> FingerprintsAfter(const std::vector<SegmentFingerprint>& earlier,
                                                     size_t* kept, uint64_t* serial = nullptr) const;

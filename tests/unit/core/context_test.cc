@@ -265,6 +265,36 @@ TEST_CASE("extra fields are canonical and cannot override the context's own", "[
   CHECK_THAT(MustBuild(*context).body, Catch::EndsWith(R"(}]})"));
 }
 
+TEST_CASE("a layer's segments are the context's own in render order without copies",
+          "[core][context]") {
+  auto context = NewContext();
+  REQUIRE(context->SetSystemPrompts({"one", "two"}).ok());
+  REQUIRE(context->AddDocument(Layer::kDocs, {"d", "doc", "", 0}).ok());
+  REQUIRE(context->AppendUser("hi").ok());
+  REQUIRE(context->AppendAssistant({"hello", "", {}}).ok());
+  REQUIRE(context->AppendUser("again").ok());
+  REQUIRE(context->SetVolatile("now", "12:00").ok());
+  const std::vector<Segment> all = context->Segments();
+  for (Layer layer : {Layer::kSystem, Layer::kTools, Layer::kIndex, Layer::kDocs, Layer::kHistory,
+                      Layer::kVolatile}) {
+    INFO("layer " << static_cast<int>(layer));
+    std::vector<const Segment*> got = context->LayerSegments(layer);
+    std::vector<const Segment*> want;
+    for (const Segment& s : all) {
+      if (s.layer == layer && layer != Layer::kVolatile) want.push_back(&s);
+    }
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i]->id == want[i]->id);
+      CHECK(got[i]->content == want[i]->content);
+      CHECK(got[i] == context->Find(got[i]->id));  // the context's own segment
+    }
+  }
+  CHECK(context->LayerSegments(Layer::kSystem).size() == 2);
+  CHECK(context->LayerSegments(Layer::kHistory).size() == 3);
+  CHECK(context->LayerSegments(Layer::kVolatile).empty());
+}
+
 TEST_CASE("an empty context cannot be built", "[core][context][errors]") {
   auto context = NewContext();
   Status s = context->Build().status();
