@@ -308,10 +308,9 @@ Status SqliteStore::Transaction(const std::string& what, const std::function<Sta
   Status status = body();
   if (status.ok()) {
     StatusOr<Stmt> commit = Prepare("COMMIT");
-    const int rc = commit.ok() ? commit->Step() : SQLITE_ERROR;
     if (!commit.ok()) {
       status = Status(commit.status().code(), what + ": " + commit.status().message());
-    } else if (rc != SQLITE_DONE) {
+    } else if (const int rc = commit->Step(); rc != SQLITE_DONE) {
       status = Error(rc, what + ": committing");
     } else {
       ++write_transactions_;

@@ -39,6 +39,9 @@ class ChatAssembler {
   void EndRead();
 
  private:
+  // Hands a fragment on, or holds it while a pass may bring another.
+  void Emit(StreamDelta delta);
+
   struct PartialCall {
     std::string id, name, arguments;
   };
@@ -46,12 +49,9 @@ class ChatAssembler {
   std::map<int, PartialCall> calls_;  // by index
   bool has_token_ = false;
   bool last_had_token_ = false;
-  // Hands a fragment on, or holds it while a read may bring another.
-  void Emit(StreamDelta delta);
-
   const std::function<void(const StreamDelta&)>* on_delta_ = nullptr;  // not owned; may be null
   bool in_read_ = false;
-  std::optional<StreamDelta> held_;  // inside a read: the fragment not yet handed on
+  std::optional<StreamDelta> held_;  // inside a pass: the fragment not yet handed on
 };
 
 // Tool-call arguments sent as a JSON value (not text) may nest at most this deep.
