@@ -12,11 +12,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// Parsed messages by their text, process-wide: each entry is charged its text, about twice that
-// for the parsed value, and the map's node.
+// Read messages by their text, process-wide: each entry is charged its text, about twice that
+// for what was read, and the map's node.
 size_t MessageCharge(size_t text_bytes) { return 3 * text_bytes + 256; }
-internal::TextMemo<json>& Messages() {
-  static auto* memo = new internal::TextMemo<json>(kChatMessageMemoBytes, &MessageCharge);
+internal::TextMemo<ChatBodyMessage>& Messages() {
+  static auto* memo =
+      new internal::TextMemo<ChatBodyMessage>(kChatMessageMemoBytes, &MessageCharge);
   return *memo;  // never destroyed: used until exit
 }
 
@@ -32,16 +33,24 @@ bool SplitBody(std::string_view body, ChatBody* out) {
       .append(body.substr(split.array_end));
   out->fields = json::parse(skeleton, nullptr, false);
   if (out->fields.is_discarded() || !out->fields.is_object()) return false;
-  internal::TextMemo<json>& memo = Messages();
+  internal::TextMemo<ChatBodyMessage>& memo = Messages();
   out->messages.reserve(elements.size());
   for (const auto& [from, to] : elements) {
     const std::string_view text = body.substr(from, to - from);
-    std::shared_ptr<const json> message = memo.Find(text);
+    std::shared_ptr<const ChatBodyMessage> message = memo.Find(text);
     if (message == nullptr) {
-      auto parsed = std::make_shared<json>(json::parse(text.begin(), text.end(), nullptr, false));
-      if (parsed->is_discarded()) return false;
-      message = std::move(parsed);
-      memo.Insert(text, message);
+      auto parsed = std::make_shared<ChatBodyMessage>();
+      parsed->value = json::parse(text.begin(), text.end(), nullptr, false);
+      if (parsed->value.is_discarded()) return false;
+      StatusOr<ChatMessage> read = ReadChatMessage(parsed->value, 0);
+      if (read.ok()) {
+        parsed->read = std::move(read).value();
+        parsed->value = nullptr;
+        message = std::move(parsed);
+        memo.Insert(text, message);
+      } else {
+        message = std::move(parsed);  // not kept: the request fails, saying why
+      }
     }
     out->messages.push_back(std::move(message));
   }
@@ -50,6 +59,15 @@ bool SplitBody(std::string_view body, ChatBody* out) {
 }
 
 }  // namespace
+
+std::vector<ChatElement> ChatBody::Elements() const {
+  std::vector<ChatElement> elements;
+  elements.reserve(messages.size());
+  for (const auto& m : messages) {
+    elements.push_back(m->read ? ChatElement{&*m->read, nullptr} : ChatElement{nullptr, &m->value});
+  }
+  return elements;
+}
 
 std::optional<ChatBody> ParseChatBody(std::string_view body) {
   ChatBody out;

@@ -1,10 +1,11 @@
 // chat_body.h — a Chat Completions request body parsed as nlohmann::json parses it, its messages
-// parsed once per distinct text (the HTTP proxy's first step).
+// parsed and read (chat_message.h) once per distinct text (the HTTP proxy's first step).
 //
 // A client of the proxy sends its whole message list on every request, so a conversation's
 // messages arrive again and again, byte for byte. ParseChatBody cuts the "messages" array into its
-// elements with a light scan and parses only the elements it has not parsed before (a memo of
-// recent message texts, process-wide and bounded); the rest of the body is parsed as it is. A body
+// elements with a light scan and parses and reads only the elements it has not seen before (a
+// memo of recent message texts, process-wide and bounded); the rest of the body is parsed as it
+// is. A body
 // the scan does not take apart (not an object, "messages" given twice, a key with an escape, an
 // element that does not parse) is parsed whole, so results and errors are those of the whole parse.
 //
@@ -19,21 +20,34 @@
 #include <string_view>
 #include <vector>
 
+#include "chat_message.h"
+
 namespace strata::sidecar {
+
+// One element of "messages": read, or, when ReadChatMessage refused it, its JSON (for
+// ParseChatMessages to say why, naming its index).
+struct ChatBodyMessage {
+  std::optional<ChatMessage> read;  // read as element 0: its index is its position in the body
+  nlohmann::json value;             // null when `read`
+};
 
 struct ChatBody {
   // The body. When `split`, its "messages" is an empty array and the messages are in `messages`;
   // otherwise they are in fields["messages"], as parsed.
   nlohmann::json fields;
   bool split = false;
-  std::vector<std::shared_ptr<const nlohmann::json>> messages;  // when `split`, in order
+  std::vector<std::shared_ptr<const ChatBodyMessage>> messages;  // when `split`, in order
+
+  // The messages of a split body for ParseChatMessages.
+  std::vector<ChatElement> Elements() const;
 };
 
 // `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it).
 std::optional<ChatBody> ParseChatBody(std::string_view body);
 
 // The memo's bound: the charges of the messages it keeps (3 bytes per byte of text plus 256 per
-// message), in bytes; it starts over past it.
+// message: the text, what was read or parsed of it, the map's node), in bytes; it starts over
+// past it.
 inline constexpr size_t kChatMessageMemoBytes = 64u << 20;
 
 }  // namespace strata::sidecar

@@ -531,7 +531,7 @@ bool Proxy::WaitIdle(std::chrono::steady_clock::time_point deadline) {
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   std::string text;
   for (const std::string& s : chat.system) text += std::to_string(s.size()) + ":" + s;
-  text += chat.history.empty() ? std::string() : MessageDigest(chat.history.front());
+  text += chat.history.empty() ? std::string() : chat.history.front().digest;
   const std::string digest = internal::Sha256(text);
   return kDerivedAgentPrefix + Hex(reinterpret_cast<const unsigned char*>(digest.data()), 8);
 }
@@ -588,10 +588,7 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
     }
   }
   if (parsed->split) {
-    std::vector<const json*> messages;
-    messages.reserve(parsed->messages.size());
-    for (const auto& m : parsed->messages) messages.push_back(m.get());
-    STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(messages));
+    STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(parsed->Elements()));
   } else {
     STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(request["messages"]));
   }

@@ -2,13 +2,9 @@
 #include "reconcile.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <utility>
 
 #include "core/json_text.h"
-#include "core/text_util.h"
-#include "core/utf8.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/store.h"
@@ -17,115 +13,6 @@ namespace strata::sidecar {
 namespace {
 
 using json = nlohmann::json;
-
-std::string Where(size_t index) { return "messages[" + std::to_string(index) + "]"; }
-
-// The first 16 bytes of the SHA-256 of `data`, as 32 hex digits.
-std::string Sha256Hex32(std::string_view data) { return internal::Sha256Hex(data).substr(0, 32); }
-
-// A JSON value in the one form every client's re-serialization of it comes back to: object keys
-// sorted (nlohmann's objects are ordered maps), no insignificant whitespace, strings with their
-// escapes resolved, numbers with an integral value written as integers (JavaScript writes 2.0 as
-// 2). Recursion is bounded: a request body is checked to be at most 512 levels deep.
-json CanonicalValue(json value) {
-  if (value.is_object() || value.is_array()) {
-    for (json& member : value) member = CanonicalValue(std::move(member));
-  } else if (value.is_number_float()) {
-    const double d = value.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
-      value = static_cast<int64_t>(d);
-    }
-  }
-  return value;
-}
-
-std::string DigestOf(std::string_view role, std::string_view content,
-                     const std::vector<ToolCall>& calls, std::string_view tool_call_id,
-                     bool canonical) {
-  // Length-prefixed fields: no separator inside a field can make two messages collide.
-  std::string text;
-  auto field = [&text](std::string_view value) {
-    text += std::to_string(value.size());
-    text += ':';
-    text.append(value.data(), value.size());
-  };
-  field(role);
-  field(content);
-  field(std::to_string(calls.size()));
-  for (const ToolCall& c : calls) {
-    field(c.id);
-    field(c.name);
-    field(canonical ? CanonicalArguments(c.arguments) : c.arguments);
-  }
-  field(tool_call_id);
-  return Sha256Hex32(text);
-}
-
-StatusOr<std::string> ContentText(const json& message, const std::string& where) {
-  auto it = message.find("content");
-  if (it == message.end() || it->is_null()) return std::string();
-  if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array()) {
-    return InvalidArgumentError(where +
-                                ".content must be a string, null or an array of text parts, got " +
-                                std::string(it->type_name()));
-  }
-  std::string text;
-  for (size_t p = 0; p < it->size(); ++p) {
-    const json& part = (*it)[p];
-    const std::string at = where + ".content[" + std::to_string(p) + "]";
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      return InvalidArgumentError(at + " must be an object with a \"type\"");
-    }
-    const std::string type = part["type"].get<std::string>();
-    if (type != "text") {
-      return InvalidArgumentError(at + ": content part type \"" + type +
-                                  "\" is not supported by the proxy (text parts only)");
-    }
-    if (!part.contains("text") || !part["text"].is_string()) {
-      return InvalidArgumentError(at + ".text must be a string");
-    }
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-StatusOr<std::vector<ToolCall>> ToolCallsOf(const json& message, const std::string& where) {
-  std::vector<ToolCall> calls;
-  auto it = message.find("tool_calls");
-  if (it == message.end() || it->is_null()) return calls;
-  if (!it->is_array()) return InvalidArgumentError(where + ".tool_calls must be an array");
-  for (size_t k = 0; k < it->size(); ++k) {
-    const json& c = (*it)[k];
-    const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
-    if (!c.is_object()) return InvalidArgumentError(at + " must be an object");
-    if (c.contains("type") && !(c["type"].is_string() && c["type"] == "function")) {
-      return InvalidArgumentError(at + ".type must be \"function\"");
-    }
-    if (!c.contains("id") || !c["id"].is_string() || c["id"].get<std::string>().empty()) {
-      return InvalidArgumentError(at + ".id must be a non-empty string");
-    }
-    if (!c.contains("function") || !c["function"].is_object()) {
-      return InvalidArgumentError(at + ".function must be an object with name and arguments");
-    }
-    const json& f = c["function"];
-    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty()) {
-      return InvalidArgumentError(at + ".function.name must be a non-empty string");
-    }
-    ToolCall call;
-    call.id = c["id"].get<std::string>();
-    call.name = f["name"].get<std::string>();
-    if (f.contains("arguments") && !f["arguments"].is_null()) {
-      if (!f["arguments"].is_string()) {
-        return InvalidArgumentError(
-            at + ".function.arguments must be a string (the JSON text the model produced)");
-      }
-      call.arguments = f["arguments"].get<std::string>();
-    }
-    calls.push_back(std::move(call));
-  }
-  return calls;
-}
 
 std::string JoinIds(const std::vector<std::string>& ids) {
   std::string out;
@@ -158,68 +45,56 @@ StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
   if (!messages.is_array()) {
     return InvalidArgumentError("\"messages\" must be an array of chat messages");
   }
-  std::vector<const json*> elements;
+  std::vector<ChatElement> elements;
   elements.reserve(messages.size());
-  for (const json& m : messages) elements.push_back(&m);
+  for (const json& m : messages) elements.push_back({nullptr, &m});
   return ParseChatMessages(elements);
 }
 
-StatusOr<ParsedChat> ParseChatMessages(const std::vector<const json*>& messages) {
+StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages) {
   ParsedChat chat;
+  chat.history.reserve(messages.size());
   std::vector<std::string> open;  // tool calls of the last assistant message without a result
   size_t open_from = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = *messages[i];
-    const std::string where = Where(i);
-    if (!m.is_object()) return InvalidArgumentError(where + " must be an object");
-    if (!m.contains("role") || !m["role"].is_string()) {
-      return InvalidArgumentError(where + " has no \"role\" string");
+    ChatMessage out;
+    if (messages[i].read != nullptr) {
+      out = *messages[i].read;
+      out.index = i;
+    } else {
+      STRATA_ASSIGN_OR_RETURN(out, ReadChatMessage(*messages[i].value, i));
     }
-    const std::string role = m["role"].get<std::string>();
-    STRATA_ASSIGN_OR_RETURN(std::string content, ContentText(m, where));
+    const std::string& role = out.role;
     if (role == "system" || role == "developer") {
       if (!chat.history.empty()) {
-        return InvalidArgumentError(where + " is a " + role +
+        return InvalidArgumentError(MessagePath(i) + " is a " + role +
                                     " message after the conversation started; the proxy keeps "
                                     "system messages as the agent's system prompt: put them first");
       }
-      chat.system.push_back(std::move(content));
+      chat.system.push_back(std::move(out.content));
       continue;
     }
-    ChatMessage out;
-    out.index = i;
-    out.role = role;
-    out.content = std::move(content);
     if (role == "tool") {
-      if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string()) {
-        return InvalidArgumentError(where + " (tool) has no \"tool_call_id\" string");
-      }
-      out.tool_call_id = m["tool_call_id"].get<std::string>();
       auto it = std::find(open.begin(), open.end(), out.tool_call_id);
       if (it == open.end()) {
-        return InvalidArgumentError(where + ": tool result for tool_call_id \"" + out.tool_call_id +
+        return InvalidArgumentError(MessagePath(i) + ": tool result for tool_call_id \"" +
+                                    out.tool_call_id +
                                     "\", which is not an unanswered call of the last assistant "
                                     "message (unanswered: " +
                                     JoinIds(open) + ")");
       }
       open.erase(it);
-    } else if (role == "user" || role == "assistant") {
+    } else {  // user or assistant (ReadChatMessage refuses any other role)
       if (!open.empty()) {
-        return InvalidArgumentError(where + " (" + role + ") follows " + Where(open_from) +
-                                    " whose tool calls " + JoinIds(open) +
+        return InvalidArgumentError(MessagePath(i) + " (" + role + ") follows " +
+                                    MessagePath(open_from) + " whose tool calls " + JoinIds(open) +
                                     " have no result; send a tool message for each call first");
       }
       if (role == "assistant") {
-        STRATA_ASSIGN_OR_RETURN(out.tool_calls, ToolCallsOf(m, where));
-        for (const char* key : {"reasoning_content", "reasoning"}) {
-          if (m.contains(key) && m[key].is_string()) {
-            out.reasoning = m[key].get<std::string>();
-            break;
-          }
-        }
         for (const ToolCall& c : out.tool_calls) {
           if (std::find(open.begin(), open.end(), c.id) != open.end()) {
-            return InvalidArgumentError(where + ": duplicate tool call id \"" + c.id + "\"");
+            return InvalidArgumentError(MessagePath(i) + ": duplicate tool call id \"" + c.id +
+                                        "\"");
           }
           open.push_back(c.id);
         }
@@ -227,16 +102,14 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<const json*>& messages)
         if (MergesIntoPrevious(chat, out, i)) {
           // The Agents SDK sends one reply with text and tool calls as two assistant messages,
           // the text, then the calls without content: read as the one message it was.
-          chat.history.back().tool_calls = std::move(out.tool_calls);
-          if (chat.history.back().reasoning.empty()) chat.history.back().reasoning = out.reasoning;
-          open_from = chat.history.back().index;
+          ChatMessage& previous = chat.history.back();
+          previous.tool_calls = std::move(out.tool_calls);
+          if (previous.reasoning.empty()) previous.reasoning = std::move(out.reasoning);
+          previous.digest = MessageDigest(previous);
+          open_from = previous.index;
           continue;
         }
       }
-    } else {
-      return InvalidArgumentError(
-          where + " has role \"" + role +
-          "\"; the proxy accepts system, developer, user, assistant and tool");
     }
     chat.history.push_back(std::move(out));
   }
@@ -245,40 +118,15 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<const json*>& messages)
                                 std::to_string(chat.system.size()) + " system messages)");
   }
   if (!open.empty()) {
-    return InvalidArgumentError(Where(open_from) + " made tool calls " + JoinIds(open) +
+    return InvalidArgumentError(MessagePath(open_from) + " made tool calls " + JoinIds(open) +
                                 " that have no result; send a tool message for each call");
   }
   if (chat.history.back().role == "assistant") {
-    return InvalidArgumentError(Where(chat.history.back().index) +
+    return InvalidArgumentError(MessagePath(chat.history.back().index) +
                                 " is an assistant message; the last message must be a user "
                                 "message or tool results for the proxy to answer");
   }
   return chat;
-}
-
-std::string CanonicalArguments(std::string_view arguments) {
-  size_t begin = 0;
-  size_t end = arguments.size();
-  while (begin < end && std::isspace(static_cast<unsigned char>(arguments[begin]))) ++begin;
-  while (end > begin && std::isspace(static_cast<unsigned char>(arguments[end - 1]))) --end;
-  if (begin == end) return "{}";  // no arguments: clients send "" and "{}" alike
-  // A depth above the request's own limit cannot come from a request; kept as it is.
-  if (!internal::CheckJsonDepth(arguments, "arguments").ok()) return std::string(arguments);
-  json value = json::parse(arguments.begin(), arguments.end(), nullptr, false);
-  if (value.is_discarded()) return std::string(arguments);  // not JSON: compared byte for byte
-  return internal::DumpOutsideJson(CanonicalValue(std::move(value)));
-}
-
-std::string MessageDigest(const ChatMessage& message) {
-  return DigestOf(message.role, message.content, message.tool_calls, message.tool_call_id, true);
-}
-
-std::string LegacyMessageDigest(const ChatMessage& message) {
-  return DigestOf(message.role, message.content, message.tool_calls, message.tool_call_id, false);
-}
-
-std::string ReplyDigest(const Response& response) {
-  return DigestOf("assistant", response.content, response.tool_calls, "", true);
 }
 
 // The view grows with the conversation and is saved and loaded on every turn, so it is written
@@ -456,7 +304,7 @@ size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
   size_t& k = *kept;
   *reason = k == m ? "history truncated from " + std::to_string(n) + " to " + std::to_string(m) +
                          " messages"
-                   : Where(chat.history[k].index) + " (" + chat.history[k].role +
+                   : MessagePath(chat.history[k].index) + " (" + chat.history[k].role +
                          ") differs from what the client sent before";
   // Inside a tool-call group, start at the assistant message that made the calls.
   while (k > 0 &&
@@ -559,7 +407,7 @@ StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& messa
     id = agent.context().AppendToolResult({message.tool_call_id, message.content, false});
   }
   if (!id.ok()) {
-    return Status(id.status().code(), Where(message.index) + " (" + message.role +
+    return Status(id.status().code(), MessagePath(message.index) + " (" + message.role +
                                           ") could not be added: " + id.status().message());
   }
   return id;
@@ -577,15 +425,12 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
     outcome.system_changed = true;
   }
 
-  std::vector<std::string> digests;
-  digests.reserve(chat.history.size());
-  for (const ChatMessage& m : chat.history) digests.push_back(MessageDigest(m));
   const size_t n = view->entries.size();
-  const size_t m = digests.size();
+  const size_t m = chat.history.size();
   size_t k = 0;
   // A view saved before digests were canonical holds the byte digest of what the client sent.
   while (k < n && k < m &&
-         (view->entries[k].digest == digests[k] ||
+         (view->entries[k].digest == chat.history[k].digest ||
           (!chat.history[k].tool_calls.empty() &&
            view->entries[k].digest == LegacyMessageDigest(chat.history[k])))) {
     ++k;
@@ -616,10 +461,11 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
       StatusOr<CompactionReport> applied =
           context.ApplyEdit(edit, kReconcilePolicy, "client history replaced: " + outcome.reason);
       if (!applied.ok()) {
-        return Status(applied.status().code(),
-                      "cannot replace the agent's history from the client's " +
-                          (k < m ? Where(chat.history[k].index) : std::string("last message")) +
-                          " on: " + applied.status().message());
+        return Status(
+            applied.status().code(),
+            "cannot replace the agent's history from the client's " +
+                (k < m ? MessagePath(chat.history[k].index) : std::string("last message")) +
+                " on: " + applied.status().message());
       }
     }
     view->entries.resize(std::min(view->entries.size(), k));
@@ -628,7 +474,7 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
 
   for (size_t i = k; i < m; ++i) {
     STRATA_ASSIGN_OR_RETURN(std::string id, AppendClientMessage(agent, chat.history[i]));
-    view->entries.push_back({digests[i], chat.history[i].role, std::move(id)});
+    view->entries.push_back({chat.history[i].digest, chat.history[i].role, std::move(id)});
     ++outcome.appended;
   }
   return outcome;

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chat_message.h"
 #include "strata/agent.h"
 #include "strata/segment.h"
 #include "strata/status.h"
@@ -46,19 +47,9 @@ inline constexpr char kClientViewKey[] = "proxy.client_view";
 // The policy name recorded on segments the proxy evicted when it replaced a history.
 inline constexpr char kReconcilePolicy[] = "proxy-reconcile@1";
 
-// One non-system chat message as an OpenAI client sends it, reduced to what an agent stores.
-struct ChatMessage {
-  size_t index = 0;       // its index in the request's "messages" array (for error messages)
-  std::string role;       // "user", "assistant" or "tool"
-  std::string content;    // text; null is ""; an array of text parts is their concatenation
-  std::string reasoning;  // assistant: "reasoning_content" or "reasoning" when the client sends it
-  std::vector<ToolCall> tool_calls;  // assistant
-  std::string tool_call_id;          // tool
-};
-
 struct ParsedChat {
   std::vector<std::string> system;   // the leading system / developer messages, in order
-  std::vector<ChatMessage> history;  // everything after them
+  std::vector<ChatMessage> history;  // everything after them, each with its digest
 };
 
 // Parses a request's "messages" array. INVALID_ARGUMENT, naming messages[i] and what to do, for: a
@@ -68,27 +59,10 @@ struct ParsedChat {
 // unanswered, no message after the system ones, or an assistant message last (the proxy answers a
 // user message or tool results).
 StatusOr<ParsedChat> ParseChatMessages(const nlohmann::json& messages);
-// The same for the array's elements, in order (ParseChatBody keeps them apart).
-StatusOr<ParsedChat> ParseChatMessages(const std::vector<const nlohmann::json*>& messages);
-
-// Hex digest (32 digits of SHA-256) of what identifies a message: role, content, tool calls (id,
-// name, arguments) and tool_call_id, after the normalizations clients are known to apply when they
-// send a message back (docs/sidecar.md, "How reconciliation works"): fields clients fill
-// differently (null, absent or "" content, text parts, "name", "refusal", echoed reasoning) do not
-// count, and tool-call arguments are compared as JSON values (CanonicalArguments).
-std::string MessageDigest(const ChatMessage& message);
-// The digest of earlier versions, with the arguments' bytes as sent: a view saved by them still
-// matches.
-std::string LegacyMessageDigest(const ChatMessage& message);
-
-// Tool-call arguments in canonical form, so that a client that parsed them and wrote them again
-// (LangChain.js, the Agents SDK) sends the same value: JSON re-serialized with sorted keys, no
-// whitespace, escapes resolved and integral numbers as integers; empty or blank text is "{}";
-// text that is not JSON is kept as it is (compared byte for byte).
-std::string CanonicalArguments(std::string_view arguments);
-
-// The digest of the assistant reply `response` as the client will send it back.
-std::string ReplyDigest(const Response& response);
+// The same for the array's elements, in order (ParseChatBody keeps them apart and reads each
+// distinct message once). A message's own errors (ReadChatMessage) are reported before those of
+// its place in the list.
+StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages);
 
 // What the client has seen of one agent's history.
 struct ClientView {

@@ -10,17 +10,43 @@ namespace {
 
 using json = nlohmann::json;
 
-// What ParseChatBody gives, as one value: the messages put back into the body.
-std::optional<json> Whole(std::string_view body) {
+std::string Describe(const ChatMessage& m) {
+  std::string calls;
+  for (const ToolCall& c : m.tool_calls)
+    calls += "[" + c.id + "|" + c.name + "|" + c.arguments + "]";
+  return m.role + "|" + m.content + "|" + m.reasoning + "|" + m.tool_call_id + "|" + m.digest +
+         "|" + calls;
+}
+
+// ParseChatBody against nlohmann's parse of the whole body: the fields are the body without its
+// messages, and each message is what ReadChatMessage reads of nlohmann's parse of it, or that
+// parse when ReadChatMessage refuses it.
+void CheckAsWholeParse(const std::string& body) {
+  const json expected = json::parse(body, nullptr, false);
   std::optional<ChatBody> parsed = ParseChatBody(body);
-  if (!parsed) return std::nullopt;
-  json out = parsed->fields;
-  if (parsed->split) {
-    json messages = json::array();
-    for (const auto& m : parsed->messages) messages.push_back(*m);
-    out["messages"] = messages;
+  REQUIRE(parsed.has_value() == !expected.is_discarded());
+  if (!parsed) return;
+  if (!parsed->split) {
+    CHECK(parsed->fields == expected);
+    return;
   }
-  return out;
+  json fields = expected;
+  fields["messages"] = json::array();
+  CHECK(parsed->fields == fields);
+  const json& messages = expected["messages"];
+  REQUIRE(parsed->messages.size() == messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    INFO("message " << i);
+    const ChatBodyMessage& got = *parsed->messages[i];
+    StatusOr<ChatMessage> read = ReadChatMessage(messages[i], 0);
+    REQUIRE(got.read.has_value() == read.ok());
+    if (read.ok()) {
+      CHECK(Describe(*got.read) == Describe(*read));
+      CHECK(got.value.is_null());
+    } else {
+      CHECK(got.value == messages[i]);
+    }
+  }
 }
 
 TEST_CASE("a chat body parses as nlohmann parses it whether its messages were seen or not",
@@ -44,20 +70,19 @@ TEST_CASE("a chat body parses as nlohmann parses it whether its messages were se
       R"({"messages":[)" + system + R"(],"n":01})",                         // a field not JSON
       R"([)" + system + "]",                                                // not an object
       R"({"messages":[)" + system + R"(,"\ud800"]})",                       // a lone surrogate
+      R"({"messages":[)" + user + R"(,{"role":"robot","content":"x"}]})",   // refused when read
+      R"({"messages":[)" + user + R"(,{"role":"tool","content":"x"}]})",    // no tool_call_id
       "",
   };
   for (int pass = 0; pass < 2; ++pass) {  // the second pass finds the messages in the memo
     for (size_t i = 0; i < bodies.size(); ++i) {
       INFO("pass " << pass << ", body " << i << ": " << bodies[i]);
-      const json expected = json::parse(bodies[i], nullptr, false);
-      const std::optional<json> got = Whole(bodies[i]);
-      REQUIRE(got.has_value() == !expected.is_discarded());
-      if (got) CHECK(*got == expected);
+      CheckAsWholeParse(bodies[i]);
     }
   }
 }
 
-TEST_CASE("a chat message seen before is not parsed again", "[sidecar_proxy]") {
+TEST_CASE("a chat message seen before is not parsed or read again", "[sidecar_proxy]") {
   const std::string first = R"({"role":"user","content":"a message seen twice, 7f3a"})";
   const std::string second = R"({"role":"assistant","content":"and its answer, 7f3a"})";
   std::optional<ChatBody> a = ParseChatBody(R"({"messages":[)" + first + "]}");
@@ -69,8 +94,20 @@ TEST_CASE("a chat message seen before is not parsed again", "[sidecar_proxy]") {
   REQUIRE(b->split);
   REQUIRE(b->messages.size() == 2);
   CHECK(b->messages[0].get() == a->messages[0].get());
-  CHECK((*b->messages[1])["content"] == "and its answer, 7f3a");
+  REQUIRE(b->messages[1]->read.has_value());
+  CHECK(b->messages[1]->read->content == "and its answer, 7f3a");
+  CHECK(b->messages[1]->read->digest == MessageDigest(*b->messages[1]->read));
   CHECK(b->fields == json::parse(R"({"model":"m","messages":[]})"));
+  // A message that is refused when read is not kept: the next request parses it again.
+  const std::string body = R"({"messages":[{"role":"robot","content":"7f3a"}]})";
+  std::optional<ChatBody> c = ParseChatBody(body);
+  std::optional<ChatBody> d = ParseChatBody(body);
+  REQUIRE(c.has_value());
+  REQUIRE(d.has_value());
+  REQUIRE(c->messages.size() == 1);
+  REQUIRE(d->messages.size() == 1);
+  CHECK(!c->messages[0]->read.has_value());
+  CHECK(c->messages[0].get() != d->messages[0].get());
 }
 
 }  // namespace

@@ -190,6 +190,7 @@ TEST_CASE("the Agents SDK's two messages for one reply read as that reply",
   reply.content = "Reading it.";
   reply.tool_calls = {{"call_1", "read_file", R"({"path": "a"})"}};
   CHECK(MessageDigest(chat.history[1]) == ReplyDigest(reply));
+  CHECK(chat.history[1].digest == ReplyDigest(reply));  // the merged message's, not its text's
   // Two text messages in a row stay two messages.
   ParsedChat two = Must(ParseChatMessages(json::array(
       {User("go"), AssistantText("one"), AssistantText("two"), User("and?")})));
