@@ -2,6 +2,7 @@
 #include "core/json_scan.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace strata::internal {
 
@@ -11,12 +12,17 @@ size_t SkipJsonSpace(std::string_view t, size_t i) {
 }
 
 size_t SkipJsonString(std::string_view t, size_t pos) {
-  for (size_t i = pos + 1; i < t.size(); ++i) {
-    if (t[i] == '\\') {
-      ++i;
-    } else if (t[i] == '"') {
-      return i + 1;
-    }
+  // Quote to quote with memchr (chat bodies are mostly string bytes): a quote ends the string
+  // when the backslashes right before it, counted back to the string's start, are even in number.
+  size_t from = pos + 1;
+  while (from < t.size()) {
+    const void* found = std::memchr(t.data() + from, '"', t.size() - from);
+    if (found == nullptr) break;
+    const size_t quote = static_cast<size_t>(static_cast<const char*>(found) - t.data());
+    size_t backslashes = 0;
+    while (quote - backslashes > pos + 1 && t[quote - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return quote + 1;
+    from = quote + 1;
   }
   return std::string_view::npos;
 }

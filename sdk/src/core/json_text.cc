@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_scan.h"
+
 namespace strata::internal {
 namespace {
 
@@ -57,17 +59,12 @@ size_t JsonStringSize(std::string_view text) {
 
 Status CheckJsonDepth(std::string_view json_text, std::string_view what, size_t max_depth) {
   size_t depth = 0;
-  bool in_string = false;
   for (size_t i = 0; i < json_text.size(); ++i) {
     const char c = json_text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character cannot end the string
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
+    if (c == '"') {
+      i = SkipJsonString(json_text, i);        // one past the string's closing quote
+      if (i == std::string_view::npos) break;  // an unterminated string nests nothing further
+      --i;
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth) {
         return InvalidArgumentError(std::string(what) + ": JSON nested deeper than " +

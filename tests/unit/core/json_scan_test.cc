@@ -34,6 +34,37 @@ TEST_CASE(
   CHECK(SplitJsonArray("[1 2]", 1, false, &none) == npos);  // no comma
 }
 
+// The string's end found one character at a time, an escape taking the character after it.
+size_t StringEndByCharacters(std::string_view t, size_t pos) {
+  for (size_t i = pos + 1; i < t.size(); ++i) {
+    if (t[i] == '\\') {
+      ++i;
+    } else if (t[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+TEST_CASE("a JSON string ends at the first quote that no backslash escapes") {
+  CHECK(SkipJsonString(R"("a\\"b")", 0) == 5);   // an escaped backslash, then the end
+  CHECK(SkipJsonString(R"("a\\\"b")", 0) == 8);  // three backslashes escape the quote
+  CHECK(SkipJsonString(R"(x"\"")", 1) == 5);
+  CHECK(SkipJsonString(R"("\)", 0) == npos);
+  // Every text of quotes, backslashes and letters up to 9 characters after the opening quote.
+  const char alphabet[] = {'"', '\\', 'a'};
+  for (size_t length = 0; length <= 9; ++length) {
+    size_t count = 1;
+    for (size_t i = 0; i < length; ++i) count *= 3;
+    for (size_t n = 0; n < count; ++n) {
+      std::string t = "\"";
+      for (size_t i = 0, k = n; i < length; ++i, k /= 3) t.push_back(alphabet[k % 3]);
+      INFO(t);
+      REQUIRE(SkipJsonString(t, 0) == StringEndByCharacters(t, 0));
+    }
+  }
+}
+
 TEST_CASE("the JSON scan walks an object's members and stops where told") {
   const std::string t = R"({"a": 1, "m\u0065": [2], "b": {"c": "}"}} )";
   std::vector<std::string> keys, values;
