@@ -14,6 +14,7 @@ add_library(strata_sidecar_proxy STATIC
   ${CMAKE_CURRENT_LIST_DIR}/json_body.cc
   ${CMAKE_CURRENT_LIST_DIR}/chat_body.cc
   ${CMAKE_CURRENT_LIST_DIR}/chat_message.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client_view.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_connection.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cc)
 target_include_directories(strata_sidecar_proxy PUBLIC ${CMAKE_CURRENT_LIST_DIR}

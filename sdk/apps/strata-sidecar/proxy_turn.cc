@@ -72,12 +72,12 @@ StatusOr<Turn> RunRounds(const ProxyOptions& options, StreamJob& job, TurnOption
   Response answered;  // the previous round's answer, whose recall calls the next round answers
   with.undo_to_caller_mark = true;
   // Every round stores the client's view as it is then: with the reconciled messages, and the
-  // reply the client is given once the last round answered. The first stores the reconciliation's
-  // events too.
+  // reply the client is given once the last round answered (recorded into job.view here). The
+  // first stores the reconciliation's events too.
   with.before_commit = [&](const Turn& turn, TurnWrites* writes) -> Status {
-    ClientView view = job.view;
-    if (!AnotherRound(options, turn, rounds)) RecordReply(turn, &view);
-    writes->state.emplace_back(kClientViewKey, view.ToJson());
+    if (!AnotherRound(options, turn, rounds)) RecordReply(turn, &job.view);
+    job.saved_view = job.view.ToJson();
+    writes->state.emplace_back(kClientViewKey, job.saved_view);
     if (rounds == 0)
       writes->events.insert(writes->events.end(), job.events.begin(), job.events.end());
     return Status::Ok();
@@ -92,7 +92,6 @@ StatusOr<Turn> RunRounds(const ProxyOptions& options, StreamJob& job, TurnOption
     with.before_build = [&] { return AnswerRecallCalls(agent, answered); };
     turn = agent.Complete(with);
   }
-  if (turn.ok()) RecordReply(*turn, &job.view);
   return turn;
 }
 
@@ -120,7 +119,7 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
     STRATA_RETURN_IF_ERROR(registry.Reopen(lease));
   }
   Agent& agent = lease.agent();
-  STRATA_ASSIGN_OR_RETURN(job->view, LoadClientView(agent));
+  STRATA_ASSIGN_OR_RETURN(job->view, LoadClientView(agent, &job->stored_view));
   job->notes.ignored = request.ignored;
   if (!request.model.empty() && request.model != agent.config().render.model) {
     // The agent keeps its model (its prefix, tokenizer and records are the model's): said so.
@@ -143,7 +142,6 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
   Agent& agent = job.lease.agent();
   std::shared_ptr<void> in_flight;  // ProxyOptions::on_complete_begin, once reconciled
   const int64_t failures_before = agent.record_write_failures();
-  const ClientView loaded = job.view;
   TurnOptions with_fields = turn_options;
   with_fields.extra_fields = job.forwarded;
   agent.context().Mark();  // every round undoes to here
@@ -157,11 +155,13 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
     // A failed turn changes nothing: the rounds undid themselves; the view a committed round
     // stored and a change of tools are undone here (a lost write is repaired by the next
     // reconcile; the client's retry sets the tools again).
-    if (job.rounds_committed > 0) SaveClientView(agent, loaded).IgnoreError();
+    if (job.rounds_committed > 0) SaveClientViewText(agent, job.stored_view).IgnoreError();
     if (job.before) agent.context().Rewind(std::move(*job.before)).IgnoreError();
     job.before.reset();
     return turn;
   }
+  // The view is stored: the next request of this conversation finds it without parsing it.
+  KeepClientView(job.saved_view, std::move(job.view));
   ExplainBreak(job.notes.outcome, &*turn);
   if (options.on_turn) options.on_turn(job.tenant, *turn);
   return turn;

@@ -33,7 +33,11 @@ struct StreamJob {
   AgentLease lease;
   CompletionSlot slot;
   ParsedChat chat;  // the client's messages, reconciled inside the turn
-  ClientView view;  // the client's view as stored, then as the turn makes it
+  // The client's view as stored, then as the turn makes it; given to KeepClientView once the
+  // turn succeeded.
+  ClientView view;
+  std::string stored_view;  // the view's text as loaded: what a failed turn stores again
+  std::string saved_view;   // the view's text the last round stored
   // The reconciliation's events, stored with the turn.
   std::vector<StoredEvent> events;
   TurnNotes notes;  // what the sidecar did besides sending (proxy_notes.h), known once it ran

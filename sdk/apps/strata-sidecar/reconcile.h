@@ -36,14 +36,13 @@
 #include <vector>
 
 #include "chat_message.h"
+#include "client_view.h"
 #include "strata/agent.h"
 #include "strata/segment.h"
 #include "strata/status.h"
 
 namespace strata::sidecar {
 
-// The agent-state key of the persisted ClientView.
-inline constexpr char kClientViewKey[] = "proxy.client_view";
 // The policy name recorded on segments the proxy evicted when it replaced a history.
 inline constexpr char kReconcilePolicy[] = "proxy-reconcile@1";
 
@@ -63,25 +62,6 @@ StatusOr<ParsedChat> ParseChatMessages(const nlohmann::json& messages);
 // distinct message once). A message's own errors (ReadChatMessage) are reported before those of
 // its place in the list.
 StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages);
-
-// What the client has seen of one agent's history.
-struct ClientView {
-  struct Entry {
-    std::string digest;
-    std::string role;
-    std::string segment_id;  // the history segment the message became
-  };
-  std::vector<Entry> entries;
-
-  std::string ToJson() const;
-  // INVALID_ARGUMENT for a document ToJson() did not write.
-  static StatusOr<ClientView> FromJson(std::string_view json);
-};
-
-// The view stored with `agent` (an empty view when it has none or no store).
-StatusOr<ClientView> LoadClientView(const Agent& agent);
-// Stores the view with `agent` (nothing without a store).
-Status SaveClientView(const Agent& agent, const ClientView& view);
 
 // What one reconciliation did.
 struct ReconcileOutcome {

@@ -412,6 +412,36 @@ TEST_CASE("the client view is persisted with the agent and survives a reopen",
   CHECK(broken.status().code() == StatusCode::kDataLoss);
 }
 
+TEST_CASE("a client view kept by its text is loaded from the memo and any other text is parsed",
+          "[sidecar][reconcile]") {
+  auto store = Must(OpenSqliteStore(TempPath("view-memo.db")));
+  Harness h("view-memo", store.get());
+  std::string text;
+  ClientView none = Must(LoadClientView(*h.agent, &text));
+  CHECK(none.entries.empty());
+  CHECK(text == ClientView().ToJson());  // what a failed turn stores again
+  ClientView view;
+  view.entries.push_back({"d41d8cd98f00b204e9800998ecf8427e", "user", "s1"});
+  const std::string stored = view.ToJson();
+  REQUIRE(SaveClientViewText(*h.agent, stored).ok());
+  // The memo answers for the text: a view kept under it (here one that differs from what the text
+  // says, to tell the two apart) is what a load of that text gives.
+  ClientView kept = view;
+  kept.entries.push_back({"kept-not-parsed", "assistant", "s2"});
+  KeepClientView(stored, kept);
+  ClientView loaded = Must(LoadClientView(*h.agent, &text));
+  CHECK(text == stored);
+  REQUIRE(loaded.entries.size() == 2);
+  CHECK(loaded.entries[1].digest == "kept-not-parsed");
+  // Another text is parsed.
+  view.entries.push_back({"0cc175b9c0f1b6a831c399e269772661", "assistant", "s3"});
+  REQUIRE(SaveClientView(*h.agent, view).ok());
+  loaded = Must(LoadClientView(*h.agent, &text));
+  CHECK(text == view.ToJson());
+  REQUIRE(loaded.entries.size() == 2);
+  CHECK(loaded.entries[1].segment_id == "s3");
+}
+
 TEST_CASE(
     "a client view is written as json writes it and read back and other views are read as json",
     "[sidecar][reconcile]") {
