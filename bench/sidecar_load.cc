@@ -19,9 +19,12 @@
 // twice, side by side: with one sidecar, then with two (agent a served by sidecar a % 2, as a
 // load balancer hashing on the agent would route it; new agents each time).
 //
+// --system-bytes N sets the agents' system prompt (default 4000 bytes): a long one stands for the
+// stable content a long context starts with, which the proxy's clients send again every turn.
+//
 //   sidecar_load [--agents 200] [--turns 30] [--concurrency 32] [--modes direct,grpc,proxy]
 //                [--store-sync full] [--soak-minutes 0] [--shared-store URL] [--json FILE]
-//                [--sim PATH] [--sidecar PATH]
+//                [--system-bytes 4000] [--sim PATH] [--sidecar PATH]
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -569,18 +572,24 @@ int main(int argc, char** argv) {
       o.shared_store = value();
     } else if (a == "--json") {
       o.json_path = value();
+    } else if (a == "--system-bytes") {
+      o.system_bytes = std::stoi(value());
     } else if (a == "--sim") {
       o.sim = value();
     } else if (a == "--sidecar") {
       o.sidecar = value();
     } else {
       Die("unknown flag " + a +
-          " (known: --agents --turns --concurrency --modes --store-sync --soak-minutes --shared-store --json "
-          "--sim --sidecar)");
+          " (known: --agents --turns --concurrency --modes --store-sync --soak-minutes "
+          "--shared-store --json "
+          "--system-bytes --sim --sidecar)");
     }
   }
   if (o.agents < 1 || o.turns < 1 || o.concurrency < 1) {
     Die("--agents, --turns and --concurrency must be >= 1");
+  }
+  if (o.system_bytes < 1 || o.system_bytes > (3 << 20)) {
+    Die("--system-bytes must be between 1 and 3145728 (the proxy's request limit is 4 MiB)");
   }
   auto has_mode = [&](const char* m) {
     return ("," + o.modes + ",").find(std::string(",") + m + ",") != std::string::npos;
