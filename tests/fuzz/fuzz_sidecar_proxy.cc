@@ -68,7 +68,7 @@ void CheckRefusal(const strata::Status& status) {
 // The tool calls of the history are paired with tool results (see the file comment).
 void CheckPairing(const strata::sidecar::ParsedChat& chat, const json& messages) {
   STRATA_FUZZ_CHECK(!chat.history.empty(), "an accepted body without a history message");
-  STRATA_FUZZ_CHECK(chat.history.back().role != "assistant",
+  STRATA_FUZZ_CHECK(chat.history.back()->role != "assistant",
                     "an accepted body ends with an answer");
   STRATA_FUZZ_CHECK(chat.history.front().index == chat.system.size(),
                     "the history does not start after the system messages");
@@ -79,11 +79,13 @@ void CheckPairing(const strata::sidecar::ParsedChat& chat, const json& messages)
   }
   std::vector<std::string> open;
   for (size_t i = 0; i < chat.history.size(); ++i) {
-    const ChatMessage& m = chat.history[i];
+    const ChatMessage& m = *chat.history[i];
+    const size_t index = chat.history[i].index;
     const std::string at = "history[" + std::to_string(i) + "] (" + m.role + ")";
-    STRATA_FUZZ_CHECK(i == 0 || m.index > chat.history[i - 1].index, at + " out of order");
-    STRATA_FUZZ_CHECK(m.index < messages.size() && messages[m.index]["role"] == m.role,
-                      at + " is not the body's message " + std::to_string(m.index));
+    STRATA_FUZZ_CHECK(i == 0 || index > chat.history[i - 1].index, at + " out of order");
+    STRATA_FUZZ_CHECK(index < messages.size() && messages[index]["role"] == m.role,
+                      at + " is not the body's message " + std::to_string(index));
+    STRATA_FUZZ_CHECK(m.digest == strata::sidecar::MessageDigest(m), at + ": a stale digest");
     if (m.role == "tool") {
       auto it = std::find(open.begin(), open.end(), m.tool_call_id);
       STRATA_FUZZ_CHECK(it != open.end(), at + " answers no open call: " + m.tool_call_id);
@@ -138,10 +140,11 @@ void CheckFields(const ChatRequest& request, const json& body) {
 // The request written back as a body, the way a client resends its conversation.
 std::string Rewrite(const ChatRequest& request) {
   json messages = json::array();
-  for (const std::string& s : request.chat.system) {
+  for (const std::string& s : request.chat.SystemPrompts()) {
     messages.push_back({{"role", "system"}, {"content", s}});
   }
-  for (const ChatMessage& m : request.chat.history) {
+  for (const strata::sidecar::ChatEntry& entry : request.chat.history) {
+    const ChatMessage& m = *entry;
     json message = {{"role", m.role}, {"content", m.content}};
     if (!m.reasoning.empty()) message["reasoning_content"] = m.reasoning;
     if (!m.tool_call_id.empty() || m.role == "tool") message["tool_call_id"] = m.tool_call_id;
@@ -167,12 +170,11 @@ void CheckRewrite(const ChatRequest& request) {
   strata::StatusOr<ChatRequest> again = strata::sidecar::ParseChatRequest(again_body);
   STRATA_FUZZ_CHECK(again.ok(), "the conversation written back is refused: " +
                                     again.status().ToString() + "\n" + again_body);
-  STRATA_FUZZ_CHECK(again->chat.system == request.chat.system &&
+  STRATA_FUZZ_CHECK(again->chat.SystemPrompts() == request.chat.SystemPrompts() &&
                         again->chat.history.size() == request.chat.history.size(),
                     "the conversation written back has other messages");
   for (size_t i = 0; i < request.chat.history.size(); ++i) {
-    STRATA_FUZZ_CHECK(strata::sidecar::MessageDigest(again->chat.history[i]) ==
-                          strata::sidecar::MessageDigest(request.chat.history[i]),
+    STRATA_FUZZ_CHECK(again->chat.history[i]->digest == request.chat.history[i]->digest,
                       "history[" + std::to_string(i) + "] has another digest written back");
   }
   STRATA_FUZZ_CHECK(again->forwarded == request.forwarded && again->model == request.model &&

@@ -90,8 +90,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   STRATA_FUZZ_CHECK(id.size() == prefix.size() + 16 && id.compare(0, prefix.size(), prefix) == 0 &&
                         IsHex(id.substr(prefix.size())),
                     "a derived agent id out of shape: " + id);
-  for (const strata::sidecar::ChatMessage& m : chat->history) {
-    const std::string digest = strata::sidecar::MessageDigest(m);
+  for (const strata::sidecar::ChatEntry& m : chat->history) {
+    const std::string digest = strata::sidecar::MessageDigest(*m);
+    STRATA_FUZZ_CHECK(m->digest == digest, "a message read with a stale digest");
     STRATA_FUZZ_CHECK(digest.size() == 32 && IsHex(digest), "a message digest out of shape: " + digest);
   }
   Reconcile(*chat);

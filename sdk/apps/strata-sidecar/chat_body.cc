@@ -44,7 +44,7 @@ bool SplitBody(std::string_view body, ChatBody* out) {
       if (parsed->value.is_discarded()) return false;
       StatusOr<ChatMessage> read = ReadChatMessage(parsed->value, 0);
       if (read.ok()) {
-        parsed->read = std::move(read).value();
+        parsed->read = std::make_shared<const ChatMessage>(std::move(read).value());
         parsed->value = nullptr;
         message = std::move(parsed);
         memo.Insert(text, message);
@@ -64,7 +64,7 @@ std::vector<ChatElement> ChatBody::Elements() const {
   std::vector<ChatElement> elements;
   elements.reserve(messages.size());
   for (const auto& m : messages) {
-    elements.push_back(m->read ? ChatElement{&*m->read, nullptr} : ChatElement{nullptr, &m->value});
+    elements.push_back({m->read, m->read != nullptr ? nullptr : &m->value});
   }
   return elements;
 }

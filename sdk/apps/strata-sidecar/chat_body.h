@@ -27,8 +27,8 @@ namespace strata::sidecar {
 // One element of "messages": read, or, when ReadChatMessage refused it, its JSON (for
 // ParseChatMessages to say why, naming its index).
 struct ChatBodyMessage {
-  std::optional<ChatMessage> read;  // read as element 0: its index is its position in the body
-  nlohmann::json value;             // null when `read`
+  std::shared_ptr<const ChatMessage> read;
+  nlohmann::json value;  // null when `read`
 };
 
 struct ChatBody {

@@ -133,7 +133,6 @@ StatusOr<ChatMessage> ReadChatMessage(const json& m, size_t index) {
     return InvalidArgumentError(where + " has no \"role\" string");
   }
   ChatMessage out;
-  out.index = index;
   out.role = role->get<std::string>();
   STRATA_ASSIGN_OR_RETURN(out.content, ContentText(m, where));
   if (out.role == "system" || out.role == "developer") return out;

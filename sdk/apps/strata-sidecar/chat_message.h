@@ -11,6 +11,7 @@
 #define STRATA_APPS_STRATA_SIDECAR_CHAT_MESSAGE_H_
 
 #include <cstddef>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -24,7 +25,6 @@ namespace strata::sidecar {
 
 // One chat message as an OpenAI client sends it, reduced to what an agent stores.
 struct ChatMessage {
-  size_t index = 0;       // its index in the request's "messages" array (for error messages)
   std::string role;       // "system", "developer", "user", "assistant" or "tool"
   std::string content;    // text; null is ""; an array of text parts is their concatenation
   std::string reasoning;  // assistant: "reasoning_content" or "reasoning" when the client sends it
@@ -42,11 +42,20 @@ std::string MessagePath(size_t index);
 // or an array of text parts, a tool message without "tool_call_id", malformed tool calls.
 StatusOr<ChatMessage> ReadChatMessage(const nlohmann::json& message, size_t index);
 
-// One element of a request's "messages" for ParseChatMessages: read already (its index is taken
-// from its position), or its JSON.
+// One element of a request's "messages" for ParseChatMessages: read already, or its JSON.
 struct ChatElement {
-  const ChatMessage* read = nullptr;
+  std::shared_ptr<const ChatMessage> read;
   const nlohmann::json* value = nullptr;  // when `read` is null
+};
+
+// A message of a request's list: what was read of it (shared, so that a message sent again is
+// not copied) and where it is in the list.
+struct ChatEntry {
+  size_t index = 0;  // its index in the request's "messages" array (for error messages)
+  std::shared_ptr<const ChatMessage> message;
+
+  const ChatMessage& operator*() const { return *message; }
+  const ChatMessage* operator->() const { return message.get(); }
 };
 
 // Hex digest (32 digits of SHA-256) of what identifies a message: role, content, tool calls (id,

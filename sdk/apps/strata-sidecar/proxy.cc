@@ -442,6 +442,8 @@ class Proxy::StreamRun {
     worker_.join();
     if (result_.ok()) {
       chunks.Finish(*result_);
+      // The body is not part of the answer: the agent's next turn writes only what it adds.
+      job_->lease.agent().RecycleUnchanged(std::move(result_).value());
     } else {
       if (proxy_->options_.on_error) proxy_->options_.on_error(job_->tenant, result_.status().code());
       chunks.Fail(transport_internal::UpstreamStatus(result_.status(),
@@ -530,8 +532,9 @@ bool Proxy::WaitIdle(std::chrono::steady_clock::time_point deadline) {
 
 std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   std::string text;
-  for (const std::string& s : chat.system) text += std::to_string(s.size()) + ":" + s;
-  text += chat.history.empty() ? std::string() : chat.history.front().digest;
+  for (const ChatEntry& s : chat.system)
+    text += std::to_string(s->content.size()) + ":" + s->content;
+  text += chat.history.empty() ? std::string() : chat.history.front()->digest;
   const std::string digest = internal::Sha256(text);
   return kDerivedAgentPrefix + Hex(reinterpret_cast<const unsigned char*>(digest.data()), 8);
 }
@@ -651,6 +654,8 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
       reply.headers.push_back({"X-Strata-Compaction", c});
     }
     reply.body = DumpOutsideJson(CompletionJson(*job, *turn));
+    // The body is not part of the answer: the agent's next turn writes only what it adds.
+    job->lease.agent().RecycleUnchanged(std::move(turn).value());
     return reply;
   }
 

@@ -9,8 +9,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Where(size_t index) { return "messages[" + std::to_string(index) + "]"; }
-
 // The segments of the last `appended` view entries, with the client message each came from.
 template <typename Fn>
 void ForEachAppended(const Agent& agent, const ParsedChat& chat, const ClientView& view,
@@ -44,7 +42,7 @@ std::string ReconcileHeader(const ReconcileOutcome& o) {
 json HygieneNotes(const Agent& agent, const ParsedChat& chat, const ClientView& view,
                   size_t appended) {
   json notes = json::array();
-  ForEachAppended(agent, chat, view, appended, [&](const ChatMessage& m, const Segment& s) {
+  ForEachAppended(agent, chat, view, appended, [&](const ChatEntry& m, const Segment& s) {
     if (s.hygiene == HygieneAction::kNone) return;
     json note = {{"message", m.index}, {"action", std::string(HygieneActionName(s.hygiene))}};
     if (!s.duplicate_of.empty()) note["duplicate_of"] = s.duplicate_of;
@@ -57,7 +55,7 @@ json HygieneNotes(const Agent& agent, const ParsedChat& chat, const ClientView& 
 std::string HygieneHeader(const json& hygiene) {
   std::string out;
   for (const json& n : hygiene) {
-    out += (out.empty() ? "" : "; ") + Where(n["message"].get<size_t>()) + " " +
+    out += (out.empty() ? "" : "; ") + MessagePath(n["message"].get<size_t>()) + " " +
            n["action"].get<std::string>();
     if (n.contains("duplicate_of")) {
       out += " (same output as " + n["duplicate_of"].get<std::string>() + ")";
@@ -74,9 +72,9 @@ std::string OversizedNote(const Agent& agent, const ParsedChat& chat, const Clie
   if (!budget) return "";
   const int64_t usable = UsableInputTokens(*budget);
   std::string note;
-  ForEachAppended(agent, chat, view, appended, [&](const ChatMessage& m, const Segment& s) {
+  ForEachAppended(agent, chat, view, appended, [&](const ChatEntry& m, const Segment& s) {
     if (note.empty() && static_cast<int64_t>(s.tokens) > usable) {
-      note = Where(m.index) + " has " + std::to_string(s.tokens) + " tokens, above the " +
+      note = MessagePath(m.index) + " has " + std::to_string(s.tokens) + " tokens, above the " +
              std::to_string(usable) + " the budget leaves for input";
     }
   });

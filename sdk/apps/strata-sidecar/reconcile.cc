@@ -19,10 +19,15 @@ std::string JoinIds(const std::vector<std::string>& ids) {
   return out.empty() ? "none" : out;
 }
 
-std::vector<std::string> SystemPromptsOf(const Agent& agent) {
-  std::vector<std::string> out;
-  for (const Segment* s : agent.context().LayerSegments(Layer::kSystem)) out.push_back(s->content);
-  return out;
+// Whether the agent's system prompts are `prompts`, in order (compared in place: a system prompt
+// may be megabytes, sent again on every request).
+bool SystemPromptsAre(const Agent& agent, const std::vector<ChatEntry>& prompts) {
+  const std::vector<const Segment*> system = agent.context().LayerSegments(Layer::kSystem);
+  if (system.size() != prompts.size()) return false;
+  for (size_t i = 0; i < system.size(); ++i) {
+    if (system[i]->content != prompts[i]->content) return false;
+  }
+  return true;
 }
 
 bool Rendered(const Segment& s) {
@@ -33,12 +38,19 @@ bool Rendered(const Segment& s) {
 // message right before it (text and no tool calls).
 bool MergesIntoPrevious(const ParsedChat& chat, const ChatMessage& m, size_t i) {
   if (m.tool_calls.empty() || !m.content.empty() || chat.history.empty()) return false;
-  const ChatMessage& previous = chat.history.back();
-  return previous.index + 1 == i && previous.role == "assistant" && previous.tool_calls.empty() &&
-         !previous.content.empty();
+  const ChatEntry& previous = chat.history.back();
+  return previous.index + 1 == i && previous->role == "assistant" && previous->tool_calls.empty() &&
+         !previous->content.empty();
 }
 
 }  // namespace
+
+std::vector<std::string> ParsedChat::SystemPrompts() const {
+  std::vector<std::string> prompts;
+  prompts.reserve(system.size());
+  for (const ChatEntry& s : system) prompts.push_back(s->content);
+  return prompts;
+}
 
 StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
   if (!messages.is_array()) {
@@ -56,13 +68,12 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages)
   std::vector<std::string> open;  // tool calls of the last assistant message without a result
   size_t open_from = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
-    ChatMessage out;
-    if (messages[i].read != nullptr) {
-      out = *messages[i].read;
-      out.index = i;
-    } else {
-      STRATA_ASSIGN_OR_RETURN(out, ReadChatMessage(*messages[i].value, i));
+    std::shared_ptr<const ChatMessage> read = messages[i].read;
+    if (read == nullptr) {
+      STRATA_ASSIGN_OR_RETURN(ChatMessage m, ReadChatMessage(*messages[i].value, i));
+      read = std::make_shared<const ChatMessage>(std::move(m));
     }
+    const ChatMessage& out = *read;
     const std::string& role = out.role;
     if (role == "system" || role == "developer") {
       if (!chat.history.empty()) {
@@ -70,7 +81,7 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages)
                                     " message after the conversation started; the proxy keeps "
                                     "system messages as the agent's system prompt: put them first");
       }
-      chat.system.push_back(std::move(out.content));
+      chat.system.push_back({i, std::move(read)});
       continue;
     }
     if (role == "tool") {
@@ -101,16 +112,18 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages)
         if (MergesIntoPrevious(chat, out, i)) {
           // The Agents SDK sends one reply with text and tool calls as two assistant messages,
           // the text, then the calls without content: read as the one message it was.
-          ChatMessage& previous = chat.history.back();
-          previous.tool_calls = std::move(out.tool_calls);
-          if (previous.reasoning.empty()) previous.reasoning = std::move(out.reasoning);
-          previous.digest = MessageDigest(previous);
+          ChatEntry& previous = chat.history.back();
+          auto merged = std::make_shared<ChatMessage>(*previous);
+          merged->tool_calls = out.tool_calls;
+          if (merged->reasoning.empty()) merged->reasoning = out.reasoning;
+          merged->digest = MessageDigest(*merged);
+          previous.message = std::move(merged);
           open_from = previous.index;
           continue;
         }
       }
     }
-    chat.history.push_back(std::move(out));
+    chat.history.push_back({i, std::move(read)});
   }
   if (chat.history.empty()) {
     return InvalidArgumentError("\"messages\" holds no user message (only " +
@@ -120,7 +133,7 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages)
     return InvalidArgumentError(MessagePath(open_from) + " made tool calls " + JoinIds(open) +
                                 " that have no result; send a tool message for each call");
   }
-  if (chat.history.back().role == "assistant") {
+  if (chat.history.back()->role == "assistant") {
     return InvalidArgumentError(MessagePath(chat.history.back().index) +
                                 " is an assistant message; the last message must be a user "
                                 "message or tool results for the proxy to answer");
@@ -162,11 +175,11 @@ size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
   size_t& k = *kept;
   *reason = k == m ? "history truncated from " + std::to_string(n) + " to " + std::to_string(m) +
                          " messages"
-                   : MessagePath(chat.history[k].index) + " (" + chat.history[k].role +
+                   : MessagePath(chat.history[k].index) + " (" + chat.history[k]->role +
                          ") differs from what the client sent before";
   // Inside a tool-call group, start at the assistant message that made the calls.
-  while (k > 0 &&
-         ((k < n && view.entries[k].role == "tool") || (k < m && chat.history[k].role == "tool"))) {
+  while (k > 0 && ((k < n && view.entries[k].role == "tool") ||
+                   (k < m && chat.history[k]->role == "tool"))) {
     --k;
   }
   size_t start = IndexOf(history, view.entries[k].segment_id);
@@ -251,7 +264,8 @@ void RecordReplacement(Agent& agent, const ReconcileOutcome& outcome, size_t cli
 }
 
 // Appends one client message to the agent; the id of the segment it became.
-StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& message) {
+StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatEntry& entry) {
+  const ChatMessage& message = *entry;
   StatusOr<std::string> id = InternalError("unreachable");
   if (message.role == "user") {
     id = agent.context().AppendUser(message.content);
@@ -265,7 +279,7 @@ StatusOr<std::string> AppendClientMessage(Agent& agent, const ChatMessage& messa
     id = agent.context().AppendToolResult({message.tool_call_id, message.content, false});
   }
   if (!id.ok()) {
-    return Status(id.status().code(), MessagePath(message.index) + " (" + message.role +
+    return Status(id.status().code(), MessagePath(entry.index) + " (" + message.role +
                                           ") could not be added: " + id.status().message());
   }
   return id;
@@ -278,8 +292,8 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
   ReconcileOutcome outcome;
   Context& context = agent.context();
   TrimViewToAgent(context, view);
-  if (chat.system != SystemPromptsOf(agent)) {
-    STRATA_RETURN_IF_ERROR(context.SetSystemPrompts(chat.system));
+  if (!SystemPromptsAre(agent, chat.system)) {
+    STRATA_RETURN_IF_ERROR(context.SetSystemPrompts(chat.SystemPrompts()));
     outcome.system_changed = true;
   }
 
@@ -288,9 +302,9 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
   size_t k = 0;
   // A view saved before digests were canonical holds the byte digest of what the client sent.
   while (k < n && k < m &&
-         (view->entries[k].digest == chat.history[k].digest ||
-          (!chat.history[k].tool_calls.empty() &&
-           view->entries[k].digest == LegacyMessageDigest(chat.history[k])))) {
+         (view->entries[k].digest == chat.history[k]->digest ||
+          (!chat.history[k]->tool_calls.empty() &&
+           view->entries[k].digest == LegacyMessageDigest(*chat.history[k])))) {
     ++k;
   }
 
@@ -332,7 +346,7 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
 
   for (size_t i = k; i < m; ++i) {
     STRATA_ASSIGN_OR_RETURN(std::string id, AppendClientMessage(agent, chat.history[i]));
-    view->entries.push_back({chat.history[i].digest, chat.history[i].role, std::move(id)});
+    view->entries.push_back({chat.history[i]->digest, chat.history[i]->role, std::move(id)});
     ++outcome.appended;
   }
   return outcome;

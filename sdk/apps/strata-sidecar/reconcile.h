@@ -47,8 +47,10 @@ namespace strata::sidecar {
 inline constexpr char kReconcilePolicy[] = "proxy-reconcile@1";
 
 struct ParsedChat {
-  std::vector<std::string> system;   // the leading system / developer messages, in order
-  std::vector<ChatMessage> history;  // everything after them, each with its digest
+  std::vector<ChatEntry> system;   // the leading system / developer messages, in order
+  std::vector<ChatEntry> history;  // everything after them, each with its digest
+
+  std::vector<std::string> SystemPrompts() const;  // the system messages' contents
 };
 
 // Parses a request's "messages" array. INVALID_ARGUMENT, naming messages[i] and what to do, for: a

@@ -55,7 +55,7 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
   REQUIRE(request.ok());
   CHECK(request->model == "glm-5.3-flash");
   REQUIRE(request->chat.history.size() == 1);
-  CHECK(request->chat.history[0].content == "list the files");
+  CHECK(request->chat.history[0]->content == "list the files");
   CHECK(request->tools == body["tools"]);
   CHECK(request->stream);
   CHECK(request->include_usage);

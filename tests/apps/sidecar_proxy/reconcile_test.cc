@@ -152,7 +152,7 @@ TEST_CASE("tool-call arguments compare as JSON values and real changes still dif
   auto digest = [](const std::string& args) {
     ParsedChat chat = Must(ParseChatMessages(
         json::array({User("go"), AssistantCalls({{"call_1", args}}), Tool("call_1", "ok")})));
-    return MessageDigest(chat.history[1]);
+    return MessageDigest(*chat.history[1]);
   };
   // The model's bytes and LangChain.js's / the Agents SDK's re-serialization of the same value.
   CHECK(digest(R"({"city": "Paris", "days": 2.0})") == digest(R"({"days":2,"city":"Paris"})"));
@@ -183,14 +183,14 @@ TEST_CASE("the Agents SDK's two messages for one reply read as that reply",
        Tool("call_1", "ok")});
   ParsedChat chat = Must(ParseChatMessages(split));
   REQUIRE(chat.history.size() == 3);
-  CHECK(chat.history[1].content == "Reading it.");
-  REQUIRE(chat.history[1].tool_calls.size() == 1);
-  CHECK(chat.history[2].tool_call_id == "call_1");
+  CHECK(chat.history[1]->content == "Reading it.");
+  REQUIRE(chat.history[1]->tool_calls.size() == 1);
+  CHECK(chat.history[2]->tool_call_id == "call_1");
   Response reply;
   reply.content = "Reading it.";
   reply.tool_calls = {{"call_1", "read_file", R"({"path": "a"})"}};
-  CHECK(MessageDigest(chat.history[1]) == ReplyDigest(reply));
-  CHECK(chat.history[1].digest == ReplyDigest(reply));  // the merged message's, not its text's
+  CHECK(MessageDigest(*chat.history[1]) == ReplyDigest(reply));
+  CHECK(chat.history[1]->digest == ReplyDigest(reply));  // the merged message's, not its text's
   // Two text messages in a row stay two messages.
   ParsedChat two = Must(ParseChatMessages(json::array(
       {User("go"), AssistantText("one"), AssistantText("two"), User("and?")})));
@@ -529,10 +529,10 @@ TEST_CASE("message lists the proxy cannot answer are refused naming the message"
         {"content",
          json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}}})));
   ParsedChat plain = Must(ParseChatMessages(json::array({User("ab")})));
-  CHECK(parts.history[0].content == "ab");
-  CHECK(MessageDigest(parts.history[0]) == MessageDigest(plain.history[0]));
-  CHECK(MessageDigest(plain.history[0]) !=
-        MessageDigest(Must(ParseChatMessages(json::array({User("ab ")}))).history[0]));
+  CHECK(parts.history[0]->content == "ab");
+  CHECK(MessageDigest(*parts.history[0]) == MessageDigest(*plain.history[0]));
+  CHECK(MessageDigest(*plain.history[0]) !=
+        MessageDigest(*Must(ParseChatMessages(json::array({User("ab ")}))).history[0]));
 }
 
 }  // namespace
