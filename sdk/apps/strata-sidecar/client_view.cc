@@ -1,13 +1,13 @@
 // An OpenAI client's view of an agent's history, as stored with the agent (client_view.h).
 #include "client_view.h"
 
-#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "core/json_text.h"
-#include "core/text_memo.h"
 #include "strata/store.h"
 
 namespace strata::sidecar {
@@ -138,13 +138,44 @@ StatusOr<ClientView> ClientView::FromJson(std::string_view text) {
 
 namespace {
 
-// Views by their stored text, process-wide: each entry is charged its text, about three times
-// that for the view's strings, and the map's node.
-size_t ViewCharge(size_t text_bytes) { return 4 * text_bytes + 256; }
-internal::TextMemo<ClientView>& Views() {
-  static auto* memo = new internal::TextMemo<ClientView>(kClientViewMemoBytes, &ViewCharge);
-  return *memo;  // never destroyed: used until exit
-}
+// Views kept by their stored text, process-wide, each until the load that takes it: the next turn
+// of the conversation. Each is charged its text, about three times that for the view's strings,
+// and the map's node; past kClientViewMemoBytes the cache starts over.
+class KeptViews {
+ public:
+  static KeptViews& Get() {
+    static auto* views = new KeptViews;
+    return *views;  // never destroyed: used until exit
+  }
+
+  std::optional<ClientView> Take(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = views_.find(text);
+    if (it == views_.end()) return std::nullopt;
+    ClientView view = std::move(it->second);
+    bytes_ -= Charge(it->first.size());
+    views_.erase(it);
+    return view;
+  }
+
+  void Put(std::string text, ClientView view) {
+    const size_t charge = Charge(text.size());
+    if (charge > kClientViewMemoBytes / 4) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes_ + charge > kClientViewMemoBytes) {
+      views_.clear();
+      bytes_ = 0;
+    }
+    if (views_.emplace(std::move(text), std::move(view)).second) bytes_ += charge;
+  }
+
+ private:
+  static size_t Charge(size_t text_bytes) { return 4 * text_bytes + 256; }
+
+  std::mutex mu_;
+  std::unordered_map<std::string, ClientView> views_;  // guarded by mu_
+  size_t bytes_ = 0;                                   // guarded by mu_
+};
 
 }  // namespace
 
@@ -155,9 +186,9 @@ StatusOr<ClientView> LoadClientView(const Agent& agent, std::string* text) {
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> stored,
                           store->GetAgentState(agent.id(), kClientViewKey));
   if (!stored) return ClientView();
-  if (std::shared_ptr<const ClientView> kept = Views().Find(*stored)) {
+  if (std::optional<ClientView> kept = KeptViews::Get().Take(*stored)) {
     if (text != nullptr) *text = std::move(*stored);
-    return *kept;
+    return std::move(*kept);
   }
   StatusOr<ClientView> view = ClientView::FromJson(*stored);
   if (!view.ok()) {
@@ -177,8 +208,8 @@ Status SaveClientViewText(const Agent& agent, const std::string& text) {
   return store->PutAgentState(agent.id(), kClientViewKey, text);
 }
 
-void KeepClientView(std::string_view text, ClientView view) {
-  Views().Insert(text, std::make_shared<const ClientView>(std::move(view)));
+void KeepClientView(std::string text, ClientView view) {
+  KeptViews::Get().Put(std::move(text), std::move(view));
 }
 
 }  // namespace strata::sidecar

@@ -2,11 +2,11 @@
 // proxy uses it), stored with the agent.
 //
 // The view is saved with every proxied turn and loaded at the next, and it grows with the
-// conversation; so a view the process saved is kept by its text (a process-wide memo, bounded),
-// and loading that text again copies it instead of parsing it.
+// conversation; so a view the process saved is kept by its text (process-wide, bounded), and the
+// load that reads that text again takes it instead of parsing it.
 //
-// Thread safety: the functions may be called from any thread (the memo has its own lock); a
-// ClientView is a value.
+// Thread safety: the functions may be called from any thread (the kept views have their own
+// lock); a ClientView is a value.
 #ifndef STRATA_APPS_STRATA_SIDECAR_CLIENT_VIEW_H_
 #define STRATA_APPS_STRATA_SIDECAR_CLIENT_VIEW_H_
 
@@ -46,11 +46,11 @@ Status SaveClientView(const Agent& agent, const ClientView& view);
 // Stores `text`, a view's ToJson(), with `agent` (nothing without a store).
 Status SaveClientViewText(const Agent& agent, const std::string& text);
 
-// Keeps `view`, whose ToJson() is `text`, so that LoadClientView finds it when it reads `text`.
-void KeepClientView(std::string_view text, ClientView view);
+// Keeps `view`, whose ToJson() is `text`, until a LoadClientView that reads `text` takes it.
+void KeepClientView(std::string text, ClientView view);
 
-// The memo's bound: the charges of the views it keeps (4 bytes per byte of text plus 256 per
-// view), in bytes; it starts over past it.
+// The bound of the kept views: their charges (4 bytes per byte of text plus 256 per view), in
+// bytes; past it they start over.
 inline constexpr size_t kClientViewMemoBytes = 64u << 20;
 
 }  // namespace strata::sidecar

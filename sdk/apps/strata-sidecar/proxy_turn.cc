@@ -161,7 +161,7 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
     return turn;
   }
   // The view is stored: the next request of this conversation finds it without parsing it.
-  KeepClientView(job.saved_view, std::move(job.view));
+  KeepClientView(std::move(job.saved_view), std::move(job.view));
   ExplainBreak(job.notes.outcome, &*turn);
   if (options.on_turn) options.on_turn(job.tenant, *turn);
   return turn;

@@ -412,8 +412,10 @@ TEST_CASE("the client view is persisted with the agent and survives a reopen",
   CHECK(broken.status().code() == StatusCode::kDataLoss);
 }
 
-TEST_CASE("a client view kept by its text is loaded from the memo and any other text is parsed",
-          "[sidecar][reconcile]") {
+TEST_CASE(
+    "a client view kept by its text is taken by the load that reads it and any other text is "
+    "parsed",
+    "[sidecar][reconcile]") {
   auto store = Must(OpenSqliteStore(TempPath("view-memo.db")));
   Harness h("view-memo", store.get());
   std::string text;
@@ -424,8 +426,8 @@ TEST_CASE("a client view kept by its text is loaded from the memo and any other 
   view.entries.push_back({"d41d8cd98f00b204e9800998ecf8427e", "user", "s1"});
   const std::string stored = view.ToJson();
   REQUIRE(SaveClientViewText(*h.agent, stored).ok());
-  // The memo answers for the text: a view kept under it (here one that differs from what the text
-  // says, to tell the two apart) is what a load of that text gives.
+  // A view kept under the text (here one that differs from what the text says, to tell the two
+  // apart) is what a load of that text gives.
   ClientView kept = view;
   kept.entries.push_back({"kept-not-parsed", "assistant", "s2"});
   KeepClientView(stored, kept);
@@ -433,6 +435,8 @@ TEST_CASE("a client view kept by its text is loaded from the memo and any other 
   CHECK(text == stored);
   REQUIRE(loaded.entries.size() == 2);
   CHECK(loaded.entries[1].digest == "kept-not-parsed");
+  // The load took it: the same text loaded again is parsed.
+  CHECK(Must(LoadClientView(*h.agent)).entries.size() == 1);
   // Another text is parsed.
   view.entries.push_back({"0cc175b9c0f1b6a831c399e269772661", "assistant", "s3"});
   REQUIRE(SaveClientView(*h.agent, view).ok());
