@@ -38,6 +38,7 @@
 #include "instant_transport.h"
 #include "strata/agent.h"
 #include "strata/store.h"
+#include "tool_schemas.h"
 
 namespace {
 
@@ -171,20 +172,7 @@ void BM_TurnContinued(benchmark::State& state) {
   RunTurns(state, BaseConfig(), Handback::kUnchanged);
 }
 
-// 32 tool schemas of about 750 bytes each (24 KB), as a coding agent declares them.
-std::string ToolSchemas() {
-  std::string tools = "[";
-  for (int i = 0; i < 32; ++i) {
-    if (i > 0) tools += ",";
-    const std::string name = "tool_" + std::to_string(i);
-    tools += R"({"type":"function","function":{"name":")" + name + R"(","description":")" +
-             std::string(400, 'd') +
-             R"(","parameters":{"type":"object","properties":{"path":{"type":"string",)"
-             R"("description":"the file"},"line":{"type":"integer","description":"1-based"},)"
-             R"("text":{"type":"string","description":"what to write"}},"required":["path"]}}})";
-  }
-  return tools + "]";
-}
+using strata::bench::ToolSchemas;  // 32 tool schemas of about 750 bytes each (24 KB)
 
 // With a SQLite store in $TMPDIR (synchronous=NORMAL: the CPU of the turn's writes, not an
 // fsync's wait): every turn is also one Store::CommitTurn.

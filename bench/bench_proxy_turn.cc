@@ -3,11 +3,12 @@
 // SQLite store with an upstream that answers at once, against the same turns through the agent
 // (AppendUser, Complete and RecycleUnchanged on a leased agent: what the gRPC Complete does).
 //
-//   BM_ProxyTurn/S/H  a conversation whose system prompt has S bytes, H turns sent before the
-//                     timed ones; each iteration is one turn: the client's whole message list
-//                     (system prompt, every user message and reply so far, one new user message
-//                     of about 600 bytes) POSTed, without streaming
-//   BM_AgentTurn/S/H  the same conversation and turns, each one user message appended and sent
+//   BM_ProxyTurn/S/H/T  a conversation whose system prompt has S bytes and T tools (about 750
+//                       bytes each), H turns sent before the timed ones; each iteration is one
+//                       turn: the client's whole message list (system prompt, every user message
+//                       and reply so far, one new user message of about 600 bytes) and its tools
+//                       POSTed, without streaming
+//   BM_AgentTurn/S/H/T  the same conversation and turns, each one user message appended and sent
 //
 // The proxy's client sends everything again every turn; what the proxy does with the part it has
 // seen is the difference between the two. The store is a fresh file under TMPDIR per benchmark.
@@ -26,6 +27,7 @@
 #include "proxy.h"
 #include "registry.h"
 #include "sidecar_config.h"
+#include "tool_schemas.h"
 
 namespace {
 
@@ -96,12 +98,15 @@ void BM_ProxyTurn(benchmark::State& state) {
   options.registry = sidecar.registry.get();
   Proxy proxy(options);
   json messages = json::array({{{"role", "system"}, {"content", Words(1, state.range(0))}}});
+  const json tools = json::parse(strata::bench::ToolSchemas(static_cast<int>(state.range(2))));
   int turn = 0;
   // The client's body is written outside the timing: the client's work, not the proxy's.
   std::string body;
   auto next_body = [&] {
     messages.push_back({{"role", "user"}, {"content", UserMessage(turn++)}});
-    body = json{{"messages", messages}, {"model", "glm-5.3-flash"}}.dump();
+    json request = {{"messages", messages}, {"model", "glm-5.3-flash"}};
+    if (!tools.empty()) request["tools"] = tools;
+    body = request.dump();
     messages.push_back({{"role", "assistant"}, {"content", "ok"}});
   };
   auto send = [&] {
@@ -133,6 +138,12 @@ void BM_AgentTurn(benchmark::State& state) {
   if (!agent.SetSystemPrompts({Words(1, state.range(0))}).ok()) {
     return state.SkipWithError("SetSystemPrompts failed");
   }
+  if (state.range(2) > 0 &&
+      !agent.context()
+           .SetTools(strata::bench::ToolSchemas(static_cast<int>(state.range(2))))
+           .ok()) {
+    return state.SkipWithError("SetTools failed");
+  }
   int turn = 0;
   auto send = [&] {
     if (!agent.context().AppendUser(UserMessage(turn++)).ok()) return false;
@@ -154,8 +165,12 @@ void BM_AgentTurn(benchmark::State& state) {
 
 // A fixed number of timed turns: each turn grows the conversation, so two builds compared side by
 // side must measure the same turns.
-#define STRATA_PROXY_SHAPES \
-  Args({4000, 40})->Args({4000, 200})->Args({1000000, 40})->Unit(benchmark::kMicrosecond)
+#define STRATA_PROXY_SHAPES    \
+  Args({4000, 40, 0})          \
+      ->Args({4000, 200, 0})   \
+      ->Args({1000000, 40, 0}) \
+      ->Args({4000, 40, 32})   \
+      ->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_ProxyTurn)->STRATA_PROXY_SHAPES->Iterations(40);
 BENCHMARK(BM_AgentTurn)->STRATA_PROXY_SHAPES->Iterations(40);
 

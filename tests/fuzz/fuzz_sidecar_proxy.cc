@@ -130,7 +130,7 @@ void CheckFields(const ChatRequest& request, const json& body) {
       request.model == (body.contains("model") ? body["model"].get<std::string>() : ""),
       "the model is not the body's");
   const bool has_tools = body.contains("tools") && !body["tools"].is_null();
-  STRATA_FUZZ_CHECK(request.tools == (has_tools ? body["tools"] : json::array()),
+  STRATA_FUZZ_CHECK(request.tools->value == (has_tools ? body["tools"] : json::array()),
                     "the tools are not the body's");
   STRATA_FUZZ_CHECK(!request.include_usage || request.stream, "include_usage without a stream");
   STRATA_FUZZ_CHECK(request.stream == (body.contains("stream") && body["stream"] == true),
@@ -159,7 +159,7 @@ std::string Rewrite(const ChatRequest& request) {
     }
     messages.push_back(std::move(message));
   }
-  json body = {{"messages", std::move(messages)}, {"tools", request.tools}};
+  json body = {{"messages", std::move(messages)}, {"tools", request.tools->value}};
   if (!request.model.empty()) body["model"] = request.model;
   for (const auto& [name, text] : request.forwarded) body[name] = json::parse(text);
   return body.dump();
@@ -178,7 +178,7 @@ void CheckRewrite(const ChatRequest& request) {
                       "history[" + std::to_string(i) + "] has another digest written back");
   }
   STRATA_FUZZ_CHECK(again->forwarded == request.forwarded && again->model == request.model &&
-                        again->tools == request.tools,
+                        again->tools->value == request.tools->value,
                     "the fields written back differ");
   STRATA_FUZZ_CHECK(strata::sidecar::Proxy::DerivedAgentId(again->chat) ==
                         strata::sidecar::Proxy::DerivedAgentId(request.chat),
@@ -200,8 +200,8 @@ void RunTurn(const ChatRequest& request, const std::string& agent_id, const json
   strata::StatusOr<std::unique_ptr<strata::Agent>> agent = strata::Agent::Create(config, services);
   STRATA_FUZZ_CHECK(agent.ok(), "an agent for an accepted body: " + agent.status().ToString());
   strata::Agent& a = **agent;
-  if (request.tools != json::array()) {
-    strata::Status set = a.context().SetTools(request.tools.dump());
+  if (request.tools->value != json::array()) {
+    strata::Status set = a.context().SetTools(request.tools->value.dump());
     if (!set.ok()) {
       STRATA_FUZZ_CHECK(!set.message().empty(), "tools refused without a reason");
       return;  // the proxy answers the refusal ("tools": ...) before touching the history

@@ -4,8 +4,8 @@
 // A client of the proxy sends its whole message list on every request, so a conversation's
 // messages arrive again and again, byte for byte. ParseChatBody cuts the "messages" array into its
 // elements with a light scan and parses and reads only the elements it has not seen before (a
-// memo of recent message texts, process-wide and bounded); the rest of the body is parsed as it
-// is. A body
+// memo of recent message texts, process-wide and bounded); its "tools" array, sent again as well,
+// is parsed once per distinct text the same way; the rest of the body is parsed as it is. A body
 // the scan does not take apart (not an object, "messages" given twice, a key with an escape, an
 // element that does not parse) is parsed whole, so results and errors are those of the whole parse.
 //
@@ -31,12 +31,25 @@ struct ChatBodyMessage {
   nlohmann::json value;  // null when `read`
 };
 
+// A request's "tools": the array the client sent, and each tool as Context::SetTools keeps it
+// (nlohmann's compact dump), so that an agent's tools are compared with them without parsing.
+struct ChatTools {
+  nlohmann::json value = nlohmann::json::array();
+  std::vector<std::string> dumps;  // one per element of `value`
+
+  static std::shared_ptr<const ChatTools> Of(nlohmann::json value);
+  static std::shared_ptr<const ChatTools> None();  // an empty array
+};
+
 struct ChatBody {
   // The body. When `split`, its "messages" is an empty array and the messages are in `messages`;
   // otherwise they are in fields["messages"], as parsed.
   nlohmann::json fields;
   bool split = false;
   std::vector<std::shared_ptr<const ChatBodyMessage>> messages;  // when `split`, in order
+  // When `split` and "tools" is an array: the array, and fields["tools"] is an empty array.
+  // Otherwise null, and "tools" is in `fields` as sent.
+  std::shared_ptr<const ChatTools> tools;
 
   // The messages of a split body for ParseChatMessages.
   std::vector<ChatElement> Elements() const;
@@ -44,6 +57,9 @@ struct ChatBody {
 
 // `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it).
 std::optional<ChatBody> ParseChatBody(std::string_view body);
+
+// The bound of the tools memo, charged as the messages' memo.
+inline constexpr size_t kChatToolsMemoBytes = 16u << 20;
 
 // The memo's bound: the charges of the messages it keeps (3 bytes per byte of text plus 256 per
 // message: the text, what was read or parsed of it, the map's node), in bytes; it starts over

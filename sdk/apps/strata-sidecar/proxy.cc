@@ -596,8 +596,10 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
     STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(request["messages"]));
   }
   if (request.contains("model")) out.model = request["model"].get<std::string>();
-  if (request.contains("tools") && !request["tools"].is_null()) {
-    out.tools = std::move(request["tools"]);
+  if (parsed->tools != nullptr) {
+    out.tools = std::move(parsed->tools);
+  } else if (request.contains("tools") && !request["tools"].is_null()) {
+    out.tools = ChatTools::Of(std::move(request["tools"]));
   }
   return out;
 }

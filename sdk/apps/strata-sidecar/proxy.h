@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "chat_body.h"
 #include "http_connection.h"
 #include "reconcile.h"
 #include "registry.h"
@@ -86,8 +87,9 @@ int UpstreamHttpStatus(const Status& status);
 struct ChatRequest {
   ParsedChat chat;    // "messages"
   std::string model;  // "model"; "" when absent or empty (the agent keeps its model)
-  // "tools": the array the client sent; an empty array when absent or null.
-  nlohmann::json tools = nlohmann::json::array();
+  // "tools": the array the client sent (an empty array when absent or null), each tool also as
+  // the agent keeps it; shared with the memo that keeps a tools array sent again.
+  std::shared_ptr<const ChatTools> tools = ChatTools::None();
   bool stream = false;         // "stream": true
   bool include_usage = false;  // stream_options.include_usage, and only when streaming
   // Every other field with its JSON text, in the order of their names (the parsed object sorts

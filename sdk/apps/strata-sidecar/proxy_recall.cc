@@ -34,6 +34,18 @@ nlohmann::json WantedTools(const nlohmann::json& client_tools, bool recall_tool)
   return tools;
 }
 
+bool HasWantedTools(const Agent& agent, const ChatTools& client_tools, bool recall_tool) {
+  static const std::string kRecallTool = nlohmann::json::parse(RecallToolSchema()).dump();
+  const std::vector<const Segment*> tools = agent.context().LayerSegments(Layer::kTools);
+  const size_t first = recall_tool ? 1 : 0;
+  if (tools.size() != first + client_tools.dumps.size()) return false;
+  if (recall_tool && tools[0]->content != kRecallTool) return false;
+  for (size_t i = 0; i < client_tools.dumps.size(); ++i) {
+    if (tools[first + i]->content != client_tools.dumps[i]) return false;
+  }
+  return true;
+}
+
 bool OnlyRecallCalls(const Response& response) {
   if (response.tool_calls.empty()) return false;
   for (const ToolCall& c : response.tool_calls) {

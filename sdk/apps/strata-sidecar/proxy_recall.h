@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat_body.h"
 #include "strata/agent.h"
 
 namespace strata::sidecar {
@@ -14,6 +15,9 @@ namespace strata::sidecar {
 // The tools the agent should have for a request's `client_tools`: with `recall_tool`, the
 // context_recall schema first, then the client's.
 nlohmann::json WantedTools(const nlohmann::json& client_tools, bool recall_tool);
+// Whether the agent's tools layer holds those tools already, compared as Context::SetTools keeps
+// them (no tool is parsed).
+bool HasWantedTools(const Agent& agent, const ChatTools& client_tools, bool recall_tool);
 
 // True when the answer made tool calls and every one is context_recall.
 bool OnlyRecallCalls(const Response& response);

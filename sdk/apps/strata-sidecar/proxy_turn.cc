@@ -19,15 +19,6 @@ void ExplainBreak(const ReconcileOutcome& outcome, Turn* turn) {
   turn->prefix_break->reason = cause + "; " + turn->prefix_break->reason;
 }
 
-// The tools of the agent's tools layer, as JSON values.
-json AgentTools(const Agent& agent) {
-  json tools = json::array();
-  for (const Segment* s : agent.context().LayerSegments(Layer::kTools)) {
-    tools.push_back(json::parse(s->content, nullptr, false));
-  }
-  return tools;
-}
-
 // The first round's TurnOptions::before_build: the client's messages reconciled into the agent's
 // context (collected into the turn's commit), the notes of what that did, and the refusal of an
 // oversized message (ProxyOptions::reject_oversized). Then the completion counts as begun
@@ -111,8 +102,8 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
   auto job = std::make_shared<StreamJob>();
   // Tools first (a change is stored at once and re-opens the agent; the snapshot taken then lets a
   // failed turn undo it), then the history, in the turn.
-  const json wanted = WantedTools(request.tools, recall_tool);
-  if (AgentTools(lease.agent()) != wanted) {
+  if (!HasWantedTools(lease.agent(), *request.tools, recall_tool)) {
+    const json wanted = WantedTools(request.tools->value, recall_tool);
     job->before = lease.agent().context().Snapshot();
     Status set = lease.agent().context().SetTools(wanted.dump());
     if (!set.ok()) return Status(set.code(), "\"tools\": " + set.message());

@@ -32,6 +32,14 @@ void CheckAsWholeParse(const std::string& body) {
   }
   json fields = expected;
   fields["messages"] = json::array();
+  if (parsed->tools != nullptr) {
+    CHECK(parsed->tools->value == expected["tools"]);
+    REQUIRE(parsed->tools->dumps.size() == expected["tools"].size());
+    for (size_t i = 0; i < expected["tools"].size(); ++i) {
+      CHECK(parsed->tools->dumps[i] == expected["tools"][i].dump());
+    }
+    fields["tools"] = json::array();
+  }
   CHECK(parsed->fields == fields);
   const json& messages = expected["messages"];
   REQUIRE(parsed->messages.size() == messages.size());
@@ -72,6 +80,11 @@ TEST_CASE("a chat body parses as nlohmann parses it whether its messages were se
       R"({"messages":[)" + system + R"(,"\ud800"]})",                       // a lone surrogate
       R"({"messages":[)" + user + R"(,{"role":"robot","content":"x"}]})",   // refused when read
       R"({"messages":[)" + user + R"(,{"role":"tool","content":"x"}]})",    // no tool_call_id
+      R"({"tools":[{"type":"function","function":{"name":"f"}}],"messages":[)" + user + "]}",
+      R"({"messages":[)" + user + R"(],"tools" : [ ] })",          // empty tools
+      R"({"messages":[)" + user + R"(],"tools":null})",            // tools not an array
+      R"({"messages":[)" + user + R"(],"tools":[1,],"n":1})",      // tools not JSON
+      R"({"messages":[)" + user + R"(],"tools":[],"tools":[2]})",  // tools twice
       "",
   };
   for (int pass = 0; pass < 2; ++pass) {  // the second pass finds the messages in the memo

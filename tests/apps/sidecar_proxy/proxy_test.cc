@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "proxy_recall.h"
 #include "reconcile.h"
 #include "registry.h"
 #include "tenants.h"
@@ -56,7 +57,9 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
   CHECK(request->model == "glm-5.3-flash");
   REQUIRE(request->chat.history.size() == 1);
   CHECK(request->chat.history[0]->content == "list the files");
-  CHECK(request->tools == body["tools"]);
+  CHECK(request->tools->value == body["tools"]);
+  REQUIRE(request->tools->dumps.size() == body["tools"].size());
+  CHECK(request->tools->dumps[0] == body["tools"][0].dump());
   CHECK(request->stream);
   CHECK(request->include_usage);
   // Forwarded and dropped fields come in the order of their names.
@@ -68,6 +71,37 @@ TEST_CASE("ParseChatRequest takes a body apart: handled, forwarded and agent-own
         std::vector<std::string>{"cache_salt", "extra_body", "extra_key", "rid"});
 }
 
+TEST_CASE("an agent has the wanted tools when its tools layer holds each as SetTools keeps it") {
+  strata::testing::ScriptedTransport transport;
+  AgentServices services;
+  services.transport = &transport;
+  AgentConfig config;
+  config.identity.id = "tools";
+  config.tokenizer = "estimate";
+  config.recall.expose_tool = false;
+  auto agent = strata::testing::Must(Agent::Create(config, services));
+  // As a client spells them: keys in its own order, spaces.
+  const std::string body =
+      R"({"messages":[{"role":"user","content":"hi"}],"tools":[ {"type":"function",)"
+      R"("function":{"name":"read","parameters":{"type":"object"},"description":"reads"}},)"
+      R"({"function":{"name":"write"},"type":"function"} ]})";
+  std::shared_ptr<const ChatTools> tools = strata::testing::Must(ParseChatRequest(body)).tools;
+  CHECK_FALSE(HasWantedTools(*agent, *tools, false));
+  REQUIRE(agent->context().SetTools(WantedTools(tools->value, false).dump()).ok());
+  CHECK(HasWantedTools(*agent, *tools, false));
+  CHECK_FALSE(HasWantedTools(*agent, *tools, true));  // without the context_recall tool
+  REQUIRE(agent->context().SetTools(WantedTools(tools->value, true).dump()).ok());
+  CHECK(HasWantedTools(*agent, *tools, true));
+  CHECK_FALSE(HasWantedTools(*agent, *tools, false));
+  json changed = tools->value;
+  changed[1]["function"]["description"] = "writes";
+  CHECK_FALSE(HasWantedTools(*agent, *ChatTools::Of(changed), true));
+  changed.erase(1);
+  CHECK_FALSE(HasWantedTools(*agent, *ChatTools::Of(changed), true));
+  // Sent again, the array is the one parsed before.
+  CHECK(strata::testing::Must(ParseChatRequest(body)).tools == tools);
+}
+
 TEST_CASE("ParseChatRequest: absent and null fields take the defaults") {
   StatusOr<ChatRequest> request = ParseChatRequest(json{
       {"messages", kMessages},
@@ -76,7 +110,7 @@ TEST_CASE("ParseChatRequest: absent and null fields take the defaults") {
       {"stream_options", nullptr}}.dump());
   REQUIRE(request.ok());
   CHECK(request->model.empty());
-  CHECK(request->tools == json::array());
+  CHECK(request->tools->value == json::array());
   CHECK_FALSE(request->stream);
   CHECK_FALSE(request->include_usage);
   CHECK(request->forwarded.empty());
