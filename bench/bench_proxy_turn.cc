@@ -168,6 +168,7 @@ void BM_AgentTurn(benchmark::State& state) {
 #define STRATA_PROXY_SHAPES    \
   Args({4000, 40, 0})          \
       ->Args({4000, 200, 0})   \
+      ->Args({4000, 1000, 0})  \
       ->Args({1000000, 40, 0}) \
       ->Args({4000, 40, 32})   \
       ->Unit(benchmark::kMicrosecond)

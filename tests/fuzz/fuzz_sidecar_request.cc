@@ -46,13 +46,14 @@ void Reconcile(const strata::sidecar::ParsedChat& chat) {
   if (!first.ok()) {
     // A message the context refuses (e.g. invalid UTF-8): the view says what the agent holds.
     STRATA_FUZZ_CHECK(!first.status().message().empty(), "a reconcile refused without a reason");
-    STRATA_FUZZ_CHECK(view.entries.size() <= chat.history.size(), "the view holds more than was sent");
+    STRATA_FUZZ_CHECK(view.entries().size() <= chat.history.size(),
+                      "the view holds more than was sent");
     CheckView(view);
     return;
   }
   STRATA_FUZZ_CHECK(first->kept == 0 && !first->replaced,
                     "a new agent kept or replaced messages: " + first->reason);
-  STRATA_FUZZ_CHECK(view.entries.size() == chat.history.size(),
+  STRATA_FUZZ_CHECK(view.entries().size() == chat.history.size(),
                     "the view does not hold every message of a new agent");
   CheckView(view);
   strata::StatusOr<strata::sidecar::ReconcileOutcome> again =

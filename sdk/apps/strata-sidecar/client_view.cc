@@ -1,9 +1,13 @@
 // An OpenAI client's view of an agent's history, as stored with the agent (client_view.h).
 #include "client_view.h"
 
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <unordered_map>
 #include <utility>
 
@@ -14,21 +18,24 @@ namespace strata::sidecar {
 
 using json = nlohmann::json;
 
-// The view grows with the conversation and is saved and loaded on every turn, so it is written
-// and read without building a json document: ToJson writes the bytes nlohmann's dump of
-// {"entries": [[digest, role, segment_id], ...], "version": 1} gives, and FromJson reads that
-// shape through a SAX handler, leaving any other document to the json parse (and its errors).
-std::string ClientView::ToJson() const {
+namespace {
+
+// Entries [begin, end) as one document: the bytes nlohmann's dump of
+// {"entries": [[digest, role, segment_id], ...], "version": 1} gives, written without building a
+// json document (FromJson reads that shape through a SAX handler, leaving any other document to
+// the json parse and its errors).
+std::string EntriesJson(const std::vector<ClientView::Entry>& entries, size_t begin, size_t end) {
   size_t size = 32;
-  for (const Entry& e : entries) {
+  for (size_t i = begin; i < end; ++i) {
+    const ClientView::Entry& e = entries[i];
     size += internal::JsonStringSize(e.digest) + internal::JsonStringSize(e.role) +
             internal::JsonStringSize(e.segment_id) + 5;
   }
   std::string out;
   out.reserve(size);
   out += "{\"entries\":[";
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (i > 0) out.push_back(',');
+  for (size_t i = begin; i < end; ++i) {
+    if (i > begin) out.push_back(',');
     out.push_back('[');
     internal::AppendJsonString(out, entries[i].digest);
     out.push_back(',');
@@ -39,6 +46,15 @@ std::string ClientView::ToJson() const {
   }
   out += "],\"version\":1}";
   return out;
+}
+
+}  // namespace
+
+std::string ClientView::ToJson() const { return EntriesJson(entries_, 0, entries_.size()); }
+
+std::string ClientView::ChunkJson(size_t chunk) const {
+  const size_t begin = chunk * kClientViewChunk;
+  return EntriesJson(entries_, begin, std::min(entries_.size(), begin + kClientViewChunk));
 }
 
 namespace {
@@ -84,7 +100,7 @@ class ViewReader {
   bool end_array() {
     if (depth_ == 3) {
       if (fields_ != 3) return false;
-      view_->entries.push_back(std::move(entry_));
+      view_->Append(std::move(entry_));
       entry_ = ClientView::Entry();
     }
     --depth_;
@@ -130,17 +146,16 @@ StatusOr<ClientView> ClientView::FromJson(std::string_view text) {
         !e[2].is_string()) {
       return InvalidArgumentError("stored client view has a malformed entry: " + e.dump());
     }
-    view.entries.push_back(
-        {e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<std::string>()});
+    view.Append({e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<std::string>()});
   }
   return view;
 }
 
 namespace {
 
-// Views kept by their stored text, process-wide, each until the load that takes it: the next turn
-// of the conversation. Each is charged its text, about three times that for the view's strings,
-// and the map's node; past kClientViewMemoBytes the cache starts over.
+// Views kept for their agent and stored header, process-wide, each until the load that takes it:
+// the next turn of the conversation. Each is charged 128 bytes per entry and 256 more; past
+// kClientViewMemoBytes the cache starts over.
 class KeptViews {
  public:
   static KeptViews& Get() {
@@ -148,68 +163,154 @@ class KeptViews {
     return *views;  // never destroyed: used until exit
   }
 
-  std::optional<ClientView> Take(const std::string& text) {
+  std::optional<ClientView> Take(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = views_.find(text);
+    auto it = views_.find(key);
     if (it == views_.end()) return std::nullopt;
     ClientView view = std::move(it->second);
-    bytes_ -= Charge(it->first.size());
+    bytes_ -= Charge(view);
     views_.erase(it);
     return view;
   }
 
-  void Put(std::string text, ClientView view) {
-    const size_t charge = Charge(text.size());
+  void Put(std::string key, ClientView view) {
+    const size_t charge = Charge(view);
     if (charge > kClientViewMemoBytes / 4) return;
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes_ + charge > kClientViewMemoBytes) {
       views_.clear();
       bytes_ = 0;
     }
-    if (views_.emplace(std::move(text), std::move(view)).second) bytes_ += charge;
+    auto it = views_.find(key);
+    if (it != views_.end()) {
+      bytes_ -= Charge(it->second);
+      views_.erase(it);
+    }
+    views_.emplace(std::move(key), std::move(view));
+    bytes_ += charge;
   }
 
  private:
-  static size_t Charge(size_t text_bytes) { return 4 * text_bytes + 256; }
+  static size_t Charge(const ClientView& view) { return 128 * view.entries().size() + 256; }
 
   std::mutex mu_;
   std::unordered_map<std::string, ClientView> views_;  // guarded by mu_
   size_t bytes_ = 0;                                   // guarded by mu_
 };
 
+std::string KeptKey(const std::string& agent_id, const std::string& header) {
+  return agent_id + '\n' + header;
+}
+
+// A new generation for a header: this process's random prefix and a counter.
+std::string NextGeneration() {
+  static const uint64_t process = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  static std::atomic<uint64_t> counter{0};
+  char text[40];
+  std::snprintf(text, sizeof(text), "%016llx-%llu", static_cast<unsigned long long>(process),
+                static_cast<unsigned long long>(++counter));
+  return text;
+}
+
 }  // namespace
 
-StatusOr<ClientView> LoadClientView(const Agent& agent, std::string* text) {
-  if (text != nullptr) *text = ClientView().ToJson();
+std::string ClientViewChunkKey(size_t index) {
+  return std::string(kClientViewKey) + "." + std::to_string(index);
+}
+
+std::vector<std::pair<std::string, std::string>> ClientView::Writes(bool whole) {
+  const size_t n = entries_.size();
+  const size_t chunks = (n + kClientViewChunk - 1) / kClientViewChunk;
+  // As nlohmann::json prints it (keys in order).
+  pending_header_ = "{\"chunks\":" + std::to_string(chunks) + ",\"entries\":" + std::to_string(n) +
+                    ",\"generation\":\"" + NextGeneration() + "\",\"version\":2}";
+  std::vector<std::pair<std::string, std::string>> writes;
+  writes.emplace_back(kClientViewKey, pending_header_);
+  // A chunk holding entries past the header's count (the view was cut) is left as it is: they
+  // are not read.
+  const size_t from = whole ? 0 : stored_;
+  for (size_t k = from / kClientViewChunk; from < n && k < chunks; ++k) {
+    writes.emplace_back(ClientViewChunkKey(k), ChunkJson(k));
+  }
+  return writes;
+}
+
+void ClientView::Stored() {
+  stored_ = entries_.size();
+  header_ = pending_header_;
+}
+
+StatusOr<ClientView> LoadClientView(const Agent& agent) {
   Store* store = agent.store();
   if (store == nullptr) return ClientView();
-  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> stored,
-                          store->GetAgentState(agent.id(), kClientViewKey));
-  if (!stored) return ClientView();
-  if (std::optional<ClientView> kept = KeptViews::Get().Take(*stored)) {
-    if (text != nullptr) *text = std::move(*stored);
+  return LoadClientView(*store, agent.id());
+}
+
+StatusOr<ClientView> LoadClientView(Store& store, const std::string& agent_id) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> header,
+                          store.GetAgentState(agent_id, kClientViewKey));
+  if (!header) return ClientView();
+  if (std::optional<ClientView> kept = KeptViews::Get().Take(KeptKey(agent_id, *header))) {
     return std::move(*kept);
   }
-  StatusOr<ClientView> view = ClientView::FromJson(*stored);
-  if (!view.ok()) {
-    return DataLossError("agent \"" + agent.id() + "\": " + view.status().message());
+  auto lost = [&agent_id](const std::string& what) {
+    return DataLossError("agent \"" + agent_id + "\": " + what);
+  };
+  const json doc = json::parse(*header, nullptr, false);
+  const bool chunked = doc.is_object() && doc.contains("version") && doc["version"] == 2;
+  if (!chunked) {
+    // Stored whole, before chunks: the next write stores every chunk.
+    StatusOr<ClientView> whole = ClientView::FromJson(*header);
+    if (!whole.ok()) return lost(whole.status().message());
+    return whole;
   }
-  if (text != nullptr) *text = std::move(*stored);
+  if (!doc.contains("chunks") || !doc["chunks"].is_number_unsigned() || !doc.contains("entries") ||
+      !doc["entries"].is_number_unsigned()) {
+    return lost("stored client view header is malformed: " + *header);
+  }
+  const size_t chunks = doc["chunks"].get<size_t>();
+  const size_t entries = doc["entries"].get<size_t>();
+  ClientView view;
+  for (size_t k = 0; k < chunks; ++k) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text,
+                            store.GetAgentState(agent_id, ClientViewChunkKey(k)));
+    if (!text) return lost("chunk " + std::to_string(k) + " of the stored client view is missing");
+    StatusOr<ClientView> chunk = ClientView::FromJson(*text);
+    if (!chunk.ok()) {
+      return lost("chunk " + std::to_string(k) +
+                  " of the stored client view: " + chunk.status().message());
+    }
+    // Entries past the header's count are left from a longer view.
+    for (const ClientView::Entry& e : chunk->entries()) {
+      if (view.entries().size() == entries) break;
+      view.Append(e);
+    }
+  }
+  if (view.entries().size() != entries) {
+    return lost("the stored client view holds " + std::to_string(view.entries().size()) +
+                " entries in its chunks, its header says " + std::to_string(entries));
+  }
+  view.stored_ = entries;
+  view.header_ = *header;
   return view;
 }
 
-Status SaveClientView(const Agent& agent, const ClientView& view) {
-  return SaveClientViewText(agent, view.ToJson());
-}
-
-Status SaveClientViewText(const Agent& agent, const std::string& text) {
+Status SaveClientView(const Agent& agent, ClientView view) {
   Store* store = agent.store();
   if (store == nullptr) return Status::Ok();
-  return store->PutAgentState(agent.id(), kClientViewKey, text);
+  TurnWrites writes;
+  writes.agent_id = agent.id();
+  writes.state = view.Writes(/*whole=*/true);
+  return store->CommitTurn(writes);
 }
 
-void KeepClientView(std::string text, ClientView view) {
-  KeptViews::Get().Put(std::move(text), std::move(view));
+void KeepClientView(const std::string& agent_id, ClientView view) {
+  if (view.header().empty()) return;  // never stored
+  std::string key = KeptKey(agent_id, view.header());
+  KeptViews::Get().Put(std::move(key), std::move(view));
 }
 
 }  // namespace strata::sidecar

@@ -13,10 +13,10 @@ using json = nlohmann::json;
 template <typename Fn>
 void ForEachAppended(const Agent& agent, const ParsedChat& chat, const ClientView& view,
                      size_t appended, Fn&& fn) {
-  const size_t n = view.entries.size();
+  const size_t n = view.entries().size();
   const size_t m = chat.history.size();
   for (size_t i = 0; i < appended && i < n && i < m; ++i) {
-    const Segment* s = agent.context().Find(view.entries[n - appended + i].segment_id);
+    const Segment* s = agent.context().Find(view.entries()[n - appended + i].segment_id);
     if (s != nullptr) fn(chat.history[m - appended + i], *s);
   }
 }

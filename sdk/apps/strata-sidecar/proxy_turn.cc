@@ -67,8 +67,8 @@ StatusOr<Turn> RunRounds(const ProxyOptions& options, StreamJob& job, TurnOption
   // first stores the reconciliation's events too.
   with.before_commit = [&](const Turn& turn, TurnWrites* writes) -> Status {
     if (!AnotherRound(options, turn, rounds)) RecordReply(turn, &job.view);
-    job.saved_view = job.view.ToJson();
-    writes->state.emplace_back(kClientViewKey, job.saved_view);
+    // The header and the chunks from the first entry the turn changed.
+    for (auto& write : job.view.Writes()) writes->state.push_back(std::move(write));
     if (rounds == 0)
       writes->events.insert(writes->events.end(), job.events.begin(), job.events.end());
     return Status::Ok();
@@ -110,7 +110,8 @@ StatusOr<std::shared_ptr<StreamJob>> PrepareJob(AgentRegistry& registry, const T
     STRATA_RETURN_IF_ERROR(registry.Reopen(lease));
   }
   Agent& agent = lease.agent();
-  STRATA_ASSIGN_OR_RETURN(job->view, LoadClientView(agent, &job->stored_view));
+  STRATA_ASSIGN_OR_RETURN(job->view, LoadClientView(agent));
+  if (recall_tool) job->loaded_view = job->view;
   job->notes.ignored = request.ignored;
   if (!request.model.empty() && request.model != agent.config().render.model) {
     // The agent keeps its model (its prefix, tokenizer and records are the model's): said so.
@@ -146,13 +147,16 @@ StatusOr<Turn> CompleteJob(const ProxyOptions& options, StreamJob& job,
     // A failed turn changes nothing: the rounds undid themselves; the view a committed round
     // stored and a change of tools are undone here (a lost write is repaired by the next
     // reconcile; the client's retry sets the tools again).
-    if (job.rounds_committed > 0) SaveClientViewText(agent, job.stored_view).IgnoreError();
+    if (job.rounds_committed > 0 && job.loaded_view) {
+      SaveClientView(agent, std::move(*job.loaded_view)).IgnoreError();
+    }
     if (job.before) agent.context().Rewind(std::move(*job.before)).IgnoreError();
     job.before.reset();
     return turn;
   }
-  // The view is stored: the next request of this conversation finds it without parsing it.
-  KeepClientView(std::move(job.saved_view), std::move(job.view));
+  // The view is stored: the next request of this conversation takes it without reading it back.
+  job.view.Stored();
+  KeepClientView(agent.id(), std::move(job.view));
   ExplainBreak(job.notes.outcome, &*turn);
   if (options.on_turn) options.on_turn(job.tenant, *turn);
   return turn;

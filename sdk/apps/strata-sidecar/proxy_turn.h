@@ -36,8 +36,9 @@ struct StreamJob {
   // The client's view as stored, then as the turn makes it; given to KeepClientView once the
   // turn succeeded.
   ClientView view;
-  std::string stored_view;  // the view's text as loaded: what a failed turn stores again
-  std::string saved_view;   // the view's text the last round stored
+  // With context_recall rounds (each stores the view), the view as loaded: what a failed turn
+  // stores again.
+  std::optional<ClientView> loaded_view;
   // The reconciliation's events, stored with the turn.
   std::vector<StoredEvent> events;
   TurnNotes notes;  // what the sidecar did besides sending (proxy_notes.h), known once it ran

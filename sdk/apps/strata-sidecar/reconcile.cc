@@ -146,11 +146,11 @@ namespace {
 // The view is trusted only as far as the agent still holds what it names: a segment that is gone,
 // or that an earlier replacement evicted (its view was not saved), ends it.
 void TrimViewToAgent(const Context& context, ClientView* view) {
-  for (size_t i = 0; i < view->entries.size(); ++i) {
-    const Segment* s = context.Find(view->entries[i].segment_id);
+  for (size_t i = 0; i < view->entries().size(); ++i) {
+    const Segment* s = context.Find(view->entries()[i].segment_id);
     if (s == nullptr || s->layer != Layer::kHistory ||
         (s->state == SegmentState::kEvicted && s->policy == kReconcilePolicy)) {
-      view->entries.resize(i);
+      view->Truncate(i);
       break;
     }
   }
@@ -170,7 +170,7 @@ size_t IndexOf(const std::vector<const Segment*>& history, const std::string& id
 size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
                          const std::vector<const Segment*>& history, size_t* kept,
                          std::string* reason) {
-  const size_t n = view.entries.size();
+  const size_t n = view.entries().size();
   const size_t m = chat.history.size();
   size_t& k = *kept;
   *reason = k == m ? "history truncated from " + std::to_string(n) + " to " + std::to_string(m) +
@@ -178,11 +178,11 @@ size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
                    : MessagePath(chat.history[k].index) + " (" + chat.history[k]->role +
                          ") differs from what the client sent before";
   // Inside a tool-call group, start at the assistant message that made the calls.
-  while (k > 0 && ((k < n && view.entries[k].role == "tool") ||
+  while (k > 0 && ((k < n && view.entries()[k].role == "tool") ||
                    (k < m && chat.history[k]->role == "tool"))) {
     --k;
   }
-  size_t start = IndexOf(history, view.entries[k].segment_id);
+  size_t start = IndexOf(history, view.entries()[k].segment_id);
   if (start < history.size() && history[start]->state == SegmentState::kSummarized) {
     // Summarized: its summary (the last rendered one before it) holds it; replace that too.
     for (size_t i = start; i-- > 0;) {
@@ -194,7 +194,7 @@ size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
     // The client messages the summary also holds are appended again (summaries replace whole
     // tool-call groups, so this starts at a group's beginning).
     for (size_t j = 0; j < k; ++j) {
-      if (IndexOf(history, view.entries[j].segment_id) >= start) {
+      if (IndexOf(history, view.entries()[j].segment_id) >= start) {
         k = j;
         break;
       }
@@ -208,9 +208,9 @@ size_t StartOfClientEdit(const ParsedChat& chat, const ClientView& view,
 // `*reason` when there is one.
 size_t StartOfUnknownSegments(const ClientView& view, const std::vector<const Segment*>& history,
                               std::string* reason) {
-  const size_t n = view.entries.size();
+  const size_t n = view.entries().size();
   size_t after = 0;
-  if (n > 0) after = IndexOf(history, view.entries[n - 1].segment_id) + 1;
+  if (n > 0) after = IndexOf(history, view.entries()[n - 1].segment_id) + 1;
   size_t start = history.size();
   size_t unknown = 0;
   for (size_t i = after; i < history.size(); ++i) {
@@ -297,14 +297,14 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
     outcome.system_changed = true;
   }
 
-  const size_t n = view->entries.size();
+  const size_t n = view->entries().size();
   const size_t m = chat.history.size();
   size_t k = 0;
   // A view saved before digests were canonical holds the byte digest of what the client sent.
   while (k < n && k < m &&
-         (view->entries[k].digest == chat.history[k]->digest ||
+         (view->entries()[k].digest == chat.history[k]->digest ||
           (!chat.history[k]->tool_calls.empty() &&
-           view->entries[k].digest == LegacyMessageDigest(*chat.history[k])))) {
+           view->entries()[k].digest == LegacyMessageDigest(*chat.history[k])))) {
     ++k;
   }
 
@@ -340,20 +340,20 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
                 " on: " + applied.status().message());
       }
     }
-    view->entries.resize(std::min(view->entries.size(), k));
+    view->Truncate(k);
     RecordReplacement(agent, outcome, m, n, events);
   }
 
   for (size_t i = k; i < m; ++i) {
     STRATA_ASSIGN_OR_RETURN(std::string id, AppendClientMessage(agent, chat.history[i]));
-    view->entries.push_back({chat.history[i]->digest, chat.history[i]->role, std::move(id)});
+    view->Append({chat.history[i]->digest, chat.history[i]->role, std::move(id)});
     ++outcome.appended;
   }
   return outcome;
 }
 
 void RecordReply(const Turn& turn, ClientView* view) {
-  view->entries.push_back({ReplyDigest(turn.response), "assistant", turn.assistant_segment_id});
+  view->Append({ReplyDigest(turn.response), "assistant", turn.assistant_segment_id});
 }
 
 }  // namespace strata::sidecar

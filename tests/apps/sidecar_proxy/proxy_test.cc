@@ -335,9 +335,9 @@ TEST_CASE("Proxy::ChatCompletions stores each turn in one write transaction") {
   CHECK(stored.find("answer 3") != std::string::npos);
   AgentLease lease = strata::testing::Must(h.registry->Acquire(h.tenant, "p1"));
   ClientView view = strata::testing::Must(LoadClientView(lease.agent()));
-  REQUIRE_FALSE(view.entries.empty());
-  CHECK(view.entries.back().role == "assistant");
-  CHECK(lease.agent().context().Find(view.entries.back().segment_id)->content == "answer 3");
+  REQUIRE_FALSE(view.entries().empty());
+  CHECK(view.entries().back().role == "assistant");
+  CHECK(lease.agent().context().Find(view.entries().back().segment_id)->content == "answer 3");
   CHECK(strata::testing::Must(h.registry->store().Events(lease.stored_id(), "history_replaced"))
             .size() == 1);
 }

@@ -245,7 +245,7 @@ TEST_CASE("an edited message replaces the history from the first difference",
   CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:first question",
                                                               "assistant:first answer",
                                                               "user:second question, rephrased"});
-  CHECK(stale.entries.size() == 3);
+  CHECK(stale.entries().size() == 3);
 
   // The next request reports the prefix break.
   h.transport.Respond(TextReply("rephrased answer"));
@@ -265,7 +265,7 @@ TEST_CASE("a truncated history (a retry without the reply) regenerates the answe
   CHECK(outcome.evicted_segments == 1);
   CHECK(outcome.appended == 0);
   CHECK(RenderedHistory(*h.agent) == std::vector<std::string>{"user:question"});
-  CHECK(h.view.entries.size() == 1);
+  CHECK(h.view.entries().size() == 1);
 }
 
 TEST_CASE("a history replaced while the last reply's tool calls are open", "[sidecar][reconcile]") {
@@ -397,8 +397,8 @@ TEST_CASE("the client view is persisted with the agent and survives a reopen",
   options.services.transport = &transport;
   auto agent = Must(Agent::Open(*store, "persist", options));
   ClientView view = Must(LoadClientView(*agent));
-  REQUIRE(view.entries.size() == 2);
-  CHECK(view.entries[1].role == "assistant");
+  REQUIRE(view.entries().size() == 2);
+  CHECK(view.entries()[1].role == "assistant");
   messages.push_back(AssistantText("a1"));
   messages.push_back(User("q2"));
   ReconcileOutcome outcome = Must(Reconcile(Must(ParseChatMessages(messages)), *agent, &view));
@@ -412,38 +412,86 @@ TEST_CASE("the client view is persisted with the agent and survives a reopen",
   CHECK(broken.status().code() == StatusCode::kDataLoss);
 }
 
-TEST_CASE(
-    "a client view kept by its text is taken by the load that reads it and any other text is "
-    "parsed",
-    "[sidecar][reconcile]") {
-  auto store = Must(OpenSqliteStore(TempPath("view-memo.db")));
-  Harness h("view-memo", store.get());
-  std::string text;
-  ClientView none = Must(LoadClientView(*h.agent, &text));
-  CHECK(none.entries.empty());
-  CHECK(text == ClientView().ToJson());  // what a failed turn stores again
+// The keys a view's Writes() stores, in order.
+std::vector<std::string> Keys(const std::vector<std::pair<std::string, std::string>>& writes) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : writes) keys.push_back(key);
+  return keys;
+}
+
+TEST_CASE("a client view is stored in chunks and a turn writes the chunks from its first change",
+          "[sidecar][reconcile]") {
+  auto store = Must(OpenSqliteStore(TempPath("view-chunks.db")));
+  Harness h("view-chunks", store.get());
+  CHECK(Must(LoadClientView(*h.agent)).entries().empty());
   ClientView view;
-  view.entries.push_back({"d41d8cd98f00b204e9800998ecf8427e", "user", "s1"});
-  const std::string stored = view.ToJson();
-  REQUIRE(SaveClientViewText(*h.agent, stored).ok());
-  // A view kept under the text (here one that differs from what the text says, to tell the two
-  // apart) is what a load of that text gives.
-  ClientView kept = view;
-  kept.entries.push_back({"kept-not-parsed", "assistant", "s2"});
-  KeepClientView(stored, kept);
-  ClientView loaded = Must(LoadClientView(*h.agent, &text));
-  CHECK(text == stored);
-  REQUIRE(loaded.entries.size() == 2);
-  CHECK(loaded.entries[1].digest == "kept-not-parsed");
-  // The load took it: the same text loaded again is parsed.
-  CHECK(Must(LoadClientView(*h.agent)).entries.size() == 1);
-  // Another text is parsed.
-  view.entries.push_back({"0cc175b9c0f1b6a831c399e269772661", "assistant", "s3"});
+  for (size_t i = 0; i < 2 * kClientViewChunk + 10; ++i) {
+    view.Append({"digest-" + std::to_string(i), i % 2 == 0 ? "user" : "assistant",
+                 "s" + std::to_string(i)});
+  }
   REQUIRE(SaveClientView(*h.agent, view).ok());
-  loaded = Must(LoadClientView(*h.agent, &text));
-  CHECK(text == view.ToJson());
-  REQUIRE(loaded.entries.size() == 2);
-  CHECK(loaded.entries[1].segment_id == "s3");
+  const auto stored = [&] {
+    return Must(store->GetAgentState(h.agent->id(), kClientViewKey)).value_or("");
+  };
+  // Read back from its chunks (nothing kept for this agent).
+  ClientView loaded = Must(LoadClientView(*h.agent));
+  REQUIRE(loaded.entries().size() == view.entries().size());
+  CHECK(loaded.entries()[kClientViewChunk + 3].segment_id ==
+        view.entries()[kClientViewChunk + 3].segment_id);
+  CHECK(loaded.header() == stored());
+  const std::string key0 = kClientViewKey;
+  // Appending rewrites the header and the last chunk only.
+  loaded.Append({"digest-new", "user", "s-new"});
+  CHECK(Keys(loaded.Writes()) == std::vector<std::string>{key0, ClientViewChunkKey(2)});
+  // Cut into the second chunk, the view rewrites the header only; appended to, from that chunk.
+  loaded.Truncate(kClientViewChunk + 1);
+  CHECK(Keys(loaded.Writes()) == std::vector<std::string>{key0});
+  loaded.Append({"digest-edit", "user", "s-edit"});
+  CHECK(Keys(loaded.Writes()) == std::vector<std::string>{key0, ClientViewChunkKey(1)});
+  // Committed and kept, the next load takes the kept view without reading the chunks: told apart
+  // here by an entry appended after the commit, which the store does not hold.
+  TurnWrites writes;
+  writes.agent_id = h.agent->id();
+  writes.state = loaded.Writes();
+  REQUIRE(store->CommitTurn(writes).ok());
+  loaded.Stored();
+  CHECK(loaded.header() == stored());
+  CHECK(Keys(loaded.Writes()) == std::vector<std::string>{key0});  // nothing changed since
+  // Cut short and stored, the view reads back without the entries past its header's count.
+  {
+    ClientView cut = loaded;
+    cut.Truncate(3);
+    TurnWrites header_only;
+    header_only.agent_id = h.agent->id();
+    header_only.state = cut.Writes();
+    REQUIRE(header_only.state.size() == 1);
+    REQUIRE(store->CommitTurn(header_only).ok());
+    ClientView read = Must(LoadClientView(*h.agent));
+    REQUIRE(read.entries().size() == 3);
+    CHECK(read.entries()[2].digest == "digest-2");
+    REQUIRE(store->CommitTurn(writes).ok());  // back to the longer view
+  }
+  ClientView kept = loaded;
+  kept.Append({"kept-not-stored", "assistant", "s-kept"});
+  KeepClientView(h.agent->id(), kept);
+  ClientView taken = Must(LoadClientView(*h.agent));
+  REQUIRE(taken.entries().size() == kClientViewChunk + 3);
+  CHECK(taken.entries().back().digest == "kept-not-stored");
+  // Taken: the same header loaded again is read from the chunks.
+  ClientView again = Must(LoadClientView(*h.agent));
+  REQUIRE(again.entries().size() == kClientViewChunk + 2);
+  CHECK(again.entries().back().segment_id == "s-edit");
+  // A view kept under an older header (the store changed since) is not taken.
+  KeepClientView(h.agent->id(), kept);
+  REQUIRE(SaveClientView(*h.agent, view).ok());
+  CHECK(Must(LoadClientView(*h.agent)).entries().size() == view.entries().size());
+  // A view stored whole, as before chunks, is read.
+  REQUIRE(store->PutAgentState(h.agent->id(), kClientViewKey, view.ToJson()).ok());
+  CHECK(Must(LoadClientView(*h.agent)).entries().size() == view.entries().size());
+  // A chunk missing, or fewer entries than the header says: DATA_LOSS.
+  REQUIRE(SaveClientView(*h.agent, view).ok());
+  REQUIRE(store->PutAgentState(h.agent->id(), ClientViewChunkKey(1), ClientView().ToJson()).ok());
+  CHECK(LoadClientView(*h.agent).status().code() == StatusCode::kDataLoss);
 }
 
 TEST_CASE(
@@ -460,18 +508,18 @@ TEST_CASE(
   };
   for (int round = 0; round < 200; ++round) {
     ClientView view;
-    for (size_t n = rng() % 6; n > 0; --n) view.entries.push_back({text(), text(), text()});
+    for (size_t n = rng() % 6; n > 0; --n) view.Append({text(), text(), text()});
     json doc = {{"version", 1}, {"entries", json::array()}};
-    for (const ClientView::Entry& e : view.entries)
+    for (const ClientView::Entry& e : view.entries())
       doc["entries"].push_back({e.digest, e.role, e.segment_id});
     const std::string written = view.ToJson();
     REQUIRE(written == doc.dump());
     ClientView read = Must(ClientView::FromJson(written));
-    REQUIRE(read.entries.size() == view.entries.size());
-    for (size_t i = 0; i < view.entries.size(); ++i) {
-      CHECK(read.entries[i].digest == view.entries[i].digest);
-      CHECK(read.entries[i].role == view.entries[i].role);
-      CHECK(read.entries[i].segment_id == view.entries[i].segment_id);
+    REQUIRE(read.entries().size() == view.entries().size());
+    for (size_t i = 0; i < view.entries().size(); ++i) {
+      CHECK(read.entries()[i].digest == view.entries()[i].digest);
+      CHECK(read.entries()[i].role == view.entries()[i].role);
+      CHECK(read.entries()[i].segment_id == view.entries()[i].segment_id);
     }
   }
   // Other spellings of a version 1 view are read as well.
@@ -480,8 +528,8 @@ TEST_CASE(
         R"({ "entries" : [ ["d", "user", "s1"] ], "version" : 1.0, "x": null })"}) {
     INFO(other);
     ClientView read = Must(ClientView::FromJson(other));
-    REQUIRE(read.entries.size() == 1);
-    CHECK(read.entries[0].segment_id == "s1");
+    REQUIRE(read.entries().size() == 1);
+    CHECK(read.entries()[0].segment_id == "s1");
   }
   // What is not one is refused, saying what was wrong.
   for (const char* bad :

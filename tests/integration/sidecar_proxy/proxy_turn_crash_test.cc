@@ -145,14 +145,10 @@ int64_t CheckStore(const std::string& path, int64_t answered) {
   REQUIRE(static_cast<int64_t>(records->size()) == held);
   for (const RequestRecord& r : *records) REQUIRE(r.code == StatusCode::kOk);
   // The client's view names exactly the stored turns.
-  auto view_json = store->GetAgentState(id, kClientViewKey);
-  REQUIRE(view_json.ok());
-  if (held > 0) {
-    REQUIRE(view_json->has_value());
-    ClientView view = std::move(ClientView::FromJson(**view_json)).value();
-    REQUIRE(static_cast<int64_t>(view.entries.size()) == 2 * held);
-    REQUIRE(view.entries.back().role == "assistant");
-  }
+  auto view = LoadClientView(*store, id);
+  REQUIRE(view.ok());
+  REQUIRE(static_cast<int64_t>(view->entries().size()) == 2 * held);
+  if (held > 0) REQUIRE(view->entries().back().role == "assistant");
   return held;
 }
 
