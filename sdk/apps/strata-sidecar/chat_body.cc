@@ -2,11 +2,14 @@
 #include "chat_body.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "core/json_scan.h"
 #include "core/text_memo.h"
+#include "core/text_util.h"
 
 namespace strata::sidecar {
 namespace {
@@ -27,13 +30,30 @@ internal::TextMemo<ChatTools>& Tools() {
   return *memo;  // never destroyed: used until exit
 }
 
-// The "tools" array of `body`, parsed once per distinct text; null when the scan does not find
-// one array (then the skeleton keeps "tools" as sent), *failed when its text is not JSON.
-std::shared_ptr<const ChatTools> SplitTools(std::string_view body, internal::JsonArraySplit* split,
-                                            bool* failed) {
-  if (!internal::SplitMemberArray(body, "tools", nullptr, 0, split)) return nullptr;
-  const std::string_view text =
-      body.substr(split->array_begin, split->array_end - split->array_begin);
+// The "tools" array of `body`, whose "messages" array is `messages`, parsed once per distinct
+// text; null when the scan does not find one array (then the skeleton keeps "tools" as sent: not
+// an array, given twice, a key with an escape), *failed when its text is not JSON. The messages'
+// array is stepped over, not scanned again.
+std::shared_ptr<const ChatTools> SplitTools(std::string_view body,
+                                            const internal::JsonArraySplit& messages,
+                                            std::pair<size_t, size_t>* range, bool* failed) {
+  constexpr size_t npos = std::string_view::npos;
+  int found = 0;
+  const size_t open = internal::SkipJsonSpace(body, 0);
+  if (open >= body.size() || body[open] != '{') return nullptr;
+  const size_t end = internal::WalkJsonObject(
+      body, open + 1, /*after_member=*/false, [&](std::string_view key, size_t value) -> size_t {
+        if (value == messages.array_begin) return messages.array_end;
+        if (key.find('\\') != npos) return npos;
+        const size_t value_end = internal::SkipJsonValue(body, value);
+        if (key == "tools" && value < body.size() && body[value] == '[') {
+          ++found;
+          *range = {value, value_end};
+        }
+        return value_end;
+      });
+  if (end == npos || found != 1) return nullptr;
+  const std::string_view text = body.substr(range->first, range->second - range->first);
   std::shared_ptr<const ChatTools> tools = Tools().Find(text);
   if (tools != nullptr) return tools;
   json value = json::parse(text.begin(), text.end(), nullptr, false);
@@ -46,18 +66,33 @@ std::shared_ptr<const ChatTools> SplitTools(std::string_view body, internal::Jso
   return tools;
 }
 
+}  // namespace
+
+struct ChatBodyBase {
+  std::string body;
+  internal::JsonArraySplit split;  // of "messages"
+  std::vector<std::shared_ptr<const ChatBodyMessage>> messages;
+};
+
+namespace {
+
 // The body taken apart (see chat_body.h); false to parse it whole.
-bool SplitBody(std::string_view body, ChatBody* out) {
-  internal::JsonArraySplit split;
-  if (!internal::SplitMemberArray(body, "messages", nullptr, 0, &split)) return false;
+bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* out,
+               internal::JsonArraySplit* split_out) {
+  internal::JsonArraySplit& split = *split_out;
+  const size_t prefix = previous != nullptr ? internal::CommonPrefix(previous->body, body) : 0;
+  if (!internal::SplitMemberArray(
+          body, "messages", previous != nullptr ? &previous->split : nullptr, prefix, &split)) {
+    return false;
+  }
   const std::vector<std::pair<size_t, size_t>>& elements = split.elements;
-  internal::JsonArraySplit tools_split;
+  std::pair<size_t, size_t> tools_range;
   bool tools_failed = false;
-  out->tools = SplitTools(body, &tools_split, &tools_failed);
+  out->tools = SplitTools(body, split, &tools_range, &tools_failed);
   if (tools_failed) return false;
   // The skeleton: the body with the arrays taken out written as [].
   std::vector<std::pair<size_t, size_t>> cut = {{split.array_begin, split.array_end}};
-  if (out->tools != nullptr) cut.emplace_back(tools_split.array_begin, tools_split.array_end);
+  if (out->tools != nullptr) cut.push_back(tools_range);
   std::sort(cut.begin(), cut.end());
   std::string skeleton;
   size_t at = 0;
@@ -70,7 +105,14 @@ bool SplitBody(std::string_view body, ChatBody* out) {
   if (out->fields.is_discarded() || !out->fields.is_object()) return false;
   internal::TextMemo<ChatBodyMessage>& memo = Messages();
   out->messages.reserve(elements.size());
-  for (const auto& [from, to] : elements) {
+  // The leading messages that end in the shared bytes are the previous body's.
+  out->reused = split.reused;
+  if (previous != nullptr) {
+    out->messages.assign(previous->messages.begin(),
+                         previous->messages.begin() + static_cast<std::ptrdiff_t>(split.reused));
+  }
+  for (size_t i = split.reused; i < elements.size(); ++i) {
+    const auto& [from, to] = elements[i];
     const std::string_view text = body.substr(from, to - from);
     std::shared_ptr<const ChatBodyMessage> message = memo.Find(text);
     if (message == nullptr) {
@@ -120,13 +162,60 @@ std::vector<ChatElement> ChatBody::Elements() const {
   return elements;
 }
 
-std::optional<ChatBody> ParseChatBody(std::string_view body) {
+std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase* previous,
+                                      bool keep_base) {
   ChatBody out;
-  if (SplitBody(body, &out)) return out;
+  internal::JsonArraySplit split;
+  if (SplitBody(body, previous, &out, &split)) {
+    if (keep_base) {
+      auto base = std::make_shared<ChatBodyBase>();
+      base->body = std::string(body);
+      base->split = std::move(split);
+      base->messages = out.messages;
+      out.base = std::move(base);
+    }
+    return out;
+  }
   out = ChatBody();
   out.fields = json::parse(body.begin(), body.end(), nullptr, false);
   if (out.fields.is_discarded()) return std::nullopt;
   return out;
+}
+
+struct ChatBodyBases::State {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const ChatBodyBase>> bases;  // guarded by mu
+  size_t bytes = 0;                                                            // guarded by mu
+};
+
+ChatBodyBases::ChatBodyBases() : state_(std::make_unique<State>()) {}
+ChatBodyBases::~ChatBodyBases() = default;
+
+std::shared_ptr<const ChatBodyBase> ChatBodyBases::Take(const std::string& conversation) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->bases.find(conversation);
+  if (it == state_->bases.end()) return nullptr;
+  std::shared_ptr<const ChatBodyBase> base = std::move(it->second);
+  state_->bytes -= base->body.size();
+  state_->bases.erase(it);
+  return base;
+}
+
+void ChatBodyBases::Put(const std::string& conversation, std::shared_ptr<const ChatBodyBase> base) {
+  const size_t bytes = base->body.size();
+  if (bytes > kChatBodyBasesBytes / 4) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->bases.find(conversation);
+  if (it != state_->bases.end()) {
+    state_->bytes -= it->second->body.size();
+    state_->bases.erase(it);
+  }
+  if (state_->bytes + bytes > kChatBodyBasesBytes) {
+    state_->bases.clear();
+    state_->bytes = 0;
+  }
+  state_->bases.emplace(conversation, std::move(base));
+  state_->bytes += bytes;
 }
 
 }  // namespace strata::sidecar

@@ -41,6 +41,25 @@ struct ChatTools {
   static std::shared_ptr<const ChatTools> None();  // an empty array
 };
 
+// What ParseChatBody keeps of a body so that the next body of the same conversation, which starts
+// with the same bytes, is taken apart from where the two differ (opaque; chat_body.cc).
+struct ChatBodyBase;
+
+// The bases of recent bodies by conversation (the proxy's agent), each until the next body of that
+// conversation takes it; bounded by the bytes of the bodies they hold (kChatBodyBasesBytes), past
+// which they start over. Thread safety: any thread (one lock).
+class ChatBodyBases {
+ public:
+  ChatBodyBases();
+  ~ChatBodyBases();
+  std::shared_ptr<const ChatBodyBase> Take(const std::string& conversation);
+  void Put(const std::string& conversation, std::shared_ptr<const ChatBodyBase> base);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 struct ChatBody {
   // The body. When `split`, its "messages" is an empty array and the messages are in `messages`;
   // otherwise they are in fields["messages"], as parsed.
@@ -51,15 +70,26 @@ struct ChatBody {
   // Otherwise null, and "tools" is in `fields` as sent.
   std::shared_ptr<const ChatTools> tools;
 
+  // When asked for and `split`: what the next body of the conversation is taken apart from.
+  std::shared_ptr<const ChatBodyBase> base;
+  // How many leading messages came from the previous body's base, not from the memo.
+  size_t reused = 0;
+
   // The messages of a split body for ParseChatMessages.
   std::vector<ChatElement> Elements() const;
 };
 
-// `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it).
-std::optional<ChatBody> ParseChatBody(std::string_view body);
+// `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it). With `previous`
+// (the base of an earlier body of the conversation), the messages that end in the bytes the two
+// bodies share are that body's, neither scanned nor looked up again. With `keep_base`, the result
+// carries its own base (a copy of the body).
+std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase* previous = nullptr,
+                                      bool keep_base = false);
 
 // The bound of the tools memo, charged as the messages' memo.
 inline constexpr size_t kChatToolsMemoBytes = 16u << 20;
+// The bound of the bases ChatBodyBases keeps: the bytes of their bodies.
+inline constexpr size_t kChatBodyBasesBytes = 128u << 20;
 
 // The memo's bound: the charges of the messages it keeps (3 bytes per byte of text plus 256 per
 // message: the text, what was read or parsed of it, the map's node), in bytes; it starts over

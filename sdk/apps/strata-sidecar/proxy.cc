@@ -539,12 +539,14 @@ std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   return kDerivedAgentPrefix + Hex(reinterpret_cast<const unsigned char*>(digest.data()), 8);
 }
 
-StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body, const ChatBodyBase* previous,
+                                       std::shared_ptr<const ChatBodyBase>* base) {
   // Checked on the text, before anything is built: the parser itself is iterative, but dump() and
   // comparisons of the values below recurse once per level.
   STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
-  std::optional<ChatBody> parsed = ParseChatBody(body);
+  std::optional<ChatBody> parsed = ParseChatBody(body, previous, base != nullptr);
   if (!parsed) return InvalidArgumentError(DescribeJsonError(body, "the request body"));
+  if (base != nullptr) *base = parsed->base;
   json& request = parsed->fields;
   if (!request.is_object()) {
     return InvalidArgumentError(
@@ -614,7 +616,15 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
     return ErrorReply(transport_internal::UpstreamStatus(status, {options_.upstream_api_key}),
                       upstream);
   };
-  StatusOr<ChatRequest> request = ParseChatRequest(body);
+  // A client naming its agent sends that conversation again: read from where it differs from the
+  // agent's last body.
+  const std::string conversation =
+      agent_header.empty() ? std::string() : tenant.name + '\n' + std::string(agent_header);
+  std::shared_ptr<const ChatBodyBase> previous, base;
+  if (!conversation.empty()) previous = bases_.Take(conversation);
+  StatusOr<ChatRequest> request =
+      ParseChatRequest(body, previous.get(), conversation.empty() ? nullptr : &base);
+  if (base != nullptr) bases_.Put(conversation, std::move(base));
   if (!request.ok()) return fail(request.status());
   const std::string agent_id =
       agent_header.empty() ? DerivedAgentId(request->chat) : std::string(agent_header);

@@ -107,8 +107,12 @@ struct ChatRequest {
 // "messages", "n" other than 1, a "model" that is not a string, "tools" that is not an array,
 // "stream" that is not a boolean, "stream_options" that is not an object with a boolean
 // include_usage, a field with an empty name (no upstream request may carry one), and every refusal
-// of ParseChatMessages.
-StatusOr<ChatRequest> ParseChatRequest(std::string_view body);
+// of ParseChatMessages. With `previous` (the base an earlier body of the conversation left), the
+// messages in the bytes the two share are taken from it; with `base`, *base receives this body's
+// (ParseChatBody).
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body,
+                                       const ChatBodyBase* previous = nullptr,
+                                       std::shared_ptr<const ChatBodyBase>* base = nullptr);
 
 struct ProxyOptions {
   AgentRegistry* registry = nullptr;  // required; not owned
@@ -189,6 +193,9 @@ class Proxy {
 
   ProxyOptions options_;
   std::unique_ptr<Cancellations> cancellations_;
+  // The last body of each agent named by X-Strata-Agent: the next one is read from where it
+  // differs.
+  ChatBodyBases bases_;
 };
 
 }  // namespace strata::sidecar

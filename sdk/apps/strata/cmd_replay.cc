@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/text_util.h"  // CommonPrefix
 #include "replay_budget.h"
 #include "replay_common.h"
 #include "replay_config.h"
@@ -26,7 +27,6 @@
 #include "strata/replay/trace.h"
 #include "strata/tokenizer_spec.h"
 #include "strata/transport.h"
-#include "tokenize/exact_tokenizer.h"  // CommonPrefix
 
 namespace strata::cli {
 namespace {
@@ -183,8 +183,8 @@ class TurnMeasurer {
     if (previous_serial_ != 0 && request.previous_render_serial == previous_serial_) {
       known = std::min({request.unchanged_bytes, previous_.size(), request.body.size()});
     }
-    return known + tokenize_internal::CommonPrefix(std::string_view(previous_).substr(known),
-                                                   std::string_view(request.body).substr(known));
+    return known + internal::CommonPrefix(std::string_view(previous_).substr(known),
+                                          std::string_view(request.body).substr(known));
   }
 
   // Tokens of the request's prompt the prefix-cache model (blocks of 16 tokens, fed with every

@@ -4,8 +4,8 @@
 #include <optional>
 #include <utility>
 
+#include "core/text_util.h"  // CommonPrefix
 #include "strata/tokenizer_spec.h"
-#include "tokenize/exact_tokenizer.h"  // CommonPrefix
 #include "tokenize/shared_render.h"
 
 namespace strata::agent_internal {
@@ -14,7 +14,7 @@ namespace {
 
 // Makes `kept` equal to `next`, writing only from where they differ; returns that offset.
 size_t UpdateInPlace(std::string& kept, std::string_view next) {
-  const size_t prefix = tokenize_internal::CommonPrefix(kept, next);
+  const size_t prefix = internal::CommonPrefix(kept, next);
   if (prefix == kept.size() && prefix == next.size()) return prefix;
   kept.resize(prefix);
   kept.append(next.substr(prefix));
@@ -94,7 +94,7 @@ StatusOr<std::shared_ptr<const std::string>> PromptTokens::Render(
   const bool same_template = render_template_ == &chat_template && last_.text != nullptr;
   size_t prefix = 0;
   if (same_template && last_.serial == 0) {
-    prefix = tokenize_internal::CommonPrefix(last_body_, body);
+    prefix = internal::CommonPrefix(last_body_, body);
     if (prefix == body.size() && prefix == last_body_.size()) {
       if (overhead != nullptr) *overhead = last_.overhead_tokens;
       return last_.text;

@@ -2,12 +2,22 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 
 namespace strata::internal {
+
+size_t CommonPrefix(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  constexpr size_t kChunk = 4096;
+  while (i + kChunk <= n && std::memcmp(a.data() + i, b.data() + i, kChunk) == 0) i += kChunk;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
 
 Status ValidateUtf8(std::string_view text, std::string_view what) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());

@@ -16,6 +16,9 @@ namespace strata::internal {
 // otherwise INVALID_ARGUMENT naming `what`, the offending byte and its offset.
 Status ValidateUtf8(std::string_view text, std::string_view what);
 
+// Length of the common prefix of `a` and `b` (compared 4 KB at a time with memcmp).
+size_t CommonPrefix(std::string_view a, std::string_view b);
+
 // SHA-256 of `data`: the 32 bytes of the digest, and their lowercase hex.
 std::string Sha256(std::string_view data);
 std::string Sha256Hex(std::string_view data);

@@ -34,9 +34,6 @@ class ExactTokenizer : public Tokenizer {
   virtual size_t CutContext() const { return 0; }
 };
 
-// Length of the common prefix of `a` and `b` (incremental.cc).
-size_t CommonPrefix(std::string_view a, std::string_view b);
-
 // Reads a whole file; NOT_FOUND / DATA_LOSS with the path in the message.
 StatusOr<std::string> ReadFile(const std::string& path);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/estimate_tokenizer.h"
+#include "core/text_util.h"
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
 
@@ -17,18 +18,9 @@ namespace strata {
 
 namespace tokenize_internal {
 
-size_t CommonPrefix(std::string_view a, std::string_view b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  constexpr size_t kChunk = 4096;
-  while (i + kChunk <= n && std::memcmp(a.data() + i, b.data() + i, kChunk) == 0) i += kChunk;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
 }  // namespace tokenize_internal
 
-using tokenize_internal::CommonPrefix;
+using internal::CommonPrefix;
 
 struct IncrementalEncoder::State {
   const Tokenizer* tokenizer;

@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_util.h"  // CommonPrefix
 #include "core/thread_annotations.h"
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
-#include "tokenize/exact_tokenizer.h"  // CommonPrefix
 #include "tokenize/shared_render.h"
 
 namespace strata {
@@ -115,7 +115,7 @@ class TemplateRequestCounter final : public RequestTokenCounter {
     }
     if (best == kept_.end()) {
       for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-        const size_t prefix = tokenize_internal::CommonPrefix(it->encoder.text(), prompt);
+        const size_t prefix = internal::CommonPrefix(it->encoder.text(), prompt);
         if (best == kept_.end() || prefix > best_prefix) {
           best = it;
           best_prefix = prefix;

@@ -13,9 +13,9 @@
 #include "core/json_scan.h"
 #include "core/json_text.h"
 #include "core/text_memo.h"
+#include "core/text_util.h"  // CommonPrefix
 #include "core/utf8.h"
 #include "tokenize/chat_template_internal.h"
-#include "tokenize/exact_tokenizer.h"  // CommonPrefix
 #include "tokenize/template_memo.h"
 
 namespace strata::chat_template_internal {
@@ -311,13 +311,13 @@ std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* pre
     for (auto& body : bodies) {
       if (body->id != continued->parsed_body) continue;
       const size_t known = std::min({continued->unchanged_bytes, body->text.size(), text.size()});
-      *prefix = known + tokenize_internal::CommonPrefix(std::string_view(body->text).substr(known),
-                                                        text.substr(known));
+      *prefix = known + internal::CommonPrefix(std::string_view(body->text).substr(known),
+                                               text.substr(known));
       return std::move(body);
     }
   }
   for (auto& body : bodies) {
-    const size_t shared = tokenize_internal::CommonPrefix(body->text, text);
+    const size_t shared = internal::CommonPrefix(body->text, text);
     if (best == nullptr || shared > *prefix) {
       best = std::move(body);
       *prefix = shared;

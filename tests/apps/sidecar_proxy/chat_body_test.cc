@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/status_testing.h"
+
 namespace strata::sidecar {
 namespace {
 
@@ -121,6 +123,70 @@ TEST_CASE("a chat message seen before is not parsed or read again", "[sidecar_pr
   REQUIRE(d->messages.size() == 1);
   CHECK(c->messages[0]->read == nullptr);
   CHECK(c->messages[0].get() != d->messages[0].get());
+}
+
+// The messages of `parsed` against what ReadChatMessage reads of nlohmann's parse of `body`.
+void CheckMessages(const ChatBody& parsed, const std::string& body) {
+  const json messages = json::parse(body)["messages"];
+  REQUIRE(parsed.split);
+  REQUIRE(parsed.messages.size() == messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    INFO("message " << i);
+    REQUIRE(parsed.messages[i]->read != nullptr);
+    CHECK(Describe(*parsed.messages[i]->read) ==
+          Describe(strata::testing::Must(ReadChatMessage(messages[i], 0))));
+  }
+}
+
+TEST_CASE("a body of the same conversation is read from where it differs from the previous one",
+          "[sidecar_proxy]") {
+  auto message = [](const std::string& role, const std::string& text) {
+    return json{{"role", role}, {"content", text + " (base test 41c7)"}}.dump();
+  };
+  const std::vector<std::string> first = {message("system", "be brief"), message("user", "one"),
+                                          message("assistant", "two"), message("user", "three")};
+  auto body_of = [](const std::vector<std::string>& messages) {
+    std::string body = R"({"model":"m","messages":[)";
+    for (size_t i = 0; i < messages.size(); ++i) body += (i > 0 ? "," : "") + messages[i];
+    return body + R"(],"stream":false})";
+  };
+  const std::string body1 = body_of(first);
+  std::optional<ChatBody> a = ParseChatBody(body1, nullptr, /*keep_base=*/true);
+  REQUIRE(a.has_value());
+  REQUIRE(a->base != nullptr);
+  CHECK(a->reused == 0);
+  CHECK(ParseChatBody(body1)->base == nullptr);  // only when asked for
+  // The conversation goes on: the messages before the last shared one are the previous body's.
+  std::vector<std::string> longer = first;
+  longer.push_back(message("assistant", "four"));
+  longer.push_back(message("user", "five"));
+  const std::string body2 = body_of(longer);
+  std::optional<ChatBody> b = ParseChatBody(body2, a->base.get(), true);
+  REQUIRE(b.has_value());
+  CHECK(b->reused >= 3);
+  for (size_t i = 0; i < b->reused; ++i) CHECK(b->messages[i].get() == a->messages[i].get());
+  CheckMessages(*b, body2);
+  CHECK(b->fields == json::parse(R"({"model":"m","messages":[],"stream":false})"));
+  // An edit in the middle: only the messages before it come from the previous body.
+  std::vector<std::string> edited = longer;
+  edited[1] = message("user", "one, edited");
+  const std::string body3 = body_of(edited);
+  std::optional<ChatBody> c = ParseChatBody(body3, b->base.get(), true);
+  REQUIRE(c.has_value());
+  CHECK(c->reused == 1);
+  CheckMessages(*c, body3);
+  // A body that shares nothing but its first bytes, and one with other fields first.
+  const std::string other = R"({"model":"m","messages":[)" + message("user", "else") + "]}";
+  std::optional<ChatBody> d = ParseChatBody(other, c->base.get(), true);
+  REQUIRE(d.has_value());
+  CHECK(d->reused == 0);
+  CheckMessages(*d, other);
+  const std::string reordered =
+      R"({"stream":false,"messages":[)" + first[0] + "," + first[1] + "]}";
+  std::optional<ChatBody> e = ParseChatBody(reordered, a->base.get(), true);
+  REQUIRE(e.has_value());
+  CHECK(e->reused == 0);
+  CheckMessages(*e, reordered);
 }
 
 }  // namespace

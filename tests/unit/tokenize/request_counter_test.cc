@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/text_util.h"
 #include "strata/chat_template.h"
 #include "strata/tokenizer_spec.h"
 #include "tokenize/exact_tokenizer.h"
@@ -308,8 +309,7 @@ TEST_CASE("a context's render that follows one counted is counted from its uncha
     auto counter = MakeRequestTokenCounter(**counted_with, *qwen3);
     uint64_t serial = 100;
     for (size_t i = 0; i < bodies.size(); ++i) {
-      const size_t unchanged =
-          i == 0 ? 0 : tokenize_internal::CommonPrefix(bodies[i - 1], bodies[i]);
+      const size_t unchanged = i == 0 ? 0 : internal::CommonPrefix(bodies[i - 1], bodies[i]);
       INFO(name << ", body " << i);
       StatusOr<size_t> counted =
           counter->CountRendered(bodies[i], {serial + 1, i == 0 ? 0 : serial, unchanged});
