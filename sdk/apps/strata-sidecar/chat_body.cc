@@ -38,7 +38,8 @@ std::shared_ptr<const ChatTools> SplitTools(std::string_view body,
                                             const internal::JsonArraySplit& messages,
                                             std::pair<size_t, size_t>* range, bool* failed) {
   constexpr size_t npos = std::string_view::npos;
-  int found = 0;
+  int found = 0;  // "tools" keys, whatever their values
+  bool array = false;
   const size_t open = internal::SkipJsonSpace(body, 0);
   if (open >= body.size() || body[open] != '{') return nullptr;
   const size_t end = internal::WalkJsonObject(
@@ -46,13 +47,14 @@ std::shared_ptr<const ChatTools> SplitTools(std::string_view body,
         if (value == messages.array_begin) return messages.array_end;
         if (key.find('\\') != npos) return npos;
         const size_t value_end = internal::SkipJsonValue(body, value);
-        if (key == "tools" && value < body.size() && body[value] == '[') {
+        if (key == "tools") {
           ++found;
+          array = value < body.size() && body[value] == '[';
           *range = {value, value_end};
         }
         return value_end;
       });
-  if (end == npos || found != 1) return nullptr;
+  if (end == npos || found != 1 || !array) return nullptr;
   const std::string_view text = body.substr(range->first, range->second - range->first);
   std::shared_ptr<const ChatTools> tools = Tools().Find(text);
   if (tools != nullptr) return tools;

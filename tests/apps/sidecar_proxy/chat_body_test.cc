@@ -83,10 +83,11 @@ TEST_CASE("a chat body parses as nlohmann parses it whether its messages were se
       R"({"messages":[)" + user + R"(,{"role":"robot","content":"x"}]})",   // refused when read
       R"({"messages":[)" + user + R"(,{"role":"tool","content":"x"}]})",    // no tool_call_id
       R"({"tools":[{"type":"function","function":{"name":"f"}}],"messages":[)" + user + "]}",
-      R"({"messages":[)" + user + R"(],"tools" : [ ] })",          // empty tools
-      R"({"messages":[)" + user + R"(],"tools":null})",            // tools not an array
-      R"({"messages":[)" + user + R"(],"tools":[1,],"n":1})",      // tools not JSON
-      R"({"messages":[)" + user + R"(],"tools":[],"tools":[2]})",  // tools twice
+      R"({"messages":[)" + user + R"(],"tools" : [ ] })",            // empty tools
+      R"({"messages":[)" + user + R"(],"tools":null})",              // tools not an array
+      R"({"messages":[)" + user + R"(],"tools":[1,],"n":1})",        // tools not JSON
+      R"({"messages":[)" + user + R"(],"tools":[],"tools":[2]})",    // tools twice
+      R"({"messages":[)" + user + R"(],"tools":[1],"tools":null})",  // an array, then null
       "",
   };
   for (int pass = 0; pass < 2; ++pass) {  // the second pass finds the messages in the memo
