@@ -251,6 +251,32 @@ void RunTurn(const ChatRequest& request, const std::string& agent_id, const json
 
 }  // namespace
 
+// The body read again from the base another body of the conversation left (itself, the request
+// written back, the body without its last message as json writes it): the same request.
+void CheckContinued(std::string_view text, const json& body, const ChatRequest& request) {
+  json shorter = body;
+  shorter["messages"].erase(shorter["messages"].size() - 1);
+  for (const std::string& previous : {std::string(text), Rewrite(request), shorter.dump()}) {
+    std::shared_ptr<const strata::sidecar::ChatBodyBase> base;
+    (void)strata::sidecar::ParseChatRequest(previous, nullptr, &base);
+    if (base == nullptr) continue;
+    strata::StatusOr<ChatRequest> again = strata::sidecar::ParseChatRequest(text, base.get());
+    STRATA_FUZZ_CHECK(again.ok(),
+                      "a body read from another's base is refused: " + again.status().ToString());
+    STRATA_FUZZ_CHECK(again->chat.SystemPrompts() == request.chat.SystemPrompts() &&
+                          again->chat.history.size() == request.chat.history.size(),
+                      "a body read from another's base has other messages");
+    for (size_t i = 0; i < request.chat.history.size(); ++i) {
+      STRATA_FUZZ_CHECK(again->chat.history[i]->digest == request.chat.history[i]->digest &&
+                            again->chat.history[i].index == request.chat.history[i].index,
+                        "history[" + std::to_string(i) + "] differs when read from a base");
+    }
+    STRATA_FUZZ_CHECK(again->forwarded == request.forwarded && again->model == request.model &&
+                          again->tools->value == request.tools->value,
+                      "the fields differ when read from a base");
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text = strata::fuzz::AsText(data, size);
   strata::StatusOr<ChatRequest> request = strata::sidecar::ParseChatRequest(text);
@@ -266,6 +292,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckFields(*request, body);
   CheckPairing(request->chat, body["messages"]);
   CheckRewrite(*request);
+  CheckContinued(text, body, *request);
   const std::string agent_id = strata::sidecar::Proxy::DerivedAgentId(request->chat);
   strata::Status valid = strata::sidecar::CheckAgentId(agent_id, "X-Strata-Agent");
   STRATA_FUZZ_CHECK(valid.ok(), "a derived agent id is refused: " + valid.ToString());
