@@ -5,11 +5,14 @@
 // messages arrive again and again, byte for byte. ParseChatBody cuts the "messages" array into its
 // elements with a light scan and parses and reads only the elements it has not seen before (a
 // memo of recent message texts, process-wide and bounded); its "tools" array, sent again as well,
-// is parsed once per distinct text the same way; the rest of the body is parsed as it is. A body
-// the scan does not take apart (not an object, "messages" given twice, a key with an escape, an
-// element that does not parse) is parsed whole, so results and errors are those of the whole parse.
+// is parsed once per distinct text the same way; the rest of the body is parsed as it is. Given the
+// base an earlier body of the same conversation left (ChatBodyBases keeps them), the messages in
+// the bytes the two bodies share are that body's, neither scanned nor looked up. A body the scan
+// does not take apart (not an object, "messages" given twice, a key with an escape, an element
+// that does not parse) is parsed whole, so results and errors are those of the whole parse.
 //
-// Thread safety: ParseChatBody may be called from any thread (the memo has its own lock).
+// Thread safety: ParseChatBody may be called from any thread (the memos have their own locks); a
+// base is immutable once made.
 #ifndef STRATA_APPS_STRATA_SIDECAR_CHAT_BODY_H_
 #define STRATA_APPS_STRATA_SIDECAR_CHAT_BODY_H_
 
@@ -17,6 +20,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
