@@ -243,7 +243,9 @@ TEST_CASE("gRPC transport against a Python grpcio server: streaming, metadata, d
   // The deadline reached the server as grpc-timeout (no deadline: time_remaining would be null).
   REQUIRE(first["time_remaining"].is_number());
   CHECK(first["time_remaining"].get<double>() > 0);
-  CHECK(first["time_remaining"].get<double>() <= 20.0);
+  // grpcio converts the deadline from the monotonic clock and reads what remains against the wall
+  // clock: on a busy machine it has read up to a tenth of a second more than the 20 s sent.
+  CHECK(first["time_remaining"].get<double>() <= 21.0);
 }
 
 TEST_CASE("gRPC status codes map to the same strata codes", "[grpc][python]") {
