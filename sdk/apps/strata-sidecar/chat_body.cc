@@ -19,9 +19,8 @@ using json = nlohmann::json;
 // Read messages by their text, process-wide: each entry is charged its text, about twice that
 // for what was read, and the map's node.
 size_t MessageCharge(size_t text_bytes) { return 3 * text_bytes + 256; }
-internal::TextMemo<ChatBodyMessage>& Messages() {
-  static auto* memo =
-      new internal::TextMemo<ChatBodyMessage>(kChatMessageMemoBytes, &MessageCharge);
+internal::TextMemo<ChatElement>& Messages() {
+  static auto* memo = new internal::TextMemo<ChatElement>(kChatMessageMemoBytes, &MessageCharge);
   return *memo;  // never destroyed: used until exit
 }
 
@@ -73,7 +72,7 @@ std::shared_ptr<const ChatTools> SplitTools(std::string_view body,
 struct ChatBodyBase {
   std::string body;
   internal::JsonArraySplit split;  // of "messages"
-  std::vector<std::shared_ptr<const ChatBodyMessage>> messages;
+  std::vector<std::shared_ptr<const ChatElement>> messages;
 };
 
 namespace {
@@ -105,7 +104,7 @@ bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* ou
   skeleton.append(body.substr(at));
   out->fields = json::parse(skeleton, nullptr, false);
   if (out->fields.is_discarded() || !out->fields.is_object()) return false;
-  internal::TextMemo<ChatBodyMessage>& memo = Messages();
+  internal::TextMemo<ChatElement>& memo = Messages();
   out->messages.reserve(elements.size());
   // The leading messages that end in the shared bytes are the previous body's.
   out->reused = split.reused;
@@ -116,9 +115,9 @@ bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* ou
   for (size_t i = split.reused; i < elements.size(); ++i) {
     const auto& [from, to] = elements[i];
     const std::string_view text = body.substr(from, to - from);
-    std::shared_ptr<const ChatBodyMessage> message = memo.Find(text);
+    std::shared_ptr<const ChatElement> message = memo.Find(text);
     if (message == nullptr) {
-      auto parsed = std::make_shared<ChatBodyMessage>();
+      auto parsed = std::make_shared<ChatElement>();
       parsed->value = json::parse(text.begin(), text.end(), nullptr, false);
       if (parsed->value.is_discarded()) return false;
       StatusOr<ChatMessage> read = ReadChatMessage(parsed->value, 0);
@@ -153,15 +152,6 @@ std::shared_ptr<const ChatTools> ChatTools::Of(json value) {
 std::shared_ptr<const ChatTools> ChatTools::None() {
   static const std::shared_ptr<const ChatTools> none = Of(json::array());
   return none;
-}
-
-std::vector<ChatElement> ChatBody::Elements() const {
-  std::vector<ChatElement> elements;
-  elements.reserve(messages.size());
-  for (const auto& m : messages) {
-    elements.push_back({m->read, m->read != nullptr ? nullptr : &m->value});
-  }
-  return elements;
 }
 
 std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase* previous,

@@ -28,13 +28,6 @@
 
 namespace strata::sidecar {
 
-// One element of "messages": read, or, when ReadChatMessage refused it, its JSON (for
-// ParseChatMessages to say why, naming its index).
-struct ChatBodyMessage {
-  std::shared_ptr<const ChatMessage> read;
-  nlohmann::json value;  // null when `read`
-};
-
 // A request's "tools": the array the client sent, and each tool as Context::SetTools keeps it
 // (nlohmann's compact dump), so that an agent's tools are compared with them without parsing.
 struct ChatTools {
@@ -69,7 +62,7 @@ struct ChatBody {
   // otherwise they are in fields["messages"], as parsed.
   nlohmann::json fields;
   bool split = false;
-  std::vector<std::shared_ptr<const ChatBodyMessage>> messages;  // when `split`, in order
+  std::vector<std::shared_ptr<const ChatElement>> messages;  // when `split`, in order
   // When `split` and "tools" is an array: the array, and fields["tools"] is an empty array.
   // Otherwise null, and "tools" is in `fields` as sent.
   std::shared_ptr<const ChatTools> tools;
@@ -78,9 +71,6 @@ struct ChatBody {
   std::shared_ptr<const ChatBodyBase> base;
   // How many leading messages came from the previous body's base, not from the memo.
   size_t reused = 0;
-
-  // The messages of a split body for ParseChatMessages.
-  std::vector<ChatElement> Elements() const;
 };
 
 // `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it). With `previous`

@@ -42,10 +42,11 @@ std::string MessagePath(size_t index);
 // or an array of text parts, a tool message without "tool_call_id", malformed tool calls.
 StatusOr<ChatMessage> ReadChatMessage(const nlohmann::json& message, size_t index);
 
-// One element of a request's "messages" for ParseChatMessages: read already, or its JSON.
+// One element of a request's "messages": read, or, when ReadChatMessage refused it, its JSON (for
+// ParseChatMessages to say why, naming its index).
 struct ChatElement {
   std::shared_ptr<const ChatMessage> read;
-  const nlohmann::json* value = nullptr;  // when `read` is null
+  nlohmann::json value;  // null when `read`
 };
 
 // A message of a request's list: what was read of it (shared, so that a message sent again is

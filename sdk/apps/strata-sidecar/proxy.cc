@@ -593,7 +593,7 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body, const ChatBodyBase
     }
   }
   if (parsed->split) {
-    STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(parsed->Elements()));
+    STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(parsed->messages));
   } else {
     STRATA_ASSIGN_OR_RETURN(out.chat, ParseChatMessages(request["messages"]));
   }

@@ -52,27 +52,18 @@ std::vector<std::string> ParsedChat::SystemPrompts() const {
   return prompts;
 }
 
-StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
-  if (!messages.is_array()) {
-    return InvalidArgumentError("\"messages\" must be an array of chat messages");
-  }
-  std::vector<ChatElement> elements;
-  elements.reserve(messages.size());
-  for (const json& m : messages) elements.push_back({nullptr, &m});
-  return ParseChatMessages(elements);
-}
+namespace {
 
-StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages) {
+// The `count` messages of a request, each given by `read_at(i)` (read already, or read
+// now), checked in their order.
+template <typename ReadAt>
+StatusOr<ParsedChat> ParseInOrder(size_t count, const ReadAt& read_at) {
   ParsedChat chat;
-  chat.history.reserve(messages.size());
+  chat.history.reserve(count);
   std::vector<std::string> open;  // tool calls of the last assistant message without a result
   size_t open_from = 0;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    std::shared_ptr<const ChatMessage> read = messages[i].read;
-    if (read == nullptr) {
-      STRATA_ASSIGN_OR_RETURN(ChatMessage m, ReadChatMessage(*messages[i].value, i));
-      read = std::make_shared<const ChatMessage>(std::move(m));
-    }
+  for (size_t i = 0; i < count; ++i) {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ChatMessage> read, read_at(i));
     const ChatMessage& out = *read;
     const std::string& role = out.role;
     if (role == "system" || role == "developer") {
@@ -139,6 +130,30 @@ StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages)
                                 "message or tool results for the proxy to answer");
   }
   return chat;
+}
+
+// What ReadChatMessage reads of `message`, shared.
+StatusOr<std::shared_ptr<const ChatMessage>> ReadShared(const json& message, size_t index) {
+  STRATA_ASSIGN_OR_RETURN(ChatMessage read, ReadChatMessage(message, index));
+  return std::make_shared<const ChatMessage>(std::move(read));
+}
+
+}  // namespace
+
+StatusOr<ParsedChat> ParseChatMessages(const json& messages) {
+  if (!messages.is_array()) {
+    return InvalidArgumentError("\"messages\" must be an array of chat messages");
+  }
+  return ParseInOrder(messages.size(), [&](size_t i) { return ReadShared(messages[i], i); });
+}
+
+StatusOr<ParsedChat> ParseChatMessages(
+    const std::vector<std::shared_ptr<const ChatElement>>& messages) {
+  return ParseInOrder(messages.size(),
+                      [&](size_t i) -> StatusOr<std::shared_ptr<const ChatMessage>> {
+                        if (messages[i]->read != nullptr) return messages[i]->read;
+                        return ReadShared(messages[i]->value, i);
+                      });
 }
 
 namespace {

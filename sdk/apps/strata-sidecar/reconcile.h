@@ -63,7 +63,8 @@ StatusOr<ParsedChat> ParseChatMessages(const nlohmann::json& messages);
 // The same for the array's elements, in order (ParseChatBody keeps them apart and reads each
 // distinct message once). A message's own errors (ReadChatMessage) are reported before those of
 // its place in the list.
-StatusOr<ParsedChat> ParseChatMessages(const std::vector<ChatElement>& messages);
+StatusOr<ParsedChat> ParseChatMessages(
+    const std::vector<std::shared_ptr<const ChatElement>>& messages);
 
 // What one reconciliation did.
 struct ReconcileOutcome {

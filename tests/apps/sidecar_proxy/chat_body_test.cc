@@ -47,7 +47,7 @@ void CheckAsWholeParse(const std::string& body) {
   REQUIRE(parsed->messages.size() == messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
     INFO("message " << i);
-    const ChatBodyMessage& got = *parsed->messages[i];
+    const ChatElement& got = *parsed->messages[i];
     StatusOr<ChatMessage> read = ReadChatMessage(messages[i], 0);
     REQUIRE((got.read != nullptr) == read.ok());
     if (read.ok()) {
