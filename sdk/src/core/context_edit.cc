@@ -219,28 +219,32 @@ void Context::Impl::PointDuplicatesAtHidden(const std::string& policy,
       hidden_calls.emplace(segment.tool_call_id, segment.state);
     }
   }
-  if (hidden_calls.empty()) return;
-  for (size_t j = 0; j < history_.size(); ++j) {
-    const Segment& d = history_[j];
-    if (changed.count(j) || !IsRendered(d) || d.state != SegmentState::kLive ||
-        d.hygiene != HygieneAction::kDeduplicated) {
-      continue;
+  for (const auto& [call, state] : hidden_calls) {
+    auto duplicates = duplicates_of_.find(call);
+    if (duplicates == duplicates_of_.end()) continue;
+    for (const std::string& id : duplicates->second) {
+      auto where = index_.find(id);
+      if (where == index_.end() || where->second.first != Layer::kHistory) continue;
+      const size_t j = where->second.second;
+      const Segment& d = history_[j];
+      if (changed.count(j) || !IsRendered(d) || d.state != SegmentState::kLive ||
+          d.hygiene != HygieneAction::kDeduplicated || d.duplicate_of != call) {
+        continue;
+      }
+      Segment s = d;
+      const std::string anchor = "result of call " + d.duplicate_of;
+      const size_t at = s.content.find(anchor);
+      const std::string note = ", which is " + std::string(SegmentStateName(state)) +
+                               " (context_recall " + s.recall_id + " gives it back)";
+      if (at != std::string::npos) {
+        s.content.insert(at + anchor.size(), note);
+      } else {
+        s.content = "[strata: output identical to the " + anchor + note + "]";
+      }
+      s.policy = policy;
+      s.tokens = CountTokens(s);
+      changed.emplace(j, std::move(s));
     }
-    auto hidden = hidden_calls.find(d.duplicate_of);
-    if (hidden == hidden_calls.end()) continue;
-    Segment s = d;
-    const std::string anchor = "result of call " + d.duplicate_of;
-    const size_t at = s.content.find(anchor);
-    const std::string note = ", which is " + std::string(SegmentStateName(hidden->second)) +
-                             " (context_recall " + s.recall_id + " gives it back)";
-    if (at != std::string::npos) {
-      s.content.insert(at + anchor.size(), note);
-    } else {
-      s.content = "[strata: output identical to the " + anchor + note + "]";
-    }
-    s.policy = policy;
-    s.tokens = CountTokens(s);
-    changed.emplace(j, std::move(s));
   }
 }
 
@@ -364,8 +368,11 @@ Status Context::Impl::CommitEdit(PreparedEdit& prepared) {
   if (!prepared.hidden_calls.empty()) {
     // A later identical output is rendered in full again (and becomes the new original), rather
     // than pointing at one the model no longer sees.
-    for (auto it = output_index_.begin(); it != output_index_.end();) {
-      it = prepared.hidden_calls.count(it->second) ? output_index_.erase(it) : std::next(it);
+    for (const auto& [call, state] : prepared.hidden_calls) {
+      auto keys = output_keys_of_call_.find(call);
+      if (keys == output_keys_of_call_.end()) continue;
+      for (const std::string& key : keys->second) output_index_.erase(key);
+      output_keys_of_call_.erase(keys);
     }
   }
   next_seq_ = prepared.next_seq;

@@ -86,7 +86,8 @@ StatusOr<std::string> Context::Impl::AppendToolResult(ToolResult result) {
   change.upserted.insert(change.upserted.begin(), s);
   STRATA_RETURN_IF_ERROR(Record(change, turn_));
   open_calls_.erase(std::find(open_calls_.begin(), open_calls_.end(), s.tool_call_id));
-  if (!output_key.empty()) output_index_.emplace(std::move(output_key), s.tool_call_id);
+  if (!output_key.empty()) IndexOutput(std::move(output_key), s.tool_call_id);
+  if (s.hygiene == HygieneAction::kDeduplicated) duplicates_of_[s.duplicate_of].push_back(s.id);
   for (auto& [id, original] : change.originals) recall_.emplace(id, std::move(original));
   CountHygiene(s, +1);
   return ApplyHistoryAppend(std::move(s));
@@ -172,6 +173,11 @@ void Context::Impl::RegisterCalls(const Segment& s) {
   for (const ToolCall& call : s.tool_calls) {
     open_calls_.push_back(call.id);
   }
+}
+
+void Context::Impl::IndexOutput(std::string key, const std::string& call) {
+  auto [entry, added] = output_index_.try_emplace(std::move(key), call);
+  if (added) output_keys_of_call_[call].push_back(entry->first);
 }
 
 void Context::Impl::CountHygiene(const Segment& s, int sign) {

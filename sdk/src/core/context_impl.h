@@ -336,6 +336,8 @@ class Context::Impl {
   const ToolCall* FindLastCall(std::string_view id) const;
   void RegisterCalls(const Segment& s);
   void CountHygiene(const Segment& s, int sign);
+  // Adds output_index_[key] = call unless the key is there already (the first output stays).
+  void IndexOutput(std::string key, const std::string& call);
   void ApplyHygiene(Segment& s, std::string content, bool is_error, const ToolCall& call,
                     ContextChange& change, std::string& output_key) const;
   void KeepOriginal(const std::string& recall_id, std::string original,
@@ -439,6 +441,15 @@ class Context::Impl {
       internal::kNoOffset;               // history index of the last assistant message with calls
   std::vector<std::string> open_calls_;  // of the last assistant message
   std::unordered_map<std::string, std::string> output_index_;        // OutputKey -> first call id
+  // The reverse of output_index_: call id -> the OutputKeys that map to it there (one, unless a
+  // client gave two calls the same id). A hidden call's entries are found without walking every
+  // output (CommitEdit).
+  std::unordered_map<std::string, std::vector<std::string>> output_keys_of_call_;
+  // Call id -> the ids of the history segments deduplicated against its output, in append order
+  // (entries are only added: a reader checks that the segment still points at the call). An edit
+  // that hides a call's result finds the duplicates to point at it without walking the history
+  // (PointDuplicatesAtHidden).
+  std::unordered_map<std::string, std::vector<std::string>> duplicates_of_;
   std::unordered_map<std::string, std::string> recall_;              // recall id -> original
   std::unordered_map<std::string, std::pair<Layer, size_t>> index_;  // segment id -> location
 

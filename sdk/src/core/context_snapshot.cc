@@ -87,10 +87,11 @@ Status Context::Impl::ReplaySnapshotHistory(std::vector<Segment> history) {
       if (s.hygiene != HygieneAction::kDeduplicated && s.state == SegmentState::kLive) {
         const ToolCall& call = *FindLastCall(s.tool_call_id);
         auto original = s.recall_id.empty() ? recall_.end() : recall_.find(s.recall_id);
-        output_index_.emplace(OutputKey(call.name, call.arguments,
-                                        original == recall_.end() ? s.content : original->second),
-                              s.tool_call_id);
+        IndexOutput(OutputKey(call.name, call.arguments,
+                              original == recall_.end() ? s.content : original->second),
+                    s.tool_call_id);
       }
+      if (s.hygiene == HygieneAction::kDeduplicated) duplicates_of_[s.duplicate_of].push_back(s.id);
       CountHygiene(s, +1);
     } else if (!open_calls_.empty()) {
       return InvalidArgumentError("snapshot history: segment \"" + s.id +

@@ -175,6 +175,70 @@ TEST_CASE("a deduplicated result never points at an output compaction hid", "[co
   CHECK(find(*third).content == output);
 }
 
+TEST_CASE("a restored context points each duplicate at an output compaction hid",
+          "[compact][budget]") {
+  ContextOptions options;
+  options.agent.id = "dedup-restored";
+  auto context = testing::NewContext(options);
+  REQUIRE(context->AppendUser("task").ok());
+  const std::string output = Output("same", 400);
+  const std::string other = Output("other", 400);
+  std::vector<std::string> ids;
+  // c1 and c3 answer with `output`, c2 with `other`; c4 and c5 repeat c1's, c6 repeats c2's.
+  const char* calls[][2] = {{"c1", "ls"}, {"c2", "pwd"}, {"c3", "ls"},
+                            {"c4", "ls"}, {"c5", "ls"},  {"c6", "pwd"}};
+  for (const auto& [call, command] : calls) {
+    const std::string args = std::string("{\"command\":\"") + command + "\"}";
+    REQUIRE(context->AppendAssistant({"", "", {{call, "bash", args}}}).ok());
+    auto id =
+        context->AppendToolResult({call, command == std::string("ls") ? output : other, false});
+    REQUIRE(id.ok());
+    ids.push_back(*id);
+  }
+  auto restored = Context::Restore(context->options(), context->Snapshot());
+  REQUIRE(restored.ok());
+  Context& c = **restored;
+  auto find = [&](const std::string& id) {
+    for (const Segment& s : c.Segments()) {
+      if (s.id == id) return s;
+    }
+    FAIL("no segment " << id);
+    return Segment{};
+  };
+  for (size_t i : {2, 3, 4}) CHECK_THAT(find(ids[i]).content, Catch::Contains("result of call c1"));
+  CHECK_THAT(find(ids[5]).content, Catch::Contains("result of call c2"));
+
+  HistoryEdit edit;
+  edit.edits.push_back({ids[0], SegmentEdit::Action::kMask, "[masked output of ls]"});
+  edit.edits.push_back({ids[3], SegmentEdit::Action::kMask, "[masked duplicate]"});
+  auto applied = c.ApplyEdit(edit, "test@1", "test");
+  INFO(applied.status().ToString());
+  REQUIRE(applied.ok());
+  // The live duplicates of c1 say it is hidden; the one the edit masks stays as the edit left it;
+  // the duplicate of c2, which is still shown, is untouched.
+  for (size_t i : {2, 4}) {
+    CHECK_THAT(find(ids[i]).content, Catch::Contains("result of call c1, which is masked"));
+    CHECK(find(ids[i]).policy == "test@1");
+  }
+  CHECK(find(ids[3]).state == SegmentState::kMasked);
+  CHECK(find(ids[3]).content == "[masked duplicate]");
+  CHECK_THAT(find(ids[5]).content, !Catch::Contains("which is"));
+
+  // The next identical output is rendered in full; one identical to c2's still points at c2.
+  REQUIRE(c.AppendAssistant(
+               {"",
+                "",
+                {{"c7", "bash", "{\"command\":\"ls\"}"}, {"c8", "bash", "{\"command\":\"pwd\"}"}}})
+              .ok());
+  auto seventh = c.AppendToolResult({"c7", output, false});
+  auto eighth = c.AppendToolResult({"c8", other, false});
+  REQUIRE(seventh.ok());
+  REQUIRE(eighth.ok());
+  CHECK(find(*seventh).content == output);
+  CHECK(find(*eighth).hygiene == HygieneAction::kDeduplicated);
+  CHECK_THAT(find(*eighth).content, Catch::Contains("result of call c2"));
+}
+
 TEST_CASE("summaries keep the recall id of every item they omit", "[compact][summary]") {
   auto tokenizer = MakeEstimateTokenizer(4.0);
   std::vector<Segment> span;
