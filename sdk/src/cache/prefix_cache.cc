@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/thread_annotations.h"
 
 namespace strata {
@@ -380,7 +381,9 @@ class PrefixCacheModel::Impl {
 
   mutable internal::Mutex mu_;
   std::list<Node> lru_ STRATA_GUARDED_BY(mu_);  // front = newest
-  std::unordered_map<uint64_t, std::list<Node>::iterator> index_ STRATA_GUARDED_BY(mu_);
+  // Block hash -> its node. An open-addressing table: a long agent's turn inserts and looks up
+  // its new blocks among millions held, and node-based maps spent a cache miss per bucket step.
+  absl::flat_hash_map<uint64_t, std::list<Node>::iterator> index_ STRATA_GUARDED_BY(mu_);
   std::unordered_map<std::string, size_t> salt_blocks_ STRATA_GUARDED_BY(mu_);
   std::vector<uint64_t> last_chain_ STRATA_GUARDED_BY(mu_);  // the hashes of the chain inserted last
   bool front_valid_ STRATA_GUARDED_BY(mu_) = false;  // see SharedWithLast
