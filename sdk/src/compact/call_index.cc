@@ -56,7 +56,7 @@ bool CallIndex::Add(size_t from) {
   t_.valid = true;
   if (t_.calls.empty()) t_.calls.resize(TableSize(h.size()));
   if (t_.latest.empty()) t_.latest.resize(TableSize(h.size()));
-  t_.superseded.resize(h.size(), false);
+  t_.superseded.resize(h.size(), 0);
   t_.segments = h.size();
   for (size_t i = from; i < h.size(); ++i) {
     if (h[i]->tool_calls.empty()) continue;
@@ -90,7 +90,7 @@ bool CallIndex::Add(size_t from) {
       if (e.key != key) continue;
       const ToolCall* other = Of(e.result);
       if (other != nullptr && other->name == call.name && other->arguments == call.arguments) {
-        t_.superseded[e.result] = true;
+        t_.superseded[e.result] = 1;
         e.result = static_cast<uint32_t>(i);
         break;
       }

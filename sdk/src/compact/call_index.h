@@ -7,7 +7,7 @@
 //
 //   CallIndex calls(input, facts);
 //   const ToolCall* call = calls.Of(i);                   // the call tool result history[i]
-//   answers const std::vector<bool>& later = calls.Superseded();  // a later result answers the
+//   const std::vector<uint8_t>& later = calls.Superseded();  // 1: a later result answers the
 //   same call
 //
 // Thread safety: one plan's (like its SegmentFacts).
@@ -33,8 +33,9 @@ class CallIndex {
   // (of the last assistant message holding that id, its last call with it); null when none.
   const ToolCall* Of(size_t i) const;
   // superseded[k]: history[k] is a tool result whose call (Of) has the same tool name and arguments
-  // as the call of a later tool result. Parallel to the history.
-  const std::vector<bool>& Superseded() const { return t_.superseded; }
+  // as the call of a later tool result (1, else 0). Parallel to the history. Bytes, not bits: a
+  // plan reads it at every candidate it looks at.
+  const std::vector<uint8_t>& Superseded() const { return t_.superseded; }
   // Whether the tables were continued from the last plan's (not built from every segment).
   bool continued() const { return continued_; }
 

@@ -248,7 +248,7 @@ class StrataPolicy final : public CompactionPolicy {
   // Which history segments the plan must not touch (protect[i] for in.history[i]), and where the
   // task (the first user message) is.
   struct Protected {
-    std::vector<bool> protect;
+    std::vector<uint8_t> protect;  // 1: protected (bytes: every candidate scan reads it)
     size_t first_user = 0;         // index of the first user message, or history.size()
     bool keep_first_user = false;  // the task is never summarized
   };
@@ -276,7 +276,7 @@ class StrataPolicy final : public CompactionPolicy {
     }
     Protected out;
     out.keep_first_user = options_.keep_first_user && level != Protection::kPinsOnly;
-    out.protect.assign(n, false);
+    out.protect.assign(n, 0);
     out.first_user = n;
     for (size_t i = 0; i < n; ++i) {
       if (rows[i].bits & kRowUser) {
@@ -301,8 +301,9 @@ class StrataPolicy final : public CompactionPolicy {
     // identifiers the plan's SegmentFacts hold, which outlive the signals: none is copied, and a
     // lookup costs one hash however many turns the window holds.
     std::unordered_map<std::string_view, int64_t> last_use;
-    // superseded[i]: a later call with the same tool and arguments superseded result i.
-    std::vector<bool> superseded;
+    // (*superseded)[i]: a later call with the same tool and arguments superseded result i (the
+    // plan's CallIndex::Superseded, which outlives the signals).
+    const std::vector<uint8_t>* superseded = nullptr;
 
     // Whether a message of the window, of a turn after `after`, mentions `name` (kAnyTurn: any).
     static constexpr int64_t kAnyTurn = std::numeric_limits<int64_t>::min();
@@ -327,7 +328,7 @@ class StrataPolicy final : public CompactionPolicy {
         }
       }
     }
-    use.superseded = calls.Superseded();
+    use.superseded = &calls.Superseded();
     return use;
   }
 
@@ -340,7 +341,7 @@ class StrataPolicy final : public CompactionPolicy {
         (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
       return Use::kStale;
     }
-    if (options_.cost_model && signals.superseded[i]) return Use::kSuperseded;
+    if (options_.cost_model && (*signals.superseded)[i]) return Use::kSuperseded;
     return std::nullopt;
   }
 
@@ -379,7 +380,7 @@ class StrataPolicy final : public CompactionPolicy {
   // boundary that reaches its need, so older ones are never chosen): they are found newest first.
   std::vector<Candidate> FindCandidates(const CompactionInput& in,
                                         const std::vector<SegmentRow>& rows,
-                                        const std::vector<bool>& protect, const CallIndex& calls,
+                                        const std::vector<uint8_t>& protect, const CallIndex& calls,
                                         const UseSignals& signals, bool below, bool after_use,
                                         size_t enough, SegmentFacts& facts) const {
     const size_t n = rows.size();
@@ -405,7 +406,7 @@ class StrataPolicy final : public CompactionPolicy {
       // Below the trigger a segment is a candidate only if its row says it may be or a later
       // result superseded it: the others are not looked at.
       if (below && !(rows[i].bits & kRowBelowCandidate) &&
-          !(signals.superseded[i] && (rows[i].bits & kRowLiveResult)))
+          !((*signals.superseded)[i] && (rows[i].bits & kRowLiveResult)))
         continue;
       std::optional<Candidate> c =
           CandidateAt(in, i, calls, signals, below, after_use, present, ensure_present, facts);

@@ -83,8 +83,8 @@ struct KeptCallTables {
   size_t calls_used = 0;
   std::vector<Latest> latest;
   size_t latest_used = 0;
-  std::vector<bool> superseded;  // by history index (CallIndex::Superseded)
-  size_t orphans = 0;            // tool results whose call is not in the history
+  std::vector<uint8_t> superseded;  // by history index (CallIndex::Superseded)
+  size_t orphans = 0;               // tool results whose call is not in the history
 };
 
 // The names SegmentFacts::MessageNames() gives, kept with the facts from one plan to the next for

@@ -99,6 +99,9 @@ bool SplitMemberArray(std::string_view t, std::string_view key, const JsonArrayS
                                                         return e.second < prefix;
                                                       }) -
                                  base->elements.begin());
+    // Room for the base's elements and a few more: the elements after the reused ones are
+    // appended without moving these (a long conversation's split holds thousands).
+    out->elements.reserve(base->elements.size() + 64);
     out->elements.assign(base->elements.begin(),
                          base->elements.begin() + static_cast<std::ptrdiff_t>(reused));
     out->array_end =

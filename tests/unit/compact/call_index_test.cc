@@ -22,7 +22,7 @@ namespace {
 
 struct Reference {
   std::vector<const ToolCall*> call_of;
-  std::vector<bool> superseded;
+  std::vector<uint8_t> superseded;
 };
 
 Reference Plainly(const std::vector<const Segment*>& h) {
@@ -32,7 +32,7 @@ Reference Plainly(const std::vector<const Segment*>& h) {
   }
   Reference out;
   out.call_of.assign(h.size(), nullptr);
-  out.superseded.assign(h.size(), false);
+  out.superseded.assign(h.size(), 0);
   for (size_t i = 0; i < h.size(); ++i) {
     if (h[i]->kind != SegmentKind::kToolResult && h[i]->kind != SegmentKind::kErrorLog) continue;
     auto it = calls.find(h[i]->tool_call_id);
@@ -78,7 +78,7 @@ TEST_CASE("the call index finds each result's call and the superseded results as
     compact_internal::SegmentFacts facts = cache.Begin(in);
     const compact_internal::CallIndex index(in, facts);
     const Reference expected = Plainly(in.history);
-    const std::vector<bool>& superseded = index.Superseded();
+    const std::vector<uint8_t>& superseded = index.Superseded();
     for (size_t i = 0; i < segments.size(); ++i) {
       INFO("round " << round << ", segment " << i);
       if (segments[i].kind == SegmentKind::kToolResult || segments[i].kind == SegmentKind::kErrorLog)
@@ -194,7 +194,7 @@ TEST_CASE("the call index kept from plan to plan equals one built whole as the h
       const compact_internal::CallIndex index(in, facts);
       (index.continued() ? continued : rebuilt) += 1;
       const Reference expected = Plainly(in.history);
-      const std::vector<bool>& superseded = index.Superseded();
+      const std::vector<uint8_t>& superseded = index.Superseded();
       REQUIRE(superseded.size() == history.size());
       for (size_t i = 0; i < history.size(); ++i) {
         INFO("plan " << plan << ", segment " << i);
