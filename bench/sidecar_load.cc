@@ -11,8 +11,10 @@
 // by the requests) and strata-sim's, beside the floor measured in the same run in this process
 // (one durable append to a SQLite store, one Build of the same conversation, one upstream call
 // through strata's HTTP transport, each by its thread's CPU time): the least a managed turn can
-// cost. --store-sync full,normal runs the sidecar ways once per durability mode
-// (the sidecar's --store-sync; a fresh sidecar and store each), after one direct run.
+// cost; and, measured on the idle sidecar, what it spends on a call that does nothing (a gRPC
+// health check, an HTTP GET /healthz), which the turn's floor leaves out. --store-sync full,normal
+// runs the sidecar ways once per durability mode (the sidecar's --store-sync; a fresh sidecar and
+// store each), after one direct run.
 // --soak-minutes N then repeats the gRPC load on the last sidecar (the same agents deleted and
 // created again each round) for N minutes and prints the time and the RSS after each round.
 // --shared-store URL (a postgresql:// database) then runs the gRPC way on that one database
@@ -26,6 +28,7 @@
 //                [--store-sync full] [--soak-minutes 0] [--shared-store URL] [--json FILE]
 //                [--system-bytes 4000] [--sim PATH] [--sidecar PATH]
 #include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <poll.h>
@@ -405,6 +408,64 @@ Floor MeasureFloor(const Options& o, const std::string& dir, const std::string& 
   return sum;
 }
 
+// What the sidecar spends on a call that does nothing, in microseconds of its CPU per call,
+// measured on the idle sidecar: a gRPC health check (unary, on one channel) and an HTTP GET
+// /healthz (on one kept-alive connection). The turn's floor leaves out receiving the call and
+// answering it; these are the least of that for each way (a turn's call also carries its
+// messages, and streams its answer).
+struct CallFloor {
+  double grpc_us = 0, http_us = 0;
+};
+
+CallFloor MeasureCallFloor(const Child& sidecar, const std::string& grpc_address,
+                           const std::string& http_address, int calls) {
+  CallFloor floor;
+  {
+    grpc::GenericStub stub(grpc::CreateChannel(grpc_address, grpc::InsecureChannelCredentials()));
+    grpc::CompletionQueue cq;
+    grpc::Slice empty("");  // an empty grpc.health.v1.HealthCheckRequest: the whole server
+    const grpc::ByteBuffer request(&empty, 1);
+    auto check = [&] {
+      grpc::ClientContext context;
+      grpc::ByteBuffer response;
+      grpc::Status status;
+      auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
+      call->StartCall();
+      call->Finish(&response, &status, reinterpret_cast<void*>(1));
+      void* tag = nullptr;
+      bool ok = false;
+      if (!cq.Next(&tag, &ok) || !ok || !status.ok()) {
+        Die("call floor: the gRPC health check failed: " + status.error_message());
+      }
+    };
+    check();  // connects
+    const double cpu = sidecar.CpuMs();
+    for (int i = 0; i < calls; ++i) check();
+    floor.grpc_us = (sidecar.CpuMs() - cpu) * 1000 / calls;
+    cq.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  if (!http_address.empty()) {
+    const auto colon = http_address.rfind(':');
+    httplib::Client client(http_address.substr(0, colon),
+                           std::atoi(http_address.c_str() + colon + 1));
+    client.set_keep_alive(true);
+    client.set_tcp_nodelay(true);
+    auto get = [&] {
+      auto r = client.Get("/healthz");
+      if (!r || r->status != 200) Die("call floor: GET /healthz failed");
+    };
+    get();
+    const double cpu = sidecar.CpuMs();
+    for (int i = 0; i < calls; ++i) get();
+    floor.http_us = (sidecar.CpuMs() - cpu) * 1000 / calls;
+  }
+  return floor;
+}
+
 void DeleteAgent(strata::v1::ContextService::Stub* stub, const std::string& agent_id) {
   grpc::ClientContext ctx;
   strata::v1::DeleteAgentRequest req;
@@ -418,7 +479,8 @@ std::pair<std::string, int> SplitHostPort(const std::string& hp) {
   return {hp.substr(0, colon), std::atoi(hp.c_str() + colon + 1)};
 }
 
-json Summary(const RunResult& r, const RunResult* direct, const Floor* floor = nullptr) {
+json Summary(const RunResult& r, const RunResult* direct, const Floor* floor = nullptr,
+             double call_floor_us = 0) {
   json j{{"mode", r.mode},
          {"requests", r.ms.size()},
          {"errors", r.errors},
@@ -436,6 +498,11 @@ json Summary(const RunResult& r, const RunResult* direct, const Floor* floor = n
     if (floor != nullptr && floor->total_us() > 0) {
       j["floor_us"] = floor->total_us();
       j["sidecar_cpu_ratio_to_floor"] = r.sidecar_cpu_ms * 1000 / requests / floor->total_us();
+      if (call_floor_us > 0) {
+        j["call_floor_us"] = call_floor_us;
+        j["sidecar_cpu_ratio_to_floor_with_call"] =
+            r.sidecar_cpu_ms * 1000 / requests / (floor->total_us() + call_floor_us);
+      }
     }
   }
   if (direct != nullptr && r.mode != "direct" && !direct->ms.empty()) {
@@ -466,7 +533,12 @@ void Print(const json& s) {
   if (s.contains("sidecar_cpu_us_per_request")) {
     std::printf("  sidecar CPU %.0f us/req", s["sidecar_cpu_us_per_request"].get<double>());
     if (s.contains("sidecar_cpu_ratio_to_floor")) {
-      std::printf(" (x%.2f the floor)", s["sidecar_cpu_ratio_to_floor"].get<double>());
+      std::printf(" (x%.2f the floor", s["sidecar_cpu_ratio_to_floor"].get<double>());
+      if (s.contains("sidecar_cpu_ratio_to_floor_with_call")) {
+        std::printf(", x%.2f with the call's",
+                    s["sidecar_cpu_ratio_to_floor_with_call"].get<double>());
+      }
+      std::printf(")");
     }
   }
   std::printf("  sim CPU %.0f us/req", s["sim_cpu_us_per_request"].get<double>());
@@ -682,7 +754,14 @@ int main(int argc, char** argv) {
         "floor (--store-sync %s): %.0f us CPU per turn = append %.0f + Build %.0f + upstream call "
         "%.0f\n",
         sync.c_str(), floor.total_us(), floor.append_us, floor.build_us, floor.upstream_us);
+    const CallFloor call_floor = MeasureCallFloor(sidecar, grpc_address, http_address, 2000);
+    std::printf(
+        "a call that does nothing (--store-sync %s): the sidecar's CPU per gRPC health check %.0f "
+        "us, per HTTP GET /healthz %.0f us\n",
+        sync.c_str(), call_floor.grpc_us, call_floor.http_us);
     json sidecar_report{{"store_sync", sync},
+                        {"call_floor_grpc_us", call_floor.grpc_us},
+                        {"call_floor_http_us", call_floor.http_us},
                         {"rss_start_kib", rss_start},
                         {"floor_us", floor.total_us()},
                         {"floor_append_us", floor.append_us},
@@ -704,7 +783,7 @@ int main(int argc, char** argv) {
             GrpcAgent(stub_for(a), "grpc-" + std::to_string(a), a, o, s, e);
           });
       rss_after_grpc = sidecar.RssKib();
-      json s = Summary(r, have_direct ? &direct : nullptr, &floor);
+      json s = Summary(r, have_direct ? &direct : nullptr, &floor, call_floor.grpc_us);
       s["store_sync"] = sync;
       Print(s);
       report["runs"].push_back(s);
@@ -720,7 +799,7 @@ int main(int argc, char** argv) {
               HttpAgent(http_host, http_port, "proxy-" + std::to_string(a), a, o, s, e);
             });
         rss_after_proxy = sidecar.RssKib();
-        json s = Summary(r, have_direct ? &direct : nullptr, &floor);
+        json s = Summary(r, have_direct ? &direct : nullptr, &floor, call_floor.http_us);
         s["store_sync"] = sync;
         Print(s);
         report["runs"].push_back(s);
