@@ -14,7 +14,7 @@
 //   .../iterations:1200  BM_TurnBudget(Continued), BM_TurnRecycled and BM_TurnContinued at 1M
 //                      over 1,200 turns instead of 200: about 2,750 history segments at the end
 //                      instead of 750, so that what grows with the number of segments (not the
-//                      bytes) shows
+//                      bytes) shows; BM_TurnBudgetContinued also over 5,000 turns (about 10,000)
 //   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
 //                      BM_TurnBudget
 //   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the
@@ -287,6 +287,7 @@ BENCHMARK(BM_TurnBudgetContinued)
     ->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)
     ->Iterations(200);
 BENCHMARK(BM_TurnBudgetContinued)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
+BENCHMARK(BM_TurnBudgetContinued)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(5000);
 BENCHMARK(BM_TurnStore)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);

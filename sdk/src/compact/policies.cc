@@ -23,8 +23,15 @@ namespace strata {
 
 namespace {
 
+using compact_internal::CachedTail;
 using compact_internal::CallIndex;
 using compact_internal::IsToolResult;
+using compact_internal::KeptRows;
+using compact_internal::kListAssistants;
+using compact_internal::kListBelow;
+using compact_internal::kListCalling;
+using compact_internal::kListPinnedOrExcluded;
+using compact_internal::kListResults;
 using compact_internal::kMinTokensBelowTrigger;
 using compact_internal::kRowAssistant;
 using compact_internal::kRowBelowCandidate;
@@ -37,6 +44,8 @@ using compact_internal::MessageTokens;
 using compact_internal::SegmentFacts;
 using compact_internal::SegmentRow;
 using compact_internal::StrataRows;
+using compact_internal::TurnSplit;
+using Protected = compact_internal::ProtectedRows;
 using compact_internal::Unit;
 using compact_internal::Units;
 
@@ -224,17 +233,20 @@ class StrataPolicy final : public CompactionPolicy {
     }
   };
 
-  Economics EstimateEconomics(const CompactionInput& in,
-                              const std::vector<SegmentRow>& rows) const {
+  Economics EstimateEconomics(const CompactionInput& in, const KeptRows& kept, bool whole) const {
     Economics e;
     e.u = options_.uncached_price;
     e.c = options_.cached_price;
     e.total = in.total_tokens;
     e.trigger = in.trigger_tokens ? in.trigger_tokens : in.limit_tokens;
-    size_t assistant = 0, calling = 0;
-    for (const SegmentRow& r : rows) {
-      assistant += (r.bits & kRowAssistant) != 0;
-      calling += (r.bits & kRowCalling) != 0;
+    size_t assistant = kept.with_bits[kListAssistants].size();
+    size_t calling = kept.with_bits[kListCalling].size();
+    if (whole) {
+      assistant = calling = 0;
+      for (const SegmentRow& r : kept.rows) {
+        assistant += (r.bits & kRowAssistant) != 0;
+        calling += (r.bits & kRowCalling) != 0;
+      }
     }
     const double tool_rate =
         assistant ? static_cast<double>(calling) / static_cast<double>(assistant) : 1.0;
@@ -245,17 +257,11 @@ class StrataPolicy final : public CompactionPolicy {
     return e;
   }
 
-  // Which history segments the plan must not touch (protect[i] for in.history[i]), and where the
-  // task (the first user message) is.
-  struct Protected {
-    std::vector<uint8_t> protect;  // 1: protected (bytes: every candidate scan reads it)
-    size_t first_user = 0;         // index of the first user message, or history.size()
-    bool keep_first_user = false;  // the task is never summarized
-  };
+  // Which history segments the plan must not touch at `level` (prot[i] for in.history[i]), and
+  // where the task (the first user message) is.
 
-  Protected Protect(const CompactionInput& in, const std::vector<SegmentRow>& rows,
-                    Protection level, bool after_use) const {
-    const size_t n = rows.size();
+  Protected Protect(const KeptRows& kept, const CompactionInput& in, Protection level,
+                    bool after_use, bool whole) const {
     const size_t configured_turns =
         after_use ? std::min<size_t>(options_.keep_turns, 1) : options_.keep_turns;
     const int64_t keep_turns =
@@ -274,23 +280,9 @@ class StrataPolicy final : public CompactionPolicy {
         keep_results = 0;
         break;
     }
-    Protected out;
+    Protected out =
+        compact_internal::ProtectRows(kept, keep_turns > 0, recent_turn, keep_results, whole);
     out.keep_first_user = options_.keep_first_user && level != Protection::kPinsOnly;
-    out.protect.assign(n, 0);
-    out.first_user = n;
-    for (size_t i = 0; i < n; ++i) {
-      if (rows[i].bits & kRowUser) {
-        out.first_user = i;
-        break;
-      }
-    }
-    size_t results_seen = 0;
-    for (size_t k = n; k-- > 0;) {
-      const SegmentRow& r = rows[k];
-      bool p = (r.bits & kRowPinnedOrExcluded) || (keep_turns > 0 && r.turn >= recent_turn);
-      if ((r.bits & kRowResult) && results_seen++ < keep_results) p = true;
-      out.protect[k] = p;
-    }
     return out;
   }
 
@@ -313,12 +305,15 @@ class StrataPolicy final : public CompactionPolicy {
     }
   };
 
-  UseSignals ReadUse(const CompactionInput& in, const std::vector<SegmentRow>& rows,
-                     const CallIndex& calls, SegmentFacts& facts) const {
+  UseSignals ReadUse(const CompactionInput& in, const KeptRows& kept, const CallIndex& calls,
+                     SegmentFacts& facts, bool whole) const {
     UseSignals use;
     if (options_.cost_model) {
+      const std::vector<SegmentRow>& rows = kept.rows;
       const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
-      for (size_t i = 0; i < rows.size(); ++i) {
+      // The rows of the window's turns: from where the rows split by turn, when they do.
+      const size_t split = whole ? SIZE_MAX : TurnSplit(kept, since);
+      for (size_t i = split == SIZE_MAX ? 0 : split; i < rows.size(); ++i) {
         const int64_t turn = rows[i].turn;
         if (turn < since || (rows[i].bits & (kRowResult | kRowUser))) continue;
         const std::vector<std::string>& ids = facts.MessageIds(i);
@@ -378,11 +373,11 @@ class StrataPolicy final : public CompactionPolicy {
   // and drops of old reasoning. Below the trigger (`below`) only what the agent no longer needs.
   // With `enough` > 0 only the latest candidates whose savings reach it (the plan takes the latest
   // boundary that reaches its need, so older ones are never chosen): they are found newest first.
-  std::vector<Candidate> FindCandidates(const CompactionInput& in,
-                                        const std::vector<SegmentRow>& rows,
-                                        const std::vector<uint8_t>& protect, const CallIndex& calls,
+  std::vector<Candidate> FindCandidates(const CompactionInput& in, const KeptRows& kept,
+                                        const Protected& prot, const CallIndex& calls,
                                         const UseSignals& signals, bool below, bool after_use,
-                                        size_t enough, SegmentFacts& facts) const {
+                                        size_t enough, SegmentFacts& facts, bool whole) const {
+    const std::vector<SegmentRow>& rows = kept.rows;
     const size_t n = rows.size();
     // Identifiers the request keeps anyway (messages that are never masked, protected results):
     // placeholders need not repeat them. Computed only when a placeholder is needed.
@@ -393,26 +388,42 @@ class StrataPolicy final : public CompactionPolicy {
       present_ready = true;
       // The messages' names are kept from plan to plan; the protected results' are this plan's.
       present = compact_internal::PresentNames(&facts.MessageNames());
-      for (size_t i = 0; i < n; ++i) {
-        if (!protect[i] || !(rows[i].bits & kRowResult)) continue;
+      auto add = [&](size_t i) {
+        if (!prot[i] || !(rows[i].bits & kRowResult)) return;
         for (const std::string& id : facts.MessageIds(i)) present.insert(id);
+      };
+      // The protected results: pinned or excluded, the latest ones, those of the protected turns.
+      const std::vector<uint32_t>& results = kept.with_bits[kListResults];
+      const size_t split = whole || !prot.by_turn ? SIZE_MAX : TurnSplit(kept, prot.recent_turn);
+      if (whole || (prot.by_turn && split == SIZE_MAX)) {
+        for (size_t i = 0; i < n; ++i) add(i);
+        return;
       }
+      for (uint32_t i : kept.with_bits[kListPinnedOrExcluded]) add(i);
+      for (auto i = results.rbegin(); i != results.rend() && *i >= prot.results_from; ++i) add(*i);
+      for (size_t i = prot.by_turn ? split : n; i < n; ++i) add(i);
     };
 
     std::vector<Candidate> candidates;
     size_t found = 0;
-    for (size_t i = n; i-- > 0 && (enough == 0 || found < enough);) {
-      if (protect[i]) continue;
+    auto look_at = [&](size_t i) {
+      if (prot[i]) return;
       // Below the trigger a segment is a candidate only if its row says it may be or a later
       // result superseded it: the others are not looked at.
       if (below && !(rows[i].bits & kRowBelowCandidate) &&
           !((*signals.superseded)[i] && (rows[i].bits & kRowLiveResult)))
-        continue;
+        return;
       std::optional<Candidate> c =
           CandidateAt(in, i, calls, signals, below, after_use, present, ensure_present, facts);
-      if (!c) continue;
+      if (!c) return;
       found += c->saving;
       candidates.push_back(std::move(*c));
+    };
+    if (below && !whole) {  // only the rows that may be candidates below the trigger, newest first
+      const std::vector<uint32_t>& may = kept.with_bits[kListBelow];
+      for (auto i = may.rbegin(); i != may.rend(); ++i) look_at(*i);
+    } else {
+      for (size_t i = n; i-- > 0 && (enough == 0 || found < enough);) look_at(i);
     }
     std::reverse(candidates.begin(), candidates.end());
     return candidates;
@@ -475,18 +486,6 @@ class StrataPolicy final : public CompactionPolicy {
     return std::nullopt;
   }
 
-  // tail[i]: history tokens from h[i] on that the server has cached, i.e. what a boundary at i
-  // makes it prefill again. Segments of the current turn (added since the last request) are not
-  // counted: they are prefilled anyway.
-  static std::vector<size_t> CachedTail(const CompactionInput& in,
-                                        const std::vector<SegmentRow>& rows) {
-    std::vector<size_t> tail(rows.size() + 1, 0);
-    for (size_t i = rows.size(); i-- > 0;) {
-      tail[i] = tail[i + 1] + (rows[i].turn < in.turn ? rows[i].tokens : 0);
-    }
-    return tail;
-  }
-
   StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, Protection level,
                                  SegmentFacts& facts) {
     const CallIndex calls(in, facts);
@@ -495,17 +494,18 @@ class StrataPolicy final : public CompactionPolicy {
     // candidate from the next request on: only what the server has not seen yet (the current turn)
     // and the latest result stay protected.
     const bool after_use = below && options_.cost_model && options_.mask_after_use;
-    const std::vector<SegmentRow>& rows = StrataRows(in, options_, facts);
-    const Protected prot = Protect(in, rows, level, after_use);
-    const Economics econ = EstimateEconomics(in, rows);
-    const UseSignals signals = ReadUse(in, rows, calls, facts);
+    const KeptRows& rows = StrataRows(in, options_, facts);
+    const bool whole = consider_every_candidate_;  // every row read, as a test's reference
+    const Protected prot = Protect(rows, in, level, after_use, whole);
+    const Economics econ = EstimateEconomics(in, rows, whole);
+    const UseSignals signals = ReadUse(in, rows, calls, facts, whole);
     // Candidates: stale first (superseded error logs, ephemeral tools, old reasoning), then masks.
     // Without the cost model a plan above the trigger takes the latest boundary that reaches the
     // need, so only the latest candidates that reach it are looked at.
     const size_t enough = options_.cost_model || below || consider_every_candidate_ ? 0 : need;
     const std::vector<Candidate> candidates =
-        FindCandidates(in, rows, prot.protect, calls, signals, below, after_use, enough, facts);
-    const std::vector<size_t> tail = CachedTail(in, rows);
+        FindCandidates(in, rows, prot, calls, signals, below, after_use, enough, facts, whole);
+    const CachedTail tail(rows, in.turn, whole);
 
     // suffix[i]: what masking everything from candidate i on would free.
     std::vector<size_t> suffix(candidates.size() + 1, 0);
@@ -537,7 +537,7 @@ class StrataPolicy final : public CompactionPolicy {
   // from what follows, stale and oldest first.
   Status SummarizeOldest(const CompactionInput& in, size_t need, const Protected& prot,
                          const Economics& econ, const std::vector<Candidate>& candidates,
-                         const std::vector<size_t>& suffix, const std::vector<size_t>& tail,
+                         const std::vector<size_t>& suffix, const CachedTail& tail,
                          HistoryEdit& edit) {
     const std::vector<const Segment*>& h = in.history;
     const std::vector<Unit> units = Units(h);
@@ -546,7 +546,7 @@ class StrataPolicy final : public CompactionPolicy {
         return false;
       }
       for (size_t i = u.begin; i < u.end; ++i) {
-        if (prot.protect[i] || h[i]->pinned) return false;
+        if (prot[i] || h[i]->pinned) return false;
       }
       return true;
     };
@@ -649,8 +649,8 @@ class StrataPolicy final : public CompactionPolicy {
   // goal; below it, the best batch of stale and superseded results, applied only when its saving
   // exceeds below_trigger_margin times its re-prefill cost.
   void ChooseByValue(const CompactionInput& in, const Economics& econ,
-                     const std::vector<Candidate>& candidates, const std::vector<size_t>& tail,
-                     size_t need, HistoryEdit& edit) const {
+                     const std::vector<Candidate>& candidates, const CachedTail& tail, size_t need,
+                     HistoryEdit& edit) const {
     const bool below = need == 0;
     const size_t m = candidates.size();
     // Stale and superseded first, then unused, then in-use results.
@@ -716,7 +716,7 @@ class StrataPolicy final : public CompactionPolicy {
 
   // Lists every candidate (chosen ones marked) and the chosen set's totals in edit.explanation.
   void FinishExplanation(const CompactionInput& in, const Economics& econ,
-                         const std::vector<Candidate>& candidates, const std::vector<size_t>& tail,
+                         const std::vector<Candidate>& candidates, const CachedTail& tail,
                          HistoryEdit& edit) const {
     CompactionExplanation& x = edit.explanation;
     if (x.mode.empty()) x.mode = ModeOf(in);
@@ -839,7 +839,9 @@ class StrataPolicy final : public CompactionPolicy {
   }
 
   StrataPolicyOptions options_;
-  const bool consider_every_candidate_;  // no early stop (the whole computation, for tests)
+  // No early stop, and every row read instead of the kept lists and sums: the whole computation,
+  // for tests.
+  const bool consider_every_candidate_;
   std::unique_ptr<Summarizer> extractive_;
   compact_internal::SegmentFactsCache facts_;
   compact_internal::PlanMemo memo_;

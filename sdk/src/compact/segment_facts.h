@@ -104,10 +104,17 @@ struct SegmentRow {
   uint32_t bits = 0;  // the policy's flags
 };
 
-// The rows of the last input they were computed for (its history_serial), kept from plan to plan.
+// The rows of the last input they were computed for (its history_serial), kept from plan to plan,
+// with what is continued with them from the first row filled again, so that a pass asking for the
+// rows of some flags, or for sums and maxima over a range of rows, does not read every row.
 struct KeptRows {
   uint64_t serial = 0;
   std::vector<SegmentRow> rows;
+  std::vector<size_t> tokens_before;     // [i]: the tokens of rows[0, i) (rows.size() + 1 entries)
+  std::vector<int64_t> max_turn_before;  // [i]: the largest turn of rows[0, i) (INT64_MIN at 0)
+  // [k]: the indexes, ascending, of the rows whose bits share a bit with the k-th mask Rows() was
+  // given.
+  std::vector<std::vector<uint32_t>> with_bits;
 };
 
 // One plan's facts of CompactionInput::history, by index.
@@ -141,22 +148,42 @@ class SegmentFacts {
   const std::vector<size_t>& resets() const { return resets_; }
   // A number naming this plan (its Begin()), unique in the process.
   uint64_t plan() const { return plan_; }
-  // A row per segment, fill(i) giving history[i]'s. Rows kept for the input the context made just
-  // before this one are taken as they are for the entries it vouches unchanged
-  // (CompactionInput::history_unchanged); the others are filled again. fill must depend only on the
-  // segment and its facts (and what is constant for the policy and the context).
+  // A row per segment, fill(i) giving history[i]'s, with the indexes of the rows sharing a bit
+  // with each of `masks` (KeptRows::with_bits, in the order of `masks`) and the running sums and
+  // maxima. Rows kept for the input the context made just before this one are taken as they are for
+  // the entries it vouches unchanged (CompactionInput::history_unchanged); the others are filled
+  // again, and the rest continued from the first of them. fill must depend only on the segment and
+  // its facts (and what is constant for the policy and the context); `masks` must be the same at
+  // every plan of a policy.
   template <typename Fill>
-  const std::vector<SegmentRow>& Rows(Fill fill) {
+  const KeptRows& Rows(Fill fill, const std::vector<uint32_t>& masks) {
     const size_t n = in_->history.size();
     std::vector<SegmentRow>& rows = rows_.rows;
-    if (rows_.serial != 0 && rows_.serial == in_->history_serial && rows.size() == n) return rows;
+    if (rows_.serial != 0 && rows_.serial == in_->history_serial && rows.size() == n) return rows_;
     size_t from = 0;
-    if (rows_.serial != 0 && rows_.serial == in_->previous_history_serial)
+    if (rows_.serial != 0 && rows_.serial == in_->previous_history_serial &&
+        rows_.with_bits.size() == masks.size())
       from = std::min({in_->history_unchanged, rows.size(), n});
     rows.resize(n);
     for (size_t i = from; i < n; ++i) rows[i] = fill(i);
+    rows_.tokens_before.resize(n + 1);
+    rows_.max_turn_before.resize(n + 1);
+    rows_.tokens_before[0] = 0;
+    rows_.max_turn_before[0] = INT64_MIN;
+    for (size_t i = from; i < n; ++i) {
+      rows_.tokens_before[i + 1] = rows_.tokens_before[i] + rows[i].tokens;
+      rows_.max_turn_before[i + 1] = std::max(rows_.max_turn_before[i], rows[i].turn);
+    }
+    rows_.with_bits.resize(masks.size());
+    for (size_t k = 0; k < masks.size(); ++k) {
+      std::vector<uint32_t>& with = rows_.with_bits[k];
+      while (!with.empty() && with.back() >= from) with.pop_back();
+      for (size_t i = from; i < n; ++i) {
+        if (rows[i].bits & masks[k]) with.push_back(static_cast<uint32_t>(i));
+      }
+    }
     rows_.serial = in_->history_serial;
-    return rows;
+    return rows_;
   }
   // The call tables kept with the facts (invalid when kept() is 0, or when a segment holding calls
   // changed in place), for CallIndex to continue.

@@ -1,7 +1,8 @@
 // What the strata policy reads of every segment at each plan, as one contiguous row per segment
 // (SegmentFacts::Rows, kept from plan to plan and filled again only for the entries the context
-// does not vouch unchanged). The policy's passes over the whole history (its protections, its
-// economics, the recent messages, the cached tail, the candidates below the trigger) read the rows
+// does not vouch unchanged), with lists of the rows by flags and running sums kept with them. The
+// policy's passes (its protections, its economics, the recent messages, the cached tail, the
+// candidates below the trigger) read the lists and the rows of the recent turns, not every row,
 // and touch a segment only where its row says it may matter.
 #ifndef STRATA_SRC_COMPACT_STRATA_ROWS_H_
 #define STRATA_SRC_COMPACT_STRATA_ROWS_H_
@@ -33,9 +34,66 @@ enum StrataRowBit : uint32_t {
   kRowLiveResult = 64,  // a live result of kMinTokensBelowTrigger tokens or more
 };
 
-// The rows of `in` for a policy with `options` (the plan's `facts` keep them).
-const std::vector<SegmentRow>& StrataRows(const CompactionInput& in,
-                                          const StrataPolicyOptions& options, SegmentFacts& facts);
+// The strata policy's lists of rows by flags (KeptRows::with_bits), by position.
+enum StrataRowList : size_t {
+  kListBelow = 0,   // kRowBelowCandidate or kRowLiveResult: what a plan below the trigger reads
+  kListResults,     // kRowResult
+  kListUsers,       // kRowUser
+  kListAssistants,  // kRowAssistant
+  kListCalling,     // kRowCalling
+  kListPinnedOrExcluded,  // kRowPinnedOrExcluded
+};
+
+// The rows of `in` for a policy with `options`, with their lists (the plan's `facts` keep them).
+const KeptRows& StrataRows(const CompactionInput& in, const StrataPolicyOptions& options,
+                           SegmentFacts& facts);
+
+// Where the rows split by `turn`: the first index from which every row's turn is `turn` or later,
+// when every row before it is of an earlier turn; SIZE_MAX when they do not split so (a summary,
+// which takes the turn it was made in, sits among older segments). Reads the rows from the split
+// on only.
+size_t TurnSplit(const KeptRows& rows, int64_t turn);
+
+// Which rows a plan must not touch (prot[i] for history[i]): the pinned ones and excluded tools'
+// results, with by_turn those of recent_turn or later, and the results from results_from on (the
+// latest ones the plan keeps); asked of a row, not written for every row. And where the task (the
+// first user message) is.
+struct ProtectedRows {
+  const std::vector<SegmentRow>* rows = nullptr;
+  bool by_turn = false;
+  int64_t recent_turn = 0;
+  size_t results_from = SIZE_MAX;
+  size_t first_user = 0;         // index of the first user message, or the number of rows
+  bool keep_first_user = false;  // the task is never summarized (set by the policy)
+  bool operator[](size_t k) const {
+    const SegmentRow& r = (*rows)[k];
+    return (r.bits & kRowPinnedOrExcluded) || (by_turn && r.turn >= recent_turn) ||
+           ((r.bits & kRowResult) && k >= results_from);
+  }
+};
+
+// The rows protected by pins and excluded tools, with by_turn by the turns from recent_turn on,
+// and as the latest `keep_results` results. From the kept lists, or from every row when `whole`.
+ProtectedRows ProtectRows(const KeptRows& rows, bool by_turn, int64_t recent_turn,
+                          size_t keep_results, bool whole);
+
+// tail[i]: the tokens of the rows from i on that are of a turn before `turn` (the server has them
+// cached; the current turn's segments, added since the last request, are prefilled anyway): what
+// a boundary at i makes the server prefill again. From the kept running sums when the rows split
+// by `turn`; summed over every row when they do not, or when `whole` (the whole computation).
+class CachedTail {
+ public:
+  CachedTail(const KeptRows& rows, int64_t turn, bool whole);
+  size_t operator[](size_t i) const {
+    if (split_ == SIZE_MAX) return summed_[i];
+    return i < split_ ? rows_->tokens_before[split_] - rows_->tokens_before[i] : 0;
+  }
+
+ private:
+  const KeptRows* rows_;
+  size_t split_;
+  std::vector<size_t> summed_;  // without a split: tail[i] for each i, and 0 at the end
+};
 
 }  // namespace strata::compact_internal
 
