@@ -35,11 +35,13 @@ CompactionInput GoalPolicy::Adjusted(const CompactionInput& input) const {
   return in;
 }
 
+// Without a goal the input goes on as it is: an adjusted copy would copy its history's lists.
 bool GoalPolicy::ShouldCompact(const CompactionInput& input) const {
-  return inner_->ShouldCompact(Adjusted(input));
+  return goal_ ? inner_->ShouldCompact(Adjusted(input)) : inner_->ShouldCompact(input);
 }
 
 StatusOr<HistoryEdit> GoalPolicy::Plan(const CompactionInput& input) {
+  if (!goal_) return inner_->Plan(input);
   StatusOr<HistoryEdit> edit = inner_->Plan(Adjusted(input));
   if (edit.ok() && goal_) {
     edit->reason = goal_->reason + (edit->reason.empty() ? "" : ": " + edit->reason);
