@@ -86,7 +86,7 @@ bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* ou
           body, "messages", previous != nullptr ? &previous->split : nullptr, prefix, &split)) {
     return false;
   }
-  const std::vector<std::pair<size_t, size_t>>& elements = split.elements;
+  const internal::JsonElements& elements = split.elements;
   std::pair<size_t, size_t> tools_range;
   bool tools_failed = false;
   out->tools = SplitTools(body, split, &tools_range, &tools_failed);

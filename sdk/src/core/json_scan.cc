@@ -52,8 +52,31 @@ size_t SkipJsonValue(std::string_view t, size_t pos) {
   return i == pos ? std::string_view::npos : i;
 }
 
-size_t SplitJsonArray(std::string_view t, size_t j, bool after_element,
-                      std::vector<std::pair<size_t, size_t>>* elements) {
+void JsonElements::emplace_back(size_t begin, size_t end) {
+  const size_t in_chunk = size_ % kChunk;
+  if (in_chunk == 0) {
+    chunks_.push_back(std::make_shared<std::vector<Element>>());
+    chunks_.back()->reserve(kChunk);
+  } else if (std::shared_ptr<std::vector<Element>>& last = chunks_.back(); last.use_count() > 1) {
+    // Shared with another list: this list's part of it becomes its own before it is written.
+    auto own = std::make_shared<std::vector<Element>>();
+    own->reserve(kChunk);
+    own->assign(last->begin(), last->begin() + static_cast<std::ptrdiff_t>(in_chunk));
+    last = std::move(own);
+  } else {
+    last->resize(in_chunk);  // a list it was shared with may have appended more to it
+  }
+  chunks_.back()->emplace_back(begin, end);
+  ++size_;
+}
+
+void JsonElements::AssignPrefix(const JsonElements& other, size_t n) {
+  chunks_.assign(other.chunks_.begin(),
+                 other.chunks_.begin() + static_cast<std::ptrdiff_t>((n + kChunk - 1) / kChunk));
+  size_ = n;
+}
+
+size_t SplitJsonArray(std::string_view t, size_t j, bool after_element, JsonElements* elements) {
   constexpr size_t npos = std::string_view::npos;
   j = SkipJsonSpace(t, j);
   if (j < t.size() && t[j] == ']') return j + 1;
@@ -94,16 +117,17 @@ bool SplitMemberArray(std::string_view t, std::string_view key, const JsonArrayS
     out->array_begin = base->array_begin;
     size_t& reused = out->reused;
     // The base's elements ending inside the prefix: a leading run (elements are in order).
-    reused = static_cast<size_t>(std::partition_point(base->elements.begin(), base->elements.end(),
-                                                      [prefix](const std::pair<size_t, size_t>& e) {
-                                                        return e.second < prefix;
-                                                      }) -
-                                 base->elements.begin());
-    // Room for the base's elements and a few more: the elements after the reused ones are
-    // appended without moving these (a long conversation's split holds thousands).
-    out->elements.reserve(base->elements.size() + 64);
-    out->elements.assign(base->elements.begin(),
-                         base->elements.begin() + static_cast<std::ptrdiff_t>(reused));
+    size_t low = 0, high = base->elements.size();
+    while (low < high) {
+      const size_t mid = low + (high - low) / 2;
+      if (base->elements[mid].second < prefix) {
+        low = mid + 1;
+      } else {
+        high = mid;
+      }
+    }
+    reused = low;
+    out->elements.AssignPrefix(base->elements, reused);
     out->array_end =
         SplitJsonArray(t, reused > 0 ? out->elements.back().second : out->array_begin + 1,
                        reused > 0, &out->elements);

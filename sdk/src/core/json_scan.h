@@ -9,6 +9,7 @@
 #define STRATA_CORE_JSON_SCAN_H_
 
 #include <cstddef>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -28,11 +29,37 @@ size_t SkipJsonString(std::string_view t, size_t pos);
 // scalar up to the next ',', '}', ']' or space), or npos. Not validated.
 size_t SkipJsonValue(std::string_view t, size_t pos);
 
+// The [begin, end) byte ranges of an array's elements, in order, held in shared chunks of kChunk:
+// a list that continues another's first elements (AssignPrefix), or a copy, shares its chunks
+// instead of copying them, so continuing the split of a long conversation costs its new elements.
+// A chunk is written only by a list that holds it alone (a list appending to a shared last chunk
+// copies its part of it first), so lists sharing chunks may be read from several threads.
+class JsonElements {
+ public:
+  using Element = std::pair<size_t, size_t>;
+  static constexpr size_t kChunk = 256;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Element& operator[](size_t i) const { return (*chunks_[i / kChunk])[i % kChunk]; }
+  const Element& back() const { return (*this)[size_ - 1]; }
+  void clear() {
+    chunks_.clear();
+    size_ = 0;
+  }
+  void emplace_back(size_t begin, size_t end);
+  // Becomes the first `n` elements of `other` (n <= other.size()).
+  void AssignPrefix(const JsonElements& other, size_t n);
+
+ private:
+  std::vector<std::shared_ptr<std::vector<Element>>> chunks_;
+  size_t size_ = 0;
+};
+
 // Cuts the elements of an array from t[j], just after its '[' (`after_element` false) or just
 // after an element (true), appending each one's [begin, end) to *elements. One past the array's
 // ']', or npos when the text is not an array there.
-size_t SplitJsonArray(std::string_view t, size_t j, bool after_element,
-                      std::vector<std::pair<size_t, size_t>>* elements);
+size_t SplitJsonArray(std::string_view t, size_t j, bool after_element, JsonElements* elements);
 
 // Walks the members of a JSON object: from t[from], just after its '{' (`after_member` false) or
 // just after a member's value (true), calls `member(key, value_begin)` for each member, with `key`
@@ -65,7 +92,7 @@ size_t WalkJsonObject(std::string_view t, size_t from, bool after_member, const 
 struct JsonArraySplit {
   size_t array_begin = 0;                           // the '['
   size_t array_end = 0;                             // one past the ']'
-  std::vector<std::pair<size_t, size_t>> elements;  // [begin, end) of each element
+  JsonElements elements;                            // [begin, end) of each element
   size_t reused = 0;  // the leading elements taken from the base split (SplitMemberArray)
 };
 

@@ -10,27 +10,27 @@ namespace {
 
 constexpr size_t npos = std::string_view::npos;
 
-std::vector<std::string> Texts(std::string_view t,
-                               const std::vector<std::pair<size_t, size_t>>& at) {
+std::vector<std::string> Texts(std::string_view t, const JsonElements& at) {
   std::vector<std::string> out;
-  for (const auto& [begin, end] : at) out.emplace_back(t.substr(begin, end - begin));
+  for (size_t i = 0; i < at.size(); ++i)
+    out.emplace_back(t.substr(at[i].first, at[i].second - at[i].first));
   return out;
 }
 
 TEST_CASE(
     "the JSON scan finds values and strings and array elements by their brackets and quotes") {
   const std::string t = R"([ "a,\"]", {"k": [1, "}"]}, 12.5e3 , true ])";
-  std::vector<std::pair<size_t, size_t>> elements;
+  JsonElements elements;
   CHECK(SplitJsonArray(t, 1, false, &elements) == t.size());
   CHECK(Texts(t, elements) ==
         std::vector<std::string>{R"("a,\"]")", R"({"k": [1, "}"]})", "12.5e3", "true"});
   // Resumed after an element: the rest.
-  std::vector<std::pair<size_t, size_t>> rest;
+  JsonElements rest;
   CHECK(SplitJsonArray(t, elements[1].second, true, &rest) == t.size());
   CHECK(Texts(t, rest) == std::vector<std::string>{"12.5e3", "true"});
   CHECK(SkipJsonString(R"("never closed)", 0) == npos);
   CHECK(SkipJsonValue(R"({"a": [1, 2})", 0) == npos);
-  std::vector<std::pair<size_t, size_t>> none;
+  JsonElements none;
   CHECK(SplitJsonArray("[1 2]", 1, false, &none) == npos);  // no comma
 }
 
@@ -90,6 +90,52 @@ TEST_CASE("the JSON scan walks an object's members and stops where told") {
   CHECK(WalkJsonObject(R"({"a" 1})", 1, false, all) == npos);
   CHECK(WalkJsonObject(R"({"a": 1,})", 1, false, all) == npos);
   CHECK(WalkJsonObject("{}", 1, false, all) == 2);
+}
+
+TEST_CASE("an element list continuing another shares its whole chunks and owns what it appends") {
+  constexpr size_t kChunk = JsonElements::kChunk;
+  JsonElements base;
+  for (size_t i = 0; i < 3 * kChunk + 10; ++i) base.emplace_back(2 * i, 2 * i + 1);
+  const JsonElements before = base;
+  for (size_t n : {size_t{0}, size_t{1}, kChunk - 1, kChunk, kChunk + 1, 2 * kChunk, 3 * kChunk + 5,
+                   3 * kChunk + 10}) {
+    INFO("prefix " << n);
+    JsonElements next;
+    next.emplace_back(99, 100);  // replaced by the prefix
+    next.AssignPrefix(base, n);
+    REQUIRE(next.size() == n);
+    for (size_t i = 0; i < n; ++i) REQUIRE(next[i] == base[i]);
+    // Appending to the continued list changes neither the base nor the lists sharing its chunks.
+    for (size_t i = 0; i < kChunk + 3; ++i) next.emplace_back(7, 8 + i);
+    REQUIRE(next.size() == n + kChunk + 3);
+    CHECK(next[n] == JsonElements::Element{7, 8});
+    CHECK(next.back() == JsonElements::Element{7, 8 + kChunk + 2});
+    for (size_t i = 0; i < n; ++i) REQUIRE(next[i] == base[i]);
+    REQUIRE(base.size() == before.size());
+    for (size_t i = 0; i < base.size(); ++i) REQUIRE(base[i] == before[i]);
+  }
+  // A copy appending to the last chunk it shares leaves the original's elements as they were, and
+  // the original appending after it sees its own.
+  JsonElements copy = base;
+  copy.emplace_back(1, 2);
+  base.emplace_back(3, 4);
+  CHECK(copy.back() == JsonElements::Element{1, 2});
+  CHECK(base.back() == JsonElements::Element{3, 4});
+  CHECK(copy[copy.size() - 2] == base[base.size() - 2]);
+  // A list continuing a prefix of one that is gone appends after its own elements.
+  JsonElements tail;
+  {
+    JsonElements gone;
+    for (size_t i = 0; i < 2 * kChunk; ++i) gone.emplace_back(2 * i, 2 * i + 1);
+    tail.AssignPrefix(gone, kChunk + 3);
+  }
+  tail.emplace_back(5, 6);
+  CHECK(tail.size() == kChunk + 4);
+  CHECK(tail[kChunk + 2] == before[kChunk + 2]);
+  CHECK(tail.back() == JsonElements::Element{5, 6});
+  base.clear();
+  CHECK(base.empty());
+  CHECK(before.size() == 3 * kChunk + 10);
 }
 
 TEST_CASE("the JSON scan cuts an object's array member and continues an earlier split") {
