@@ -259,7 +259,6 @@ class StrataPolicy final : public CompactionPolicy {
 
   // Which history segments the plan must not touch at `level` (prot[i] for in.history[i]), and
   // where the task (the first user message) is.
-
   Protected Protect(const KeptRows& kept, const CompactionInput& in, Protection level,
                     bool after_use, bool whole) const {
     const size_t configured_turns =
