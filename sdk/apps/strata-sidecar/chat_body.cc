@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/json_scan.h"
+#include "core/json_text.h"
 #include "core/text_memo.h"
 #include "core/text_util.h"
 
@@ -29,10 +30,18 @@ internal::TextMemo<ChatTools>& Tools() {
   return *memo;  // never destroyed: used until exit
 }
 
+// Whether `part`, found at `depth` levels inside the body (a member of the body's object at 1, an
+// element of its "messages" array at 2), keeps the whole body within kMaxJsonDepth: a body taken
+// apart is checked part by part, each part when it is first parsed (the memos keep only parts
+// that passed), instead of every byte of it on every request.
+bool WithinDepth(std::string_view part, size_t depth) {
+  return internal::CheckJsonDepth(part, "", internal::kMaxJsonDepth - depth).ok();
+}
+
 // The "tools" array of `body`, whose "messages" array is `messages`, parsed once per distinct
 // text; null when the scan does not find one array (then the skeleton keeps "tools" as sent: not
-// an array, given twice, a key with an escape), *failed when its text is not JSON. The messages'
-// array is stepped over, not scanned again.
+// an array, given twice, a key with an escape), *failed when its text is not JSON or nests too
+// deep. The messages' array is stepped over, not scanned again.
 std::shared_ptr<const ChatTools> SplitTools(std::string_view body,
                                             const internal::JsonArraySplit& messages,
                                             std::pair<size_t, size_t>* range, bool* failed) {
@@ -57,6 +66,10 @@ std::shared_ptr<const ChatTools> SplitTools(std::string_view body,
   const std::string_view text = body.substr(range->first, range->second - range->first);
   std::shared_ptr<const ChatTools> tools = Tools().Find(text);
   if (tools != nullptr) return tools;
+  if (!WithinDepth(text, 1)) {
+    *failed = true;
+    return nullptr;
+  }
   json value = json::parse(text.begin(), text.end(), nullptr, false);
   if (value.is_discarded()) {
     *failed = true;
@@ -102,6 +115,7 @@ bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* ou
     at = end;
   }
   skeleton.append(body.substr(at));
+  if (!WithinDepth(skeleton, 0)) return false;
   out->fields = json::parse(skeleton, nullptr, false);
   if (out->fields.is_discarded() || !out->fields.is_object()) return false;
   internal::TextMemo<ChatElement>& memo = Messages();
@@ -117,6 +131,7 @@ bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* ou
     const std::string_view text = body.substr(from, to - from);
     std::shared_ptr<const ChatElement> message = memo.Find(text);
     if (message == nullptr) {
+      if (!WithinDepth(text, 2)) return false;
       auto parsed = std::make_shared<ChatElement>();
       parsed->value = json::parse(text.begin(), text.end(), nullptr, false);
       if (parsed->value.is_discarded()) return false;
@@ -169,6 +184,7 @@ std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase*
     return out;
   }
   out = ChatBody();
+  if (!WithinDepth(body, 0)) return std::nullopt;  // refused unparsed (ParseChatRequest says why)
   out.fields = json::parse(body.begin(), body.end(), nullptr, false);
   if (out.fields.is_discarded()) return std::nullopt;
   return out;

@@ -73,10 +73,14 @@ struct ChatBody {
   size_t reused = 0;
 };
 
-// `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it). With `previous`
-// (the base of an earlier body of the conversation), the messages that end in the bytes the two
-// bodies share are that body's, neither scanned nor looked up again. With `keep_base`, the result
-// carries its own base (a copy of the body).
+// `body` parsed; nullopt when it is not JSON (nlohmann::json::parse discards it), or when it nests
+// deeper than kMaxJsonDepth (core/json_text.h) and is not taken apart. With `previous` (the base
+// of an earlier body of the conversation), the messages that end in the bytes the two bodies share
+// are that body's, neither scanned nor looked up again. With `keep_base`, the result carries its
+// own base (a copy of the body). A body taken apart (`split`) is within kMaxJsonDepth: each part
+// it parses (its skeleton, its tools, each message not seen before) is checked first, and a part
+// that would take the body deeper makes it parsed whole instead; a caller checks the depth of a
+// body that is not `split` before using its values (CheckJsonDepth), as the whole parse does not.
 std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase* previous = nullptr,
                                       bool keep_base = false);
 

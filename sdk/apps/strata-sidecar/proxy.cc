@@ -541,10 +541,13 @@ std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
 
 StatusOr<ChatRequest> ParseChatRequest(std::string_view body, const ChatBodyBase* previous,
                                        std::shared_ptr<const ChatBodyBase>* base) {
-  // Checked on the text, before anything is built: the parser itself is iterative, but dump() and
-  // comparisons of the values below recurse once per level.
-  STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
   std::optional<ChatBody> parsed = ParseChatBody(body, previous, base != nullptr);
+  // The nesting is checked before any value is used: the parser itself is iterative, but dump()
+  // and comparisons of the values below recurse once per level. A body taken apart had each part
+  // it parsed checked; one parsed whole is checked here, on its text.
+  if (!parsed || !parsed->split) {
+    STRATA_RETURN_IF_ERROR(internal::CheckJsonDepth(body, "the request body"));
+  }
   if (!parsed) return InvalidArgumentError(DescribeJsonError(body, "the request body"));
   if (base != nullptr) *base = parsed->base;
   json& request = parsed->fields;

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "chat_body.h"
+#include "core/json_text.h"
 #include "proxy_recall.h"
 #include "reconcile.h"
 #include "registry.h"
@@ -172,6 +174,37 @@ TEST_CASE("ParseChatRequest refuses a body nested deeper than 512 levels, naming
   }
   CHECK_THAT(Refusal("{\"messages\":" + kMessages.dump() + ",\"x\":" + Nested(512) + "}"),
              Catch::Contains("512"));
+}
+
+TEST_CASE("a body taken apart is refused for a new message nested too deep, as a whole one is") {
+  // The body's object, its messages array and the message are 3 levels: 509 more are 512.
+  const auto body = [](const std::string& messages) {
+    return "{\"model\":\"m\",\"messages\":[" + messages + "]}";
+  };
+  const auto user = [](const std::string& text, size_t levels) {
+    return "{\"role\":\"user\",\"content\":\"" + text + "\",\"x\":" + Nested(levels) + "}";
+  };
+  const std::string first = user("deep-ok", 509);
+  StatusOr<ChatRequest> accepted = ParseChatRequest(body(first));
+  REQUIRE(accepted.ok());
+  // One level more, in a new message of a body that is taken apart (the first one continued from
+  // its base, or on its own): refused with the whole body's message.
+  std::shared_ptr<const ChatBodyBase> base;
+  REQUIRE(ParseChatRequest(body(first), nullptr, &base).ok());
+  REQUIRE(base != nullptr);
+  const std::string deeper = body(first + "," + user("deep-not-ok", 510));
+  for (const ChatBodyBase* previous : {static_cast<const ChatBodyBase*>(nullptr), base.get()}) {
+    StatusOr<ChatRequest> refused = ParseChatRequest(deeper, previous, nullptr);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().message() ==
+          internal::CheckJsonDepth(deeper, "the request body").message());
+  }
+  // The same in the tools array, 2 levels inside the body: 510 more are 512.
+  const std::string tools =
+      "{\"model\":\"m\",\"messages\":[" + first + "],\"tools\":[" + Nested(511) + "]}";
+  StatusOr<ChatRequest> refused_tools = ParseChatRequest(tools);
+  REQUIRE_FALSE(refused_tools.ok());
+  CHECK_THAT(std::string(refused_tools.status().message()), Catch::Contains("512"));
 }
 
 TEST_CASE("Proxy::ChatCompletions answers a deeply nested body with 400, before any agent") {
