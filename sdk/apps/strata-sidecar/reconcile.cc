@@ -159,10 +159,16 @@ StatusOr<ParsedChat> ParseChatMessages(
 namespace {
 
 // The view is trusted only as far as the agent still holds what it names: a segment that is gone,
-// or that an earlier replacement evicted (its view was not saved), ends it.
-void TrimViewToAgent(const Context& context, ClientView* view) {
+// or that an earlier replacement evicted (its view was not saved), ends it. `history` is the
+// agent's history (LayerSegments): the view names its segments in the history's order, so they
+// are found walking it along with the view; one not found further on is looked up by id.
+void TrimViewToAgent(const Context& context, const std::vector<const Segment*>& history,
+                     ClientView* view) {
+  size_t h = 0;
   for (size_t i = 0; i < view->entries().size(); ++i) {
-    const Segment* s = context.Find(view->entries()[i].segment_id);
+    const std::string& id = view->entries()[i].segment_id;
+    while (h < history.size() && history[h]->id != id) ++h;
+    const Segment* s = h < history.size() ? history[h] : context.Find(id);
     if (s == nullptr || s->layer != Layer::kHistory ||
         (s->state == SegmentState::kEvicted && s->policy == kReconcilePolicy)) {
       view->Truncate(i);
@@ -306,10 +312,14 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
                                      std::vector<StoredEvent>* events) {
   ReconcileOutcome outcome;
   Context& context = agent.context();
-  TrimViewToAgent(context, view);
+  // Pointers into the context (Segments() would copy every segment's content on every turn),
+  // valid until it changes.
+  std::vector<const Segment*> history = context.LayerSegments(Layer::kHistory);
+  TrimViewToAgent(context, history, view);
   if (!SystemPromptsAre(agent, chat.system)) {
     STRATA_RETURN_IF_ERROR(context.SetSystemPrompts(chat.SystemPrompts()));
     outcome.system_changed = true;
+    history = context.LayerSegments(Layer::kHistory);
   }
 
   const size_t n = view->entries().size();
@@ -323,8 +333,6 @@ StatusOr<ReconcileOutcome> Reconcile(const ParsedChat& chat, Agent& agent, Clien
     ++k;
   }
 
-  // Pointers into the context (Segments() would copy every segment's content on every turn).
-  std::vector<const Segment*> history = context.LayerSegments(Layer::kHistory);
   // Every rendered history segment from history[start] on is evicted.
   const size_t start = k < n ? StartOfClientEdit(chat, *view, history, &k, &outcome.reason)
                              : StartOfUnknownSegments(*view, history, &outcome.reason);

@@ -254,6 +254,45 @@ TEST_CASE("an edited message replaces the history from the first difference",
   CHECK(turn.prefix_break->reason.find("history") != std::string::npos);
 }
 
+TEST_CASE("a view naming its segments out of the history's order is trimmed by what exists",
+          "[sidecar][reconcile]") {
+  Harness h("out-of-order");
+  json messages = json::array({User("q1")});
+  h.Send(messages, TextReply("a1"));
+  messages.push_back(AssistantText("a1"));
+  messages.push_back(User("q2"));
+  h.Send(messages, TextReply("a2"));
+  messages.push_back(AssistantText("a2"));
+  messages.push_back(User("q3"));
+  REQUIRE(h.view.entries().size() == 4);
+  // The third entry names the first message's segment (before the second's): it exists, so the
+  // view is not cut there, and the one after it, found by its id, is kept too.
+  ClientView reordered;
+  for (size_t i = 0; i < 4; ++i) {
+    ClientView::Entry e = h.view.entries()[i];
+    if (i == 2) e.segment_id = h.view.entries()[0].segment_id;
+    reordered.Append(e);
+  }
+  ReconcileOutcome kept = Must(Reconcile(Must(ParseChatMessages(messages)), *h.agent, &reordered));
+  CHECK_FALSE(kept.replaced);
+  CHECK(kept.kept == 4);
+  CHECK(kept.appended == 1);
+  // An entry naming no segment of the agent cuts the view there, wherever it is.
+  h.transport.Respond(TextReply("a3"));
+  RecordReply(Must(h.agent->Complete()), &reordered);
+  ClientView missing;
+  for (size_t i = 0; i < reordered.entries().size(); ++i) {
+    ClientView::Entry e = reordered.entries()[i];
+    if (i == 1) e.segment_id = "no-such-segment";
+    missing.Append(e);
+  }
+  messages.push_back(AssistantText("a3"));
+  messages.push_back(User("q4"));
+  ReconcileOutcome cut = Must(Reconcile(Must(ParseChatMessages(messages)), *h.agent, &missing));
+  CHECK(cut.replaced);
+  CHECK(cut.kept == 1);
+}
+
 TEST_CASE("a truncated history (a retry without the reply) regenerates the answer",
           "[sidecar][reconcile]") {
   Harness h("retry");
