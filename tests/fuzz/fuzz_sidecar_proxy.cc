@@ -260,7 +260,7 @@ void CheckContinued(std::string_view text, const json& body, const ChatRequest& 
     std::shared_ptr<const strata::sidecar::ChatBodyBase> base;
     (void)strata::sidecar::ParseChatRequest(previous, nullptr, &base);
     if (base == nullptr) continue;
-    strata::StatusOr<ChatRequest> again = strata::sidecar::ParseChatRequest(text, base.get());
+    strata::StatusOr<ChatRequest> again = strata::sidecar::ParseChatRequest(text, base);
     STRATA_FUZZ_CHECK(again.ok(),
                       "a body read from another's base is refused: " + again.status().ToString());
     STRATA_FUZZ_CHECK(again->chat.SystemPrompts() == request.chat.SystemPrompts() &&

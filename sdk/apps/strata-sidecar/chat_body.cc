@@ -88,13 +88,15 @@ struct ChatBodyBase {
   std::vector<std::shared_ptr<const ChatElement>> messages;
 };
 
+std::string_view ChatBodyBaseText(const ChatBodyBase& base) { return base.body; }
+
 namespace {
 
-// The body taken apart (see chat_body.h); false to parse it whole.
-bool SplitBody(std::string_view body, const ChatBodyBase* previous, ChatBody* out,
+// The body taken apart (see chat_body.h), continuing `previous`, which shares `prefix` bytes with
+// it; false to parse it whole.
+bool SplitBody(std::string_view body, const ChatBodyBase* previous, size_t prefix, ChatBody* out,
                internal::JsonArraySplit* split_out) {
   internal::JsonArraySplit& split = *split_out;
-  const size_t prefix = previous != nullptr ? internal::CommonPrefix(previous->body, body) : 0;
   if (!internal::SplitMemberArray(
           body, "messages", previous != nullptr ? &previous->split : nullptr, prefix, &split)) {
     return false;
@@ -169,14 +171,25 @@ std::shared_ptr<const ChatTools> ChatTools::None() {
   return none;
 }
 
-std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase* previous,
+std::optional<ChatBody> ParseChatBody(std::string_view body,
+                                      std::shared_ptr<const ChatBodyBase> previous,
                                       bool keep_base) {
   ChatBody out;
   internal::JsonArraySplit split;
-  if (SplitBody(body, previous, &out, &split)) {
+  const size_t prefix = previous != nullptr ? internal::CommonPrefix(previous->body, body) : 0;
+  if (SplitBody(body, previous.get(), prefix, &out, &split)) {
     if (keep_base) {
       auto base = std::make_shared<ChatBodyBase>();
-      base->body = std::string(body);
+      if (previous != nullptr && previous.use_count() == 1) {
+        // Held by nothing else (made by make_shared, not const, taken out of ChatBodyBases): its
+        // text's memory holds this one's, and only the bytes past what they share are written,
+        // instead of a copy of the whole body (and the page faults of fresh memory) per request.
+        base->body = std::move(const_cast<ChatBodyBase&>(*previous).body);
+        base->body.resize(prefix);
+        base->body.append(body.substr(prefix));
+      } else {
+        base->body = std::string(body);
+      }
       base->split = std::move(split);
       base->messages = out.messages;
       out.base = std::move(base);

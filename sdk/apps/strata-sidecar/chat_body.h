@@ -41,6 +41,8 @@ struct ChatTools {
 // What ParseChatBody keeps of a body so that the next body of the same conversation, which starts
 // with the same bytes, is taken apart from where the two differ (opaque; chat_body.cc).
 struct ChatBodyBase;
+// The body a base was made from.
+std::string_view ChatBodyBaseText(const ChatBodyBase& base);
 
 // The bases of recent bodies by conversation (the proxy's agent), each until the next body of that
 // conversation takes it; bounded by the bytes of the bodies they hold (kChatBodyBasesBytes), past
@@ -77,11 +79,14 @@ struct ChatBody {
 // deeper than kMaxJsonDepth (core/json_text.h) and is not taken apart. With `previous` (the base
 // of an earlier body of the conversation), the messages that end in the bytes the two bodies share
 // are that body's, neither scanned nor looked up again. With `keep_base`, the result carries its
-// own base (a copy of the body). A body taken apart (`split`) is within kMaxJsonDepth: each part
-// it parses (its skeleton, its tools, each message not seen before) is checked first, and a part
-// that would take the body deeper makes it parsed whole instead; a caller checks the depth of a
-// body that is not `split` before using its values (CheckJsonDepth), as the whole parse does not.
-std::optional<ChatBody> ParseChatBody(std::string_view body, const ChatBodyBase* previous = nullptr,
+// own base (a copy of the body; when `previous` is held by nothing else, its text's memory is
+// reused for it and only what differs is written). A body taken apart (`split`) is within
+// kMaxJsonDepth: each part it parses (its skeleton, its tools, each message not seen before) is
+// checked first, and a part that would take the body deeper makes it parsed whole instead; a caller
+// checks the depth of a body that is not `split` before using its values (CheckJsonDepth), as the
+// whole parse does not.
+std::optional<ChatBody> ParseChatBody(std::string_view body,
+                                      std::shared_ptr<const ChatBodyBase> previous = nullptr,
                                       bool keep_base = false);
 
 // The bound of the tools memo, charged as the messages' memo.

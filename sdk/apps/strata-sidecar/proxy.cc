@@ -539,9 +539,10 @@ std::string Proxy::DerivedAgentId(const ParsedChat& chat) {
   return kDerivedAgentPrefix + Hex(reinterpret_cast<const unsigned char*>(digest.data()), 8);
 }
 
-StatusOr<ChatRequest> ParseChatRequest(std::string_view body, const ChatBodyBase* previous,
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body,
+                                       std::shared_ptr<const ChatBodyBase> previous,
                                        std::shared_ptr<const ChatBodyBase>* base) {
-  std::optional<ChatBody> parsed = ParseChatBody(body, previous, base != nullptr);
+  std::optional<ChatBody> parsed = ParseChatBody(body, std::move(previous), base != nullptr);
   // The nesting is checked before any value is used: the parser itself is iterative, but dump()
   // and comparisons of the values below recurse once per level. A body taken apart had each part
   // it parsed checked; one parsed whole is checked here, on its text.
@@ -626,7 +627,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
   std::shared_ptr<const ChatBodyBase> previous, base;
   if (!conversation.empty()) previous = bases_.Take(conversation);
   StatusOr<ChatRequest> request =
-      ParseChatRequest(body, previous.get(), conversation.empty() ? nullptr : &base);
+      ParseChatRequest(body, std::move(previous), conversation.empty() ? nullptr : &base);
   if (base != nullptr) bases_.Put(conversation, std::move(base));
   if (!request.ok()) return fail(request.status());
   const std::string agent_id =

@@ -111,7 +111,7 @@ struct ChatRequest {
 // messages in the bytes the two share are taken from it; with `base`, *base receives this body's
 // (ParseChatBody).
 StatusOr<ChatRequest> ParseChatRequest(std::string_view body,
-                                       const ChatBodyBase* previous = nullptr,
+                                       std::shared_ptr<const ChatBodyBase> previous = nullptr,
                                        std::shared_ptr<const ChatBodyBase>* base = nullptr);
 
 struct ProxyOptions {

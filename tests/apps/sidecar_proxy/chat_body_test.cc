@@ -162,7 +162,7 @@ TEST_CASE("a body of the same conversation is read from where it differs from th
   longer.push_back(message("assistant", "four"));
   longer.push_back(message("user", "five"));
   const std::string body2 = body_of(longer);
-  std::optional<ChatBody> b = ParseChatBody(body2, a->base.get(), true);
+  std::optional<ChatBody> b = ParseChatBody(body2, a->base, true);
   REQUIRE(b.has_value());
   CHECK(b->reused >= 3);
   for (size_t i = 0; i < b->reused; ++i) CHECK(b->messages[i].get() == a->messages[i].get());
@@ -172,22 +172,47 @@ TEST_CASE("a body of the same conversation is read from where it differs from th
   std::vector<std::string> edited = longer;
   edited[1] = message("user", "one, edited");
   const std::string body3 = body_of(edited);
-  std::optional<ChatBody> c = ParseChatBody(body3, b->base.get(), true);
+  std::optional<ChatBody> c = ParseChatBody(body3, b->base, true);
   REQUIRE(c.has_value());
   CHECK(c->reused == 1);
   CheckMessages(*c, body3);
   // A body that shares nothing but its first bytes, and one with other fields first.
   const std::string other = R"({"model":"m","messages":[)" + message("user", "else") + "]}";
-  std::optional<ChatBody> d = ParseChatBody(other, c->base.get(), true);
+  std::optional<ChatBody> d = ParseChatBody(other, c->base, true);
   REQUIRE(d.has_value());
   CHECK(d->reused == 0);
   CheckMessages(*d, other);
   const std::string reordered =
       R"({"stream":false,"messages":[)" + first[0] + "," + first[1] + "]}";
-  std::optional<ChatBody> e = ParseChatBody(reordered, a->base.get(), true);
+  std::optional<ChatBody> e = ParseChatBody(reordered, a->base, true);
   REQUIRE(e.has_value());
   CHECK(e->reused == 0);
   CheckMessages(*e, reordered);
+
+  // A base held by nothing else lends its text's memory to the next one: the shared bytes stay
+  // where they are and only what differs is written (here the last message, edited to the same
+  // length). One still held elsewhere is copied and left as it was.
+  std::shared_ptr<const ChatBodyBase> held = std::move(c->base);
+  c.reset();
+  REQUIRE(held.use_count() == 1);
+  const char* memory = ChatBodyBaseText(*held).data();
+  std::vector<std::string> last_edited = edited;
+  last_edited.back() = message("user", "fivE");
+  const std::string body4 = body_of(last_edited);
+  REQUIRE(body4.size() == body3.size());
+  std::optional<ChatBody> f = ParseChatBody(body4, std::move(held), true);
+  REQUIRE(f.has_value());
+  REQUIRE(f->base != nullptr);
+  CHECK(ChatBodyBaseText(*f->base) == body4);
+  CHECK(ChatBodyBaseText(*f->base).data() == memory);
+  CHECK(f->reused == last_edited.size() - 1);
+  CheckMessages(*f, body4);
+  std::shared_ptr<const ChatBodyBase> shared = f->base;
+  std::optional<ChatBody> g = ParseChatBody(body3, shared, true);
+  REQUIRE(g.has_value());
+  CHECK(ChatBodyBaseText(*shared) == body4);
+  CHECK(ChatBodyBaseText(*g->base) == body3);
+  CheckMessages(*g, body3);
 }
 
 }  // namespace

@@ -193,7 +193,8 @@ TEST_CASE("a body taken apart is refused for a new message nested too deep, as a
   REQUIRE(ParseChatRequest(body(first), nullptr, &base).ok());
   REQUIRE(base != nullptr);
   const std::string deeper = body(first + "," + user("deep-not-ok", 510));
-  for (const ChatBodyBase* previous : {static_cast<const ChatBodyBase*>(nullptr), base.get()}) {
+  for (const std::shared_ptr<const ChatBodyBase>& previous :
+       std::initializer_list<std::shared_ptr<const ChatBodyBase>>{nullptr, base}) {
     StatusOr<ChatRequest> refused = ParseChatRequest(deeper, previous, nullptr);
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().message() ==
