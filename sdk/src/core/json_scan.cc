@@ -53,26 +53,26 @@ size_t SkipJsonValue(std::string_view t, size_t pos) {
 }
 
 void JsonElements::emplace_back(size_t begin, size_t end) {
-  const size_t in_chunk = size_ % kChunk;
-  if (in_chunk == 0) {
+  if (size_ % kChunk == 0) {  // the last chunk is full (or there is none): a new one
     chunks_.push_back(std::make_shared<std::vector<Element>>());
     chunks_.back()->reserve(kChunk);
-  } else if (std::shared_ptr<std::vector<Element>>& last = chunks_.back(); last.use_count() > 1) {
-    // Shared with another list: this list's part of it becomes its own before it is written.
-    auto own = std::make_shared<std::vector<Element>>();
-    own->reserve(kChunk);
-    own->assign(last->begin(), last->begin() + static_cast<std::ptrdiff_t>(in_chunk));
-    last = std::move(own);
-  } else {
-    last->resize(in_chunk);  // a list it was shared with may have appended more to it
   }
   chunks_.back()->emplace_back(begin, end);
   ++size_;
 }
 
 void JsonElements::AssignPrefix(const JsonElements& other, size_t n) {
-  chunks_.assign(other.chunks_.begin(),
-                 other.chunks_.begin() + static_cast<std::ptrdiff_t>((n + kChunk - 1) / kChunk));
+  const size_t whole = n / kChunk;
+  std::vector<std::shared_ptr<std::vector<Element>>> chunks(
+      other.chunks_.begin(), other.chunks_.begin() + static_cast<std::ptrdiff_t>(whole));
+  if (n % kChunk != 0) {  // the partial chunk is copied: this list appends to it
+    const std::vector<Element>& partial = *other.chunks_[whole];
+    auto own = std::make_shared<std::vector<Element>>();
+    own->reserve(kChunk);
+    own->assign(partial.begin(), partial.begin() + static_cast<std::ptrdiff_t>(n % kChunk));
+    chunks.push_back(std::move(own));
+  }
+  chunks_ = std::move(chunks);
   size_ = n;
 }
 

@@ -29,15 +29,25 @@ size_t SkipJsonString(std::string_view t, size_t pos);
 // scalar up to the next ',', '}', ']' or space), or npos. Not validated.
 size_t SkipJsonValue(std::string_view t, size_t pos);
 
-// The [begin, end) byte ranges of an array's elements, in order, held in shared chunks of kChunk:
-// a list that continues another's first elements (AssignPrefix), or a copy, shares its chunks
+// The [begin, end) byte ranges of an array's elements, in order, held in chunks of kChunk: a list
+// that continues another's first elements (AssignPrefix), or a copy, shares its full chunks
 // instead of copying them, so continuing the split of a long conversation costs its new elements.
-// A chunk is written only by a list that holds it alone (a list appending to a shared last chunk
-// copies its part of it first), so lists sharing chunks may be read from several threads.
+// Only full chunks are shared, and a full chunk is never written again (a list appends to its
+// partial last chunk, which is its own: copied, not shared), so lists sharing chunks may be used
+// from several threads, each list by one.
 class JsonElements {
  public:
   using Element = std::pair<size_t, size_t>;
   static constexpr size_t kChunk = 256;
+
+  JsonElements() = default;
+  JsonElements(const JsonElements& other) { AssignPrefix(other, other.size_); }
+  JsonElements& operator=(const JsonElements& other) {
+    AssignPrefix(other, other.size_);
+    return *this;
+  }
+  JsonElements(JsonElements&&) noexcept = default;
+  JsonElements& operator=(JsonElements&&) noexcept = default;
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -48,7 +58,7 @@ class JsonElements {
     size_ = 0;
   }
   void emplace_back(size_t begin, size_t end);
-  // Becomes the first `n` elements of `other` (n <= other.size()).
+  // Becomes the first `n` elements of `other` (n <= other.size(); `other` may be this list).
   void AssignPrefix(const JsonElements& other, size_t n);
 
  private:
