@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <exception>
 #include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -112,6 +114,34 @@ class HttpServer::Impl {
     });
   }
 
+  // Reads a request's body into `body`, sized once from its Content-Length (which the connection
+  // checked against the sidecar's limit before any byte of the body was read): httplib's own
+  // reading grows the body chunk by chunk, so a megabyte body was copied about twice more and its
+  // pages faulted in at each size. False when the body cannot be read: `res` then has the status
+  // httplib set (413 above the limit, 400 malformed), which ErrorHandler() words. A form-encoded
+  // body is held to httplib's limit for those, as when httplib reads it.
+  bool ReadBody(const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& read, std::string* body) const {
+    const std::string length = req.get_header_value("Content-Length");
+    size_t declared = 0;
+    if (std::from_chars(length.data(), length.data() + length.size(), declared).ec == std::errc())
+      body->reserve(std::min<size_t>(declared, static_cast<size_t>(std::max<int64_t>(
+                                                   1, options_.authenticator->MaxRequestBytes()))));
+    if (!read([body](const char* data, size_t size) {
+          body->append(data, size);
+          return true;
+        })) {
+      if (res.status == -1) res.status = 400;
+      return false;
+    }
+    if (body->size() > CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH &&
+        req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
+      res.status = 413;
+      return false;
+    }
+    return true;
+  }
+
   void Routes() {
     httplib::Server& s = *server_;
     s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -155,12 +185,15 @@ class HttpServer::Impl {
                                          req.get_param_value("max_tokens")),
                   res);
           });
-    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& read) {
+      std::string body;
+      if (!ReadBody(req, res, read, &body)) return;
       const TenantConfig* tenant = Authenticate(req, res);
       if (tenant == nullptr) return;
-      if (static_cast<int64_t>(req.body.size()) > tenant->limits.max_request_bytes) {
+      if (static_cast<int64_t>(body.size()) > tenant->limits.max_request_bytes) {
         HttpReply reply = ErrorReply(InvalidArgumentError(
-            "the request body has " + std::to_string(req.body.size()) + " bytes, above tenant \"" +
+            "the request body has " + std::to_string(body.size()) + " bytes, above tenant \"" +
             tenant->name + "\"'s max_request_bytes (" +
             std::to_string(tenant->limits.max_request_bytes) + ")"));
         reply.status = 413;
@@ -172,8 +205,8 @@ class HttpServer::Impl {
                           "the sidecar is draining (shutting down): retry on another instance"));
         return;
       }
-      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"),
-                                            req.body, CurrentClientWatch()),
+      Apply(options_.proxy->ChatCompletions(*tenant, req.get_header_value("X-Strata-Agent"), body,
+                                            CurrentClientWatch()),
             res);
     });
     for (const HttpGetRoute& route : options_.get_routes) {

@@ -278,6 +278,71 @@ TEST_CASE("a body that is not JSON gets a 400 that says why", "[sidecar][proxy][
   }
 }
 
+TEST_CASE("a chat body is read whole however it is sent and held to its limits",
+          "[sidecar][proxy][http]") {
+  Fixture f("body-reads");
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alpha-token\r\n";
+  // A body above 64 KB arrives in many reads; one sent chunked declares no length.
+  const std::string question = "q" + std::string(100000, 'x');
+  const std::string body =
+      json({{"messages", json::array({{{"role", "user"}, {"content", question}}})}}).dump();
+  {
+    RawClient client(f.http->port());
+    // Two requests on one connection: the first body is read to its end, so the second request
+    // starts where it ends.
+    client.Send(head + "X-Strata-Agent: read-length\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body);
+    client.Send(kHealthz);
+    const std::string replies = client.ReadUntilClosed();
+    INFO(replies.substr(0, 600));
+    CHECK(StatusOf(replies) == 200);
+    const size_t second = replies.find("HTTP/1.1 ", 1);
+    REQUIRE(second != std::string::npos);
+    CHECK(StatusOf(replies.substr(second)) == 200);
+    CHECK(replies.substr(second).find("\r\n\r\nok\n") != std::string::npos);
+  }
+  std::string chunked;
+  for (size_t at = 0; at < body.size(); at += 7000) {
+    const std::string piece = body.substr(at, 7000);
+    char size[32];
+    std::snprintf(size, sizeof(size), "%zx\r\n", piece.size());
+    chunked += size + piece + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  const std::string by_chunks = f.Exchange(head +
+                                           "X-Strata-Agent: read-chunked\r\nConnection: "
+                                           "close\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                                           chunked);
+  INFO(by_chunks.substr(0, 600));
+  CHECK(StatusOf(by_chunks) == 200);
+  // Both agents got the same question, whole.
+  const std::vector<sim::SimRequestLog> sent = f.sim->requests();
+  REQUIRE(sent.size() == 2);
+  for (const sim::SimRequestLog& request : sent) {
+    const json messages = json::parse(request.body)["messages"];
+    CHECK(messages.back()["content"] == question);
+  }
+  // A chunked body above the tenant's limit (1 MiB) is refused with 413.
+  const std::string over(1100000, ' ');
+  char size[32];
+  std::snprintf(size, sizeof(size), "%zx\r\n", over.size());
+  const std::string too_big =
+      f.Exchange(head + "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n" + size + over +
+                 "\r\n0\r\n\r\n");
+  CHECK(StatusOf(too_big) == 413);
+  CHECK_THAT(ErrorOf(too_big)["message"].get<std::string>(),
+             Contains("above tenant \"alpha\"'s max_request_bytes"));
+  // A form-encoded body is held to cpp-httplib's 8,192 bytes for forms, and told to send JSON.
+  const std::string form =
+      f.Exchange(head + "Connection: close\r\nContent-Type: application/x-www-form-urlencoded\r\n" +
+                 "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  CHECK(StatusOf(form) == 413);
+  CHECK_THAT(ErrorOf(form)["message"].get<std::string>(),
+             Contains("send it with Content-Type: application/json"));
+  CHECK(f.sim->requests().size() == 2);
+}
+
 TEST_CASE("a proxy client that closes its connection cancels its turn and frees its agent",
           "[sidecar][proxy][http]") {
   Fixture f("leaver");
