@@ -116,8 +116,8 @@ class HttpServer::Impl {
 
   // Reads a request's body into `body`, sized once from its Content-Length (which the connection
   // checked against the sidecar's limit before any byte of the body was read): httplib's own
-  // reading grows the body chunk by chunk, so a megabyte body was copied about twice more and its
-  // pages faulted in at each size. False when the body cannot be read: `res` then has the status
+  // reading grows the body piece by piece, copying it again each time it outgrows its memory and
+  // faulting in fresh pages at each size. False when the body cannot be read: `res` then has the status
   // httplib set (413 above the limit, 400 malformed), which ErrorHandler() words. A form-encoded
   // body is held to httplib's limit for those, as when httplib reads it.
   bool ReadBody(const httplib::Request& req, httplib::Response& res,

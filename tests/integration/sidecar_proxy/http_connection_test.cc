@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -302,18 +303,20 @@ TEST_CASE("a chat body is read whole however it is sent and held to its limits",
     CHECK(StatusOf(replies.substr(second)) == 200);
     CHECK(replies.substr(second).find("\r\n\r\nok\n") != std::string::npos);
   }
-  std::string chunked;
-  for (size_t at = 0; at < body.size(); at += 7000) {
-    const std::string piece = body.substr(at, 7000);
-    char size[32];
-    std::snprintf(size, sizeof(size), "%zx\r\n", piece.size());
-    chunked += size + piece + "\r\n";
-  }
-  chunked += "0\r\n\r\n";
+  // `data` in chunked transfer encoding, in chunks of at most `piece` bytes.
+  const auto chunked = [](const std::string& data, size_t piece) {
+    std::string out;
+    for (size_t at = 0; at < data.size(); at += piece) {
+      char size[32];
+      std::snprintf(size, sizeof(size), "%zx\r\n", std::min(piece, data.size() - at));
+      out += size + data.substr(at, piece) + "\r\n";
+    }
+    return out + "0\r\n\r\n";
+  };
   const std::string by_chunks = f.Exchange(head +
                                            "X-Strata-Agent: read-chunked\r\nConnection: "
                                            "close\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                                           chunked);
+                                           chunked(body, 7000));
   INFO(by_chunks.substr(0, 600));
   CHECK(StatusOf(by_chunks) == 200);
   // Both agents got the same question, whole.
@@ -324,12 +327,9 @@ TEST_CASE("a chat body is read whole however it is sent and held to its limits",
     CHECK(messages.back()["content"] == question);
   }
   // A chunked body above the tenant's limit (1 MiB) is refused with 413.
-  const std::string over(1100000, ' ');
-  char size[32];
-  std::snprintf(size, sizeof(size), "%zx\r\n", over.size());
   const std::string too_big =
-      f.Exchange(head + "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n" + size + over +
-                 "\r\n0\r\n\r\n");
+      f.Exchange(head + "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                 chunked(std::string(1100000, ' '), 1100000));
   CHECK(StatusOf(too_big) == 413);
   CHECK_THAT(ErrorOf(too_big)["message"].get<std::string>(),
              Contains("above tenant \"alpha\"'s max_request_bytes"));
