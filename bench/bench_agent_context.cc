@@ -117,8 +117,9 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
 }
 
 // With STRATA_BENCH_PERF_CTL naming perf's control FIFO (perf record -D -1 --control
-// fifo:FILE), writes `command` ("enable" or "disable") to it: a profile of the turns, without the
-// setup, the first request and the agent's destruction.
+// fifo:FILE), writes `command` ("enable" or "disable") to it: a profile of the turns (or of
+// BM_CompactingBuild's compacting Build() calls), without the setup, the first request and the
+// agent's destruction.
 void ControlProfiler(const char* command) {
   const char* control = std::getenv("STRATA_BENCH_PERF_CTL");
   if (control == nullptr) return;
@@ -251,7 +252,9 @@ void BM_CompactingBuild(benchmark::State& state) {
       Turn(state, *agent, round * 1000 + i, /*complete=*/false);
     }
     state.ResumeTiming();
+    ControlProfiler("enable");
     auto built = agent->context().Build();
+    ControlProfiler("disable");
     if (!built.ok() || !built->compaction) {
       state.SkipWithError("the Build did not compact");
       break;

@@ -1,13 +1,20 @@
 #include "core/identifiers.h"
-#include "core/thread_annotations.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+
+#include "core/thread_annotations.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace strata::internal {
 namespace {
@@ -33,7 +40,6 @@ struct CharClasses {
 constexpr CharClasses kClasses;
 
 inline unsigned char ClassOf(char c) { return kClasses.of[static_cast<unsigned char>(c)]; }
-inline bool IsIdentChar(char c) { return ClassOf(c) != 0; }
 inline bool IsAlpha(char c) { return (ClassOf(c) & (kLower | kUpper)) != 0; }
 
 // A word counts as an identifier when it looks like code: a path (has '/' and a letter), a dotted
@@ -69,6 +75,61 @@ inline bool Precedes(std::string_view text, size_t at, std::string_view word) {
   return at >= word.size() && text.compare(at - word.size(), word.size(), word) == 0;
 }
 
+// Bit i of each mask says what byte i of a block of up to 64 bytes is: an identifier character,
+// a letter, or "special" (a capital, or '_', '.', '/', '-'). Bytes past the block's size are none.
+struct BlockMasks {
+  uint64_t ident = 0;
+  uint64_t letter = 0;
+  uint64_t special = 0;
+};
+
+#if defined(__SSE2__)
+// Whether each byte of x is in [lo, lo + count), as 0xff or 0: x - lo below count, compared signed
+// after both are shifted by 128.
+inline __m128i InRange(__m128i x, char lo, char count) {
+  const __m128i shifted = _mm_add_epi8(x, _mm_set1_epi8(static_cast<char>(128 - lo)));
+  return _mm_cmplt_epi8(shifted, _mm_set1_epi8(static_cast<char>(count - 128)));
+}
+
+BlockMasks Classify(const char* p, size_t size) {
+  alignas(16) char padded[64];
+  if (size < 64) {
+    std::memset(padded, 0, sizeof(padded));
+    std::memcpy(padded, p, size);
+    p = padded;
+  }
+  BlockMasks m;
+  for (int part = 0; part < 4; ++part) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
+    const __m128i lower = InRange(x, 'a', 26);
+    const __m128i upper = InRange(x, 'A', 26);
+    const __m128i digit = InRange(x, '0', 10);
+    const __m128i punct = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('_')), _mm_cmpeq_epi8(x, _mm_set1_epi8('.'))),
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')), _mm_cmpeq_epi8(x, _mm_set1_epi8('-'))));
+    const __m128i letter = _mm_or_si128(lower, upper);
+    const __m128i special = _mm_or_si128(upper, punct);
+    const __m128i ident = _mm_or_si128(_mm_or_si128(letter, digit), punct);
+    const int shift = 16 * part;
+    m.ident |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(ident))) << shift;
+    m.letter |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(letter))) << shift;
+    m.special |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(special))) << shift;
+  }
+  return m;
+}
+#else
+BlockMasks Classify(const char* p, size_t size) {
+  BlockMasks m;
+  for (size_t i = 0; i < size; ++i) {
+    const unsigned char k = ClassOf(p[i]);
+    m.ident |= static_cast<uint64_t>(k != 0) << i;
+    m.letter |= static_cast<uint64_t>((k & (kLower | kUpper)) != 0) << i;
+    m.special |= static_cast<uint64_t>((k & (kUpper | kIdentPunct)) != 0) << i;
+  }
+  return m;
+}
+#endif
+
 // Every identifier of `text`, ranked (ExtractIdentifiers without a limit). Words are views into
 // `text` until the ranked ones are copied out.
 std::vector<std::string> RankIdentifiers(std::string_view text) {
@@ -82,34 +143,73 @@ std::vector<std::string> RankIdentifiers(std::string_view text) {
                                                    "fn ",  "struct ", "interface "};
   std::unordered_map<std::string_view, Seen> seen;
   size_t order = 0;
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    if (!IsIdentChar(text[i])) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < n && IsIdentChar(text[j])) ++j;
-    // Trim punctuation a sentence or a path listing may leave at the ends.
-    size_t begin = i, end = j;
-    while (end > begin && (text[end - 1] == '.' || text[end - 1] == '-' || text[end - 1] == '/')) {
-      --end;
-    }
-    while (begin < end && (text[begin] == '.' || text[begin] == '-')) ++begin;
-    const std::string_view word = text.substr(begin, end - begin);
+  // A word [start, end) of identifier characters, with whether it has a letter and whether it has
+  // a capital or punctuation ("special"): most words of a tool result are plain words and numbers,
+  // told apart by these two without another pass over them.
+  auto word_found = [&](size_t start, size_t end, bool letter, bool special) {
+    if (!letter) return;  // neither test below can pass
+    // Every definer ends with a space: a word not after one follows none.
+    const bool after_space = start > 0 && text[start - 1] == ' ';
+    std::string_view word;
     bool is_path = false;
-    if (LooksLikeIdentifier(word, &is_path) ||
-        (i >= 4 && word.size() >= 4 && IsAlpha(word[0]) &&
-         (Precedes(text, i, "def ") || Precedes(text, i, "class ")))) {
-      Seen& s = seen[word];
-      if (s.count++ == 0) s.first = order++;
-      s.path = is_path;
+    bool identifier = false;
+    if (!special) {
+      // Lower-case letters and digits only: no punctuation to trim, no path, dot, underscore or
+      // inner capital, so only a definer before it makes it a name.
+      word = text.substr(start, end - start);
+    } else {
+      // Trim punctuation a sentence or a path listing may leave at the ends.
+      size_t begin = start;
+      while (end > begin &&
+             (text[end - 1] == '.' || text[end - 1] == '-' || text[end - 1] == '/')) {
+        --end;
+      }
+      while (begin < end && (text[begin] == '.' || text[begin] == '-')) ++begin;
+      word = text.substr(begin, end - begin);
+      identifier = LooksLikeIdentifier(word, &is_path);
+    }
+    if (!identifier && !(after_space && start >= 4 && word.size() >= 4 && IsAlpha(word[0]) &&
+                         (Precedes(text, start, "def ") || Precedes(text, start, "class ")))) {
+      return;
+    }
+    Seen& s = seen[word];
+    if (s.count++ == 0) s.first = order++;
+    s.path = is_path;
+    if (after_space) {
       for (std::string_view definer : kDefiners) {
-        if (Precedes(text, i, definer)) s.defined = true;
+        if (Precedes(text, start, definer)) s.defined = true;
       }
     }
-    i = j;
+  };
+  // The words, found 64 bytes at a time from the blocks' masks: a branch per word, not per byte.
+  const size_t n = text.size();
+  size_t word_start = 0;
+  bool in_word = false, letter = false, special = false;
+  for (size_t base = 0; base < n; base += 64) {
+    const BlockMasks m = Classify(text.data() + base, std::min<size_t>(64, n - base));
+    size_t b = 0;
+    while (b < 64) {
+      if (!in_word) {
+        const uint64_t ahead = m.ident & (~uint64_t{0} << b);
+        if (ahead == 0) break;
+        b = static_cast<size_t>(__builtin_ctzll(ahead));
+        word_start = base + b;
+        in_word = true;
+        letter = special = false;
+      }
+      const uint64_t gaps = ~m.ident & (~uint64_t{0} << b);
+      const size_t e = gaps == 0 ? 64 : static_cast<size_t>(__builtin_ctzll(gaps));
+      const uint64_t range =
+          (e == 64 ? ~uint64_t{0} : (uint64_t{1} << e) - 1) & (~uint64_t{0} << b);
+      letter = letter || (m.letter & range) != 0;
+      special = special || (m.special & range) != 0;
+      if (e == 64) break;  // the word goes on into the next block
+      word_found(word_start, base + e, letter, special);
+      in_word = false;
+      b = e;
+    }
   }
+  if (in_word) word_found(word_start, n, letter, special);
   // Rank: what the output defines, then paths, then by frequency; ties by first appearance.
   struct Ranked {
     size_t score;

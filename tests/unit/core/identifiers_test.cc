@@ -140,5 +140,33 @@ TEST_CASE("ExtractIdentifiers ranks every fixture message as the first scan did"
   }
 }
 
+TEST_CASE("ExtractIdentifiers reads words across the scan's 64-byte blocks whole",
+          "[core][identifiers]") {
+  // The scan finds words 64 bytes at a time: words ending at, starting at and running over the
+  // blocks' edges (one over several blocks), texts ending inside and at the end of a block.
+  const std::string long_name = "very_long_module_name/" + std::string(80, 'x') + "/tail_part.py";
+  const std::string text = std::string(60, ' ') + "abcd_efgh" + std::string(55, ',') + long_name +
+                           " def " + std::string(63, 'y') + " class SomeName";
+  for (size_t cut = 60; cut <= text.size(); ++cut) {
+    const std::string part = text.substr(0, cut);
+    REQUIRE(ExtractIdentifiers(part, static_cast<size_t>(-1)) == ReferenceRank(part));
+  }
+  CHECK(ExtractIdentifiers(text, 16) ==
+        Names{std::string(63, 'y'), "SomeName", long_name, "abcd_efgh"});
+  // Random words of 1 to 200 identifier characters between single separators.
+  std::mt19937 rng(11);
+  const std::string letters = "abcXYZ_./-09";
+  const std::string separators = " \n(:,\x80";
+  for (int round = 0; round < 300; ++round) {
+    std::string random;
+    while (random.size() < 1000) {
+      const size_t length = 1 + rng() % 200;
+      for (size_t k = 0; k < length; ++k) random.push_back(letters[rng() % letters.size()]);
+      random.push_back(separators[rng() % separators.size()]);
+    }
+    REQUIRE(ExtractIdentifiers(random, static_cast<size_t>(-1)) == ReferenceRank(random));
+  }
+}
+
 }  // namespace
 }  // namespace strata::internal
