@@ -431,11 +431,13 @@ class Connection final : public httplib::Stream {
     }
     return static_cast<ssize_t>(size);
   }
+  // cpp-httplib asks for both addresses at every request: read once per connection (a socket's
+  // addresses do not change while it is open).
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    SocketAddress(fd_, true, ip, port);
+    Addresses(true, ip, port);
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    SocketAddress(fd_, false, ip, port);
+    Addresses(false, ip, port);
   }
   socket_t socket() const override { return fd_; }
 
@@ -460,7 +462,23 @@ class Connection final : public httplib::Stream {
     }
   }
 
+  struct Address {
+    bool read = false;
+    std::string ip;
+    int port = 0;
+  };
+  void Addresses(bool peer, std::string& ip, int& port) const {
+    Address& address = peer ? peer_ : local_;
+    if (!address.read) {
+      SocketAddress(fd_, peer, address.ip, address.port);
+      address.read = true;
+    }
+    ip = address.ip;
+    port = address.port;
+  }
+
   int fd_;
+  mutable Address peer_, local_;  // as the socket gave them, once asked for
   std::unique_ptr<Transport> transport_;
   const ConnectionLimits& limits_;
   std::function<bool()> stopping_;
