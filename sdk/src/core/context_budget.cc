@@ -75,28 +75,40 @@ size_t Context::Impl::LimitTokens() const {
              : 0;
 }
 
-CompactionInput Context::Impl::MakeInput(bool forced) const {
-  CompactionInput input;
+Context::Impl::LentInput Context::Impl::MakeInput(bool forced) const {
   internal::RenderedHistoryView& view = input_view_;
-  if (!view.valid) {
-    view.Drop();
+  static std::atomic<uint64_t> next_serial{1};  // process-wide: a copy's inputs name none of ours
+  // The view is lent to an input still alive (no caller keeps two): this one gathers its own.
+  const bool gathered = view.lent;
+  LentInput lent(gathered ? nullptr : &view);
+  CompactionInput& input = lent.input;
+  if (gathered) {
     for (size_t i = 0; i < history_.size(); ++i) {
       const Segment& s = history_[i];
-      // Hygiene kept the original under the segment's recall id: a placeholder states its size.
-      if (IsRendered(s)) view.Add(&s, history_hashes_[i], OriginalBytesOf(s));
+      if (!IsRendered(s)) continue;
+      input.history.push_back(&s);
+      input.history_fingerprints.push_back(history_hashes_[i]);
+      input.original_bytes.push_back(OriginalBytesOf(s));
     }
-    view.valid = true;
+    input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    if (!view.valid) {
+      view.Drop();
+      for (size_t i = 0; i < history_.size(); ++i) {
+        const Segment& s = history_[i];
+        // Hygiene kept the original under the segment's recall id: a placeholder states its size.
+        if (IsRendered(s)) view.Add(&s, history_hashes_[i], OriginalBytesOf(s));
+      }
+      view.valid = true;
+    }
+    input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+    input.previous_history_serial = view.last_serial;
+    input.history_unchanged =
+        view.last_serial != 0 ? std::min(view.unchanged, view.segments.size()) : 0;
+    view.last_serial = input.history_serial;
+    view.unchanged = view.segments.size();
+    view.Lend(input);
   }
-  input.history = view.segments;
-  input.history_fingerprints = view.fingerprints;
-  if (view.originals > 0) input.original_bytes = view.original_bytes;
-  static std::atomic<uint64_t> next_serial{1};  // process-wide: a copy's inputs name none of ours
-  input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
-  input.previous_history_serial = view.last_serial;
-  input.history_unchanged =
-      view.last_serial != 0 ? std::min(view.unchanged, view.segments.size()) : 0;
-  view.last_serial = input.history_serial;
-  view.unchanged = view.segments.size();
   for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
   input.volatile_tokens = VolatileTokens();
   input.history_tokens = Usage(Layer::kHistory).tokens;
@@ -111,7 +123,7 @@ CompactionInput Context::Impl::MakeInput(bool forced) const {
   input.turn = turn_;
   input.forced = forced;
   input.tokenizer = tokenizer_;
-  return input;
+  return lent;
 }
 
 Status Context::Impl::OverBudgetError(size_t tokens, size_t limit, bool can_compact) const {
@@ -156,7 +168,8 @@ StatusOr<BuiltRequest> Context::Impl::RenderCounted(const BuildOptions& build) c
 StatusOr<HistoryEdit> Context::Impl::PlanRound(const BuildOptions& build, size_t tokens,
                                                size_t limit, size_t round, bool prediction) const {
   CompactionPolicy* policy = options_.compaction;
-  CompactionInput input = MakeInput(false);
+  LentInput lent = MakeInput(false);
+  CompactionInput& input = lent.input;
   input.summary_request = build.summary_request;
   input.total_tokens = tokens;  // plan against the exact count when there is one
   input.round = round;

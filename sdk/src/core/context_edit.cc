@@ -29,12 +29,14 @@ StatusOr<std::optional<CompactionReport>> Context::Impl::Compact(bool force) {
   if (policy == nullptr) {
     return FailedPreconditionError("no compaction policy is set (ContextOptions::compaction)");
   }
-  CompactionInput input = MakeInput(force);
+  LentInput lent = MakeInput(force);
+  const CompactionInput& input = lent.input;
   if (!force && !policy->ShouldCompact(input)) return std::optional<CompactionReport>();
   STRATA_ASSIGN_OR_RETURN(HistoryEdit edit, policy->Plan(input));
   if (edit.empty()) return std::optional<CompactionReport>();
   std::string reason =
       force ? "requested" : (edit.reason.empty() ? DescribeTrigger(input) : edit.reason);
+  lent.GiveBack();  // before the edit changes the history
   bool not_reducing = false;
   STRATA_ASSIGN_OR_RETURN(CompactionReport report,
                           ApplyEdit(edit, policy->Name(), std::move(reason),

@@ -64,12 +64,17 @@ inline bool IsRendered(const Segment& s) {
 
 // The rendered history as CompactionInput lists it (Context::Impl::MakeInput): each rendered
 // segment, its fingerprint and its original's bytes (0: none kept), kept as the history is rendered
-// so that an input is copied, not gathered segment by segment. Its pointers name the segments of
-// the Impl that keeps it: a copy or a move of the Impl does not carry it (the copy's segments are
-// others), and it is dropped when an insertion into the history moves segments; MakeInput then
-// gathers it again.
+// so that an input is lent these lists, not gathered segment by segment. Its pointers name the
+// segments of the Impl that keeps it: a copy or a move of the Impl does not carry it (the copy's
+// segments are others), and it is dropped when an insertion into the history moves segments;
+// MakeInput then gathers it again.
 struct RenderedHistoryView {
   bool valid = false;
+  // While an input holds the lists (Lend), they are not here: a change of the history meanwhile
+  // marks them stale, and they are dropped when given back.
+  bool lent = false;
+  bool lent_originals = false;  // original_bytes went with them
+  bool stale = false;
   std::vector<const Segment*> segments;
   std::vector<uint64_t> fingerprints;
   std::vector<size_t> original_bytes;
@@ -91,6 +96,7 @@ struct RenderedHistoryView {
     return *this;
   }
   void Drop() {
+    stale = lent;
     valid = false;
     last_serial = 0;
     unchanged = 0;
@@ -100,22 +106,47 @@ struct RenderedHistoryView {
     originals = 0;
   }
   void Add(const Segment* s, uint64_t fingerprint, size_t original) {
+    if (lent) {
+      stale = true;
+      return;
+    }
     segments.push_back(s);
     fingerprints.push_back(fingerprint);
     original_bytes.push_back(original);
     originals += original > 0;
   }
   // Entry `n` and those after it changed in place.
-  void Touch(size_t n) { unchanged = std::min(unchanged, n); }
+  void Touch(size_t n) {
+    stale = stale || lent;
+    unchanged = std::min(unchanged, n);
+  }
   // Keeps the first `n` entries.
   void Cut(size_t n) {
     Touch(n);
+    if (lent) return;
     for (size_t i = n; i < original_bytes.size(); ++i) originals -= original_bytes[i] > 0;
     if (n < segments.size()) {
       segments.resize(n);
       fingerprints.resize(n);
       original_bytes.resize(n);
     }
+  }
+  // Moves the lists into `input` (original_bytes only when an entry is above 0), and back.
+  void Lend(CompactionInput& input) {
+    lent = true;
+    stale = false;
+    lent_originals = originals > 0;
+    input.history.swap(segments);
+    input.history_fingerprints.swap(fingerprints);
+    if (lent_originals) input.original_bytes.swap(original_bytes);
+  }
+  void TakeBack(CompactionInput& input) {
+    if (!lent) return;
+    lent = false;
+    segments.swap(input.history);
+    fingerprints.swap(input.history_fingerprints);
+    if (lent_originals) original_bytes.swap(input.original_bytes);
+    if (stale) Drop();
   }
 };
 
@@ -290,7 +321,28 @@ class Context::Impl {
   static std::string DescribeTrigger(const CompactionInput& input);
 
   // --- The budget (context_budget.cc).
-  CompactionInput MakeInput(bool forced) const;
+  // A policy's input whose history lists are input_view_'s own, lent instead of copied: they go
+  // back when it is destroyed or GiveBack() is called, which must come before the history changes
+  // (a change meanwhile makes MakeInput gather them again).
+  class LentInput {
+   public:
+    explicit LentInput(internal::RenderedHistoryView* view) : view_(view) {}
+    LentInput(LentInput&& other) noexcept
+        : input(std::move(other.input)), view_(std::exchange(other.view_, nullptr)) {}
+    LentInput(const LentInput&) = delete;
+    LentInput& operator=(const LentInput&) = delete;
+    LentInput& operator=(LentInput&&) = delete;
+    ~LentInput() { GiveBack(); }
+    void GiveBack() {
+      if (view_ != nullptr) view_->TakeBack(input);
+      view_ = nullptr;
+    }
+    CompactionInput input;
+
+   private:
+    internal::RenderedHistoryView* view_;
+  };
+  LentInput MakeInput(bool forced) const;
   StatusOr<BuiltRequest> RenderCounted(const BuildOptions& build) const;
   Status OverBudgetError(size_t tokens, size_t limit, bool can_compact) const;
   // What round `round` of BuildWithinBudget would apply to the request counted at `tokens`: the

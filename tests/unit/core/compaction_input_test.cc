@@ -164,5 +164,62 @@ TEST_CASE(
   CHECK(vouched > 1000);
 }
 
+// Plans once more, inside its own plan, on the context it is given: the inner input is made while
+// the outer one holds the context's lists.
+class ReentrantPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "reentrant@1"; }
+  bool ShouldCompact(const CompactionInput&) const override { return true; }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
+    if (inner_) {
+      for (const Segment* s : in.history) inner_ids.push_back(s->id);
+      inner_fingerprints = in.history_fingerprints;
+      return HistoryEdit{};
+    }
+    for (const Segment* s : in.history) outer_ids.push_back(s->id);
+    outer_fingerprints = in.history_fingerprints;
+    inner_ = true;
+    const Status inner = context->Compact(/*force=*/true).status();
+    inner_ = false;
+    if (!inner.ok()) return inner;
+    // The outer input still lists what it listed before the inner plan.
+    std::vector<std::string> after;
+    for (const Segment* s : in.history) after.push_back(s->id);
+    if (after != outer_ids) return InternalError("the outer input changed during the inner plan");
+    return HistoryEdit{};
+  }
+  Context* context = nullptr;
+  std::vector<std::string> outer_ids, inner_ids;
+  std::vector<uint64_t> outer_fingerprints, inner_fingerprints;
+
+ private:
+  bool inner_ = false;
+};
+
+TEST_CASE("an input made while another input of the context is alive lists the same history",
+          "[core][context]") {
+  ReentrantPolicy policy;
+  auto context = Context::Create(Options(&policy)).value();
+  policy.context = context.get();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Start.").ok());
+  testing::HistoryChanges changes(7);
+  for (int step = 0; step < 20; ++step) {
+    REQUIRE(changes.CallAndResult(*context, "call" + std::to_string(step),
+                                  step % 3 == 0 ? std::string(2000, 'x') : "out"));
+  }
+  REQUIRE(context->Compact(/*force=*/true).ok());
+  CHECK(policy.outer_ids.size() > 40);
+  CHECK(policy.inner_ids == policy.outer_ids);
+  CHECK(policy.inner_fingerprints == policy.outer_fingerprints);
+  // Both were given back: the next plan lists the history again.
+  policy.outer_ids.clear();
+  policy.inner_ids.clear();
+  REQUIRE(context->AppendUser("More.").ok());
+  REQUIRE(context->Compact(/*force=*/true).ok());
+  CHECK(policy.outer_ids.size() > 40);
+  CHECK(policy.inner_ids == policy.outer_ids);
+}
+
 }  // namespace
 }  // namespace strata
