@@ -9,6 +9,11 @@
 //                           earlier tool result in every Build() (no request counter: the policy
 //                           plans on the context's own count); 1,000 turns, so that the context grows
 //                           by about 60K tokens
+//   BM_ExtractIdentifiers   the identifiers of every tool result and user message of the traces
+//                           of 512 bytes or more (core/identifiers.h, what a policy reads of each
+//                           new segment once), each text given a prefix that differs at every
+//                           iteration so that the process-wide memo does not answer; the copy
+//                           with the prefix is timed too (bytes per second)
 // Tokens are counted by the 4-bytes-per-token estimator (the tokenizer benchmarks are separate).
 //
 //   build/bench/bench_context --benchmark_min_time=0.2
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/identifiers.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "strata/replay/trace.h"
@@ -278,12 +284,35 @@ void BM_ContextMemory(benchmark::State& state) {
 }
 
 #define STRATA_SIZES Arg(10'000)->Arg(100'000)->Arg(1'000'000)
+void BM_ExtractIdentifiers(benchmark::State& state) {
+  std::vector<const std::string*> texts;
+  for (const TraceMessage& m : AllMessages()) {
+    if ((m.role == TraceRole::kTool || m.role == TraceRole::kUser) && m.content.size() >= 512)
+      texts.push_back(&m.content);
+  }
+  static size_t iteration = 0;  // across runs too: the memo outlives each
+  size_t bytes = 0, names = 0;
+  std::string text;
+  for (auto _ : state) {
+    const std::string prefix = "iteration " + std::to_string(++iteration) + "\n";
+    for (const std::string* t : texts) {
+      text.assign(prefix).append(*t);
+      names += strata::internal::ExtractIdentifiers(text, 16).size();
+      bytes += text.size();
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["texts"] = static_cast<double>(texts.size());
+  benchmark::DoNotOptimize(names);
+}
+
 BENCHMARK(BM_AppendTurnAndBuild)->STRATA_SIZES->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CompactingBuild)->STRATA_SIZES->Iterations(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MemcpyFloor)->STRATA_SIZES->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CopyIntoNewString)->STRATA_SIZES->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NlohmannFromScratch)->STRATA_SIZES->Iterations(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ContextMemory)->STRATA_SIZES->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExtractIdentifiers)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
