@@ -383,6 +383,7 @@ class Connection final : public httplib::Stream {
         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
         "\r\nConnection: close\r\n\r\n" + body;
     write(reply.data(), reply.size());
+    Flush();
     transport_->Close();
     ::shutdown(fd_, SHUT_WR);
     if (!linger) return;
@@ -406,6 +407,7 @@ class Connection final : public httplib::Stream {
     return n > 0 && (p.revents & POLLOUT) && !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
   }
   ssize_t read(char* ptr, size_t size) override {
+    if (!Flush()) return -1;  // a held head (an interim 100 Continue) goes before any wait
     if (pos_ >= buffer_.size()) {
       buffer_.clear();
       pos_ = 0;
@@ -417,19 +419,32 @@ class Connection final : public httplib::Stream {
     pos_ += n;
     return static_cast<ssize_t>(n);
   }
+  // cpp-httplib writes a reply's head and its body (or first chunk) in two calls: the head is
+  // held and goes out with what follows it, in one send, so that the client is not woken for a
+  // head whose body comes a moment later. What is held goes out before a read (an interim
+  // "100 Continue" precedes the body it asks for) and when the request is done (Flush).
   ssize_t write(const char* ptr, size_t size) override {
-    size_t sent = 0;
-    while (sent < size) {
-      Wait wait = Wait::kNone;
-      const ssize_t n = transport_->Send(ptr + sent, size - sent, &wait);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-      } else if (wait == Wait::kNone ||
-                 !WaitFor(fd_, wait, Clock::now() + limits_.io_timeout, stopping_)) {
-        return -1;
-      }
+    const std::string_view data(ptr, size);
+    if (held_.empty() && data.rfind("HTTP/1.", 0) == 0 && size >= 4 &&
+        data.substr(size - 4) == "\r\n\r\n") {
+      held_.assign(data);
+      return static_cast<ssize_t>(size);
     }
+    if (!held_.empty() && size <= kJoinedBytes) {
+      held_.append(data);
+      const bool sent = SendAll(held_);
+      held_.clear();
+      return sent ? static_cast<ssize_t>(size) : -1;
+    }
+    if (!Flush() || !SendAll(data)) return -1;
     return static_cast<ssize_t>(size);
+  }
+  // Sends what write() held; false when the connection failed.
+  bool Flush() {
+    if (held_.empty()) return true;
+    const bool sent = SendAll(held_);
+    held_.clear();
+    return sent;
   }
   // cpp-httplib asks for both addresses at every request: read once per connection (a socket's
   // addresses do not change while it is open).
@@ -477,8 +492,28 @@ class Connection final : public httplib::Stream {
     port = address.port;
   }
 
+  bool SendAll(std::string_view data) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      Wait wait = Wait::kNone;
+      const ssize_t n = transport_->Send(data.data() + sent, data.size() - sent, &wait);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else if (wait == Wait::kNone ||
+                 !WaitFor(fd_, wait, Clock::now() + limits_.io_timeout, stopping_)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // A body up to this size is copied after the held head and sent with it; a larger one follows
+  // the head in a second send.
+  static constexpr size_t kJoinedBytes = 256 * 1024;
+
   int fd_;
   mutable Address peer_, local_;  // as the socket gave them, once asked for
+  std::string held_;              // a reply's head, until what follows it (write)
   std::unique_ptr<Transport> transport_;
   const ConnectionLimits& limits_;
   std::function<bool()> stopping_;
@@ -667,6 +702,7 @@ class GuardedServer final : public Base {
       bool closed = false;
       ok = this->process_request(conn, count == 1, closed,
                                  [ssl](httplib::Request& req) { req.ssl = ssl; });
+      ok = conn.Flush() && ok;  // a reply without a body: its head
       current_request = {};
       if (!ok || closed) break;
       start = Clock::now();

@@ -2,13 +2,14 @@
 // request heads, malformed heads answered at once, and a proxy client that closes its connection
 // while its turn runs. strata-sim is the upstream.
 #include <arpa/inet.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +86,40 @@ class RawClient {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Reads one reply of a kept-alive connection: its head and a body of its Content-Length.
+  std::string ReadUntilReply() {
+    std::string in;
+    for (;;) {
+      const size_t head_end = in.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t at = in.find("Content-Length: ");
+        REQUIRE(at != std::string::npos);
+        const size_t length = std::strtoull(in.c_str() + at + 16, nullptr, 10);
+        if (in.size() >= head_end + 4 + length) return in;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      REQUIRE(::poll(&p, 1, 20000) == 1);
+      char buffer[65536];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      REQUIRE(n > 0);
+      in.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  // The TCP segments with data this end received so far (TCP_INFO).
+  uint32_t DataSegmentsIn() const {
+    tcp_info info{};
+    socklen_t size = sizeof(info);
+    REQUIRE(::getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &info, &size) == 0);
+    REQUIRE(size >= offsetof(tcp_info, tcpi_data_segs_in) + sizeof(info.tcpi_data_segs_in));
+    return info.tcpi_data_segs_in;
+  }
+  // Waits up to `limit` for bytes to read.
+  bool Readable(std::chrono::milliseconds limit) const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(limit.count())) == 1;
+  }
+
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
@@ -341,6 +376,54 @@ TEST_CASE("a chat body is read whole however it is sent and held to its limits",
   CHECK_THAT(ErrorOf(form)["message"].get<std::string>(),
              Contains("send it with Content-Type: application/json"));
   CHECK(f.sim->requests().size() == 2);
+}
+
+TEST_CASE("a reply's head goes out with its body in one segment and an interim reply at once",
+          "[sidecar][proxy][http]") {
+  Fixture f("one-segment");
+  RawClient client(f.http->port());
+  const std::string chat =
+      json({{"messages", json::array({{{"role", "user"}, {"content", "Hello."}}})}}).dump();
+  const std::string requests[] = {
+      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alpha-token\r\n"
+      "X-Strata-Agent: one-segment\r\nContent-Type: application/json\r\nContent-Length: " +
+          std::to_string(chat.size()) + "\r\n\r\n" + chat,
+      "GET /no-such-path HTTP/1.1\r\nHost: x\r\n\r\n",
+  };
+  const int statuses[] = {200, 200, 404};
+  for (size_t k = 0; k < 3; ++k) {
+    INFO("request " << k);
+    const uint32_t before = client.DataSegmentsIn();
+    client.Send(requests[k]);
+    const std::string reply = client.ReadUntilReply();
+    CHECK(StatusOf(reply) == statuses[k]);
+    CHECK(client.DataSegmentsIn() - before == 1);  // the head and the body together
+  }
+  // A reply without a body (HEAD) is not held back for one.
+  client.Send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string head;
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    REQUIRE(client.Readable(std::chrono::seconds(5)));
+    char buffer[4096];
+    const ssize_t n = ::recv(client.fd(), buffer, sizeof(buffer), 0);
+    REQUIRE(n > 0);
+    head.append(buffer, static_cast<size_t>(n));
+  }
+  CHECK(StatusOf(head) == 200);
+  // A client that asks before sending its body gets "100 Continue" without waiting for the body,
+  // then the reply.
+  client.Send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+      "Authorization: Bearer alpha-token\r\nX-Strata-Agent: one-segment-2\r\n"
+      "Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: " +
+      std::to_string(chat.size()) + "\r\n\r\n");
+  REQUIRE(client.Readable(std::chrono::seconds(5)));
+  char interim[64] = {};
+  REQUIRE(::recv(client.fd(), interim, 25, 0) == 25);
+  CHECK(std::string(interim) == "HTTP/1.1 100 Continue\r\n\r\n");
+  client.Send(chat);
+  CHECK(StatusOf(client.ReadUntilReply()) == 200);
 }
 
 TEST_CASE("a proxy client that closes its connection cancels its turn and frees its agent",
