@@ -509,7 +509,7 @@ class Connection final : public httplib::Stream {
 
   // A body up to this size is copied after the held head and sent with it; a larger one follows
   // the head in a second send.
-  static constexpr size_t kJoinedBytes = 256 * 1024;
+  static constexpr size_t kJoinedBytes = 64 * 1024;
 
   int fd_;
   mutable Address peer_, local_;  // as the socket gave them, once asked for
