@@ -12,7 +12,10 @@
 
 #include "core/thread_annotations.h"
 
-#if defined(__SSE2__)
+// STRATA_IDENTIFIERS_SCALAR builds the scalar classification where SSE2 is available too (a test
+// runs it: tests/unit/core/CMakeLists.txt).
+#if defined(__SSE2__) && !defined(STRATA_IDENTIFIERS_SCALAR)
+#define STRATA_IDENTIFIERS_SSE2 1
 #include <emmintrin.h>
 #endif
 
@@ -83,7 +86,7 @@ struct BlockMasks {
   uint64_t special = 0;
 };
 
-#if defined(__SSE2__)
+#if defined(STRATA_IDENTIFIERS_SSE2)
 // Whether each byte of x is in [lo, lo + count), as 0xff or 0: x - lo below count, compared signed
 // after both are shifted by 128.
 inline __m128i InRange(__m128i x, char lo, char count) {
