@@ -2,7 +2,9 @@
 // loopback. The same workload (agents x turns, `concurrency` agents at once, each agent's turns one
 // after the other) runs three ways, side by side in one process:
 //   direct  the client keeps its message list and POSTs it whole to strata-sim (no sidecar);
-//   grpc    CreateAgent, then one ContextService.Complete(user_message) per turn;
+//   grpc    CreateAgent, then one ContextService.Complete(user_message) per turn, which asks for
+//           its Turn event alone (final_only), as direct and proxy ask for their answers whole
+//           ("stream": false); --grpc-deltas asks for the Delta events too;
 //   proxy   the client POSTs its whole message list to the sidecar's /v1/chat/completions with
 //           X-Strata-Agent (skipped when the sidecar has no HTTP listener).
 // Reported: per-request latency p50/p90/p99 of each way, the sidecar's added latency (p50/p99
@@ -26,7 +28,7 @@
 //
 //   sidecar_load [--agents 200] [--turns 30] [--concurrency 32] [--modes direct,grpc,proxy]
 //                [--store-sync full] [--soak-minutes 0] [--shared-store URL] [--json FILE]
-//                [--system-bytes 4000] [--sim PATH] [--sidecar PATH]
+//                [--system-bytes 4000] [--grpc-deltas] [--sim PATH] [--sidecar PATH]
 #include <fcntl.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -81,6 +83,7 @@ struct Options {
   std::string sidecar = STRATA_SIDECAR_PATH;
   int system_bytes = 4000;  // the agents' system prompt
   int user_bytes = 600;     // each user message
+  bool grpc_deltas = false;  // --grpc-deltas: the gRPC way streams Delta events too
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -330,6 +333,7 @@ void GrpcAgent(strata::v1::ContextService::Stub* stub, const std::string& agent_
     req.set_agent_id(agent_id);
     req.set_user_message("turn " + std::to_string(turn) + ": " +
                          Words(static_cast<uint64_t>(agent) * 1000 + turn, o.user_bytes));
+    req.set_final_only(!o.grpc_deltas);
     const auto t0 = Clock::now();
     auto reader = stub->Complete(&ctx, req);
     strata::v1::CompleteEvent event;
@@ -646,6 +650,8 @@ int main(int argc, char** argv) {
       o.json_path = value();
     } else if (a == "--system-bytes") {
       o.system_bytes = std::stoi(value());
+    } else if (a == "--grpc-deltas") {
+      o.grpc_deltas = true;
     } else if (a == "--sim") {
       o.sim = value();
     } else if (a == "--sidecar") {
@@ -654,7 +660,7 @@ int main(int argc, char** argv) {
       Die("unknown flag " + a +
           " (known: --agents --turns --concurrency --modes --store-sync --soak-minutes "
           "--shared-store --json "
-          "--system-bytes --sim --sidecar)");
+          "--system-bytes --grpc-deltas --sim --sidecar)");
     }
   }
   if (o.agents < 1 || o.turns < 1 || o.concurrency < 1) {

@@ -539,7 +539,9 @@ grpc::Status ContextServiceImpl::Complete(grpc::ServerContext* context,
     auto write_delta = [&](const StreamDelta& d) {
       writer->Write(DeltaEvent(d));  // false: the client is gone; the watcher cancels the request
     };
-    options.on_delta = [&](const StreamDelta& d) { joiner.Add(d, write_delta); };
+    if (!request->final_only()) {
+      options.on_delta = [&](const StreamDelta& d) { joiner.Add(d, write_delta); };
+    }
     // The user message is appended inside the turn: stored with it in one Store::CommitTurn, and
     // undone with it when the turn fails (strata/agent.h), so that a failed turn changes nothing.
     std::shared_ptr<void> in_flight;

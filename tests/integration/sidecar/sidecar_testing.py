@@ -195,12 +195,14 @@ def write_config(tmp: pathlib.Path, config: dict, name: str = "sidecar.json") ->
     return path
 
 
-def complete(stub, agent_id: str, user_message: str = "", timeout: float = 60):
+def complete(stub, agent_id: str, user_message: str = "", timeout: float = 60,
+             final_only: bool = False):
     """Runs Complete; returns (deltas, turn)."""
     deltas = []
     turn = None
-    for event in stub.Complete(pb.CompleteRequest(agent_id=agent_id, user_message=user_message),
-                               timeout=timeout):
+    request = pb.CompleteRequest(agent_id=agent_id, user_message=user_message,
+                                 final_only=final_only)
+    for event in stub.Complete(request, timeout=timeout):
         if event.HasField("delta"):
             deltas.append(event.delta)
         else:

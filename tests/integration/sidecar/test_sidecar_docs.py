@@ -44,6 +44,7 @@ def test_config_and_python_blocks_run(tmp_path, start_sim, start_sidecar):
     assert "docs-agent 131072" in text
     assert "tool_calls ['read_file']" in text
     assert "The README says hello." in text
+    assert "1 The README says hello." in text  # final_only: the Turn event alone
     assert 'StatusCode.NOT_FOUND no agent "no-such-agent"' in text
     # The second request was predicted to reuse the first one's prefix.
     built = [line for line in text.splitlines() if re.fullmatch(r"\d+ \d+", line)]

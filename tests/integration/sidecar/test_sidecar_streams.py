@@ -37,6 +37,20 @@ def test_grpc_deltas_that_arrive_together_are_one_message_per_part(start_sim, st
         i for i, k in enumerate(kinds) if k == pb.Delta.KIND_REASONING)
 
 
+def test_grpc_final_only_sends_the_turn_alone(start_sim, start_sidecar):
+    sim = start_sim(TRAJECTORY, ["--chunk-bytes", "1"])
+    sidecar = start_sidecar(["--upstream", sim.base_url, "--backend", "vllm"])
+    stub = sidecar.stub()
+    stub.CreateAgent(pb.CreateAgentRequest(agent_id="f1"))
+    deltas, turn = complete(stub, "f1", "What does the README say?", final_only=True)
+    assert deltas == []
+    assert turn.content == ANSWER and turn.reasoning == REASONING
+    # The next call of the same agent streams again when it does not ask otherwise.
+    deltas, turn = complete(stub, "f1", "And again?")
+    assert "".join(d.text for d in deltas if d.kind == pb.Delta.KIND_CONTENT) == ANSWER
+    assert turn.content == ANSWER
+
+
 def test_proxy_chunks_that_arrive_together_are_one_chunk_per_part(start_sim, start_sidecar):
     sim = start_sim(TRAJECTORY, ["--chunk-bytes", "1"])
     sidecar = start_sidecar(["--upstream", sim.base_url, "--backend", "vllm",
