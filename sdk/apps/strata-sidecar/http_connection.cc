@@ -432,12 +432,9 @@ class Connection final : public httplib::Stream {
     }
     if (!held_.empty() && size <= kJoinedBytes) {
       held_.append(data);
-      const bool sent = SendAll(held_);
-      held_.clear();
-      return sent ? static_cast<ssize_t>(size) : -1;
+      return Flush() ? static_cast<ssize_t>(size) : -1;
     }
-    if (!Flush() || !SendAll(data)) return -1;
-    return static_cast<ssize_t>(size);
+    return Flush() && SendAll(data) ? static_cast<ssize_t>(size) : -1;
   }
   // Sends what write() held; false when the connection failed.
   bool Flush() {

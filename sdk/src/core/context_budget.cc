@@ -76,39 +76,29 @@ size_t Context::Impl::LimitTokens() const {
 }
 
 Context::Impl::LentInput Context::Impl::MakeInput(bool forced) const {
-  internal::RenderedHistoryView& view = input_view_;
-  static std::atomic<uint64_t> next_serial{1};  // process-wide: a copy's inputs name none of ours
-  // The view is lent to an input still alive (no caller keeps two): this one gathers its own.
-  const bool gathered = view.lent;
-  LentInput lent(gathered ? nullptr : &view);
+  // The kept view, unless it is lent to an input still alive (no caller keeps two): then this
+  // input gathers its own, in a view of its own that vouches for nothing.
+  internal::RenderedHistoryView own;
+  internal::RenderedHistoryView& view = input_view_.lent ? own : input_view_;
+  LentInput lent(&view == &own ? nullptr : &view);
   CompactionInput& input = lent.input;
-  if (gathered) {
+  if (!view.valid) {
+    view.Drop();
     for (size_t i = 0; i < history_.size(); ++i) {
       const Segment& s = history_[i];
-      if (!IsRendered(s)) continue;
-      input.history.push_back(&s);
-      input.history_fingerprints.push_back(history_hashes_[i]);
-      input.original_bytes.push_back(OriginalBytesOf(s));
+      // Hygiene kept the original under the segment's recall id: a placeholder states its size.
+      if (IsRendered(s)) view.Add(&s, history_hashes_[i], OriginalBytesOf(s));
     }
-    input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    if (!view.valid) {
-      view.Drop();
-      for (size_t i = 0; i < history_.size(); ++i) {
-        const Segment& s = history_[i];
-        // Hygiene kept the original under the segment's recall id: a placeholder states its size.
-        if (IsRendered(s)) view.Add(&s, history_hashes_[i], OriginalBytesOf(s));
-      }
-      view.valid = true;
-    }
-    input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
-    input.previous_history_serial = view.last_serial;
-    input.history_unchanged =
-        view.last_serial != 0 ? std::min(view.unchanged, view.segments.size()) : 0;
-    view.last_serial = input.history_serial;
-    view.unchanged = view.segments.size();
-    view.Lend(input);
+    view.valid = true;
   }
+  static std::atomic<uint64_t> next_serial{1};  // process-wide: a copy's inputs name none of ours
+  input.history_serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+  input.previous_history_serial = view.last_serial;
+  input.history_unchanged =
+      view.last_serial != 0 ? std::min(view.unchanged, view.segments.size()) : 0;
+  view.last_serial = input.history_serial;
+  view.unchanged = view.segments.size();
+  view.Lend(input);
   for (Layer layer : internal::kStableLayers) input.stable_tokens += Usage(layer).tokens;
   input.volatile_tokens = VolatileTokens();
   input.history_tokens = Usage(Layer::kHistory).tokens;
