@@ -27,6 +27,7 @@ using compact_internal::CachedTail;
 using compact_internal::CallIndex;
 using compact_internal::IsToolResult;
 using compact_internal::KeptRows;
+using compact_internal::kListAbove;
 using compact_internal::kListAssistants;
 using compact_internal::kListBelow;
 using compact_internal::kListCalling;
@@ -310,17 +311,20 @@ class StrataPolicy final : public CompactionPolicy {
     if (options_.cost_model) {
       const std::vector<SegmentRow>& rows = kept.rows;
       const int64_t since = in.turn - static_cast<int64_t>(options_.use_window_turns) + 1;
-      // The rows of the window's turns: from where the rows split by turn, when they do.
-      const size_t split = whole ? SIZE_MAX : TurnSplit(kept, since);
-      for (size_t i = split == SIZE_MAX ? 0 : split; i < rows.size(); ++i) {
+      auto read = [&](size_t i) {
         const int64_t turn = rows[i].turn;
-        if (turn < since || (rows[i].bits & (kRowResult | kRowUser))) continue;
+        if (turn < since || (rows[i].bits & (kRowResult | kRowUser))) return;
         const std::vector<std::string>& ids = facts.MessageIds(i);
         for (size_t k = 0; k < ids.size() && k < kIdentifiersPerRecentMessage; ++k) {
           auto [it, added] = use.last_use.emplace(ids[k], turn);
           if (!added) it->second = std::max(it->second, turn);
         }
-      }
+      };
+      // The rows of the window's turns: from where the rows split by turn, when they do, and the
+      // window's summaries before that.
+      const size_t split = whole ? SIZE_MAX : TurnSplit(kept, since);
+      if (split != SIZE_MAX) compact_internal::ForEachLateSummary(kept, split, since, read);
+      for (size_t i = split == SIZE_MAX ? 0 : split; i < rows.size(); ++i) read(i);
     }
     use.superseded = &calls.Superseded();
     return use;
@@ -391,7 +395,8 @@ class StrataPolicy final : public CompactionPolicy {
         if (!prot[i] || !(rows[i].bits & kRowResult)) return;
         for (const std::string& id : facts.MessageIds(i)) present.insert(id);
       };
-      // The protected results: pinned or excluded, the latest ones, those of the protected turns.
+      // The protected results: pinned or excluded, the latest ones, those of the protected turns
+      // (from the split: the rows before it that are not of an earlier turn are summaries).
       const std::vector<uint32_t>& results = kept.with_bits[kListResults];
       const size_t split = whole || !prot.by_turn ? SIZE_MAX : TurnSplit(kept, prot.recent_turn);
       if (whole || (prot.by_turn && split == SIZE_MAX)) {
@@ -418,11 +423,12 @@ class StrataPolicy final : public CompactionPolicy {
       found += c->saving;
       candidates.push_back(std::move(*c));
     };
-    if (below && !whole) {  // only the rows that may be candidates below the trigger, newest first
-      const std::vector<uint32_t>& may = kept.with_bits[kListBelow];
-      for (auto i = may.rbegin(); i != may.rend(); ++i) look_at(*i);
-    } else {
+    if (whole) {
       for (size_t i = n; i-- > 0 && (enough == 0 || found < enough);) look_at(i);
+    } else {  // only the rows that may be candidates below or above the trigger, newest first
+      const std::vector<uint32_t>& may = kept.with_bits[below ? kListBelow : kListAbove];
+      for (auto i = may.rbegin(); i != may.rend() && (enough == 0 || found < enough); ++i)
+        look_at(*i);
     }
     std::reverse(candidates.begin(), candidates.end());
     return candidates;

@@ -111,7 +111,9 @@ struct KeptRows {
   uint64_t serial = 0;
   std::vector<SegmentRow> rows;
   std::vector<size_t> tokens_before;     // [i]: the tokens of rows[0, i) (rows.size() + 1 entries)
-  std::vector<int64_t> max_turn_before;  // [i]: the largest turn of rows[0, i) (INT64_MIN at 0)
+  // [i]: the largest turn of rows[0, i) (INT64_MIN at 0), leaving out the rows whose bits share a
+  // bit with the `turn_exempt` mask Rows() was given (rows that may sit among older ones).
+  std::vector<int64_t> max_turn_before;
   // [k]: the indexes, ascending, of the rows whose bits share a bit with the k-th mask Rows() was
   // given.
   std::vector<std::vector<uint32_t>> with_bits;
@@ -153,10 +155,10 @@ class SegmentFacts {
   // maxima. Rows kept for the input the context made just before this one are taken as they are for
   // the entries it vouches unchanged (CompactionInput::history_unchanged); the others are filled
   // again, and the rest continued from the first of them. fill must depend only on the segment and
-  // its facts (and what is constant for the policy and the context); `masks` must be the same at
-  // every plan of a policy.
+  // its facts (and what is constant for the policy and the context); `masks` and `turn_exempt`
+  // must be the same at every plan of a policy.
   template <typename Fill>
-  const KeptRows& Rows(Fill fill, const std::vector<uint32_t>& masks) {
+  const KeptRows& Rows(Fill fill, const std::vector<uint32_t>& masks, uint32_t turn_exempt = 0) {
     const size_t n = in_->history.size();
     std::vector<SegmentRow>& rows = rows_.rows;
     if (rows_.serial != 0 && rows_.serial == in_->history_serial && rows.size() == n) return rows_;
@@ -172,7 +174,9 @@ class SegmentFacts {
     rows_.max_turn_before[0] = INT64_MIN;
     for (size_t i = from; i < n; ++i) {
       rows_.tokens_before[i + 1] = rows_.tokens_before[i] + rows[i].tokens;
-      rows_.max_turn_before[i + 1] = std::max(rows_.max_turn_before[i], rows[i].turn);
+      rows_.max_turn_before[i + 1] = (rows[i].bits & turn_exempt)
+                                         ? rows_.max_turn_before[i]
+                                         : std::max(rows_.max_turn_before[i], rows[i].turn);
     }
     rows_.with_bits.resize(masks.size());
     for (size_t k = 0; k < masks.size(); ++k) {

@@ -12,7 +12,9 @@ const KeptRows& StrataRows(const CompactionInput& in, const StrataPolicyOptions&
                                                    kRowUser,
                                                    kRowAssistant,
                                                    kRowCalling,
-                                                   kRowPinnedOrExcluded};
+                                                   kRowPinnedOrExcluded,
+                                                   kRowSummary,
+                                                   kRowAboveCandidate};
   const bool after_use_below = options.cost_model && options.mask_after_use;
   const auto bit = [](bool on, StrataRowBit b) { return on ? static_cast<uint32_t>(b) : 0u; };
   const auto fill = [&](size_t i) {
@@ -26,7 +28,8 @@ const KeptRows& StrataRows(const CompactionInput& in, const StrataPolicyOptions&
     row.bits = bit(result, kRowResult) | bit(s.kind == SegmentKind::kUser, kRowUser) |
                bit(assistant, kRowAssistant) |
                bit(assistant && !s.tool_calls.empty(), kRowCalling) |
-               bit(s.pinned || excluded, kRowPinnedOrExcluded);
+               bit(s.pinned || excluded, kRowPinnedOrExcluded) |
+               bit(s.kind == SegmentKind::kSummary, kRowSummary);
     // The strata policy's conditions for a candidate below the trigger that do not depend on later
     // results (a result a later one superseded is asked too, when it is live).
     const bool live =
@@ -40,9 +43,12 @@ const KeptRows& StrataRows(const CompactionInput& in, const StrataPolicyOptions&
     const bool below_reasoning =
         assistant && !s.reasoning.empty() && facts.ReasoningTokens(i) >= kMinTokensBelowTrigger;
     if (below_result || below_reasoning) row.bits |= kRowBelowCandidate;
+    // The strata policy's candidates above the trigger (CandidateAt's conditions).
+    const bool reasoning = assistant && !s.reasoning.empty() && facts.ReasoningTokens(i) > 0;
+    if ((result && s.state == SegmentState::kLive) || reasoning) row.bits |= kRowAboveCandidate;
     return row;
   };
-  return facts.Rows(fill, kListMasks);
+  return facts.Rows(fill, kListMasks, kRowSummary);
 }
 
 size_t TurnSplit(const KeptRows& rows, int64_t turn) {
@@ -83,7 +89,10 @@ ProtectedRows ProtectRows(const KeptRows& rows, bool by_turn, int64_t recent_tur
 
 CachedTail::CachedTail(const KeptRows& rows, int64_t turn, bool whole)
     : rows_(&rows), split_(whole ? SIZE_MAX : TurnSplit(rows, turn)) {
-  if (split_ != SIZE_MAX) return;
+  if (split_ != SIZE_MAX) {
+    ForEachLateSummary(rows, split_, turn, [this](size_t j) { late_.push_back(j); });
+    return;
+  }
   const std::vector<SegmentRow>& r = rows.rows;
   summed_.assign(r.size() + 1, 0);
   for (size_t i = r.size(); i-- > 0;)

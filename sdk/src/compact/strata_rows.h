@@ -32,6 +32,9 @@ enum StrataRowBit : uint32_t {
   // after use may take), or reasoning worth dropping.
   kRowBelowCandidate = 32,
   kRowLiveResult = 64,  // a live result of kMinTokensBelowTrigger tokens or more
+  kRowSummary = 128,    // a summary: of the turn it was made in, placed among older segments
+  // May be a candidate above the trigger: a live result, or reasoning worth dropping.
+  kRowAboveCandidate = 256,
 };
 
 // The strata policy's lists of rows by flags (KeptRows::with_bits), by position.
@@ -42,6 +45,8 @@ enum StrataRowList : size_t {
   kListAssistants,  // kRowAssistant
   kListCalling,     // kRowCalling
   kListPinnedOrExcluded,  // kRowPinnedOrExcluded
+  kListSummaries,         // kRowSummary
+  kListAbove,             // kRowAboveCandidate: what a plan above the trigger reads
 };
 
 // The rows of `in` for a policy with `options`, with their lists (the plan's `facts` keep them).
@@ -49,10 +54,21 @@ const KeptRows& StrataRows(const CompactionInput& in, const StrataPolicyOptions&
                            SegmentFacts& facts);
 
 // Where the rows split by `turn`: the first index from which every row's turn is `turn` or later,
-// when every row before it is of an earlier turn; SIZE_MAX when they do not split so (a summary,
-// which takes the turn it was made in, sits among older segments). Reads the rows from the split
-// on only.
+// when every row before it but summaries is of an earlier turn; SIZE_MAX when they do not split
+// so. A summary takes the turn it was made in and sits among older segments: those before the
+// split of `turn` or later are ForEachLateSummary's. Reads the rows from the split on only.
 size_t TurnSplit(const KeptRows& rows, int64_t turn);
+
+// Calls f(i) for each summary before `split` (a TurnSplit of `turn`) whose turn is `turn` or
+// later, in history order: the rows before a split that are not of an earlier turn. Reads the
+// summaries' rows only.
+template <typename F>
+void ForEachLateSummary(const KeptRows& rows, size_t split, int64_t turn, F f) {
+  for (uint32_t i : rows.with_bits[kListSummaries]) {
+    if (i >= split) return;
+    if (rows.rows[i].turn >= turn) f(i);
+  }
+}
 
 // Which rows a plan must not touch (prot[i] for history[i]): the pinned ones and excluded tools'
 // results, with by_turn those of recent_turn or later, and the results from results_from on (the
@@ -79,20 +95,25 @@ ProtectedRows ProtectRows(const KeptRows& rows, bool by_turn, int64_t recent_tur
 
 // tail[i]: the tokens of the rows from i on that are of a turn before `turn` (the server has them
 // cached; the current turn's segments, added since the last request, are prefilled anyway): what
-// a boundary at i makes the server prefill again. From the kept running sums when the rows split
-// by `turn`; summed over every row when they do not, or when `whole` (the whole computation).
+// a boundary at i makes the server prefill again. From the kept running sums, less the summaries
+// of `turn` before the split, when the rows split by `turn`; summed over every row when they do
+// not, or when `whole` (the whole computation).
 class CachedTail {
  public:
   CachedTail(const KeptRows& rows, int64_t turn, bool whole);
   size_t operator[](size_t i) const {
     if (split_ == SIZE_MAX) return summed_[i];
-    return i < split_ ? rows_->tokens_before[split_] - rows_->tokens_before[i] : 0;
+    if (i >= split_) return 0;
+    size_t tail = rows_->tokens_before[split_] - rows_->tokens_before[i];
+    for (size_t j : late_) tail -= j >= i ? rows_->rows[j].tokens : 0;
+    return tail;
   }
 
  private:
   const KeptRows* rows_;
   size_t split_;
   std::vector<size_t> summed_;  // without a split: tail[i] for each i, and 0 at the end
+  std::vector<size_t> late_;    // with a split: the summaries of `turn` or later before it
 };
 
 }  // namespace strata::compact_internal

@@ -192,8 +192,11 @@ TEST_CASE(
           case 0:
           case 1:
           case 2:
-          case 3: {  // a call (repeated arguments supersede) and its result
-            REQUIRE(c.AppendAssistant({"", "", {{call, "read_file", args}}}).ok());
+          case 3: {  // a call (repeated arguments supersede) and its result, some with reasoning
+            std::string reasoning;
+            for (int k = 0; step % 3 == 0 && k < 8; ++k)
+              reasoning += "First I check " + args + " for the handler it routes to. ";
+            REQUIRE(c.AppendAssistant({"", reasoning, {{call, "read_file", args}}}).ok());
             StatusOr<std::string> r = c.AppendToolResult({call, output, false});
             REQUIRE(r.ok());
             if (side == 0) results.push_back(*r);
@@ -252,7 +255,12 @@ TEST_CASE(
       ++builds;
       compactions = contexts[0]->Compactions().size();
     }
-    INFO("builds " << builds << ", compactions " << compactions << ", rewinds " << rewinds);
+    size_t reasoning_dropped = 0;
+    for (const CompactionReport& r : contexts[0]->Compactions())
+      reasoning_dropped += r.reasoning_dropped;
+    INFO("builds " << builds << ", compactions " << compactions << ", rewinds " << rewinds
+                   << ", reasoning dropped " << reasoning_dropped);
+    CHECK(reasoning_dropped > 0);
     CHECK(builds > 40);
     CHECK(compactions > 3);
     CHECK(rewinds > 5);
