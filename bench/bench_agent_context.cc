@@ -21,6 +21,8 @@
 //                      previous request), then N/4 tokens more crossing the trigger (window N, no
 //                      cost model)
 //   BM_MemcpyBody/N    one copy of a body of that size (the floor the turn is compared with)
+//   BM_MemcpyBodyFresh/N  the same copy into memory allocated for it and freed after, as the body
+//                      of a turn whose caller does not hand it back
 // The Qwen3 cases need node_modules (npm ci) and report an error without it.
 //
 //   build/bench/bench_agent_context --benchmark_filter='Turn|Memcpy'
@@ -272,6 +274,17 @@ void BM_MemcpyBody(benchmark::State& state) {
   }
 }
 
+// One copy of the body into memory allocated for it, freed after: the body a turn hands its caller
+// is such a copy (BM_MemcpyBody copies into memory it reuses).
+void BM_MemcpyBodyFresh(benchmark::State& state) {
+  const std::string body(static_cast<size_t>(state.range(0)) * 4, 'x');
+  for (auto _ : state) {
+    std::string copy(body);
+    benchmark::DoNotOptimize(copy.data());
+    benchmark::ClobberMemory();
+  }
+}
+
 #define STRATA_CONTEXT_SIZES Arg(131072)->Arg(524288)->Arg(1048576)
 // A fixed number of turns: each turn grows the context, so two builds compared side by side must
 // measure the same turns (a time-bound run would give the faster one more, and longer, turns).
@@ -296,6 +309,7 @@ BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemcpyBodyFresh)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
