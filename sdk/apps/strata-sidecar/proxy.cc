@@ -5,9 +5,11 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +63,18 @@ std::string RandomHex(size_t bytes) {
     for (size_t i = 0; i < bytes; ++i) buffer[i] = static_cast<unsigned char>(t >> (8 * (i % 8)));
   }
   return Hex(buffer.data(), bytes);
+}
+
+// "chatcmpl-" and 24 hex digits: 12 drawn once per process, then a count. Distinct in the process
+// and, by the random half, across processes; asking OpenSSL's generator for every id took about
+// 1.6% of a proxied turn.
+std::string CompletionId() {
+  static const std::string prefix = "chatcmpl-" + RandomHex(6);
+  static std::atomic<uint64_t> next{0};
+  char count[16];
+  std::snprintf(count, sizeof count, "%012llx",
+                static_cast<unsigned long long>(next.fetch_add(1) & 0xffffffffffffULL));
+  return prefix + count;
 }
 
 int64_t UnixSeconds() {
@@ -637,7 +651,7 @@ HttpReply Proxy::ChatCompletions(const TenantConfig& tenant, std::string_view ag
       PrepareJob(*options_.registry, tenant, agent_id, *request, options_.recall_tool);
   if (!prepared.ok()) return fail(prepared.status());
   std::shared_ptr<StreamJob> job = std::move(prepared).value();
-  job->completion_id = "chatcmpl-" + RandomHex(12);
+  job->completion_id = CompletionId();
   job->created = UnixSeconds();
 
   HttpReply reply;

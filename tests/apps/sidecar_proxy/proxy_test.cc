@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -374,6 +376,27 @@ TEST_CASE("Proxy::ChatCompletions stores each turn in one write transaction") {
   CHECK(lease.agent().context().Find(view.entries().back().segment_id)->content == "answer 3");
   CHECK(strata::testing::Must(h.registry->store().Events(lease.stored_id(), "history_replaced"))
             .size() == 1);
+}
+
+TEST_CASE("completions the upstream gave no id are each named by a chatcmpl id of their own") {
+  ProxyHarness h("completion-ids");
+  json messages = kMessages;
+  std::set<std::string> ids;
+  for (int turn = 0; turn < 4; ++turn) {
+    INFO("turn " << turn);
+    h.transport.Reply("answer " + std::to_string(turn));
+    const bool stream = turn % 2 == 1;
+    HttpReply answered = h.Send(messages, stream);
+    REQUIRE(answered.status == 200);
+    // A whole answer's body, or the first chunk of a streamed one: each carries the id.
+    const std::string text =
+        stream ? answered.body.substr(6, answered.body.find('\n') - 6) : answered.body;
+    const std::string id = json::parse(text).at("id").get<std::string>();
+    CHECK(std::regex_match(id, std::regex("chatcmpl-[0-9a-f]{24}")));
+    CHECK(ids.insert(id).second);
+    messages.push_back({{"role", "assistant"}, {"content", "answer " + std::to_string(turn)}});
+    messages.push_back({{"role", "user"}, {"content", "go on"}});
+  }
 }
 
 TEST_CASE("Proxy::ChatCompletions: a failed upstream call writes nothing but its record") {
