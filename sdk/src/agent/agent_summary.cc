@@ -57,7 +57,14 @@ void Agent::Impl::KeepLastRequest(const turn_internal::TurnRun& run, const std::
     last_request_.body.resize(unchanged);
     last_request_.body.append(body, unchanged, std::string::npos);
   } else {
-    last_request_.body = body;
+    // With room for the turns that follow, which append to it: a copy of its exact size would be
+    // copied whole again at the next turn, to grow.
+    std::string& kept = last_request_.body;
+    if (kept.capacity() < body.size()) {
+      kept.clear();  // nothing to carry over into the larger memory
+      kept.reserve(body.size() + body.size() / 2);
+    }
+    kept.assign(body);
   }
   last_request_.render_serial = built.render_serial;
   last_request_.prefix_hash = run.built().stable_prefix_hash;

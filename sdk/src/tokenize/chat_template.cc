@@ -28,16 +28,21 @@ namespace tokenize_internal {
 namespace {
 std::atomic<size_t> in_place_bodies{0};
 std::atomic<size_t> in_place_renders{0};
+std::atomic<size_t> in_place_bodies_moved{0};
 }  // namespace
 
 InPlaceStats ChatTemplateInPlaceStats() {
   InPlaceStats stats;
   stats.bodies = in_place_bodies.load();
   stats.renders = in_place_renders.load();
+  stats.bodies_moved = in_place_bodies_moved.load();
   return stats;
 }
 
-void CountInPlace(bool render) { (render ? in_place_renders : in_place_bodies).fetch_add(1); }
+void CountInPlace(bool render, bool moved) {
+  (render ? in_place_renders : in_place_bodies).fetch_add(1);
+  if (moved) in_place_bodies_moved.fetch_add(1);
+}
 
 void ClearChatTemplateMemos() {
   chat_template_internal::ClearRequestMemos();

@@ -32,9 +32,10 @@ MessageMemoStats ChatTemplateMessageMemoStats();
 struct InPlaceStats {
   size_t bodies = 0;
   size_t renders = 0;
+  size_t bodies_moved = 0;  // of `bodies`, those whose text outgrew its buffer and moved
 };
 InPlaceStats ChatTemplateInPlaceStats();
-void CountInPlace(bool render);
+void CountInPlace(bool render, bool moved = false);
 
 }  // namespace strata::tokenize_internal
 

@@ -398,10 +398,14 @@ void KeepText(std::string_view text, std::shared_ptr<const ParsedBody> base, siz
     std::string& kept = const_cast<ParsedBody&>(*owned).text;
     body->text = std::move(kept);
     body->text.resize(std::min(prefix, body->text.size()));
+    const char* const memory = body->text.data();
     body->text.append(text.substr(body->text.size()));
-    tokenize_internal::CountInPlace(/*render=*/false);
+    tokenize_internal::CountInPlace(/*render=*/false, /*moved=*/body->text.data() != memory);
     return;
   }
+  // With room for the bodies that continue it, which append to it in place: a text of its exact
+  // size would be copied whole again by the next one, to grow.
+  body->text.reserve(text.size() + text.size() / 2);
   body->text.assign(text);
 }
 

@@ -399,6 +399,46 @@ class PreviousRequestNotingPolicy final : public CompactionPolicy {
   std::string mask;
 };
 
+// A policy noting where the previous request it is handed lies in memory.
+class PreviousRequestMemoryPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "memory@1"; }
+  bool ShouldCompact(const CompactionInput&) const override { return true; }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& input) override {
+    if (input.summary_request != nullptr && !input.summary_request->body.empty())
+      memory.push_back(input.summary_request->body.data());
+    return HistoryEdit{};
+  }
+  std::vector<const char*> memory;
+};
+
+// The agent's copy of the request it sent has room to grow from the first: the turns after it
+// append to it where it is instead of moving it whole to larger memory.
+TEST_CASE("the agent's copy of its last request is continued where it lies", "[agent]") {
+  ScriptedTransport transport;
+  PreviousRequestMemoryPolicy policy;
+  AgentServices services;
+  services.transport = &transport;
+  services.policy = &policy;
+  AgentConfig config = CompactingConfig("agent-last-memory");
+  config.budget.window = 1000000;
+  auto agent = Must(Agent::Create(config, services));
+  MustOk(agent->SetSystemPrompt("You are a test agent. " + std::string(20000, 'x')));
+  MustOk(agent->AppendUser("Read the files.").status());
+  for (int i = 0; i < 6; ++i) {
+    transport.Respond(ToolCallReply("call_" + std::to_string(i)));
+    MustOk(agent->Complete().status());
+    MustOk(
+        agent->AppendToolResult({"call_" + std::to_string(i), "file " + std::to_string(i), false})
+            .status());
+  }
+  REQUIRE(policy.memory.size() >= 5);
+  for (size_t k = 1; k < policy.memory.size(); ++k) {
+    INFO("plan " << k);
+    CHECK(policy.memory[k] == policy.memory[0]);
+  }
+}
+
 // The previous request a turn's planning is handed is the body the turn before sent, whatever
 // changed between them: appends, an edit in the middle, a compaction inside the build (which
 // renders twice), a preview, a volatile item, a new system prompt. (The agent keeps it by

@@ -963,6 +963,28 @@ TEST_CASE("renders continued in place and their overhead equal the whole computa
 // A body said to continue one parsed earlier is continued from the bytes it is said to share: the
 // same render as a whole one when that is true, and (to show they are not compared) the earlier
 // body's messages for bytes said to be shared that are not.
+// A body parsed with no kept body to continue is kept with room to grow: the bodies that continue
+// it append to its text in place instead of moving it whole to larger memory, turn after turn.
+TEST_CASE("a body parsed anew keeps room for the bodies that continue it", "[chat_template]") {
+  using namespace memo_test;
+  strata::tokenize_internal::ClearChatTemplateMemos();
+  std::vector<ojson> m = {Message("system", std::string(20000, 's')), Message("user", "task")};
+  auto t = Make("glm-5.3");
+  const strata::tokenize_internal::InPlaceStats before =
+      strata::tokenize_internal::ChatTemplateInPlaceStats();
+  for (int turn = 0; turn < 6; ++turn) {
+    m.push_back(Assistant("answer " + std::to_string(turn), ""));
+    m.push_back(Message("user", "go on " + std::to_string(turn)));
+    auto rendered =
+        strata::tokenize_internal::RenderSharedWithOverhead(*t, Body(m, ojson::object()));
+    REQUIRE(rendered.ok());
+  }
+  const strata::tokenize_internal::InPlaceStats after =
+      strata::tokenize_internal::ChatTemplateInPlaceStats();
+  CHECK(after.bodies == before.bodies + 5);  // each body after the first continues the one before
+  CHECK(after.bodies_moved == before.bodies_moved);
+}
+
 TEST_CASE("a body said to continue a parsed one is continued from the bytes it is said to share",
           "[chat_template]") {
   using namespace memo_test;
