@@ -81,6 +81,21 @@ TEST_CASE("IncrementalEncoder gives the ids of each whole text", "[tokenize][inc
   }
 }
 
+// The text an encoder keeps has room for the texts that continue it: each is appended where the
+// first lies instead of moving it whole to larger memory, text after text.
+TEST_CASE("IncrementalEncoder keeps a growing text where it lies", "[tokenize][incremental]") {
+  const std::string base = TraceText(120000);
+  auto tokenizer = Make(std::string("hf:") + STRATA_TOK_QWEN3_JSON);
+  IncrementalEncoder encoder(*tokenizer);
+  REQUIRE(encoder.Count(base.substr(0, 100000)) == tokenizer->Count(base.substr(0, 100000)));
+  const char* const memory = encoder.text().data();
+  for (size_t n = 101000; n <= 120000; n += 1000) {
+    INFO(n);
+    CHECK(encoder.Count(base.substr(0, n)) == tokenizer->Count(base.substr(0, n)));
+    CHECK(encoder.text().data() == memory);
+  }
+}
+
 TEST_CASE("StreamEncoder counts a text given in chunks as the whole text", "[tokenize][incremental]") {
   const std::string text = TraceText(300000) + "<|im_start|>user\nend<|im_end|>";
   for (const auto& tokenizer : Tokenizers()) {
