@@ -399,6 +399,17 @@ class PreviousRequestNotingPolicy final : public CompactionPolicy {
   std::string mask;
 };
 
+// An agent planning every build with `policy`, under a budget far above its requests.
+std::unique_ptr<Agent> PlanningAgent(ScriptedTransport& transport, CompactionPolicy& policy,
+                                     const std::string& id) {
+  AgentServices services;
+  services.transport = &transport;
+  services.policy = &policy;
+  AgentConfig config = CompactingConfig(id);
+  config.budget.window = 1000000;
+  return Must(Agent::Create(config, services));
+}
+
 // A policy noting where the previous request it is handed lies in memory.
 class PreviousRequestMemoryPolicy final : public CompactionPolicy {
  public:
@@ -417,12 +428,7 @@ class PreviousRequestMemoryPolicy final : public CompactionPolicy {
 TEST_CASE("the agent's copy of its last request is continued where it lies", "[agent]") {
   ScriptedTransport transport;
   PreviousRequestMemoryPolicy policy;
-  AgentServices services;
-  services.transport = &transport;
-  services.policy = &policy;
-  AgentConfig config = CompactingConfig("agent-last-memory");
-  config.budget.window = 1000000;
-  auto agent = Must(Agent::Create(config, services));
+  std::unique_ptr<Agent> agent = PlanningAgent(transport, policy, "agent-last-memory");
   MustOk(agent->SetSystemPrompt("You are a test agent. " + std::string(20000, 'x')));
   MustOk(agent->AppendUser("Read the files.").status());
   for (int i = 0; i < 6; ++i) {
@@ -446,12 +452,7 @@ TEST_CASE("the agent's copy of its last request is continued where it lies", "[a
 TEST_CASE("each turn's planning is handed exactly the body the turn before sent", "[agent]") {
   ScriptedTransport transport;
   PreviousRequestNotingPolicy policy;
-  AgentServices services;
-  services.transport = &transport;
-  services.policy = &policy;
-  AgentConfig config = CompactingConfig("agent-previous");
-  config.budget.window = 1000000;
-  auto agent = Must(Agent::Create(config, services));
+  std::unique_ptr<Agent> agent = PlanningAgent(transport, policy, "agent-previous");
   MustOk(agent->SetSystemPrompt("You are a test agent."));
   MustOk(agent->AppendUser("Read the files.").status());
   std::vector<std::string> sent;
