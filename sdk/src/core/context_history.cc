@@ -211,7 +211,13 @@ void Context::Impl::ApplyHygiene(Segment& s, std::string content, bool is_error,
   const HygieneOptions& h = options_.hygiene;
   const bool error_log = is_error || internal::LooksLikeErrorLog(content);
   if (error_log) s.kind = SegmentKind::kErrorLog;
-  const std::string recall_id = RecallIdFor(content);
+  // The original's recall id, hashed only when hygiene alters the output (most outputs are kept
+  // as they are, and a mask later names its own).
+  std::string recall_id;
+  auto id = [&]() -> const std::string& {
+    if (recall_id.empty()) recall_id = RecallIdFor(content);
+    return recall_id;
+  };
 
   if (h.deduplicate && content.size() >= h.min_bytes) {
     std::string key = OutputKey(call.name, call.arguments, content);
@@ -219,8 +225,8 @@ void Context::Impl::ApplyHygiene(Segment& s, std::string content, bool is_error,
     if (earlier != output_index_.end()) {
       s.hygiene = HygieneAction::kDeduplicated;
       s.duplicate_of = earlier->second;
-      s.recall_id = recall_id;
-      s.content = internal::DuplicateReference(earlier->second, call.name, content, recall_id);
+      s.recall_id = id();
+      s.content = internal::DuplicateReference(earlier->second, call.name, content, id());
       KeepOriginal(recall_id, std::move(content), change);
       return;
     }
@@ -229,7 +235,7 @@ void Context::Impl::ApplyHygiene(Segment& s, std::string content, bool is_error,
 
   std::string rendered = content;
   if (error_log && h.fold_error_logs && content.size() >= h.min_bytes) {
-    if (auto folded = internal::FoldErrorLog(rendered, h, recall_id)) {
+    if (auto folded = internal::FoldErrorLog(rendered, h, id())) {
       rendered = std::move(*folded);
       s.hygiene = HygieneAction::kFolded;
     }
@@ -244,12 +250,12 @@ void Context::Impl::ApplyHygiene(Segment& s, std::string content, bool is_error,
       const double budget = std::max(0.0, keep_bytes - 40 * bytes_per_token);
       rendered = internal::KeepHeadAndTail(rendered, static_cast<size_t>(budget * head_share),
                                            static_cast<size_t>(budget * (1 - head_share)),
-                                           bytes_per_token, recall_id);
+                                           bytes_per_token, id());
       s.hygiene = HygieneAction::kTruncated;
     }
   }
   if (s.hygiene != HygieneAction::kNone) {
-    s.recall_id = recall_id;
+    s.recall_id = id();
     KeepOriginal(recall_id, std::move(content), change);
   }
   s.content = std::move(rendered);
