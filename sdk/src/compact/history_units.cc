@@ -5,16 +5,17 @@
 
 namespace strata::compact_internal {
 
+Unit UnitAt(const std::vector<const Segment*>& history, size_t begin) {
+  size_t end = begin + 1;
+  if (!history[begin]->tool_calls.empty()) {
+    while (end < history.size() && IsToolResult(*history[end])) ++end;
+  }
+  return {begin, end};
+}
+
 std::vector<Unit> Units(const std::vector<const Segment*>& history) {
   std::vector<Unit> units;
-  for (size_t i = 0; i < history.size();) {
-    size_t j = i + 1;
-    if (!history[i]->tool_calls.empty()) {
-      while (j < history.size() && IsToolResult(*history[j])) ++j;
-    }
-    units.push_back({i, j});
-    i = j;
-  }
+  for (size_t i = 0; i < history.size(); i = units.back().end) units.push_back(UnitAt(history, i));
   return units;
 }
 

@@ -30,6 +30,9 @@ struct Unit {
   size_t end = 0;
 };
 
+// The unit that starts at history[begin] (begin < history.size()).
+Unit UnitAt(const std::vector<const Segment*>& history, size_t begin);
+
 // The history's units, in order.
 std::vector<Unit> Units(const std::vector<const Segment*>& history);
 
