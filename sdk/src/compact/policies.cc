@@ -840,10 +840,10 @@ class StrataPolicy final : public CompactionPolicy {
   }
 
   // An error log is superseded when a later result of the same tool with the same arguments is not
-  // an error log.
+  // an error log. The later results are read only when the call index has one of the same call.
   static bool Superseded(const std::vector<const Segment*>& h, size_t i, const CallIndex& calls) {
     const ToolCall* call = calls.Of(i);
-    if (call == nullptr) return false;
+    if (call == nullptr || !calls.Superseded()[i]) return false;
     for (size_t j = i + 1; j < h.size(); ++j) {
       if (!IsToolResult(*h[j]) || h[j]->kind == SegmentKind::kErrorLog) continue;
       const ToolCall* later = calls.Of(j);

@@ -218,6 +218,38 @@ TEST_CASE("cost model: superseded outputs worth masking only together, as one ba
   CHECK(listed == 3);
 }
 
+// An error log is stale once a later result of the same command succeeded: masking it loses
+// nothing. Repeated by a later failure it is only superseded (the later one says as much).
+TEST_CASE(
+    "an error log a later success of its command supersedes is stale and one a later failure "
+    "repeats is not",
+    "[compact][cost]") {
+  for (bool later_fails : {false, true}) {
+    INFO("later fails " << later_fails);
+    History h;
+    h.User(50);
+    h.Turn("pytest", 3000);
+    h.segments.back().kind = SegmentKind::kErrorLog;
+    const std::string log = h.segments.back().id;
+    h.Turn("ls", 3000);
+    h.Turn("pytest", 100);
+    if (later_fails) h.segments.back().kind = SegmentKind::kErrorLog;
+    h.Turn("cat notes.txt", 100);
+    h.Turn("echo done", 100);
+    CompactionInput in = h.Input();
+    in.limit_tokens = in.total_tokens + 1000;  // above the trigger, below the limit
+    in.trigger_tokens = in.total_tokens - 1000;
+    in.target_tokens = in.total_tokens - 2000;
+    auto edit = MakeStrataPolicy(HandOptions())->Plan(in);
+    REQUIRE(edit.ok());
+    const std::vector<CompactionCandidate>& listed = edit->explanation.candidates;
+    auto it = std::find_if(listed.begin(), listed.end(),
+                           [&](const CompactionCandidate& c) { return c.segment_id == log; });
+    REQUIRE(it != listed.end());
+    CHECK(it->value == (later_fails ? "superseded" : "stale"));
+  }
+}
+
 TEST_CASE("cost model: prices and the prior are knobs", "[compact][cost]") {
   History h;
   h.User(100);
