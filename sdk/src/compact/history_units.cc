@@ -19,6 +19,15 @@ std::vector<Unit> Units(const std::vector<const Segment*>& history) {
   return units;
 }
 
+bool UnitsFromStart::Has(size_t u) {
+  while (units_.size() <= u) {
+    const size_t begin = units_.empty() ? 0 : units_.back().end;
+    if (begin >= history_.size()) return false;
+    units_.push_back(UnitAt(history_, begin));
+  }
+  return true;
+}
+
 void EvictOldest(const CompactionInput& in, const std::vector<Unit>& units, size_t need,
                  const std::vector<bool>& already, HistoryEdit& edit) {
   size_t freed = 0;

@@ -36,6 +36,22 @@ Unit UnitAt(const std::vector<const Segment*>& history, size_t begin);
 // The history's units, in order.
 std::vector<Unit> Units(const std::vector<const Segment*>& history);
 
+// The history's units from the first, found only as far as they are asked for: what reads the
+// oldest units reads those it needs, not the whole history.
+class UnitsFromStart {
+ public:
+  // `history` must outlive this.
+  explicit UnitsFromStart(const std::vector<const Segment*>& history) : history_(history) {}
+  // Whether unit u exists, finding the units up to it.
+  bool Has(size_t u);
+  // Unit u, once Has(u) said it exists.
+  const Unit& operator[](size_t u) const { return units_[u]; }
+
+ private:
+  const std::vector<const Segment*>& history_;
+  std::vector<Unit> units_;
+};
+
 // Evicts the oldest units (never the last one, never one holding a pinned segment) until at least
 // `need` tokens are freed. already[i]: history[i] is to be masked by `edit`; evicting it replaces
 // that mask.

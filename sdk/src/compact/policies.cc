@@ -48,7 +48,6 @@ using compact_internal::StrataRows;
 using compact_internal::TurnSplit;
 using Protected = compact_internal::ProtectedRows;
 using compact_internal::Unit;
-using compact_internal::UnitAt;
 
 const std::vector<std::string> kNoIdentifiers;
 
@@ -545,16 +544,7 @@ class StrataPolicy final : public CompactionPolicy {
                          const std::vector<size_t>& suffix, const CachedTail& tail,
                          HistoryEdit& edit) {
     const std::vector<const Segment*>& h = in.history;
-    // The units from the first, found only as far as the span needs (has(u): unit u exists).
-    std::vector<Unit> units;
-    auto has = [&](size_t u) {
-      while (units.size() <= u) {
-        const size_t begin = units.empty() ? 0 : units.back().end;
-        if (begin >= h.size()) return false;
-        units.push_back(UnitAt(h, begin));
-      }
-      return true;
-    };
+    compact_internal::UnitsFromStart units(h);  // found only as far as the span needs
     auto unit_eligible = [&](const Unit& u) {
       if (prot.keep_first_user && u.begin <= prot.first_user && prot.first_user < u.end) {
         return false;
@@ -565,8 +555,8 @@ class StrataPolicy final : public CompactionPolicy {
       return true;
     };
     size_t first_unit = 0;
-    while (has(first_unit) && !unit_eligible(units[first_unit])) ++first_unit;
-    if (!has(first_unit)) {
+    while (units.Has(first_unit) && !unit_eligible(units[first_unit])) ++first_unit;
+    if (!units.Has(first_unit)) {
       SelectFrom(candidates, 0, need, edit);  // free what masking can
       return Status::Ok();
     }
@@ -578,7 +568,7 @@ class StrataPolicy final : public CompactionPolicy {
     size_t span_tokens = 0, last_unit = first_unit;
     size_t c_after = 0;  // first candidate after the span
     const size_t span_need = SpanNeed(need, goal);
-    for (; has(last_unit) && unit_eligible(units[last_unit]); ++last_unit) {
+    for (; units.Has(last_unit) && unit_eligible(units[last_unit]); ++last_unit) {
       for (size_t i = units[last_unit].begin; i < units[last_unit].end; ++i)
         span_tokens += MessageTokens(in, *h[i]);
       while (c_after < candidates.size() && candidates[c_after].index < units[last_unit].end)
