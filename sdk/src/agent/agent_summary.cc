@@ -3,6 +3,7 @@
 // a summary outside a turn, the request it would send now; and the sink that takes the summary
 // request's record into the turn's writes.
 #include "agent/agent_impl.h"
+#include "core/text_util.h"
 #include "strata/transport.h"
 
 namespace strata {
@@ -57,14 +58,8 @@ void Agent::Impl::KeepLastRequest(const turn_internal::TurnRun& run, const std::
     last_request_.body.resize(unchanged);
     last_request_.body.append(body, unchanged, std::string::npos);
   } else {
-    // With room for the turns that follow, which append to it: a copy of its exact size would be
-    // copied whole again at the next turn, to grow.
-    std::string& kept = last_request_.body;
-    if (kept.capacity() < body.size()) {
-      kept.clear();  // nothing to carry over into the larger memory
-      kept.reserve(body.size() + body.size() / 2);
-    }
-    kept.assign(body);
+    last_request_.body.clear();
+    internal::AppendGrowing(last_request_.body, body);  // the next turns append to it
   }
   last_request_.render_serial = built.render_serial;
   last_request_.prefix_hash = run.built().stable_prefix_hash;

@@ -19,6 +19,12 @@ size_t CommonPrefix(std::string_view a, std::string_view b) {
   return i;
 }
 
+void AppendGrowing(std::string& text, std::string_view added) {
+  const size_t size = text.size() + added.size();
+  if (size > text.capacity()) text.reserve(size + size / 2);
+  text.append(added);
+}
+
 Status ValidateUtf8(std::string_view text, std::string_view what) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();

@@ -19,6 +19,11 @@ Status ValidateUtf8(std::string_view text, std::string_view what);
 // Length of the common prefix of `a` and `b` (compared 4 KB at a time with memcmp).
 size_t CommonPrefix(std::string_view a, std::string_view b);
 
+// Appends `added` to `text`, which later appends continue: when it must allocate, it takes room
+// for half as much again (a text of its exact size would move whole to larger memory at the next
+// append).
+void AppendGrowing(std::string& text, std::string_view added);
+
 // SHA-256 of `data`: the 32 bytes of the digest, and their lowercase hex.
 std::string Sha256(std::string_view data);
 std::string Sha256Hex(std::string_view data);

@@ -83,12 +83,7 @@ struct IncrementalEncoder::State {
       start = cut;
     }
     text.resize(std::min(prefix, text.size()));
-    const std::string_view added = next.substr(text.size());
-    // With room for the texts that continue it: one of its exact size would move whole to larger
-    // memory at the next.
-    if (text.size() + added.size() > text.capacity())
-      text.reserve((text.size() + added.size()) / 2 * 3);
-    text.append(added);
+    internal::AppendGrowing(text, next.substr(text.size()));  // the next texts continue it
     valid = true;
     with_ids = want_ids;
     total = tokens;

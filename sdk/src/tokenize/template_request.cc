@@ -13,7 +13,7 @@
 #include "core/json_scan.h"
 #include "core/json_text.h"
 #include "core/text_memo.h"
-#include "core/text_util.h"  // CommonPrefix
+#include "core/text_util.h"  // CommonPrefix, AppendGrowing
 #include "core/utf8.h"
 #include "tokenize/chat_template_internal.h"
 #include "tokenize/template_memo.h"
@@ -403,10 +403,7 @@ void KeepText(std::string_view text, std::shared_ptr<const ParsedBody> base, siz
     tokenize_internal::CountInPlace(/*render=*/false, /*moved=*/body->text.data() != memory);
     return;
   }
-  // With room for the bodies that continue it, which append to it in place: a text of its exact
-  // size would be copied whole again by the next one, to grow.
-  body->text.reserve(text.size() + text.size() / 2);
-  body->text.assign(text);
+  internal::AppendGrowing(body->text, text);  // the bodies that continue it append in place
 }
 
 // The request's fields other than its messages: `field(name)` gives each one parsed (null when
