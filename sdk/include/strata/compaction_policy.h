@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -219,6 +220,17 @@ struct CompactionInput {
   // leaves those before it). A policy that keeps what it derives from each segment between plans
   // may trust those entries without comparing them.
   size_t history_unchanged = 0;
+  // Set by a Context: the recall id of one of its history segments, computed once per segment and
+  // kept by the context, which gives it again to the edit that masks, evicts or summarizes that
+  // segment (its content is hashed once, not by the policy and then by the context). Empty when
+  // the input was not made by a Context. Use RecallId(), which falls back on RecallIdFor().
+  std::function<std::string(const Segment&)> recall_id_of;
+  // The recall id `s` stands under: the one it carries, else the one its content gives
+  // (RecallIdFor), through recall_id_of when it is set.
+  std::string RecallId(const Segment& s) const {
+    if (!s.recall_id.empty()) return s.recall_id;
+    return recall_id_of ? recall_id_of(s) : RecallIdFor(s.content);
+  }
   // The original's bytes of history[i] (OriginalBytes falls back on the rendered content's size).
   size_t OriginalBytes(size_t i) const {
     return i < original_bytes.size() && original_bytes[i] > 0 ? original_bytes[i]

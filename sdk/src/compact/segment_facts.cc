@@ -63,7 +63,7 @@ const std::vector<std::string>& SegmentFacts::CallIds(size_t i, const std::strin
 
 const std::string& SegmentFacts::RecallId(size_t i) {
   KeptFacts& f = facts_[i];
-  if (!f.recall_id) f.recall_id = RecallIdOf(*in_->history[i]);
+  if (!f.recall_id) f.recall_id = in_->RecallId(*in_->history[i]);
   return *f.recall_id;
 }
 

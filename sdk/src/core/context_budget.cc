@@ -113,6 +113,7 @@ Context::Impl::LentInput Context::Impl::MakeInput(bool forced) const {
   input.turn = turn_;
   input.forced = forced;
   input.tokenizer = tokenizer_;
+  input.recall_id_of = [this](const Segment& s) { return RememberedRecallId(s); };
   return lent;
 }
 

@@ -114,11 +114,29 @@ void Context::Impl::KeepEditOriginal(Segment& s, ContextChange& change) const {
     for (const auto& kept : change.originals)
       if (kept.first == s.recall_id) return;
   }
-  s.recall_id = RecallIdFor(s.content);
+  // `s` is a copy of its history segment, its content not yet changed: the id a policy asked
+  // for is that content's.
+  if (auto remembered = recall_ids_.find(s.seq); remembered != recall_ids_.end()) {
+    s.recall_id = std::move(remembered->second);
+    recall_ids_.erase(remembered);
+  } else {
+    s.recall_id = RecallIdFor(s.content);
+  }
   if (!options_.keep_originals || recall_.count(s.recall_id)) return;
   for (const auto& kept : change.originals)
     if (kept.first == s.recall_id) return;
   change.originals.emplace_back(s.recall_id, s.content);
+}
+
+std::string Context::Impl::RememberedRecallId(const Segment& s) const {
+  if (!s.recall_id.empty()) return s.recall_id;
+  auto where = index_.find(s.id);
+  const bool own = where != index_.end() && where->second.first == Layer::kHistory &&
+                   &history_[where->second.second] == &s;
+  if (!own) return RecallIdFor(s.content);  // a copy: its content may differ from the seq's
+  auto [it, inserted] = recall_ids_.try_emplace(s.seq);
+  if (inserted) it->second = RecallIdFor(s.content);
+  return it->second;
 }
 
 // Masks, evictions and dropped reasoning.

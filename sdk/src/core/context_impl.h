@@ -308,6 +308,9 @@ class Context::Impl {
   StatusOr<size_t> LocateEditTarget(const std::string& id, const char* what,
                                     const PreparedEdit& prepared) const;
   void KeepEditOriginal(Segment& s, ContextChange& change) const;
+  // CompactionInput::recall_id_of: the recall id of `s`, kept in recall_ids_ when `s` is one of
+  // this context's history segments.
+  std::string RememberedRecallId(const Segment& s) const;
   Status PrepareSegmentEdits(const HistoryEdit& edit, const std::string& policy,
                              PreparedEdit& prepared) const;
   Status PrepareSummaries(const HistoryEdit& edit, const std::string& policy,
@@ -503,6 +506,12 @@ class Context::Impl {
   // (PointDuplicatesAtHidden).
   std::unordered_map<std::string, std::vector<std::string>> duplicates_of_;
   std::unordered_map<std::string, std::string> recall_;              // recall id -> original
+  // Segment seq -> RecallIdFor(its content), for history segments that carry no recall id, as a
+  // compaction policy asked for them (RememberedRecallId): the edit that masks, evicts or
+  // summarizes one takes its id from here instead of hashing the content again. A seq names one
+  // content while its segment carries no recall id: an edit that changes the content gives it
+  // one, and a rewind starts from a fresh state (seqs are never given twice).
+  mutable std::unordered_map<uint64_t, std::string> recall_ids_;
   std::unordered_map<std::string, std::pair<Layer, size_t>> index_;  // segment id -> location
 
   std::vector<CompactionReport> compactions_;

@@ -1,5 +1,8 @@
 #include "strata/segment.h"
 
+#include <atomic>
+#include <cstdint>
+
 #include "core/text_util.h"
 
 namespace strata {
@@ -23,7 +26,16 @@ std::optional<Layer> ParseLayer(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+std::atomic<uint64_t> recall_ids_computed{0};
+}  // namespace
+
+uint64_t internal::RecallIdsComputed() {
+  return recall_ids_computed.load(std::memory_order_relaxed);
+}
+
 std::string RecallIdFor(std::string_view original) {
+  recall_ids_computed.fetch_add(1, std::memory_order_relaxed);
   return "r-" + internal::Sha256Hex(original).substr(0, 16);
 }
 

@@ -4,6 +4,7 @@
 #define STRATA_CORE_TEXT_UTIL_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,9 @@ void AppendGrowing(std::string& text, std::string_view added);
 // SHA-256 of `data`: the 32 bytes of the digest, and their lowercase hex.
 std::string Sha256(std::string_view data);
 std::string Sha256Hex(std::string_view data);
+// How many recall ids RecallIdFor (strata/segment.h) computed in this process, each a SHA-256 of
+// a content: tests check that a compaction hashes the content of a segment it masks once.
+uint64_t RecallIdsComputed();
 
 // A volatile-looking value in text meant to be stable (rendering rule 8).
 struct LintHit {

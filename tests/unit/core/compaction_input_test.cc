@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text_util.h"
 #include "strata/compaction_policy.h"
 #include "strata/context.h"
 #include "testing/history_changes.h"
@@ -219,6 +220,71 @@ TEST_CASE("an input made while another input of the context is alive lists the s
   REQUIRE(context->Compact(/*force=*/true).ok());
   CHECK(policy.outer_ids.size() > 40);
   CHECK(policy.inner_ids == policy.outer_ids);
+}
+
+// Masks the first `masks` live tool results, each placeholder naming the recall id the input
+// gives; asks for the id of a changed copy of each too.
+class RecallIdPolicy final : public CompactionPolicy {
+ public:
+  std::string Name() const override { return "recall-ids@1"; }
+  bool ShouldCompact(const CompactionInput&) const override { return true; }
+  StatusOr<HistoryEdit> Plan(const CompactionInput& in) override {
+    HistoryEdit edit;
+    for (const Segment* s : in.history) {
+      if (edit.edits.size() == masks) break;
+      if (s->kind != SegmentKind::kToolResult || s->state != SegmentState::kLive) continue;
+      const std::string id = in.RecallId(*s);
+      ids.push_back(id);
+      // A copy with the same seq and other content is not the context's segment: its id is its
+      // own content's, not the one the context keeps for the seq.
+      Segment copy = *s;
+      copy.content += " (changed)";
+      copy_ids.push_back(in.RecallId(copy));
+      copy_contents.push_back(copy.content);
+      edit.edits.push_back({s->id, SegmentEdit::Action::kMask, "[masked; recall " + id + "]"});
+    }
+    return edit;
+  }
+  size_t masks = 3;
+  std::vector<std::string> ids, copy_ids, copy_contents;
+};
+
+TEST_CASE(
+    "a masked segment's content is hashed for its recall id once by the policy and the context",
+    "[core][context]") {
+  RecallIdPolicy policy;
+  auto context = Context::Create(Options(&policy)).value();
+  REQUIRE(context->SetSystemPrompt("You are a test.").ok());
+  REQUIRE(context->AppendUser("Start.").ok());
+  testing::HistoryChanges changes(11);
+  std::vector<std::string> outputs;
+  for (int step = 0; step < 6; ++step) {
+    // Longer than a placeholder, shorter than what hygiene truncates.
+    outputs.push_back("output of call " + std::to_string(step) + ": " + std::string(150, 'o'));
+    REQUIRE(changes.CallAndResult(*context, "call" + std::to_string(step), outputs.back()));
+  }
+  for (const std::string& id : changes.results) CHECK(context->Find(id)->recall_id.empty());
+  const uint64_t before = internal::RecallIdsComputed();
+  REQUIRE(context->Compact(/*force=*/true).ok());
+  // Three of the segments and three copies: the edit took the segments' ids from the context.
+  CHECK(internal::RecallIdsComputed() - before == 6);
+  REQUIRE(policy.ids.size() == 3);
+  for (size_t k = 0; k < 3; ++k) {
+    INFO("result " << k);
+    CHECK(policy.ids[k] == RecallIdFor(outputs[k]));
+    CHECK(policy.copy_ids[k] == RecallIdFor(policy.copy_contents[k]));
+    const Segment* masked = context->Find(changes.results[k]);
+    REQUIRE(masked != nullptr);
+    CHECK(masked->state == SegmentState::kMasked);
+    CHECK(masked->recall_id == policy.ids[k]);
+    CHECK(context->Recall(policy.ids[k]).value() == outputs[k]);
+  }
+  // A policy asked for once more: the next live results' ids, each computed once.
+  const uint64_t again = internal::RecallIdsComputed();
+  REQUIRE(context->Compact(/*force=*/true).ok());
+  CHECK(internal::RecallIdsComputed() - again == 6);
+  REQUIRE(policy.ids.size() == 6);
+  for (size_t k = 3; k < 6; ++k) CHECK(context->Recall(policy.ids[k]).value() == outputs[k]);
 }
 
 }  // namespace
