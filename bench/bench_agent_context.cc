@@ -21,6 +21,8 @@
 //                      previous request), then N/4 tokens more crossing the trigger (window N, no
 //                      cost model)
 //   BM_MemcpyBody/N    one copy of a body of that size (the floor the turn is compared with)
+//   BM_EncodeNewBytes  Qwen3's tokenizer counting what one turn adds (the call's arguments and its
+//                      result): with BM_MemcpyBody, the floor of BM_TurnExact
 //   BM_MemcpyBodyFresh/N  the same copy into memory allocated for it and freed after, as the body
 //                      of a turn whose caller does not hand it back
 // The Qwen3 cases need node_modules (npm ci) and report an error without it.
@@ -35,11 +37,13 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench_paths.h"
 #include "instant_transport.h"
 #include "strata/agent.h"
 #include "strata/store.h"
+#include "strata/tokenizer_spec.h"
 #include "tool_schemas.h"
 
 namespace {
@@ -274,6 +278,25 @@ void BM_MemcpyBody(benchmark::State& state) {
   }
 }
 
+// The tokenization of what a turn adds, with Qwen3's tokenizer: the tool call's arguments and its
+// result, as BM_TurnExact's turns add them (each turn's result names its turn, so no two are the
+// same text). With BM_MemcpyBody, the floor BM_TurnExact is compared with.
+void BM_EncodeNewBytes(benchmark::State& state) {
+  if (!std::ifstream(kQwen3)) return state.SkipWithError("qwen3 tokenizer.json missing (npm ci)");
+  auto tokenizer = strata::MakeTokenizer("hf:" + kQwen3);
+  if (!tokenizer.ok()) return state.SkipWithError(tokenizer.status().ToString().c_str());
+  std::vector<std::string> outputs;
+  for (int n = 0; n < 4096; ++n) outputs.push_back(ToolOutput("x" + std::to_string(n + 2), 28));
+  const std::string arguments = "{\"path\":\"x.py\"}";
+  size_t n = 0, tokens = 0;
+  for (auto _ : state) {
+    tokens = (*tokenizer)->Count(arguments) + (*tokenizer)->Count(outputs[n++ % outputs.size()]);
+    benchmark::DoNotOptimize(tokens);
+  }
+  state.counters["tokens"] = static_cast<double>(tokens);
+  state.counters["bytes"] = static_cast<double>(outputs[0].size() + arguments.size());
+}
+
 // One copy of the body into memory allocated for it, freed after: the body a turn hands its caller
 // is such a copy (BM_MemcpyBody copies into memory it reuses).
 void BM_MemcpyBodyFresh(benchmark::State& state) {
@@ -309,6 +332,7 @@ BENCHMARK(BM_TurnTools)->Arg(131072)->Unit(benchmark::kMillisecond)->Iterations(
 BENCHMARK(BM_PredictBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_CompactingBuild)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MemcpyBody)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EncodeNewBytes)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyBodyFresh)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond);
 
 }  // namespace

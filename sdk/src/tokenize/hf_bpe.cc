@@ -446,8 +446,12 @@ class HfBpeTokenizer final : public ExactTokenizer {
   void EncodeSpan(std::string_view span, std::vector<int32_t>* ids) const {
     std::string text(span);
     for (NormKind k : normalizers_) text = ApplyNormalizer(k, text);
-    std::vector<Piece> pieces{{0, text.size()}}, next, matches;
-    std::vector<std::pair<Piece, bool>> segs;
+    // The pieces and the splits' scratch keep their memory between calls on this thread: a
+    // call's text splits into about a piece per token, and growing them afresh each time was a
+    // tenth of an exact count.
+    thread_local std::vector<Piece> pieces, next, matches;
+    thread_local std::vector<std::pair<Piece, bool>> segs;
+    pieces.assign(1, Piece{0, text.size()});
     for (const PreStep& step : pre_steps_) {
       if (step.add_prefix_space) {
         // ByteLevel(add_prefix_space) prepends a space to every piece that lacks one: rebuild the

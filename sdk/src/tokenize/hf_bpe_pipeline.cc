@@ -311,34 +311,38 @@ void SplitPiece(const PreStep& step, const std::string& text, Piece p, std::vect
                 std::vector<Piece>* scratch_matches, std::vector<std::pair<Piece, bool>>* scratch) {
   scratch_matches->clear();
   step.regex->FindAll(text.data() + p.begin, p.end - p.begin, scratch_matches);
-  // The whole piece as (range, is_match) segments.
+  // The whole piece as (range in `text`, is_match) segments.
   auto& segs = *scratch;
   segs.clear();
-  size_t prev = 0, len = p.end - p.begin;
+  segs.reserve(2 * scratch_matches->size() + 1);
+  size_t prev = p.begin;
   for (const Piece& m : *scratch_matches) {
-    if (m.begin > prev) segs.push_back({{prev, m.begin}, false});
-    segs.push_back({{m.begin, m.end}, true});
-    prev = m.end;
+    if (p.begin + m.begin > prev) segs.push_back({{prev, p.begin + m.begin}, false});
+    segs.push_back({{p.begin + m.begin, p.begin + m.end}, true});
+    prev = p.begin + m.end;
   }
-  if (prev < len) segs.push_back({{prev, len}, false});
+  if (prev < p.end) segs.push_back({{prev, p.end}, false});
   if (step.invert)
     for (auto& s : segs) s.second = !s.second;
-  std::vector<Piece> result;
+  // The pieces are written after what `out` holds (`first` on); empty ones are dropped at the end.
+  const size_t first = out->size();
+  out->reserve(first + segs.size());
+  auto written = [&] { return out->size() > first; };
   switch (step.behavior) {
     case SplitBehavior::kRemoved:
       for (auto& s : segs)
-        if (!s.second) result.push_back(s.first);
+        if (!s.second) out->push_back(s.first);
       break;
     case SplitBehavior::kIsolated:
-      for (auto& s : segs) result.push_back(s.first);
+      for (auto& s : segs) out->push_back(s.first);
       break;
     case SplitBehavior::kMergedWithPrevious: {
       bool previous_match = false;
       for (auto& s : segs) {
-        if (s.second && !previous_match && !result.empty()) {
-          result.back().end = s.first.end;
+        if (s.second && !previous_match && written()) {
+          out->back().end = s.first.end;
         } else {
-          result.push_back(s.first);
+          out->push_back(s.first);
         }
         previous_match = s.second;
       }
@@ -348,33 +352,32 @@ void SplitPiece(const PreStep& step, const std::string& text, Piece p, std::vect
       bool previous_match = false;
       for (size_t k = segs.size(); k-- > 0;) {
         auto& s = segs[k];
-        if (s.second && !previous_match && !result.empty()) {
-          result.back().begin = s.first.begin;
+        if (s.second && !previous_match && written()) {
+          out->back().begin = s.first.begin;
         } else {
-          result.push_back(s.first);
+          out->push_back(s.first);
         }
         previous_match = s.second;
       }
-      std::reverse(result.begin(), result.end());
+      std::reverse(out->begin() + static_cast<std::ptrdiff_t>(first), out->end());
       break;
     }
     case SplitBehavior::kContiguous: {
       bool previous_match = false;
-      bool first = true;
       for (auto& s : segs) {
-        if (!first && s.second == previous_match) {
-          result.back().end = s.first.end;
+        if (written() && s.second == previous_match) {
+          out->back().end = s.first.end;
         } else {
-          result.push_back(s.first);
+          out->push_back(s.first);
         }
         previous_match = s.second;
-        first = false;
       }
       break;
     }
   }
-  for (const Piece& r : result)
-    if (r.end > r.begin) out->push_back({p.begin + r.begin, p.begin + r.end});
+  out->erase(std::remove_if(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
+                            [](const Piece& r) { return r.end <= r.begin; }),
+             out->end());
 }
 
 }  // namespace strata::tokenize_internal
