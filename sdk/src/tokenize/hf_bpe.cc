@@ -421,10 +421,10 @@ class HfBpeTokenizer final : public ExactTokenizer {
   }
 
   // A span encoded line by line at the newline cuts of FindCuts once they are known to hold, each
-  // line of up to kMaxCachedLineBytes through the line cache: a text counted alone and then
-  // encoded again inside a prompt (a tool result's count at append, then the request's count)
-  // pays for its lines once. Until the check has run (on the first FindCuts: it encodes, so it
-  // cannot wait for itself) a span is encoded whole.
+  // line of up to kMaxCachedLineBytes through the line cache (kMaxLineCacheBytes of lines and ids
+  // at most): a text counted alone and then encoded again inside a prompt (a tool result's count
+  // at append, then the request's count) pays for its lines once. Until the check has run (on the
+  // first FindCuts: it encodes, so it cannot wait for itself) a span is encoded whole.
   void EncodeLines(std::string_view span, std::vector<int32_t>* ids) const {
     if (!lines_cut_.load(std::memory_order_acquire)) return EncodeSpan(span, ids);
     size_t start = 0;
@@ -452,9 +452,15 @@ class HfBpeTokenizer final : public ExactTokenizer {
     const size_t before = ids->size();
     EncodeSpan(line, ids);
     CachedLine entry{std::string(line), std::vector<int32_t>(ids->begin() + before, ids->end())};
+    const size_t bytes = entry.text.size() + entry.ids.size() * sizeof(int32_t);
     internal::MutexLock lock(line_cache_mutex_);
-    if (line_cache_.size() >= kMaxCachedLines) line_cache_.clear();
-    line_cache_[key] = std::move(entry);  // a line of the same hash gives way
+    if (line_cache_bytes_ + bytes > kMaxLineCacheBytes) {
+      line_cache_.clear();
+      line_cache_bytes_ = 0;
+    }
+    CachedLine& slot = line_cache_[key];  // a line of the same hash gives way
+    line_cache_bytes_ += bytes - (slot.text.size() + slot.ids.size() * sizeof(int32_t));
+    slot = std::move(entry);
   }
 
   void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
@@ -605,7 +611,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
   static constexpr size_t kMaxCachedWordBytes = 256;
   static constexpr size_t kMaxCacheEntries = 200000;
   static constexpr size_t kMaxCachedLineBytes = 1024;
-  static constexpr size_t kMaxCachedLines = 16384;
+  // The cache of lines starts over past this many bytes of lines and ids.
+  static constexpr size_t kMaxLineCacheBytes = size_t{4} << 20;
 
   std::string name_;
   std::vector<NormKind> normalizers_;
@@ -632,6 +639,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
   mutable internal::Mutex line_cache_mutex_;
   // By the line's hash (std::hash of its bytes): each line encoded by EncodeLine.
   mutable std::unordered_map<size_t, CachedLine> line_cache_ STRATA_GUARDED_BY(line_cache_mutex_);
+  mutable size_t line_cache_bytes_ STRATA_GUARDED_BY(line_cache_mutex_) = 0;
 
   mutable internal::Mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ STRATA_GUARDED_BY(cache_mutex_);
