@@ -492,12 +492,20 @@ class HfBpeTokenizer final : public ExactTokenizer {
   void EncodeSpan(std::string_view span, std::vector<int32_t>* ids) const {
     std::string text(span);
     for (NormKind k : normalizers_) text = ApplyNormalizer(k, text);
-    // The pieces and the splits' scratch keep their memory between calls on this thread: a
-    // call's text splits into about a piece per token, and growing them afresh each time was a
-    // tenth of an exact count.
+    // The pieces and the splits' scratch keep their memory between calls on this thread (up to
+    // kKeptScratchPieces each): a call's text splits into about a piece per token, and growing
+    // them afresh each time was a tenth of an exact count.
     thread_local std::vector<Piece> pieces, next, matches;
     thread_local std::vector<std::pair<Piece, bool>> segs;
     pieces.assign(1, Piece{0, text.size()});
+    struct LetGo {  // a long text's scratch is not kept
+      ~LetGo() {
+        if (pieces.capacity() > kKeptScratchPieces) std::vector<Piece>().swap(pieces);
+        if (next.capacity() > kKeptScratchPieces) std::vector<Piece>().swap(next);
+        if (matches.capacity() > kKeptScratchPieces) std::vector<Piece>().swap(matches);
+        if (segs.capacity() > kKeptScratchPieces) std::vector<std::pair<Piece, bool>>().swap(segs);
+      }
+    } let_go;
     for (const PreStep& step : pre_steps_) {
       if (step.add_prefix_space) {
         // ByteLevel(add_prefix_space) prepends a space to every piece that lacks one: rebuild the
@@ -610,6 +618,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
 
   static constexpr size_t kMaxCachedWordBytes = 256;
   static constexpr size_t kMaxCacheEntries = 200000;
+  static constexpr size_t kKeptScratchPieces = 16384;
   static constexpr size_t kMaxCachedLineBytes = 1024;
   // The cache of lines starts over past this many bytes of lines and ids.
   static constexpr size_t kMaxLineCacheBytes = size_t{4} << 20;

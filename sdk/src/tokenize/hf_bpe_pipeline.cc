@@ -326,7 +326,6 @@ void SplitPiece(const PreStep& step, const std::string& text, Piece p, std::vect
     for (auto& s : segs) s.second = !s.second;
   // The pieces are written after what `out` holds (`first` on); empty ones are dropped at the end.
   const size_t first = out->size();
-  out->reserve(first + segs.size());
   auto written = [&] { return out->size() > first; };
   switch (step.behavior) {
     case SplitBehavior::kRemoved:
