@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_memo.h"
 #include "core/thread_annotations.h"
 #include "tokenize/exact_tokenizer.h"
 #include "tokenize/hf_bpe_pipeline.h"
@@ -421,10 +422,11 @@ class HfBpeTokenizer final : public ExactTokenizer {
   }
 
   // A span encoded line by line at the newline cuts of FindCuts once they are known to hold, each
-  // line of up to kMaxCachedLineBytes through the line cache (kMaxLineCacheBytes of lines and ids
-  // at most): a text counted alone and then encoded again inside a prompt (a tool result's count
-  // at append, then the request's count) pays for its lines once. Until the check has run (on the
-  // first FindCuts: it encodes, so it cannot wait for itself) a span is encoded whole.
+  // line of up to kMaxCachedLineBytes through the cache of lines (lines_, kMaxLineCacheBytes
+  // charged at most): a text counted alone and then encoded again inside a prompt (a tool
+  // result's count at append, then the request's count) pays for its lines once. Until the check
+  // has run (on the first FindCuts: it encodes, so it cannot wait for itself) a span is encoded
+  // whole.
   void EncodeLines(std::string_view span, std::vector<int32_t>* ids) const {
     if (!lines_cut_.load(std::memory_order_acquire)) return EncodeSpan(span, ids);
     size_t start = 0;
@@ -440,28 +442,19 @@ class HfBpeTokenizer final : public ExactTokenizer {
 
   void EncodeLine(std::string_view line, std::vector<int32_t>* ids) const {
     if (line.size() > kMaxCachedLineBytes) return EncodeSpan(line, ids);
-    const size_t key = std::hash<std::string_view>()(line);
-    {
-      internal::MutexLock lock(line_cache_mutex_);
-      auto it = line_cache_.find(key);
-      if (it != line_cache_.end() && it->second.text == line) {
-        ids->insert(ids->end(), it->second.ids.begin(), it->second.ids.end());
-        return;
-      }
+    if (std::shared_ptr<const std::vector<int32_t>> kept = lines_.Find(line)) {
+      ids->insert(ids->end(), kept->begin(), kept->end());
+      return;
     }
     const size_t before = ids->size();
     EncodeSpan(line, ids);
-    CachedLine entry{std::string(line), std::vector<int32_t>(ids->begin() + before, ids->end())};
-    const size_t bytes = entry.text.size() + entry.ids.size() * sizeof(int32_t);
-    internal::MutexLock lock(line_cache_mutex_);
-    if (line_cache_bytes_ + bytes > kMaxLineCacheBytes) {
-      line_cache_.clear();
-      line_cache_bytes_ = 0;
-    }
-    CachedLine& slot = line_cache_[key];  // a line of the same hash gives way
-    line_cache_bytes_ += bytes - (slot.text.size() + slot.ids.size() * sizeof(int32_t));
-    slot = std::move(entry);
+    lines_.Insert(line,
+                  std::make_shared<const std::vector<int32_t>>(ids->begin() + before, ids->end()));
   }
+
+  // A cached line's charge: its text, its ids (about one per three bytes, four bytes each) and the
+  // memo's node and pointers.
+  static size_t LineCharge(size_t bytes) { return bytes + bytes * 4 / 3 + 128; }
 
   void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
     size_t start = 0;
@@ -620,7 +613,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
   static constexpr size_t kMaxCacheEntries = 200000;
   static constexpr size_t kKeptScratchPieces = 16384;
   static constexpr size_t kMaxCachedLineBytes = 1024;
-  // The cache of lines starts over past this many bytes of lines and ids.
+  // The cache of lines starts over past this many bytes charged (LineCharge).
   static constexpr size_t kMaxLineCacheBytes = size_t{4} << 20;
 
   std::string name_;
@@ -640,15 +633,8 @@ class HfBpeTokenizer final : public ExactTokenizer {
   mutable std::once_flag newline_cuts_once_;
   mutable bool newline_cuts_ = false;  // written once under newline_cuts_once_
   mutable std::atomic<bool> lines_cut_{false};  // set once newline_cuts_ is known to be true
-
-  struct CachedLine {
-    std::string text;
-    std::vector<int32_t> ids;
-  };
-  mutable internal::Mutex line_cache_mutex_;
-  // By the line's hash (std::hash of its bytes): each line encoded by EncodeLine.
-  mutable std::unordered_map<size_t, CachedLine> line_cache_ STRATA_GUARDED_BY(line_cache_mutex_);
-  mutable size_t line_cache_bytes_ STRATA_GUARDED_BY(line_cache_mutex_) = 0;
+  // Each line EncodeLine encoded, with its ids.
+  mutable internal::TextMemo<std::vector<int32_t>> lines_{kMaxLineCacheBytes, &LineCharge};
 
   mutable internal::Mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ STRATA_GUARDED_BY(cache_mutex_);
