@@ -43,7 +43,7 @@ struct KeptFacts {
   // (the call is another segment's: its text is compared, not assumed unchanged).
   std::string call_arguments;
   std::shared_ptr<const std::vector<std::string>> call_ids;
-  std::optional<std::string> recall_id;                         // RecallIdOf(segment)
+  std::optional<std::string> recall_id;                         // CompactionInput::RecallId
   std::optional<std::string> exit_status;                       // ExitStatusOf(content)
   // Hashes of the segment's tool calls (CallIdHash of each id, CallKeyHash of each tool name
   // with its arguments; the fingerprint covers the calls), and of a tool result's tool_call_id
@@ -130,7 +130,7 @@ class SegmentFacts {
   // The ranked identifiers of `arguments`, the arguments of the call tool result history[i]
   // answers (kept with the result while its call's arguments stay the same).
   const std::vector<std::string>& CallIds(size_t i, const std::string& arguments);
-  // RecallIdOf(history[i]).
+  // The input's RecallId(history[i]) (the context keeps it for the edit that masks it).
   const std::string& RecallId(size_t i);
   // ExitStatusOf(history[i].content).
   const std::string& ExitStatus(size_t i);
