@@ -57,6 +57,8 @@ bool CallIndex::Add(size_t from) {
   if (t_.calls.empty()) t_.calls.resize(TableSize(h.size()));
   if (t_.latest.empty()) t_.latest.resize(TableSize(h.size()));
   t_.superseded.resize(h.size(), 0);
+  t_.answered_later.resize(h.size(), 0);
+  t_.previous.resize(h.size(), KeptCallTables::kEmpty);
   t_.segments = h.size();
   for (size_t i = from; i < h.size(); ++i) {
     if (h[i]->tool_calls.empty()) continue;
@@ -91,9 +93,17 @@ bool CallIndex::Add(size_t from) {
       const ToolCall* other = Of(e.result);
       if (other != nullptr && other->name == call.name && other->arguments == call.arguments) {
         t_.superseded[e.result] = 1;
+        t_.previous[i] = e.result;
         e.result = static_cast<uint32_t>(i);
         break;
       }
+    }
+    // A result that is not an error log answers the call for every result before it; those before
+    // the first one already marked were marked with it.
+    if (h[i]->kind == SegmentKind::kErrorLog) continue;
+    for (uint32_t k = t_.previous[i]; k != KeptCallTables::kEmpty && !t_.answered_later[k];
+         k = t_.previous[k]) {
+      t_.answered_later[k] = 1;
     }
   }
   return true;

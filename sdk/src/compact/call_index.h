@@ -9,6 +9,7 @@
 //   const ToolCall* call = calls.Of(i);                   // the call tool result history[i]
 //   const std::vector<uint8_t>& later = calls.Superseded();  // 1: a later result answers the
 //   same call
+//   calls.AnsweredLater()[i]             // 1: one of those later results is not an error log
 //
 // Thread safety: one plan's (like its SegmentFacts).
 #ifndef STRATA_SRC_COMPACT_CALL_INDEX_H_
@@ -36,6 +37,11 @@ class CallIndex {
   // as the call of a later tool result (1, else 0). Parallel to the history. Bytes, not bits: a
   // plan reads it at every candidate it looks at.
   const std::vector<uint8_t>& Superseded() const { return t_.superseded; }
+  // answered_later[k]: a later tool result with the same call (tool name and arguments) as
+  // history[k]'s is not an error log (1, else 0): an error log the call was retried past. Parallel
+  // to the history. Kept as the history grows like the rest: a segment's kind and tool_call_id are
+  // its own for life (a Context never changes them in place).
+  const std::vector<uint8_t>& AnsweredLater() const { return t_.answered_later; }
   // Whether the tables were continued from the last plan's (not built from every segment).
   bool continued() const { return continued_; }
 

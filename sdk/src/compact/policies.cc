@@ -125,21 +125,21 @@ class StrataPolicy final : public CompactionPolicy {
       return PlanWith(in, /*need=*/0, Protection::kConfigured, facts);  // below: when it pays
     }
     const size_t need = in.total_tokens - goal;
-    StatusOr<HistoryEdit> plan = PlanWith(in, need, Protection::kConfigured, facts);
+    size_t freed = 0;
+    StatusOr<HistoryEdit> plan = PlanWith(in, need, Protection::kConfigured, facts, &freed);
     if (!plan.ok()) return plan;
     // Nothing, or not enough to fit, could be done within the protections. Above the hard limit,
     // relax them step by step, in this one plan (so that one build needs one round): first the
     // recent turns and results (keeping the latest result), then everything but pins and excluded
     // tools, the task and the latest turn included (summarized, never dropped).
     if (in.limit_tokens && in.total_tokens > in.limit_tokens) {
-      size_t freed = Freed(in, *plan);
       for (Protection relaxed_to : {Protection::kLatestResult, Protection::kPinsOnly}) {
         const bool fits =
             !plan->empty() && in.total_tokens - std::min(freed, in.total_tokens) <= in.limit_tokens;
         if (fits) break;
-        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relaxed_to, facts);
+        size_t relaxed_freed = 0;
+        StatusOr<HistoryEdit> relaxed = PlanWith(in, need, relaxed_to, facts, &relaxed_freed);
         if (!relaxed.ok()) return relaxed;
-        const size_t relaxed_freed = Freed(in, *relaxed);
         if (!relaxed->empty() && (plan->empty() || relaxed_freed > freed)) {
           plan = std::move(relaxed);
           freed = relaxed_freed;
@@ -147,37 +147,6 @@ class StrataPolicy final : public CompactionPolicy {
       }
     }
     return plan;
-  }
-
-  // The tokens `edit` would free, by the policy's own count.
-  static size_t Freed(const CompactionInput& in, const HistoryEdit& edit) {
-    std::unordered_map<std::string, const Segment*> by_id;
-    for (const Segment* s : in.history) by_id.emplace(s->id, s);
-    int64_t freed = 0;
-    for (const SegmentEdit& e : edit.edits) {
-      auto it = by_id.find(e.segment_id);
-      if (it == by_id.end()) continue;
-      const Segment& s = *it->second;
-      switch (e.action) {
-        case SegmentEdit::Action::kMask:
-          freed += static_cast<int64_t>(s.tokens) - static_cast<int64_t>(in.Count(e.placeholder));
-          break;
-        case SegmentEdit::Action::kEvict:
-          freed += static_cast<int64_t>(MessageTokens(in, s));
-          break;
-        case SegmentEdit::Action::kDropReasoning:
-          freed += static_cast<int64_t>(in.Count(s.reasoning));
-          break;
-      }
-    }
-    for (const SummaryEdit& summary : edit.summaries) {
-      for (const std::string& id : summary.replaces) {
-        auto it = by_id.find(id);
-        if (it != by_id.end()) freed += static_cast<int64_t>(MessageTokens(in, *it->second));
-      }
-      freed -= static_cast<int64_t>(in.Count(summary.content) + in.message_overhead_tokens);
-    }
-    return freed > 0 ? static_cast<size_t>(freed) : 0;
   }
 
  private:
@@ -329,13 +298,14 @@ class StrataPolicy final : public CompactionPolicy {
     return use;
   }
 
-  // Whether tool result h[i] is stale (kStale: an ephemeral tool's, or an error log a later call
-  // superseded) or superseded (kSuperseded: cost model only); nullopt when it is neither.
+  // Whether tool result h[i] is stale (kStale: an ephemeral tool's, or an error log whose call a
+  // later result answered without an error) or superseded (kSuperseded: cost model only); nullopt
+  // when it is neither.
   std::optional<Use> StaleUse(const std::vector<const Segment*>& h, size_t i,
                               const CallIndex& calls, const UseSignals& signals) const {
     const Segment& s = *h[i];
     if (options_.ephemeral_tools.count(s.name) > 0 ||
-        (s.kind == SegmentKind::kErrorLog && Superseded(h, i, calls))) {
+        (s.kind == SegmentKind::kErrorLog && calls.AnsweredLater()[i])) {
       return Use::kStale;
     }
     if (options_.cost_model && (*signals.superseded)[i]) return Use::kSuperseded;
@@ -490,8 +460,10 @@ class StrataPolicy final : public CompactionPolicy {
     return std::nullopt;
   }
 
+  // `freed`, when given, is set to the tokens the plan frees by the policy's own count: the savings
+  // of the candidates it takes and of its summary (read from the candidates, not the history).
   StatusOr<HistoryEdit> PlanWith(const CompactionInput& in, size_t need, Protection level,
-                                 SegmentFacts& facts) {
+                                 SegmentFacts& facts, size_t* freed = nullptr) {
     const CallIndex calls(in, facts);
     const bool below = need == 0;  // below the trigger: the cost model alone decides
     // Below the trigger with mask_after_use, a result the agent has seen once and does not use is a
@@ -516,12 +488,12 @@ class StrataPolicy final : public CompactionPolicy {
     for (size_t c = candidates.size(); c-- > 0;) suffix[c] = suffix[c + 1] + candidates[c].saving;
 
     HistoryEdit edit;
+    size_t summary_saving = 0;
     if (options_.cost_model && (below || suffix[0] >= need)) {
       ChooseByValue(in, econ, candidates, tail, need, edit);
+    } else if (below) {
       return edit;
-    }
-    if (below) return edit;
-    if (suffix[0] >= need) {
+    } else if (suffix[0] >= need) {
       // The latest boundary that reaches the goal: the last candidate c with suffix[c] >= need.
       size_t start = 0;
       for (size_t c = candidates.size(); c-- > 0;) {
@@ -531,18 +503,34 @@ class StrataPolicy final : public CompactionPolicy {
         }
       }
       SelectFrom(candidates, start, need, edit);
-      return edit;
+    } else {
+      STRATA_RETURN_IF_ERROR(
+          SummarizeOldest(in, need, prot, econ, candidates, suffix, tail, edit, summary_saving));
     }
-    STRATA_RETURN_IF_ERROR(SummarizeOldest(in, need, prot, econ, candidates, suffix, tail, edit));
+    if (freed != nullptr) *freed = FreedBy(candidates, edit, summary_saving);
     return edit;
   }
 
+  // The savings of the candidates `edit` takes, plus `summary_saving`.
+  static size_t FreedBy(const std::vector<Candidate>& candidates, const HistoryEdit& edit,
+                        size_t summary_saving) {
+    std::unordered_map<std::string_view, size_t> saving_of;
+    saving_of.reserve(candidates.size());
+    for (const Candidate& c : candidates) saving_of.emplace(c.edit.segment_id, c.saving);
+    size_t freed = summary_saving;
+    for (const SegmentEdit& e : edit.edits) {
+      auto it = saving_of.find(e.segment_id);
+      if (it != saving_of.end()) freed += it->second;
+    }
+    return freed;
+  }
+
   // Masking alone cannot reach the goal: summarizes the oldest turns (after the task), then masks
-  // from what follows, stale and oldest first.
+  // from what follows, stale and oldest first. `summary_saving`: the tokens the summary frees.
   Status SummarizeOldest(const CompactionInput& in, size_t need, const Protected& prot,
                          const Economics& econ, const std::vector<Candidate>& candidates,
                          const std::vector<size_t>& suffix, const CachedTail& tail,
-                         HistoryEdit& edit) {
+                         HistoryEdit& edit, size_t& summary_saving) {
     const std::vector<const Segment*>& h = in.history;
     compact_internal::UnitsFromStart units(h);  // found only as far as the span needs
     auto unit_eligible = [&](const Unit& u) {
@@ -619,7 +607,7 @@ class StrataPolicy final : public CompactionPolicy {
       summary_candidate.segment_id = span.front()->id;
       summary_candidate.action = "summarize";
       summary_candidate.tokens_removed = saving;
-      summary_candidate.invalidated_tokens = tail[first_index_of(h, span.front())];
+      summary_candidate.invalidated_tokens = tail[units[first_unit].begin];
       summary_candidate.expected_saving = econ.Saving(saving);
       summary_candidate.invalidation_cost = econ.Cost(summary_candidate.invalidated_tokens, saving);
       summary_candidate.request_cost =
@@ -629,14 +617,11 @@ class StrataPolicy final : public CompactionPolicy {
       edit.explanation.candidates.push_back(summary_candidate);
     }
     edit.summaries.push_back(std::move(summary_edit));
+    summary_saving = saving;
     if (saving < need) SelectFrom(candidates, c_after, need - saving, edit);
     if (options_.cost_model) AddWhatTheBreakPaysFor(candidates, c_after, edit);
     if (options_.cost_model) FinishExplanation(in, econ, candidates, tail, edit);
     return Status::Ok();
-  }
-
-  static size_t first_index_of(const std::vector<const Segment*>& h, const Segment* s) {
-    return static_cast<size_t>(std::find(h.begin(), h.end(), s) - h.begin());
   }
 
   static std::string ModeOf(const CompactionInput& in) {
@@ -827,19 +812,6 @@ class StrataPolicy final : public CompactionPolicy {
         freed += candidates[c].saving;
       }
     }
-  }
-
-  // An error log is superseded when a later result of the same tool with the same arguments is not
-  // an error log. The later results are read only when the call index has one of the same call.
-  static bool Superseded(const std::vector<const Segment*>& h, size_t i, const CallIndex& calls) {
-    const ToolCall* call = calls.Of(i);
-    if (call == nullptr || !calls.Superseded()[i]) return false;
-    for (size_t j = i + 1; j < h.size(); ++j) {
-      if (!IsToolResult(*h[j]) || h[j]->kind == SegmentKind::kErrorLog) continue;
-      const ToolCall* later = calls.Of(j);
-      if (later && later->name == call->name && later->arguments == call->arguments) return true;
-    }
-    return false;
   }
 
   StrataPolicyOptions options_;

@@ -84,6 +84,11 @@ struct KeptCallTables {
   std::vector<Latest> latest;
   size_t latest_used = 0;
   std::vector<uint8_t> superseded;  // by history index (CallIndex::Superseded)
+  std::vector<uint8_t> answered_later;  // by history index (CallIndex::AnsweredLater)
+  // [k]: the history index of the result before result k with the same call (kEmpty: none), so
+  // that a result that is not an error log marks the ones before it as answered, up to the first
+  // already marked.
+  std::vector<uint32_t> previous;
   size_t orphans = 0;               // tool results whose call is not in the history
 };
 

@@ -1,6 +1,7 @@
 // compact_internal::CallIndex against the plain definition it replaces: a map of every call by
 // id (the last holder wins) and, walking the results from the end, a set of the calls' tool names
-// and arguments seen after each. Random histories repeat ids, tools and arguments, answer calls
+// and arguments seen after each (and one of those answered after each by a result that is not an
+// error log). Random histories repeat ids, tools and arguments, answer calls
 // that do not exist, and answer calls before they are made; built whole, and plan after plan with
 // the tables kept while the history grows, changes in place, shrinks and moves.
 #include "compact/call_index.h"
@@ -23,6 +24,7 @@ namespace {
 struct Reference {
   std::vector<const ToolCall*> call_of;
   std::vector<uint8_t> superseded;
+  std::vector<uint8_t> answered_later;
 };
 
 Reference Plainly(const std::vector<const Segment*>& h) {
@@ -33,15 +35,19 @@ Reference Plainly(const std::vector<const Segment*>& h) {
   Reference out;
   out.call_of.assign(h.size(), nullptr);
   out.superseded.assign(h.size(), 0);
+  out.answered_later.assign(h.size(), 0);
   for (size_t i = 0; i < h.size(); ++i) {
     if (h[i]->kind != SegmentKind::kToolResult && h[i]->kind != SegmentKind::kErrorLog) continue;
     auto it = calls.find(h[i]->tool_call_id);
     if (it != calls.end()) out.call_of[i] = it->second;
   }
-  std::set<std::pair<std::string, std::string>> later;
+  std::set<std::pair<std::string, std::string>> later, answered;
   for (size_t k = h.size(); k-- > 0;) {
     if (out.call_of[k] == nullptr) continue;
-    out.superseded[k] = !later.emplace(out.call_of[k]->name, out.call_of[k]->arguments).second;
+    const std::pair<std::string, std::string> key(out.call_of[k]->name, out.call_of[k]->arguments);
+    out.superseded[k] = !later.emplace(key).second;
+    out.answered_later[k] = answered.count(key) > 0;
+    if (h[k]->kind != SegmentKind::kErrorLog) answered.insert(key);
   }
   return out;
 }
@@ -84,6 +90,7 @@ TEST_CASE("the call index finds each result's call and the superseded results as
       if (segments[i].kind == SegmentKind::kToolResult || segments[i].kind == SegmentKind::kErrorLog)
         CHECK(index.Of(i) == expected.call_of[i]);
       CHECK(superseded[i] == expected.superseded[i]);
+      CHECK(index.AnsweredLater()[i] == expected.answered_later[i]);
     }
   }
 }
@@ -202,6 +209,7 @@ TEST_CASE("the call index kept from plan to plan equals one built whole as the h
             history[i].kind == SegmentKind::kErrorLog)
           CHECK(index.Of(i) == expected.call_of[i]);
         CHECK(superseded[i] == expected.superseded[i]);
+        CHECK(index.AnsweredLater()[i] == expected.answered_later[i]);
       }
       // A second index in the same plan (a plan relaxing its protections) takes the tables as
       // they are.
@@ -209,6 +217,7 @@ TEST_CASE("the call index kept from plan to plan equals one built whole as the h
         const compact_internal::CallIndex again(in, facts);
         same_plan += again.continued();
         CHECK(again.Superseded() == expected.superseded);
+        CHECK(again.AnsweredLater() == expected.answered_later);
         for (size_t i = 0; i < history.size(); ++i) CHECK(again.Of(i) == index.Of(i));
       }
     }

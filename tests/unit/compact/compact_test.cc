@@ -1,13 +1,15 @@
-#include "strata/builtin_policies.h"
-
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "strata/builtin_policies.h"
 #include "testing/context_testing.h"
+#include "testing/status_testing.h"
 
 namespace strata {
 namespace {
 
+using testing::Must;
 using testing::MustBuild;
 using testing::PairingError;
 
@@ -444,6 +446,68 @@ TEST_CASE("baselines: sliding drops the oldest turns, last-n masks all but the l
   CHECK(omitted == 7);
   CHECK(MakePolicyByName("strata").ok());
   CHECK_THAT(MakePolicyByName("lru").status().message(), Catch::Contains("known: strata, none, sliding, last-n"));
+}
+
+TEST_CASE(
+    "above the hard limit a plan within the protections that cannot fit gives way to one that "
+    "frees more",
+    "[compact]") {
+  // By hand (no tokenizer: 4 bytes a token, no per-message overhead): the task, a turn with a small
+  // result, then three turns whose results are 3,000 tokens each, over a limit of 7,000. Within
+  // the configured protections (the last 2 turns, the last 3 results) only the first turn can go,
+  // which frees at most 140 tokens; relaxed to keep the latest result only, masking r3 (and r2)
+  // fits.
+  std::vector<Segment> segments;
+  auto add = [&](std::string id, SegmentKind kind, int64_t turn, size_t tokens) -> Segment& {
+    Segment s;
+    s.id = std::move(id);
+    s.kind = kind;
+    s.turn = turn;
+    s.content = std::string(tokens * 4, '.');
+    s.tokens = tokens;
+    segments.push_back(std::move(s));
+    return segments.back();
+  };
+  add("task", SegmentKind::kUser, 0, 100);
+  const size_t result_tokens[] = {120, 3000, 3000, 3000};
+  for (int t = 1; t <= 4; ++t) {
+    const std::string n = std::to_string(t);
+    add("a" + n, SegmentKind::kToolCall, t, 20).tool_calls = {
+        {"c" + n, "bash", "{\"command\":\"make " + n + "\"}"}};
+    Segment& r = add("r" + n, SegmentKind::kToolResult, t, result_tokens[t - 1]);
+    r.name = "bash";
+    r.tool_call_id = "c" + n;
+  }
+  CompactionInput in;
+  for (const Segment& s : segments) in.history.push_back(&s);
+  for (const Segment& s : segments) in.total_tokens += s.tokens;
+  in.history_tokens = in.total_tokens;  // 9,300
+  in.limit_tokens = 7000;
+  in.trigger_tokens = 6300;
+  in.turn = 4;
+  for (const bool cost_model : {false, true}) {
+    INFO("cost model " << cost_model);
+    StrataPolicyOptions options;
+    options.cost_model = cost_model;
+    auto policy = MakeStrataPolicy(options);
+    const HistoryEdit edit = Must(policy->Plan(in));
+    std::set<std::string> masked;
+    size_t freed = 0;
+    for (const SegmentEdit& e : edit.edits) {
+      if (e.action != SegmentEdit::Action::kMask) continue;
+      masked.insert(e.segment_id);
+      freed += (e.segment_id == "r1" ? 120 : 3000) - e.placeholder.size() / 4;
+    }
+    for (const SummaryEdit& summary : edit.summaries) {
+      for (const std::string& id : summary.replaces) {
+        for (const Segment& s : segments) freed += s.id == id ? s.tokens : 0;
+      }
+      freed -= summary.content.size() / 4;
+    }
+    CHECK(masked.count("r3") == 1);
+    CHECK(masked.count("r4") == 0);  // the latest result stays
+    CHECK(in.total_tokens - freed <= in.limit_tokens);
+  }
 }
 
 TEST_CASE("exclude_tools results and the last turns are never altered", "[compact]") {
