@@ -457,9 +457,12 @@ class Context::Impl {
   std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   std::string history_buf_;
   mutable std::string spare_body_;  // memory handed back by Recycle(), for the next Render()
-  // The extra fields the last successful Render() was given, and their canonical rendering.
+  // The extra fields the last successful Render() was given, their canonical rendering, and each
+  // field's canonical value (parallel to the fields): a field whose value is the same as last time
+  // is not canonicalized again (a turn's fields differ from the last turn's in the request id).
   mutable std::vector<std::pair<std::string, std::string>> extra_fields_rendered_for_;
   mutable std::string extra_fields_rendered_;
+  mutable std::vector<std::string> extra_field_values_;
   // The render spare_body_ holds unchanged (RecycleRender), or 0 when its bytes are not known.
   mutable uint64_t spare_serial_ = 0;
   size_t rendered_history_messages_ = 0;

@@ -78,12 +78,18 @@ void AppendSystemMessage(std::string& out, std::string_view content) {
 }
 
 // `,"name":value` for each extra field (values canonicalized), refusing the names the context
-// renders itself and duplicates.
+// renders itself and duplicates. A field the last render had with the same value (`last`, whose
+// canonical values are `last_values`) takes its canonical value from there; *values receives
+// this render's.
 StatusOr<std::string> RenderExtraFields(
-    const std::vector<std::pair<std::string, std::string>>& fields) {
+    const std::vector<std::pair<std::string, std::string>>& fields,
+    const std::vector<std::pair<std::string, std::string>>& last,
+    const std::vector<std::string>& last_values, std::vector<std::string>* values) {
   std::string extra;
   std::set<std::string> seen;
-  for (const auto& [name, value] : fields) {
+  values->clear();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto& [name, value] = fields[i];
     if (name.empty()) return InvalidArgumentError("extra request field with an empty name");
     STRATA_RETURN_IF_ERROR(ValidateUtf8(name, "extra field name"));
     if (name == "model" || name == "tools" || name == "messages") {
@@ -94,12 +100,17 @@ StatusOr<std::string> RenderExtraFields(
     if (!seen.insert(name).second) {
       return InvalidArgumentError("extra field \"" + name + "\" given twice");
     }
-    STRATA_ASSIGN_OR_RETURN(std::string canonical,
-                            internal::CanonicalizeJson(value, "extra field \"" + name + "\""));
+    if (i < last.size() && i < last_values.size() && last[i].second == value) {
+      values->push_back(last_values[i]);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(std::string canonical,
+                              internal::CanonicalizeJson(value, "extra field \"" + name + "\""));
+      values->push_back(std::move(canonical));
+    }
     extra.push_back(',');
     AppendJsonString(extra, name);
     extra.push_back(':');
-    extra += canonical;
+    extra += values->back();
   }
   return extra;
 }
@@ -154,9 +165,13 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
   }
   // A turn's fields are usually the previous turn's: their canonical rendering is kept.
   if (build.extra_fields != extra_fields_rendered_for_) {
-    STRATA_ASSIGN_OR_RETURN(std::string rendered, RenderExtraFields(build.extra_fields));
+    std::vector<std::string> values;
+    STRATA_ASSIGN_OR_RETURN(std::string rendered,
+                            RenderExtraFields(build.extra_fields, extra_fields_rendered_for_,
+                                              extra_field_values_, &values));
     extra_fields_rendered_ = std::move(rendered);
     extra_fields_rendered_for_ = build.extra_fields;
+    extra_field_values_ = std::move(values);
   }
   const std::string& extra = extra_fields_rendered_;
   const std::string volatile_message = RenderVolatileMessage();

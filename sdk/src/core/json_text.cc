@@ -24,6 +24,19 @@ struct EscapeTable {
 };
 constexpr EscapeTable kEscapes;
 
+// Whether `t` is already canonical without parsing it: true, false, null, or a string of
+// printable ASCII without quotes or backslashes inside (a request id, a model name), which the
+// dump of CanonicalizeJson would print byte for byte.
+bool PlainlyCanonical(std::string_view t) {
+  if (t == "true" || t == "false" || t == "null") return true;
+  if (t.size() < 2 || t.front() != '"' || t.back() != '"') return false;
+  for (size_t i = 1; i + 1 < t.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(t[i]);
+    if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void AppendJsonString(std::string& out, std::string_view text) {
@@ -79,6 +92,7 @@ Status CheckJsonDepth(std::string_view json_text, std::string_view what, size_t 
 }
 
 StatusOr<std::string> CanonicalizeJson(std::string_view json_text, std::string_view what) {
+  if (PlainlyCanonical(json_text)) return std::string(json_text);
   STRATA_RETURN_IF_ERROR(CheckJsonDepth(json_text, what));
   nlohmann::json value = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr,
                                                /*allow_exceptions=*/false);

@@ -261,6 +261,13 @@ TEST_CASE("extra fields are canonical and cannot override the context's own", "[
   options.extra_fields = {{"stream", "false"}};
   CHECK_THAT(MustBuild(*context, options).body, Catch::EndsWith(R"(}],"stream":false})"));
   CHECK_THAT(MustBuild(*context).body, Catch::EndsWith(R"(}]})"));
+  // A value the last build had at the same place keeps its canonical form under another name;
+  // the others are canonicalized anew.
+  options.extra_fields = {{"a", "[1, 2]"}, {"b", R"({ "k" : "v" })"}};
+  CHECK_THAT(MustBuild(*context, options).body, Catch::EndsWith(R"(}],"a":[1,2],"b":{"k":"v"}})"));
+  options.extra_fields = {{"c", "[1, 2]"}, {"b", "[1, 2]"}, {"a", R"({ "k" : "v" })"}};
+  CHECK_THAT(MustBuild(*context, options).body,
+             Catch::EndsWith(R"(}],"c":[1,2],"b":[1,2],"a":{"k":"v"}})"));
   options.extra_fields = {{"x", "{bad"}};
   CHECK(context->Build(options).status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(MustBuild(*context).body, Catch::EndsWith(R"(}]})"));

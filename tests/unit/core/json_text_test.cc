@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace strata::internal {
 namespace {
@@ -34,6 +36,36 @@ TEST_CASE("canonical JSON sorts keys and normalizes whitespace and numbers", "[c
   REQUIRE(b.ok());
   CHECK(*a == R"({"a":{"x":"é","y":[1,2]},"b":1.5})");
   CHECK(*a == *b);
+}
+
+TEST_CASE("short strings and literals are canonical as nlohmann prints them", "[core][json]") {
+  // Each is what a request's field may carry; some take the path that does not parse (plain
+  // strings, true, false, null), the others are parsed: both give nlohmann's dump.
+  std::vector<std::string> values = {
+      "true",       "false",       "null",         "\"\"",     "\"req-7f3a_01:x y~\"",
+      "\"a\\\"b\"", "\"\\u0041\"", "\"\xc3\xa9\"", "\"\x7f\"", " \"padded\" ",
+      "\"\\n\"",    "1.50",        "[true]"};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 500; ++i) {
+    std::string text = "\"";
+    for (int k = static_cast<int>(rng() % 24); k > 0; --k)
+      text.push_back(static_cast<char>(0x20 + rng() % 0x5f));
+    if (text.find('\\') != std::string::npos) continue;  // a lone backslash is not JSON
+    values.push_back(text + "\"");
+  }
+  for (const std::string& value : values) {
+    INFO(value);
+    const nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
+    if (parsed.is_discarded()) {
+      CHECK_FALSE(CanonicalizeJson(value, "test").ok());
+      continue;
+    }
+    auto canonical = CanonicalizeJson(value, "test");
+    REQUIRE(canonical.ok());
+    CHECK(*canonical == parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict));
+  }
+  CHECK_FALSE(CanonicalizeJson("\"unterminated", "test").ok());
+  CHECK_FALSE(CanonicalizeJson("\"", "test").ok());
 }
 
 TEST_CASE("malformed JSON is refused with its position", "[core][json]") {
