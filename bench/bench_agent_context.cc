@@ -5,7 +5,11 @@
 //   BM_TurnEstimate/N  the byte estimator, no budget
 //   BM_TurnExact/N     Qwen3's tokenizer.json (an exact BPE whose file lacks the GLM template's
 //                      role markers as added tokens), the GLM template, no budget
-//   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context
+//   BM_TurnBudget/N    the estimator, a budget whose trigger is far above the context; every turn
+//                      reads the same file, so the cost model masks the previous read below the
+//                      trigger (an edit every turn, one result from the end)
+//   BM_TurnBudgetNewFiles/N  as BM_TurnBudget, each turn reading a new file: nothing superseded,
+//                      nothing to mask
 //   BM_TurnRecycled/N  as BM_TurnEstimate, each Turn handed back with Agent::Recycle
 //   BM_TurnContinued/N as BM_TurnEstimate, each Turn handed back with Agent::RecycleUnchanged: the
 //                      next body keeps its bytes and writes only what the turn adds
@@ -103,13 +107,19 @@ void Fill(strata::Agent& agent, int64_t tokens) {
 // was (Agent::RecycleUnchanged).
 enum class Handback { kNothing, kMemory, kUnchanged };
 
+// Which file each turn's call reads: the same one every turn (a result supersedes the one before
+// it, so with a budget the cost model masks the previous read: an edit every turn), or a new one
+// (nothing is superseded: nothing to mask below the trigger).
+enum class Reads { kSameFile, kNewFile };
+
 // One turn: a tool call with its ~2.1 KB result (lines: 28; or 400, about 24 KB), then Complete()
 // (unless `complete` is false), handed back as `handback` says.
 void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true,
-          Handback handback = Handback::kNothing) {
+          Handback handback = Handback::kNothing, Reads reads = Reads::kSameFile) {
   const std::string id = "extra_" + std::to_string(n);
+  const std::string path = reads == Reads::kSameFile ? "x.py" : "x" + std::to_string(n) + ".py";
   agent.context()
-      .AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"x.py\"}"}}})
+      .AppendAssistant({"", "", {{id, "read_file", "{\"path\":\"" + path + "\"}"}}})
       .status()
       .IgnoreError();
   agent.AppendToolResult({id, ToolOutput("x" + std::to_string(n), complete ? 28 : 400), false})
@@ -138,7 +148,7 @@ void ControlProfiler(const char* command) {
 // `tools`: the agent's tool schemas (a JSON array), or "" for none.
 void RunTurns(benchmark::State& state, strata::AgentConfig config,
               Handback handback = Handback::kNothing, const std::string& tools = "",
-              strata::Store* store = nullptr) {
+              strata::Store* store = nullptr, Reads reads = Reads::kSameFile) {
   strata::AgentServices services;
   services.transport = &Transport();
   services.store = store;
@@ -150,9 +160,10 @@ void RunTurns(benchmark::State& state, strata::AgentConfig config,
   }
   Fill(**agent, state.range(0));
   int n = 0;
-  Turn(state, **agent, ++n, true, handback);  // the first request renders and encodes everything
+  // The first request renders and encodes everything.
+  Turn(state, **agent, ++n, true, handback, reads);
   ControlProfiler("enable");
-  for (auto _ : state) Turn(state, **agent, ++n, true, handback);
+  for (auto _ : state) Turn(state, **agent, ++n, true, handback, reads);
   ControlProfiler("disable");
   state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
 }
@@ -208,6 +219,10 @@ strata::AgentConfig BudgetConfig(int64_t tokens) {
 }
 
 void BM_TurnBudget(benchmark::State& state) { RunTurns(state, BudgetConfig(state.range(0))); }
+
+void BM_TurnBudgetNewFiles(benchmark::State& state) {
+  RunTurns(state, BudgetConfig(state.range(0)), Handback::kNothing, "", nullptr, Reads::kNewFile);
+}
 
 void BM_TurnBudgetContinued(benchmark::State& state) {
   RunTurns(state, BudgetConfig(state.range(0)), Handback::kUnchanged);
@@ -315,6 +330,9 @@ BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)-
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
+BENCHMARK(BM_TurnBudgetNewFiles)
+    ->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)
+    ->Iterations(200);
 BENCHMARK(BM_TurnRecycled)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnRecycled)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnContinued)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
