@@ -125,14 +125,16 @@ class StrataPolicy final : public CompactionPolicy {
       return PlanWith(in, /*need=*/0, Protection::kConfigured, facts);  // below: when it pays
     }
     const size_t need = in.total_tokens - goal;
-    size_t freed = 0;
-    StatusOr<HistoryEdit> plan = PlanWith(in, need, Protection::kConfigured, facts, &freed);
+    const bool over_limit = in.limit_tokens && in.total_tokens > in.limit_tokens;
+    size_t freed = 0;  // counted only where it is compared: above the hard limit
+    StatusOr<HistoryEdit> plan =
+        PlanWith(in, need, Protection::kConfigured, facts, over_limit ? &freed : nullptr);
     if (!plan.ok()) return plan;
     // Nothing, or not enough to fit, could be done within the protections. Above the hard limit,
     // relax them step by step, in this one plan (so that one build needs one round): first the
     // recent turns and results (keeping the latest result), then everything but pins and excluded
     // tools, the task and the latest turn included (summarized, never dropped).
-    if (in.limit_tokens && in.total_tokens > in.limit_tokens) {
+    if (over_limit) {
       for (Protection relaxed_to : {Protection::kLatestResult, Protection::kPinsOnly}) {
         const bool fits =
             !plan->empty() && in.total_tokens - std::min(freed, in.total_tokens) <= in.limit_tokens;
