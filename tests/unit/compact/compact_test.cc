@@ -1,8 +1,9 @@
+#include "strata/builtin_policies.h"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "strata/builtin_policies.h"
 #include "testing/context_testing.h"
 #include "testing/status_testing.h"
 
