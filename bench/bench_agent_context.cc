@@ -113,9 +113,10 @@ enum class Handback { kNothing, kMemory, kUnchanged };
 enum class Reads { kSameFile, kNewFile };
 
 // One turn: a tool call with its ~2.1 KB result (lines: 28; or 400, about 24 KB), then Complete()
-// (unless `complete` is false), handed back as `handback` says.
-void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true,
-          Handback handback = Handback::kNothing, Reads reads = Reads::kSameFile) {
+// (unless `complete` is false), handed back as `handback` says. Returns the size of the body sent
+// (0 without Complete()).
+size_t Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = true,
+            Handback handback = Handback::kNothing, Reads reads = Reads::kSameFile) {
   const std::string id = "extra_" + std::to_string(n);
   const std::string path = reads == Reads::kSameFile ? "x.py" : "x" + std::to_string(n) + ".py";
   agent.context()
@@ -125,11 +126,16 @@ void Turn(benchmark::State& state, strata::Agent& agent, int n, bool complete = 
   agent.AppendToolResult({id, ToolOutput("x" + std::to_string(n), complete ? 28 : 400), false})
       .status()
       .IgnoreError();
-  if (!complete) return;
+  if (!complete) return 0;
   auto turn = agent.Complete();
-  if (!turn.ok()) return state.SkipWithError(turn.status().ToString().c_str());
+  if (!turn.ok()) {
+    state.SkipWithError(turn.status().ToString().c_str());
+    return 0;
+  }
+  const size_t body_bytes = turn->body.size();
   if (handback == Handback::kMemory) agent.Recycle(std::move(turn).value());
   if (handback == Handback::kUnchanged) agent.RecycleUnchanged(std::move(turn).value());
+  return body_bytes;
 }
 
 // With STRATA_BENCH_PERF_CTL naming perf's control FIFO (perf record -D -1 --control
@@ -163,9 +169,15 @@ void RunTurns(benchmark::State& state, strata::AgentConfig config,
   // The first request renders and encodes everything.
   Turn(state, **agent, ++n, true, handback, reads);
   ControlProfiler("enable");
-  for (auto _ : state) Turn(state, **agent, ++n, true, handback, reads);
+  double body_bytes = 0;
+  for (auto _ : state)
+    body_bytes += static_cast<double>(Turn(state, **agent, ++n, true, handback, reads));
   ControlProfiler("disable");
   state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
+  // The mean body of the timed turns: the bytes one memcpy of the body moves (BM_MemcpyBody's
+  // bytes_per_second gives its time).
+  state.counters["body_bytes"] =
+      state.iterations() > 0 ? body_bytes / static_cast<double>(state.iterations()) : 0;
 }
 
 void BM_TurnEstimate(benchmark::State& state) { RunTurns(state, BaseConfig()); }
@@ -291,6 +303,8 @@ void BM_MemcpyBody(benchmark::State& state) {
     benchmark::DoNotOptimize(copy.data());
     benchmark::ClobberMemory();
   }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(body.size()));
 }
 
 // The tokenization of what a turn adds, with Qwen3's tokenizer: the tool call's arguments and its
@@ -321,6 +335,8 @@ void BM_MemcpyBodyFresh(benchmark::State& state) {
     benchmark::DoNotOptimize(copy.data());
     benchmark::ClobberMemory();
   }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(body.size()));
 }
 
 #define STRATA_CONTEXT_SIZES Arg(131072)->Arg(524288)->Arg(1048576)

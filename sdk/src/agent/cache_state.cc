@@ -2,6 +2,7 @@
 #include "agent/cache_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -33,20 +34,40 @@ std::vector<SegmentSignature> SignaturesFromJson(const json& j) {
   return out;
 }
 
+// `n` in decimal, appended to *out.
+template <typename Int>
+void AppendDecimal(Int n, std::string* out) {
+  char digits[24];
+  const std::to_chars_result end = std::to_chars(digits, digits + sizeof(digits), n);
+  out->append(digits, end.ptr);
+}
+
+// signatures[begin, end) as the entries of a JSON array ([id, layer, state, version, hash] each,
+// separated by commas, no brackets), appended to *out; `first` when none precede them there.
+void AppendSignatureEntries(const std::vector<SegmentSignature>& signatures, size_t begin,
+                            size_t end, bool first, std::string* out) {
+  for (size_t i = begin; i < end; ++i) {
+    const SegmentSignature& s = signatures[i];
+    if (i > begin || !first) out->push_back(',');
+    out->push_back('[');
+    internal::AppendJsonString(*out, s.id);
+    out->push_back(',');
+    AppendDecimal(static_cast<int>(s.layer), out);
+    out->push_back(',');
+    AppendDecimal(static_cast<int>(s.state), out);
+    out->push_back(',');
+    internal::AppendJsonString(*out, s.version);
+    out->push_back(',');
+    AppendDecimal(s.hash, out);
+    out->push_back(']');
+  }
+}
+
 // signatures[begin, end) as a JSON array of [id, layer, state, version, hash], appended to *out.
 void AppendSignatures(const std::vector<SegmentSignature>& signatures, size_t begin, size_t end,
                       std::string* out) {
   out->push_back('[');
-  for (size_t i = begin; i < end; ++i) {
-    const SegmentSignature& s = signatures[i];
-    if (i > begin) out->push_back(',');
-    out->push_back('[');
-    internal::AppendJsonString(*out, s.id);
-    *out += ',' + std::to_string(static_cast<int>(s.layer)) + ',' +
-            std::to_string(static_cast<int>(s.state)) + ',';
-    internal::AppendJsonString(*out, s.version);
-    *out += ',' + std::to_string(s.hash) + ']';
-  }
+  AppendSignatureEntries(signatures, begin, end, /*first=*/true, out);
   out->push_back(']');
 }
 
@@ -164,12 +185,23 @@ std::vector<std::pair<std::string, std::string>> CacheStateWriter::Writes(
   }
   const bool signatures_changed =
       same_signatures < signatures.size() || signatures.size() != signatures_.size();
+  pending_tail_ = tail_;
   for (size_t k = same_signatures / kSignaturesPerChunk;
        signatures_changed && k * kSignaturesPerChunk < signatures.size(); ++k) {
-    std::string chunk;
-    AppendSignatures(signatures, k * kSignaturesPerChunk,
-                     std::min(signatures.size(), (k + 1) * kSignaturesPerChunk), &chunk);
-    writes.emplace_back(ChunkKey(key_, 's', k), std::move(chunk));
+    const size_t begin = k * kSignaturesPerChunk;
+    const size_t end = std::min(signatures.size(), begin + kSignaturesPerChunk);
+    // The chunk's entries as last stored, while the turn left them as they were: only the
+    // entries after them are encoded.
+    const bool continues =
+        k == tail_.chunk && tail_.entries > 0 && same_signatures >= begin + tail_.entries;
+    ChunkTail tail;
+    tail.chunk = k;
+    if (continues) tail = tail_;
+    AppendSignatureEntries(signatures, begin + tail.entries, end, tail.entries == 0, &tail.text);
+    signatures_encoded_ += end - begin - tail.entries;
+    tail.entries = end - begin;
+    writes.emplace_back(ChunkKey(key_, 's', k), '[' + tail.text + ']');
+    pending_tail_ = std::move(tail);
   }
   pending_ = true;
   pending_hash_from_ = same_hashes;
@@ -187,6 +219,8 @@ void CacheStateWriter::Stored() {
   hashes_.insert(hashes_.end(), pending_hashes_.begin(), pending_hashes_.end());
   signatures_.resize(pending_signature_from_);
   signatures_.insert(signatures_.end(), pending_signatures_.begin(), pending_signatures_.end());
+  tail_ = std::move(pending_tail_);
+  pending_tail_ = ChunkTail();
 }
 
 void CacheStateWriter::Loaded(const std::vector<uint64_t>& hashes,
@@ -194,6 +228,8 @@ void CacheStateWriter::Loaded(const std::vector<uint64_t>& hashes,
   pending_ = false;
   hashes_ = hashes;
   signatures_ = signatures;
+  tail_ = ChunkTail();  // encoded again when the last chunk is next written
+  pending_tail_ = ChunkTail();
 }
 
 }  // namespace strata::agent_internal

@@ -63,6 +63,9 @@ class CacheStateWriter {
   // The state as read back from the chunked format (DecodeCacheState with *chunked true).
   void Loaded(const std::vector<uint64_t>& hashes,
               const std::vector<turn_internal::SegmentSignature>& signatures);
+  // How many signatures Writes() has encoded: a chunk's entries stored and unchanged since are
+  // not encoded again (for tests).
+  size_t signatures_encoded() const { return signatures_encoded_; }
 
  private:
   const std::string key_;
@@ -73,6 +76,15 @@ class CacheStateWriter {
   std::vector<uint64_t> pending_hashes_;
   size_t pending_signature_from_ = 0;
   std::vector<turn_internal::SegmentSignature> pending_signatures_;
+  // The text of the last chunk of signatures written: its entries without the brackets.
+  struct ChunkTail {
+    size_t chunk = 0;
+    size_t entries = 0;  // 0: nothing kept
+    std::string text;
+  };
+  ChunkTail tail_;          // as stored
+  ChunkTail pending_tail_;  // as the last Writes() would store it
+  size_t signatures_encoded_ = 0;
 };
 
 }  // namespace strata::agent_internal

@@ -97,7 +97,7 @@ PrefixReference Grown(size_t n, const std::vector<uint64_t>& hashes) {
   r.hashes = hashes;
   for (size_t i = 0; i < n; ++i)
     r.signatures.push_back({"s" + std::to_string(i), Layer::kHistory, SegmentKind::kUser,
-                            SegmentState::kLive, "", 1000 + i});
+                            SegmentState::kLive, "", 0xF000000000000000ULL + i});
   return r;
 }
 
@@ -155,6 +155,18 @@ TEST_CASE("a chunked cache state reads back as written across chunk boundaries")
   }
 }
 
+// Each of `writes` (header first, then chunks) as a writer that stored nothing writes it.
+std::vector<std::pair<std::string, std::string>> SameAsFresh(
+    const std::vector<std::pair<std::string, std::string>>& writes,
+    const std::vector<uint64_t>& hashes, const PrefixReference& r) {
+  CacheStateWriter fresh("prefix_cache");
+  std::map<std::string, std::string> whole;
+  for (auto& [key, value] : fresh.Writes("salt", 64, hashes, r)) whole[key] = value;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& write : writes) out.emplace_back(write.first, whole[write.first]);
+  return out;
+}
+
 TEST_CASE("a turn's cache state writes the header and only the chunks from the first change") {
   CacheStateWriter writer("prefix_cache");
   StateMap map;
@@ -167,11 +179,39 @@ TEST_CASE("a turn's cache state writes the header and only the chunks from the f
   // A turn that appends: the header and the last chunk of each.
   hashes = Chain(3 * kHashesPerChunk + 30, 1);
   r = Grown(603, hashes);
+  CHECK(writer.signatures_encoded() == 600);
   auto appended = writer.Writes("salt", 64, hashes, r);
   REQUIRE(appended.size() == 3);
   CHECK(appended[1].first == ChunkKey("prefix_cache", 'h', 3));
   CHECK(appended[2].first == ChunkKey("prefix_cache", 's', 2));
+  // The last chunk continues from its stored text: only the three new signatures are encoded,
+  // and the chunk is the one a writer that stored nothing writes.
+  CHECK(writer.signatures_encoded() == 603);
+  CHECK(appended == SameAsFresh(appended, hashes, r));
   map.Apply(appended);
+  writer.Stored();
+  CheckReadBack(map, hashes, r);
+  // Not stored: the next turn continues from the chunk as stored, not as last written.
+  hashes = Chain(3 * kHashesPerChunk + 40, 1);
+  r = Grown(605, hashes);
+  auto lost = writer.Writes("salt", 64, hashes, r);
+  CHECK(lost == SameAsFresh(lost, hashes, r));
+  CHECK(writer.signatures_encoded() == 605);
+  hashes = Chain(3 * kHashesPerChunk + 50, 1);
+  r = Grown(606, hashes);
+  auto retried = writer.Writes("salt", 64, hashes, r);
+  CHECK(retried == SameAsFresh(retried, hashes, r));
+  CHECK(writer.signatures_encoded() == 608);
+  map.Apply(retried);
+  writer.Stored();
+  CheckReadBack(map, hashes, r);
+  // A signature of the last chunk changed in place (a mask near the end): that chunk is encoded
+  // from its start.
+  r.signatures[601].state = SegmentState::kMasked;
+  auto masked = writer.Writes("salt", 64, hashes, r);
+  CHECK(masked == SameAsFresh(masked, hashes, r));
+  CHECK(writer.signatures_encoded() == 608 + (606 - 2 * kSignaturesPerChunk));
+  map.Apply(masked);
   writer.Stored();
   CheckReadBack(map, hashes, r);
   // A change early on (a compaction near the start): every chunk from there.
