@@ -20,41 +20,64 @@ using json = nlohmann::json;
 
 namespace {
 
-// Entries [begin, end) as one document: the bytes nlohmann's dump of
-// {"entries": [[digest, role, segment_id], ...], "version": 1} gives, written without building a
-// json document (FromJson reads that shape through a SAX handler, leaving any other document to
-// the json parse and its errors).
-std::string EntriesJson(const std::vector<ClientView::Entry>& entries, size_t begin, size_t end) {
-  size_t size = 32;
+// Entries [begin, end) as they are inside the document's array ([digest, role, segment_id] each,
+// separated by commas), appended to *out; `first` when none precede them there.
+void AppendEntries(const std::vector<ClientView::Entry>& entries, size_t begin, size_t end,
+                   bool first, std::string* out) {
+  size_t size = out->size();
   for (size_t i = begin; i < end; ++i) {
     const ClientView::Entry& e = entries[i];
     size += internal::JsonStringSize(e.digest) + internal::JsonStringSize(e.role) +
             internal::JsonStringSize(e.segment_id) + 5;
   }
-  std::string out;
-  out.reserve(size);
-  out += "{\"entries\":[";
+  out->reserve(size);
   for (size_t i = begin; i < end; ++i) {
-    if (i > begin) out.push_back(',');
-    out.push_back('[');
-    internal::AppendJsonString(out, entries[i].digest);
-    out.push_back(',');
-    internal::AppendJsonString(out, entries[i].role);
-    out.push_back(',');
-    internal::AppendJsonString(out, entries[i].segment_id);
-    out.push_back(']');
+    if (i > begin || !first) out->push_back(',');
+    out->push_back('[');
+    internal::AppendJsonString(*out, entries[i].digest);
+    out->push_back(',');
+    internal::AppendJsonString(*out, entries[i].role);
+    out->push_back(',');
+    internal::AppendJsonString(*out, entries[i].segment_id);
+    out->push_back(']');
   }
-  out += "],\"version\":1}";
+}
+
+// The document of entries whose array holds `inside`: the bytes nlohmann's dump of
+// {"entries": [[digest, role, segment_id], ...], "version": 1} gives, written without building a
+// json document (FromJson reads that shape through a SAX handler, leaving any other document to
+// the json parse and its errors).
+std::string EntriesDocument(std::string_view inside) {
+  constexpr std::string_view kHead = "{\"entries\":[";
+  constexpr std::string_view kTail = "],\"version\":1}";
+  std::string out;
+  out.reserve(kHead.size() + inside.size() + kTail.size());
+  out.append(kHead).append(inside).append(kTail);
   return out;
 }
 
 }  // namespace
 
-std::string ClientView::ToJson() const { return EntriesJson(entries_, 0, entries_.size()); }
+std::string ClientView::ToJson() const {
+  std::string inside;
+  AppendEntries(entries_, 0, entries_.size(), /*first=*/true, &inside);
+  return EntriesDocument(inside);
+}
 
-std::string ClientView::ChunkJson(size_t chunk) const {
+std::string ClientView::ChunkJson(size_t chunk, size_t unchanged) {
   const size_t begin = chunk * kClientViewChunk;
-  return EntriesJson(entries_, begin, std::min(entries_.size(), begin + kClientViewChunk));
+  const size_t end = std::min(entries_.size(), begin + kClientViewChunk);
+  // The chunk's entries as last stored, while they are unchanged: only the entries after them are
+  // written.
+  ChunkTail tail;
+  tail.chunk = chunk;
+  if (chunk == tail_.chunk && tail_.entries > 0 && unchanged >= begin + tail_.entries) tail = tail_;
+  AppendEntries(entries_, begin + tail.entries, end, tail.entries == 0, &tail.text);
+  entries_encoded_ += end - begin - tail.entries;
+  tail.entries = end - begin;
+  std::string document = EntriesDocument(tail.text);
+  pending_tail_ = std::move(tail);
+  return document;
 }
 
 namespace {
@@ -191,7 +214,9 @@ class KeptViews {
   }
 
  private:
-  static size_t Charge(const ClientView& view) { return 128 * view.entries().size() + 256; }
+  static size_t Charge(const ClientView& view) {
+    return 128 * view.entries().size() + 256 + view.kept_text_bytes();
+  }
 
   std::mutex mu_;
   std::unordered_map<std::string, ClientView> views_;  // guarded by mu_
@@ -232,8 +257,9 @@ std::vector<std::pair<std::string, std::string>> ClientView::Writes(bool whole) 
   // A chunk holding entries past the header's count (the view was cut) is left as it is: they
   // are not read.
   const size_t from = whole ? 0 : stored_;
+  pending_tail_ = tail_;
   for (size_t k = from / kClientViewChunk; from < n && k < chunks; ++k) {
-    writes.emplace_back(ClientViewChunkKey(k), ChunkJson(k));
+    writes.emplace_back(ClientViewChunkKey(k), ChunkJson(k, from));
   }
   return writes;
 }
@@ -241,6 +267,8 @@ std::vector<std::pair<std::string, std::string>> ClientView::Writes(bool whole) 
 void ClientView::Stored() {
   stored_ = entries_.size();
   header_ = pending_header_;
+  tail_ = std::move(pending_tail_);
+  pending_tail_ = ChunkTail();
 }
 
 StatusOr<ClientView> LoadClientView(const Agent& agent) {

@@ -60,6 +60,11 @@ class ClientView {
   void Stored();
   // The header as stored ("" for a view never stored).
   const std::string& header() const { return header_; }
+  // The text of its last stored chunk a view keeps, so that the next Writes() write only the
+  // entries appended since; in bytes.
+  size_t kept_text_bytes() const { return tail_.text.capacity(); }
+  // How many entries its Writes() have encoded (for tests).
+  size_t entries_encoded() const { return entries_encoded_; }
 
   // One document {"entries": [[digest, role, segment_id], ...], "version": 1}: a chunk's value,
   // and the whole view as stored before chunks.
@@ -69,12 +74,22 @@ class ClientView {
 
  private:
   friend StatusOr<ClientView> LoadClientView(Store& store, const std::string& agent_id);
-  std::string ChunkJson(size_t chunk) const;
+  // Chunk `chunk`'s value; the first `unchanged` entries are as stored.
+  std::string ChunkJson(size_t chunk, size_t unchanged);
 
   std::vector<Entry> entries_;
   size_t stored_ = 0;           // the leading entries the store holds as they are here
   std::string header_;          // as stored
   std::string pending_header_;  // the last Writes()' header
+  // The entries of the last chunk written, as its array holds them (no brackets).
+  struct ChunkTail {
+    size_t chunk = 0;
+    size_t entries = 0;  // 0: nothing kept
+    std::string text;
+  };
+  ChunkTail tail_;          // as stored
+  ChunkTail pending_tail_;  // as the last Writes() would store it
+  size_t entries_encoded_ = 0;
 };
 
 // The view stored with `agent` (an empty view when it has none or no store); the view kept by

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
@@ -531,6 +532,71 @@ TEST_CASE("a client view is stored in chunks and a turn writes the chunks from i
   REQUIRE(SaveClientView(*h.agent, view).ok());
   REQUIRE(store->PutAgentState(h.agent->id(), ClientViewChunkKey(1), ClientView().ToJson()).ok());
   CHECK(LoadClientView(*h.agent).status().code() == StatusCode::kDataLoss);
+}
+
+// The chunks of `view` as a view holding the same entries and nothing stored writes them, by key.
+std::map<std::string, std::string> WrittenWhole(const ClientView& view) {
+  ClientView fresh;
+  for (const ClientView::Entry& e : view.entries()) fresh.Append(e);
+  std::map<std::string, std::string> out;
+  for (auto& [key, value] : fresh.Writes(/*whole=*/true)) out[key] = value;
+  return out;
+}
+
+// Each chunk of `writes` (the header skipped) is the chunk the view's entries give written whole.
+void CheckChunksWhole(const ClientView& view,
+                      const std::vector<std::pair<std::string, std::string>>& writes) {
+  const std::map<std::string, std::string> whole = WrittenWhole(view);
+  for (size_t i = 1; i < writes.size(); ++i) {
+    INFO(writes[i].first);
+    CHECK(writes[i].second == whole.at(writes[i].first));
+  }
+}
+
+TEST_CASE("a view's last chunk is written on from the text it stored as the whole chunk would be",
+          "[sidecar][reconcile]") {
+  ClientView view;
+  auto append = [&view](size_t i) {
+    view.Append({"digest-\"" + std::to_string(i), i % 2 == 0 ? "user" : "assistant",
+                 "s" + std::to_string(i)});
+  };
+  for (size_t i = 0; i < kClientViewChunk + 10; ++i) append(i);
+  auto writes = view.Writes();
+  CheckChunksWhole(view, writes);
+  CHECK(view.entries_encoded() == kClientViewChunk + 10);
+  view.Stored();
+  CHECK(view.kept_text_bytes() > 0);
+  // Appended: only the new entries are encoded, the chunk as it would be written whole.
+  append(1000);
+  append(1001);
+  writes = view.Writes();
+  REQUIRE(writes.size() == 2);
+  CHECK(writes[1].first == ClientViewChunkKey(1));
+  CheckChunksWhole(view, writes);
+  CHECK(view.entries_encoded() == kClientViewChunk + 12);
+  // Not stored (the commit failed): the next writes continue from what is stored.
+  append(1002);
+  writes = view.Writes();
+  CheckChunksWhole(view, writes);
+  CHECK(view.entries_encoded() == kClientViewChunk + 15);
+  view.Stored();
+  // Cut inside the kept text and appended to: the chunk is encoded from its start.
+  view.Truncate(kClientViewChunk + 4);
+  append(2000);
+  writes = view.Writes();
+  CheckChunksWhole(view, writes);
+  CHECK(view.entries_encoded() == kClientViewChunk + 15 + 5);
+  view.Stored();
+  // Grown into a new chunk: the rest of the last one and the new one.
+  for (size_t i = 3000; i < 3000 + kClientViewChunk; ++i) append(i);
+  writes = view.Writes();
+  REQUIRE(writes.size() == 3);
+  CheckChunksWhole(view, writes);
+  CHECK(view.entries_encoded() == 2 * kClientViewChunk + 20);
+  view.Stored();
+  // Every chunk of a whole write is written whole.
+  append(4000);
+  CheckChunksWhole(view, view.Writes(/*whole=*/true));
 }
 
 TEST_CASE(
