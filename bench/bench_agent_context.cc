@@ -24,7 +24,10 @@
 //   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the
 //                      previous request), then N/4 tokens more crossing the trigger (window N, no
 //                      cost model)
-//   BM_MemcpyBody/N    one copy of a body of that size (the floor the turn is compared with)
+//   BM_MemcpyBody/N    one copy of 4N bytes, and the rate of such copies (bytes_per_second): the
+//                      floor a turn is compared with is one copy of the body it sent, which each
+//                      BM_Turn* reports as body_bytes (the mean over its timed turns; its messages'
+//                      JSON makes it 4-8% more than 4 bytes a token at 1M)
 //   BM_EncodeNewBytes  Qwen3's tokenizer counting what one turn adds (the call's arguments and its
 //                      result): with BM_MemcpyBody, the floor of BM_TurnExact
 //   BM_MemcpyBodyFresh/N  the same copy into memory allocated for it and freed after, as the body
