@@ -15,10 +15,12 @@
 //                      next body keeps its bytes and writes only what the turn adds
 //   BM_TurnExactContinued/N, BM_TurnBudgetContinued/N  BM_TurnExact and BM_TurnBudget, each Turn
 //                      handed back with Agent::RecycleUnchanged
-//   .../iterations:1200  BM_TurnBudget(Continued), BM_TurnRecycled and BM_TurnContinued at 1M
-//                      over 1,200 turns instead of 200: about 2,750 history segments at the end
-//                      instead of 750, so that what grows with the number of segments (not the
-//                      bytes) shows; BM_TurnBudgetContinued also over 5,000 turns (about 10,000)
+//   .../iterations:1200  BM_TurnEstimate, BM_TurnExact, BM_TurnBudget(Continued), BM_TurnRecycled
+//                      and BM_TurnContinued at 1M over 1,200 turns instead of 200: about 2,750
+//                      history segments at the end instead of 750, so that what grows with the
+//                      number of segments (not the bytes) shows, and the context's buffers grow
+//                      (by a quarter at a time) as often as they do over that many turns;
+//                      BM_TurnBudgetContinued also over 5,000 turns (about 10,000)
 //   BM_PredictBudget/N Agent::PredictCachedTokens() after one more ~24 KB tool result, budget as
 //                      BM_TurnBudget
 //   BM_CompactingBuild/N  a Build() that compacts: a context of 3N/4 tokens built once (the
@@ -346,7 +348,9 @@ void BM_MemcpyBodyFresh(benchmark::State& state) {
 // A fixed number of turns: each turn grows the context, so two builds compared side by side must
 // measure the same turns (a time-bound run would give the faster one more, and longer, turns).
 BENCHMARK(BM_TurnEstimate)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnEstimate)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnExact)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_TurnExact)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnBudget)->STRATA_CONTEXT_SIZES->Unit(benchmark::kMillisecond)->Iterations(200);
 BENCHMARK(BM_TurnBudget)->Arg(1048576)->Unit(benchmark::kMillisecond)->Iterations(1200);
 BENCHMARK(BM_TurnBudgetNewFiles)
