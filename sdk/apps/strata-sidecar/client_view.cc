@@ -257,10 +257,12 @@ std::vector<std::pair<std::string, std::string>> ClientView::Writes(bool whole) 
   // A chunk holding entries past the header's count (the view was cut) is left as it is: they
   // are not read.
   const size_t from = whole ? 0 : stored_;
-  pending_tail_ = tail_;
+  bool wrote_chunk = false;
   for (size_t k = from / kClientViewChunk; from < n && k < chunks; ++k) {
     writes.emplace_back(ClientViewChunkKey(k), ChunkJson(k, from));
+    wrote_chunk = true;
   }
+  if (!wrote_chunk) pending_tail_ = tail_;  // the last chunk stays as stored
   return writes;
 }
 

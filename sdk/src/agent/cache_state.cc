@@ -185,7 +185,7 @@ std::vector<std::pair<std::string, std::string>> CacheStateWriter::Writes(
   }
   const bool signatures_changed =
       same_signatures < signatures.size() || signatures.size() != signatures_.size();
-  pending_tail_ = tail_;
+  bool wrote_chunk = false;
   for (size_t k = same_signatures / kSignaturesPerChunk;
        signatures_changed && k * kSignaturesPerChunk < signatures.size(); ++k) {
     const size_t begin = k * kSignaturesPerChunk;
@@ -200,9 +200,14 @@ std::vector<std::pair<std::string, std::string>> CacheStateWriter::Writes(
     AppendSignatureEntries(signatures, begin + tail.entries, end, tail.entries == 0, &tail.text);
     signatures_encoded_ += end - begin - tail.entries;
     tail.entries = end - begin;
-    writes.emplace_back(ChunkKey(key_, 's', k), '[' + tail.text + ']');
+    std::string chunk;
+    chunk.reserve(tail.text.size() + 2);
+    chunk.append("[").append(tail.text).append("]");
+    writes.emplace_back(ChunkKey(key_, 's', k), std::move(chunk));
     pending_tail_ = std::move(tail);
+    wrote_chunk = true;
   }
+  if (!wrote_chunk) pending_tail_ = tail_;  // the last chunk stays as stored
   pending_ = true;
   pending_hash_from_ = same_hashes;
   pending_hashes_.assign(hashes.begin() + static_cast<std::ptrdiff_t>(same_hashes), hashes.end());
