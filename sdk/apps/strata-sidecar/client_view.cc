@@ -67,17 +67,11 @@ std::string ClientView::ToJson() const {
 std::string ClientView::ChunkJson(size_t chunk, size_t unchanged) {
   const size_t begin = chunk * kClientViewChunk;
   const size_t end = std::min(entries_.size(), begin + kClientViewChunk);
-  // The chunk's entries as last stored, while they are unchanged: only the entries after them are
-  // written.
-  ChunkTail tail;
-  tail.chunk = chunk;
-  if (chunk == tail_.chunk && tail_.entries > 0 && unchanged >= begin + tail_.entries) tail = tail_;
-  AppendEntries(entries_, begin + tail.entries, end, tail.entries == 0, &tail.text);
-  entries_encoded_ += end - begin - tail.entries;
-  tail.entries = end - begin;
-  std::string document = EntriesDocument(tail.text);
-  pending_tail_ = std::move(tail);
-  return document;
+  // The entries the store holds unchanged are not encoded again.
+  return EntriesDocument(last_chunk_.Write(
+      chunk, begin, end, unchanged, [this](size_t from, size_t to, bool first, std::string* out) {
+        AppendEntries(entries_, from, to, first, out);
+      }));
 }
 
 namespace {
@@ -257,20 +251,17 @@ std::vector<std::pair<std::string, std::string>> ClientView::Writes(bool whole) 
   // A chunk holding entries past the header's count (the view was cut) is left as it is: they
   // are not read.
   const size_t from = whole ? 0 : stored_;
-  bool wrote_chunk = false;
+  last_chunk_.Begin();
   for (size_t k = from / kClientViewChunk; from < n && k < chunks; ++k) {
     writes.emplace_back(ClientViewChunkKey(k), ChunkJson(k, from));
-    wrote_chunk = true;
   }
-  if (!wrote_chunk) pending_tail_ = tail_;  // the last chunk stays as stored
   return writes;
 }
 
 void ClientView::Stored() {
   stored_ = entries_.size();
   header_ = pending_header_;
-  tail_ = std::move(pending_tail_);
-  pending_tail_ = ChunkTail();
+  last_chunk_.Stored();
 }
 
 StatusOr<ClientView> LoadClientView(const Agent& agent) {

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/chunk_text.h"
 #include "strata/agent.h"
 #include "strata/status.h"
 #include "strata/store.h"
@@ -62,9 +63,9 @@ class ClientView {
   const std::string& header() const { return header_; }
   // The text of its last stored chunk a view keeps, so that the next Writes() write only the
   // entries appended since; in bytes.
-  size_t kept_text_bytes() const { return tail_.text.capacity(); }
+  size_t kept_text_bytes() const { return last_chunk_.kept_bytes(); }
   // How many entries its Writes() have encoded (for tests).
-  size_t entries_encoded() const { return entries_encoded_; }
+  size_t entries_encoded() const { return last_chunk_.encoded(); }
 
   // One document {"entries": [[digest, role, segment_id], ...], "version": 1}: a chunk's value,
   // and the whole view as stored before chunks.
@@ -81,15 +82,7 @@ class ClientView {
   size_t stored_ = 0;           // the leading entries the store holds as they are here
   std::string header_;          // as stored
   std::string pending_header_;  // the last Writes()' header
-  // The entries of the last chunk written, as its array holds them (no brackets).
-  struct ChunkTail {
-    size_t chunk = 0;
-    size_t entries = 0;  // 0: nothing kept
-    std::string text;
-  };
-  ChunkTail tail_;          // as stored
-  ChunkTail pending_tail_;  // as the last Writes() would store it
-  size_t entries_encoded_ = 0;
+  internal::ChunkText last_chunk_;  // the last chunk's entries as stored
 };
 
 // The view stored with `agent` (an empty view when it has none or no store); the view kept by

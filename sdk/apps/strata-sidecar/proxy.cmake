@@ -17,8 +17,10 @@ add_library(strata_sidecar_proxy STATIC
   ${CMAKE_CURRENT_LIST_DIR}/client_view.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_connection.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cc)
+# sdk/src: core/json_text.h (CheckJsonDepth on request bodies), and core/chunk_text.h, which
+# client_view.h's ClientView holds (so its users see it too).
 target_include_directories(strata_sidecar_proxy PUBLIC ${CMAKE_CURRENT_LIST_DIR}
-  PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # core/json_text.h: CheckJsonDepth on request bodies
+  ${PROJECT_SOURCE_DIR}/sdk/src)
 target_link_libraries(strata_sidecar_proxy
   PUBLIC strata_sidecar_lib strata::agent nlohmann_json::nlohmann_json
   PRIVATE PkgConfig::CPP_HTTPLIB OpenSSL::SSL OpenSSL::Crypto strata_build_flags)

@@ -185,29 +185,22 @@ std::vector<std::pair<std::string, std::string>> CacheStateWriter::Writes(
   }
   const bool signatures_changed =
       same_signatures < signatures.size() || signatures.size() != signatures_.size();
-  bool wrote_chunk = false;
+  signature_chunk_.Begin();
   for (size_t k = same_signatures / kSignaturesPerChunk;
        signatures_changed && k * kSignaturesPerChunk < signatures.size(); ++k) {
     const size_t begin = k * kSignaturesPerChunk;
     const size_t end = std::min(signatures.size(), begin + kSignaturesPerChunk);
-    // The chunk's entries as last stored, while the turn left them as they were: only the
-    // entries after them are encoded.
-    const bool continues =
-        k == tail_.chunk && tail_.entries > 0 && same_signatures >= begin + tail_.entries;
-    ChunkTail tail;
-    tail.chunk = k;
-    if (continues) tail = tail_;
-    AppendSignatureEntries(signatures, begin + tail.entries, end, tail.entries == 0, &tail.text);
-    signatures_encoded_ += end - begin - tail.entries;
-    tail.entries = end - begin;
+    // The entries the store holds unchanged are not encoded again.
+    const std::string& entries =
+        signature_chunk_.Write(k, begin, end, same_signatures,
+                               [&signatures](size_t from, size_t to, bool first, std::string* out) {
+                                 AppendSignatureEntries(signatures, from, to, first, out);
+                               });
     std::string chunk;
-    chunk.reserve(tail.text.size() + 2);
-    chunk.append("[").append(tail.text).append("]");
+    chunk.reserve(entries.size() + 2);
+    chunk.append("[").append(entries).append("]");
     writes.emplace_back(ChunkKey(key_, 's', k), std::move(chunk));
-    pending_tail_ = std::move(tail);
-    wrote_chunk = true;
   }
-  if (!wrote_chunk) pending_tail_ = tail_;  // the last chunk stays as stored
   pending_ = true;
   pending_hash_from_ = same_hashes;
   pending_hashes_.assign(hashes.begin() + static_cast<std::ptrdiff_t>(same_hashes), hashes.end());
@@ -224,8 +217,7 @@ void CacheStateWriter::Stored() {
   hashes_.insert(hashes_.end(), pending_hashes_.begin(), pending_hashes_.end());
   signatures_.resize(pending_signature_from_);
   signatures_.insert(signatures_.end(), pending_signatures_.begin(), pending_signatures_.end());
-  tail_ = std::move(pending_tail_);
-  pending_tail_ = ChunkTail();
+  signature_chunk_.Stored();
 }
 
 void CacheStateWriter::Loaded(const std::vector<uint64_t>& hashes,
@@ -233,8 +225,7 @@ void CacheStateWriter::Loaded(const std::vector<uint64_t>& hashes,
   pending_ = false;
   hashes_ = hashes;
   signatures_ = signatures;
-  tail_ = ChunkTail();  // encoded again when the last chunk is next written
-  pending_tail_ = ChunkTail();
+  signature_chunk_.Reset();  // encoded whole when the last chunk is next written
 }
 
 }  // namespace strata::agent_internal

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/chunk_text.h"
 #include "strata/prefix_cache.h"
 #include "strata/status.h"
 #include "transport/turn.h"
@@ -65,7 +66,7 @@ class CacheStateWriter {
               const std::vector<turn_internal::SegmentSignature>& signatures);
   // How many signatures Writes() has encoded: a chunk's entries stored and unchanged since are
   // not encoded again (for tests).
-  size_t signatures_encoded() const { return signatures_encoded_; }
+  size_t signatures_encoded() const { return signature_chunk_.encoded(); }
 
  private:
   const std::string key_;
@@ -76,15 +77,7 @@ class CacheStateWriter {
   std::vector<uint64_t> pending_hashes_;
   size_t pending_signature_from_ = 0;
   std::vector<turn_internal::SegmentSignature> pending_signatures_;
-  // The text of the last chunk of signatures written: its entries without the brackets.
-  struct ChunkTail {
-    size_t chunk = 0;
-    size_t entries = 0;  // 0: nothing kept
-    std::string text;
-  };
-  ChunkTail tail_;          // as stored
-  ChunkTail pending_tail_;  // as the last Writes() would store it
-  size_t signatures_encoded_ = 0;
+  internal::ChunkText signature_chunk_;  // the last chunk of signatures' text
 };
 
 }  // namespace strata::agent_internal
