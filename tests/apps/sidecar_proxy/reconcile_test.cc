@@ -580,19 +580,19 @@ TEST_CASE("a view's last chunk is written on from the text it stored as the whol
   CheckChunksWhole(view, writes);
   CHECK(view.entries_encoded() == kClientViewChunk + 15);
   view.Stored();
-  // Cut inside the kept text and appended to: the chunk is encoded from its start.
+  // Cut inside the kept text and appended to past its length: the chunk is encoded from its start.
   view.Truncate(kClientViewChunk + 4);
-  append(2000);
+  for (size_t i = 2000; i < 2010; ++i) append(i);
   writes = view.Writes();
   CheckChunksWhole(view, writes);
-  CHECK(view.entries_encoded() == kClientViewChunk + 15 + 5);
+  CHECK(view.entries_encoded() == kClientViewChunk + 15 + 14);
   view.Stored();
   // Grown into a new chunk: the rest of the last one and the new one.
   for (size_t i = 3000; i < 3000 + kClientViewChunk; ++i) append(i);
   writes = view.Writes();
   REQUIRE(writes.size() == 3);
   CheckChunksWhole(view, writes);
-  CHECK(view.entries_encoded() == 2 * kClientViewChunk + 20);
+  CHECK(view.entries_encoded() == 2 * kClientViewChunk + 29);
   view.Stored();
   // Every chunk of a whole write is written whole.
   append(4000);
