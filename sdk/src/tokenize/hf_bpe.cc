@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/text_memo.h"
 #include "core/thread_annotations.h"
 #include "tokenize/exact_tokenizer.h"
 #include "tokenize/hf_bpe_pipeline.h"
+#include "tokenize/line_memo.h"
 
 namespace strata::tokenize_internal {
 namespace {
@@ -442,19 +442,11 @@ class HfBpeTokenizer final : public ExactTokenizer {
 
   void EncodeLine(std::string_view line, std::vector<int32_t>* ids) const {
     if (line.size() > kMaxCachedLineBytes) return EncodeSpan(line, ids);
-    if (std::shared_ptr<const std::vector<int32_t>> kept = lines_.Find(line)) {
-      ids->insert(ids->end(), kept->begin(), kept->end());
-      return;
-    }
+    if (lines_.AppendKept(line, ids)) return;
     const size_t before = ids->size();
     EncodeSpan(line, ids);
-    lines_.Insert(line,
-                  std::make_shared<const std::vector<int32_t>>(ids->begin() + before, ids->end()));
+    lines_.Keep(line, ids->data() + before, ids->size() - before);
   }
-
-  // A cached line's charge: its text, its ids (about one per three bytes, four bytes each) and the
-  // memo's node and pointers.
-  static size_t LineCharge(size_t bytes) { return bytes + bytes * 4 / 3 + 128; }
 
   void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
     size_t start = 0;
@@ -613,7 +605,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
   static constexpr size_t kMaxCacheEntries = 200000;
   static constexpr size_t kKeptScratchPieces = 16384;
   static constexpr size_t kMaxCachedLineBytes = 1024;
-  // The cache of lines starts over past this many bytes charged (LineCharge).
+  // The cache of lines starts over past this many bytes charged (LineMemo::Charge).
   static constexpr size_t kMaxLineCacheBytes = size_t{4} << 20;
 
   std::string name_;
@@ -634,7 +626,7 @@ class HfBpeTokenizer final : public ExactTokenizer {
   mutable bool newline_cuts_ = false;  // written once under newline_cuts_once_
   mutable std::atomic<bool> lines_cut_{false};  // set once newline_cuts_ is known to be true
   // Each line EncodeLine encoded, with its ids.
-  mutable internal::TextMemo<std::vector<int32_t>> lines_{kMaxLineCacheBytes, &LineCharge};
+  mutable LineMemo lines_{kMaxLineCacheBytes};
 
   mutable internal::Mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ STRATA_GUARDED_BY(cache_mutex_);
