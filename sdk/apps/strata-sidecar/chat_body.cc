@@ -18,7 +18,7 @@ namespace {
 using json = nlohmann::json;
 
 // Read messages by their text, process-wide: each entry is charged its text, about twice that
-// for what was read, and the map's node.
+// for what was read, and the memo's entry and slots.
 size_t MessageCharge(size_t text_bytes) { return 3 * text_bytes + 256; }
 internal::TextMemo<ChatElement>& Messages() {
   static auto* memo = new internal::TextMemo<ChatElement>(kChatMessageMemoBytes, &MessageCharge);

@@ -95,7 +95,7 @@ inline constexpr size_t kChatToolsMemoBytes = 16u << 20;
 inline constexpr size_t kChatBodyBasesBytes = 128u << 20;
 
 // The memo's bound: the charges of the messages it keeps (3 bytes per byte of text plus 256 per
-// message: the text, what was read or parsed of it, the map's node), in bytes; it starts over
+// message: the text, what was read or parsed of it, the memo's entry), in bytes; it starts over
 // past it.
 inline constexpr size_t kChatMessageMemoBytes = 64u << 20;
 

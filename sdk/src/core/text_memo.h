@@ -3,26 +3,28 @@
 // texts byte for byte keep what they parsed of each one here: the chat template's messages
 // (tokenize), the sidecar proxy's messages.
 //
-// Each entry is charged `charge(text size)` (its text, its parsed value, the map's node); when an
-// insert would take the sum past `max_bytes` the memo starts over, and a text charged more than a
-// quarter of it is not kept.
+// Each entry is charged `charge(text size)` (its text, its parsed value, its entry and slots); when
+// an insert would take the sum past `max_bytes` the memo starts over, and a text charged more than
+// a quarter of it is not kept.
 //
 // Thread safety: every method may be called from any thread (one lock).
 #ifndef STRATA_CORE_TEXT_MEMO_H_
 #define STRATA_CORE_TEXT_MEMO_H_
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace strata::internal {
 
-// The memo's bucket hash: its length and at most 4 KB of a text (2 KB at each end). Equal texts
-// hash alike and the map compares whole texts, so a megabyte message (a system prompt a client
+// The memo's hash: its length and at most 4 KB of a text (2 KB at each end). Equal texts hash
+// alike and the memo compares whole texts, so a megabyte message (a system prompt a client
 // sends on every request) is read once by the comparison instead of twice.
 struct SampledTextHash {
   static constexpr size_t kEnd = 2048;
@@ -46,31 +48,32 @@ class TextMemo {
 
   // The value kept for `text`, or null.
   std::shared_ptr<const Value> Find(std::string_view text) {
+    const size_t hash = SampledTextHash()(text);
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(text);
-    return it == map_.end() ? nullptr : it->second->value;
+    const size_t found = FindLocked(text, hash);
+    return found == kNone ? nullptr : entries_[found].value;
   }
 
   // Keeps `value` for `text` (a text kept already keeps its value).
   void Insert(std::string_view text, std::shared_ptr<const Value> value) {
     const size_t charge = charge_(text.size());
     if (charge > max_bytes_ / 4) return;
+    const size_t hash = SampledTextHash()(text);
     std::lock_guard<std::mutex> lock(mu_);
-    if (map_.count(text) != 0) return;
-    if (bytes_ + charge > max_bytes_) {
-      map_.clear();
-      bytes_ = 0;
+    if (FindLocked(text, hash) != kNone) return;
+    if (bytes_ + charge > max_bytes_) ClearLocked();
+    if ((entries_.size() + 1) * 2 > slots_.size()) {
+      slots_.assign(slots_.empty() ? kFirstSlots : slots_.size() * 2, Slot{0, 0});
+      for (size_t i = 0; i < entries_.size(); ++i) PlaceLocked(i);
     }
-    auto stored = std::make_unique<Stored>(Stored{std::string(text), std::move(value)});
-    const std::string_view key = stored->text;
-    map_.emplace(key, std::move(stored));
+    entries_.push_back(Entry{hash, std::string(text), std::move(value)});
+    PlaceLocked(entries_.size() - 1);
     bytes_ += charge;
   }
 
   void Clear() {
     std::lock_guard<std::mutex> lock(mu_);
-    map_.clear();
-    bytes_ = 0;
+    ClearLocked();
   }
 
   struct Stats {
@@ -81,23 +84,63 @@ class TextMemo {
   Stats stats() {
     std::lock_guard<std::mutex> lock(mu_);
     Stats s;
-    s.entries = map_.size();
+    s.entries = entries_.size();
     s.charged_bytes = bytes_;
-    for (const auto& [key, stored] : map_) s.text_bytes += key.size();
+    for (const Entry& e : entries_) s.text_bytes += e.text.size();
     return s;
   }
 
  private:
-  struct Stored {
+  // The entries in the order they were kept, found through an open-addressing table of slots:
+  // a lookup that misses reads one slot (the high half of the hash tells most texts apart before
+  // their texts are compared), where a map of nodes read a node per step of its bucket's chain.
+  struct Entry {
+    size_t hash;
     std::string text;
     std::shared_ptr<const Value> value;
   };
+  struct Slot {
+    uint32_t tag;    // the high half of the entry's hash
+    uint32_t entry;  // its index plus one; 0: empty
+  };
+  static constexpr size_t kNone = ~size_t{0};
+  static constexpr size_t kFirstSlots = 256;
+
+  size_t FindLocked(std::string_view text, size_t hash) const {
+    if (slots_.empty()) return kNone;
+    const size_t mask = slots_.size() - 1;
+    const uint32_t tag = static_cast<uint32_t>(static_cast<uint64_t>(hash) >> 32);
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      const Slot& slot = slots_[i];
+      if (slot.entry == 0) return kNone;
+      if (slot.tag != tag) continue;
+      const Entry& e = entries_[slot.entry - 1];
+      if (e.hash == hash && e.text == text) return slot.entry - 1;
+    }
+  }
+
+  // Places entry `index` in the table, which has an empty slot (it is at most half full).
+  void PlaceLocked(size_t index) {
+    const size_t mask = slots_.size() - 1;
+    const size_t hash = entries_[index].hash;
+    size_t i = hash & mask;
+    while (slots_[i].entry != 0) i = (i + 1) & mask;
+    slots_[i] = Slot{static_cast<uint32_t>(static_cast<uint64_t>(hash) >> 32),
+                     static_cast<uint32_t>(index + 1)};
+  }
+
+  void ClearLocked() {
+    entries_.clear();
+    std::fill(slots_.begin(), slots_.end(), Slot{0, 0});
+    bytes_ = 0;
+  }
+
   const size_t max_bytes_;
   const Charge charge_;
   std::mutex mu_;
-  // Keys view Stored::text.
-  std::unordered_map<std::string_view, std::unique_ptr<Stored>, SampledTextHash> map_;
-  size_t bytes_ = 0;  // guarded by mu_
+  std::vector<Entry> entries_;  // guarded by mu_
+  std::vector<Slot> slots_;     // guarded by mu_; a power of two, at most half full
+  size_t bytes_ = 0;            // guarded by mu_
 };
 
 }  // namespace strata::internal

@@ -14,7 +14,8 @@ void ClearChatTemplateMemos();
 
 // The message memo's bound: the sum of its entries' charges stays at or below it.
 inline constexpr size_t kMessageMemoMaxBytes = size_t{32} << 20;
-// What one entry is charged: its text, about twice that for the parsed message, and the map's node.
+// What one entry is charged: its text, about twice that for the parsed message, and the memo's
+// entry and slots.
 inline constexpr size_t kMessageMemoEntryOverhead = 256;
 constexpr size_t MessageMemoCharge(size_t text_bytes) {
   return 3 * text_bytes + kMessageMemoEntryOverhead;

@@ -199,7 +199,7 @@ namespace {
 
 // Normalised messages by their text, process-wide (the normalisation is the same for every
 // template). Bounded: each entry is charged its text, about twice that for the parsed message and
-// kMessageMemoEntryOverhead for the map's node and pointers (MessageMemoCharge); when the charges
+// kMessageMemoEntryOverhead for the memo's entry and slots (MessageMemoCharge); when the charges
 // would exceed kMessageMemoMaxBytes it starts over. Charging the text alone let a long-running
 // process (an agent host whose agents are created, run and deleted) keep several times the bound
 // in parsed messages.

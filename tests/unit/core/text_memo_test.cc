@@ -34,5 +34,36 @@ TEST_CASE("the text memo finds a long text by the whole text and not by its samp
   CHECK(memo.stats().entries == 3);
 }
 
+TEST_CASE("the text memo keeps every text it was given until it starts over past its bound") {
+  auto text_of = [](int i) {
+    return "{\"role\":\"tool\",\"content\":\"" + std::to_string(i) + "\"}";
+  };
+  const size_t each = Charge(text_of(1000).size());
+  constexpr int kTexts = 2000;  // past the first table's size: it grows while keeping its texts
+  TextMemo<std::string> memo(each * kTexts, &Charge);
+  for (int i = 1000; i < 1000 + kTexts; ++i)
+    memo.Insert(text_of(i), std::make_shared<const std::string>("v" + std::to_string(i)));
+  for (int i = 1000; i < 1000 + kTexts; ++i) {
+    const std::shared_ptr<const std::string> found = memo.Find(text_of(i));
+    REQUIRE(found != nullptr);
+    REQUIRE(*found == "v" + std::to_string(i));
+  }
+  CHECK(memo.Find(text_of(1000 + kTexts)) == nullptr);
+  // A text kept again keeps its value.
+  memo.Insert(text_of(1000), std::make_shared<const std::string>("other"));
+  CHECK(*memo.Find(text_of(1000)) == "v1000");
+  CHECK(memo.stats().entries == kTexts);
+  CHECK(memo.stats().charged_bytes == each * kTexts);
+  // One more does not fit: the memo starts over and keeps only it.
+  memo.Insert(text_of(1000 + kTexts), std::make_shared<const std::string>("last"));
+  CHECK(memo.stats().entries == 1);
+  CHECK(memo.stats().charged_bytes == each);
+  CHECK(memo.Find(text_of(1000)) == nullptr);
+  REQUIRE(memo.Find(text_of(1000 + kTexts)) != nullptr);
+  memo.Clear();
+  CHECK(memo.Find(text_of(1000 + kTexts)) == nullptr);
+  CHECK(memo.stats().entries == 0);
+}
+
 }  // namespace
 }  // namespace strata::internal
