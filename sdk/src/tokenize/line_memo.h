@@ -6,8 +6,8 @@
 // open-addressing table of (hash, entry) finds them. A lookup that misses reads one slot (the
 // hash tells most lines apart before their text is compared); keeping a line appends to the
 // arenas and writes a slot, without an allocation of its own; starting over resets four sizes and
-// clears the table. A memo of nodes, one allocation per line, spent a third of a tool result's
-// count at 1M tokens in cache misses and the allocator.
+// clears the table. A memo of nodes, four allocations per line, spent a third of appending a
+// tool result at 1M tokens in its lookups and inserts (cache misses and the allocator).
 //
 // Bounded: each line is charged its text, four bytes an id and kEntryCharge; when keeping one
 // would take the sum past `max_bytes` the memo starts over, and a line charged more than a
