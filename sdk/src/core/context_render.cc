@@ -218,7 +218,7 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
     // The history starts after the header and, when there are stable messages, a comma.
     const size_t history_start = header_.size() + (stable_messages_ > 0 ? 1 : 0);
     if (body.size() < history_start) body.push_back(',');
-    body.append(history_buf_, body.size() - history_start, std::string::npos);
+    body.append(history_buf_.view().substr(body.size() - history_start));
   }
   out.history_end_bytes = body.size();
   if (!volatile_message.empty()) {
@@ -329,17 +329,13 @@ size_t Context::Impl::RenderedSizeBound(const Segment& s) const {
   return bytes;
 }
 
-// Grows the history buffer by a quarter at a time instead of std::string's doubling: a 1M-token
-// history holds at most 25% slack instead of up to 100%, and appends stay amortized O(1).
+// Grows the history buffer by a quarter at a time: a 1M-token history holds at most 25% slack,
+// and appends stay amortized O(1). Past GrowingText::kMapFrom the growth remaps the buffer's
+// pages: the history is not copied (nor faulted in again) when it grows.
 void Context::Impl::ReserveHistory(size_t extra) {
   const size_t needed = history_buf_.size() + extra;
   if (needed <= history_buf_.capacity()) return;
-  // libstdc++'s reserve() on a non-empty string grows to at least twice the old capacity, so
-  // grow into a fresh string, whose reserve() is exact.
-  std::string grown;
-  grown.reserve(std::max(needed, history_buf_.size() + history_buf_.size() / 4 + 4096));
-  grown.append(history_buf_);
-  history_buf_.swap(grown);
+  history_buf_.reserve(std::max(needed, history_buf_.size() + history_buf_.size() / 4 + 4096));
 }
 
 std::string Context::Impl::ApplyHistoryAppend(Segment s) {
@@ -366,7 +362,9 @@ void Context::Impl::RenderHistoryAt(size_t i) {
   ReserveHistory(RenderedSizeBound(s));
   history_offsets_.push_back(history_buf_.size());
   if (!history_buf_.empty()) history_buf_.push_back(',');
-  RenderHistoryMessage(history_buf_, s);
+  history_scratch_.clear();
+  RenderHistoryMessage(history_scratch_, s);
+  history_buf_.append(history_scratch_);
   ++rendered_history_messages_;
   LayerUsage& usage = Usage(Layer::kHistory);
   usage.segments += 1;
@@ -384,7 +382,7 @@ void Context::Impl::RerenderHistoryFrom(size_t index) {
       break;
     }
   }
-  history_buf_.resize(cut);
+  history_buf_.truncate(cut);
   history_low_water_ = std::min(history_low_water_, cut);
   fingerprints_.low_water = std::min(fingerprints_.low_water, index);
   history_offsets_.resize(index);

@@ -1,0 +1,113 @@
+#include "core/growing_text.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace strata::internal {
+
+namespace {
+
+size_t PageSize() {
+  static const size_t page = [] {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<size_t>(size) : size_t{4096};
+  }();
+  return page;
+}
+
+size_t RoundToPages(size_t bytes) {
+  const size_t page = PageSize();
+  return (bytes + page - 1) / page * page;
+}
+
+}  // namespace
+
+GrowingText::~GrowingText() { Release(); }
+
+void GrowingText::Release() noexcept {
+  if (data_ == nullptr) return;
+  if (mapped_) {
+    munmap(data_, capacity_);
+  } else {
+    std::free(data_);
+  }
+  data_ = nullptr;
+  size_ = capacity_ = 0;
+  mapped_ = false;
+}
+
+GrowingText::GrowingText(const GrowingText& other) {
+  reserve(other.size_);
+  if (other.size_ > 0) std::memcpy(data_, other.data_, other.size_);
+  size_ = other.size_;
+}
+
+GrowingText& GrowingText::operator=(const GrowingText& other) {
+  if (this == &other) return *this;
+  if (other.size_ > capacity_) Release();  // what this held is not copied into the new memory
+  reserve(other.size_);
+  if (other.size_ > 0) std::memcpy(data_, other.data_, other.size_);
+  size_ = other.size_;
+  return *this;
+}
+
+GrowingText::GrowingText(GrowingText&& other) noexcept { swap(other); }
+
+GrowingText& GrowingText::operator=(GrowingText&& other) noexcept {
+  if (this != &other) {
+    Release();
+    swap(other);
+  }
+  return *this;
+}
+
+void GrowingText::swap(GrowingText& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  std::swap(capacity_, other.capacity_);
+  std::swap(mapped_, other.mapped_);
+}
+
+void GrowingText::reserve(size_t bytes) {
+  if (bytes <= capacity_) return;
+  if (bytes < kMapFrom) {  // heap memory (this is not mapped: a mapped capacity is >= kMapFrom)
+    void* grown = std::realloc(data_, bytes);
+    if (grown == nullptr) throw std::bad_alloc();
+    data_ = static_cast<char*>(grown);
+    capacity_ = bytes;
+    return;
+  }
+  const size_t pages = RoundToPages(bytes);
+  if (mapped_) {
+    void* grown = mremap(data_, capacity_, pages, MREMAP_MAYMOVE);
+    if (grown == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<char*>(grown);
+    capacity_ = pages;
+    return;
+  }
+  void* mapped = mmap(nullptr, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::bad_alloc();
+  if (size_ > 0) std::memcpy(mapped, data_, size_);  // the one copy, of less than kMapFrom
+  std::free(data_);
+  data_ = static_cast<char*>(mapped);
+  capacity_ = pages;
+  mapped_ = true;
+}
+
+void GrowingText::append(std::string_view text) {
+  if (text.empty()) return;
+  if (size_ + text.size() > capacity_) reserve(size_ + text.size() + (size_ + text.size()) / 2);
+  std::memcpy(data_ + size_, text.data(), text.size());
+  size_ += text.size();
+}
+
+void GrowingText::truncate(size_t bytes) {
+  if (bytes < size_) size_ = bytes;
+}
+
+}  // namespace strata::internal
