@@ -457,7 +457,6 @@ class Context::Impl {
   // The same for the stable segments, indexed like stable_; recomputed by RebuildHeader().
   std::array<std::vector<uint64_t>, internal::kStableLayerCount> stable_hashes_;
   internal::GrowingText history_buf_;  // grows by remapping its pages, not by copying them
-  std::string history_scratch_;        // one message rendered, then appended to history_buf_
   mutable std::string spare_body_;  // memory handed back by Recycle(), for the next Render()
   // The extra fields the last successful Render() was given, their canonical rendering, and each
   // field's canonical value (parallel to the fields): a field whose value is the same as last time

@@ -359,12 +359,14 @@ void Context::Impl::RenderHistoryAt(size_t i) {
   }
   history_hashes_.push_back(internal::FingerprintHash(s));
   if (input_view_.valid) input_view_.Add(&s, history_hashes_.back(), OriginalBytesOf(s));
-  ReserveHistory(RenderedSizeBound(s));
+  const size_t bound = RenderedSizeBound(s);
+  ReserveHistory(bound);
   history_offsets_.push_back(history_buf_.size());
   if (!history_buf_.empty()) history_buf_.push_back(',');
-  history_scratch_.clear();
-  RenderHistoryMessage(history_scratch_, s);
-  history_buf_.append(history_scratch_);
+  std::string message;  // this message's JSON, then appended (no memory kept past it)
+  message.reserve(bound);
+  RenderHistoryMessage(message, s);
+  history_buf_.append(message);
   ++rendered_history_messages_;
   LayerUsage& usage = Usage(Layer::kHistory);
   usage.segments += 1;
