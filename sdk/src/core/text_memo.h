@@ -11,7 +11,6 @@
 #ifndef STRATA_CORE_TEXT_MEMO_H_
 #define STRATA_CORE_TEXT_MEMO_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,6 +19,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/slot_index.h"
 
 namespace strata::internal {
 
@@ -48,26 +49,23 @@ class TextMemo {
 
   // The value kept for `text`, or null.
   std::shared_ptr<const Value> Find(std::string_view text) {
-    const size_t hash = SampledTextHash()(text);
+    const uint64_t hash = SampledTextHash()(text);
     std::lock_guard<std::mutex> lock(mu_);
     const size_t found = FindLocked(text, hash);
-    return found == kNone ? nullptr : entries_[found].value;
+    return found == SlotIndex::kNone ? nullptr : entries_[found].value;
   }
 
   // Keeps `value` for `text` (a text kept already keeps its value).
   void Insert(std::string_view text, std::shared_ptr<const Value> value) {
     const size_t charge = charge_(text.size());
     if (charge > max_bytes_ / 4) return;
-    const size_t hash = SampledTextHash()(text);
+    const uint64_t hash = SampledTextHash()(text);
     std::lock_guard<std::mutex> lock(mu_);
-    if (FindLocked(text, hash) != kNone) return;
+    if (FindLocked(text, hash) != SlotIndex::kNone) return;
     if (bytes_ + charge > max_bytes_) ClearLocked();
-    if ((entries_.size() + 1) * 2 > slots_.size()) {
-      slots_.assign(slots_.empty() ? kFirstSlots : slots_.size() * 2, Slot{0, 0});
-      for (size_t i = 0; i < entries_.size(); ++i) PlaceLocked(i);
-    }
+    index_.ReserveOneMore(entries_.size(), [this](size_t i) { return entries_[i].hash; });
     entries_.push_back(Entry{hash, std::string(text), std::move(value)});
-    PlaceLocked(entries_.size() - 1);
+    index_.Place(hash, entries_.size() - 1);
     bytes_ += charge;
   }
 
@@ -91,47 +89,21 @@ class TextMemo {
   }
 
  private:
-  // The entries in the order they were kept, found through an open-addressing table of slots:
-  // a lookup that misses reads one slot (the high half of the hash tells most texts apart before
-  // their texts are compared), where a map of nodes read a node per step of its bucket's chain.
+  // The entries in the order they were kept, found through index_ by their hash.
   struct Entry {
-    size_t hash;
+    uint64_t hash;
     std::string text;
     std::shared_ptr<const Value> value;
   };
-  struct Slot {
-    uint32_t tag;    // the high half of the entry's hash
-    uint32_t entry;  // its index plus one; 0: empty
-  };
-  static constexpr size_t kNone = ~size_t{0};
-  static constexpr size_t kFirstSlots = 256;
 
-  size_t FindLocked(std::string_view text, size_t hash) const {
-    if (slots_.empty()) return kNone;
-    const size_t mask = slots_.size() - 1;
-    const uint32_t tag = static_cast<uint32_t>(static_cast<uint64_t>(hash) >> 32);
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-      const Slot& slot = slots_[i];
-      if (slot.entry == 0) return kNone;
-      if (slot.tag != tag) continue;
-      const Entry& e = entries_[slot.entry - 1];
-      if (e.hash == hash && e.text == text) return slot.entry - 1;
-    }
-  }
-
-  // Places entry `index` in the table, which has an empty slot (it is at most half full).
-  void PlaceLocked(size_t index) {
-    const size_t mask = slots_.size() - 1;
-    const size_t hash = entries_[index].hash;
-    size_t i = hash & mask;
-    while (slots_[i].entry != 0) i = (i + 1) & mask;
-    slots_[i] = Slot{static_cast<uint32_t>(static_cast<uint64_t>(hash) >> 32),
-                     static_cast<uint32_t>(index + 1)};
+  size_t FindLocked(std::string_view text, uint64_t hash) const {
+    return index_.Find(
+        hash, [&](size_t i) { return entries_[i].hash == hash && entries_[i].text == text; });
   }
 
   void ClearLocked() {
     entries_.clear();
-    std::fill(slots_.begin(), slots_.end(), Slot{0, 0});
+    index_.Clear();
     bytes_ = 0;
   }
 
@@ -139,7 +111,7 @@ class TextMemo {
   const Charge charge_;
   std::mutex mu_;
   std::vector<Entry> entries_;  // guarded by mu_
-  std::vector<Slot> slots_;     // guarded by mu_; a power of two, at most half full
+  SlotIndex index_;             // guarded by mu_
   size_t bytes_ = 0;            // guarded by mu_
 };
 

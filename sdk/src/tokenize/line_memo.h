@@ -2,12 +2,13 @@
 // strata::tokenize). A text counted alone and then encoded again inside a prompt (a tool result's
 // count at append, then the request's count) pays for its lines once.
 //
-// Flat: the lines' texts and ids live in two arenas, each line an entry of offsets, and an
-// open-addressing table of (hash, entry) finds them. A lookup that misses reads one slot (the
-// hash tells most lines apart before their text is compared); keeping a line appends to the
-// arenas and writes a slot, without an allocation of its own; starting over resets four sizes and
-// clears the table. A memo of nodes, four allocations per line, spent a third of appending a
-// tool result at 1M tokens in its lookups and inserts (cache misses and the allocator).
+// Flat: the lines' texts and ids live in two arenas, each line an entry of offsets, and a
+// SlotIndex (an open-addressing table of hash halves and entry indexes) finds them. A lookup that
+// misses reads one slot (the hash tells most lines apart before their text is compared); keeping a
+// line appends to the arenas and writes a slot, without an allocation of its own; starting over
+// resets four sizes and clears the table. A memo of nodes, four allocations per line, spent a third
+// of appending a tool result at 1M tokens in its lookups and inserts (cache misses and the
+// allocator).
 //
 // Bounded: each line is charged its text, four bytes an id and kEntryCharge; when keeping one
 // would take the sum past `max_bytes` the memo starts over, and a line charged more than a
@@ -24,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/slot_index.h"
 #include "core/thread_annotations.h"
 
 namespace strata::tokenize_internal {
@@ -69,16 +71,8 @@ class LineMemo {
     uint32_t text_offset, text_size;
     uint32_t ids_offset, ids_size;
   };
-  // A slot holds the high half of an entry's hash and its index plus one (0: empty).
-  struct Slot {
-    uint32_t tag;
-    uint32_t entry;
-  };
-
-  // The index of the entry kept for `line`, or -1.
-  int64_t FindLocked(std::string_view line, uint64_t hash) const STRATA_REQUIRES(mu_);
-  // Places entry `index` (its hash) in the table.
-  void PlaceLocked(uint32_t index) STRATA_REQUIRES(mu_);
+  // The index of the entry kept for `line`, or SlotIndex::kNone.
+  size_t FindLocked(std::string_view line, uint64_t hash) const STRATA_REQUIRES(mu_);
   void StartOverLocked() STRATA_REQUIRES(mu_);
 
   const size_t max_bytes_;
@@ -87,7 +81,7 @@ class LineMemo {
   std::string texts_ STRATA_GUARDED_BY(mu_);
   std::vector<int32_t> ids_ STRATA_GUARDED_BY(mu_);
   std::vector<Entry> entries_ STRATA_GUARDED_BY(mu_);
-  std::vector<Slot> slots_ STRATA_GUARDED_BY(mu_);  // a power of two, at most half full
+  internal::SlotIndex index_ STRATA_GUARDED_BY(mu_);  // entries_ by their hash
   size_t charged_ STRATA_GUARDED_BY(mu_) = 0;
   size_t restarts_ STRATA_GUARDED_BY(mu_) = 0;
 };

@@ -46,7 +46,7 @@ TEST_CASE("the line memo appends the ids kept for a line and nothing for a line 
 
 TEST_CASE("lines whose hashes collide are told apart by their text as the table grows") {
   LineMemo memo(64 << 20, &ThreeHashes);
-  constexpr int kLines = 3000;  // the table starts at 1,024 slots and doubles past half full
+  constexpr int kLines = 3000;  // the table starts at 256 slots and doubles past half full
   for (int i = 0; i < kLines; ++i) {
     KeepLine(memo, LineOf(i), IdsOf(i));
     if (i % 500 == 0) {  // every line kept so far is still found, with its own ids
