@@ -31,14 +31,13 @@ GrowingText::~GrowingText() { Release(); }
 
 void GrowingText::Release() noexcept {
   if (data_ == nullptr) return;
-  if (mapped_) {
+  if (mapped()) {
     munmap(data_, capacity_);
   } else {
     std::free(data_);
   }
   data_ = nullptr;
   size_ = capacity_ = 0;
-  mapped_ = false;
 }
 
 GrowingText::GrowingText(const GrowingText& other) {
@@ -70,12 +69,11 @@ void GrowingText::swap(GrowingText& other) noexcept {
   std::swap(data_, other.data_);
   std::swap(size_, other.size_);
   std::swap(capacity_, other.capacity_);
-  std::swap(mapped_, other.mapped_);
 }
 
 void GrowingText::reserve(size_t bytes) {
   if (bytes <= capacity_) return;
-  if (bytes < kMapFrom) {  // heap memory (this is not mapped: a mapped capacity is >= kMapFrom)
+  if (bytes < kMapFrom) {  // heap memory (not mapped: a mapped capacity is >= kMapFrom)
     void* grown = std::realloc(data_, bytes);
     if (grown == nullptr) throw std::bad_alloc();
     data_ = static_cast<char*>(grown);
@@ -83,20 +81,19 @@ void GrowingText::reserve(size_t bytes) {
     return;
   }
   const size_t pages = RoundToPages(bytes);
-  if (mapped_) {
+  if (mapped()) {
     void* grown = mremap(data_, capacity_, pages, MREMAP_MAYMOVE);
     if (grown == MAP_FAILED) throw std::bad_alloc();
     data_ = static_cast<char*>(grown);
     capacity_ = pages;
     return;
   }
-  void* mapped = mmap(nullptr, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapped == MAP_FAILED) throw std::bad_alloc();
-  if (size_ > 0) std::memcpy(mapped, data_, size_);  // the one copy, of less than kMapFrom
+  void* fresh = mmap(nullptr, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (fresh == MAP_FAILED) throw std::bad_alloc();
+  if (size_ > 0) std::memcpy(fresh, data_, size_);  // the one copy, of less than kMapFrom
   std::free(data_);
-  data_ = static_cast<char*>(mapped);
+  data_ = static_cast<char*>(fresh);
   capacity_ = pages;
-  mapped_ = true;
 }
 
 void GrowingText::append(std::string_view text) {

@@ -47,11 +47,13 @@ class GrowingText {
 
  private:
   void Release() noexcept;
+  // Whether data_ is mapped pages (capacity_ of them) rather than heap memory: every capacity from
+  // kMapFrom on is mapped, every smaller one is not.
+  bool mapped() const { return capacity_ >= kMapFrom; }
 
   char* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
-  bool mapped_ = false;  // data_ is mapped pages (capacity_ of them), not heap memory
 };
 
 }  // namespace strata::internal
