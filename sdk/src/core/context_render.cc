@@ -9,6 +9,7 @@
 #include "core/context_impl.h"
 #include "core/hygiene.h"
 #include "core/json_text.h"
+#include "core/large_block.h"
 #include "core/text_util.h"
 
 namespace strata {
@@ -38,6 +39,13 @@ size_t BodyCapacity(size_t bytes, bool recycling) {
   size_t step = kFrom >> 4;
   while ((step << 4) <= bytes) step <<= 1;
   return (bytes + step - 1) / step * step;
+}
+
+// Reserves `capacity` in an empty string, from memory the allocator keeps when it can
+// (core/large_block.h): a body larger than any before is not mapped afresh and faulted in whole.
+void ReserveBody(std::string& body, size_t capacity) {
+  internal::PrepareLargeBlock(capacity + 1);  // a string allocates one byte more, its terminator's
+  body.reserve(capacity);
 }
 
 // Serials of every context's renders: unique in the process, so that a serial kept from one
@@ -199,7 +207,7 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
       // Too small for this body: its kept bytes move once into room for the next bodies too (a
       // fresh string's reserve() is exact; a non-empty one's would at least double).
       std::string room;
-      room.reserve(BodyCapacity(size, /*recycling=*/true));
+      ReserveBody(room, BodyCapacity(size, /*recycling=*/true));
       room.append(body);
       body.swap(room);
     }
@@ -208,7 +216,7 @@ StatusOr<BuiltRequest> Context::Impl::Render(const BuildOptions& build) const {
     body.clear();
   } else {
     // An empty string's capacity is its inline buffer's: anything more was handed back.
-    body.reserve(BodyCapacity(size, spare_body_.capacity() > std::string().capacity()));
+    ReserveBody(body, BodyCapacity(size, spare_body_.capacity() > std::string().capacity()));
   }
   spare_body_ = std::string();
   spare_serial_ = 0;
