@@ -36,6 +36,7 @@
 #include "agent/prompt_tokens.h"
 #include "agent/turn_batch.h"
 #include "agent/turn_rollback.h"
+#include "core/growing_text.h"
 #include "strata/agent.h"
 #include "strata/chat_template.h"
 #include "strata/prefix_cache.h"
@@ -169,7 +170,9 @@ class Agent::Impl {
   // The request this agent's own turn sent last: what MakeLlmSummarizer's cache-keeping mode
   // continues (SummaryRequestContext). Empty after Create and Open.
   struct LastRequest {
-    std::string body;         // as sent
+    // As sent. It grows by remapping its pages (a std::string grown by half again copied the
+    // whole body into fresh memory each time, faulting every page of it in).
+    internal::GrowingText body;
     std::string prefix_hash;  // its stable prefix's hash (the PoolSet affinity header)
     int64_t cached_tokens = 0;  // tokens of its full blocks: what the server holds cached
     uint64_t render_serial = 0;  // BuiltRequest::render_serial of `body`

@@ -3,7 +3,6 @@
 // a summary outside a turn, the request it would send now; and the sink that takes the summary
 // request's record into the turn's writes.
 #include "agent/agent_impl.h"
-#include "core/text_util.h"
 #include "strata/transport.h"
 
 namespace strata {
@@ -17,7 +16,7 @@ Status Agent::Impl::CompactionRecords::Write(const RequestRecord& record) {
 SummaryRequestContext Agent::Impl::PreviousRequest(const std::string& turn_request_id,
                                                    RecordSink* records) const {
   SummaryRequestContext previous;
-  previous.body = last_request_.body;
+  previous.body = last_request_.body.view();
   const Transport* transport = shared_.transport;  // null: an agent without an upstream
   if (transport != nullptr) previous.endpoint = transport->Endpoint();
   if (transport != nullptr && transport->Name() == "pools" && !last_request_.prefix_hash.empty()) {
@@ -55,11 +54,11 @@ void Agent::Impl::KeepLastRequest(const turn_internal::TurnRun& run, const std::
   if (last_request_.render_serial != 0 &&
       built.previous_render_serial == last_request_.render_serial &&
       unchanged <= last_request_.body.size() && unchanged <= body.size()) {
-    last_request_.body.resize(unchanged);
-    last_request_.body.append(body, unchanged, std::string::npos);
+    last_request_.body.truncate(unchanged);
+    last_request_.body.append(std::string_view(body).substr(unchanged));
   } else {
     last_request_.body.clear();
-    internal::AppendGrowing(last_request_.body, body);  // the next turns append to it
+    last_request_.body.append(body);  // the next turns append to it
   }
   last_request_.render_serial = built.render_serial;
   last_request_.prefix_hash = run.built().stable_prefix_hash;
