@@ -10,10 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/growing_text.h"
 #include "core/json_scan.h"
 #include "core/json_text.h"
 #include "core/text_memo.h"
-#include "core/text_util.h"  // CommonPrefix, AppendGrowing
+#include "core/text_util.h"  // CommonPrefix
 #include "core/utf8.h"
 #include "tokenize/chat_template_internal.h"
 #include "tokenize/template_memo.h"
@@ -230,7 +231,9 @@ struct BodyField {
 struct ParsedBody {
   // Never reused in the process (ContinuedBody::parsed_body names it).
   uint64_t id = NextParsedBodyId();
-  std::string text;
+  // Grows by remapping its pages (core/growing_text.h): the bodies that continue it append in
+  // place, without a copy of the whole text into fresh memory each time it outgrows its buffer.
+  internal::GrowingText text;
   internal::JsonArraySplit split;  // where its "messages" array and its elements are
   MessageList messages;
   std::string skeleton;
@@ -311,13 +314,12 @@ std::shared_ptr<const ParsedBody> ClosestBody(std::string_view text, size_t* pre
     for (auto& body : bodies) {
       if (body->id != continued->parsed_body) continue;
       const size_t known = std::min({continued->unchanged_bytes, body->text.size(), text.size()});
-      *prefix = known + internal::CommonPrefix(std::string_view(body->text).substr(known),
-                                               text.substr(known));
+      *prefix = known + internal::CommonPrefix(body->text.view().substr(known), text.substr(known));
       return std::move(body);
     }
   }
   for (auto& body : bodies) {
-    const size_t shared = internal::CommonPrefix(body->text, text);
+    const size_t shared = internal::CommonPrefix(body->text.view(), text);
     if (best == nullptr || shared > *prefix) {
       best = std::move(body);
       *prefix = shared;
@@ -395,15 +397,15 @@ void KeepText(std::string_view text, std::shared_ptr<const ParsedBody> base, siz
   base.reset();
   if (owned != nullptr && owned.use_count() == 1) {
     // Made non-const (make_shared<ParsedBody>) and seen by no one else: safe to take apart.
-    std::string& kept = const_cast<ParsedBody&>(*owned).text;
+    internal::GrowingText& kept = const_cast<ParsedBody&>(*owned).text;
     body->text = std::move(kept);
-    body->text.resize(std::min(prefix, body->text.size()));
+    body->text.truncate(std::min(prefix, body->text.size()));
     const char* const memory = body->text.data();
     body->text.append(text.substr(body->text.size()));
     tokenize_internal::CountInPlace(/*render=*/false, /*moved=*/body->text.data() != memory);
     return;
   }
-  internal::AppendGrowing(body->text, text);  // the bodies that continue it append in place
+  body->text.append(text);  // the bodies that continue it append in place
 }
 
 // The request's fields other than its messages: `field(name)` gives each one parsed (null when
