@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -32,12 +33,12 @@ GrowingText::~GrowingText() { Release(); }
 void GrowingText::Release() noexcept {
   if (data_ == nullptr) return;
   if (mapped()) {
-    munmap(data_, capacity_);
+    munmap(data_, reserved_);
   } else {
     std::free(data_);
   }
   data_ = nullptr;
-  size_ = capacity_ = 0;
+  size_ = capacity_ = reserved_ = 0;
 }
 
 GrowingText::GrowingText(const GrowingText& other) {
@@ -69,6 +70,7 @@ void GrowingText::swap(GrowingText& other) noexcept {
   std::swap(data_, other.data_);
   std::swap(size_, other.size_);
   std::swap(capacity_, other.capacity_);
+  std::swap(reserved_, other.reserved_);
 }
 
 void GrowingText::reserve(size_t bytes) {
@@ -81,19 +83,40 @@ void GrowingText::reserve(size_t bytes) {
     return;
   }
   const size_t pages = RoundToPages(bytes);
-  if (mapped()) {
-    void* grown = mremap(data_, capacity_, pages, MREMAP_MAYMOVE);
-    if (grown == MAP_FAILED) throw std::bad_alloc();
-    data_ = static_cast<char*>(grown);
+  if (mapped() && pages <= reserved_) {  // within the reservation: in place
+    if (mprotect(data_ + capacity_, pages - capacity_, PROT_READ | PROT_WRITE) != 0) {
+      throw std::bad_alloc();
+    }
     capacity_ = pages;
     return;
   }
-  void* fresh = mmap(nullptr, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // A new reservation: address space only (no memory is committed to it until it is made
+  // writable), the text's pages moved to its start.
+  const size_t reserved = RoundToPages(std::max(kReserveFactor * pages, kReserveAtLeast));
+  void* fresh =
+      mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (fresh == MAP_FAILED) throw std::bad_alloc();
-  if (size_ > 0) std::memcpy(fresh, data_, size_);  // the one copy, of less than kMapFrom
-  std::free(data_);
-  data_ = static_cast<char*>(fresh);
+  char* const to = static_cast<char*>(fresh);
+  const size_t kept = mapped() ? capacity_ : 0;  // bytes of pages moved, already writable
+  if (mprotect(to + kept, pages - kept, PROT_READ | PROT_WRITE) != 0) {
+    munmap(fresh, reserved);
+    throw std::bad_alloc();
+  }
+  if (mapped()) {
+    // The kernel moves the page table entries onto the new reservation's start (replacing what
+    // was reserved there); the old reservation's rest is let go.
+    if (mremap(data_, capacity_, capacity_, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) {
+      munmap(fresh, reserved);
+      throw std::bad_alloc();
+    }
+    if (reserved_ > capacity_) munmap(data_ + capacity_, reserved_ - capacity_);
+  } else {
+    if (size_ > 0) std::memcpy(to, data_, size_);  // the one copy, of less than kMapFrom
+    std::free(data_);
+  }
+  data_ = to;
   capacity_ = pages;
+  reserved_ = reserved;
 }
 
 void GrowingText::append(std::string_view text) {

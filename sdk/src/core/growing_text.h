@@ -1,9 +1,16 @@
 // GrowingText: a text buffer that only appends (or cuts its end) and grows without copying what
 // it holds once it is large (private to strata; any component that links strata::core may include
-// it). From kMapFrom bytes of capacity on, its memory is pages mapped for it alone, and growing
-// remaps them (Linux mremap): the kernel moves the page table entries, the bytes are neither
-// copied nor faulted in again. A std::string grows by copying into fresh memory: a context's
-// rendered history at 1M tokens (4-5 MB) copied and faulted in whole each time it grew.
+// it). From kMapFrom bytes of capacity on, its memory is pages mapped for it alone, at the start
+// of a reservation of address space kReserveFactor times as large (at least kReserveAtLeast; no
+// memory is committed to the rest until it is made writable). Growing within the reservation
+// makes more of it writable: the pages held stay where they are. Growing past it moves the pages
+// to a new reservation (Linux mremap): the kernel moves their page table entries, the bytes are
+// neither copied nor faulted in again. A std::string grows by copying into fresh memory: a
+// context's rendered history at 1M tokens (4-5 MB) copied and faulted in whole each time it grew.
+// Moving the page table entries is not free either: on a virtual machine whose hypervisor keeps
+// its own copy of them, every page moved is faulted in again at the hypervisor on its next read
+// (milliseconds for a few MB, seen by the guest as a slow copy); the reservation makes a move
+// happen once per fourfold growth instead of whenever the address space after the text was taken.
 // Below kMapFrom it is ordinary heap memory (malloc/realloc).
 //
 // Not thread-safe (one owner, as a std::string).
@@ -19,6 +26,10 @@ class GrowingText {
  public:
   // Capacities from here on are mapped pages.
   static constexpr size_t kMapFrom = size_t{256} << 10;
+  // A mapped text reserves this many times its capacity of address space when it maps or moves...
+  static constexpr size_t kReserveFactor = 4;
+  // ...and at least this much.
+  static constexpr size_t kReserveAtLeast = size_t{4} << 20;
 
   GrowingText() = default;
   ~GrowingText();
@@ -53,7 +64,8 @@ class GrowingText {
 
   char* data_ = nullptr;
   size_t size_ = 0;
-  size_t capacity_ = 0;
+  size_t capacity_ = 0;  // writable bytes at data_
+  size_t reserved_ = 0;  // mapped: bytes of address space reserved at data_ (>= capacity_)
 };
 
 }  // namespace strata::internal

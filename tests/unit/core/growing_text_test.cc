@@ -1,5 +1,6 @@
 #include "core/growing_text.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
@@ -96,6 +97,37 @@ TEST_CASE("a mapped growing text grows without touching the pages it holds") {
   CHECK(faults < 8);
   CHECK(text.view().substr(0, chunk.size()) == chunk);
   CHECK(text.view().substr(text.size() - chunk.size()) == chunk);
+}
+
+TEST_CASE("a mapped growing text grows in place within its reservation and moves past it") {
+  GrowingText text;
+  text.reserve(GrowingText::kMapFrom);  // mapped from here on
+  const void* const start = text.data();
+  std::string expected;
+  for (int i = 0; expected.size() < (size_t{2} << 20); ++i) {
+    text.append(Chunk(i));
+    expected += Chunk(i);
+  }
+  // From 256 KB to 2 MB, grown by half again each time it was full: never moved.
+  CHECK(static_cast<const void*>(text.data()) == start);
+  CHECK(text.view() == expected);
+  // The address space after its capacity is its reservation's: nothing else can be mapped there.
+  void* const after = const_cast<char*>(text.data()) + text.capacity();
+  void* const other =
+      mmap(after, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  CHECK(other == MAP_FAILED);
+  if (other != MAP_FAILED) munmap(other, 4096);
+  // Past the reservation (at least 4 MB, four times the capacity when it was mapped): the pages
+  // move to a new reservation without being copied or faulted in again.
+  const long before = MinorFaults();
+  text.reserve(size_t{64} << 20);
+  CHECK(MinorFaults() - before < 8);
+  CHECK(text.view() == expected);
+  const void* const moved = text.data();
+  text.append(std::string(size_t{32} << 20, 'y'));  // within the new reservation: in place
+  CHECK(static_cast<const void*>(text.data()) == moved);
+  CHECK(text.view().substr(0, expected.size()) == expected);
+  CHECK(text.size() == expected.size() + (size_t{32} << 20));
 }
 
 }  // namespace
