@@ -34,12 +34,18 @@
 //                      result): with BM_MemcpyBody, the floor of BM_TurnExact
 //   BM_MemcpyBodyFresh/N  the same copy into memory allocated for it and freed after, as the body
 //                      of a turn whose caller does not hand it back
+// Each BM_Turn* also reports page_faults, the pages its timed turns faulted in per turn (each
+// first write to memory the allocator took fresh from the system), and slowest_turn_ms, the wall
+// time of its slowest timed turn.
 // The Qwen3 cases need node_modules (npm ci) and report an error without it.
 //
 //   build/bench/bench_agent_context --benchmark_filter='Turn|Memcpy'
 //   build/bench/bench_agent_context --benchmark_filter=CompactingBuild
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -156,6 +162,13 @@ void ControlProfiler(const char* command) {
   }
 }
 
+// The process's minor page faults so far.
+long MinorFaults() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 // `tools`: the agent's tool schemas (a JSON array), or "" for none.
 void RunTurns(benchmark::State& state, strata::AgentConfig config,
               Handback handback = Handback::kNothing, const std::string& tools = "",
@@ -174,10 +187,22 @@ void RunTurns(benchmark::State& state, strata::AgentConfig config,
   // The first request renders and encodes everything.
   Turn(state, **agent, ++n, true, handback, reads);
   ControlProfiler("enable");
+  const long faults_before = MinorFaults();
   double body_bytes = 0;
-  for (auto _ : state)
+  double slowest_ms = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     body_bytes += static_cast<double>(Turn(state, **agent, ++n, true, handback, reads));
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+    slowest_ms = std::max(slowest_ms, took.count());
+  }
+  const long faults = MinorFaults() - faults_before;
   ControlProfiler("disable");
+  // Pages the timed turns faulted in (each first write to a fresh page), per turn.
+  state.counters["page_faults"] =
+      state.iterations() > 0 ? static_cast<double>(faults) / static_cast<double>(state.iterations())
+                             : 0;
+  state.counters["slowest_turn_ms"] = slowest_ms;  // one turn's wall time, the longest
   state.counters["input_tokens"] = static_cast<double>((*agent)->InputTokens().value_or(0));
   // The mean body of the timed turns: the bytes one memcpy of the body moves (BM_MemcpyBody's
   // bytes_per_second gives its time).
