@@ -7,10 +7,11 @@
 // to a new reservation (Linux mremap): the kernel moves their page table entries, the bytes are
 // neither copied nor faulted in again. A std::string grows by copying into fresh memory: a
 // context's rendered history at 1M tokens (4-5 MB) copied and faulted in whole each time it grew.
-// Moving the page table entries is not free either: on a virtual machine whose hypervisor keeps
-// its own copy of them, every page moved is faulted in again at the hypervisor on its next read
-// (milliseconds for a few MB, seen by the guest as a slow copy); the reservation makes a move
-// happen once per fourfold growth instead of whenever the address space after the text was taken.
+// Moving the pages is not free either: on the virtual machines the benchmarks ran on, the first
+// read of a 4 MB text after a move took milliseconds (docs/benchmarks.md, "Fresh memory in the
+// turn at 1M"). The reservation makes a move happen once per fourfold growth instead of whenever
+// the address space after the text was taken. Each mapped text is two mappings (its writable
+// pages and the rest of its reservation).
 // Below kMapFrom it is ordinary heap memory (malloc/realloc).
 //
 // Not thread-safe (one owner, as a std::string).
