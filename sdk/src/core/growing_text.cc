@@ -104,12 +104,17 @@ void GrowingText::reserve(size_t bytes) {
   }
   if (mapped()) {
     // The kernel moves the page table entries onto the new reservation's start (replacing what
-    // was reserved there); the old reservation's rest is let go.
-    if (mremap(data_, capacity_, capacity_, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) {
+    // was reserved there); the old reservation's rest is let go. A kernel that cannot move them
+    // (the writable pages not one mapping) gets a copy instead.
+    if (mremap(data_, capacity_, capacity_, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED) {
+      if (reserved_ > capacity_) munmap(data_ + capacity_, reserved_ - capacity_);
+    } else if (mprotect(to, kept, PROT_READ | PROT_WRITE) == 0) {
+      if (size_ > 0) std::memcpy(to, data_, size_);
+      munmap(data_, reserved_);
+    } else {
       munmap(fresh, reserved);
       throw std::bad_alloc();
     }
-    if (reserved_ > capacity_) munmap(data_ + capacity_, reserved_ - capacity_);
   } else {
     if (size_ > 0) std::memcpy(to, data_, size_);  // the one copy, of less than kMapFrom
     std::free(data_);
